@@ -1,0 +1,92 @@
+//! `karpenter.sh/v1` NodeClaim: one request for one node.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::core::v1::Taint;
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use kube::CustomResource;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use super::common::{Condition, NodeClassReference, NodeSelectorRequirementWithMinValues};
+
+#[derive(CustomResource, Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[kube(group = "karpenter.sh", version = "v1", kind = "NodeClaim", plural = "nodeclaims", status = "NodeClaimStatus")]
+#[serde(rename_all = "camelCase")]
+pub struct NodeClaimSpec {
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub taints: Vec<Taint>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub startup_taints: Vec<Taint>,
+    #[serde(default)]
+    pub requirements: Vec<NodeSelectorRequirementWithMinValues>,
+    #[serde(default, skip_serializing_if = "ResourceRequirements::is_empty")]
+    pub resources: ResourceRequirements,
+    pub node_class_ref: NodeClassReference,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub termination_grace_period: Option<String>,
+    #[serde(default = "super::nodepool::default_expire_after")]
+    pub expire_after: String,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ResourceRequirements {
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub requests: BTreeMap<String, Quantity>,
+}
+
+impl ResourceRequirements {
+    pub fn is_empty(&self) -> bool {
+        self.requests.is_empty()
+    }
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct NodeClaimStatus {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node_name: Option<String>,
+    #[serde(default, rename = "providerID", skip_serializing_if = "Option::is_none")]
+    pub provider_id: Option<String>,
+    #[serde(default, rename = "imageID", skip_serializing_if = "Option::is_none")]
+    pub image_id: Option<String>,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub capacity: BTreeMap<String, Quantity>,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub allocatable: BTreeMap<String, Quantity>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub conditions: Vec<Condition>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_pod_event_time: Option<String>,
+}
+
+pub const COND_LAUNCHED: &str = "Launched";
+pub const COND_REGISTERED: &str = "Registered";
+pub const COND_INITIALIZED: &str = "Initialized";
+pub const COND_DRIFTED: &str = "Drifted";
+pub const COND_CONSOLIDATABLE: &str = "Consolidatable";
+pub const COND_DISRUPTION_REASON: &str = "DisruptionReason";
+pub const COND_INSTANCE_TERMINATING: &str = "InstanceTerminating";
+
+impl NodeClaim {
+    pub fn name(&self) -> &str {
+        self.metadata.name.as_deref().unwrap_or("")
+    }
+
+    pub fn condition(&self, type_: &str) -> Option<&Condition> {
+        self.status.as_ref()?.conditions.iter().find(|c| c.type_ == type_)
+    }
+
+    pub fn is_true(&self, type_: &str) -> bool {
+        self.condition(type_).is_some_and(|c| c.status == "True")
+    }
+
+    pub fn provider_id(&self) -> Option<&str> {
+        self.status.as_ref()?.provider_id.as_deref().filter(|s| !s.is_empty())
+    }
+
+    pub fn nodepool(&self) -> Option<&str> {
+        self.metadata.labels.as_ref()?.get(crate::engine::labels::NODEPOOL).map(String::as_str)
+    }
+}

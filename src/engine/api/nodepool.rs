@@ -1,0 +1,166 @@
+//! `karpenter.sh/v1` NodePool, with the defaults the CRD applies.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::core::v1::Taint;
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use kube::CustomResource;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use super::common::{Condition, NodeClassReference, NodeSelectorRequirementWithMinValues};
+
+/// A NodePool: a template for NodeClaims plus limits and disruption rules.
+#[derive(CustomResource, Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[kube(group = "karpenter.sh", version = "v1", kind = "NodePool", plural = "nodepools", status = "NodePoolStatus")]
+#[serde(rename_all = "camelCase")]
+pub struct NodePoolSpec {
+    pub template: NodeClaimTemplate,
+    #[serde(default)]
+    pub disruption: Disruption,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limits: Option<BTreeMap<String, Quantity>>,
+    /// 1..=100; unset means 0 (lowest priority).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub weight: Option<i32>,
+    /// Static NodePools (`replicas` set) are not provisioned dynamically.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replicas: Option<i64>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct NodeClaimTemplate {
+    #[serde(default, skip_serializing_if = "TemplateMetadata::is_empty")]
+    pub metadata: TemplateMetadata,
+    pub spec: NodeClaimTemplateSpec,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct TemplateMetadata {
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub labels: BTreeMap<String, String>,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub annotations: BTreeMap<String, String>,
+}
+
+impl TemplateMetadata {
+    pub fn is_empty(&self) -> bool {
+        self.labels.is_empty() && self.annotations.is_empty()
+    }
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct NodeClaimTemplateSpec {
+    #[serde(default)]
+    pub requirements: Vec<NodeSelectorRequirementWithMinValues>,
+    pub node_class_ref: NodeClassReference,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub taints: Vec<Taint>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub startup_taints: Vec<Taint>,
+    /// Go duration or `Never`; the CRD default is 720h.
+    #[serde(default = "default_expire_after")]
+    pub expire_after: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub termination_grace_period: Option<String>,
+}
+
+pub fn default_expire_after() -> String {
+    "720h".to_string()
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Disruption {
+    #[serde(default = "default_consolidation_policy")]
+    pub consolidation_policy: String,
+    /// Go duration or `Never`; the default is 0s.
+    #[serde(default = "default_consolidate_after")]
+    pub consolidate_after: String,
+    #[serde(default = "default_budgets")]
+    pub budgets: Vec<Budget>,
+}
+
+impl Default for Disruption {
+    fn default() -> Self {
+        Disruption {
+            consolidation_policy: default_consolidation_policy(),
+            consolidate_after: default_consolidate_after(),
+            budgets: default_budgets(),
+        }
+    }
+}
+
+pub const POLICY_WHEN_EMPTY: &str = "WhenEmpty";
+pub const POLICY_WHEN_EMPTY_OR_UNDERUTILIZED: &str = "WhenEmptyOrUnderutilized";
+pub const POLICY_BALANCED: &str = "Balanced";
+
+fn default_consolidation_policy() -> String {
+    POLICY_WHEN_EMPTY_OR_UNDERUTILIZED.to_string()
+}
+fn default_consolidate_after() -> String {
+    "0s".to_string()
+}
+fn default_budgets() -> Vec<Budget> {
+    vec![Budget { nodes: "10%".to_string(), schedule: None, duration: None, reasons: None }]
+}
+
+/// A disruption budget: how many nodes may be voluntarily disrupted at once, optionally only during a cron window
+/// and only for some reasons.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Budget {
+    #[serde(default = "default_budget_nodes")]
+    pub nodes: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub schedule: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub duration: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reasons: Option<Vec<String>>,
+}
+
+fn default_budget_nodes() -> String {
+    "10%".to_string()
+}
+
+pub const REASON_UNDERUTILIZED: &str = "Underutilized";
+pub const REASON_EMPTY: &str = "Empty";
+pub const REASON_DRIFTED: &str = "Drifted";
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct NodePoolStatus {
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub resources: BTreeMap<String, Quantity>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub conditions: Vec<Condition>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nodes: Option<i64>,
+}
+
+impl NodePool {
+    pub fn name(&self) -> &str {
+        self.metadata.name.as_deref().unwrap_or("")
+    }
+
+    pub fn weight(&self) -> i32 {
+        self.spec.weight.unwrap_or(0)
+    }
+
+    /// Whether the NodePool's status says it is not Ready. Pools without a Ready condition (as written by hand or
+    /// in a scenario) count as ready: nothing has judged them yet.
+    pub fn is_not_ready(&self) -> bool {
+        self.status
+            .as_ref()
+            .and_then(|s| s.conditions.iter().find(|c| c.type_ == "Ready"))
+            .is_some_and(|c| c.status == "False")
+    }
+
+    pub fn is_deleting(&self) -> bool {
+        self.metadata.deletion_timestamp.is_some()
+    }
+}

@@ -1,0 +1,95 @@
+//! Instance types and their offerings: what the cloud can launch, where, at what price.
+//!
+//! The scheduler only sees [`InstanceType`]s. Where they come from is a catalog source: the embedded AWS catalog,
+//! the KWOK-style synthetic catalog, inline types from a scenario, or (later) the live AWS APIs.
+
+use std::sync::Arc;
+
+use serde::Serialize;
+
+use super::labels::{self, LabelPolicy};
+use super::requirements::Requirements;
+use super::resources::Resources;
+
+/// Where a price came from; shown next to every cost figure.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum PriceSource {
+    /// The embedded on-demand table and its date (`fallback_region` set when the region has no table).
+    Static { date: String, fallback_region: Option<String> },
+    /// Fetched from the AWS pricing APIs at this time (RFC 3339).
+    Live { at: String },
+    /// Made up by the simulated cloud (spot prices, synthetic catalogs, inline prices).
+    Simulated,
+}
+
+impl PriceSource {
+    /// The `priceSource` string of `karpenter-tui catalog` (`static-2026-07-20`, `live`, `simulated`).
+    pub fn label(&self) -> String {
+        match self {
+            PriceSource::Static { date, fallback_region: None } => format!("static-{date}"),
+            PriceSource::Static { date, fallback_region: Some(r) } => format!("static-{date} ({r} prices)"),
+            PriceSource::Live { .. } => "live".to_string(),
+            PriceSource::Simulated => "simulated".to_string(),
+        }
+    }
+}
+
+/// One place and way to buy an instance type.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Offering {
+    pub zone: String,
+    pub capacity_type: String,
+    /// USD per hour.
+    pub price: f64,
+    pub available: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reservation_id: Option<String>,
+}
+
+impl Offering {
+    /// Whether the offering satisfies the zone and capacity-type requirements of `reqs`.
+    pub fn compatible(&self, reqs: &Requirements) -> bool {
+        reqs.get_ref(labels::ZONE).is_none_or(|r| r.has(&self.zone))
+            && reqs.get_ref(labels::CAPACITY_TYPE).is_none_or(|r| r.has(&self.capacity_type))
+    }
+}
+
+/// An instance type as the scheduler sees it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct InstanceType {
+    pub name: String,
+    /// Labels the type offers (instance-type, arch, os, zone, capacity-type, region, provider labels ...).
+    pub requirements: Requirements,
+    pub capacity: Resources,
+    /// kube-reserved + system-reserved + eviction threshold.
+    pub overhead: Resources,
+    pub offerings: Vec<Offering>,
+}
+
+impl InstanceType {
+    /// capacity − overhead, floored at zero.
+    pub fn allocatable(&self) -> Resources {
+        let mut a = self.capacity.minus(&self.overhead);
+        a.floor_zero();
+        a
+    }
+
+    /// The cheapest available offering compatible with `reqs`.
+    pub fn cheapest_offering(&self, reqs: &Requirements) -> Option<&Offering> {
+        self.offerings
+            .iter()
+            .filter(|o| o.available && o.compatible(reqs))
+            .min_by(|a, b| a.price.total_cmp(&b.price))
+    }
+}
+
+/// The instance types a region offers, with the label policy of their provider.
+#[derive(Debug, Clone)]
+pub struct Catalog {
+    pub region: String,
+    pub instance_types: Vec<Arc<InstanceType>>,
+    pub label_policy: LabelPolicy,
+    pub price_source: PriceSource,
+}

@@ -1,0 +1,8 @@
+//! The engine: a pure, deterministic library. Given a snapshot of cluster state, the catalog and the time, it
+//! returns decisions and explanations. It never touches the network, never reads the wall clock, never sleeps.
+
+pub mod api;
+pub mod catalog;
+pub mod labels;
+pub mod requirements;
+pub mod resources;

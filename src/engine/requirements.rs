@@ -1,0 +1,605 @@
+//! The label-set algebra Karpenter schedules with: one [`Requirement`] per key (a set of allowed values, possibly
+//! complemented, with optional integer bounds and `minValues`) and [`Requirements`], a map from key to requirement.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt;
+
+use thiserror::Error;
+
+use super::labels::{self, LabelPolicy};
+
+/// Operators of node selector requirements, including Karpenter's `Gte`/`Lte`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Operator {
+    In,
+    NotIn,
+    Exists,
+    DoesNotExist,
+    Gt,
+    Lt,
+    Gte,
+    Lte,
+}
+
+impl Operator {
+    pub fn parse(s: &str) -> Option<Operator> {
+        Some(match s {
+            "In" => Operator::In,
+            "NotIn" => Operator::NotIn,
+            "Exists" => Operator::Exists,
+            "DoesNotExist" => Operator::DoesNotExist,
+            "Gt" => Operator::Gt,
+            "Lt" => Operator::Lt,
+            "Gte" => Operator::Gte,
+            "Lte" => Operator::Lte,
+            _ => return None,
+        })
+    }
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Operator::In => "In",
+            Operator::NotIn => "NotIn",
+            Operator::Exists => "Exists",
+            Operator::DoesNotExist => "DoesNotExist",
+            Operator::Gt => "Gt",
+            Operator::Lt => "Lt",
+            Operator::Gte => "Gte",
+            Operator::Lte => "Lte",
+        }
+    }
+    pub fn is_negative(self) -> bool {
+        matches!(self, Operator::NotIn | Operator::DoesNotExist)
+    }
+}
+
+impl fmt::Display for Operator {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum RequirementError {
+    #[error("unknown operator {0:?}")]
+    UnknownOperator(String),
+    #[error("operator {op} needs exactly one integer value, got {values:?}")]
+    NotOneInteger { op: Operator, values: Vec<String> },
+}
+
+/// One key's constraint. `complement == false` means "one of `values`"; `true` means "anything except `values`".
+/// Bounds are inclusive and imply the value is an integer.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Default)]
+pub struct Requirement {
+    pub complement: bool,
+    /// Sorted, deduplicated.
+    pub values: Vec<String>,
+    pub gte: Option<i64>,
+    pub lte: Option<i64>,
+    pub min_values: Option<u32>,
+}
+
+fn sorted(mut v: Vec<String>) -> Vec<String> {
+    v.sort();
+    v.dedup();
+    v
+}
+
+impl Requirement {
+    pub fn exists() -> Self {
+        Requirement { complement: true, ..Default::default() }
+    }
+    pub fn does_not_exist() -> Self {
+        Requirement::default()
+    }
+    pub fn in_values<I, S>(values: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        Requirement { values: sorted(values.into_iter().map(Into::into).collect()), ..Default::default() }
+    }
+    pub fn not_in<I, S>(values: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        Requirement { complement: true, values: sorted(values.into_iter().map(Into::into).collect()), ..Default::default() }
+    }
+
+    /// Builds a requirement from an operator and its values (validation of value counts for `In` is the caller's:
+    /// an empty `In` is a legal, unsatisfiable requirement here).
+    pub fn new(op: Operator, values: &[String]) -> Result<Self, RequirementError> {
+        let one_int = || -> Result<i64, RequirementError> {
+            match values {
+                [v] => v.trim().parse::<i64>().map_err(|_| RequirementError::NotOneInteger { op, values: values.to_vec() }),
+                _ => Err(RequirementError::NotOneInteger { op, values: values.to_vec() }),
+            }
+        };
+        Ok(match op {
+            Operator::In => Requirement::in_values(values.iter().cloned()),
+            Operator::NotIn => Requirement::not_in(values.iter().cloned()),
+            Operator::Exists => Requirement::exists(),
+            Operator::DoesNotExist => Requirement::does_not_exist(),
+            Operator::Gt => {
+                let n = one_int()?;
+                if n == i64::MAX {
+                    Requirement::does_not_exist()
+                } else {
+                    Requirement { complement: true, gte: Some(n + 1), ..Default::default() }
+                }
+            }
+            Operator::Lt => {
+                let n = one_int()?;
+                if n == i64::MIN {
+                    Requirement::does_not_exist()
+                } else {
+                    Requirement { complement: true, lte: Some(n - 1), ..Default::default() }
+                }
+            }
+            Operator::Gte => Requirement { complement: true, gte: Some(one_int()?), ..Default::default() },
+            Operator::Lte => Requirement { complement: true, lte: Some(one_int()?), ..Default::default() },
+        })
+    }
+
+    pub fn with_min_values(mut self, min: Option<u32>) -> Self {
+        self.min_values = min;
+        self
+    }
+
+    /// The operator this requirement serialises as (bounds aside).
+    pub fn operator(&self) -> Operator {
+        match (self.complement, self.values.is_empty()) {
+            (true, false) => Operator::NotIn,
+            (true, true) => Operator::Exists,
+            (false, false) => Operator::In,
+            (false, true) => Operator::DoesNotExist,
+        }
+    }
+
+    fn within_bounds(&self, v: &str) -> bool {
+        if self.gte.is_none() && self.lte.is_none() {
+            return true;
+        }
+        match v.parse::<i64>() {
+            Ok(n) => self.gte.is_none_or(|g| n >= g) && self.lte.is_none_or(|l| n <= l),
+            Err(_) => false,
+        }
+    }
+
+    /// Whether the value is allowed.
+    pub fn has(&self, v: &str) -> bool {
+        let listed = self.values.binary_search_by(|x| x.as_str().cmp(v)).is_ok();
+        listed != self.complement && self.within_bounds(v)
+    }
+
+    /// Number of allowed values; complements are unbounded.
+    pub fn len(&self) -> usize {
+        if self.complement { usize::MAX } else { self.values.len() }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        !self.complement && self.values.is_empty()
+    }
+
+    /// The first allowed concrete value, if any.
+    pub fn any(&self) -> Option<&str> {
+        if self.complement { None } else { self.values.first().map(String::as_str) }
+    }
+
+    pub fn intersect(&self, other: &Requirement) -> Requirement {
+        let complement = self.complement && other.complement;
+        let gte = match (self.gte, other.gte) {
+            (Some(a), Some(b)) => Some(a.max(b)),
+            (a, b) => a.or(b),
+        };
+        let lte = match (self.lte, other.lte) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        let min_values = match (self.min_values, other.min_values) {
+            (Some(a), Some(b)) => Some(a.max(b)),
+            (a, b) => a.or(b),
+        };
+        if let (Some(g), Some(l)) = (gte, lte)
+            && g > l
+        {
+            return Requirement { min_values, ..Requirement::does_not_exist() };
+        }
+        let mut values: Vec<String> = match (self.complement, other.complement) {
+            (true, true) => {
+                let mut v: Vec<String> = self.values.iter().chain(other.values.iter()).cloned().collect();
+                v.sort();
+                v.dedup();
+                v
+            }
+            (true, false) => other.values.iter().filter(|v| !self.contains(v)).cloned().collect(),
+            (false, true) => self.values.iter().filter(|v| !other.contains(v)).cloned().collect(),
+            (false, false) => self.values.iter().filter(|v| other.contains(v)).cloned().collect(),
+        };
+        let bounds = Requirement { gte, lte, ..Default::default() };
+        if !complement {
+            values.retain(|v| bounds.within_bounds(v));
+            return Requirement { complement, values, gte: None, lte: None, min_values };
+        }
+        // Exclusions that fall outside the bounds are redundant.
+        values.retain(|v| bounds.within_bounds(v));
+        Requirement { complement, values, gte, lte, min_values }
+    }
+
+    fn contains(&self, v: &str) -> bool {
+        self.values.binary_search_by(|x| x.as_str().cmp(v)).is_ok()
+    }
+
+    /// Allocation-free "is the intersection non-empty".
+    pub fn has_intersection(&self, other: &Requirement) -> bool {
+        let gte = self.gte.max(other.gte);
+        let lte = match (self.lte, other.lte) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        if let (Some(g), Some(l)) = (gte, lte)
+            && g > l
+        {
+            return false;
+        }
+        let bounds = Requirement { gte, lte, ..Default::default() };
+        match (self.complement, other.complement) {
+            // Both complements: infinitely many values remain (bounds permitting, checked above).
+            (true, true) => true,
+            (true, false) => other.values.iter().any(|v| !self.contains(v) && bounds.within_bounds(v)),
+            (false, true) => self.values.iter().any(|v| !other.contains(v) && bounds.within_bounds(v)),
+            (false, false) => self.values.iter().any(|v| other.contains(v) && bounds.within_bounds(v)),
+        }
+    }
+
+    /// Serialises as node selector requirements: (operator, values). A requirement with both bounds gives two.
+    pub fn to_terms(&self) -> Vec<(Operator, Vec<String>)> {
+        let mut out = Vec::new();
+        if self.complement && (self.gte.is_some() || self.lte.is_some()) {
+            if let Some(g) = self.gte {
+                out.push((Operator::Gte, vec![g.to_string()]));
+            }
+            if let Some(l) = self.lte {
+                out.push((Operator::Lte, vec![l.to_string()]));
+            }
+            if !self.values.is_empty() {
+                out.push((Operator::NotIn, self.values.clone()));
+            }
+            return out;
+        }
+        out.push((self.operator(), self.values.clone()));
+        out
+    }
+}
+
+impl fmt::Display for Requirement {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let terms: Vec<String> = self
+            .to_terms()
+            .into_iter()
+            .map(|(op, vals)| match op {
+                Operator::Exists | Operator::DoesNotExist => op.to_string(),
+                _ => {
+                    let mut shown: Vec<&str> = vals.iter().map(String::as_str).take(8).collect();
+                    if vals.len() > 8 {
+                        shown.push("...");
+                    }
+                    format!("{op} [{}]", shown.join(", "))
+                }
+            })
+            .collect();
+        f.write_str(&terms.join(" and "))?;
+        if let Some(m) = self.min_values {
+            write!(f, " (minValues {m})")?;
+        }
+        Ok(())
+    }
+}
+
+/// Why two requirement sets are not compatible, for explanations.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum Incompatibility {
+    #[error("label {key:?} does not have known values{}", hint.as_ref().map(|h| format!(" (did you mean {h:?}?)")).unwrap_or_default())]
+    Undefined { key: String, hint: Option<String> },
+    #[error("{key} {wanted} conflicts with {offered}")]
+    Conflict { key: String, wanted: Requirement, offered: Requirement },
+}
+
+impl Incompatibility {
+    pub fn key(&self) -> &str {
+        match self {
+            Incompatibility::Undefined { key, .. } | Incompatibility::Conflict { key, .. } => key,
+        }
+    }
+}
+
+/// A set of requirements keyed by (normalised) label key. Keys iterate in sorted order, so output is stable.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Default)]
+pub struct Requirements {
+    map: BTreeMap<String, Requirement>,
+}
+
+impl Requirements {
+    pub fn new() -> Self {
+        Requirements::default()
+    }
+
+    /// `{k: In [v]}` for each label.
+    pub fn from_labels<'a, I>(labels: I) -> Self
+    where
+        I: IntoIterator<Item = (&'a String, &'a String)>,
+    {
+        let mut r = Requirements::new();
+        for (k, v) in labels {
+            r.add(k, Requirement::in_values([v.clone()]));
+        }
+        r
+    }
+
+    /// Intersects `req` into the key's existing requirement (the key is normalised).
+    pub fn add(&mut self, key: &str, req: Requirement) {
+        let key = labels::normalize_key(key);
+        match self.map.get_mut(key) {
+            Some(existing) => *existing = existing.intersect(&req),
+            None => {
+                self.map.insert(key.to_string(), req);
+            }
+        }
+    }
+
+    pub fn add_all(&mut self, other: &Requirements) {
+        for (k, r) in &other.map {
+            self.add(k, r.clone());
+        }
+    }
+
+    pub fn intersected(&self, other: &Requirements) -> Requirements {
+        let mut r = self.clone();
+        r.add_all(other);
+        r
+    }
+
+    /// Replaces a key's requirement outright.
+    pub fn set(&mut self, key: &str, req: Requirement) {
+        self.map.insert(labels::normalize_key(key).to_string(), req);
+    }
+
+    pub fn remove(&mut self, key: &str) -> Option<Requirement> {
+        self.map.remove(key)
+    }
+
+    pub fn has(&self, key: &str) -> bool {
+        self.map.contains_key(key)
+    }
+
+    /// A missing key behaves as `Exists`.
+    pub fn get(&self, key: &str) -> Requirement {
+        self.map.get(key).cloned().unwrap_or_else(Requirement::exists)
+    }
+
+    pub fn get_ref(&self, key: &str) -> Option<&Requirement> {
+        self.map.get(key)
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = (&String, &Requirement)> {
+        self.map.iter()
+    }
+
+    pub fn keys(&self) -> impl Iterator<Item = &String> {
+        self.map.keys()
+    }
+
+    pub fn len(&self) -> usize {
+        self.map.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.map.is_empty()
+    }
+
+    /// For every key in both sets the requirements must intersect, except that two negative requirements never
+    /// conflict. Keys on one side only are ignored.
+    pub fn intersects(&self, other: &Requirements) -> Result<(), Incompatibility> {
+        // Walk the smaller map and probe the larger.
+        let (small, large, swapped) =
+            if self.map.len() <= other.map.len() { (self, other, false) } else { (other, self, true) };
+        for (key, a) in &small.map {
+            let Some(b) = large.map.get(key) else { continue };
+            if a.has_intersection(b) {
+                continue;
+            }
+            let (ours, theirs) = if swapped { (b, a) } else { (a, b) };
+            if ours.operator().is_negative() && theirs.operator().is_negative() {
+                continue;
+            }
+            return Err(Incompatibility::Conflict { key: key.clone(), wanted: theirs.clone(), offered: ours.clone() });
+        }
+        Ok(())
+    }
+
+    /// `self` describes what is offered (a NodePool, a node); `other` what is asked (a pod). A key asked for that
+    /// `self` does not define is an error unless it is allowed to be undefined (well-known labels resolved later
+    /// from instance types) or asked for negatively.
+    pub fn compatible(&self, other: &Requirements, allow_undefined: Option<&LabelPolicy>) -> Result<(), Incompatibility> {
+        for (key, r) in &other.map {
+            if self.map.contains_key(key) || r.operator().is_negative() {
+                continue;
+            }
+            if allow_undefined.is_some_and(|p| p.is_well_known(key)) {
+                continue;
+            }
+            let hint = allow_undefined
+                .and_then(|p| labels::hint(key, p.well_known.iter().map(String::as_str).chain(self.map.keys().map(String::as_str))))
+                .map(str::to_string);
+            return Err(Incompatibility::Undefined { key: key.clone(), hint });
+        }
+        self.intersects(other)
+    }
+
+    /// Labels implied by single-valued `In` requirements.
+    pub fn single_valued_labels(&self) -> BTreeMap<String, String> {
+        self.map
+            .iter()
+            .filter(|(_, r)| !r.complement && r.values.len() == 1)
+            .map(|(k, r)| (k.clone(), r.values[0].clone()))
+            .collect()
+    }
+
+    pub fn keys_set(&self) -> BTreeSet<&str> {
+        self.map.keys().map(String::as_str).collect()
+    }
+}
+
+impl fmt::Display for Requirements {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let parts: Vec<String> = self.map.iter().map(|(k, r)| format!("{k} {r}")).collect();
+        f.write_str(&parts.join(", "))
+    }
+}
+
+impl FromIterator<(String, Requirement)> for Requirements {
+    fn from_iter<T: IntoIterator<Item = (String, Requirement)>>(iter: T) -> Self {
+        let mut r = Requirements::new();
+        for (k, req) in iter {
+            r.add(&k, req);
+        }
+        r
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn s(v: &[&str]) -> Vec<String> {
+        v.iter().map(|x| x.to_string()).collect()
+    }
+
+    #[test]
+    fn operators_map_to_representation() {
+        let r = Requirement::new(Operator::Gt, &s(&["3"])).unwrap();
+        assert!(r.has("4") && !r.has("3") && !r.has("abc"));
+        let r = Requirement::new(Operator::Lt, &s(&["3"])).unwrap();
+        assert!(r.has("2") && !r.has("3"));
+        let r = Requirement::new(Operator::Gte, &s(&["3"])).unwrap();
+        assert!(r.has("3") && !r.has("2"));
+        let r = Requirement::new(Operator::Lte, &s(&["3"])).unwrap();
+        assert!(r.has("3") && !r.has("4"));
+        assert!(Requirement::new(Operator::Gt, &s(&["x"])).is_err());
+        assert!(Requirement::new(Operator::Gt, &s(&["1", "2"])).is_err());
+        let r = Requirement::new(Operator::Gt, &s(&[&i64::MAX.to_string()])).unwrap();
+        assert_eq!(r.operator(), Operator::DoesNotExist);
+        assert_eq!(Requirement::exists().operator(), Operator::Exists);
+        assert_eq!(Requirement::not_in(["a"]).operator(), Operator::NotIn);
+    }
+
+    #[test]
+    fn intersection_rules() {
+        let a = Requirement::in_values(["a", "b", "c"]);
+        let b = Requirement::not_in(["b"]);
+        assert_eq!(a.intersect(&b), Requirement::in_values(["a", "c"]));
+        let c = Requirement::not_in(["x"]).intersect(&Requirement::not_in(["y"]));
+        assert_eq!(c, Requirement::not_in(["x", "y"]));
+        let gt = Requirement::new(Operator::Gt, &s(&["5"])).unwrap();
+        let lt = Requirement::new(Operator::Lt, &s(&["3"])).unwrap();
+        assert_eq!(gt.intersect(&lt).operator(), Operator::DoesNotExist);
+        let nums = Requirement::in_values(["1", "4", "8", "x"]);
+        assert_eq!(nums.intersect(&Requirement::new(Operator::Gte, &s(&["4"])).unwrap()), Requirement::in_values(["4", "8"]));
+        let m = Requirement::in_values(["a"]).with_min_values(Some(2)).intersect(&Requirement::exists().with_min_values(Some(3)));
+        assert_eq!(m.min_values, Some(3));
+    }
+
+    #[test]
+    fn negative_requirements_never_conflict() {
+        let mut a = Requirements::new();
+        a.add("team", Requirement::does_not_exist());
+        let mut b = Requirements::new();
+        b.add("team", Requirement::not_in(["x"]));
+        assert!(a.intersects(&b).is_ok());
+        let mut c = Requirements::new();
+        c.add("team", Requirement::in_values(["x"]));
+        assert!(a.intersects(&c).is_err());
+    }
+
+    #[test]
+    fn compatible_requires_custom_labels_to_be_defined() {
+        let policy = LabelPolicy::default();
+        let pool = Requirements::new();
+        let mut pod = Requirements::new();
+        pod.add(labels::ZONE, Requirement::in_values(["z1"]));
+        assert!(pool.compatible(&pod, Some(&policy)).is_ok(), "well-known labels may be undefined");
+        pod.add("team", Requirement::in_values(["a"]));
+        let err = pool.compatible(&pod, Some(&policy)).unwrap_err();
+        assert!(err.to_string().contains("\"team\" does not have known values"), "{err}");
+        let mut neg = Requirements::new();
+        neg.add("team", Requirement::not_in(["a"]));
+        assert!(pool.compatible(&neg, Some(&policy)).is_ok());
+        let mut exists = Requirements::new();
+        exists.add("team", Requirement::exists());
+        assert!(pool.compatible(&exists, Some(&policy)).is_err());
+        // Without allow-undefined, even well-known labels must be present.
+        let mut zone_only = Requirements::new();
+        zone_only.add(labels::ZONE, Requirement::in_values(["z1"]));
+        assert!(pool.compatible(&zone_only, None).is_err());
+    }
+
+    #[test]
+    fn keys_are_normalised() {
+        let mut r = Requirements::new();
+        r.add("failure-domain.beta.kubernetes.io/zone", Requirement::in_values(["z"]));
+        assert!(r.has(labels::ZONE));
+    }
+
+    fn arb_requirement() -> impl Strategy<Value = Requirement> {
+        let vals = proptest::collection::vec(prop_oneof!["a", "b", "c", "1", "2", "5", "9"], 0..4);
+        (any::<bool>(), vals, proptest::option::of(0i64..10), proptest::option::of(0i64..10)).prop_map(
+            |(complement, values, gte, lte)| {
+                let mut r = if complement { Requirement::not_in(values) } else { Requirement::in_values(values) };
+                if complement {
+                    r.gte = gte;
+                    r.lte = lte;
+                }
+                r
+            },
+        )
+    }
+
+    const UNIVERSE: [&str; 10] = ["a", "b", "c", "d", "0", "1", "2", "5", "9", "12"];
+
+    proptest! {
+        #[test]
+        fn intersection_is_commutative(a in arb_requirement(), b in arb_requirement()) {
+            let ab = a.intersect(&b);
+            let ba = b.intersect(&a);
+            for v in UNIVERSE {
+                prop_assert_eq!(ab.has(v), ba.has(v));
+            }
+            prop_assert_eq!(a.has_intersection(&b), b.has_intersection(&a));
+        }
+
+        #[test]
+        fn intersection_is_associative(a in arb_requirement(), b in arb_requirement(), c in arb_requirement()) {
+            let l = a.intersect(&b).intersect(&c);
+            let r = a.intersect(&b.intersect(&c));
+            for v in UNIVERSE {
+                prop_assert_eq!(l.has(v), r.has(v));
+            }
+        }
+
+        #[test]
+        fn has_agrees_with_intersection(a in arb_requirement(), b in arb_requirement()) {
+            let ab = a.intersect(&b);
+            for v in UNIVERSE {
+                prop_assert_eq!(ab.has(v), a.has(v) && b.has(v), "value {}", v);
+            }
+        }
+
+        #[test]
+        fn has_intersection_agrees_with_intersect(a in arb_requirement(), b in arb_requirement()) {
+            let ab = a.intersect(&b);
+            let nonempty = ab.complement || !ab.values.is_empty();
+            prop_assert_eq!(a.has_intersection(&b), nonempty);
+        }
+    }
+}

@@ -1,0 +1,1 @@
+//! The cluster port over kube-rs. Arrives with the live-cluster issue.

@@ -1,0 +1,1 @@
+//! The async shell: clock, leadership, effect runner. Arrives with the simulation issue.

@@ -1,0 +1,1 @@
+//! The simulated cluster and cloud behind `simulate` and `demo`. Arrives with the simulation issue.

@@ -1,0 +1,1 @@
+//! The dashboard (ratatui). Arrives with the dashboard issue; nothing here yet.
