@@ -3,6 +3,8 @@
 
 pub mod api;
 pub mod catalog;
+pub mod explain;
 pub mod labels;
 pub mod requirements;
 pub mod resources;
+pub mod scheduling;

@@ -1,0 +1,867 @@
+//! The scheduling simulation: where would these pods go, on existing nodes, on NodeClaims already being launched,
+//! or on new NodeClaims from which NodePool? Upstream Karpenter's algorithm (engine.md §2), restructured for speed:
+//! everything that depends only on the snapshot (templates, instance-type indexes, daemon overhead groups,
+//! topology domains) is prepared once, and instance types are filtered with bitsets.
+//!
+//! Determinism: pods are ordered by (CPU desc, memory desc, creation asc, uid asc); existing nodes by
+//! (initialized first, name); NodePools by (weight desc, name desc); in-simulation NodeClaims by (pod count asc,
+//! creation order) — upstream leaves ties of the last one to an unstable sort, we fix them.
+
+pub mod bitset;
+pub mod pod;
+pub mod selector;
+pub mod taints;
+pub mod template;
+pub mod topology;
+pub mod volumes;
+
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::sync::Arc;
+
+use k8s_openapi::api::core::v1::Taint;
+
+use self::bitset::Bitset;
+use self::pod::{HostPort, PodData};
+use self::template::{Template, TemplateProblem};
+use self::topology::{BoundPod, Topology};
+use self::volumes::VolumeIndex;
+use crate::engine::api::NodePool;
+use crate::engine::catalog::InstanceType;
+use crate::engine::explain::{InstanceTypeMiss, PodIgnored, PoolRejection};
+use crate::engine::labels::{self, LabelPolicy};
+use crate::engine::requirements::{Requirement, Requirements};
+use crate::engine::resources::Resources;
+
+/// What to do when the instance types left for a NodeClaim can't satisfy a requirement's `minValues`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum MinValuesPolicy {
+    /// The NodeClaim is not created; its pods fail.
+    #[default]
+    Strict,
+    /// minValues is lowered to what is achievable and the NodeClaim is annotated.
+    BestEffort,
+}
+
+#[derive(Debug, Clone)]
+pub struct SchedulerOptions {
+    pub min_values: MinValuesPolicy,
+    /// `--preference-policy=Ignore`: preferences are dropped up front instead of relaxed one by one.
+    pub ignore_preferences: bool,
+    /// Instance-type options kept per NodeClaim, cheapest first (upstream `MaxInstanceTypes`).
+    pub max_instance_types: usize,
+}
+
+impl Default for SchedulerOptions {
+    fn default() -> Self {
+        SchedulerOptions { min_values: MinValuesPolicy::Strict, ignore_preferences: false, max_instance_types: 600 }
+    }
+}
+
+/// A node (or an in-flight NodeClaim not yet registered) pods may be placed on.
+#[derive(Debug, Clone, Default)]
+pub struct ExistingNode {
+    pub name: String,
+    pub labels: BTreeMap<String, String>,
+    pub taints: Vec<Taint>,
+    /// Taints the NodeClaim declared as startup taints (ignored while the node is uninitialized).
+    pub startup_taints: Vec<Taint>,
+    pub allocatable: Resources,
+    pub capacity: Resources,
+    pub initialized: bool,
+    /// Karpenter-managed (has a NodeClaim).
+    pub managed: bool,
+    pub nodepool: Option<String>,
+}
+
+/// Everything a solve needs besides the pods.
+pub struct Input<'a> {
+    pub nodepools: &'a [NodePool],
+    /// Instance types per NodePool name.
+    pub instance_types: &'a BTreeMap<String, Vec<Arc<InstanceType>>>,
+    pub policy: &'a LabelPolicy,
+    /// Active nodes (not marked for deletion): placement destinations.
+    pub nodes: &'a [ExistingNode],
+    /// Usage per NodePool for limits (capacity of its nodes, `nodes` = count). Nodes being deleted count as zero.
+    pub nodepool_usage: &'a BTreeMap<String, Resources>,
+    /// Pods bound to nodes (the node's name), for requests on existing nodes and topology counting.
+    pub bound_pods: &'a [(PodData, String)],
+    /// Labels and taints of every node bound pods may be on (including deleting ones), for topology counting.
+    pub node_labels: &'a BTreeMap<String, (BTreeMap<String, String>, Vec<Taint>)>,
+    /// One representative pod per DaemonSet.
+    pub daemonsets: &'a [PodData],
+    pub volumes: &'a VolumeIndex,
+    pub options: SchedulerOptions,
+}
+
+/// A NodeClaim the solve decided to create.
+#[derive(Debug, Clone)]
+pub struct NewNodeClaim {
+    pub nodepool: String,
+    pub hostname: String,
+    /// Final requirements: instance-type and capacity-type narrowed to the options, no hostname.
+    pub requirements: Requirements,
+    /// Options cheapest first, truncated to `max_instance_types`.
+    pub instance_types: Vec<Arc<InstanceType>>,
+    /// Indices into the solved pods.
+    pub pods: Vec<usize>,
+    /// Σ pod requests + the smallest daemon overhead among the remaining options.
+    pub requests: Resources,
+    pub min_values_relaxed: bool,
+    pub labels: BTreeMap<String, String>,
+    pub annotations: BTreeMap<String, String>,
+    pub taints: Vec<Taint>,
+    pub startup_taints: Vec<Taint>,
+    pub node_class_ref: crate::engine::api::NodeClassReference,
+    pub expire_after: String,
+    pub termination_grace_period: Option<String>,
+}
+
+impl NewNodeClaim {
+    /// Price of the cheapest compatible available offering among the options.
+    pub fn cheapest_price(&self) -> Option<f64> {
+        self.instance_types
+            .iter()
+            .filter_map(|t| t.cheapest_offering(&self.requirements).map(|o| o.price))
+            .min_by(f64::total_cmp)
+    }
+}
+
+/// Pods placed on an existing node or in-flight NodeClaim (they get nominated).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Placement {
+    pub node: String,
+    pub pods: Vec<usize>,
+}
+
+/// A pod no NodePool could take, with the reason per NodePool.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PodFailure {
+    pub pod: usize,
+    pub reasons: Vec<(String, PoolRejection)>,
+}
+
+impl PodFailure {
+    /// One sentence for events and logs.
+    pub fn summary(&self) -> String {
+        if self.reasons.is_empty() {
+            return "no NodePool can provision for this pod".to_string();
+        }
+        self.reasons.iter().map(|(p, r)| format!("NodePool {p:?}: {r}")).collect::<Vec<_>>().join("; ")
+    }
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct Results {
+    pub new_claims: Vec<NewNodeClaim>,
+    pub existing: Vec<Placement>,
+    pub failures: Vec<PodFailure>,
+    pub ignored: Vec<(usize, PodIgnored)>,
+}
+
+impl Results {
+    pub fn scheduled_pods(&self) -> usize {
+        self.new_claims.iter().map(|c| c.pods.len()).sum::<usize>()
+            + self.existing.iter().map(|p| p.pods.len()).sum::<usize>()
+    }
+}
+
+/// A node candidate the solve places pods on: an existing node.
+struct SimNode {
+    name: String,
+    requirements: Requirements,
+    taints: Vec<Taint>,
+    remaining: Resources,
+    host_ports: Vec<HostPort>,
+    pods: Vec<usize>,
+}
+
+/// A NodeClaim being built in this solve.
+struct SimClaim {
+    template: usize,
+    hostname: String,
+    requirements: Requirements,
+    /// Types still possible.
+    types: Bitset,
+    /// Requirement- and offering-compatible types for `requirements` (cached).
+    req_bits: Bitset,
+    requests: Resources,
+    host_ports: Vec<HostPort>,
+    pods: Vec<usize>,
+    min_values_relaxed: bool,
+}
+
+struct Candidate {
+    requirements: Option<Requirements>,
+    types: Bitset,
+    req_bits: Option<Bitset>,
+    relaxed_min_values: bool,
+}
+
+/// The scheduler for one solve.
+pub struct Scheduler<'a> {
+    input: &'a Input<'a>,
+    templates: Vec<Template>,
+    /// NodePools that can't be used at all, with the reason every failing pod will show for them.
+    unusable: Vec<(String, PoolRejection)>,
+    nodes: Vec<SimNode>,
+    claims: Vec<SimClaim>,
+    /// (pod count, creation index) of each claim, the order they are tried in.
+    claim_order: BTreeSet<(usize, usize)>,
+    topology: Topology,
+    remaining: BTreeMap<String, BTreeMap<String, i64>>,
+    prefer_no_schedule_step: bool,
+    next_hostname: usize,
+    volume_alternatives: Vec<Vec<Requirements>>,
+}
+
+const WELL_KNOWN_HELPER_KEYS: [&str; 3] = [labels::HOSTNAME, labels::REGISTERED, labels::INITIALIZED];
+
+impl<'a> Scheduler<'a> {
+    /// Prepares the templates, nodes and topology for solving `pods`.
+    pub fn new(input: &'a Input<'a>, pods: &[PodData]) -> Scheduler<'a> {
+        // NodePools in weight order (desc), ties by name desc.
+        let mut pools: Vec<&NodePool> = input
+            .nodepools
+            .iter()
+            .filter(|p| p.spec.replicas.is_none() && !p.is_deleting() && !p.is_not_ready())
+            .collect();
+        pools.sort_by(|a, b| b.weight().cmp(&a.weight()).then_with(|| b.name().cmp(a.name())));
+        let mut templates = Vec::new();
+        let mut unusable = Vec::new();
+        for pool in pools {
+            let types = input.instance_types.get(pool.name()).map(Vec::as_slice).unwrap_or(&[]);
+            match Template::new(pool, types, input.daemonsets, input.policy) {
+                Ok(t) => templates.push(t),
+                Err(TemplateProblem::NoInstanceTypes) => {
+                    unusable.push((pool.name().to_string(), PoolRejection::NoInstanceTypes));
+                }
+                Err(TemplateProblem::Invalid(s)) => {
+                    unusable.push((pool.name().to_string(), PoolRejection::Other(format!("invalid NodePool: {s}"))));
+                }
+            }
+        }
+        let prefer_no_schedule_step = templates.iter().any(|t| t.has_prefer_no_schedule);
+
+        // Limits: remaining = limits − usage.
+        let mut remaining = BTreeMap::new();
+        for t in &templates {
+            if let Some(limits) = &t.limits {
+                let usage = input.nodepool_usage.get(&t.nodepool).cloned().unwrap_or_default();
+                let rem: BTreeMap<String, i64> = limits
+                    .iter()
+                    .map(|(k, v)| {
+                        let used = if k == "nodes" { usage.get("nodes") } else { usage.get(k) };
+                        (k.clone(), v - used)
+                    })
+                    .collect();
+                remaining.insert(t.nodepool.clone(), rem);
+            }
+        }
+
+        // Requests already on existing nodes.
+        let mut used: BTreeMap<&str, (Resources, Vec<HostPort>, BTreeSet<&str>)> = BTreeMap::new();
+        for (p, node) in input.bound_pods {
+            let e = used.entry(node.as_str()).or_default();
+            e.0.add(&p.requests);
+            e.1.extend(p.host_ports.iter().cloned());
+            if let Some(ds) = &p.daemonset {
+                e.2.insert(ds.as_str());
+            }
+        }
+        let mut existing: Vec<&ExistingNode> = input.nodes.iter().collect();
+        existing.sort_by(|a, b| b.initialized.cmp(&a.initialized).then_with(|| a.name.cmp(&b.name)));
+        let mut nodes = Vec::new();
+        for n in existing {
+            let mut node_labels = n.labels.clone();
+            node_labels.entry(labels::HOSTNAME.to_string()).or_insert_with(|| n.name.clone());
+            let requirements = Requirements::from_labels(node_labels.iter());
+            let taints: Vec<Taint> = if n.managed && !n.initialized {
+                n.taints
+                    .iter()
+                    .filter(|t| !taints::is_known_ephemeral(t) && !n.startup_taints.iter().any(|s| s.key == t.key && s.effect == t.effect))
+                    .cloned()
+                    .collect()
+            } else {
+                n.taints.clone()
+            };
+            let (pod_requests, ports, running_ds) = used.get(n.name.as_str()).cloned().unwrap_or_default();
+            let mut remaining_res = n.allocatable.minus(&pod_requests);
+            // Daemons that will run here but haven't started yet still need room.
+            for ds in input.daemonsets {
+                let name = ds.daemonset.as_deref().unwrap_or("");
+                if running_ds.contains(name) {
+                    continue;
+                }
+                if taints::first_untolerated(&n.taints, &ds.tolerations, true).is_none()
+                    && requirements.compatible(&ds.strict_requirements(), None).is_ok()
+                {
+                    remaining_res = remaining_res.minus(&ds.requests);
+                }
+            }
+            nodes.push(SimNode {
+                name: n.name.clone(),
+                requirements,
+                taints,
+                remaining: remaining_res,
+                host_ports: ports,
+                pods: Vec::new(),
+            });
+        }
+
+        // Topology: the domains each key may take, from templates × types and existing nodes.
+        let pods_for_topology: Vec<PodData> = pods.to_vec();
+        let mut keys: BTreeSet<String> = BTreeSet::new();
+        for p in pods.iter().chain(input.bound_pods.iter().map(|(p, _)| p)) {
+            for s in &p.spreads {
+                keys.insert(s.key.clone());
+            }
+            for t in p.affinity.iter().chain(&p.preferred_affinity).chain(&p.anti_affinity).chain(&p.preferred_anti_affinity) {
+                keys.insert(t.key.clone());
+            }
+        }
+        let mut universe: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+        for key in &keys {
+            let set = universe.entry(key.clone()).or_default();
+            for t in &templates {
+                if let Some(r) = t.requirements.get_ref(key)
+                    && !r.complement
+                {
+                    set.extend(r.values.iter().cloned());
+                }
+                for it in &t.types {
+                    if let Some(r) = it.requirements.get_ref(key) {
+                        let merged = match t.requirements.get_ref(key) {
+                            Some(tr) => tr.intersect(r),
+                            None => r.clone(),
+                        };
+                        if !merged.complement {
+                            set.extend(merged.values.iter().cloned());
+                        }
+                    }
+                }
+            }
+            for n in &nodes {
+                if let Some(r) = n.requirements.get_ref(key) {
+                    set.extend(r.values.iter().cloned());
+                }
+            }
+        }
+        let mut topology = Topology::new(universe, input.policy.clone());
+        topology.add_pods(&pods_for_topology);
+        let empty = (BTreeMap::new(), Vec::new());
+        let bound: Vec<BoundPod<'_>> = input
+            .bound_pods
+            .iter()
+            .map(|(p, node)| {
+                let (l, t) = input.node_labels.get(node).unwrap_or(&empty);
+                BoundPod { pod: p, node_labels: l, node_name: node, node_taints: t }
+            })
+            .collect();
+        if topology.has_groups() || bound.iter().any(|b| !b.pod.anti_affinity.is_empty()) {
+            topology.count_bound(&bound);
+        }
+
+        let volume_alternatives = pods
+            .iter()
+            .map(|p| input.volumes.alternatives(p).unwrap_or_default())
+            .collect();
+        Scheduler {
+            input,
+            templates,
+            unusable,
+            nodes,
+            claims: Vec::new(),
+            claim_order: BTreeSet::new(),
+            topology,
+            remaining,
+            prefer_no_schedule_step,
+            next_hostname: 0,
+            volume_alternatives,
+        }
+    }
+
+    /// Solves: every pod placed somewhere, or failed with reasons. `pods` must be the slice given to `new`.
+    pub fn solve(mut self, pods: &[PodData]) -> Results {
+        let mut results = Results::default();
+        let mut queue: Vec<usize> = Vec::with_capacity(pods.len());
+        for (i, p) in pods.iter().enumerate() {
+            match self.input.volumes.alternatives(p) {
+                Ok(_) => queue.push(i),
+                Err(detail) => results.ignored.push((i, PodIgnored::Volume { detail })),
+            }
+        }
+        queue.sort_by(|&a, &b| {
+            let (pa, pb) = (&pods[a], &pods[b]);
+            pb.requests
+                .cpu
+                .cmp(&pa.requests.cpu)
+                .then_with(|| pb.requests.memory.cmp(&pa.requests.memory))
+                .then_with(|| pa.created.cmp(&pb.created))
+                .then_with(|| pa.uid.cmp(&pb.uid))
+        });
+        let mut queue: VecDeque<usize> = queue.into();
+        let mut last_len: Vec<usize> = vec![usize::MAX; pods.len()];
+        let mut errors: BTreeMap<usize, Vec<(String, PoolRejection)>> = BTreeMap::new();
+        while let Some(&i) = queue.front() {
+            // A full cycle without progress: stop.
+            if last_len[i] == queue.len() {
+                break;
+            }
+            queue.pop_front();
+            match self.try_schedule(i, &pods[i]) {
+                Ok(()) => {
+                    errors.remove(&i);
+                }
+                Err(reasons) => {
+                    errors.insert(i, reasons);
+                    queue.push_back(i);
+                    last_len[i] = queue.len();
+                }
+            }
+        }
+        for (i, reasons) in errors {
+            results.failures.push(PodFailure { pod: i, reasons });
+        }
+        self.finalize(pods, &mut results);
+        results
+    }
+
+    fn try_schedule(&mut self, i: usize, original: &PodData) -> Result<(), Vec<(String, PoolRejection)>> {
+        let mut pod = original.clone();
+        if self.input.options.ignore_preferences {
+            pod.preferred_affinity.clear();
+            pod.preferred_anti_affinity.clear();
+            pod.preferred_terms.clear();
+            pod.spreads.retain(|s| s.required);
+        }
+        loop {
+            match self.add(i, &pod) {
+                Ok(()) => return Ok(()),
+                Err(e) => {
+                    if self.input.options.ignore_preferences || pod.relax(self.prefer_no_schedule_step).is_none() {
+                        return Err(e);
+                    }
+                }
+            }
+        }
+    }
+
+    fn add(&mut self, i: usize, pod: &PodData) -> Result<(), Vec<(String, PoolRejection)>> {
+        let strict = pod.strict_requirements();
+        let reqs = pod.requirements();
+        let groups = self.topology.constraints_for(pod);
+
+        // 1. Existing nodes, in order.
+        for n in 0..self.nodes.len() {
+            if let Some(node_reqs) = self.can_add_to_node(n, i, pod, &strict, &reqs, &groups) {
+                let node = &mut self.nodes[n];
+                node.remaining = node.remaining.minus(&pod.requests);
+                node.host_ports.extend(pod.host_ports.iter().cloned());
+                node.pods.push(i);
+                let taints = node.taints.clone();
+                self.topology.record(pod, &node_reqs, &taints);
+                return Ok(());
+            }
+        }
+
+        // 2. NodeClaims created earlier in this solve, fewest pods first.
+        let order: Vec<(usize, usize)> = self.claim_order.iter().copied().collect();
+        for (count, c) in order {
+            if let Ok(cand) = self.can_add_to_claim(c, i, pod, &strict, &reqs, &groups) {
+                self.commit_claim(c, i, pod, cand);
+                self.claim_order.remove(&(count, c));
+                self.claim_order.insert((count + 1, c));
+                return Ok(());
+            }
+        }
+
+        // 3. A new NodeClaim from each template, in weight order.
+        let mut reasons: Vec<(String, PoolRejection)> = Vec::new();
+        for t in 0..self.templates.len() {
+            let tpl = &self.templates[t];
+            let mut types = Bitset::full(tpl.types.len());
+            if let Some(rem) = self.remaining.get(&tpl.nodepool) {
+                if let Some(&n) = rem.get("nodes")
+                    && n <= 0
+                {
+                    reasons.push((
+                        tpl.nodepool.clone(),
+                        PoolRejection::LimitsExhausted { resource: "nodes".into(), limit: tpl.limits.as_ref().and_then(|l| l.get("nodes").copied()).unwrap_or(0), remaining: n },
+                    ));
+                    continue;
+                }
+                let mut exhausted: Option<(String, i64)> = None;
+                for (ti, it) in tpl.types.iter().enumerate() {
+                    if let Some((k, v)) = rem.iter().find(|(k, v)| k.as_str() != "nodes" && it.capacity.get(k) > **v) {
+                        types.clear(ti);
+                        exhausted.get_or_insert((k.clone(), *v));
+                    }
+                }
+                if types.is_empty() {
+                    let (resource, left) = exhausted.unwrap_or_default();
+                    let limit = tpl.limits.as_ref().and_then(|l| l.get(&resource).copied()).unwrap_or(0);
+                    reasons.push((tpl.nodepool.clone(), PoolRejection::LimitsExhausted { resource, limit, remaining: left }));
+                    continue;
+                }
+            }
+            let hostname = format!("hostname-placeholder-{:04}", self.next_hostname);
+            let mut requirements = tpl.requirements.clone();
+            requirements.add(labels::HOSTNAME, Requirement::in_values([hostname.clone()]));
+            let req_bits = tpl.compatible_types(&requirements).and(&tpl.offered_types(&requirements));
+            self.claims.push(SimClaim {
+                template: t,
+                hostname: hostname.clone(),
+                requirements,
+                types,
+                req_bits,
+                requests: Resources::default(),
+                host_ports: Vec::new(),
+                pods: Vec::new(),
+                min_values_relaxed: false,
+            });
+            let c = self.claims.len() - 1;
+            self.topology.register(labels::HOSTNAME, &hostname);
+            match self.can_add_to_claim(c, i, pod, &strict, &reqs, &groups) {
+                Ok(cand) => {
+                    self.next_hostname += 1;
+                    self.commit_claim(c, i, pod, cand);
+                    self.claim_order.insert((1, c));
+                    // Pessimistic: the claim may launch its largest option.
+                    if let Some(rem) = self.remaining.get_mut(&self.templates[t].nodepool) {
+                        let tpl = &self.templates[t];
+                        let mut max = Resources::default();
+                        for ti in self.claims[c].types.iter() {
+                            max.max_with(&tpl.types[ti].capacity);
+                        }
+                        for (k, v) in rem.iter_mut() {
+                            *v -= if k == "nodes" { 1 } else { max.get(k) };
+                        }
+                    }
+                    return Ok(());
+                }
+                Err(r) => {
+                    self.claims.pop();
+                    self.topology.unregister(labels::HOSTNAME, &hostname);
+                    reasons.push((self.templates[t].nodepool.clone(), r));
+                }
+            }
+        }
+        reasons.extend(self.unusable.iter().cloned());
+        Err(reasons)
+    }
+
+    fn can_add_to_node(
+        &self,
+        n: usize,
+        i: usize,
+        pod: &PodData,
+        strict: &Requirements,
+        reqs: &Requirements,
+        groups: &[usize],
+    ) -> Option<Requirements> {
+        let node = &self.nodes[n];
+        if taints::first_untolerated(&node.taints, &pod.tolerations, pod.tolerate_prefer_no_schedule).is_some() {
+            return None;
+        }
+        if pod.host_ports.iter().any(|p| node.host_ports.iter().any(|q| p.conflicts(q))) {
+            return None;
+        }
+        if !pod.requests.fits_in(&node.remaining) {
+            return None;
+        }
+        if node.requirements.compatible(reqs, None).is_err() {
+            return None;
+        }
+        let alts = &self.volume_alternatives[i];
+        if !alts.is_empty() && !alts.iter().any(|a| node.requirements.compatible(a, None).is_ok()) {
+            return None;
+        }
+        match self.topology.add_requirements(pod, groups, strict, &node.requirements) {
+            Ok(Some(r)) => {
+                if node.requirements.compatible(&r, None).is_err() {
+                    return None;
+                }
+                Some(node.requirements.clone())
+            }
+            Ok(None) => Some(node.requirements.clone()),
+            Err(_) => None,
+        }
+    }
+
+    fn tolerates_template(&self, pod: &PodData, t: usize) -> Result<(), String> {
+        let tpl = &self.templates[t];
+        match taints::first_untolerated(&tpl.taints, &pod.tolerations, pod.tolerate_prefer_no_schedule) {
+            None => Ok(()),
+            Some(taint) => Err(taints::taint_string(taint)),
+        }
+    }
+
+    fn can_add_to_claim(
+        &self,
+        c: usize,
+        i: usize,
+        pod: &PodData,
+        strict: &Requirements,
+        reqs: &Requirements,
+        groups: &[usize],
+    ) -> Result<Candidate, PoolRejection> {
+        let claim = &self.claims[c];
+        let tpl = &self.templates[claim.template];
+        if let Err(taint) = self.tolerates_template(pod, claim.template) {
+            return Err(PoolRejection::TaintNotTolerated { taint });
+        }
+        if pod.host_ports.iter().any(|p| claim.host_ports.iter().any(|q| p.conflicts(q))) {
+            return Err(PoolRejection::Other("host port conflict".into()));
+        }
+        // Requirements.
+        let mut merged: Option<Requirements> = None;
+        if !reqs.is_empty() {
+            claim.requirements.compatible(reqs, Some(self.input.policy)).map_err(PoolRejection::Requirements)?;
+            merged = Some(claim.requirements.intersected(reqs));
+        }
+        // Volume topology narrows the node only.
+        let alts = &self.volume_alternatives[i];
+        if !alts.is_empty() && !(alts.len() == 1 && alts[0].is_empty()) {
+            let base = merged.as_ref().unwrap_or(&claim.requirements);
+            let chosen = alts.iter().find(|a| base.compatible(a, Some(self.input.policy)).is_ok()).ok_or_else(|| {
+                PoolRejection::VolumeTopology {
+                    detail: "no topology of the pod's volumes is compatible with the NodePool".to_string(),
+                }
+            })?;
+            merged = Some(base.intersected(chosen));
+        }
+        // Topology last: it may collapse a domain to one value.
+        if !groups.is_empty() {
+            let base = merged.as_ref().unwrap_or(&claim.requirements);
+            match self.topology.add_requirements(pod, groups, strict, base) {
+                Ok(Some(r)) => merged = Some(r),
+                Ok(None) => {}
+                Err(e) => return Err(PoolRejection::Topology { detail: e.to_string() }),
+            }
+        }
+        let changed = merged.as_ref().is_some_and(|m| *m != claim.requirements);
+        let final_reqs = if changed { merged.as_ref() } else { None };
+        let req_bits_owned;
+        let req_bits = match final_reqs {
+            Some(r) => {
+                req_bits_owned = tpl.compatible_types(r).and(&tpl.offered_types(r));
+                &req_bits_owned
+            }
+            None => &claim.req_bits,
+        };
+        let total = claim.requests.plus(&pod.requests);
+        let fits = tpl.fitting_types(&total, &pod.host_ports);
+        let mut survivors = claim.types.and(req_bits);
+        survivors.and_with(&fits);
+        if survivors.is_empty() {
+            return Err(PoolRejection::InstanceTypes(self.miss(claim, final_reqs.unwrap_or(&claim.requirements), &total, &pod.host_ports)));
+        }
+        // minValues.
+        let reqs_now = final_reqs.unwrap_or(&claim.requirements);
+        let mut relaxed = false;
+        for (key, r) in reqs_now.iter() {
+            let Some(min) = r.min_values else { continue };
+            let mut values: BTreeSet<&str> = BTreeSet::new();
+            for ti in survivors.iter() {
+                if let Some(tr) = tpl.types[ti].requirements.get_ref(key)
+                    && !tr.complement
+                {
+                    values.extend(tr.values.iter().filter(|v| r.has(v)).map(String::as_str));
+                }
+            }
+            if values.len() < min as usize {
+                match self.input.options.min_values {
+                    MinValuesPolicy::Strict => {
+                        return Err(PoolRejection::MinValues { key: key.clone(), needed: min, available: values.len() });
+                    }
+                    MinValuesPolicy::BestEffort => relaxed = true,
+                }
+            }
+        }
+        Ok(Candidate {
+            requirements: if changed { merged } else { None },
+            types: survivors,
+            req_bits: if changed { Some(req_bits.clone()) } else { None },
+            relaxed_min_values: relaxed,
+        })
+    }
+
+    fn miss(&self, claim: &SimClaim, reqs: &Requirements, total: &Resources, ports: &[HostPort]) -> InstanceTypeMiss {
+        let tpl = &self.templates[claim.template];
+        let base = &claim.types;
+        let r = tpl.compatible_types(reqs).and(base);
+        let f = tpl.fitting_types(total, ports).and(base);
+        let o = tpl.offered_types(reqs).and(base);
+        // The compatible type with the most of the scarcest resource needed.
+        let mut largest: Option<(String, Resources)> = None;
+        let scarce = {
+            let mut best: Option<(&str, i64)> = None;
+            for ti in r.iter() {
+                for k in total.exceeding(&tpl.allocatable[ti]) {
+                    let a = tpl.allocatable[ti].get(k);
+                    if best.is_none_or(|(_, b)| a > b) {
+                        best = Some((k, a));
+                    }
+                }
+            }
+            best.map(|(k, _)| k.to_string())
+        };
+        if let Some(k) = scarce {
+            let mut best: Option<usize> = None;
+            for ti in r.iter() {
+                if best.is_none_or(|b| tpl.allocatable[ti].get(&k) > tpl.allocatable[b].get(&k)) {
+                    best = Some(ti);
+                }
+            }
+            if let Some(b) = best {
+                largest = Some((tpl.types[b].name.clone(), tpl.allocatable[b].clone()));
+            }
+        }
+        InstanceTypeMiss {
+            requirements_ok: r.count(),
+            resources_ok: f.count(),
+            offering_ok: o.count(),
+            requirements_and_resources: r.and(&f).count(),
+            requirements_and_offering: r.and(&o).count(),
+            resources_and_offering: f.and(&o).count(),
+            needed: total.clone(),
+            largest,
+            considered: base.count(),
+        }
+    }
+
+    fn commit_claim(&mut self, c: usize, i: usize, pod: &PodData, cand: Candidate) {
+        let claim = &mut self.claims[c];
+        if let Some(r) = cand.requirements {
+            claim.requirements = r;
+        }
+        if let Some(b) = cand.req_bits {
+            claim.req_bits = b;
+        }
+        claim.types = cand.types;
+        claim.requests.add(&pod.requests);
+        claim.host_ports.extend(pod.host_ports.iter().cloned());
+        claim.pods.push(i);
+        claim.min_values_relaxed |= cand.relaxed_min_values;
+        let taints = self.templates[claim.template].taints.clone();
+        let reqs = claim.requirements.clone();
+        self.topology.record(pod, &reqs, &taints);
+    }
+
+    fn finalize(&mut self, pods: &[PodData], results: &mut Results) {
+        for n in &self.nodes {
+            if !n.pods.is_empty() {
+                results.existing.push(Placement { node: n.name.clone(), pods: n.pods.clone() });
+            }
+        }
+        let max = self.input.options.max_instance_types.max(1);
+        for claim in &self.claims {
+            let tpl = &self.templates[claim.template];
+            let mut options: Vec<(f64, usize)> =
+                claim.types.iter().map(|ti| (tpl.price(ti, &claim.requirements), ti)).collect();
+            options.sort_by(|a, b| a.0.total_cmp(&b.0).then_with(|| tpl.types[a.1].name.cmp(&tpl.types[b.1].name)));
+            options.truncate(max);
+            let kept: Vec<usize> = options.iter().map(|(_, ti)| *ti).collect();
+            let mut requirements = claim.requirements.clone();
+            for k in WELL_KNOWN_HELPER_KEYS {
+                requirements.remove(k);
+            }
+            // minValues must still hold after truncation.
+            let mut relaxed = claim.min_values_relaxed;
+            let mut violated: Option<PoolRejection> = None;
+            for (key, r) in requirements.iter() {
+                let Some(min) = r.min_values else { continue };
+                let values: BTreeSet<&str> = kept
+                    .iter()
+                    .filter_map(|&ti| tpl.types[ti].requirements.get_ref(key))
+                    .filter(|tr| !tr.complement)
+                    .flat_map(|tr| tr.values.iter().filter(|v| r.has(v)).map(String::as_str))
+                    .collect();
+                if values.len() < min as usize {
+                    match self.input.options.min_values {
+                        MinValuesPolicy::Strict => {
+                            violated = Some(PoolRejection::MinValues { key: key.clone(), needed: min, available: values.len() });
+                        }
+                        MinValuesPolicy::BestEffort => relaxed = true,
+                    }
+                }
+            }
+            if let Some(v) = violated {
+                for &p in &claim.pods {
+                    results.failures.push(PodFailure { pod: p, reasons: vec![(tpl.nodepool.clone(), v.clone())] });
+                }
+                continue;
+            }
+            let names: Vec<String> = kept.iter().map(|&ti| tpl.types[ti].name.clone()).collect();
+            let it_min = requirements.get_ref(labels::INSTANCE_TYPE).and_then(|r| r.min_values);
+            requirements.set(labels::INSTANCE_TYPE, Requirement::in_values(names).with_min_values(it_min));
+            let mut capacity_types: BTreeSet<String> = BTreeSet::new();
+            for &ti in &kept {
+                for o in &tpl.types[ti].offerings {
+                    if o.available && o.compatible(&claim.requirements) {
+                        capacity_types.insert(o.capacity_type.clone());
+                    }
+                }
+            }
+            let ct_min = requirements.get_ref(labels::CAPACITY_TYPE).and_then(|r| r.min_values);
+            requirements.set(labels::CAPACITY_TYPE, Requirement::in_values(capacity_types).with_min_values(ct_min));
+            if relaxed {
+                // BestEffort: lower each minValues to what the options offer.
+                let keys: Vec<String> = requirements.iter().filter(|(_, r)| r.min_values.is_some()).map(|(k, _)| k.clone()).collect();
+                for key in keys {
+                    let r = requirements.get(&key);
+                    let n = kept
+                        .iter()
+                        .filter_map(|&ti| tpl.types[ti].requirements.get_ref(&key))
+                        .filter(|tr| !tr.complement)
+                        .flat_map(|tr| tr.values.iter().filter(|v| r.has(v)).cloned())
+                        .collect::<BTreeSet<String>>()
+                        .len() as u32;
+                    let lowered = r.min_values.map(|m| m.min(n));
+                    requirements.set(&key, r.with_min_values(lowered));
+                }
+            }
+            let mut labels_out = tpl.labels.clone();
+            for (k, v) in requirements.single_valued_labels() {
+                if !self.input.policy.is_well_known(&k) && !WELL_KNOWN_HELPER_KEYS.contains(&k.as_str()) {
+                    labels_out.entry(k).or_insert(v);
+                }
+            }
+            let mut annotations = tpl.annotations.clone();
+            if relaxed {
+                annotations.insert(labels::ANNOTATION_MIN_VALUES_RELAXED.to_string(), "true".to_string());
+            }
+            let mut requests: Resources = claim.pods.iter().fold(Resources::default(), |mut acc, &p| {
+                acc.add(&pods[p].requests);
+                acc
+            });
+            let mut kept_bits = Bitset::empty(tpl.types.len());
+            for &ti in &kept {
+                kept_bits.set(ti);
+            }
+            requests.add(&tpl.min_overhead(&kept_bits));
+            results.new_claims.push(NewNodeClaim {
+                nodepool: tpl.nodepool.clone(),
+                hostname: claim.hostname.clone(),
+                requirements,
+                instance_types: kept.iter().map(|&ti| tpl.types[ti].clone()).collect(),
+                pods: claim.pods.clone(),
+                requests,
+                min_values_relaxed: relaxed,
+                labels: labels_out,
+                annotations,
+                taints: tpl.taints.clone(),
+                startup_taints: tpl.startup_taints.clone(),
+                node_class_ref: tpl.node_class_ref.clone(),
+                expire_after: tpl.expire_after.clone(),
+                termination_grace_period: tpl.termination_grace_period.clone(),
+            });
+        }
+        results.failures.sort_by_key(|f| f.pod);
+    }
+}
+
+/// Convenience: prepare and solve in one call.
+pub fn solve(input: &Input<'_>, pods: &[PodData]) -> Results {
+    Scheduler::new(input, pods).solve(pods)
+}

@@ -1,0 +1,316 @@
+//! A NodePool prepared for one solve: its requirements, taints and compatible instance types, with the indexes that
+//! make per-pod filtering cheap (bitsets per requirement, sorted allocatable per resource, daemon overhead groups).
+
+use std::cell::RefCell;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+
+use k8s_openapi::api::core::v1::Taint;
+
+use super::bitset::Bitset;
+use super::pod::{HostPort, PodData};
+use super::taints;
+use crate::engine::api::NodePool;
+use crate::engine::api::common::NodeClassReference;
+use crate::engine::catalog::InstanceType;
+use crate::engine::labels::{self, LabelPolicy};
+use crate::engine::requirements::{Operator, Requirement, Requirements};
+use crate::engine::resources::{CPU, EPHEMERAL_STORAGE, MEMORY, PODS, Resources};
+
+/// For each core resource, the types sorted by allocatable and the set of types at or above each position, so
+/// "which types fit these requests" is four binary searches and four ANDs.
+#[derive(Debug, Clone)]
+pub struct FitIndex {
+    dims: Vec<(&'static str, Vec<i64>, Vec<Bitset>)>,
+    n: usize,
+}
+
+impl FitIndex {
+    fn new(alloc: &[Resources]) -> Self {
+        let n = alloc.len();
+        let mut dims = Vec::new();
+        for name in [CPU, MEMORY, EPHEMERAL_STORAGE, PODS] {
+            let mut order: Vec<(i64, usize)> = alloc.iter().enumerate().map(|(i, r)| (r.get(name), i)).collect();
+            order.sort();
+            let values: Vec<i64> = order.iter().map(|(v, _)| *v).collect();
+            let mut suffix = vec![Bitset::empty(n); n + 1];
+            for k in (0..n).rev() {
+                let mut b = suffix[k + 1].clone();
+                b.set(order[k].1);
+                suffix[k] = b;
+            }
+            dims.push((name, values, suffix));
+        }
+        FitIndex { dims, n }
+    }
+
+    /// Types whose allocatable covers `need` in the core resources.
+    pub fn fits(&self, need: &Resources) -> Bitset {
+        let mut out: Option<Bitset> = None;
+        for (name, values, suffix) in &self.dims {
+            let v = need.get(name);
+            let k = values.partition_point(|x| *x < v);
+            match &mut out {
+                None => out = Some(suffix[k].clone()),
+                Some(b) => b.and_with(&suffix[k]),
+            }
+        }
+        out.unwrap_or_else(|| Bitset::full(self.n))
+    }
+}
+
+/// Instance types grouped by which DaemonSets would run on them, with those DaemonSets' summed requests.
+#[derive(Debug, Clone)]
+pub struct DaemonGroup {
+    pub types: Bitset,
+    pub overhead: Resources,
+    pub host_ports: Vec<HostPort>,
+}
+
+#[derive(Debug)]
+pub struct Template {
+    pub nodepool: String,
+    pub weight: i32,
+    /// Template requirements ∧ template labels ∧ `karpenter.sh/nodepool In [name]`.
+    pub requirements: Requirements,
+    pub labels: BTreeMap<String, String>,
+    pub annotations: BTreeMap<String, String>,
+    pub taints: Vec<Taint>,
+    pub startup_taints: Vec<Taint>,
+    pub node_class_ref: NodeClassReference,
+    pub expire_after: String,
+    pub termination_grace_period: Option<String>,
+    pub types: Vec<Arc<InstanceType>>,
+    pub allocatable: Vec<Resources>,
+    pub fit: FitIndex,
+    pub daemon_groups: Vec<DaemonGroup>,
+    /// Keys present in at least one type's requirements.
+    type_keys: std::collections::BTreeSet<String>,
+    key_cache: RefCell<HashMap<String, Vec<(Requirement, Bitset)>>>,
+    offering_cache: RefCell<Vec<((Option<Requirement>, Option<Requirement>), Bitset)>>,
+    pub has_prefer_no_schedule: bool,
+    pub limits: Option<BTreeMap<String, i64>>,
+}
+
+/// Why a NodePool can't be used at all in this solve.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TemplateProblem {
+    NoInstanceTypes,
+    Invalid(String),
+}
+
+fn type_intersects(t: &InstanceType, reqs: &Requirements) -> bool {
+    t.requirements.intersects(reqs).is_ok()
+}
+
+impl Template {
+    pub fn new(
+        pool: &NodePool,
+        catalog: &[Arc<InstanceType>],
+        daemonsets: &[PodData],
+        policy: &LabelPolicy,
+    ) -> Result<Template, TemplateProblem> {
+        let spec = &pool.spec.template.spec;
+        let mut requirements = Requirements::new();
+        for (i, r) in spec.requirements.iter().enumerate() {
+            let op = Operator::parse(&r.operator).ok_or_else(|| {
+                TemplateProblem::Invalid(format!(
+                    "spec.template.spec.requirements[{i}].operator: unknown operator {:?}",
+                    r.operator
+                ))
+            })?;
+            let req = Requirement::new(op, &r.values)
+                .map_err(|e| TemplateProblem::Invalid(format!("spec.template.spec.requirements[{i}]: {e}")))?
+                .with_min_values(r.min_values.map(|m| m.clamp(0, u32::MAX as i64) as u32));
+            requirements.add(&r.key, req);
+        }
+        let mut labels_map = pool.spec.template.metadata.labels.clone();
+        labels_map.insert(labels::NODEPOOL.to_string(), pool.name().to_string());
+        for (k, v) in &labels_map {
+            requirements.add(k, Requirement::in_values([v.clone()]));
+        }
+
+        // Types compatible with the template alone, with an available compatible offering.
+        let mut types: Vec<Arc<InstanceType>> = catalog
+            .iter()
+            .filter(|t| type_intersects(t, &requirements) && t.cheapest_offering(&requirements).is_some())
+            .cloned()
+            .collect();
+        types.sort_by(|a, b| a.name.cmp(&b.name));
+        if types.is_empty() {
+            return Err(TemplateProblem::NoInstanceTypes);
+        }
+        let allocatable: Vec<Resources> = types.iter().map(|t| t.allocatable()).collect();
+        let fit = FitIndex::new(&allocatable);
+        let type_keys = types.iter().flat_map(|t| t.requirements.keys().cloned()).collect();
+
+        let taints = spec.taints.clone();
+        let has_prefer_no_schedule = taints.iter().any(|t| t.effect == "PreferNoSchedule");
+        let limits = pool.spec.limits.as_ref().map(|l| {
+            l.iter()
+                .filter_map(|(k, q)| {
+                    crate::engine::resources::parse_quantity(&q.0)
+                        .ok()
+                        .map(|v| (k.clone(), if k == CPU { v.milli() } else { v.value() }))
+                })
+                .collect()
+        });
+
+        let mut t = Template {
+            nodepool: pool.name().to_string(),
+            weight: pool.weight(),
+            requirements,
+            labels: labels_map,
+            annotations: pool.spec.template.metadata.annotations.clone(),
+            taints,
+            startup_taints: spec.startup_taints.clone(),
+            node_class_ref: spec.node_class_ref.clone(),
+            expire_after: spec.expire_after.clone(),
+            termination_grace_period: spec.termination_grace_period.clone(),
+            types,
+            allocatable,
+            fit,
+            daemon_groups: Vec::new(),
+            type_keys,
+            key_cache: RefCell::new(HashMap::new()),
+            offering_cache: RefCell::new(Vec::new()),
+            has_prefer_no_schedule,
+            limits,
+        };
+        t.daemon_groups = t.build_daemon_groups(daemonsets, policy);
+        Ok(t)
+    }
+
+    fn build_daemon_groups(&self, daemonsets: &[PodData], policy: &LabelPolicy) -> Vec<DaemonGroup> {
+        let n = self.types.len();
+        let mut for_template = self.requirements.clone();
+        for k in [labels::REGISTERED, labels::INITIALIZED] {
+            for_template.add(k, Requirement::in_values(["true"]));
+        }
+        // Per DaemonSet: the types it would run on.
+        let mut per_ds: Vec<Bitset> = Vec::new();
+        for ds in daemonsets {
+            let mut bits = Bitset::empty(n);
+            let tolerated = taints::first_untolerated(&self.taints, &ds.tolerations, true).is_none();
+            let strict = ds.strict_requirements();
+            if tolerated && for_template.compatible(&strict, Some(policy)).is_ok() {
+                for (i, t) in self.types.iter().enumerate() {
+                    if t.requirements.intersects(&strict).is_ok() {
+                        bits.set(i);
+                    }
+                }
+            }
+            per_ds.push(bits);
+        }
+        let mut groups: BTreeMap<Vec<bool>, usize> = BTreeMap::new();
+        let mut out: Vec<DaemonGroup> = Vec::new();
+        for i in 0..n {
+            let sig: Vec<bool> = per_ds.iter().map(|b| b.get(i)).collect();
+            let gi = *groups.entry(sig.clone()).or_insert_with(|| {
+                let mut overhead = Resources::default();
+                let mut ports = Vec::new();
+                for (d, on) in sig.iter().enumerate() {
+                    if *on {
+                        overhead.add(&daemonsets[d].requests);
+                        ports.extend(daemonsets[d].host_ports.iter().cloned());
+                    }
+                }
+                // Daemon pod requests include `pods: 1` each, so daemons use pod slots too.
+                out.push(DaemonGroup { types: Bitset::empty(n), overhead, host_ports: ports });
+                out.len() - 1
+            });
+            out[gi].types.set(i);
+        }
+        out
+    }
+
+    fn key_bits(&self, key: &str, req: &Requirement) -> Bitset {
+        if let Some(list) = self.key_cache.borrow().get(key)
+            && let Some((_, b)) = list.iter().find(|(r, _)| r == req)
+        {
+            return b.clone();
+        }
+        let mut bits = Bitset::empty(self.types.len());
+        for (i, t) in self.types.iter().enumerate() {
+            let ok = match t.requirements.get_ref(key) {
+                None => true,
+                Some(tr) => {
+                    tr.has_intersection(req) || (tr.operator().is_negative() && req.operator().is_negative())
+                }
+            };
+            if ok {
+                bits.set(i);
+            }
+        }
+        self.key_cache.borrow_mut().entry(key.to_string()).or_default().push((req.clone(), bits.clone()));
+        bits
+    }
+
+    /// Types whose labels intersect `reqs` (upstream `Requirements.Intersects`).
+    pub fn compatible_types(&self, reqs: &Requirements) -> Bitset {
+        let mut bits = Bitset::full(self.types.len());
+        for (k, r) in reqs.iter() {
+            if self.type_keys.contains(k) {
+                bits.and_with(&self.key_bits(k, r));
+            }
+        }
+        bits
+    }
+
+    /// Types with an available offering compatible with the zone and capacity-type requirements of `reqs`.
+    pub fn offered_types(&self, reqs: &Requirements) -> Bitset {
+        let key = (reqs.get_ref(labels::ZONE).cloned(), reqs.get_ref(labels::CAPACITY_TYPE).cloned());
+        if let Some((_, b)) = self.offering_cache.borrow().iter().find(|(k, _)| *k == key) {
+            return b.clone();
+        }
+        let mut bits = Bitset::empty(self.types.len());
+        for (i, t) in self.types.iter().enumerate() {
+            if t.offerings.iter().any(|o| o.available && o.compatible(reqs)) {
+                bits.set(i);
+            }
+        }
+        self.offering_cache.borrow_mut().push((key, bits.clone()));
+        bits
+    }
+
+    /// Types that fit `requests` plus the overhead of their daemon group, skipping groups whose host ports clash
+    /// with the pod's.
+    pub fn fitting_types(&self, requests: &Resources, pod_ports: &[HostPort]) -> Bitset {
+        let mut out = Bitset::empty(self.types.len());
+        for g in &self.daemon_groups {
+            if pod_ports.iter().any(|p| g.host_ports.iter().any(|q| p.conflicts(q))) {
+                continue;
+            }
+            let need = if g.overhead.is_zero() { requests.clone() } else { requests.plus(&g.overhead) };
+            let mut bits = self.fit.fits(&need);
+            bits.and_with(&g.types);
+            if !need.extended.is_empty() {
+                for i in bits.clone().iter() {
+                    if !need.fits_in(&self.allocatable[i]) {
+                        bits.clear(i);
+                    }
+                }
+            }
+            out.or_with(&bits);
+        }
+        out
+    }
+
+    /// The smallest daemon overhead among groups that still have some of `types`.
+    pub fn min_overhead(&self, types: &Bitset) -> Resources {
+        let mut best: Option<&Resources> = None;
+        for g in &self.daemon_groups {
+            if g.types.intersects3(types, types)
+                && best.is_none_or(|b| (g.overhead.cpu, g.overhead.memory) < (b.cpu, b.memory))
+            {
+                best = Some(&g.overhead);
+            }
+        }
+        best.cloned().unwrap_or_default()
+    }
+
+    /// Cheapest available compatible offering price of type `i` under `reqs` (for ordering).
+    pub fn price(&self, i: usize, reqs: &Requirements) -> f64 {
+        self.types[i].cheapest_offering(reqs).map_or(f64::MAX, |o| o.price)
+    }
+}
