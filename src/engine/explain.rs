@@ -72,7 +72,9 @@ impl fmt::Display for InstanceTypeMiss {
             return Ok(());
         }
         if self.requirements_and_offering == 0 {
-            return f.write_str("no compatible instance type has an available offering in the required zones and capacity types");
+            return f.write_str(
+                "no compatible instance type has an available offering in the required zones and capacity types",
+            );
         }
         write!(
             f,
@@ -144,8 +146,12 @@ pub enum PodIgnored {
 impl fmt::Display for PodIgnored {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            PodIgnored::OptedOut => f.write_str("the pod requires karpenter.sh/nodepool DoesNotExist, so Karpenter ignores it"),
-            PodIgnored::RestrictedLabel { key, why } => write!(f, "ignored: selects on restricted label {key:?} ({why})"),
+            PodIgnored::OptedOut => {
+                f.write_str("the pod requires karpenter.sh/nodepool DoesNotExist, so Karpenter ignores it")
+            }
+            PodIgnored::RestrictedLabel { key, why } => {
+                write!(f, "ignored: selects on restricted label {key:?} ({why})")
+            }
             PodIgnored::Invalid { field, message } => write!(f, "ignored: {field}: {message}"),
             PodIgnored::Volume { detail } => write!(f, "ignored: {detail}"),
         }

@@ -5,6 +5,7 @@ pub mod api;
 pub mod catalog;
 pub mod explain;
 pub mod labels;
+pub mod provisioning;
 pub mod requirements;
 pub mod resources;
 pub mod scheduling;

@@ -103,7 +103,11 @@ impl Requirement {
         I: IntoIterator<Item = S>,
         S: Into<String>,
     {
-        Requirement { complement: true, values: sorted(values.into_iter().map(Into::into).collect()), ..Default::default() }
+        Requirement {
+            complement: true,
+            values: sorted(values.into_iter().map(Into::into).collect()),
+            ..Default::default()
+        }
     }
 
     /// Builds a requirement from an operator and its values (validation of value counts for `In` is the caller's:
@@ -111,7 +115,9 @@ impl Requirement {
     pub fn new(op: Operator, values: &[String]) -> Result<Self, RequirementError> {
         let one_int = || -> Result<i64, RequirementError> {
             match values {
-                [v] => v.trim().parse::<i64>().map_err(|_| RequirementError::NotOneInteger { op, values: values.to_vec() }),
+                [v] => {
+                    v.trim().parse::<i64>().map_err(|_| RequirementError::NotOneInteger { op, values: values.to_vec() })
+                }
                 _ => Err(RequirementError::NotOneInteger { op, values: values.to_vec() }),
             }
         };
@@ -420,7 +426,11 @@ impl Requirements {
     /// `self` describes what is offered (a NodePool, a node); `other` what is asked (a pod). A key asked for that
     /// `self` does not define is an error unless it is allowed to be undefined (well-known labels resolved later
     /// from instance types) or asked for negatively.
-    pub fn compatible(&self, other: &Requirements, allow_undefined: Option<&LabelPolicy>) -> Result<(), Incompatibility> {
+    pub fn compatible(
+        &self,
+        other: &Requirements,
+        allow_undefined: Option<&LabelPolicy>,
+    ) -> Result<(), Incompatibility> {
         for (key, r) in &other.map {
             if self.map.contains_key(key) || r.operator().is_negative() {
                 continue;
@@ -429,7 +439,12 @@ impl Requirements {
                 continue;
             }
             let hint = allow_undefined
-                .and_then(|p| labels::hint(key, p.well_known.iter().map(String::as_str).chain(self.map.keys().map(String::as_str))))
+                .and_then(|p| {
+                    labels::hint(
+                        key,
+                        p.well_known.iter().map(String::as_str).chain(self.map.keys().map(String::as_str)),
+                    )
+                })
                 .map(str::to_string);
             return Err(Incompatibility::Undefined { key: key.clone(), hint });
         }
@@ -505,8 +520,13 @@ mod tests {
         let lt = Requirement::new(Operator::Lt, &s(&["3"])).unwrap();
         assert_eq!(gt.intersect(&lt).operator(), Operator::DoesNotExist);
         let nums = Requirement::in_values(["1", "4", "8", "x"]);
-        assert_eq!(nums.intersect(&Requirement::new(Operator::Gte, &s(&["4"])).unwrap()), Requirement::in_values(["4", "8"]));
-        let m = Requirement::in_values(["a"]).with_min_values(Some(2)).intersect(&Requirement::exists().with_min_values(Some(3)));
+        assert_eq!(
+            nums.intersect(&Requirement::new(Operator::Gte, &s(&["4"])).unwrap()),
+            Requirement::in_values(["4", "8"])
+        );
+        let m = Requirement::in_values(["a"])
+            .with_min_values(Some(2))
+            .intersect(&Requirement::exists().with_min_values(Some(3)));
         assert_eq!(m.min_values, Some(3));
     }
 

@@ -341,12 +341,9 @@ impl Resources {
     /// Non-zero entries as (name, integer) pairs, core resources first.
     pub fn entries(&self) -> Vec<(&str, i64)> {
         let mut out = Vec::new();
-        for (k, v) in [
-            (CPU, self.cpu),
-            (MEMORY, self.memory),
-            (EPHEMERAL_STORAGE, self.ephemeral_storage),
-            (PODS, self.pods),
-        ] {
+        for (k, v) in
+            [(CPU, self.cpu), (MEMORY, self.memory), (EPHEMERAL_STORAGE, self.ephemeral_storage), (PODS, self.pods)]
+        {
             if v != 0 {
                 out.push((k, v));
             }

@@ -68,7 +68,11 @@ pub enum NillableDuration {
 
 impl NillableDuration {
     pub fn parse(input: &str) -> Result<Self, DurationError> {
-        if input.trim() == "Never" { Ok(NillableDuration::Never) } else { parse_go_duration(input).map(NillableDuration::After) }
+        if input.trim() == "Never" {
+            Ok(NillableDuration::Never)
+        } else {
+            parse_go_duration(input).map(NillableDuration::After)
+        }
     }
     pub fn duration(self) -> Option<Duration> {
         match self {

@@ -78,10 +78,7 @@ impl InstanceType {
 
     /// The cheapest available offering compatible with `reqs`.
     pub fn cheapest_offering(&self, reqs: &Requirements) -> Option<&Offering> {
-        self.offerings
-            .iter()
-            .filter(|o| o.available && o.compatible(reqs))
-            .min_by(|a, b| a.price.total_cmp(&b.price))
+        self.offerings.iter().filter(|o| o.available && o.compatible(reqs)).min_by(|a, b| a.price.total_cmp(&b.price))
     }
 }
 

@@ -278,7 +278,10 @@ impl<'a> Scheduler<'a> {
             let taints: Vec<Taint> = if n.managed && !n.initialized {
                 n.taints
                     .iter()
-                    .filter(|t| !taints::is_known_ephemeral(t) && !n.startup_taints.iter().any(|s| s.key == t.key && s.effect == t.effect))
+                    .filter(|t| {
+                        !taints::is_known_ephemeral(t)
+                            && !n.startup_taints.iter().any(|s| s.key == t.key && s.effect == t.effect)
+                    })
                     .cloned()
                     .collect()
             } else {
@@ -315,7 +318,9 @@ impl<'a> Scheduler<'a> {
             for s in &p.spreads {
                 keys.insert(s.key.clone());
             }
-            for t in p.affinity.iter().chain(&p.preferred_affinity).chain(&p.anti_affinity).chain(&p.preferred_anti_affinity) {
+            for t in
+                p.affinity.iter().chain(&p.preferred_affinity).chain(&p.anti_affinity).chain(&p.preferred_anti_affinity)
+            {
                 keys.insert(t.key.clone());
             }
         }
@@ -361,10 +366,7 @@ impl<'a> Scheduler<'a> {
             topology.count_bound(&bound);
         }
 
-        let volume_alternatives = pods
-            .iter()
-            .map(|p| input.volumes.alternatives(p).unwrap_or_default())
-            .collect();
+        let volume_alternatives = pods.iter().map(|p| input.volumes.alternatives(p).unwrap_or_default()).collect();
         Scheduler {
             input,
             templates,
@@ -486,7 +488,11 @@ impl<'a> Scheduler<'a> {
                 {
                     reasons.push((
                         tpl.nodepool.clone(),
-                        PoolRejection::LimitsExhausted { resource: "nodes".into(), limit: tpl.limits.as_ref().and_then(|l| l.get("nodes").copied()).unwrap_or(0), remaining: n },
+                        PoolRejection::LimitsExhausted {
+                            resource: "nodes".into(),
+                            limit: tpl.limits.as_ref().and_then(|l| l.get("nodes").copied()).unwrap_or(0),
+                            remaining: n,
+                        },
                     ));
                     continue;
                 }
@@ -500,7 +506,10 @@ impl<'a> Scheduler<'a> {
                 if types.is_empty() {
                     let (resource, left) = exhausted.unwrap_or_default();
                     let limit = tpl.limits.as_ref().and_then(|l| l.get(&resource).copied()).unwrap_or(0);
-                    reasons.push((tpl.nodepool.clone(), PoolRejection::LimitsExhausted { resource, limit, remaining: left }));
+                    reasons.push((
+                        tpl.nodepool.clone(),
+                        PoolRejection::LimitsExhausted { resource, limit, remaining: left },
+                    ));
                     continue;
                 }
             }
@@ -623,11 +632,12 @@ impl<'a> Scheduler<'a> {
         let alts = &self.volume_alternatives[i];
         if !alts.is_empty() && !(alts.len() == 1 && alts[0].is_empty()) {
             let base = merged.as_ref().unwrap_or(&claim.requirements);
-            let chosen = alts.iter().find(|a| base.compatible(a, Some(self.input.policy)).is_ok()).ok_or_else(|| {
-                PoolRejection::VolumeTopology {
-                    detail: "no topology of the pod's volumes is compatible with the NodePool".to_string(),
-                }
-            })?;
+            let chosen =
+                alts.iter().find(|a| base.compatible(a, Some(self.input.policy)).is_ok()).ok_or_else(|| {
+                    PoolRejection::VolumeTopology {
+                        detail: "no topology of the pod's volumes is compatible with the NodePool".to_string(),
+                    }
+                })?;
             merged = Some(base.intersected(chosen));
         }
         // Topology last: it may collapse a domain to one value.
@@ -654,7 +664,12 @@ impl<'a> Scheduler<'a> {
         let mut survivors = claim.types.and(req_bits);
         survivors.and_with(&fits);
         if survivors.is_empty() {
-            return Err(PoolRejection::InstanceTypes(self.miss(claim, final_reqs.unwrap_or(&claim.requirements), &total, &pod.host_ports)));
+            return Err(PoolRejection::InstanceTypes(self.miss(
+                claim,
+                final_reqs.unwrap_or(&claim.requirements),
+                &total,
+                &pod.host_ports,
+            )));
         }
         // minValues.
         let reqs_now = final_reqs.unwrap_or(&claim.requirements);
@@ -672,7 +687,11 @@ impl<'a> Scheduler<'a> {
             if values.len() < min as usize {
                 match self.input.options.min_values {
                     MinValuesPolicy::Strict => {
-                        return Err(PoolRejection::MinValues { key: key.clone(), needed: min, available: values.len() });
+                        return Err(PoolRejection::MinValues {
+                            key: key.clone(),
+                            needed: min,
+                            available: values.len(),
+                        });
                     }
                     MinValuesPolicy::BestEffort => relaxed = true,
                 }
@@ -780,7 +799,11 @@ impl<'a> Scheduler<'a> {
                 if values.len() < min as usize {
                     match self.input.options.min_values {
                         MinValuesPolicy::Strict => {
-                            violated = Some(PoolRejection::MinValues { key: key.clone(), needed: min, available: values.len() });
+                            violated = Some(PoolRejection::MinValues {
+                                key: key.clone(),
+                                needed: min,
+                                available: values.len(),
+                            });
                         }
                         MinValuesPolicy::BestEffort => relaxed = true,
                     }
@@ -807,7 +830,8 @@ impl<'a> Scheduler<'a> {
             requirements.set(labels::CAPACITY_TYPE, Requirement::in_values(capacity_types).with_min_values(ct_min));
             if relaxed {
                 // BestEffort: lower each minValues to what the options offer.
-                let keys: Vec<String> = requirements.iter().filter(|(_, r)| r.min_values.is_some()).map(|(k, _)| k.clone()).collect();
+                let keys: Vec<String> =
+                    requirements.iter().filter(|(_, r)| r.min_values.is_some()).map(|(k, _)| k.clone()).collect();
                 for key in keys {
                     let r = requirements.get(&key);
                     let n = kept

@@ -4,9 +4,7 @@
 
 use std::collections::BTreeMap;
 
-use k8s_openapi::api::core::v1::{
-    Container, NodeSelectorTerm, Pod, PodAffinityTerm, ResourceRequirements, Toleration,
-};
+use k8s_openapi::api::core::v1::{Container, NodeSelectorTerm, Pod, PodAffinityTerm, ResourceRequirements, Toleration};
 use thiserror::Error;
 
 use super::selector::Selector;
@@ -256,8 +254,9 @@ pub fn term_requirements(term: &NodeSelectorTerm, field: &str) -> Result<Require
     }
     let mut r = Requirements::new();
     for (i, e) in term.match_expressions.iter().flatten().enumerate() {
-        let op = Operator::parse(&e.operator)
-            .ok_or_else(|| invalid(format!("{field}.matchExpressions[{i}].operator"), format!("unknown operator {:?}", e.operator)))?;
+        let op = Operator::parse(&e.operator).ok_or_else(|| {
+            invalid(format!("{field}.matchExpressions[{i}].operator"), format!("unknown operator {:?}", e.operator))
+        })?;
         let values = e.values.clone().unwrap_or_default();
         if op == Operator::In && values.is_empty() {
             return Err(invalid(format!("{field}.matchExpressions[{i}].values"), "In needs at least one value"));
@@ -301,8 +300,9 @@ fn affinity_term(
     }
     let mut ns: Vec<String> = t.namespaces.clone().unwrap_or_default();
     let ns_set = match &t.namespace_selector {
-        Some(sel) if sel.match_labels.as_ref().is_none_or(|m| m.is_empty())
-            && sel.match_expressions.as_ref().is_none_or(|m| m.is_empty()) =>
+        Some(sel)
+            if sel.match_labels.as_ref().is_none_or(|m| m.is_empty())
+                && sel.match_expressions.as_ref().is_none_or(|m| m.is_empty()) =>
         {
             Namespaces::All
         }
@@ -363,7 +363,9 @@ pub fn pod_data(pod: &Pod, namespaces: &[(String, BTreeMap<String, String>)]) ->
             for (i, p) in na.preferred_during_scheduling_ignored_during_execution.iter().flatten().enumerate() {
                 let r = term_requirements(
                     &p.preference,
-                    &format!("spec.affinity.nodeAffinity.preferredDuringSchedulingIgnoredDuringExecution[{i}].preference"),
+                    &format!(
+                        "spec.affinity.nodeAffinity.preferredDuringSchedulingIgnoredDuringExecution[{i}].preference"
+                    ),
                 )?;
                 preferred_terms.push((p.weight, r));
             }
@@ -421,7 +423,11 @@ pub fn pod_data(pod: &Pod, namespaces: &[(String, BTreeMap<String, String>)]) ->
                 && hp > 0
             {
                 let ip = p.host_ip.clone().filter(|s| !s.is_empty()).unwrap_or_else(|| "0.0.0.0".into());
-                host_ports.push(HostPort { ip, port: hp, protocol: p.protocol.clone().unwrap_or_else(|| "TCP".into()) });
+                host_ports.push(HostPort {
+                    ip,
+                    port: hp,
+                    protocol: p.protocol.clone().unwrap_or_else(|| "TCP".into()),
+                });
             }
         }
     }

@@ -234,9 +234,7 @@ impl Template {
         for (i, t) in self.types.iter().enumerate() {
             let ok = match t.requirements.get_ref(key) {
                 None => true,
-                Some(tr) => {
-                    tr.has_intersection(req) || (tr.operator().is_negative() && req.operator().is_negative())
-                }
+                Some(tr) => tr.has_intersection(req) || (tr.operator().is_negative() && req.operator().is_negative()),
             };
             if ok {
                 bits.set(i);

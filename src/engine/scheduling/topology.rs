@@ -51,7 +51,12 @@ pub struct TolerationKey {
 
 impl TolerationKey {
     fn of(t: &Toleration) -> Self {
-        TolerationKey { key: t.key.clone(), operator: t.operator.clone(), value: t.value.clone(), effect: t.effect.clone() }
+        TolerationKey {
+            key: t.key.clone(),
+            operator: t.operator.clone(),
+            value: t.value.clone(),
+            effect: t.effect.clone(),
+        }
     }
     fn toleration(&self) -> Toleration {
         Toleration {
@@ -128,8 +133,10 @@ impl TopologyGroup {
             GroupKind::Spread => self.next_spread(pod, pod_domains, node_domains),
             GroupKind::Affinity => self.next_affinity(pod, pod_domains, node_domains),
             GroupKind::AntiAffinity => {
-                let options: Vec<&str> =
-                    self.candidates(node_domains).filter(|d| self.domains.contains_key(*d) && self.count(d) == 0).collect();
+                let options: Vec<&str> = self
+                    .candidates(node_domains)
+                    .filter(|d| self.domains.contains_key(*d) && self.count(d) == 0)
+                    .collect();
                 Requirement::in_values(options)
             }
         }
@@ -160,7 +167,11 @@ impl TopologyGroup {
         let eligible = |count: i32| min.is_none_or(|m| count + self_count - m <= self.max_skew);
         if !node_domains.complement && node_domains.values.len() == 1 {
             let d = &node_domains.values[0];
-            return if eligible(self.count(d)) { Requirement::in_values([d.clone()]) } else { Requirement::does_not_exist() };
+            return if eligible(self.count(d)) {
+                Requirement::in_values([d.clone()])
+            } else {
+                Requirement::does_not_exist()
+            };
         }
         let mut best: Option<(&str, i32)> = None;
         for d in self.candidates(node_domains) {

@@ -25,7 +25,10 @@ impl VolumeIndex {
                 .iter()
                 .map(|c| {
                     (
-                        (c.metadata.namespace.clone().unwrap_or_else(|| "default".into()), c.metadata.name.clone().unwrap_or_default()),
+                        (
+                            c.metadata.namespace.clone().unwrap_or_else(|| "default".into()),
+                            c.metadata.name.clone().unwrap_or_default(),
+                        ),
                         c.clone(),
                     )
                 })

@@ -1,0 +1,485 @@
+//! Provisioning: which pods need capacity, when a batch of them is complete, and the NodeClaims to create for
+//! them — from a snapshot of upstream-shaped objects, with no I/O.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+
+use k8s_openapi::api::apps::v1::DaemonSet;
+use k8s_openapi::api::core::v1::{Namespace, Node, PersistentVolume, PersistentVolumeClaim, Pod, PodSpec};
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use k8s_openapi::api::storage::v1::StorageClass;
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
+
+use crate::engine::api::common::NodeSelectorRequirementWithMinValues;
+use crate::engine::api::nodeclaim::{COND_INITIALIZED, COND_INSTANCE_TERMINATING, ResourceRequirements};
+use crate::engine::api::{NodeClaim, NodeClaimSpec, NodePool};
+use crate::engine::catalog::InstanceType;
+use crate::engine::explain::PodIgnored;
+use crate::engine::labels::{self, LabelPolicy};
+use crate::engine::resources::{Resources, parse_quantity};
+use crate::engine::scheduling::pod::{self, PodData};
+use crate::engine::scheduling::selector::Selector;
+use crate::engine::scheduling::volumes::VolumeIndex;
+use crate::engine::scheduling::{self, ExistingNode, Input, NewNodeClaim, Results, SchedulerOptions};
+
+/// Milliseconds since the Unix epoch on the injected clock.
+pub type Millis = i64;
+
+/// Upstream's batching of pending pods: a batch closes when no new pod arrived for `idle`, or `max` after it
+/// opened. Re-triggering a pod already in the batch does not extend it.
+#[derive(Debug, Clone)]
+pub struct Batcher {
+    pub idle: Millis,
+    pub max: Millis,
+    opened: Option<Millis>,
+    last_new: Millis,
+    seen: BTreeSet<String>,
+}
+
+impl Batcher {
+    pub fn new(idle: Millis, max: Millis) -> Self {
+        Batcher { idle, max, opened: None, last_new: 0, seen: BTreeSet::new() }
+    }
+
+    /// A pod (by uid) or node wants capacity.
+    pub fn trigger(&mut self, id: &str, now: Millis) {
+        if self.seen.insert(id.to_string()) {
+            self.last_new = now;
+            self.opened.get_or_insert(now);
+        }
+    }
+
+    pub fn is_open(&self) -> bool {
+        self.opened.is_some()
+    }
+
+    /// When the batch will close if nothing new arrives.
+    pub fn deadline(&self) -> Option<Millis> {
+        self.opened.map(|o| (self.last_new + self.idle).min(o + self.max))
+    }
+
+    /// True once the batch is complete; the caller then provisions and calls [`Batcher::reset`].
+    pub fn ready(&self, now: Millis) -> bool {
+        self.deadline().is_some_and(|d| now >= d)
+    }
+
+    pub fn reset(&mut self) {
+        self.opened = None;
+        self.seen.clear();
+    }
+}
+
+/// Upstream `IsProvisionable`: kube-scheduler marked the pod unschedulable, it isn't bound or preempting, and it
+/// isn't a DaemonSet or static pod.
+pub fn is_provisionable(p: &Pod) -> bool {
+    let unschedulable = p.status.as_ref().and_then(|s| s.conditions.as_ref()).is_some_and(|cs| {
+        cs.iter()
+            .any(|c| c.type_ == "PodScheduled" && c.status == "False" && c.reason.as_deref() == Some("Unschedulable"))
+    });
+    let spec = p.spec.as_ref();
+    unschedulable
+        && spec.and_then(|s| s.node_name.as_deref()).is_none_or(str::is_empty)
+        && p.status.as_ref().and_then(|s| s.nominated_node_name.as_deref()).is_none_or(str::is_empty)
+        && !owned_by(p, "DaemonSet")
+        && !owned_by(p, "Node")
+}
+
+fn owned_by(p: &Pod, kind: &str) -> bool {
+    p.metadata.owner_references.iter().flatten().any(|o| o.kind == kind)
+}
+
+fn is_terminal(p: &Pod) -> bool {
+    matches!(p.status.as_ref().and_then(|s| s.phase.as_deref()), Some("Succeeded" | "Failed"))
+}
+
+/// Pods of a deleting node that must be re-homed: active (StatefulSet pods even while terminating), not daemon or
+/// static, no do-not-disrupt, not covered by a fully blocking PDB.
+pub fn is_currently_reschedulable(p: &Pod, pdbs: &[PodDisruptionBudget]) -> bool {
+    let terminating = p.metadata.deletion_timestamp.is_some();
+    if is_terminal(p) || (terminating && !owned_by(p, "StatefulSet")) {
+        return false;
+    }
+    if owned_by(p, "DaemonSet") || owned_by(p, "Node") {
+        return false;
+    }
+    if p.metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(labels::ANNOTATION_DO_NOT_DISRUPT))
+        .is_some_and(|v| v == "true")
+    {
+        return false;
+    }
+    !pdbs.iter().any(|pdb| fully_blocks(pdb, p))
+}
+
+fn fully_blocks(pdb: &PodDisruptionBudget, p: &Pod) -> bool {
+    if pdb.metadata.namespace != p.metadata.namespace {
+        return false;
+    }
+    let Some(spec) = &pdb.spec else { return false };
+    let selects = spec.selector.as_ref().is_some_and(|s| {
+        Selector::from_label_selector(s).matches(p.metadata.labels.as_ref().unwrap_or(&BTreeMap::new()))
+    });
+    if !selects {
+        return false;
+    }
+    use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+    let zero = |v: &IntOrString| matches!(v, IntOrString::Int(0)) || matches!(v, IntOrString::String(s) if s == "0%");
+    spec.max_unavailable.as_ref().is_some_and(zero)
+        || spec.min_available.as_ref().is_some_and(|v| matches!(v, IntOrString::String(s) if s == "100%"))
+}
+
+/// The objects a provisioning pass reads. Everything is borrowed: building this is free.
+#[derive(Clone, Copy)]
+pub struct ClusterSnapshot<'a> {
+    pub nodepools: &'a [NodePool],
+    pub nodeclaims: &'a [NodeClaim],
+    pub nodes: &'a [Node],
+    pub pods: &'a [Pod],
+    pub daemonsets: &'a [DaemonSet],
+    pub pdbs: &'a [PodDisruptionBudget],
+    pub pvcs: &'a [PersistentVolumeClaim],
+    pub pvs: &'a [PersistentVolume],
+    pub storage_classes: &'a [StorageClass],
+    pub namespaces: &'a [Namespace],
+}
+
+/// A node as the engine's state sees it: a Node and/or its NodeClaim.
+#[derive(Debug, Clone)]
+pub struct StateNode<'a> {
+    pub node: Option<&'a Node>,
+    pub nodeclaim: Option<&'a NodeClaim>,
+}
+
+impl StateNode<'_> {
+    pub fn name(&self) -> String {
+        self.node
+            .and_then(|n| n.metadata.name.clone())
+            .or_else(|| self.nodeclaim.map(|c| c.name().to_string()))
+            .unwrap_or_default()
+    }
+
+    pub fn is_deleting(&self) -> bool {
+        self.node.is_some_and(|n| n.metadata.deletion_timestamp.is_some())
+            || self
+                .nodeclaim
+                .is_some_and(|c| c.metadata.deletion_timestamp.is_some() || c.is_true(COND_INSTANCE_TERMINATING))
+    }
+
+    pub fn labels(&self) -> BTreeMap<String, String> {
+        let registered = self.node.is_some_and(|n| {
+            n.metadata.labels.as_ref().is_some_and(|l| l.get(labels::REGISTERED).is_some_and(|v| v == "true"))
+        });
+        match (self.node, self.nodeclaim) {
+            (Some(n), None) => n.metadata.labels.clone().unwrap_or_default(),
+            (Some(n), Some(_)) if registered => n.metadata.labels.clone().unwrap_or_default(),
+            (_, Some(c)) => {
+                let mut l = c.metadata.labels.clone().unwrap_or_default();
+                for r in &c.spec.requirements {
+                    if r.operator == "In" && r.values.len() == 1 {
+                        l.entry(r.key.clone()).or_insert_with(|| r.values[0].clone());
+                    }
+                }
+                l
+            }
+            (None, None) => BTreeMap::new(),
+        }
+    }
+
+    pub fn initialized(&self) -> bool {
+        match (self.node, self.nodeclaim) {
+            (Some(n), Some(_)) => {
+                n.metadata.labels.as_ref().is_some_and(|l| l.get(labels::INITIALIZED).is_some_and(|v| v == "true"))
+            }
+            (Some(_), None) => true,
+            (None, Some(c)) => c.is_true(COND_INITIALIZED),
+            (None, None) => false,
+        }
+    }
+
+    fn resources(list: Option<&BTreeMap<String, Quantity>>) -> Resources {
+        let mut r = Resources::default();
+        for (k, q) in list.into_iter().flatten() {
+            if let Ok(v) = parse_quantity(&q.0) {
+                r.set(k, v);
+            }
+        }
+        r
+    }
+
+    /// Allocatable, falling back to the NodeClaim's status for values the node doesn't report yet.
+    pub fn allocatable(&self) -> Resources {
+        let from_node = Self::resources(self.node.and_then(|n| n.status.as_ref()).and_then(|s| s.allocatable.as_ref()));
+        let from_claim = Self::resources(self.nodeclaim.and_then(|c| c.status.as_ref()).map(|s| &s.allocatable));
+        merge_zero(from_node, &from_claim)
+    }
+
+    pub fn capacity(&self) -> Resources {
+        let from_node = Self::resources(self.node.and_then(|n| n.status.as_ref()).and_then(|s| s.capacity.as_ref()));
+        let from_claim = Self::resources(self.nodeclaim.and_then(|c| c.status.as_ref()).map(|s| &s.capacity));
+        merge_zero(from_node, &from_claim)
+    }
+}
+
+fn merge_zero(mut a: Resources, b: &Resources) -> Resources {
+    for (k, v) in b.entries() {
+        if a.get(k) == 0 {
+            a.set_value(k, v);
+        }
+    }
+    a
+}
+
+/// Joins Nodes and NodeClaims by providerID (a Node without one is keyed by name).
+pub fn state_nodes<'a>(snap: &ClusterSnapshot<'a>) -> Vec<StateNode<'a>> {
+    let mut by_pid: BTreeMap<String, StateNode<'a>> = BTreeMap::new();
+    for c in snap.nodeclaims {
+        let key = c.provider_id().map(str::to_string).unwrap_or_else(|| format!("nodeclaim://{}", c.name()));
+        by_pid.insert(key, StateNode { node: None, nodeclaim: Some(c) });
+    }
+    for n in snap.nodes {
+        let pid = n.spec.as_ref().and_then(|s| s.provider_id.clone()).filter(|s| !s.is_empty());
+        let key = pid.unwrap_or_else(|| format!("node://{}", n.metadata.name.as_deref().unwrap_or("")));
+        by_pid.entry(key).or_insert(StateNode { node: None, nodeclaim: None }).node = Some(n);
+    }
+    by_pid.into_values().collect()
+}
+
+/// The result of a provisioning pass.
+#[derive(Debug, Clone)]
+pub struct ProvisioningResult {
+    /// The pods that were simulated (pending ∪ reschedulable pods of deleting nodes), indexed by `results`.
+    pub pods: Vec<PodData>,
+    pub results: Results,
+    /// Pending pods rejected before scheduling (restricted labels, bad specs), as (namespace/name, reason).
+    pub rejected: Vec<(String, PodIgnored)>,
+}
+
+impl ProvisioningResult {
+    /// The NodeClaim objects to create, ready for the API.
+    pub fn nodeclaims(&self, nodepools: &[NodePool]) -> Vec<NodeClaim> {
+        self.results
+            .new_claims
+            .iter()
+            .map(|c| to_nodeclaim(c, nodepools.iter().find(|p| p.name() == c.nodepool)))
+            .collect()
+    }
+
+    /// (pod, reason per NodePool) for every pod that could not be placed.
+    pub fn failures(&self) -> Vec<(&PodData, String)> {
+        self.results.failures.iter().map(|f| (&self.pods[f.pod], f.summary())).collect()
+    }
+}
+
+fn namespaces_of(snap: &ClusterSnapshot<'_>) -> Vec<(String, BTreeMap<String, String>)> {
+    snap.namespaces
+        .iter()
+        .map(|n| (n.metadata.name.clone().unwrap_or_default(), n.metadata.labels.clone().unwrap_or_default()))
+        .collect()
+}
+
+/// The representative pod of each DaemonSet: the newest existing pod (it carries webhook mutations) or one built
+/// from the template, with the template's node affinity (the controller adds a hostname term to real pods).
+pub fn daemonset_pods(snap: &ClusterSnapshot<'_>, namespaces: &[(String, BTreeMap<String, String>)]) -> Vec<PodData> {
+    let mut out = Vec::new();
+    for ds in snap.daemonsets {
+        let name = ds.metadata.name.clone().unwrap_or_default();
+        let ns = ds.metadata.namespace.clone().unwrap_or_else(|| "default".into());
+        let template = ds.spec.template.clone();
+        let newest = snap
+            .pods
+            .iter()
+            .filter(|p| {
+                p.metadata.namespace.as_deref() == Some(ns.as_str())
+                    && p.metadata.owner_references.iter().flatten().any(|o| o.kind == "DaemonSet" && o.name == name)
+            })
+            .max_by_key(|p| (pod::created_seconds(p), p.metadata.name.clone()));
+        let mut shape = match newest {
+            Some(p) => p.clone(),
+            None => Pod {
+                metadata: ObjectMeta {
+                    name: Some(format!("{name}-template")),
+                    namespace: Some(ns.clone()),
+                    labels: template.metadata.as_ref().and_then(|m| m.labels.clone()),
+                    ..Default::default()
+                },
+                spec: template.spec.clone(),
+                status: None,
+            },
+        };
+        if let Some(spec) = shape.spec.as_mut() {
+            let tpl_affinity = template.spec.as_ref().and_then(|s| s.affinity.clone());
+            let node_affinity = tpl_affinity.and_then(|a| a.node_affinity);
+            let aff = spec.affinity.get_or_insert_with(Default::default);
+            aff.node_affinity = node_affinity;
+        } else {
+            shape.spec = Some(PodSpec::default());
+        }
+        if let Ok(mut d) = pod::pod_data(&shape, namespaces) {
+            d.daemonset = Some(name.clone());
+            out.push(d);
+        }
+    }
+    out
+}
+
+/// Runs one provisioning pass over the snapshot. `catalogs` holds the instance types per NodePool name.
+pub fn provision(
+    snap: &ClusterSnapshot<'_>,
+    catalogs: &BTreeMap<String, Vec<Arc<InstanceType>>>,
+    policy: &LabelPolicy,
+    options: SchedulerOptions,
+) -> ProvisioningResult {
+    let namespaces = namespaces_of(snap);
+    let state = state_nodes(snap);
+    let mut node_labels: BTreeMap<String, (BTreeMap<String, String>, Vec<k8s_openapi::api::core::v1::Taint>)> =
+        BTreeMap::new();
+    let mut active: Vec<ExistingNode> = Vec::new();
+    let mut deleting: BTreeSet<String> = BTreeSet::new();
+    let mut usage: BTreeMap<String, Resources> = BTreeMap::new();
+    for s in &state {
+        let name = s.name();
+        let labels_map = s.labels();
+        let taints: Vec<_> = match (s.node, s.nodeclaim) {
+            (Some(n), _) => n.spec.as_ref().and_then(|sp| sp.taints.clone()).unwrap_or_default(),
+            (None, Some(c)) => c.spec.taints.iter().chain(&c.spec.startup_taints).cloned().collect(),
+            _ => Vec::new(),
+        };
+        node_labels.insert(name.clone(), (labels_map.clone(), taints.clone()));
+        let nodepool = labels_map.get(labels::NODEPOOL).cloned();
+        if s.is_deleting() {
+            deleting.insert(name);
+            continue;
+        }
+        // A managed node without a NodeClaim yet, or an unlaunched claim, is not a destination.
+        if s.nodeclaim.is_some() && s.node.is_none() && s.nodeclaim.and_then(|c| c.provider_id()).is_none() {
+            continue;
+        }
+        let capacity = s.capacity();
+        if let Some(pool) = &nodepool {
+            let u = usage.entry(pool.clone()).or_default();
+            u.add(&capacity);
+            let nodes = u.get("nodes");
+            u.set_value("nodes", nodes + 1);
+        }
+        active.push(ExistingNode {
+            name,
+            labels: labels_map,
+            taints,
+            startup_taints: s.nodeclaim.map(|c| c.spec.startup_taints.clone()).unwrap_or_default(),
+            allocatable: s.allocatable(),
+            capacity,
+            initialized: s.initialized(),
+            managed: s.nodeclaim.is_some(),
+            nodepool,
+        });
+    }
+
+    let mut to_schedule: Vec<PodData> = Vec::new();
+    let mut rejected = Vec::new();
+    let mut bound: Vec<(PodData, String)> = Vec::new();
+    for p in snap.pods {
+        let node = p.spec.as_ref().and_then(|s| s.node_name.clone()).filter(|n| !n.is_empty());
+        match node {
+            Some(node) => {
+                if is_terminal(p) {
+                    continue;
+                }
+                let Ok(d) = pod::pod_data(p, &namespaces) else { continue };
+                if deleting.contains(&node) && is_currently_reschedulable(p, snap.pdbs) {
+                    to_schedule.push(d);
+                } else if p.metadata.deletion_timestamp.is_none() {
+                    bound.push((d, node));
+                }
+            }
+            None => {
+                if !is_provisionable(p) {
+                    continue;
+                }
+                match pod::pod_data(p, &namespaces) {
+                    Ok(d) => {
+                        if pod::opts_out_of_karpenter(&d) {
+                            continue;
+                        }
+                        if let Some((key, why)) = pod::restricted_key(&d, policy) {
+                            rejected.push((d.key(), PodIgnored::RestrictedLabel { key, why }));
+                            continue;
+                        }
+                        to_schedule.push(d);
+                    }
+                    Err(pod::PodError::Invalid { field, message }) => {
+                        let key = format!(
+                            "{}/{}",
+                            p.metadata.namespace.as_deref().unwrap_or("default"),
+                            p.metadata.name.as_deref().unwrap_or("")
+                        );
+                        rejected.push((key, PodIgnored::Invalid { field, message }));
+                    }
+                }
+            }
+        }
+    }
+    let daemonsets = daemonset_pods(snap, &namespaces);
+    let volumes = VolumeIndex::new(snap.pvcs, snap.pvs, snap.storage_classes);
+    let input = Input {
+        nodepools: snap.nodepools,
+        instance_types: catalogs,
+        policy,
+        nodes: &active,
+        nodepool_usage: &usage,
+        bound_pods: &bound,
+        node_labels: &node_labels,
+        daemonsets: &daemonsets,
+        volumes: &volumes,
+        options,
+    };
+    let results = scheduling::solve(&input, &to_schedule);
+    ProvisioningResult { pods: to_schedule, results, rejected }
+}
+
+/// Builds the NodeClaim object for a scheduling decision (upstream `NodeClaimTemplate.ToNodeClaim`).
+pub fn to_nodeclaim(c: &NewNodeClaim, pool: Option<&NodePool>) -> NodeClaim {
+    let mut requirements: Vec<NodeSelectorRequirementWithMinValues> = Vec::new();
+    for (key, r) in c.requirements.iter() {
+        for (op, values) in r.to_terms() {
+            requirements.push(NodeSelectorRequirementWithMinValues {
+                key: key.clone(),
+                operator: op.as_str().to_string(),
+                values,
+                min_values: r.min_values.map(i64::from),
+            });
+        }
+    }
+    let owner = pool.map(|p| OwnerReference {
+        api_version: "karpenter.sh/v1".into(),
+        kind: "NodePool".into(),
+        name: p.name().to_string(),
+        uid: p.metadata.uid.clone().unwrap_or_default(),
+        block_owner_deletion: Some(true),
+        controller: None,
+    });
+    let requests = c.requests.to_quantity_map().into_iter().map(|(k, v)| (k, Quantity(v))).collect();
+    let mut nc = NodeClaim::new(
+        "",
+        NodeClaimSpec {
+            taints: c.taints.clone(),
+            startup_taints: c.startup_taints.clone(),
+            requirements,
+            resources: ResourceRequirements { requests },
+            node_class_ref: c.node_class_ref.clone(),
+            termination_grace_period: c.termination_grace_period.clone(),
+            expire_after: c.expire_after.clone(),
+        },
+    );
+    nc.metadata = ObjectMeta {
+        generate_name: Some(format!("{}-", c.nodepool)),
+        labels: Some(c.labels.clone()),
+        annotations: (!c.annotations.is_empty()).then(|| c.annotations.clone()),
+        owner_references: owner.map(|o| vec![o]),
+        finalizers: Some(vec![labels::TERMINATION_FINALIZER.to_string()]),
+        ..Default::default()
+    };
+    nc
+}
