@@ -7,6 +7,7 @@
 //! - [`ui`]: the Elm-shaped dashboard.
 
 pub mod aws;
+pub mod cli;
 pub mod engine;
 pub mod kube;
 pub mod runtime;

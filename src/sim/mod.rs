@@ -1,1 +1,4 @@
-//! The simulated cluster and cloud behind `simulate` and `demo`. Arrives with the simulation issue.
+//! The simulated world behind `simulate` and `demo` (arrives with the simulation issue), and the manifest loader
+//! they share with `plan --file`.
+
+pub mod manifests;

@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# The whole test suite, as CI runs it: formatting, lints, unit + integration tests (debug build), and a bounded
+# property-test run over NodePool/Pod YAML into the engine. Needs only cargo; installs nothing else.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+echo "== cargo fmt --check"
+cargo fmt --all -- --check
+
+echo "== cargo clippy --all-targets -- -D warnings"
+cargo clippy --all-targets --locked -- -D warnings
+
+echo "== cargo test (debug)"
+# The fuzz-style property tests read this to bound their time in CI.
+export PROPTEST_CASES="${PROPTEST_CASES:-256}"
+# --all-targets also runs each criterion benchmark once, untimed, so they stay working.
+cargo test --locked --all-targets

@@ -1,0 +1,4 @@
+//! Command implementations behind `main.rs` (which only parses arguments and wires).
+
+pub mod catalog;
+pub mod plan;

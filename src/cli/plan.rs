@@ -1,0 +1,152 @@
+//! `karpenter-tui plan --file MANIFESTS`: one provisioning pass over manifests, offline. What would Karpenter
+//! launch for these pending pods, and why does each remaining pod stay pending? Writes nothing.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use anyhow::{Context, Result};
+use serde_json::json;
+
+use crate::engine::catalog::{Catalog, InstanceType};
+use crate::engine::provisioning::{ClusterSnapshot, ProvisioningResult, provision};
+use crate::engine::resources::describe_resource;
+use crate::engine::scheduling::SchedulerOptions;
+use crate::sim::manifests::Manifests;
+
+/// Runs the pass. `catalog_for` gives the instance types of a NodePool (its NodeClass may shape them).
+pub fn plan(m: &Manifests, catalog: &Catalog) -> ProvisioningResult {
+    let pods = m.pending_view();
+    let types: Vec<Arc<InstanceType>> = catalog.instance_types.clone();
+    let catalogs: BTreeMap<String, Vec<Arc<InstanceType>>> =
+        m.nodepools.iter().map(|p| (p.name().to_string(), types.clone())).collect();
+    let snap = ClusterSnapshot {
+        nodepools: &m.nodepools,
+        nodeclaims: &m.nodeclaims,
+        nodes: &m.nodes,
+        pods: &pods,
+        daemonsets: &m.daemonsets,
+        pdbs: &m.pdbs,
+        pvcs: &m.pvcs,
+        pvs: &m.pvs,
+        storage_classes: &m.storage_classes,
+        namespaces: &m.namespaces,
+    };
+    provision(&snap, &catalogs, &catalog.label_policy, SchedulerOptions::default())
+}
+
+pub fn load(path: &str) -> Result<Manifests> {
+    let text = std::fs::read_to_string(path).with_context(|| format!("reading {path}"))?;
+    Ok(Manifests::parse(&text, path)?)
+}
+
+/// The JSON form: NodeClaims (upstream objects), placements on existing nodes, failures with reasons per NodePool.
+pub fn to_json(m: &Manifests, r: &ProvisioningResult) -> serde_json::Value {
+    let claims = r.nodeclaims(&m.nodepools);
+    let new_claims: Vec<serde_json::Value> = r
+        .results
+        .new_claims
+        .iter()
+        .zip(&claims)
+        .map(|(c, obj)| {
+            json!({
+                "nodePool": c.nodepool,
+                "pods": c.pods.iter().map(|&p| r.pods[p].key()).collect::<Vec<_>>(),
+                "cheapestPricePerHour": c.cheapest_price(),
+                "instanceTypes": c.instance_types.iter().map(|t| t.name.clone()).collect::<Vec<_>>(),
+                "nodeClaim": obj,
+            })
+        })
+        .collect();
+    let existing: Vec<serde_json::Value> = r
+        .results
+        .existing
+        .iter()
+        .map(|p| json!({"node": p.node, "pods": p.pods.iter().map(|&i| r.pods[i].key()).collect::<Vec<_>>()}))
+        .collect();
+    let pending: Vec<serde_json::Value> = r
+        .results
+        .failures
+        .iter()
+        .map(|f| {
+            json!({
+                "pod": r.pods[f.pod].key(),
+                "reasons": f.reasons.iter().map(|(pool, why)| json!({"nodePool": pool, "reason": why.to_string()})).collect::<Vec<_>>(),
+            })
+        })
+        .collect();
+    let ignored: Vec<serde_json::Value> = r
+        .rejected
+        .iter()
+        .map(|(k, why)| json!({"pod": k, "reason": why.to_string()}))
+        .chain(r.results.ignored.iter().map(|(i, why)| json!({"pod": r.pods[*i].key(), "reason": why.to_string()})))
+        .collect();
+    json!({"newNodeClaims": new_claims, "existingNodes": existing, "pending": pending, "ignored": ignored})
+}
+
+/// The human form.
+pub fn to_table(r: &ProvisioningResult) -> String {
+    let mut out = String::new();
+    let total: usize = r.pods.len();
+    out.push_str(&format!(
+        "{} pods considered: {} on new NodeClaims, {} on existing nodes, {} pending, {} ignored\n",
+        total,
+        r.results.new_claims.iter().map(|c| c.pods.len()).sum::<usize>(),
+        r.results.existing.iter().map(|p| p.pods.len()).sum::<usize>(),
+        r.results.failures.len(),
+        r.rejected.len() + r.results.ignored.len()
+    ));
+    if !r.results.new_claims.is_empty() {
+        out.push_str("\nNEW NODECLAIMS\n");
+        out.push_str(&format!(
+            "{:<16} {:>5} {:>9} {:>10}  {:<24} {}\n",
+            "NODEPOOL", "PODS", "CPU", "MEMORY", "CHEAPEST", "OPTIONS"
+        ));
+        for c in &r.results.new_claims {
+            let cheapest = c
+                .instance_types
+                .first()
+                .map(|t| match c.cheapest_price() {
+                    Some(p) => format!("{} ${p:.4}/h", t.name),
+                    None => t.name.clone(),
+                })
+                .unwrap_or_default();
+            out.push_str(&format!(
+                "{:<16} {:>5} {:>9} {:>10}  {:<24} {}\n",
+                c.nodepool,
+                c.pods.len(),
+                describe_resource("cpu", c.requests.cpu),
+                describe_resource("memory", c.requests.memory),
+                cheapest,
+                c.instance_types.len()
+            ));
+        }
+    }
+    if !r.results.existing.is_empty() {
+        out.push_str("\nEXISTING NODES\n");
+        for p in &r.results.existing {
+            out.push_str(&format!("{:<32} {} pods\n", p.node, p.pods.len()));
+        }
+    }
+    if !r.results.failures.is_empty() {
+        out.push_str("\nPENDING\n");
+        for f in &r.results.failures {
+            out.push_str(&format!("{}\n", r.pods[f.pod].key()));
+            for (pool, why) in &f.reasons {
+                out.push_str(&format!("  {pool}: {why}\n"));
+            }
+        }
+    }
+    let ignored: Vec<String> = r
+        .rejected
+        .iter()
+        .map(|(k, why)| format!("{k}: {why}"))
+        .chain(r.results.ignored.iter().map(|(i, why)| format!("{}: {why}", r.pods[*i].key())))
+        .collect();
+    if !ignored.is_empty() {
+        out.push_str("\nIGNORED\n");
+        for l in ignored {
+            out.push_str(&format!("{l}\n"));
+        }
+    }
+    out
+}

@@ -1,0 +1,194 @@
+//! Loading Kubernetes and Karpenter manifests from multi-document YAML, with errors that name the file, line and
+//! column. Used by `plan --file` now and by the scenario loader.
+
+use k8s_openapi::api::apps::v1::{DaemonSet, Deployment};
+use k8s_openapi::api::core::v1::{
+    Namespace, Node, PersistentVolume, PersistentVolumeClaim, Pod, PodCondition, PodStatus,
+};
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use k8s_openapi::api::storage::v1::StorageClass;
+use serde::Deserialize;
+use thiserror::Error;
+
+use crate::engine::api::{EC2NodeClass, NodeClaim, NodePool};
+
+/// A manifest problem, located.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+#[error("{file}:{line}:{column}: {message}")]
+pub struct ManifestError {
+    pub file: String,
+    pub line: usize,
+    pub column: usize,
+    pub message: String,
+}
+
+/// Every object kind the engine reads.
+#[derive(Debug, Clone, Default)]
+pub struct Manifests {
+    pub nodepools: Vec<NodePool>,
+    pub nodeclaims: Vec<NodeClaim>,
+    pub nodeclasses: Vec<EC2NodeClass>,
+    pub nodes: Vec<Node>,
+    pub pods: Vec<Pod>,
+    pub deployments: Vec<Deployment>,
+    pub daemonsets: Vec<DaemonSet>,
+    pub pdbs: Vec<PodDisruptionBudget>,
+    pub pvcs: Vec<PersistentVolumeClaim>,
+    pub pvs: Vec<PersistentVolume>,
+    pub storage_classes: Vec<StorageClass>,
+    pub namespaces: Vec<Namespace>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct TypeMeta {
+    #[serde(default)]
+    api_version: String,
+    #[serde(default)]
+    kind: String,
+}
+
+fn located(file: &str, e: &serde_yaml::Error, doc_line: usize) -> ManifestError {
+    let (line, column) = e.location().map_or((doc_line, 1), |l| (l.line(), l.column()));
+    ManifestError { file: file.to_string(), line, column, message: e.to_string() }
+}
+
+/// 1-based line on which each `---`-separated document starts.
+fn document_lines(text: &str) -> Vec<usize> {
+    let mut starts = vec![1];
+    for (i, l) in text.lines().enumerate() {
+        if l.starts_with("---") && i > 0 {
+            starts.push(i + 2);
+        }
+    }
+    starts
+}
+
+impl Manifests {
+    /// Parses every document of `text` (named `file` in errors). The whole load fails on the first bad document, so
+    /// nothing is half-applied.
+    pub fn parse(text: &str, file: &str) -> Result<Manifests, ManifestError> {
+        let mut out = Manifests::default();
+        let lines = document_lines(text);
+        let kinds: Vec<Option<TypeMeta>> = {
+            let mut v = Vec::new();
+            for (i, doc) in serde_yaml::Deserializer::from_str(text).enumerate() {
+                let value = serde_yaml::Value::deserialize(doc)
+                    .map_err(|e| located(file, &e, lines.get(i).copied().unwrap_or(1)))?;
+                if value.is_null() {
+                    v.push(None);
+                    continue;
+                }
+                let tm: TypeMeta =
+                    serde_yaml::from_value(value).map_err(|e| located(file, &e, lines.get(i).copied().unwrap_or(1)))?;
+                v.push(Some(tm));
+            }
+            v
+        };
+        for (i, doc) in serde_yaml::Deserializer::from_str(text).enumerate() {
+            let Some(Some(tm)) = kinds.get(i) else { continue };
+            let line = lines.get(i).copied().unwrap_or(1);
+            let err = |e: serde_yaml::Error| located(file, &e, line);
+            match (tm.api_version.as_str(), tm.kind.as_str()) {
+                ("karpenter.sh/v1", "NodePool") => out.nodepools.push(NodePool::deserialize(doc).map_err(err)?),
+                ("karpenter.sh/v1", "NodeClaim") => out.nodeclaims.push(NodeClaim::deserialize(doc).map_err(err)?),
+                ("karpenter.k8s.aws/v1", "EC2NodeClass") => {
+                    out.nodeclasses.push(EC2NodeClass::deserialize(doc).map_err(err)?)
+                }
+                ("v1", "Node") => out.nodes.push(Node::deserialize(doc).map_err(err)?),
+                ("v1", "Pod") => out.pods.push(Pod::deserialize(doc).map_err(err)?),
+                ("apps/v1", "Deployment") => out.deployments.push(Deployment::deserialize(doc).map_err(err)?),
+                ("apps/v1", "DaemonSet") => out.daemonsets.push(DaemonSet::deserialize(doc).map_err(err)?),
+                ("policy/v1", "PodDisruptionBudget") => {
+                    out.pdbs.push(PodDisruptionBudget::deserialize(doc).map_err(err)?)
+                }
+                ("v1", "PersistentVolumeClaim") => out.pvcs.push(PersistentVolumeClaim::deserialize(doc).map_err(err)?),
+                ("v1", "PersistentVolume") => out.pvs.push(PersistentVolume::deserialize(doc).map_err(err)?),
+                ("storage.k8s.io/v1", "StorageClass") => {
+                    out.storage_classes.push(StorageClass::deserialize(doc).map_err(err)?)
+                }
+                ("v1", "Namespace") => out.namespaces.push(Namespace::deserialize(doc).map_err(err)?),
+                (api, kind) => {
+                    return Err(ManifestError {
+                        file: file.to_string(),
+                        line,
+                        column: 1,
+                        message: format!("unsupported object apiVersion {api:?} kind {kind:?}"),
+                    });
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// Pods as a scheduler would see them before Karpenter acts: Deployment replicas expanded (`<name>-<i>`), and
+    /// every unbound pod marked `PodScheduled=False/Unschedulable`, as kube-scheduler does when no node fits.
+    pub fn pending_view(&self) -> Vec<Pod> {
+        let mut pods = self.pods.clone();
+        for d in &self.deployments {
+            let name = d.metadata.name.clone().unwrap_or_default();
+            let ns = d.metadata.namespace.clone().unwrap_or_else(|| "default".into());
+            let spec = d.spec.clone();
+            let replicas = spec.replicas.unwrap_or(1).max(0);
+            for i in 0..replicas {
+                let mut meta = spec.template.metadata.clone().unwrap_or_default();
+                meta.name = Some(format!("{name}-{i}"));
+                meta.namespace = Some(ns.clone());
+                meta.uid = Some(format!("{ns}/{name}-{i}"));
+                meta.owner_references = Some(vec![k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference {
+                    api_version: "apps/v1".into(),
+                    kind: "ReplicaSet".into(),
+                    name: name.clone(),
+                    uid: String::new(),
+                    controller: Some(true),
+                    block_owner_deletion: None,
+                }]);
+                pods.push(Pod { metadata: meta, spec: spec.template.spec.clone(), status: None });
+            }
+        }
+        for p in &mut pods {
+            if p.metadata.namespace.is_none() {
+                p.metadata.namespace = Some("default".into());
+            }
+            let bound = p.spec.as_ref().and_then(|s| s.node_name.as_deref()).is_some_and(|n| !n.is_empty());
+            if !bound {
+                let status = p.status.get_or_insert_with(PodStatus::default);
+                let conds = status.conditions.get_or_insert_with(Vec::new);
+                if !conds.iter().any(|c| c.type_ == "PodScheduled") {
+                    conds.push(PodCondition {
+                        type_: "PodScheduled".into(),
+                        status: "False".into(),
+                        reason: Some("Unschedulable".into()),
+                        ..Default::default()
+                    });
+                }
+            }
+        }
+        pods
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn loads_and_locates_errors() {
+        let text = "apiVersion: karpenter.sh/v1\nkind: NodePool\nmetadata: {name: a}\nspec:\n  template:\n    spec:\n      nodeClassRef: {group: g, kind: k, name: n}\n---\napiVersion: apps/v1\nkind: Deployment\nmetadata: {name: web}\nspec:\n  replicas: 3\n  selector: {matchLabels: {app: web}}\n  template:\n    metadata: {labels: {app: web}}\n    spec:\n      containers: [{name: c, image: x}]\n";
+        let m = Manifests::parse(text, "m.yaml").unwrap();
+        assert_eq!(m.nodepools.len(), 1);
+        assert_eq!(m.pending_view().len(), 3);
+
+        let bad = "apiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec:\n  containers: 5\n";
+        let e = Manifests::parse(bad, "bad.yaml").unwrap_err();
+        assert_eq!((e.file.as_str(), e.line), ("bad.yaml", 5), "{e}");
+
+        let unknown = "apiVersion: v1\nkind: Pod\nmetadata: {name: p}\n---\napiVersion: v9\nkind: Thing\n";
+        let e = Manifests::parse(unknown, "u.yaml").unwrap_err();
+        assert_eq!(e.line, 5, "{e}");
+        assert!(e.message.contains("Thing"));
+
+        let syntax = "apiVersion: v1\nkind: [Pod\n";
+        assert!(Manifests::parse(syntax, "s.yaml").is_err());
+    }
+}
