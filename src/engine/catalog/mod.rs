@@ -3,9 +3,16 @@
 //! The scheduler only sees [`InstanceType`]s. Where they come from is a catalog source: the embedded AWS catalog,
 //! the KWOK-style synthetic catalog, inline types from a scenario, or (later) the live AWS APIs.
 
+pub mod aws;
+pub mod fake;
+pub mod inline;
+pub mod kwok;
+pub mod report;
+
 use std::sync::Arc;
 
 use serde::Serialize;
+use thiserror::Error;
 
 use super::labels::{self, LabelPolicy};
 use super::requirements::Requirements;
@@ -78,10 +85,7 @@ impl InstanceType {
 
     /// The cheapest available offering compatible with `reqs`.
     pub fn cheapest_offering(&self, reqs: &Requirements) -> Option<&Offering> {
-        self.offerings
-            .iter()
-            .filter(|o| o.available && o.compatible(reqs))
-            .min_by(|a, b| a.price.total_cmp(&b.price))
+        self.offerings.iter().filter(|o| o.available && o.compatible(reqs)).min_by(|a, b| a.price.total_cmp(&b.price))
     }
 }
 
@@ -92,4 +96,39 @@ pub struct Catalog {
     pub instance_types: Vec<Arc<InstanceType>>,
     pub label_policy: LabelPolicy,
     pub price_source: PriceSource,
+}
+
+impl Catalog {
+    /// Where one offering's price came from. Static tables only ever hold on-demand prices, so a spot offering of a
+    /// statically priced catalog carries a simulated price (see `aws::spot_fraction`).
+    pub fn offering_price_source(&self, offering: &Offering) -> PriceSource {
+        match &self.price_source {
+            PriceSource::Static { .. } if offering.capacity_type != labels::CAPACITY_ON_DEMAND => {
+                PriceSource::Simulated
+            }
+            other => other.clone(),
+        }
+    }
+
+    /// The instance type with this name.
+    pub fn get(&self, name: &str) -> Option<&Arc<InstanceType>> {
+        self.instance_types.iter().find(|it| it.name == name)
+    }
+}
+
+/// Why a catalog could not be built.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum CatalogError {
+    #[error("unknown region {region:?}; the embedded catalog covers {known}")]
+    UnknownRegion { region: String, known: String },
+    #[error("zone {zone:?} is not in region {region}; its zones are {known}")]
+    UnknownZone { zone: String, region: String, known: String },
+    #[error(
+        "unknown amiFamily {0:?}; expected AL2, AL2023, Bottlerocket, Windows2019, Windows2022, Windows2025 or Custom"
+    )]
+    UnknownAmiFamily(String),
+    #[error("EC2NodeClass {field}: {message}")]
+    InvalidNodeClass { field: String, message: String },
+    #[error("embedded AWS catalog data is unreadable: {0}")]
+    Data(String),
 }
