@@ -1115,9 +1115,8 @@ mod tests {
     #[test]
     fn a1_unavailable_on_al2023() {
         let c = catalog(None);
-        if let Some(a1) = c.get("a1.large") {
-            assert!(a1.offerings.iter().all(|o| !o.available));
-        }
+        let a1 = c.get("a1.large").expect("a1.large");
+        assert!(a1.offerings.iter().all(|o| !o.available));
         let nc = nodeclass(EC2NodeClassSpec { ami_family: Some("AL2".into()), ..Default::default() });
         let c = catalog(Some(&nc));
         let a1 = c.get("a1.large").expect("a1.large");
