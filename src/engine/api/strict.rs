@@ -368,7 +368,10 @@ fn parse_strict<T: DeserializeOwned>(
         }
     }
 
-    for path in &unknown {
+    // The kube-derived root type doesn't keep apiVersion/kind, so serde skips them; they were checked above.
+    let is_type_meta =
+        |p: &FieldPath| matches!(p.0.as_slice(), [PathSegment::Field(f)] if f == "apiVersion" || f == "kind");
+    for path in unknown.iter().filter(|p| !is_type_meta(p)) {
         let name = path.0.last().map_or(String::new(), |s| match s {
             PathSegment::Field(k) | PathSegment::Key(k) => k.clone(),
             PathSegment::Index(i) => i.to_string(),
