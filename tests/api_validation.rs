@@ -619,3 +619,20 @@ proptest! {
         let _ = parse_nodepool_strict(&s, "fuzz.yaml");
     }
 }
+
+#[test]
+fn impossible_schedule_is_an_error_not_a_hang() {
+    let start = std::time::Instant::now();
+    let r = budget_is_active("0 0 30 2 *", "1h", utc(2024, 1, 1, 0, 0, 0));
+    assert!(matches!(r, Err(BudgetError::NoOccurrence { .. })), "{r:?}");
+    assert!(start.elapsed() < std::time::Duration::from_secs(10), "took {:?}", start.elapsed());
+}
+
+proptest! {
+    #[test]
+    fn arbitrary_unicode_never_panics(s in any::<String>()) {
+        let _ = parse_nodepool_strict(&s, "fuzz.yaml");
+        let _ = parse_nodeclaim_strict(&s, "fuzz.yaml");
+        let _ = locate(&s, &s);
+    }
+}

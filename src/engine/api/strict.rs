@@ -341,13 +341,8 @@ fn parse_strict<T: DeserializeOwned>(
             None
         }
     };
-    if obj.is_some()
-        && let Some(se) = &syntax_error
-    {
-        // libyaml accepted what the YAML 1.2 parser didn't; locations below fall back to the document start.
-        cx.push(Pos { line: se.line, column: se.column }, String::new(), se.message.clone(), DiagnosticKind::Syntax);
-    }
-
+    // If libyaml accepted text the YAML 1.2 parser rejects, the object stands (the API server's parser is the
+    // lenient kind too); diagnostics below then point at the document start instead of the field.
     for (field, want) in [("apiVersion", api_version), ("kind", kind)] {
         let found = cx.index.as_ref().and_then(|i| i.scalar(field).map(|(s, p)| (s.to_string(), p)));
         match found {
