@@ -6,6 +6,8 @@ pub mod duration;
 pub mod ec2nodeclass;
 pub mod nodeclaim;
 pub mod nodepool;
+pub mod strict;
+pub mod validation;
 
 pub use common::{Condition, NodeClassReference, NodeSelectorRequirementWithMinValues};
 pub use ec2nodeclass::{EC2NodeClass, EC2NodeClassSpec, EC2NodeClassStatus};
