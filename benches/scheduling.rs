@@ -75,7 +75,7 @@ pub fn diverse_pods(count: usize) -> Vec<PodData> {
     let mut pods = Vec::with_capacity(count);
     let values = ["a", "b", "c", "d", "e", "f", "g", "h", "i", "j"];
     for i in 0..count {
-        let kind = if fifth == 0 { 0 } else { (i / fifth).min(4) };
+        let kind = i.checked_div(fifth).unwrap_or(0).min(4);
         let pod = match kind {
             0 => base(i, &mut rng, &[]),
             1 | 2 => {

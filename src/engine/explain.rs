@@ -20,7 +20,7 @@ pub enum PoolRejection {
     /// The NodePool's limits are used up.
     LimitsExhausted { resource: String, limit: i64, remaining: i64 },
     /// Instance-type filtering left nothing.
-    InstanceTypes(InstanceTypeMiss),
+    InstanceTypes(Box<InstanceTypeMiss>),
     /// minValues could not be met by the surviving instance types.
     MinValues { key: String, needed: u32, available: usize },
     /// The NodePool has no usable instance types at all (before any pod).

@@ -308,7 +308,7 @@ pub enum Incompatibility {
     #[error("label {key:?} does not have known values{}", hint.as_ref().map(|h| format!(" (did you mean {h:?}?)")).unwrap_or_default())]
     Undefined { key: String, hint: Option<String> },
     #[error("{key} {wanted} conflicts with {offered}")]
-    Conflict { key: String, wanted: Requirement, offered: Requirement },
+    Conflict { key: String, wanted: Box<Requirement>, offered: Box<Requirement> },
 }
 
 impl Incompatibility {
@@ -418,7 +418,11 @@ impl Requirements {
             if ours.operator().is_negative() && theirs.operator().is_negative() {
                 continue;
             }
-            return Err(Incompatibility::Conflict { key: key.clone(), wanted: theirs.clone(), offered: ours.clone() });
+            return Err(Incompatibility::Conflict {
+                key: key.clone(),
+                wanted: Box::new(theirs.clone()),
+                offered: Box::new(ours.clone()),
+            });
         }
         Ok(())
     }

@@ -630,7 +630,7 @@ impl<'a> Scheduler<'a> {
         }
         // Volume topology narrows the node only.
         let alts = &self.volume_alternatives[i];
-        if !alts.is_empty() && !(alts.len() == 1 && alts[0].is_empty()) {
+        if !(alts.is_empty() || alts.len() == 1 && alts[0].is_empty()) {
             let base = merged.as_ref().unwrap_or(&claim.requirements);
             let chosen =
                 alts.iter().find(|a| base.compatible(a, Some(self.input.policy)).is_ok()).ok_or_else(|| {
@@ -664,12 +664,12 @@ impl<'a> Scheduler<'a> {
         let mut survivors = claim.types.and(req_bits);
         survivors.and_with(&fits);
         if survivors.is_empty() {
-            return Err(PoolRejection::InstanceTypes(self.miss(
+            return Err(PoolRejection::InstanceTypes(Box::new(self.miss(
                 claim,
                 final_reqs.unwrap_or(&claim.requirements),
                 &total,
                 &pod.host_ports,
-            )));
+            ))));
         }
         // minValues.
         let reqs_now = final_reqs.unwrap_or(&claim.requirements);

@@ -370,7 +370,7 @@ pub fn pod_data(pod: &Pod, namespaces: &[(String, BTreeMap<String, String>)]) ->
                 preferred_terms.push((p.weight, r));
             }
             // Heaviest first; stable so equal weights keep their order.
-            preferred_terms.sort_by(|a, b| b.0.cmp(&a.0));
+            preferred_terms.sort_by_key(|t| std::cmp::Reverse(t.0));
         }
         if let Some(pa) = &aff.pod_affinity {
             for t in pa.required_during_scheduling_ignored_during_execution.iter().flatten() {

@@ -59,6 +59,9 @@ impl FitIndex {
     }
 }
 
+/// Zone and capacity-type requirements: what offering availability depends on.
+type OfferingKey = (Option<Requirement>, Option<Requirement>);
+
 /// Instance types grouped by which DaemonSets would run on them, with those DaemonSets' summed requests.
 #[derive(Debug, Clone)]
 pub struct DaemonGroup {
@@ -87,7 +90,7 @@ pub struct Template {
     /// Keys present in at least one type's requirements.
     type_keys: std::collections::BTreeSet<String>,
     key_cache: RefCell<HashMap<String, Vec<(Requirement, Bitset)>>>,
-    offering_cache: RefCell<Vec<((Option<Requirement>, Option<Requirement>), Bitset)>>,
+    offering_cache: RefCell<Vec<(OfferingKey, Bitset)>>,
     pub has_prefer_no_schedule: bool,
     pub limits: Option<BTreeMap<String, i64>>,
 }
