@@ -19,6 +19,14 @@ impl Bitset {
         b
     }
 
+    pub fn words(&self) -> &[u64] {
+        &self.words
+    }
+
+    pub fn words_mut(&mut self) -> &mut [u64] {
+        &mut self.words
+    }
+
     pub fn set(&mut self, i: usize) {
         self.words[i / 64] |= 1 << (i % 64);
     }

@@ -168,6 +168,7 @@ impl Results {
 /// A node candidate the solve places pods on: an existing node.
 struct SimNode {
     name: String,
+    hostname_id: Option<u32>,
     requirements: Requirements,
     taints: Vec<Taint>,
     remaining: Resources,
@@ -179,6 +180,9 @@ struct SimNode {
 struct SimClaim {
     template: usize,
     hostname: String,
+    hostname_id: u32,
+    /// Elementwise max allocatable over `types`: a cheap upper bound for rejecting pods.
+    max_alloc: Resources,
     requirements: Requirements,
     /// Types still possible.
     types: Bitset,
@@ -303,6 +307,7 @@ impl<'a> Scheduler<'a> {
             }
             nodes.push(SimNode {
                 name: n.name.clone(),
+                hostname_id: None,
                 requirements,
                 taints,
                 remaining: remaining_res,
@@ -364,6 +369,13 @@ impl<'a> Scheduler<'a> {
             .collect();
         if topology.has_groups() || bound.iter().any(|b| !b.pod.anti_affinity.is_empty()) {
             topology.count_bound(&bound);
+        }
+        if topology.has_groups() {
+            for n in &mut nodes {
+                if let Some(h) = n.requirements.get_ref(labels::HOSTNAME).and_then(|r| r.any()).map(str::to_string) {
+                    n.hostname_id = Some(topology.register(labels::HOSTNAME, &h));
+                }
+            }
         }
 
         let volume_alternatives = pods.iter().map(|p| input.volumes.alternatives(p).unwrap_or_default()).collect();
@@ -451,7 +463,8 @@ impl<'a> Scheduler<'a> {
     fn add(&mut self, i: usize, pod: &PodData) -> Result<(), Vec<(String, PoolRejection)>> {
         let strict = pod.strict_requirements();
         let reqs = pod.requirements();
-        let groups = self.topology.constraints_for(pod);
+        let group_ids = self.topology.constraints_for(pod);
+        let groups = self.topology.prepare(pod, &group_ids, &strict);
 
         // 1. Existing nodes, in order.
         for n in 0..self.nodes.len() {
@@ -467,14 +480,18 @@ impl<'a> Scheduler<'a> {
         }
 
         // 2. NodeClaims created earlier in this solve, fewest pods first.
-        let order: Vec<(usize, usize)> = self.claim_order.iter().copied().collect();
-        for (count, c) in order {
-            if let Ok(cand) = self.can_add_to_claim(c, i, pod, &strict, &reqs, &groups) {
-                self.commit_claim(c, i, pod, cand);
-                self.claim_order.remove(&(count, c));
-                self.claim_order.insert((count + 1, c));
-                return Ok(());
+        let mut found: Option<((usize, usize), Candidate)> = None;
+        for &(count, c) in &self.claim_order {
+            if let Ok(cand) = self.can_add_to_claim(c, i, pod, &strict, &reqs, &groups, false) {
+                found = Some(((count, c), cand));
+                break;
             }
+        }
+        if let Some(((count, c), cand)) = found {
+            self.commit_claim(c, i, pod, cand);
+            self.claim_order.remove(&(count, c));
+            self.claim_order.insert((count + 1, c));
+            return Ok(());
         }
 
         // 3. A new NodeClaim from each template, in weight order.
@@ -517,9 +534,13 @@ impl<'a> Scheduler<'a> {
             let mut requirements = tpl.requirements.clone();
             requirements.add(labels::HOSTNAME, Requirement::in_values([hostname.clone()]));
             let req_bits = tpl.compatible_types(&requirements).and(&tpl.offered_types(&requirements));
+            let max_alloc = tpl.max_allocatable(&types);
+            let hostname_id = self.topology.register(labels::HOSTNAME, &hostname);
             self.claims.push(SimClaim {
                 template: t,
                 hostname: hostname.clone(),
+                hostname_id,
+                max_alloc,
                 requirements,
                 types,
                 req_bits,
@@ -529,8 +550,7 @@ impl<'a> Scheduler<'a> {
                 min_values_relaxed: false,
             });
             let c = self.claims.len() - 1;
-            self.topology.register(labels::HOSTNAME, &hostname);
-            match self.can_add_to_claim(c, i, pod, &strict, &reqs, &groups) {
+            match self.can_add_to_claim(c, i, pod, &strict, &reqs, &groups, true) {
                 Ok(cand) => {
                     self.next_hostname += 1;
                     self.commit_claim(c, i, pod, cand);
@@ -566,7 +586,7 @@ impl<'a> Scheduler<'a> {
         pod: &PodData,
         strict: &Requirements,
         reqs: &Requirements,
-        groups: &[usize],
+        groups: &[topology::GroupCtx],
     ) -> Option<Requirements> {
         let node = &self.nodes[n];
         if taints::first_untolerated(&node.taints, &pod.tolerations, pod.tolerate_prefer_no_schedule).is_some() {
@@ -585,7 +605,7 @@ impl<'a> Scheduler<'a> {
         if !alts.is_empty() && !alts.iter().any(|a| node.requirements.compatible(a, None).is_ok()) {
             return None;
         }
-        match self.topology.add_requirements(pod, groups, strict, &node.requirements) {
+        match self.topology.add_requirements(groups, strict, &node.requirements, node.hostname_id) {
             Ok(Some(r)) => {
                 if node.requirements.compatible(&r, None).is_err() {
                     return None;
@@ -605,6 +625,8 @@ impl<'a> Scheduler<'a> {
         }
     }
 
+    /// Whether the pod fits the claim. `explain` builds a detailed rejection; scans of existing claims skip it.
+    #[allow(clippy::too_many_arguments)]
     fn can_add_to_claim(
         &self,
         c: usize,
@@ -612,10 +634,15 @@ impl<'a> Scheduler<'a> {
         pod: &PodData,
         strict: &Requirements,
         reqs: &Requirements,
-        groups: &[usize],
+        groups: &[topology::GroupCtx],
+        explain: bool,
     ) -> Result<Candidate, PoolRejection> {
         let claim = &self.claims[c];
         let tpl = &self.templates[claim.template];
+        // Cheapest test first: even the largest remaining type can't take this pod.
+        if !explain && !claim.requests.plus(&pod.requests).fits_in(&claim.max_alloc) {
+            return Err(PoolRejection::Other(String::new()));
+        }
         if let Err(taint) = self.tolerates_template(pod, claim.template) {
             return Err(PoolRejection::TaintNotTolerated { taint });
         }
@@ -643,9 +670,10 @@ impl<'a> Scheduler<'a> {
         // Topology last: it may collapse a domain to one value.
         if !groups.is_empty() {
             let base = merged.as_ref().unwrap_or(&claim.requirements);
-            match self.topology.add_requirements(pod, groups, strict, base) {
+            match self.topology.add_requirements(groups, strict, base, Some(claim.hostname_id)) {
                 Ok(Some(r)) => merged = Some(r),
                 Ok(None) => {}
+                Err(_) if !explain => return Err(PoolRejection::Other(String::new())),
                 Err(e) => return Err(PoolRejection::Topology { detail: e.to_string() }),
             }
         }
@@ -660,17 +688,17 @@ impl<'a> Scheduler<'a> {
             None => &claim.req_bits,
         };
         let total = claim.requests.plus(&pod.requests);
-        let fits = tpl.fitting_types(&total, &pod.host_ports);
-        let mut survivors = claim.types.and(req_bits);
-        survivors.and_with(&fits);
-        if survivors.is_empty() {
+        let Some(survivors) = tpl.surviving_types(&claim.types, req_bits, &total, &pod.host_ports) else {
+            if !explain {
+                return Err(PoolRejection::Other(String::new()));
+            }
             return Err(PoolRejection::InstanceTypes(Box::new(self.miss(
                 claim,
                 final_reqs.unwrap_or(&claim.requirements),
                 &total,
                 &pod.host_ports,
             ))));
-        }
+        };
         // minValues.
         let reqs_now = final_reqs.unwrap_or(&claim.requirements);
         let mut relaxed = false;
@@ -757,6 +785,9 @@ impl<'a> Scheduler<'a> {
         if let Some(b) = cand.req_bits {
             claim.req_bits = b;
         }
+        if claim.types != cand.types {
+            claim.max_alloc = self.templates[claim.template].max_allocatable(&cand.types);
+        }
         claim.types = cand.types;
         claim.requests.add(&pod.requests);
         claim.host_ports.extend(pod.host_ports.iter().cloned());
@@ -776,8 +807,8 @@ impl<'a> Scheduler<'a> {
         let max = self.input.options.max_instance_types.max(1);
         for claim in &self.claims {
             let tpl = &self.templates[claim.template];
-            let mut options: Vec<(f64, usize)> =
-                claim.types.iter().map(|ti| (tpl.price(ti, &claim.requirements), ti)).collect();
+            let prices = tpl.prices(&claim.requirements);
+            let mut options: Vec<(f64, usize)> = claim.types.iter().map(|ti| (prices[ti], ti)).collect();
             options.sort_by(|a, b| a.0.total_cmp(&b.0).then_with(|| tpl.types[a.1].name.cmp(&tpl.types[b.1].name)));
             options.truncate(max);
             let kept: Vec<usize> = options.iter().map(|(_, ti)| *ti).collect();

@@ -44,6 +44,16 @@ impl FitIndex {
         FitIndex { dims, n }
     }
 
+    /// Suffix bitsets of the types that cover `need` in each core resource.
+    fn suffixes(&self, need: &Resources) -> [&Bitset; 4] {
+        let pick = |d: usize| {
+            let (name, values, suffix) = &self.dims[d];
+            let v = need.get(name);
+            &suffix[values.partition_point(|x| *x < v)]
+        };
+        [pick(0), pick(1), pick(2), pick(3)]
+    }
+
     /// Types whose allocatable covers `need` in the core resources.
     pub fn fits(&self, need: &Resources) -> Bitset {
         let mut out: Option<Bitset> = None;
@@ -91,6 +101,7 @@ pub struct Template {
     type_keys: std::collections::BTreeSet<String>,
     key_cache: RefCell<HashMap<String, Vec<(Requirement, Bitset)>>>,
     offering_cache: RefCell<Vec<(OfferingKey, Bitset)>>,
+    price_cache: RefCell<Vec<(OfferingKey, std::rc::Rc<Vec<f64>>)>>,
     pub has_prefer_no_schedule: bool,
     pub limits: Option<BTreeMap<String, i64>>,
 }
@@ -177,6 +188,7 @@ impl Template {
             type_keys,
             key_cache: RefCell::new(HashMap::new()),
             offering_cache: RefCell::new(Vec::new()),
+            price_cache: RefCell::new(Vec::new()),
             has_prefer_no_schedule,
             limits,
         };
@@ -295,6 +307,77 @@ impl Template {
             out.or_with(&bits);
         }
         out
+    }
+
+    /// `base ∩ req_bits ∩ {types fitting requests + their daemon overhead}`, or `None` when empty. Allocates only
+    /// on success: this runs for every (pod, NodeClaim) pair tried.
+    pub fn surviving_types(
+        &self,
+        base: &Bitset,
+        req_bits: &Bitset,
+        requests: &Resources,
+        pod_ports: &[HostPort],
+    ) -> Option<Bitset> {
+        if !requests.extended.is_empty() {
+            let mut b = self.fitting_types(requests, pod_ports);
+            b.and_with(base);
+            b.and_with(req_bits);
+            return (!b.is_empty()).then_some(b);
+        }
+        let mut out: Option<Bitset> = None;
+        for g in &self.daemon_groups {
+            if !g.host_ports.is_empty() && pod_ports.iter().any(|p| g.host_ports.iter().any(|q| p.conflicts(q))) {
+                continue;
+            }
+            let need;
+            let need_ref = if g.overhead.is_zero() {
+                requests
+            } else {
+                need = requests.plus(&g.overhead);
+                &need
+            };
+            let [a, b, c, d] = self.fit.suffixes(need_ref);
+            let words = base.words().len();
+            let word = |w: usize| {
+                base.words()[w]
+                    & req_bits.words()[w]
+                    & g.types.words()[w]
+                    & a.words()[w]
+                    & b.words()[w]
+                    & c.words()[w]
+                    & d.words()[w]
+            };
+            if out.is_none() && !(0..words).any(|w| word(w) != 0) {
+                continue;
+            }
+            let acc = out.get_or_insert_with(|| Bitset::empty(self.types.len()));
+            for w in 0..words {
+                acc.words_mut()[w] |= word(w);
+            }
+        }
+        out.filter(|b| !b.is_empty())
+    }
+
+    /// Elementwise maximum allocatable over `types`: no pod set needing more can fit any of them.
+    pub fn max_allocatable(&self, types: &Bitset) -> Resources {
+        let mut m = Resources::default();
+        for i in types.iter() {
+            m.max_with(&self.allocatable[i]);
+        }
+        m
+    }
+
+    /// Cheapest compatible available offering price per type under `reqs`, cached by zone/capacity-type.
+    pub fn prices(&self, reqs: &Requirements) -> std::rc::Rc<Vec<f64>> {
+        let key = (reqs.get_ref(labels::ZONE).cloned(), reqs.get_ref(labels::CAPACITY_TYPE).cloned());
+        if let Some((_, p)) = self.price_cache.borrow().iter().find(|(k, _)| *k == key) {
+            return p.clone();
+        }
+        let prices: Vec<f64> =
+            self.types.iter().map(|t| t.cheapest_offering(reqs).map_or(f64::MAX, |o| o.price)).collect();
+        let rc = std::rc::Rc::new(prices);
+        self.price_cache.borrow_mut().push((key, rc.clone()));
+        rc
     }
 
     /// The smallest daemon overhead among groups that still have some of `types`.

@@ -1,9 +1,12 @@
 //! Topology spread, pod affinity and pod anti-affinity: groups of pods counted per domain (zone, hostname, ...),
-//! and the domains a pod may still go to.
+//! and the domains a pod may still go to (engine.md §2.8).
 //!
 //! A group is created for every distinct constraint among the pods being scheduled (deduplicated), plus an
 //! "inverse" group for every required anti-affinity term of a bound or batch pod, so that a pod matched by someone
 //! else's anti-affinity stays out of that someone's domains.
+//!
+//! Domains are interned per key and counted in vectors: hostname keys reach thousands of domains in a large solve,
+//! and the hot question "may this pod join that NodeClaim" must be an array lookup, not a string-keyed map probe.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
@@ -30,14 +33,6 @@ impl GroupKind {
             GroupKind::AntiAffinity => "pod anti-affinity",
         }
     }
-}
-
-/// Which nodes a spread constraint counts (nodeAffinityPolicy / nodeTaintsPolicy).
-#[derive(Debug, Clone, PartialEq, Eq, Hash, Default)]
-pub struct NodeFilter {
-    /// The owning pod's node selector ∧ each required term (ORed); empty = any node.
-    pub terms: Vec<Requirements>,
-    pub tolerations: Option<Vec<TolerationKey>>,
 }
 
 /// Tolerations in a hashable form.
@@ -69,6 +64,14 @@ impl TolerationKey {
     }
 }
 
+/// Which nodes a spread constraint counts (nodeAffinityPolicy / nodeTaintsPolicy).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Default)]
+pub struct NodeFilter {
+    /// The owning pod's node selector ∧ each required term (ORed); empty = any node.
+    pub terms: Vec<Requirements>,
+    pub tolerations: Option<Vec<TolerationKey>>,
+}
+
 impl NodeFilter {
     pub fn matches(&self, node_reqs: &Requirements, node_taints: &[Taint], policy: &LabelPolicy) -> bool {
         if let Some(tols) = &self.tolerations {
@@ -78,6 +81,10 @@ impl NodeFilter {
             }
         }
         self.terms.is_empty() || self.terms.iter().any(|t| node_reqs.compatible(t, Some(policy)).is_ok())
+    }
+
+    fn is_trivial(&self) -> bool {
+        self.terms.is_empty() && self.tolerations.is_none()
     }
 }
 
@@ -93,10 +100,46 @@ struct GroupKey {
     filter: NodeFilter,
 }
 
+/// The domains of one topology key, interned.
+#[derive(Debug, Clone, Default)]
+struct KeyDomains {
+    ids: HashMap<String, u32>,
+    names: Vec<String>,
+    /// Registered (a node or NodeClaim could be there) or seen with pods.
+    known: Vec<bool>,
+    /// Known domains by name, for deterministic iteration.
+    sorted: BTreeMap<String, u32>,
+}
+
+impl KeyDomains {
+    fn intern(&mut self, name: &str) -> u32 {
+        if let Some(id) = self.ids.get(name) {
+            return *id;
+        }
+        let id = self.names.len() as u32;
+        self.ids.insert(name.to_string(), id);
+        self.names.push(name.to_string());
+        self.known.push(false);
+        id
+    }
+
+    fn mark_known(&mut self, id: u32) {
+        if !self.known[id as usize] {
+            self.known[id as usize] = true;
+            self.sorted.insert(self.names[id as usize].clone(), id);
+        }
+    }
+
+    fn is_known(&self, id: u32) -> bool {
+        self.known.get(id as usize).copied().unwrap_or(false)
+    }
+}
+
 #[derive(Debug, Clone)]
 pub struct TopologyGroup {
     pub kind: GroupKind,
     pub key: String,
+    key_idx: usize,
     pub namespaces: Namespaces,
     pub selector: Selector,
     pub max_skew: i32,
@@ -105,8 +148,10 @@ pub struct TopologyGroup {
     /// Inverse anti-affinity: the constraint belongs to `owners`; it applies to pods the selector matches.
     pub inverse: bool,
     pub owners: BTreeSet<String>,
-    /// Pod count per known domain.
-    pub domains: BTreeMap<String, i32>,
+    /// Pod count per domain id.
+    counts: Vec<i32>,
+    /// Domain ids with a non-zero count.
+    nonzero: BTreeSet<u32>,
 }
 
 impl TopologyGroup {
@@ -114,100 +159,17 @@ impl TopologyGroup {
         self.namespaces.contains(&pod.namespace) && self.selector.matches(&pod.labels)
     }
 
-    fn count(&self, d: &str) -> i32 {
-        self.domains.get(d).copied().unwrap_or(0)
+    fn count(&self, id: u32) -> i32 {
+        self.counts.get(id as usize).copied().unwrap_or(0)
     }
 
-    /// Candidate domains to consider: the node's concrete values when it has them (few), else every known domain.
-    fn candidates<'a>(&'a self, node: &'a Requirement) -> Box<dyn Iterator<Item = &'a str> + 'a> {
-        if node.complement {
-            Box::new(self.domains.keys().map(String::as_str).filter(move |d| node.has(d)))
-        } else {
-            Box::new(node.values.iter().map(String::as_str).filter(move |d| node.has(d)))
+    fn add(&mut self, id: u32) {
+        let i = id as usize;
+        if self.counts.len() <= i {
+            self.counts.resize(i + 1, 0);
         }
-    }
-
-    /// The domains the pod may use given its own (strict) domains and the node's.
-    pub fn next_domains(&self, pod: &PodData, pod_domains: &Requirement, node_domains: &Requirement) -> Requirement {
-        match self.kind {
-            GroupKind::Spread => self.next_spread(pod, pod_domains, node_domains),
-            GroupKind::Affinity => self.next_affinity(pod, pod_domains, node_domains),
-            GroupKind::AntiAffinity => {
-                let options: Vec<&str> = self
-                    .candidates(node_domains)
-                    .filter(|d| self.domains.contains_key(*d) && self.count(d) == 0)
-                    .collect();
-                Requirement::in_values(options)
-            }
-        }
-    }
-
-    fn min_count(&self, pod_domains: &Requirement) -> Option<i32> {
-        if self.key == labels::HOSTNAME {
-            // A new node can always be created, so the global minimum for hostname is zero.
-            return Some(0);
-        }
-        let mut min: Option<i32> = None;
-        let mut supported = 0;
-        for (d, c) in &self.domains {
-            if pod_domains.has(d) {
-                supported += 1;
-                min = Some(min.map_or(*c, |m| m.min(*c)));
-            }
-        }
-        if self.min_domains.is_some_and(|md| supported < md) {
-            return Some(0);
-        }
-        min
-    }
-
-    fn next_spread(&self, pod: &PodData, pod_domains: &Requirement, node_domains: &Requirement) -> Requirement {
-        let min = self.min_count(pod_domains);
-        let self_count = i32::from(self.selects(pod));
-        let eligible = |count: i32| min.is_none_or(|m| count + self_count - m <= self.max_skew);
-        if !node_domains.complement && node_domains.values.len() == 1 {
-            let d = &node_domains.values[0];
-            return if eligible(self.count(d)) {
-                Requirement::in_values([d.clone()])
-            } else {
-                Requirement::does_not_exist()
-            };
-        }
-        let mut best: Option<(&str, i32)> = None;
-        for d in self.candidates(node_domains) {
-            if !self.domains.contains_key(d) || !pod_domains.has(d) {
-                continue;
-            }
-            let c = self.count(d);
-            if eligible(c) && best.is_none_or(|(_, bc)| c < bc) {
-                best = Some((d, c));
-            }
-        }
-        match best {
-            Some((d, _)) => Requirement::in_values([d.to_string()]),
-            None => Requirement::does_not_exist(),
-        }
-    }
-
-    fn next_affinity(&self, pod: &PodData, pod_domains: &Requirement, node_domains: &Requirement) -> Requirement {
-        let options: Vec<&str> = self.candidates(node_domains).filter(|d| self.count(d) > 0).collect();
-        if !options.is_empty() || !self.selects(pod) {
-            return Requirement::in_values(options);
-        }
-        // Self-affinity with nothing placed yet in a usable domain: bootstrap on one domain, preferring one the pod
-        // itself allows.
-        let pick = self
-            .candidates(node_domains)
-            .filter(|d| self.domains.contains_key(*d))
-            .find(|d| pod_domains.has(d))
-            .or_else(|| self.candidates(node_domains).find(|d| self.domains.contains_key(*d)));
-        Requirement::in_values(pick.map(str::to_string))
-    }
-
-    fn record(&mut self, domains: &[&str]) {
-        for d in domains {
-            *self.domains.entry((*d).to_string()).or_insert(0) += 1;
-        }
+        self.counts[i] += 1;
+        self.nonzero.insert(id);
     }
 }
 
@@ -237,18 +199,28 @@ impl std::fmt::Display for TopologyError {
     }
 }
 
+/// What one placement attempt of a pod needs from a group, computed once per attempt: the answers don't change
+/// while candidate nodes are scanned.
+#[derive(Debug, Clone)]
+pub struct GroupCtx {
+    pub group: usize,
+    selects: bool,
+    min: Option<i32>,
+    /// Affinity: some domain with pods is allowed by the pod.
+    has_option: bool,
+}
+
 /// All topology groups of a solve.
 #[derive(Debug, Clone, Default)]
 pub struct Topology {
     pub groups: Vec<TopologyGroup>,
     index: HashMap<GroupKey, usize>,
-    /// Known domains per topology key.
-    universe: BTreeMap<String, BTreeSet<String>>,
-    /// Groups per key, for registering new domains.
-    by_key: HashMap<String, Vec<usize>>,
-    /// For each pod uid: the groups that count it (selector matches), computed once.
+    keys: Vec<KeyDomains>,
+    key_index: HashMap<String, usize>,
+    /// Groups per key index.
+    by_key: Vec<Vec<usize>>,
+    /// For each pod uid: the groups that count it, computed once.
     counted: HashMap<String, Vec<usize>>,
-    /// Inverse groups, for matching.
     inverse: Vec<usize>,
     policy: LabelPolicy,
 }
@@ -270,21 +242,41 @@ fn spread_filter(pod: &PodData, s: &SpreadConstraint) -> NodeFilter {
     NodeFilter { terms, tolerations }
 }
 
+static EXISTS: std::sync::LazyLock<Requirement> = std::sync::LazyLock::new(Requirement::exists);
+
 impl Topology {
     /// `universe`: the known domains per key (from NodePool templates × instance types and existing nodes).
     pub fn new(universe: BTreeMap<String, BTreeSet<String>>, policy: LabelPolicy) -> Self {
-        Topology { universe, policy, ..Default::default() }
+        let mut t = Topology { policy, ..Default::default() };
+        for (key, domains) in universe {
+            let k = t.key_idx(&key);
+            for d in domains {
+                let id = t.keys[k].intern(&d);
+                t.keys[k].mark_known(id);
+            }
+        }
+        t
+    }
+
+    fn key_idx(&mut self, key: &str) -> usize {
+        if let Some(i) = self.key_index.get(key) {
+            return *i;
+        }
+        self.keys.push(KeyDomains::default());
+        self.by_key.push(Vec::new());
+        self.key_index.insert(key.to_string(), self.keys.len() - 1);
+        self.keys.len() - 1
     }
 
     fn get_or_create(&mut self, k: GroupKey) -> usize {
         if let Some(i) = self.index.get(&k) {
             return *i;
         }
-        let domains: BTreeMap<String, i32> =
-            self.universe.get(&k.key).into_iter().flatten().map(|d| (d.clone(), 0)).collect();
+        let key_idx = self.key_idx(&k.key);
         let g = TopologyGroup {
             kind: k.kind,
             key: k.key.clone(),
+            key_idx,
             namespaces: k.namespaces.clone(),
             selector: k.selector.clone(),
             max_skew: k.max_skew,
@@ -292,11 +284,12 @@ impl Topology {
             filter: k.filter.clone(),
             inverse: k.inverse,
             owners: BTreeSet::new(),
-            domains,
+            counts: Vec::new(),
+            nonzero: BTreeSet::new(),
         };
         let i = self.groups.len();
         self.groups.push(g);
-        self.by_key.entry(k.key.clone()).or_default().push(i);
+        self.by_key[key_idx].push(i);
         if k.inverse {
             self.inverse.push(i);
         }
@@ -359,10 +352,10 @@ impl Topology {
                 self.groups[i].owners.insert(b.pod.uid.clone());
             }
         }
-        let policy = self.policy.clone();
         for b in bound {
-            let node_reqs = Requirements::from_labels(b.node_labels.iter());
-            for g in &mut self.groups {
+            let mut node_reqs: Option<Requirements> = None;
+            for gi in 0..self.groups.len() {
+                let g = &self.groups[gi];
                 let domain = match b.node_labels.get(&g.key) {
                     Some(d) => d.as_str(),
                     None if g.key == labels::HOSTNAME => b.node_name,
@@ -370,39 +363,42 @@ impl Topology {
                 };
                 let counts = if g.inverse {
                     g.owners.contains(&b.pod.uid)
+                } else if !g.selects(b.pod) {
+                    false
+                } else if g.kind == GroupKind::Spread && !g.filter.is_trivial() {
+                    let reqs = node_reqs.get_or_insert_with(|| Requirements::from_labels(b.node_labels.iter()));
+                    g.filter.matches(reqs, b.node_taints, &self.policy)
                 } else {
-                    g.selects(b.pod)
-                        && (g.kind != GroupKind::Spread || g.filter.matches(&node_reqs, b.node_taints, &policy))
+                    true
                 };
                 if counts {
-                    g.record(&[domain]);
+                    let k = g.key_idx;
+                    let id = self.keys[k].intern(domain);
+                    self.keys[k].mark_known(id);
+                    self.groups[gi].add(id);
                 }
             }
         }
     }
 
     /// Makes a new domain (an existing node's hostname, a new NodeClaim's placeholder) known to every group of
-    /// that key.
-    pub fn register(&mut self, key: &str, domain: &str) {
-        self.universe.entry(key.to_string()).or_default().insert(domain.to_string());
-        if let Some(gs) = self.by_key.get(key) {
-            for &i in gs {
-                self.groups[i].domains.entry(domain.to_string()).or_insert(0);
-            }
-        }
+    /// that key. Returns its id.
+    pub fn register(&mut self, key: &str, domain: &str) -> u32 {
+        let k = self.key_idx(key);
+        let id = self.keys[k].intern(domain);
+        self.keys[k].mark_known(id);
+        id
     }
 
     /// Forgets a domain registered for a NodeClaim that was not created after all.
     pub fn unregister(&mut self, key: &str, domain: &str) {
-        if let Some(set) = self.universe.get_mut(key) {
-            set.remove(domain);
-        }
-        if let Some(gs) = self.by_key.get(key) {
-            for &i in gs {
-                if self.groups[i].domains.get(domain) == Some(&0) {
-                    self.groups[i].domains.remove(domain);
-                }
-            }
+        let Some(&k) = self.key_index.get(key) else { return };
+        let kd = &mut self.keys[k];
+        let Some(&id) = kd.ids.get(domain) else { return };
+        let unused = self.by_key[k].iter().all(|&g| self.groups[g].count(id) == 0);
+        if unused && kd.known[id as usize] {
+            kd.known[id as usize] = false;
+            kd.sorted.remove(domain);
         }
     }
 
@@ -427,70 +423,200 @@ impl Topology {
         }
         for &i in &self.inverse {
             let g = &self.groups[i];
-            if !g.owners.contains(&pod.uid) && g.selects(pod) {
+            if g.selects(pod) {
                 out.push(i);
             }
         }
         out
     }
 
-    /// Narrows `node_reqs` (already ∧ the pod's requirements) by every topology constraint of the pod.
+    /// The minimum count over the domains the pod allows (0 for hostname: a new node can always be made).
+    fn min_count(&self, g: &TopologyGroup, pod_domains: &Requirement) -> Option<i32> {
+        if g.key == labels::HOSTNAME {
+            return Some(0);
+        }
+        let kd = &self.keys[g.key_idx];
+        let mut min: Option<i32> = None;
+        let mut supported = 0;
+        for (name, &id) in &kd.sorted {
+            if pod_domains.has(name) {
+                supported += 1;
+                let c = g.count(id);
+                min = Some(min.map_or(c, |m| m.min(c)));
+            }
+        }
+        if g.min_domains.is_some_and(|md| supported < md) {
+            return Some(0);
+        }
+        min
+    }
+
+    /// Per-attempt facts for each of the pod's groups.
+    pub fn prepare(&self, pod: &PodData, groups: &[usize], strict: &Requirements) -> Vec<GroupCtx> {
+        groups
+            .iter()
+            .map(|&gi| {
+                let g = &self.groups[gi];
+                let pod_domains = strict.get_ref(&g.key).unwrap_or(&EXISTS);
+                let kd = &self.keys[g.key_idx];
+                GroupCtx {
+                    group: gi,
+                    selects: g.selects(pod),
+                    min: if g.kind == GroupKind::Spread { self.min_count(g, pod_domains) } else { None },
+                    has_option: g.kind == GroupKind::Affinity
+                        && g.nonzero.iter().any(|&d| pod_domains.has(&kd.names[d as usize])),
+                }
+            })
+            .collect()
+    }
+
+    /// Whether the pod may go to the single domain `id` (fast path: no allocation).
+    fn allows_single(&self, g: &TopologyGroup, cx: &GroupCtx, pod_domains: &Requirement, id: Option<u32>) -> bool {
+        let kd = &self.keys[g.key_idx];
+        let Some(id) = id.filter(|&i| kd.is_known(i)) else { return false };
+        match g.kind {
+            GroupKind::AntiAffinity => g.count(id) == 0,
+            GroupKind::Spread => {
+                let c = g.count(id) + i32::from(cx.selects);
+                cx.min.is_none_or(|m| c - m <= g.max_skew)
+            }
+            GroupKind::Affinity => {
+                let name = &kd.names[id as usize];
+                if g.count(id) > 0 && pod_domains.has(name) {
+                    return true;
+                }
+                !cx.has_option && cx.selects && pod_domains.has(name)
+            }
+        }
+    }
+
+    /// The allowed domains (general path).
+    fn options(&self, g: &TopologyGroup, cx: &GroupCtx, pod_domains: &Requirement, node: &Requirement) -> Vec<String> {
+        let kd = &self.keys[g.key_idx];
+        let candidates: Vec<(&str, u32)> = if node.complement {
+            kd.sorted.iter().filter(|(n, _)| node.has(n)).map(|(n, id)| (n.as_str(), *id)).collect()
+        } else {
+            node.values
+                .iter()
+                .filter(|v| node.has(v))
+                .filter_map(|v| kd.ids.get(v).filter(|id| kd.is_known(**id)).map(|id| (v.as_str(), *id)))
+                .collect()
+        };
+        match g.kind {
+            GroupKind::AntiAffinity => {
+                candidates.into_iter().filter(|(_, id)| g.count(*id) == 0).map(|(n, _)| n.to_string()).collect()
+            }
+            GroupKind::Spread => {
+                let min = cx.min;
+                let self_count = i32::from(cx.selects);
+                let mut best: Option<(&str, i32)> = None;
+                for (n, id) in candidates {
+                    let c = g.count(id) + self_count;
+                    if min.is_none_or(|m| c - m <= g.max_skew) && best.is_none_or(|(_, bc)| c < bc) {
+                        best = Some((n, c));
+                    }
+                }
+                best.map(|(n, _)| vec![n.to_string()]).unwrap_or_default()
+            }
+            GroupKind::Affinity => {
+                let mut options: Vec<String> =
+                    g.nonzero.iter().map(|&d| &kd.names[d as usize]).filter(|n| pod_domains.has(n)).cloned().collect();
+                if options.is_empty() && cx.selects {
+                    // Bootstrap: one domain both allow, and one the pod allows.
+                    if let Some((n, _)) = kd.sorted.iter().find(|(n, _)| pod_domains.has(n) && node.has(n)) {
+                        options.push(n.clone());
+                    }
+                    if let Some((n, _)) = kd.sorted.iter().find(|(n, _)| pod_domains.has(n)) {
+                        options.push(n.clone());
+                    }
+                }
+                options
+            }
+        }
+    }
+
+    /// Narrows `node_reqs` (already ∧ the pod's requirements) by every topology constraint of the pod. `Ok(None)`
+    /// means nothing narrowed. `hostname_id` is the node's own hostname domain, when known.
     pub fn add_requirements(
         &self,
-        pod: &PodData,
-        groups: &[usize],
+        groups: &[GroupCtx],
         strict: &Requirements,
         node_reqs: &Requirements,
+        hostname_id: Option<u32>,
     ) -> Result<Option<Requirements>, TopologyError> {
-        if groups.is_empty() {
-            return Ok(None);
-        }
-        let mut out = node_reqs.clone();
-        for &i in groups {
-            let g = &self.groups[i];
-            let pod_domains = strict.get(&g.key);
-            let node_domains = out.get(&g.key);
-            let domains = g.next_domains(pod, &pod_domains, &node_domains);
-            if domains.is_empty() {
-                return Err(TopologyError { kind: g.kind, key: g.key.clone(), inverse: g.inverse });
+        let mut out: Option<Requirements> = None;
+        for cx in groups {
+            let g = &self.groups[cx.group];
+            let err = || TopologyError { kind: g.kind, key: g.key.clone(), inverse: g.inverse };
+            let pod_domains = strict.get_ref(&g.key).unwrap_or(&EXISTS);
+            let current = out.as_ref().unwrap_or(node_reqs).get_ref(&g.key).unwrap_or(&EXISTS);
+            if !current.complement && current.values.len() == 1 {
+                let id = if g.key == labels::HOSTNAME && hostname_id.is_some() {
+                    hostname_id
+                } else {
+                    self.keys[g.key_idx].ids.get(&current.values[0]).copied()
+                };
+                if !self.allows_single(g, cx, pod_domains, id) {
+                    return Err(err());
+                }
+                continue;
             }
-            out.add(&g.key, domains);
+            let options = self.options(g, cx, pod_domains, current);
+            let narrowed = current.intersect(&Requirement::in_values(options));
+            if narrowed.is_empty() {
+                return Err(err());
+            }
+            if narrowed != *current {
+                out.get_or_insert_with(|| node_reqs.clone()).set(&g.key, narrowed);
+            }
         }
-        Ok(Some(out))
+        Ok(out)
     }
 
     /// Records a placed pod: counted where its labels are selected, and as owner of its inverse groups.
     pub fn record(&mut self, pod: &PodData, node_reqs: &Requirements, node_taints: &[Taint]) {
-        let counted = match self.counted.get(&pod.uid) {
-            Some(c) => c.clone(),
-            None => {
-                let c: Vec<usize> = (0..self.groups.len())
-                    .filter(|&i| {
-                        let g = &self.groups[i];
-                        if g.inverse { g.owners.contains(&pod.uid) } else { g.selects(pod) }
-                    })
-                    .collect();
-                self.counted.insert(pod.uid.clone(), c.clone());
-                c
-            }
-        };
-        for i in counted {
-            let g = &self.groups[i];
+        if self.groups.is_empty() {
+            return;
+        }
+        if !self.counted.contains_key(&pod.uid) {
+            let c: Vec<usize> = (0..self.groups.len())
+                .filter(|&i| {
+                    let g = &self.groups[i];
+                    if g.inverse { g.owners.contains(&pod.uid) } else { g.selects(pod) }
+                })
+                .collect();
+            self.counted.insert(pod.uid.clone(), c);
+        }
+        let counted = self.counted.get(&pod.uid).cloned().unwrap_or_default();
+        for gi in counted {
+            let g = &self.groups[gi];
             let Some(r) = node_reqs.get_ref(&g.key) else { continue };
             if r.complement {
                 continue;
             }
-            if g.kind == GroupKind::Spread && !g.filter.matches(node_reqs, node_taints, &self.policy) {
+            if g.kind == GroupKind::Spread
+                && !g.filter.is_trivial()
+                && !g.filter.matches(node_reqs, node_taints, &self.policy)
+            {
                 continue;
             }
-            let values: Vec<String> = r.values.clone();
-            let g = &mut self.groups[i];
-            if g.kind == GroupKind::AntiAffinity || g.inverse {
-                // Conservative: every domain the node may still land in.
-                let vs: Vec<&str> = values.iter().map(String::as_str).collect();
-                g.record(&vs);
-            } else if values.len() == 1 {
-                g.record(&[values[0].as_str()]);
+            let all = g.kind == GroupKind::AntiAffinity || g.inverse;
+            if !all && r.values.len() != 1 {
+                continue;
+            }
+            let k = g.key_idx;
+            // Anti-affinity is conservative: every domain the node may still land in.
+            let ids: Vec<u32> = r
+                .values
+                .iter()
+                .map(|v| {
+                    let id = self.keys[k].intern(v);
+                    self.keys[k].mark_known(id);
+                    id
+                })
+                .collect();
+            for id in ids {
+                self.groups[gi].add(id);
             }
         }
     }
