@@ -301,6 +301,17 @@ impl Resources {
             && self.extended.iter().all(|(k, v)| *v <= 0 || *v <= available.get(k))
     }
 
+    /// `self + other` fits in `available`, without building the sum.
+    pub fn sum_fits_in(&self, other: &Resources, available: &Resources) -> bool {
+        if !self.extended.is_empty() || !other.extended.is_empty() {
+            return self.plus(other).fits_in(available);
+        }
+        self.cpu + other.cpu <= available.cpu
+            && self.memory + other.memory <= available.memory
+            && self.ephemeral_storage + other.ephemeral_storage <= available.ephemeral_storage
+            && self.pods + other.pods <= available.pods
+    }
+
     /// The names of the resources that do not fit, in a stable order.
     pub fn exceeding(&self, available: &Resources) -> Vec<&str> {
         let mut out = Vec::new();

@@ -598,6 +598,11 @@ impl<'a> Scheduler<'a> {
         if !pod.requests.fits_in(&node.remaining) {
             return None;
         }
+        if let Some(h) = node.hostname_id
+            && !self.topology.allows_on_hostname(groups, h)
+        {
+            return None;
+        }
         if node.requirements.compatible(reqs, None).is_err() {
             return None;
         }
@@ -640,8 +645,16 @@ impl<'a> Scheduler<'a> {
         let claim = &self.claims[c];
         let tpl = &self.templates[claim.template];
         // Cheapest test first: even the largest remaining type can't take this pod.
-        if !explain && !claim.requests.plus(&pod.requests).fits_in(&claim.max_alloc) {
+        if !explain && !claim.requests.sum_fits_in(&pod.requests, &claim.max_alloc) {
             return Err(PoolRejection::Other(String::new()));
+        }
+        if !self.topology.allows_on_hostname(groups, claim.hostname_id) {
+            if !explain {
+                return Err(PoolRejection::Other(String::new()));
+            }
+            return Err(PoolRejection::Topology {
+                detail: "pod anti-affinity or spread on kubernetes.io/hostname excludes this node".into(),
+            });
         }
         if let Err(taint) = self.tolerates_template(pod, claim.template) {
             return Err(PoolRejection::TaintNotTolerated { taint });

@@ -204,6 +204,8 @@ impl std::fmt::Display for TopologyError {
 #[derive(Debug, Clone)]
 pub struct GroupCtx {
     pub group: usize,
+    /// The group's key is `kubernetes.io/hostname`: decided by the node's own hostname id.
+    hostname: bool,
     selects: bool,
     min: Option<i32>,
     /// Affinity: some domain with pods is allowed by the pod.
@@ -461,6 +463,7 @@ impl Topology {
                 let kd = &self.keys[g.key_idx];
                 GroupCtx {
                     group: gi,
+                    hostname: g.key == labels::HOSTNAME,
                     selects: g.selects(pod),
                     min: if g.kind == GroupKind::Spread { self.min_count(g, pod_domains) } else { None },
                     has_option: g.kind == GroupKind::Affinity
@@ -468,6 +471,15 @@ impl Topology {
                 }
             })
             .collect()
+    }
+
+    /// The hostname-keyed constraints alone, for a node whose hostname domain is `hostname_id`: the cheapest
+    /// rejection while scanning many NodeClaims (pods can't constrain hostname themselves, it is restricted).
+    pub fn allows_on_hostname(&self, groups: &[GroupCtx], hostname_id: u32) -> bool {
+        groups
+            .iter()
+            .filter(|cx| cx.hostname)
+            .all(|cx| self.allows_single(&self.groups[cx.group], cx, &EXISTS, Some(hostname_id)))
     }
 
     /// Whether the pod may go to the single domain `id` (fast path: no allocation).
@@ -536,7 +548,8 @@ impl Topology {
     }
 
     /// Narrows `node_reqs` (already ∧ the pod's requirements) by every topology constraint of the pod. `Ok(None)`
-    /// means nothing narrowed. `hostname_id` is the node's own hostname domain, when known.
+    /// means nothing narrowed. When `hostname_id` (the node's own hostname domain) is given, the caller has already
+    /// checked the hostname constraints with [`Topology::allows_on_hostname`].
     pub fn add_requirements(
         &self,
         groups: &[GroupCtx],
@@ -546,16 +559,15 @@ impl Topology {
     ) -> Result<Option<Requirements>, TopologyError> {
         let mut out: Option<Requirements> = None;
         for cx in groups {
+            if cx.hostname && hostname_id.is_some() {
+                continue;
+            }
             let g = &self.groups[cx.group];
             let err = || TopologyError { kind: g.kind, key: g.key.clone(), inverse: g.inverse };
             let pod_domains = strict.get_ref(&g.key).unwrap_or(&EXISTS);
             let current = out.as_ref().unwrap_or(node_reqs).get_ref(&g.key).unwrap_or(&EXISTS);
             if !current.complement && current.values.len() == 1 {
-                let id = if g.key == labels::HOSTNAME && hostname_id.is_some() {
-                    hostname_id
-                } else {
-                    self.keys[g.key_idx].ids.get(&current.values[0]).copied()
-                };
+                let id = self.keys[g.key_idx].ids.get(&current.values[0]).copied();
                 if !self.allows_single(g, cx, pod_domains, id) {
                     return Err(err());
                 }
