@@ -442,7 +442,7 @@ pub fn provision(
 /// Builds the NodeClaim object for a scheduling decision (upstream `NodeClaimTemplate.ToNodeClaim`).
 pub fn to_nodeclaim(c: &NewNodeClaim, pool: Option<&NodePool>) -> NodeClaim {
     let mut requirements: Vec<NodeSelectorRequirementWithMinValues> = Vec::new();
-    for (key, r) in c.requirements.iter() {
+    for (key, r) in c.full_requirements().iter() {
         for (op, values) in r.to_terms() {
             requirements.push(NodeSelectorRequirementWithMinValues {
                 key: key.clone(),

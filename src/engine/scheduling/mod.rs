@@ -98,10 +98,12 @@ pub struct Input<'a> {
 pub struct NewNodeClaim {
     pub nodepool: String,
     pub hostname: String,
-    /// Final requirements: instance-type and capacity-type narrowed to the options, no hostname.
+    /// Final requirements except the instance-type list (see [`NewNodeClaim::full_requirements`]): capacity-type
+    /// narrowed to the options, no hostname.
     pub requirements: Requirements,
     /// Options cheapest first, truncated to `max_instance_types`.
     pub instance_types: Vec<Arc<InstanceType>>,
+    pub instance_type_min_values: Option<u32>,
     /// Indices into the solved pods.
     pub pods: Vec<usize>,
     /// Σ pod requests + the smallest daemon overhead among the remaining options.
@@ -117,6 +119,14 @@ pub struct NewNodeClaim {
 }
 
 impl NewNodeClaim {
+    /// The requirements as written to the NodeClaim: including `node.kubernetes.io/instance-type In [options]`.
+    pub fn full_requirements(&self) -> Requirements {
+        let mut r = self.requirements.clone();
+        let names: Vec<String> = self.instance_types.iter().map(|t| t.name.clone()).collect();
+        r.set(labels::INSTANCE_TYPE, Requirement::in_values(names).with_min_values(self.instance_type_min_values));
+        r
+    }
+
     /// Price of the cheapest compatible available offering among the options.
     pub fn cheapest_price(&self) -> Option<f64> {
         self.instance_types
@@ -169,6 +179,7 @@ impl Results {
 struct SimNode {
     name: String,
     hostname_id: Option<u32>,
+    domain_ids: Vec<Option<u32>>,
     requirements: Requirements,
     taints: Vec<Taint>,
     remaining: Resources,
@@ -181,6 +192,8 @@ struct SimClaim {
     template: usize,
     hostname: String,
     hostname_id: u32,
+    /// Topology domain ids of `requirements` (see `Topology::domain_ids`).
+    domain_ids: Vec<Option<u32>>,
     /// Elementwise max allocatable over `types`: a cheap upper bound for rejecting pods.
     max_alloc: Resources,
     requirements: Requirements,
@@ -211,6 +224,9 @@ pub struct Scheduler<'a> {
     claims: Vec<SimClaim>,
     /// (pod count, creation index) of each claim, the order they are tried in.
     claim_order: BTreeSet<(usize, usize)>,
+    /// For each hostname anti-affinity group: the claims (in `claim_order` order) where it counts no pod yet.
+    /// A pod bound by such a group scans only these; every other claim would reject it.
+    zero_sets: BTreeMap<usize, BTreeSet<(usize, usize)>>,
     topology: Topology,
     remaining: BTreeMap<String, BTreeMap<String, i64>>,
     prefer_no_schedule_step: bool,
@@ -308,6 +324,7 @@ impl<'a> Scheduler<'a> {
             nodes.push(SimNode {
                 name: n.name.clone(),
                 hostname_id: None,
+                domain_ids: Vec::new(),
                 requirements,
                 taints,
                 remaining: remaining_res,
@@ -375,6 +392,7 @@ impl<'a> Scheduler<'a> {
                 if let Some(h) = n.requirements.get_ref(labels::HOSTNAME).and_then(|r| r.any()).map(str::to_string) {
                     n.hostname_id = Some(topology.register(labels::HOSTNAME, &h));
                 }
+                n.domain_ids = topology.domain_ids(&n.requirements);
             }
         }
 
@@ -386,6 +404,7 @@ impl<'a> Scheduler<'a> {
             nodes,
             claims: Vec::new(),
             claim_order: BTreeSet::new(),
+            zero_sets: BTreeMap::new(),
             topology,
             remaining,
             prefer_no_schedule_step,
@@ -468,7 +487,7 @@ impl<'a> Scheduler<'a> {
 
         // 1. Existing nodes, in order.
         for n in 0..self.nodes.len() {
-            if let Some(node_reqs) = self.can_add_to_node(n, i, pod, &strict, &reqs, &groups) {
+            if let Some(node_reqs) = self.can_add_to_node(n, i, pod, &reqs, &groups) {
                 let node = &mut self.nodes[n];
                 node.remaining = node.remaining.minus(&pod.requests);
                 node.host_ports.extend(pod.host_ports.iter().cloned());
@@ -481,8 +500,13 @@ impl<'a> Scheduler<'a> {
 
         // 2. NodeClaims created earlier in this solve, fewest pods first.
         let mut found: Option<((usize, usize), Candidate)> = None;
-        for &(count, c) in &self.claim_order {
-            if let Ok(cand) = self.can_add_to_claim(c, i, pod, &strict, &reqs, &groups, false) {
+        // Same order, same first fit: a narrower list when a hostname anti-affinity rules most claims out.
+        let scan = match self.topology.zero_filter_group(&groups) {
+            Some(g) => self.zero_sets.get(&g).unwrap_or(&self.claim_order),
+            None => &self.claim_order,
+        };
+        for &(count, c) in scan {
+            if let Ok(cand) = self.can_add_to_claim(c, i, pod, &reqs, &groups, false) {
                 found = Some(((count, c), cand));
                 break;
             }
@@ -491,6 +515,7 @@ impl<'a> Scheduler<'a> {
             self.commit_claim(c, i, pod, cand);
             self.claim_order.remove(&(count, c));
             self.claim_order.insert((count + 1, c));
+            self.update_zero_sets(c, Some(count), count + 1);
             return Ok(());
         }
 
@@ -536,10 +561,12 @@ impl<'a> Scheduler<'a> {
             let req_bits = tpl.compatible_types(&requirements).and(&tpl.offered_types(&requirements));
             let max_alloc = tpl.max_allocatable(&types);
             let hostname_id = self.topology.register(labels::HOSTNAME, &hostname);
+            let domain_ids = self.topology.domain_ids(&requirements);
             self.claims.push(SimClaim {
                 template: t,
                 hostname: hostname.clone(),
                 hostname_id,
+                domain_ids,
                 max_alloc,
                 requirements,
                 types,
@@ -550,11 +577,12 @@ impl<'a> Scheduler<'a> {
                 min_values_relaxed: false,
             });
             let c = self.claims.len() - 1;
-            match self.can_add_to_claim(c, i, pod, &strict, &reqs, &groups, true) {
+            match self.can_add_to_claim(c, i, pod, &reqs, &groups, true) {
                 Ok(cand) => {
                     self.next_hostname += 1;
                     self.commit_claim(c, i, pod, cand);
                     self.claim_order.insert((1, c));
+                    self.update_zero_sets(c, None, 1);
                     // Pessimistic: the claim may launch its largest option.
                     if let Some(rem) = self.remaining.get_mut(&self.templates[t].nodepool) {
                         let tpl = &self.templates[t];
@@ -584,7 +612,6 @@ impl<'a> Scheduler<'a> {
         n: usize,
         i: usize,
         pod: &PodData,
-        strict: &Requirements,
         reqs: &Requirements,
         groups: &[topology::GroupCtx],
     ) -> Option<Requirements> {
@@ -610,7 +637,8 @@ impl<'a> Scheduler<'a> {
         if !alts.is_empty() && !alts.iter().any(|a| node.requirements.compatible(a, None).is_ok()) {
             return None;
         }
-        match self.topology.add_requirements(groups, strict, &node.requirements, node.hostname_id) {
+        let ids = (!node.domain_ids.is_empty()).then_some(node.domain_ids.as_slice());
+        match self.topology.add_requirements(groups, &node.requirements, ids) {
             Ok(Some(r)) => {
                 if node.requirements.compatible(&r, None).is_err() {
                     return None;
@@ -637,7 +665,6 @@ impl<'a> Scheduler<'a> {
         c: usize,
         i: usize,
         pod: &PodData,
-        strict: &Requirements,
         reqs: &Requirements,
         groups: &[topology::GroupCtx],
         explain: bool,
@@ -683,7 +710,9 @@ impl<'a> Scheduler<'a> {
         // Topology last: it may collapse a domain to one value.
         if !groups.is_empty() {
             let base = merged.as_ref().unwrap_or(&claim.requirements);
-            match self.topology.add_requirements(groups, strict, base, Some(claim.hostname_id)) {
+            // The cached ids describe the claim's own requirements only.
+            let ids = merged.is_none().then_some(claim.domain_ids.as_slice());
+            match self.topology.add_requirements(groups, base, ids) {
                 Ok(Some(r)) => merged = Some(r),
                 Ok(None) => {}
                 Err(_) if !explain => return Err(PoolRejection::Other(String::new())),
@@ -794,6 +823,7 @@ impl<'a> Scheduler<'a> {
         let claim = &mut self.claims[c];
         if let Some(r) = cand.requirements {
             claim.requirements = r;
+            claim.domain_ids = self.topology.domain_ids(&claim.requirements);
         }
         if let Some(b) = cand.req_bits {
             claim.req_bits = b;
@@ -811,6 +841,23 @@ impl<'a> Scheduler<'a> {
         self.topology.record(pod, &reqs, &taints);
     }
 
+    fn update_zero_sets(&mut self, c: usize, old: Option<usize>, new: usize) {
+        let hid = self.claims[c].hostname_id;
+        for g in self.topology.zero_filter_groups() {
+            let zero = self.topology.count_of(g, hid) == 0;
+            let set = self.zero_sets.entry(g).or_insert_with(|| {
+                // A group first seen now: every earlier claim with no pod of it qualifies.
+                BTreeSet::new()
+            });
+            if let Some(o) = old {
+                set.remove(&(o, c));
+            }
+            if zero {
+                set.insert((new, c));
+            }
+        }
+    }
+
     fn finalize(&mut self, pods: &[PodData], results: &mut Results) {
         for n in &self.nodes {
             if !n.pods.is_empty() {
@@ -820,11 +867,9 @@ impl<'a> Scheduler<'a> {
         let max = self.input.options.max_instance_types.max(1);
         for claim in &self.claims {
             let tpl = &self.templates[claim.template];
-            let prices = tpl.prices(&claim.requirements);
-            let mut options: Vec<(f64, usize)> = claim.types.iter().map(|ti| (prices[ti], ti)).collect();
-            options.sort_by(|a, b| a.0.total_cmp(&b.0).then_with(|| tpl.types[a.1].name.cmp(&tpl.types[b.1].name)));
-            options.truncate(max);
-            let kept: Vec<usize> = options.iter().map(|(_, ti)| *ti).collect();
+            // Cheapest first (ties by name): the template's price order filtered by the claim's types.
+            let order = tpl.price_order(&claim.requirements);
+            let kept: Vec<usize> = order.iter().copied().filter(|&ti| claim.types.get(ti)).take(max).collect();
             let mut requirements = claim.requirements.clone();
             for k in WELL_KNOWN_HELPER_KEYS {
                 requirements.remove(k);
@@ -859,14 +904,21 @@ impl<'a> Scheduler<'a> {
                 }
                 continue;
             }
-            let names: Vec<String> = kept.iter().map(|&ti| tpl.types[ti].name.clone()).collect();
-            let it_min = requirements.get_ref(labels::INSTANCE_TYPE).and_then(|r| r.min_values);
-            requirements.set(labels::INSTANCE_TYPE, Requirement::in_values(names).with_min_values(it_min));
-            let mut capacity_types: BTreeSet<String> = BTreeSet::new();
+            // The instance-type requirement is materialised from `instance_types` when the object is built
+            // (`NewNodeClaim::full_requirements`): a large solve would otherwise copy every name into every claim.
+            requirements.remove(labels::INSTANCE_TYPE);
+            let instance_type_min_values = claim.requirements.get_ref(labels::INSTANCE_TYPE).and_then(|r| r.min_values);
+            let zone_req = claim.requirements.get_ref(labels::ZONE);
+            let ct_req = claim.requirements.get_ref(labels::CAPACITY_TYPE);
+            let mut capacity_types: BTreeSet<&str> = BTreeSet::new();
             for &ti in &kept {
                 for o in &tpl.types[ti].offerings {
-                    if o.available && o.compatible(&claim.requirements) {
-                        capacity_types.insert(o.capacity_type.clone());
+                    if o.available
+                        && !capacity_types.contains(o.capacity_type.as_str())
+                        && zone_req.is_none_or(|r| r.has(&o.zone))
+                        && ct_req.is_none_or(|r| r.has(&o.capacity_type))
+                    {
+                        capacity_types.insert(o.capacity_type.as_str());
                     }
                 }
             }
@@ -913,6 +965,7 @@ impl<'a> Scheduler<'a> {
                 hostname: claim.hostname.clone(),
                 requirements,
                 instance_types: kept.iter().map(|&ti| tpl.types[ti].clone()).collect(),
+                instance_type_min_values,
                 pods: claim.pods.clone(),
                 requests,
                 min_values_relaxed: relaxed,

@@ -101,7 +101,7 @@ pub struct Template {
     type_keys: std::collections::BTreeSet<String>,
     key_cache: RefCell<HashMap<String, Vec<(Requirement, Bitset)>>>,
     offering_cache: RefCell<Vec<(OfferingKey, Bitset)>>,
-    price_cache: RefCell<Vec<(OfferingKey, std::rc::Rc<Vec<f64>>)>>,
+    price_cache: RefCell<Vec<(OfferingKey, std::rc::Rc<Vec<usize>>)>>,
     pub has_prefer_no_schedule: bool,
     pub limits: Option<BTreeMap<String, i64>>,
 }
@@ -367,15 +367,19 @@ impl Template {
         m
     }
 
-    /// Cheapest compatible available offering price per type under `reqs`, cached by zone/capacity-type.
-    pub fn prices(&self, reqs: &Requirements) -> std::rc::Rc<Vec<f64>> {
+    /// Type indices ordered by cheapest compatible available offering under `reqs` (ties by name), cached by
+    /// zone/capacity-type requirements.
+    pub fn price_order(&self, reqs: &Requirements) -> std::rc::Rc<Vec<usize>> {
         let key = (reqs.get_ref(labels::ZONE).cloned(), reqs.get_ref(labels::CAPACITY_TYPE).cloned());
         if let Some((_, p)) = self.price_cache.borrow().iter().find(|(k, _)| *k == key) {
             return p.clone();
         }
         let prices: Vec<f64> =
             self.types.iter().map(|t| t.cheapest_offering(reqs).map_or(f64::MAX, |o| o.price)).collect();
-        let rc = std::rc::Rc::new(prices);
+        let mut order: Vec<usize> = (0..self.types.len()).collect();
+        // Types are sorted by name, so the index breaks price ties by name.
+        order.sort_by(|&a, &b| prices[a].total_cmp(&prices[b]).then(a.cmp(&b)));
+        let rc = std::rc::Rc::new(order);
         self.price_cache.borrow_mut().push((key, rc.clone()));
         rc
     }

@@ -8,7 +8,9 @@
 //! Domains are interned per key and counted in vectors: hostname keys reach thousands of domains in a large solve,
 //! and the hot question "may this pod join that NodeClaim" must be an array lookup, not a string-keyed map probe.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet};
+
+use rustc_hash::FxHashMap as HashMap;
 
 use k8s_openapi::api::core::v1::{Taint, Toleration};
 
@@ -103,6 +105,7 @@ struct GroupKey {
 /// The domains of one topology key, interned.
 #[derive(Debug, Clone, Default)]
 struct KeyDomains {
+    name: String,
     ids: HashMap<String, u32>,
     names: Vec<String>,
     /// Registered (a node or NodeClaim could be there) or seen with pods.
@@ -204,6 +207,9 @@ impl std::fmt::Display for TopologyError {
 #[derive(Debug, Clone)]
 pub struct GroupCtx {
     pub group: usize,
+    key_idx: usize,
+    /// The pod's own (strict) requirement on the key.
+    pod_domains: Requirement,
     /// The group's key is `kubernetes.io/hostname`: decided by the node's own hostname id.
     hostname: bool,
     selects: bool,
@@ -264,7 +270,7 @@ impl Topology {
         if let Some(i) = self.key_index.get(key) {
             return *i;
         }
-        self.keys.push(KeyDomains::default());
+        self.keys.push(KeyDomains { name: key.to_string(), ..Default::default() });
         self.by_key.push(Vec::new());
         self.key_index.insert(key.to_string(), self.keys.len() - 1);
         self.keys.len() - 1
@@ -453,6 +459,39 @@ impl Topology {
         min
     }
 
+    /// Hostname anti-affinity groups (own or inverse): a node where they count a pod rejects every pod they
+    /// constrain.
+    pub fn zero_filter_groups(&self) -> impl Iterator<Item = usize> + '_ {
+        self.groups
+            .iter()
+            .enumerate()
+            .filter(|(_, g)| g.kind == GroupKind::AntiAffinity && g.key == labels::HOSTNAME)
+            .map(|(i, _)| i)
+    }
+
+    /// One of the pod's constraints from [`Topology::zero_filter_groups`], if any.
+    pub fn zero_filter_group(&self, groups: &[GroupCtx]) -> Option<usize> {
+        groups.iter().find(|cx| cx.hostname && self.groups[cx.group].kind == GroupKind::AntiAffinity).map(|cx| cx.group)
+    }
+
+    pub fn count_of(&self, group: usize, domain: u32) -> i32 {
+        self.groups[group].count(domain)
+    }
+
+    /// For each topology key, the interned domain of `reqs` when it is a single value (else `None`): lets
+    /// [`Topology::add_requirements`] decide single-domain nodes without string lookups.
+    pub fn domain_ids(&mut self, reqs: &Requirements) -> Vec<Option<u32>> {
+        (0..self.keys.len())
+            .map(|k| {
+                let r = reqs.get_ref(&self.keys[k].name)?;
+                if r.complement || r.values.len() != 1 || !r.has(&r.values[0]) {
+                    return None;
+                }
+                Some(self.keys[k].intern(&r.values[0]))
+            })
+            .collect()
+    }
+
     /// Per-attempt facts for each of the pod's groups.
     pub fn prepare(&self, pod: &PodData, groups: &[usize], strict: &Requirements) -> Vec<GroupCtx> {
         groups
@@ -463,6 +502,8 @@ impl Topology {
                 let kd = &self.keys[g.key_idx];
                 GroupCtx {
                     group: gi,
+                    key_idx: g.key_idx,
+                    pod_domains: pod_domains.clone(),
                     hostname: g.key == labels::HOSTNAME,
                     selects: g.selects(pod),
                     min: if g.kind == GroupKind::Spread { self.min_count(g, pod_domains) } else { None },
@@ -548,23 +589,24 @@ impl Topology {
     }
 
     /// Narrows `node_reqs` (already ∧ the pod's requirements) by every topology constraint of the pod. `Ok(None)`
-    /// means nothing narrowed. When `hostname_id` (the node's own hostname domain) is given, the caller has already
-    /// checked the hostname constraints with [`Topology::allows_on_hostname`].
+    /// means nothing narrowed. `node_ids` are [`Topology::domain_ids`] of `node_reqs`, when the caller keeps them.
     pub fn add_requirements(
         &self,
         groups: &[GroupCtx],
-        strict: &Requirements,
         node_reqs: &Requirements,
-        hostname_id: Option<u32>,
+        node_ids: Option<&[Option<u32>]>,
     ) -> Result<Option<Requirements>, TopologyError> {
         let mut out: Option<Requirements> = None;
         for cx in groups {
-            if cx.hostname && hostname_id.is_some() {
-                continue;
-            }
             let g = &self.groups[cx.group];
             let err = || TopologyError { kind: g.kind, key: g.key.clone(), inverse: g.inverse };
-            let pod_domains = strict.get_ref(&g.key).unwrap_or(&EXISTS);
+            let pod_domains = &cx.pod_domains;
+            if let Some(Some(id)) = node_ids.and_then(|ids| ids.get(cx.key_idx)) {
+                if !self.allows_single(g, cx, pod_domains, Some(*id)) {
+                    return Err(err());
+                }
+                continue;
+            }
             let current = out.as_ref().unwrap_or(node_reqs).get_ref(&g.key).unwrap_or(&EXISTS);
             if !current.complement && current.values.len() == 1 {
                 let id = self.keys[g.key_idx].ids.get(&current.values[0]).copied();
