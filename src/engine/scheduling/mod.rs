@@ -14,6 +14,7 @@ pub mod taints;
 pub mod template;
 pub mod topology;
 pub mod volumes;
+pub mod workload;
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::sync::Arc;
@@ -49,11 +50,19 @@ pub struct SchedulerOptions {
     pub ignore_preferences: bool,
     /// Instance-type options kept per NodeClaim, cheapest first (upstream `MaxInstanceTypes`).
     pub max_instance_types: usize,
+    /// Scan only the NodeClaims a topology constraint can allow. Off = the plain scan, kept so tests can prove
+    /// both give identical results.
+    pub scan_indexes: bool,
 }
 
 impl Default for SchedulerOptions {
     fn default() -> Self {
-        SchedulerOptions { min_values: MinValuesPolicy::Strict, ignore_preferences: false, max_instance_types: 600 }
+        SchedulerOptions {
+            min_values: MinValuesPolicy::Strict,
+            ignore_preferences: false,
+            max_instance_types: 600,
+            scan_indexes: true,
+        }
     }
 }
 
@@ -194,8 +203,10 @@ struct SimClaim {
     hostname_id: u32,
     /// Topology domain ids of `requirements` (see `Topology::domain_ids`).
     domain_ids: Vec<Option<u32>>,
-    /// Elementwise max allocatable over `types`: a cheap upper bound for rejecting pods.
+    /// Elementwise max allocatable over `types` (possibly stale, so an upper bound): a cheap first rejection.
     max_alloc: Resources,
+    /// How many types `max_alloc` was computed over; recomputed when half of them are gone.
+    max_alloc_types: usize,
     requirements: Requirements,
     /// Types still possible.
     types: Bitset,
@@ -205,6 +216,34 @@ struct SimClaim {
     host_ports: Vec<HostPort>,
     pods: Vec<usize>,
     min_values_relaxed: bool,
+}
+
+#[derive(Default)]
+struct KeyPartition {
+    by_domain: rustc_hash::FxHashMap<u32, BTreeSet<(usize, usize)>>,
+    open: BTreeSet<(usize, usize)>,
+}
+
+/// Iterates several sets of (pod count, claim) in their common order.
+fn merged<'s>(sets: &[&'s BTreeSet<(usize, usize)>]) -> Box<dyn Iterator<Item = (usize, usize)> + 's> {
+    if let [one] = sets {
+        return Box::new(one.iter().copied());
+    }
+    let mut iters: Vec<std::iter::Peekable<std::collections::btree_set::Iter<'s, (usize, usize)>>> =
+        sets.iter().map(|s| s.iter().peekable()).collect();
+    Box::new(std::iter::from_fn(move || {
+        let mut best: Option<(usize, (usize, usize))> = None;
+        for (i, it) in iters.iter_mut().enumerate() {
+            if let Some(&&v) = it.peek()
+                && best.is_none_or(|(_, b)| v < b)
+            {
+                best = Some((i, v));
+            }
+        }
+        let (i, v) = best?;
+        iters[i].next();
+        Some(v)
+    }))
 }
 
 struct Candidate {
@@ -227,6 +266,9 @@ pub struct Scheduler<'a> {
     /// For each hostname anti-affinity group: the claims (in `claim_order` order) where it counts no pod yet.
     /// A pod bound by such a group scans only these; every other claim would reject it.
     zero_sets: BTreeMap<usize, BTreeSet<(usize, usize)>>,
+    /// For each non-hostname topology key some group uses: the claims by their single domain on that key, and
+    /// those not yet narrowed to one. A pod whose constraint allows only some domains scans only those claims.
+    partitions: BTreeMap<usize, KeyPartition>,
     topology: Topology,
     remaining: BTreeMap<String, BTreeMap<String, i64>>,
     prefer_no_schedule_step: bool,
@@ -405,6 +447,7 @@ impl<'a> Scheduler<'a> {
             claims: Vec::new(),
             claim_order: BTreeSet::new(),
             zero_sets: BTreeMap::new(),
+            partitions: BTreeMap::new(),
             topology,
             remaining,
             prefer_no_schedule_step,
@@ -460,8 +503,16 @@ impl<'a> Scheduler<'a> {
     }
 
     fn try_schedule(&mut self, i: usize, original: &PodData) -> Result<(), Vec<(String, PoolRejection)>> {
+        let ignore = self.input.options.ignore_preferences;
+        // Most pods have nothing to relax: try them as they are, without a copy.
+        if !original.has_preferences() && !self.prefer_no_schedule_step {
+            return self.add(i, original);
+        }
+        if ignore && !original.has_preferences() {
+            return self.add(i, original);
+        }
         let mut pod = original.clone();
-        if self.input.options.ignore_preferences {
+        if ignore {
             pod.preferred_affinity.clear();
             pod.preferred_anti_affinity.clear();
             pod.preferred_terms.clear();
@@ -500,22 +551,45 @@ impl<'a> Scheduler<'a> {
 
         // 2. NodeClaims created earlier in this solve, fewest pods first.
         let mut found: Option<((usize, usize), Candidate)> = None;
-        // Same order, same first fit: a narrower list when a hostname anti-affinity rules most claims out.
-        let scan = match self.topology.zero_filter_group(&groups) {
-            Some(g) => self.zero_sets.get(&g).unwrap_or(&self.claim_order),
-            None => &self.claim_order,
-        };
-        for &(count, c) in scan {
+        // Same order, same first fit, fewer candidates: when a topology constraint rules most claims out, scan
+        // only the claims it can allow.
+        let mut sets: Vec<&BTreeSet<(usize, usize)>> = vec![&self.claim_order];
+        let mut size = self.claim_order.len();
+        let indexes = self.input.options.scan_indexes;
+        if indexes
+            && let Some(g) = self.topology.zero_filter_group(&groups)
+            && let Some(z) = self.zero_sets.get(&g)
+            && z.len() < size
+        {
+            sets = vec![z];
+            size = z.len();
+        }
+        for cx in groups.iter().filter(|_| indexes) {
+            let (Some(part), Some(domains)) =
+                (self.partitions.get(&self.topology.key_of(cx)), self.topology.allowed_domains(cx))
+            else {
+                continue;
+            };
+            let mut s: Vec<&BTreeSet<(usize, usize)>> = vec![&part.open];
+            s.extend(domains.iter().filter_map(|d| part.by_domain.get(d)));
+            let n: usize = s.iter().map(|x| x.len()).sum();
+            if n < size {
+                sets = s;
+                size = n;
+            }
+        }
+        for (count, c) in merged(&sets) {
             if let Ok(cand) = self.can_add_to_claim(c, i, pod, &reqs, &groups, false) {
                 found = Some(((count, c), cand));
                 break;
             }
         }
         if let Some(((count, c), cand)) = found {
+            let old_ids = self.claims[c].domain_ids.clone();
             self.commit_claim(c, i, pod, cand);
             self.claim_order.remove(&(count, c));
             self.claim_order.insert((count + 1, c));
-            self.update_zero_sets(c, Some(count), count + 1);
+            self.update_indexes(c, Some((count, &old_ids)), count + 1);
             return Ok(());
         }
 
@@ -567,6 +641,7 @@ impl<'a> Scheduler<'a> {
                 hostname: hostname.clone(),
                 hostname_id,
                 domain_ids,
+                max_alloc_types: types.count(),
                 max_alloc,
                 requirements,
                 types,
@@ -582,7 +657,7 @@ impl<'a> Scheduler<'a> {
                     self.next_hostname += 1;
                     self.commit_claim(c, i, pod, cand);
                     self.claim_order.insert((1, c));
-                    self.update_zero_sets(c, None, 1);
+                    self.update_indexes(c, None, 1);
                     // Pessimistic: the claim may launch its largest option.
                     if let Some(rem) = self.remaining.get_mut(&self.templates[t].nodepool) {
                         let tpl = &self.templates[t];
@@ -828,8 +903,10 @@ impl<'a> Scheduler<'a> {
         if let Some(b) = cand.req_bits {
             claim.req_bits = b;
         }
-        if claim.types != cand.types {
+        let remaining = cand.types.count();
+        if remaining * 2 < claim.max_alloc_types {
             claim.max_alloc = self.templates[claim.template].max_allocatable(&cand.types);
+            claim.max_alloc_types = remaining;
         }
         claim.types = cand.types;
         claim.requests.add(&pod.requests);
@@ -841,19 +918,41 @@ impl<'a> Scheduler<'a> {
         self.topology.record(pod, &reqs, &taints);
     }
 
-    fn update_zero_sets(&mut self, c: usize, old: Option<usize>, new: usize) {
+    /// Keeps the scan indexes in step with claim `c`, whose pod count went from `old` (with its domain ids then)
+    /// to `new`.
+    fn update_indexes(&mut self, c: usize, old: Option<(usize, &[Option<u32>])>, new: usize) {
         let hid = self.claims[c].hostname_id;
         for g in self.topology.zero_filter_groups() {
             let zero = self.topology.count_of(g, hid) == 0;
-            let set = self.zero_sets.entry(g).or_insert_with(|| {
-                // A group first seen now: every earlier claim with no pod of it qualifies.
-                BTreeSet::new()
-            });
-            if let Some(o) = old {
+            let set = self.zero_sets.entry(g).or_default();
+            if let Some((o, _)) = old {
                 set.remove(&(o, c));
             }
             if zero {
                 set.insert((new, c));
+            }
+        }
+        for k in self.topology.partition_keys() {
+            let part = self.partitions.entry(k).or_default();
+            if let Some((o, ids)) = old {
+                match ids.get(k).copied().flatten() {
+                    Some(d) => {
+                        if let Some(s) = part.by_domain.get_mut(&d) {
+                            s.remove(&(o, c));
+                        }
+                    }
+                    None => {
+                        part.open.remove(&(o, c));
+                    }
+                }
+            }
+            match self.claims[c].domain_ids.get(k).copied().flatten() {
+                Some(d) => {
+                    part.by_domain.entry(d).or_default().insert((new, c));
+                }
+                None => {
+                    part.open.insert((new, c));
+                }
             }
         }
     }

@@ -474,6 +474,41 @@ impl Topology {
         groups.iter().find(|cx| cx.hostname && self.groups[cx.group].kind == GroupKind::AntiAffinity).map(|cx| cx.group)
     }
 
+    /// Non-hostname keys that some group constrains (hostname has its own index, the zero sets).
+    pub fn partition_keys(&self) -> Vec<usize> {
+        (0..self.keys.len()).filter(|&k| self.keys[k].name != labels::HOSTNAME && !self.by_key[k].is_empty()).collect()
+    }
+
+    pub fn key_of(&self, cx: &GroupCtx) -> usize {
+        cx.key_idx
+    }
+
+    /// Every domain a single-domain node may have for the pod to pass this group (exactly the ids
+    /// `allows_single` accepts), or `None` when the group doesn't narrow it down.
+    pub fn allowed_domains(&self, cx: &GroupCtx) -> Option<Vec<u32>> {
+        if cx.hostname {
+            return None;
+        }
+        let g = &self.groups[cx.group];
+        let kd = &self.keys[g.key_idx];
+        match g.kind {
+            GroupKind::Affinity => cx
+                .has_option
+                .then(|| g.nonzero.iter().copied().filter(|&d| cx.pod_domains.has(&kd.names[d as usize])).collect()),
+            GroupKind::Spread => Some(
+                kd.sorted
+                    .values()
+                    .copied()
+                    .filter(|&id| {
+                        let c = g.count(id) + i32::from(cx.selects);
+                        cx.min.is_none_or(|m| c - m <= g.max_skew)
+                    })
+                    .collect(),
+            ),
+            GroupKind::AntiAffinity => Some(kd.sorted.values().copied().filter(|&id| g.count(id) == 0).collect()),
+        }
+    }
+
     pub fn count_of(&self, group: usize, domain: u32) -> i32 {
         self.groups[group].count(domain)
     }

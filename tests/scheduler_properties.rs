@@ -1,0 +1,198 @@
+//! Properties of the scheduler as a whole: the scan indexes never change a decision, results are deterministic,
+//! every decision respects the constraints it was given, and arbitrary NodePool / Pod YAML never panics the
+//! engine (the bounded fuzz target CI runs).
+
+mod common;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+
+use karpenter_tui::engine::api::NodePool;
+use karpenter_tui::engine::catalog::{InstanceType, fake};
+use karpenter_tui::engine::labels;
+use karpenter_tui::engine::scheduling::pod::PodData;
+use karpenter_tui::engine::scheduling::volumes::VolumeIndex;
+use karpenter_tui::engine::scheduling::workload::diverse_pods_seeded;
+use karpenter_tui::engine::scheduling::{Input, Results, SchedulerOptions, solve};
+use proptest::prelude::*;
+
+fn pool() -> Vec<NodePool> {
+    vec![common::nodepool("default")]
+}
+
+fn run(pods: &[PodData], types: usize, scan_indexes: bool) -> Results {
+    let catalog = fake::fake_catalog_with(fake::fake_instance_types(types));
+    let pools = pool();
+    let catalogs: BTreeMap<String, Vec<Arc<InstanceType>>> =
+        [("default".to_string(), catalog.instance_types.clone())].into();
+    let usage = BTreeMap::new();
+    let node_labels = BTreeMap::new();
+    let volumes = VolumeIndex::default();
+    let input = Input {
+        nodepools: &pools,
+        instance_types: &catalogs,
+        policy: &catalog.label_policy,
+        nodes: &[],
+        nodepool_usage: &usage,
+        bound_pods: &[],
+        node_labels: &node_labels,
+        daemonsets: &[],
+        volumes: &volumes,
+        options: SchedulerOptions { scan_indexes, ..Default::default() },
+    };
+    solve(&input, pods)
+}
+
+/// A comparable digest of a solve: every claim's pods, options and requirements; every failure.
+fn digest(r: &Results) -> Vec<String> {
+    let mut out: Vec<String> = r
+        .new_claims
+        .iter()
+        .map(|c| {
+            let types: Vec<&str> = c.instance_types.iter().map(|t| t.name.as_str()).collect();
+            format!("{} {:?} {:?} {}", c.nodepool, c.pods, types, c.full_requirements())
+        })
+        .collect();
+    out.extend(r.failures.iter().map(|f| format!("failed {}", f.pod)));
+    out
+}
+
+#[test]
+fn scan_indexes_never_change_decisions() {
+    for (n, seed) in [(500, 1), (2000, 42), (3000, 7)] {
+        let pods = diverse_pods_seeded(n, seed);
+        assert_eq!(digest(&run(&pods, 40, true)), digest(&run(&pods, 40, false)), "n={n} seed={seed}");
+    }
+}
+
+/// Checks every claim against invariants the constraints imply whatever the placement order: no two pods that
+/// anti-affine on hostname share a claim; at most maxSkew self-selecting pods of one hostname spread per claim;
+/// zonal spread and zonal affinity pods sit on single-zone claims; each zonal self-affinity group uses one zone.
+fn check_constraints(pods: &[PodData], r: &Results) {
+    let mut affinity_zones: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for c in &r.new_claims {
+        let zone = c.requirements.get(labels::ZONE);
+        let on_node: Vec<&PodData> = c.pods.iter().map(|&i| &pods[i]).collect();
+        for p in &on_node {
+            for t in &p.anti_affinity {
+                if t.key == labels::HOSTNAME {
+                    let others = on_node.iter().filter(|q| q.uid != p.uid && t.selector.matches(&q.labels)).count();
+                    assert_eq!(others, 0, "anti-affinity violated on a claim");
+                }
+            }
+            for s in &p.spreads {
+                if s.key == labels::ZONE {
+                    assert_eq!(zone.len(), 1, "zonal spread pod on a claim without a single zone");
+                }
+                if s.key == labels::HOSTNAME && s.selector.matches(&p.labels) {
+                    let same = on_node
+                        .iter()
+                        .filter(|q| s.selector.matches(&q.labels) && q.spreads.iter().any(|qs| qs == s))
+                        .count() as i32;
+                    assert!(same <= s.max_skew, "hostname spread skew exceeded: {same}");
+                }
+            }
+            for t in &p.affinity {
+                if t.key == labels::ZONE {
+                    assert_eq!(zone.len(), 1);
+                    affinity_zones.entry(format!("{:?}", t.selector)).or_default().insert(zone.values[0].clone());
+                }
+            }
+        }
+    }
+    for (sel, zones) in &affinity_zones {
+        assert_eq!(zones.len(), 1, "zone affinity group {sel} spread over {zones:?}");
+    }
+}
+
+#[test]
+fn decisions_respect_constraints() {
+    let pods = diverse_pods_seeded(1500, 3);
+    let r = run(&pods, 60, true);
+    assert!(r.failures.is_empty());
+    check_constraints(&pods, &r);
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 24, ..ProptestConfig::default() })]
+
+    #[test]
+    fn indexes_and_determinism_hold_for_random_mixes(n in 1usize..300, seed in any::<u64>(), types in 1usize..30) {
+        let pods = diverse_pods_seeded(n, seed);
+        let a = run(&pods, types, true);
+        prop_assert_eq!(digest(&a), digest(&run(&pods, types, false)));
+        prop_assert_eq!(digest(&a), digest(&run(&pods, types, true)));
+        if a.failures.is_empty() {
+            check_constraints(&pods, &a);
+        }
+    }
+}
+
+// --- bounded fuzz: arbitrary-ish NodePool and Pod YAML into the provisioning pass never panics -----------------
+
+fn yaml_fragment() -> impl Strategy<Value = String> {
+    let key = prop_oneof![
+        Just(labels::ZONE.to_string()),
+        Just(labels::ARCH.to_string()),
+        Just(labels::CAPACITY_TYPE.to_string()),
+        Just(labels::INSTANCE_TYPE.to_string()),
+        Just(labels::NODEPOOL.to_string()),
+        Just(labels::HOSTNAME.to_string()),
+        Just("integer".to_string()),
+        Just("team".to_string()),
+        "[a-z./-]{0,12}",
+    ];
+    let op = prop_oneof![
+        Just("In"),
+        Just("NotIn"),
+        Just("Exists"),
+        Just("DoesNotExist"),
+        Just("Gt"),
+        Just("Lt"),
+        Just("Gte"),
+        Just("Lte"),
+        Just("Bogus")
+    ];
+    let value =
+        prop_oneof![Just("test-zone-1".to_string()), Just("amd64".to_string()), Just("3".to_string()), "[ -~]{0,6}"];
+    (key, op, proptest::collection::vec(value, 0..3)).prop_map(|(k, op, vs)| {
+        let vals: Vec<String> = vs.iter().map(|v| format!("{v:?}")).collect();
+        format!("{{key: {k:?}, operator: {op}, values: [{}]}}", vals.join(", "))
+    })
+}
+
+fn quantity() -> impl Strategy<Value = String> {
+    prop_oneof![Just("100m".to_string()), Just("2Gi".to_string()), Just("1e3".to_string()), "[0-9a-zA-Z.+-]{0,6}"]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
+
+    #[test]
+    fn arbitrary_manifests_never_panic(
+        pool_reqs in proptest::collection::vec(yaml_fragment(), 0..3),
+        pod_reqs in proptest::collection::vec(yaml_fragment(), 0..3),
+        cpu in quantity(),
+        mem in quantity(),
+        limit in quantity(),
+        weight in -5i32..200,
+        skew in -1i32..3,
+        budget in "[0-9%a-z]{0,4}",
+    ) {
+        let text = format!(
+            "apiVersion: karpenter.sh/v1\nkind: NodePool\nmetadata: {{name: fuzz}}\nspec:\n  weight: {weight}\n  limits: {{cpu: {limit:?}}}\n  disruption: {{budgets: [{{nodes: {budget:?}}}]}}\n  template:\n    spec:\n      nodeClassRef: {{group: g, kind: k, name: n}}\n      requirements: [{}]\n---\napiVersion: v1\nkind: Pod\nmetadata: {{name: p, labels: {{app: x}}}}\nspec:\n  containers: [{{name: c, resources: {{requests: {{cpu: {cpu:?}, memory: {mem:?}}}}}}}]\n  affinity:\n    nodeAffinity:\n      requiredDuringSchedulingIgnoredDuringExecution:\n        nodeSelectorTerms: [{{matchExpressions: [{}]}}]\n  topologySpreadConstraints: [{{maxSkew: {skew}, topologyKey: {:?}, whenUnsatisfiable: DoNotSchedule, labelSelector: {{matchLabels: {{app: x}}}}}}]\n",
+            pool_reqs.join(", "),
+            pod_reqs.join(", "),
+            labels::ZONE,
+        );
+        // Either the manifests are rejected with a located error, or the engine runs; it never panics.
+        if let Ok(m) = karpenter_tui::sim::manifests::Manifests::parse(&text, "fuzz.yaml") {
+            let r = karpenter_tui::cli::plan::plan(&m, &fake::fake_catalog());
+            let _ = karpenter_tui::cli::plan::to_table(&r);
+            let _ = karpenter_tui::cli::plan::to_json(&m, &r);
+        }
+        for np in karpenter_tui::engine::api::strict::parse_nodepool_strict(&text.split("---").next().unwrap_or(""), "fuzz.yaml") {
+            let _ = karpenter_tui::engine::api::validation::validate_nodepool(&np, &fake::fake_catalog().label_policy);
+        }
+    }
+}
