@@ -191,7 +191,8 @@ proptest! {
             let _ = karpenter_tui::cli::plan::to_table(&r);
             let _ = karpenter_tui::cli::plan::to_json(&m, &r);
         }
-        for np in karpenter_tui::engine::api::strict::parse_nodepool_strict(&text.split("---").next().unwrap_or(""), "fuzz.yaml") {
+        let first = text.split("---").next().unwrap_or("");
+        if let Ok(np) = karpenter_tui::engine::api::strict::parse_nodepool_strict(first, "fuzz.yaml") {
             let _ = karpenter_tui::engine::api::validation::validate_nodepool(&np, &fake::fake_catalog().label_policy);
         }
     }
