@@ -47,6 +47,10 @@ pub struct InstanceTypeMiss {
     pub largest: Option<(String, Resources)>,
     /// Total types considered.
     pub considered: usize,
+    /// The NodePool's limits removed larger types: (resource, what was left).
+    pub limited_by: Option<(String, i64)>,
+    /// An extended resource the pod needs that no compatible type offers at all.
+    pub missing_resource: Option<String>,
 }
 
 impl fmt::Display for InstanceTypeMiss {
@@ -58,6 +62,9 @@ impl fmt::Display for InstanceTypeMiss {
             return f.write_str("no instance type matches the pod's requirements");
         }
         if self.requirements_and_resources == 0 {
+            if let Some(res) = &self.missing_resource {
+                return write!(f, "no compatible instance type offers {res}");
+            }
             write!(f, "no instance type has enough resources: needs {}", brief(&self.needed))?;
             if let Some((name, alloc)) = &self.largest {
                 let short = self
@@ -68,6 +75,13 @@ impl fmt::Display for InstanceTypeMiss {
                     .collect::<Vec<_>>()
                     .join(", ");
                 write!(f, "; largest compatible is {name} with {short} allocatable")?;
+            }
+            if let Some((res, left)) = &self.limited_by {
+                write!(
+                    f,
+                    " (the NodePool's {res} limit leaves {}, which rules out larger types)",
+                    describe_resource(res, (*left).max(0))
+                )?;
             }
             return Ok(());
         }

@@ -598,6 +598,7 @@ impl<'a> Scheduler<'a> {
         for t in 0..self.templates.len() {
             let tpl = &self.templates[t];
             let mut types = Bitset::full(tpl.types.len());
+            let mut limited_by: Option<(String, i64)> = None;
             if let Some(rem) = self.remaining.get(&tpl.nodepool) {
                 if let Some(&n) = rem.get("nodes")
                     && n <= 0
@@ -619,6 +620,7 @@ impl<'a> Scheduler<'a> {
                         exhausted.get_or_insert((k.clone(), *v));
                     }
                 }
+                limited_by = exhausted.clone();
                 if types.is_empty() {
                     let (resource, left) = exhausted.unwrap_or_default();
                     let limit = tpl.limits.as_ref().and_then(|l| l.get(&resource).copied()).unwrap_or(0);
@@ -671,9 +673,12 @@ impl<'a> Scheduler<'a> {
                     }
                     return Ok(());
                 }
-                Err(r) => {
+                Err(mut r) => {
                     self.claims.pop();
                     self.topology.unregister(labels::HOSTNAME, &hostname);
+                    if let PoolRejection::InstanceTypes(miss) = &mut r {
+                        miss.limited_by = limited_by;
+                    }
                     reasons.push((self.templates[t].nodepool.clone(), r));
                 }
             }
@@ -858,14 +863,17 @@ impl<'a> Scheduler<'a> {
         let o = tpl.offered_types(reqs).and(base);
         // The compatible type with the most of the scarcest resource needed.
         let mut largest: Option<(String, Resources)> = None;
+        // The scarcest resource: the one the best-provisioned compatible type covers the smallest share of.
         let scarce = {
-            let mut best: Option<(&str, i64)> = None;
-            for ti in r.iter() {
-                for k in total.exceeding(&tpl.allocatable[ti]) {
-                    let a = tpl.allocatable[ti].get(k);
-                    if best.is_none_or(|(_, b)| a > b) {
-                        best = Some((k, a));
-                    }
+            let mut best: Option<(&str, f64)> = None;
+            for (k, need) in total.entries() {
+                if need <= 0 {
+                    continue;
+                }
+                let most = r.iter().map(|ti| tpl.allocatable[ti].get(k)).max().unwrap_or(0);
+                let share = most as f64 / need as f64;
+                if share < 1.0 && best.is_none_or(|(_, b)| share < b) {
+                    best = Some((k, share));
                 }
             }
             best.map(|(k, _)| k.to_string())
@@ -890,6 +898,12 @@ impl<'a> Scheduler<'a> {
             resources_and_offering: f.and(&o).count(),
             needed: total.clone(),
             largest,
+            limited_by: None,
+            missing_resource: total
+                .extended
+                .iter()
+                .find(|(k, v)| *v > 0 && r.iter().all(|ti| tpl.allocatable[ti].get(k) == 0))
+                .map(|(k, _)| k.clone()),
             considered: base.count(),
         }
     }
