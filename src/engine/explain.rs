@@ -51,6 +51,8 @@ pub struct InstanceTypeMiss {
     pub limited_by: Option<(String, i64)>,
     /// An extended resource the pod needs that no compatible type offers at all.
     pub missing_resource: Option<String>,
+    /// A single requirement (key, rendered) that no remaining type satisfies.
+    pub blocking_requirement: Option<(String, String)>,
 }
 
 impl fmt::Display for InstanceTypeMiss {
@@ -59,7 +61,10 @@ impl fmt::Display for InstanceTypeMiss {
             return f.write_str("the NodePool has no instance types");
         }
         if self.requirements_ok == 0 {
-            return f.write_str("no instance type matches the pod's requirements");
+            return match &self.blocking_requirement {
+                Some((key, req)) => write!(f, "no instance type satisfies {key} {req}"),
+                None => f.write_str("no instance type matches all of the requirements together"),
+            };
         }
         if self.requirements_and_resources == 0 {
             if let Some(res) = &self.missing_resource {

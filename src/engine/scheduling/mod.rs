@@ -889,7 +889,11 @@ impl<'a> Scheduler<'a> {
                 largest = Some((tpl.types[b].name.clone(), tpl.allocatable[b].clone()));
             }
         }
+        // A single requirement no remaining type satisfies makes the clearest sentence.
+        let blocking_requirement =
+            reqs.iter().find(|(k, q)| tpl.key_bits(k, q).and(base).is_empty()).map(|(k, q)| (k.clone(), q.to_string()));
         InstanceTypeMiss {
+            blocking_requirement,
             requirements_ok: r.count(),
             resources_ok: f.count(),
             offering_ok: o.count(),

@@ -239,7 +239,11 @@ impl Template {
         out
     }
 
-    fn key_bits(&self, key: &str, req: &Requirement) -> Bitset {
+    /// Types compatible with one requirement (all types when none of them carries the key).
+    pub fn key_bits(&self, key: &str, req: &Requirement) -> Bitset {
+        if !self.type_keys.contains(key) {
+            return Bitset::full(self.types.len());
+        }
         if let Some(list) = self.key_cache.borrow().get(key)
             && let Some((_, b)) = list.iter().find(|(r, _)| r == req)
         {
