@@ -1,4 +1,5 @@
 //! The simulated world behind `simulate` and `demo` (arrives with the simulation issue), and the manifest loader
 //! they share with `plan --file`.
 
+pub mod cloud;
 pub mod manifests;

@@ -1,0 +1,338 @@
+//! The simulated EC2: launches the cheapest available compatible offering for a NodeClaim, keeps instances,
+//! refuses offerings switched to insufficient capacity, terminates, lists, and queues interruption events — the
+//! cloud side of the world behind `simulate` and `demo`.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+
+use thiserror::Error;
+
+use crate::engine::api::NodeClaim;
+use crate::engine::catalog::{Catalog, InstanceType, Offering};
+use crate::engine::labels;
+use crate::engine::provisioning::Millis;
+use crate::engine::requirements::{Operator, Requirement, Requirements};
+use crate::engine::resources::{Resources, parse_quantity};
+
+/// What a launch produced.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Launched {
+    pub provider_id: String,
+    pub instance_type: String,
+    pub zone: String,
+    pub capacity_type: String,
+    pub price: f64,
+    /// Labels the cloud resolves (the type's single-valued labels, zone, capacity type).
+    pub labels: BTreeMap<String, String>,
+    pub capacity: Resources,
+    pub allocatable: Resources,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum CloudError {
+    /// Every compatible offering is out of capacity (the engine deletes the NodeClaim and retries elsewhere).
+    #[error("insufficient capacity: {0}")]
+    InsufficientCapacity(String),
+    /// The NodeClaim's requirements match nothing this cloud offers.
+    #[error("no compatible instance type: {0}")]
+    NoCompatibleType(String),
+    #[error("instance {0} not found")]
+    NotFound(String),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum InstanceState {
+    /// Launched, booting: becomes a Node after the registration latency.
+    Pending,
+    Running,
+    Terminated,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Instance {
+    pub launched: Launched,
+    pub nodeclaim: String,
+    pub launched_at: Millis,
+    pub state: InstanceState,
+    pub terminated_at: Option<Millis>,
+}
+
+/// The interruption notices AWS sends through EventBridge/SQS.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum InterruptionKind {
+    SpotInterruption,
+    RebalanceRecommendation,
+    ScheduledChange,
+    InstanceStopping,
+    InstanceTerminated,
+}
+
+impl InterruptionKind {
+    pub fn parse(s: &str) -> Option<Self> {
+        Some(match s {
+            "spot-interruption" => InterruptionKind::SpotInterruption,
+            "rebalance-recommendation" => InterruptionKind::RebalanceRecommendation,
+            "scheduled-change" => InterruptionKind::ScheduledChange,
+            "instance-stopping" => InterruptionKind::InstanceStopping,
+            "instance-terminated" => InterruptionKind::InstanceTerminated,
+            _ => return None,
+        })
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Interruption {
+    pub provider_id: String,
+    pub kind: InterruptionKind,
+    pub at: Millis,
+}
+
+/// The simulated cloud.
+#[derive(Debug, Clone)]
+pub struct SimCloud {
+    types: BTreeMap<String, Arc<InstanceType>>,
+    /// Offerings switched to insufficient capacity: (instance type, zone, capacity type).
+    ice: BTreeSet<(String, String, String)>,
+    instances: BTreeMap<String, Instance>,
+    interruptions: Vec<Interruption>,
+    next_id: u64,
+    region: String,
+}
+
+fn quantities(map: &BTreeMap<String, k8s_openapi::apimachinery::pkg::api::resource::Quantity>) -> Resources {
+    let mut r = Resources::default();
+    for (k, q) in map {
+        if let Ok(v) = parse_quantity(&q.0) {
+            r.set(k, v);
+        }
+    }
+    r
+}
+
+/// A NodeClaim's requirements as the algebra sees them (unparseable entries are skipped: the claim was built by
+/// the engine or validated on the way in).
+pub fn claim_requirements(claim: &NodeClaim) -> Requirements {
+    let mut reqs = Requirements::new();
+    for r in &claim.spec.requirements {
+        if let Some(op) = Operator::parse(&r.operator)
+            && let Ok(req) = Requirement::new(op, &r.values)
+        {
+            reqs.add(&r.key, req);
+        }
+    }
+    reqs
+}
+
+impl SimCloud {
+    pub fn new(catalog: &Catalog) -> Self {
+        SimCloud {
+            types: catalog.instance_types.iter().map(|t| (t.name.clone(), t.clone())).collect(),
+            ice: BTreeSet::new(),
+            instances: BTreeMap::new(),
+            interruptions: Vec::new(),
+            next_id: 0,
+            region: catalog.region.clone(),
+        }
+    }
+
+    /// Switches an offering's capacity on or off (scenario `capacity` events).
+    pub fn set_capacity(&mut self, instance_type: &str, zone: &str, capacity_type: &str, available: bool) {
+        let key = (instance_type.to_string(), zone.to_string(), capacity_type.to_string());
+        if available {
+            self.ice.remove(&key);
+        } else {
+            self.ice.insert(key);
+        }
+    }
+
+    pub fn has_capacity(&self, t: &str, o: &Offering) -> bool {
+        !self.ice.contains(&(t.to_string(), o.zone.clone(), o.capacity_type.clone()))
+    }
+
+    /// Launches an instance for the claim: among the instance types its requirements allow and whose allocatable
+    /// fits its requests, the cheapest available offering — reserved before spot before on-demand, as the AWS
+    /// provider prefers when the claim allows them.
+    pub fn create(&mut self, claim: &NodeClaim, now: Millis) -> Result<Launched, CloudError> {
+        let reqs = claim_requirements(claim);
+        let requests = quantities(&claim.spec.resources.requests);
+        let mut candidates: Vec<(&Arc<InstanceType>, &Offering)> = Vec::new();
+        let mut compatible_types = 0;
+        for t in self.types.values() {
+            if t.requirements.intersects(&reqs).is_err() || !requests.fits_in(&t.allocatable()) {
+                continue;
+            }
+            compatible_types += 1;
+            for o in &t.offerings {
+                if o.available && o.compatible(&reqs) && self.has_capacity(&t.name, o) {
+                    candidates.push((t, o));
+                }
+            }
+        }
+        if compatible_types == 0 {
+            return Err(CloudError::NoCompatibleType(claim.name().to_string()));
+        }
+        let rank = |ct: &str| match ct {
+            labels::CAPACITY_RESERVED => 0,
+            labels::CAPACITY_SPOT => 1,
+            _ => 2,
+        };
+        let best = candidates.into_iter().min_by(|(ta, a), (tb, b)| {
+            rank(&a.capacity_type)
+                .cmp(&rank(&b.capacity_type))
+                .then(a.price.total_cmp(&b.price))
+                .then_with(|| ta.name.cmp(&tb.name))
+                .then_with(|| a.zone.cmp(&b.zone))
+        });
+        let Some((t, o)) = best else {
+            return Err(CloudError::InsufficientCapacity(format!(
+                "no capacity for any of the {compatible_types} compatible instance types of {}",
+                claim.name()
+            )));
+        };
+        self.next_id += 1;
+        let provider_id = format!("aws:///{}/i-{:017x}", o.zone, self.next_id);
+        let mut labels_out = t.requirements.single_valued_labels();
+        labels_out.insert(labels::ZONE.to_string(), o.zone.clone());
+        labels_out.insert(labels::CAPACITY_TYPE.to_string(), o.capacity_type.clone());
+        labels_out.insert(labels::REGION.to_string(), self.region.clone());
+        let launched = Launched {
+            provider_id: provider_id.clone(),
+            instance_type: t.name.clone(),
+            zone: o.zone.clone(),
+            capacity_type: o.capacity_type.clone(),
+            price: o.price,
+            labels: labels_out,
+            capacity: t.capacity.clone(),
+            allocatable: t.allocatable(),
+        };
+        self.instances.insert(
+            provider_id,
+            Instance {
+                launched: launched.clone(),
+                nodeclaim: claim.name().to_string(),
+                launched_at: now,
+                state: InstanceState::Pending,
+                terminated_at: None,
+            },
+        );
+        Ok(launched)
+    }
+
+    pub fn mark_running(&mut self, provider_id: &str) {
+        if let Some(i) = self.instances.get_mut(provider_id)
+            && i.state == InstanceState::Pending
+        {
+            i.state = InstanceState::Running;
+        }
+    }
+
+    pub fn terminate(&mut self, provider_id: &str, now: Millis) -> Result<(), CloudError> {
+        match self.instances.get_mut(provider_id) {
+            Some(i) if i.state != InstanceState::Terminated => {
+                i.state = InstanceState::Terminated;
+                i.terminated_at = Some(now);
+                Ok(())
+            }
+            _ => Err(CloudError::NotFound(provider_id.to_string())),
+        }
+    }
+
+    pub fn get(&self, provider_id: &str) -> Option<&Instance> {
+        self.instances.get(provider_id).filter(|i| i.state != InstanceState::Terminated)
+    }
+
+    /// Instances that exist (not terminated), by provider ID.
+    pub fn list(&self) -> BTreeSet<String> {
+        self.instances.iter().filter(|(_, i)| i.state != InstanceState::Terminated).map(|(k, _)| k.clone()).collect()
+    }
+
+    /// Queues an interruption notice for an instance (scenario `interrupt` events).
+    pub fn interrupt(&mut self, provider_id: &str, kind: InterruptionKind, now: Millis) -> Result<(), CloudError> {
+        if self.get(provider_id).is_none() {
+            return Err(CloudError::NotFound(provider_id.to_string()));
+        }
+        if matches!(kind, InterruptionKind::InstanceStopping | InterruptionKind::InstanceTerminated) {
+            // The state change is what the notice reports.
+            let _ = self.terminate(provider_id, now);
+        }
+        self.interruptions.push(Interruption { provider_id: provider_id.to_string(), kind, at: now });
+        Ok(())
+    }
+
+    /// Takes the queued notices (what the interruption controller reads from SQS).
+    pub fn drain_interruptions(&mut self) -> Vec<Interruption> {
+        std::mem::take(&mut self.interruptions)
+    }
+
+    pub fn instances(&self) -> impl Iterator<Item = &Instance> {
+        self.instances.values()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::api::NodeClaimSpec;
+    use crate::engine::api::common::NodeSelectorRequirementWithMinValues;
+    use crate::engine::catalog::fake;
+    use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+
+    fn claim(reqs: &[(&str, &[&str])], cpu: &str) -> NodeClaim {
+        let mut c = NodeClaim::new(
+            "c1",
+            NodeClaimSpec {
+                requirements: reqs
+                    .iter()
+                    .map(|(k, v)| NodeSelectorRequirementWithMinValues {
+                        key: k.to_string(),
+                        operator: "In".into(),
+                        values: v.iter().map(|s| s.to_string()).collect(),
+                        min_values: None,
+                    })
+                    .collect(),
+                ..Default::default()
+            },
+        );
+        c.spec.resources.requests.insert("cpu".into(), Quantity(cpu.into()));
+        c
+    }
+
+    #[test]
+    fn launches_cheapest_spot_then_falls_back() {
+        let mut cloud = SimCloud::new(&fake::fake_catalog());
+        let c = claim(&[(labels::INSTANCE_TYPE, &["default-instance-type", "small-instance-type"])], "1");
+        let l = cloud.create(&c, 0).unwrap();
+        assert_eq!((l.instance_type.as_str(), l.capacity_type.as_str()), ("small-instance-type", "spot"));
+        assert_eq!(l.zone, "test-zone-1");
+        // Out of spot capacity for small everywhere: the next cheapest spot option.
+        cloud.set_capacity("small-instance-type", "test-zone-1", "spot", false);
+        cloud.set_capacity("small-instance-type", "test-zone-2", "spot", false);
+        let l = cloud.create(&c, 0).unwrap();
+        assert_eq!((l.instance_type.as_str(), l.capacity_type.as_str()), ("default-instance-type", "spot"));
+        // On-demand only.
+        let od = claim(&[(labels::CAPACITY_TYPE, &["on-demand"]), (labels::ZONE, &["test-zone-3"])], "1");
+        let l = cloud.create(&od, 0).unwrap();
+        assert_eq!((l.capacity_type.as_str(), l.zone.as_str()), ("on-demand", "test-zone-3"));
+    }
+
+    #[test]
+    fn insufficient_capacity_and_lifecycle() {
+        let mut cloud = SimCloud::new(&fake::fake_catalog());
+        let c = claim(&[(labels::INSTANCE_TYPE, &["small-instance-type"]), (labels::CAPACITY_TYPE, &["spot"])], "1");
+        for z in ["test-zone-1", "test-zone-2"] {
+            cloud.set_capacity("small-instance-type", z, "spot", false);
+        }
+        assert!(matches!(cloud.create(&c, 0), Err(CloudError::InsufficientCapacity(_))));
+        cloud.set_capacity("small-instance-type", "test-zone-2", "spot", true);
+        let l = cloud.create(&c, 5).unwrap();
+        assert_eq!(l.zone, "test-zone-2");
+        assert!(cloud.list().contains(&l.provider_id));
+        cloud.interrupt(&l.provider_id, InterruptionKind::SpotInterruption, 10).unwrap();
+        assert_eq!(cloud.drain_interruptions().len(), 1);
+        cloud.terminate(&l.provider_id, 20).unwrap();
+        assert!(cloud.list().is_empty());
+        assert!(cloud.terminate(&l.provider_id, 21).is_err());
+        let too_big = claim(&[], "1000");
+        assert!(matches!(cloud.create(&too_big, 0), Err(CloudError::NoCompatibleType(_))));
+    }
+}
