@@ -2,4 +2,5 @@
 //! they share with `plan --file`.
 
 pub mod cloud;
+pub mod cluster;
 pub mod manifests;
