@@ -350,11 +350,8 @@ impl Cluster {
         for (k, p) in &self.pods {
             let Ok(d) = pod::pod_data(p, &namespaces) else { continue };
             match p.spec.as_ref().and_then(|s| s.node_name.clone()).filter(|n| !n.is_empty()) {
-                Some(node) => {
-                    if p.metadata.deletion_timestamp.is_none() {
-                        bound.push((d, node));
-                    }
-                }
+                Some(node) if p.metadata.deletion_timestamp.is_none() => bound.push((d, node)),
+                Some(_) => {}
                 None if pending.contains(k) => {
                     to_schedule.push(d);
                     keys.push(k.clone());
