@@ -8,30 +8,18 @@ use anyhow::{Context, Result};
 use serde_json::json;
 
 use crate::engine::catalog::{Catalog, InstanceType};
-use crate::engine::provisioning::{ClusterSnapshot, ProvisioningResult, provision};
+use crate::engine::provisioning::{ProvisioningResult, provision};
 use crate::engine::resources::describe_resource;
 use crate::engine::scheduling::SchedulerOptions;
 use crate::sim::manifests::Manifests;
 
 /// Runs the pass. `catalog_for` gives the instance types of a NodePool (its NodeClass may shape them).
 pub fn plan(m: &Manifests, catalog: &Catalog) -> ProvisioningResult {
-    let pods = m.pending_view();
     let types: Vec<Arc<InstanceType>> = catalog.instance_types.clone();
     let catalogs: BTreeMap<String, Vec<Arc<InstanceType>>> =
         m.nodepools.iter().map(|p| (p.name().to_string(), types.clone())).collect();
-    let snap = ClusterSnapshot {
-        nodepools: &m.nodepools,
-        nodeclaims: &m.nodeclaims,
-        nodes: &m.nodes,
-        pods: &pods,
-        daemonsets: &m.daemonsets,
-        pdbs: &m.pdbs,
-        pvcs: &m.pvcs,
-        pvs: &m.pvs,
-        storage_classes: &m.storage_classes,
-        namespaces: &m.namespaces,
-    };
-    provision(&snap, &catalogs, &catalog.label_policy, SchedulerOptions::default())
+    let snap = m.snapshot();
+    provision(&snap.view(), &catalogs, &catalog.label_policy, SchedulerOptions::default())
 }
 
 pub fn load(path: &str) -> Result<Manifests> {

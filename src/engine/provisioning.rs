@@ -146,6 +146,38 @@ pub struct ClusterSnapshot<'a> {
     pub namespaces: &'a [Namespace],
 }
 
+/// An owned snapshot: the vectors a [`ClusterSnapshot`] borrows.
+#[derive(Debug, Clone, Default)]
+pub struct Snapshot {
+    pub nodepools: Vec<NodePool>,
+    pub nodeclaims: Vec<NodeClaim>,
+    pub nodes: Vec<Node>,
+    pub pods: Vec<Pod>,
+    pub daemonsets: Vec<DaemonSet>,
+    pub pdbs: Vec<PodDisruptionBudget>,
+    pub pvcs: Vec<PersistentVolumeClaim>,
+    pub pvs: Vec<PersistentVolume>,
+    pub storage_classes: Vec<StorageClass>,
+    pub namespaces: Vec<Namespace>,
+}
+
+impl Snapshot {
+    pub fn view(&self) -> ClusterSnapshot<'_> {
+        ClusterSnapshot {
+            nodepools: &self.nodepools,
+            nodeclaims: &self.nodeclaims,
+            nodes: &self.nodes,
+            pods: &self.pods,
+            daemonsets: &self.daemonsets,
+            pdbs: &self.pdbs,
+            pvcs: &self.pvcs,
+            pvs: &self.pvs,
+            storage_classes: &self.storage_classes,
+            namespaces: &self.namespaces,
+        }
+    }
+}
+
 /// A node as the engine's state sees it: a Node and/or its NodeClaim.
 #[derive(Debug, Clone)]
 pub struct StateNode<'a> {

@@ -19,7 +19,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference}
 
 use crate::engine::api::{EC2NodeClass, NodeClaim, NodePool};
 use crate::engine::labels;
-use crate::engine::provisioning::{ClusterSnapshot, StateNode, state_nodes};
+use crate::engine::provisioning::{Snapshot, StateNode, state_nodes};
 use crate::engine::scheduling::pod::{self, PodData};
 use crate::engine::scheduling::volumes::VolumeIndex;
 use crate::engine::scheduling::{ExistingNode, Input, SchedulerOptions, solve};
@@ -48,38 +48,6 @@ pub struct Cluster {
     pub storage_classes: BTreeMap<String, StorageClass>,
     pub namespaces: BTreeMap<String, Namespace>,
     next_uid: u64,
-}
-
-/// The snapshot vectors a [`ClusterSnapshot`] borrows.
-#[derive(Debug, Clone, Default)]
-pub struct Snapshot {
-    pub nodepools: Vec<NodePool>,
-    pub nodeclaims: Vec<NodeClaim>,
-    pub nodes: Vec<Node>,
-    pub pods: Vec<Pod>,
-    pub daemonsets: Vec<DaemonSet>,
-    pub pdbs: Vec<PodDisruptionBudget>,
-    pub pvcs: Vec<PersistentVolumeClaim>,
-    pub pvs: Vec<PersistentVolume>,
-    pub storage_classes: Vec<StorageClass>,
-    pub namespaces: Vec<Namespace>,
-}
-
-impl Snapshot {
-    pub fn view(&self) -> ClusterSnapshot<'_> {
-        ClusterSnapshot {
-            nodepools: &self.nodepools,
-            nodeclaims: &self.nodeclaims,
-            nodes: &self.nodes,
-            pods: &self.pods,
-            daemonsets: &self.daemonsets,
-            pdbs: &self.pdbs,
-            pvcs: &self.pvcs,
-            pvs: &self.pvs,
-            storage_classes: &self.storage_classes,
-            namespaces: &self.namespaces,
-        }
-    }
 }
 
 fn unschedulable(p: &mut Pod) {

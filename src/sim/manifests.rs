@@ -11,6 +11,7 @@ use serde::Deserialize;
 use thiserror::Error;
 
 use crate::engine::api::{EC2NodeClass, NodeClaim, NodePool};
+use crate::engine::provisioning::Snapshot;
 
 /// A manifest problem, located.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
@@ -119,6 +120,22 @@ impl Manifests {
             }
         }
         Ok(out)
+    }
+
+    /// The objects as a provisioning snapshot, with pods as [`Manifests::pending_view`] presents them.
+    pub fn snapshot(&self) -> Snapshot {
+        Snapshot {
+            nodepools: self.nodepools.clone(),
+            nodeclaims: self.nodeclaims.clone(),
+            nodes: self.nodes.clone(),
+            pods: self.pending_view(),
+            daemonsets: self.daemonsets.clone(),
+            pdbs: self.pdbs.clone(),
+            pvcs: self.pvcs.clone(),
+            pvs: self.pvs.clone(),
+            storage_classes: self.storage_classes.clone(),
+            namespaces: self.namespaces.clone(),
+        }
     }
 
     /// Pods as a scheduler would see them before Karpenter acts: Deployment replicas expanded (`<name>-<i>`), and

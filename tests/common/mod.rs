@@ -17,7 +17,7 @@ use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
 use karpenter_tui::engine::api::{NodeClaim, NodePool};
 use karpenter_tui::engine::catalog::{Catalog, InstanceType};
-use karpenter_tui::engine::provisioning::{ClusterSnapshot, ProvisioningResult, provision};
+use karpenter_tui::engine::provisioning::{ProvisioningResult, Snapshot, provision};
 use karpenter_tui::engine::scheduling::SchedulerOptions;
 
 pub fn nodepool(name: &str) -> NodePool {
@@ -223,19 +223,19 @@ impl World {
     pub fn provision_with(&self, catalog: &Catalog, options: SchedulerOptions) -> ProvisioningResult {
         let types: Vec<Arc<InstanceType>> = catalog.instance_types.clone();
         let catalogs = self.nodepools.iter().map(|p| (p.name().to_string(), types.clone())).collect();
-        let snap = ClusterSnapshot {
-            nodepools: &self.nodepools,
-            nodeclaims: &self.nodeclaims,
-            nodes: &self.nodes,
-            pods: &self.pods,
-            daemonsets: &self.daemonsets,
-            pdbs: &self.pdbs,
-            pvcs: &self.pvcs,
-            pvs: &self.pvs,
-            storage_classes: &self.storage_classes,
-            namespaces: &self.namespaces,
+        let snap = Snapshot {
+            nodepools: self.nodepools.clone(),
+            nodeclaims: self.nodeclaims.clone(),
+            nodes: self.nodes.clone(),
+            pods: self.pods.clone(),
+            daemonsets: self.daemonsets.clone(),
+            pdbs: self.pdbs.clone(),
+            pvcs: self.pvcs.clone(),
+            pvs: self.pvs.clone(),
+            storage_classes: self.storage_classes.clone(),
+            namespaces: self.namespaces.clone(),
         };
-        provision(&snap, &catalogs, &catalog.label_policy, options)
+        provision(&snap.view(), &catalogs, &catalog.label_policy, options)
     }
 }
 
