@@ -2,3 +2,5 @@
 //! they share with `plan --file`.
 
 pub mod manifests;
+pub mod report;
+pub mod scenario;

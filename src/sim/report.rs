@@ -1,0 +1,1 @@
+//! The simulation report (scenario.md "The report").
