@@ -4,3 +4,5 @@
 pub mod cloud;
 pub mod cluster;
 pub mod manifests;
+pub mod report;
+pub mod scenario;

@@ -1,0 +1,1130 @@
+//! Scenario files for `karpenter-tui simulate` (docs/spec: scenario.md): a strict, I/O-free loader.
+//!
+//! Every error names the file, the 1-based line and column, and the field path (`events[3].scale.replicas`). The
+//! text is deserialised once with serde (paths tracked by `serde_path_to_error`, skipped keys reported by
+//! `serde_ignored`), then checked field by field; positions come from a [`YamlIndex`] of the same text. Embedded
+//! Kubernetes manifests (`objects:`, `apply:`) are typed in a second pass with the same machinery.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt;
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use k8s_openapi::api::apps::v1::{DaemonSet, Deployment};
+use k8s_openapi::api::core::v1::{Namespace, PersistentVolume, PersistentVolumeClaim, Pod, Taint};
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use k8s_openapi::api::storage::v1::StorageClass;
+use serde::de::{self, DeserializeOwned, Deserializer, Visitor};
+use serde::{Deserialize, Serialize};
+use thiserror::Error;
+
+use super::manifests::Manifests;
+use crate::engine::api::duration::parse_go_duration;
+use crate::engine::api::strict::{Pos, YamlIndex};
+use crate::engine::api::validation::{FieldPath, PathSegment};
+use crate::engine::api::{EC2NodeClass, NodePool};
+use crate::engine::catalog::aws::{aws_regions, aws_zones};
+use crate::engine::catalog::inline::{InlineInstanceType, inline_instance_types};
+use crate::engine::labels::CAPACITY_TYPES;
+
+/// `start` when the scenario doesn't set one.
+pub const DEFAULT_START: &str = "2026-01-01T00:00:00Z";
+/// `region` when the scenario doesn't set one.
+pub const DEFAULT_REGION: &str = "us-east-1";
+
+/// An invalid scenario, located: renders as `file:line:column: field: message` (`file:line:column: message` when
+/// the problem isn't tied to a field, e.g. a YAML syntax error).
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+#[error("{file}:{line}:{column}: {}{message}", if path.is_empty() { String::new() } else { format!("{path}: ") })]
+pub struct ScenarioError {
+    pub file: String,
+    /// 1-based.
+    pub line: usize,
+    /// 1-based.
+    pub column: usize,
+    /// Field path in Kubernetes notation (`events[3].scale.replicas`); empty for syntax errors.
+    pub path: String,
+    pub message: String,
+}
+
+/// A parsed, checked scenario. Durations are offsets from t=0; the runner turns them into simulated seconds.
+#[derive(Debug, Clone)]
+pub struct Scenario {
+    pub name: String,
+    /// Default 0.
+    pub seed: u64,
+    /// Default `us-east-1`.
+    pub region: String,
+    /// Simulated duration of the run.
+    pub until: Duration,
+    /// Wall-clock time of t=0 (default 2026-01-01T00:00:00Z).
+    pub start: DateTime<Utc>,
+    pub catalog: CatalogSpec,
+    pub settings: Settings,
+    /// Objects that exist at t=0. Never holds Nodes or NodeClaims: existing capacity is `nodes`.
+    pub objects: Manifests,
+    pub nodes: Vec<NodeSpec>,
+    /// In file order; the runner applies them by `at`, ties in file order.
+    pub events: Vec<Event>,
+    file: String,
+    /// Instance type and zone names that can only be checked against the built catalog.
+    refs: Vec<Reference>,
+}
+
+#[derive(Debug, Clone)]
+struct Reference {
+    path: String,
+    pos: Pos,
+    value: String,
+    zone: bool,
+}
+
+/// What the simulated cloud offers.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CatalogSpec {
+    pub source: CatalogSource,
+    /// `None`: the source's default (aws: the region's first three zones).
+    pub zones: Option<Vec<String>>,
+    /// The catalog for `inline`, added to it otherwise. Already checked (quantities, offerings, unique names).
+    pub instance_types: Vec<InlineInstanceType>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum CatalogSource {
+    /// The embedded AWS catalog.
+    #[default]
+    Aws,
+    /// The synthetic KWOK types.
+    Kwok,
+    /// Only `catalog.instanceTypes`.
+    Inline,
+}
+
+/// How disruption commands are carried out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum DisruptionMode {
+    /// Executed as the engine decides.
+    #[default]
+    Auto,
+    /// Wait for an `approve` (or `reject`) event.
+    Approve,
+    /// Decided and reported, never executed.
+    DryRun,
+}
+
+/// Timings of the simulated world and the engine's batching (all optional in the file).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Settings {
+    pub disruption: DisruptionMode,
+    /// Launch request -> instance running (default 5s).
+    pub launch_latency: Duration,
+    /// Instance running -> Node registered (default 30s).
+    pub registration_latency: Duration,
+    /// Node registered -> Ready (default 10s).
+    pub ready_latency: Duration,
+    /// Provisioning batch idle window (default 1s).
+    pub batch_idle: Duration,
+    /// Provisioning batch maximum window (default 10s).
+    pub batch_max: Duration,
+    /// Consolidation validation wait (default 15s).
+    pub validation_delay: Duration,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Settings {
+            disruption: DisruptionMode::Auto,
+            launch_latency: Duration::from_secs(5),
+            registration_latency: Duration::from_secs(30),
+            ready_latency: Duration::from_secs(10),
+            batch_idle: Duration::from_secs(1),
+            batch_max: Duration::from_secs(10),
+            validation_delay: Duration::from_secs(15),
+        }
+    }
+}
+
+/// A node that exists at t=0 (the `nodes:` shorthand).
+#[derive(Debug, Clone, PartialEq)]
+pub struct NodeSpec {
+    /// `None`: the world generates one.
+    pub name: Option<String>,
+    pub instance_type: String,
+    pub zone: String,
+    /// Default `on-demand`.
+    pub capacity_type: String,
+    /// `None`: an unmanaged node. Otherwise a NodePool of `objects`.
+    pub node_pool: Option<String>,
+    /// The node was created at t = -age (default 0).
+    pub age: Duration,
+    /// Default true.
+    pub initialized: bool,
+    pub labels: BTreeMap<String, String>,
+    pub annotations: BTreeMap<String, String>,
+    pub taints: Vec<Taint>,
+}
+
+/// One timeline entry.
+#[derive(Debug, Clone)]
+pub struct Event {
+    /// Offset from t=0; never after `until`.
+    pub at: Duration,
+    pub action: Action,
+}
+
+/// What an event does (exactly one per event).
+#[derive(Debug, Clone)]
+pub enum Action {
+    /// Create or replace these objects.
+    Apply(Manifests),
+    Scale(Scale),
+    Delete(Vec<ObjectRef>),
+    /// A JSON merge patch of one object.
+    Patch(Patch),
+    Interrupt(Interrupt),
+    /// Insufficient capacity on/off for one offering.
+    Capacity(CapacityChange),
+    Approve(Selection),
+    Reject(Selection),
+}
+
+/// Kinds a `delete` or `patch` may name: the object kinds plus the Nodes and NodeClaims the world creates.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Deserialize, Serialize)]
+pub enum ObjectKind {
+    Pod,
+    Deployment,
+    DaemonSet,
+    PodDisruptionBudget,
+    PersistentVolumeClaim,
+    PersistentVolume,
+    StorageClass,
+    Namespace,
+    NodePool,
+    #[serde(rename = "EC2NodeClass")]
+    Ec2NodeClass,
+    Node,
+    NodeClaim,
+}
+
+impl ObjectKind {
+    /// Whether objects of this kind live in a namespace.
+    pub fn is_namespaced(self) -> bool {
+        matches!(
+            self,
+            ObjectKind::Pod
+                | ObjectKind::Deployment
+                | ObjectKind::DaemonSet
+                | ObjectKind::PodDisruptionBudget
+                | ObjectKind::PersistentVolumeClaim
+        )
+    }
+}
+
+/// A reference to one object. `namespace` is `Some` (default `default`) exactly for namespaced kinds.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ObjectRef {
+    pub kind: ObjectKind,
+    pub namespace: Option<String>,
+    pub name: String,
+}
+
+/// `scale:`. Only `Deployment` is accepted (the only scalable kind among the scenario's objects).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Scale {
+    pub namespace: String,
+    pub name: String,
+    pub replicas: i32,
+}
+
+/// `patch:`: the target and the merge patch (every key besides kind/namespace/name, e.g. `metadata`, `spec`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Patch {
+    pub target: ObjectRef,
+    pub patch: serde_json::Value,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum InterruptionKind {
+    SpotInterruption,
+    RebalanceRecommendation,
+    ScheduledChange,
+    InstanceStopping,
+    InstanceTerminated,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Interrupt {
+    pub node: String,
+    pub kind: InterruptionKind,
+}
+
+/// Marks one offering available or not (insufficient capacity).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CapacityChange {
+    pub instance_type: String,
+    pub zone: String,
+    pub capacity_type: String,
+    pub available: bool,
+}
+
+/// `approve:`/`reject:` targets: every waiting decision, or these decision ids.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Selection {
+    All,
+    Ids(Vec<String>),
+}
+
+impl Scenario {
+    /// The file name errors are reported against.
+    pub fn file(&self) -> &str {
+        &self.file
+    }
+
+    /// Checks the instance type and zone names written in `nodes` and `capacity` events (and `catalog.zones`)
+    /// against the built catalog: `known_instance_types` answers for a name, `zones` are the catalog's zones.
+    pub fn check_references(
+        &self,
+        known_instance_types: &dyn Fn(&str) -> bool,
+        zones: &[String],
+    ) -> Result<(), ScenarioError> {
+        for r in &self.refs {
+            let ok = if r.zone { zones.contains(&r.value) } else { known_instance_types(&r.value) };
+            if !ok {
+                let message = if r.zone {
+                    format!("unknown zone {:?} (the catalog offers {})", r.value, zones.join(", "))
+                } else {
+                    format!("unknown instance type {:?}", r.value)
+                };
+                return Err(ScenarioError {
+                    file: self.file.clone(),
+                    line: r.pos.line,
+                    column: r.pos.column,
+                    path: r.path.clone(),
+                    message,
+                });
+            }
+        }
+        Ok(())
+    }
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// The file as written. Container renames only make serde's "expected struct ..." messages readable.
+
+#[derive(Deserialize)]
+#[serde(rename = "scenario", rename_all = "camelCase")]
+struct RawScenario {
+    name: String,
+    #[serde(default)]
+    seed: u64,
+    #[serde(default)]
+    region: Option<String>,
+    until: GoDuration,
+    #[serde(default)]
+    start: Option<String>,
+    #[serde(default)]
+    catalog: Option<RawCatalog>,
+    #[serde(default)]
+    settings: Option<RawSettings>,
+    #[serde(default)]
+    objects: Option<Vec<serde_yaml::Value>>,
+    #[serde(default)]
+    nodes: Option<Vec<RawNode>>,
+    #[serde(default)]
+    events: Option<Vec<RawEvent>>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename = "catalog", rename_all = "camelCase")]
+struct RawCatalog {
+    #[serde(default)]
+    source: Option<CatalogSource>,
+    #[serde(default)]
+    zones: Option<Vec<String>>,
+    #[serde(default)]
+    instance_types: Option<Vec<InlineInstanceType>>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename = "settings", rename_all = "camelCase")]
+struct RawSettings {
+    #[serde(default)]
+    disruption: Option<DisruptionMode>,
+    #[serde(default)]
+    launch_latency: Option<GoDuration>,
+    #[serde(default)]
+    registration_latency: Option<GoDuration>,
+    #[serde(default)]
+    ready_latency: Option<GoDuration>,
+    #[serde(default)]
+    batch_idle: Option<GoDuration>,
+    #[serde(default)]
+    batch_max: Option<GoDuration>,
+    #[serde(default)]
+    validation_delay: Option<GoDuration>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename = "node", rename_all = "camelCase")]
+struct RawNode {
+    #[serde(default)]
+    name: Option<String>,
+    instance_type: String,
+    zone: String,
+    #[serde(default)]
+    capacity_type: Option<String>,
+    #[serde(default)]
+    node_pool: Option<String>,
+    #[serde(default)]
+    age: Option<GoDuration>,
+    #[serde(default)]
+    initialized: Option<bool>,
+    #[serde(default)]
+    labels: Option<BTreeMap<String, String>>,
+    #[serde(default)]
+    annotations: Option<BTreeMap<String, String>>,
+    #[serde(default)]
+    taints: Option<Vec<Taint>>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename = "event", rename_all = "camelCase")]
+struct RawEvent {
+    at: GoDuration,
+    #[serde(default)]
+    apply: Option<Vec<serde_yaml::Value>>,
+    #[serde(default)]
+    scale: Option<RawScale>,
+    #[serde(default)]
+    delete: Option<Vec<RawRef>>,
+    #[serde(default)]
+    patch: Option<serde_yaml::Mapping>,
+    #[serde(default)]
+    interrupt: Option<RawInterrupt>,
+    #[serde(default)]
+    capacity: Option<RawCapacity>,
+    #[serde(default)]
+    approve: Option<Selection>,
+    #[serde(default)]
+    reject: Option<Selection>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename = "scale")]
+struct RawScale {
+    kind: String,
+    #[serde(default)]
+    namespace: Option<String>,
+    name: String,
+    replicas: i32,
+}
+
+#[derive(Deserialize)]
+#[serde(rename = "object reference")]
+struct RawRef {
+    kind: ObjectKind,
+    #[serde(default)]
+    namespace: Option<String>,
+    name: String,
+}
+
+#[derive(Deserialize)]
+#[serde(rename = "interrupt")]
+struct RawInterrupt {
+    node: String,
+    kind: InterruptionKind,
+}
+
+#[derive(Deserialize)]
+#[serde(rename = "capacity", rename_all = "camelCase")]
+struct RawCapacity {
+    instance_type: String,
+    zone: String,
+    capacity_type: String,
+    available: bool,
+}
+
+/// A Go-style duration string (`90s`, `1h30m`); a bare `0` is allowed as in Go.
+#[derive(Debug, Clone, Copy)]
+struct GoDuration(Duration);
+
+impl<'de> Deserialize<'de> for GoDuration {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl Visitor<'_> for V {
+            type Value = GoDuration;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("a duration such as 90s, 5m or 1h30m")
+            }
+            fn visit_str<E: de::Error>(self, s: &str) -> Result<GoDuration, E> {
+                parse_go_duration(s).map(GoDuration).map_err(E::custom)
+            }
+            fn visit_u64<E: de::Error>(self, n: u64) -> Result<GoDuration, E> {
+                if n == 0 {
+                    return Ok(GoDuration(Duration::ZERO));
+                }
+                Err(E::custom(format!("duration {n} has no unit: write e.g. {n}s or {n}m")))
+            }
+            fn visit_i64<E: de::Error>(self, n: i64) -> Result<GoDuration, E> {
+                match u64::try_from(n) {
+                    Ok(n) => self.visit_u64(n),
+                    Err(_) => Err(E::custom(format!("invalid duration {n}: negative"))),
+                }
+            }
+            fn visit_f64<E: de::Error>(self, x: f64) -> Result<GoDuration, E> {
+                Err(E::custom(format!("duration {x} has no unit: write e.g. {x}s")))
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+impl<'de> Deserialize<'de> for Selection {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = Selection;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("`all` or a list of decision ids")
+            }
+            fn visit_str<E: de::Error>(self, s: &str) -> Result<Selection, E> {
+                if s == "all" {
+                    Ok(Selection::All)
+                } else {
+                    Err(E::custom(format!("expected `all` or a list of decision ids, got {s:?}")))
+                }
+            }
+            fn visit_seq<A: de::SeqAccess<'de>>(self, mut seq: A) -> Result<Selection, A::Error> {
+                let mut ids = Vec::new();
+                while let Some(id) = seq.next_element::<String>()? {
+                    ids.push(id);
+                }
+                Ok(Selection::Ids(ids))
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Parsing
+
+/// Strict serde deserialisation that reports the first problem as (path, message): an unknown field (serde skipped
+/// it) or a serde error (wrong type, missing field, bad enum value, bad duration, ...).
+fn deserialize_tracked<'de, D, T>(de: D) -> Result<T, (FieldPath, String)>
+where
+    D: Deserializer<'de>,
+    T: Deserialize<'de>,
+{
+    let mut unknown: Vec<FieldPath> = Vec::new();
+    let mut on_ignored = |p: serde_ignored::Path<'_>| unknown.push(ignored_path(&p));
+    let result: Result<T, _> = serde_path_to_error::deserialize(serde_ignored::Deserializer::new(de, &mut on_ignored));
+    // The callback runs as keys are met and an error stops the walk, so a recorded unknown key comes first.
+    if let Some(path) = unknown.into_iter().next() {
+        let name = last_name(&path);
+        return Err((path, format!("unknown field {name:?}")));
+    }
+    match result {
+        Ok(v) => Ok(v),
+        Err(e) => {
+            let mut path = tracked_path(e.path());
+            let mut message = strip_location(&e.inner().to_string());
+            // serde names the offending field only in the message; put it in the path so it's located exactly.
+            if let Some(field) = backticked(&message, "unknown field `") {
+                path = path.field(&field);
+                message = format!("unknown field {field:?}");
+            } else if let Some(field) = backticked(&message, "missing field `") {
+                path = path.field(&field);
+                message = "required field is missing".to_string();
+            }
+            Err((path, message))
+        }
+    }
+}
+
+fn backticked(message: &str, prefix: &str) -> Option<String> {
+    let rest = message.strip_prefix(prefix)?;
+    rest.split('`').next().map(str::to_string)
+}
+
+fn last_name(path: &FieldPath) -> String {
+    path.0.last().map_or(String::new(), |s| match s {
+        PathSegment::Field(k) | PathSegment::Key(k) => k.clone(),
+        PathSegment::Index(i) => i.to_string(),
+    })
+}
+
+/// serde_yaml appends " at line L column C" (we locate by path instead, so the text mustn't disagree).
+fn strip_location(message: &str) -> String {
+    match message.rfind(" at line ") {
+        Some(i) => message[..i].to_string(),
+        None => message.to_string(),
+    }
+}
+
+fn tracked_path(p: &serde_path_to_error::Path) -> FieldPath {
+    let mut out = FieldPath::root();
+    for seg in p.iter() {
+        match seg {
+            serde_path_to_error::Segment::Seq { index } => out = out.index(*index),
+            serde_path_to_error::Segment::Map { key } => out = out.field(key),
+            serde_path_to_error::Segment::Enum { .. } | serde_path_to_error::Segment::Unknown => {}
+        }
+    }
+    out
+}
+
+/// serde_ignored's path (`events.0.foo`) as a field path; option/newtype wrappers carry no segment.
+fn ignored_path(p: &serde_ignored::Path<'_>) -> FieldPath {
+    let mut segs = Vec::new();
+    let mut cur = p;
+    loop {
+        match cur {
+            serde_ignored::Path::Root => break,
+            serde_ignored::Path::Seq { parent, index } => {
+                segs.push(PathSegment::Index(*index));
+                cur = parent;
+            }
+            serde_ignored::Path::Map { parent, key } => {
+                segs.push(PathSegment::Field(key.clone()));
+                cur = parent;
+            }
+            serde_ignored::Path::Some { parent }
+            | serde_ignored::Path::NewtypeStruct { parent }
+            | serde_ignored::Path::NewtypeVariant { parent } => cur = parent,
+        }
+    }
+    segs.reverse();
+    FieldPath(segs)
+}
+
+struct Ctx<'a> {
+    file: &'a str,
+    index: YamlIndex,
+}
+
+impl Ctx<'_> {
+    fn err(&self, path: &FieldPath, message: impl Into<String>) -> ScenarioError {
+        let pos = self.index.locate_nearest(path);
+        ScenarioError {
+            file: self.file.to_string(),
+            line: pos.line,
+            column: pos.column,
+            path: path.to_string(),
+            message: message.into(),
+        }
+    }
+
+    fn reference(&self, path: &FieldPath, value: &str, zone: bool) -> Reference {
+        Reference { path: path.to_string(), pos: self.index.locate_nearest(path), value: value.to_string(), zone }
+    }
+}
+
+/// Parses and checks a scenario; `file` only labels errors. Instance type and zone names need the catalog: call
+/// [`Scenario::check_references`] once it is built.
+pub fn parse_scenario(text: &str, file: &str) -> Result<Scenario, ScenarioError> {
+    let index = YamlIndex::parse(text).map_err(|e| ScenarioError {
+        file: file.to_string(),
+        line: e.line,
+        column: e.column,
+        path: String::new(),
+        message: format!("YAML syntax error: {}", e.message),
+    })?;
+    let cx = Ctx { file, index };
+    if text.trim().is_empty() {
+        return Err(cx.err(&FieldPath::root(), "empty scenario: `name` and `until` are required"));
+    }
+    // One document only: serde_yaml rejects a stream of several rather than silently ignoring the rest.
+    let raw: RawScenario =
+        deserialize_tracked(serde_yaml::Deserializer::from_str(text)).map_err(|(p, m)| cx.err(&p, m))?;
+    build(&cx, raw)
+}
+
+fn field(name: &str) -> FieldPath {
+    FieldPath::root().field(name)
+}
+
+fn build(cx: &Ctx<'_>, raw: RawScenario) -> Result<Scenario, ScenarioError> {
+    if raw.name.trim().is_empty() {
+        return Err(cx.err(&field("name"), "must not be empty"));
+    }
+    if raw.until.0.is_zero() {
+        return Err(cx.err(&field("until"), "must be longer than 0s"));
+    }
+    let start_text = raw.start.as_deref().unwrap_or(DEFAULT_START);
+    let start = parse_start(start_text).map_err(|m| cx.err(&field("start"), m))?;
+
+    let raw_catalog = raw.catalog.unwrap_or(RawCatalog { source: None, zones: None, instance_types: None });
+    let source = raw_catalog.source.unwrap_or_default();
+    let region = raw.region.unwrap_or_else(|| DEFAULT_REGION.to_string());
+    if region.trim().is_empty() {
+        return Err(cx.err(&field("region"), "must not be empty"));
+    }
+    let catalog = build_catalog(cx, raw_catalog, source, &region)?;
+    let mut refs = Vec::new();
+    if let Some(zones) = &catalog.zones {
+        for (i, z) in zones.iter().enumerate() {
+            refs.push(cx.reference(&field("catalog").field("zones").index(i), z, true));
+        }
+    }
+
+    let settings = build_settings(raw.settings);
+
+    let mut objects = Manifests::default();
+    let mut bound_pods: Vec<(FieldPath, String)> = Vec::new();
+    for (i, value) in raw.objects.unwrap_or_default().into_iter().enumerate() {
+        let path = field("objects").index(i);
+        let node_name = add_object(cx, &mut objects, value, &path)?;
+        if let Some(n) = node_name {
+            bound_pods.push((path.field("spec").field("nodeName"), n));
+        }
+    }
+    check_duplicates(cx, &objects)?;
+
+    let nodes = build_nodes(cx, raw.nodes.unwrap_or_default(), &objects, &mut refs)?;
+    let node_names: BTreeSet<&str> = nodes.iter().filter_map(|n| n.name.as_deref()).collect();
+    for (path, name) in &bound_pods {
+        if !node_names.contains(name.as_str()) {
+            return Err(cx.err(path, format!("no node named {name:?} in `nodes`")));
+        }
+    }
+
+    let mut events = Vec::new();
+    for (i, ev) in raw.events.unwrap_or_default().into_iter().enumerate() {
+        events.push(build_event(cx, ev, i, raw.until.0, &mut refs)?);
+    }
+    check_scale_targets(cx, &objects, &events)?;
+
+    Ok(Scenario {
+        name: raw.name,
+        seed: raw.seed,
+        region,
+        until: raw.until.0,
+        start,
+        catalog,
+        settings,
+        objects,
+        nodes,
+        events,
+        file: cx.file.to_string(),
+        refs,
+    })
+}
+
+fn parse_start(s: &str) -> Result<DateTime<Utc>, String> {
+    let t = DateTime::parse_from_rfc3339(s)
+        .map_err(|e| format!("expected an RFC 3339 time in UTC like {DEFAULT_START}, got {s:?}: {e}"))?;
+    if t.offset().local_minus_utc() != 0 {
+        return Err(format!("must be in UTC (end with Z), got {s:?}"));
+    }
+    Ok(t.with_timezone(&Utc))
+}
+
+fn build_catalog(
+    cx: &Ctx<'_>,
+    raw: RawCatalog,
+    source: CatalogSource,
+    region: &str,
+) -> Result<CatalogSpec, ScenarioError> {
+    let cat = field("catalog");
+    if source == CatalogSource::Aws {
+        let regions = aws_regions().map_err(|e| cx.err(&field("region"), e.to_string()))?;
+        if !regions.iter().any(|r| r == region) {
+            return Err(cx.err(&field("region"), format!("unknown AWS region {region:?}")));
+        }
+    }
+    if let Some(zones) = &raw.zones {
+        if zones.is_empty() {
+            return Err(cx.err(&cat.field("zones"), "must list at least one zone (or be left out)"));
+        }
+        let mut seen = BTreeSet::new();
+        for (i, z) in zones.iter().enumerate() {
+            if !seen.insert(z.as_str()) {
+                return Err(cx.err(&cat.field("zones").index(i), format!("duplicate zone {z:?}")));
+            }
+        }
+        // AWS zones are known without building the catalog; other sources are checked by check_references.
+        if source == CatalogSource::Aws {
+            let known = aws_zones(region).map_err(|e| cx.err(&field("region"), e.to_string()))?;
+            if let Some((i, z)) = zones.iter().enumerate().find(|(_, z)| !known.contains(z)) {
+                return Err(cx.err(
+                    &cat.field("zones").index(i),
+                    format!("{region} has no zone {z:?} (it has {})", known.join(", ")),
+                ));
+            }
+        }
+    }
+    let types = raw.instance_types.unwrap_or_default();
+    if source == CatalogSource::Inline && types.is_empty() {
+        let at = if cx.index.locate(&cat.field("instanceTypes")).is_some() { cat.field("instanceTypes") } else { cat };
+        return Err(cx.err(&at, "source: inline needs at least one entry in catalog.instanceTypes"));
+    }
+    inline_instance_types(&types, Some(region)).map_err(|e| {
+        let path = FieldPath::parse(&format!("catalog.{}", e.path));
+        cx.err(&path, e.message)
+    })?;
+    Ok(CatalogSpec { source, zones: raw.zones, instance_types: types })
+}
+
+fn build_settings(raw: Option<RawSettings>) -> Settings {
+    let d = Settings::default();
+    let Some(r) = raw else { return d };
+    let or = |v: Option<GoDuration>, default: Duration| v.map_or(default, |g| g.0);
+    Settings {
+        disruption: r.disruption.unwrap_or(d.disruption),
+        launch_latency: or(r.launch_latency, d.launch_latency),
+        registration_latency: or(r.registration_latency, d.registration_latency),
+        ready_latency: or(r.ready_latency, d.ready_latency),
+        batch_idle: or(r.batch_idle, d.batch_idle),
+        batch_max: or(r.batch_max, d.batch_max),
+        validation_delay: or(r.validation_delay, d.validation_delay),
+    }
+}
+
+#[derive(Deserialize)]
+struct TypeMeta {
+    #[serde(default, rename = "apiVersion")]
+    api_version: Option<serde_yaml::Value>,
+    #[serde(default)]
+    kind: Option<serde_yaml::Value>,
+}
+
+const OBJECT_KINDS: &str = "karpenter.sh/v1 NodePool, karpenter.k8s.aws/v1 EC2NodeClass, v1 Pod, apps/v1 Deployment, \
+     apps/v1 DaemonSet, policy/v1 PodDisruptionBudget, v1 PersistentVolumeClaim, v1 PersistentVolume, \
+     storage.k8s.io/v1 StorageClass, v1 Namespace";
+
+/// Types one manifest into `out`; returns a bound Pod's `spec.nodeName` so it can be checked against `nodes`.
+fn add_object(
+    cx: &Ctx<'_>,
+    out: &mut Manifests,
+    value: serde_yaml::Value,
+    path: &FieldPath,
+) -> Result<Option<String>, ScenarioError> {
+    if !value.is_mapping() {
+        return Err(cx.err(path, "expected a Kubernetes manifest (a mapping with apiVersion and kind)"));
+    }
+    let tm: TypeMeta = serde_yaml::from_value(value.clone()).map_err(|e| cx.err(path, e.to_string()))?;
+    let text = |v: &Option<serde_yaml::Value>| v.as_ref().and_then(|v| v.as_str().map(str::to_string));
+    let (Some(api), Some(kind)) = (text(&tm.api_version), text(&tm.kind)) else {
+        let missing = if text(&tm.api_version).is_none() { "apiVersion" } else { "kind" };
+        return Err(cx.err(&path.field(missing), format!("required: a string (one of {OBJECT_KINDS})")));
+    };
+    fn typed<T: DeserializeOwned>(cx: &Ctx<'_>, v: serde_yaml::Value, path: &FieldPath) -> Result<T, ScenarioError> {
+        deserialize_tracked(v).map_err(|(p, m)| {
+            let mut full = path.clone();
+            full.0.extend(p.0);
+            cx.err(&full, m)
+        })
+    }
+    // Kube-derived types don't keep apiVersion/kind, so serde_ignored would call them unknown: take them out.
+    let mut body = value;
+    let derived = matches!(
+        (api.as_str(), kind.as_str()),
+        ("karpenter.sh/v1", "NodePool") | ("karpenter.k8s.aws/v1", "EC2NodeClass")
+    );
+    if derived && let Some(m) = body.as_mapping_mut() {
+        m.remove("apiVersion");
+        m.remove("kind");
+    }
+    let mut node_name = None;
+    match (api.as_str(), kind.as_str()) {
+        ("karpenter.sh/v1", "NodePool") => out.nodepools.push(typed::<NodePool>(cx, body, path)?),
+        ("karpenter.k8s.aws/v1", "EC2NodeClass") => out.nodeclasses.push(typed::<EC2NodeClass>(cx, body, path)?),
+        ("v1", "Pod") => {
+            let pod: Pod = typed(cx, body, path)?;
+            node_name = pod.spec.as_ref().and_then(|s| s.node_name.clone()).filter(|n| !n.is_empty());
+            out.pods.push(pod);
+        }
+        ("apps/v1", "Deployment") => out.deployments.push(typed::<Deployment>(cx, body, path)?),
+        ("apps/v1", "DaemonSet") => out.daemonsets.push(typed::<DaemonSet>(cx, body, path)?),
+        ("policy/v1", "PodDisruptionBudget") => out.pdbs.push(typed::<PodDisruptionBudget>(cx, body, path)?),
+        ("v1", "PersistentVolumeClaim") => out.pvcs.push(typed::<PersistentVolumeClaim>(cx, body, path)?),
+        ("v1", "PersistentVolume") => out.pvs.push(typed::<PersistentVolume>(cx, body, path)?),
+        ("storage.k8s.io/v1", "StorageClass") => out.storage_classes.push(typed::<StorageClass>(cx, body, path)?),
+        ("v1", "Namespace") => out.namespaces.push(typed::<Namespace>(cx, body, path)?),
+        (api, kind) => {
+            return Err(cx.err(
+                &path.field("kind"),
+                format!(
+                    "unsupported object {api} {kind}: expected one of {OBJECT_KINDS} (existing nodes go in `nodes`)"
+                ),
+            ));
+        }
+    }
+    Ok(node_name)
+}
+
+/// Two objects of the same kind and name at t=0 would silently replace each other.
+fn check_duplicates(cx: &Ctx<'_>, m: &Manifests) -> Result<(), ScenarioError> {
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+    let mut seen: BTreeSet<(&str, String, String)> = BTreeSet::new();
+    let mut check = |kind: &'static str, meta: &ObjectMeta| -> Result<(), ScenarioError> {
+        let ns = meta.namespace.clone().unwrap_or_default();
+        let name = meta.name.clone().unwrap_or_default();
+        if name.is_empty() {
+            return Err(cx.err(&field("objects"), format!("a {kind} has no metadata.name")));
+        }
+        if !seen.insert((kind, ns.clone(), name.clone())) {
+            return Err(cx.err(&field("objects"), format!("duplicate {kind} {ns}/{name}")));
+        }
+        Ok(())
+    };
+    for o in &m.nodepools {
+        check("NodePool", &o.metadata)?;
+    }
+    for o in &m.nodeclasses {
+        check("EC2NodeClass", &o.metadata)?;
+    }
+    for o in &m.pods {
+        check("Pod", &o.metadata)?;
+    }
+    for o in &m.deployments {
+        check("Deployment", &o.metadata)?;
+    }
+    for o in &m.daemonsets {
+        check("DaemonSet", &o.metadata)?;
+    }
+    for o in &m.pdbs {
+        check("PodDisruptionBudget", &o.metadata)?;
+    }
+    for o in &m.pvcs {
+        check("PersistentVolumeClaim", &o.metadata)?;
+    }
+    for o in &m.pvs {
+        check("PersistentVolume", &o.metadata)?;
+    }
+    for o in &m.storage_classes {
+        check("StorageClass", &o.metadata)?;
+    }
+    for o in &m.namespaces {
+        check("Namespace", &o.metadata)?;
+    }
+    Ok(())
+}
+
+fn capacity_type(cx: &Ctx<'_>, path: &FieldPath, ct: &str) -> Result<(), ScenarioError> {
+    if CAPACITY_TYPES.contains(&ct) {
+        Ok(())
+    } else {
+        Err(cx.err(path, format!("must be on-demand, spot or reserved, got {ct:?}")))
+    }
+}
+
+fn build_nodes(
+    cx: &Ctx<'_>,
+    raw: Vec<RawNode>,
+    objects: &Manifests,
+    refs: &mut Vec<Reference>,
+) -> Result<Vec<NodeSpec>, ScenarioError> {
+    let pools: BTreeSet<&str> = objects.nodepools.iter().filter_map(|p| p.metadata.name.as_deref()).collect();
+    let mut names = BTreeSet::new();
+    let mut out = Vec::with_capacity(raw.len());
+    for (i, n) in raw.into_iter().enumerate() {
+        let path = field("nodes").index(i);
+        if let Some(name) = &n.name {
+            if name.trim().is_empty() {
+                return Err(cx.err(&path.field("name"), "must not be empty (or be left out)"));
+            }
+            if !names.insert(name.clone()) {
+                return Err(cx.err(&path.field("name"), format!("duplicate node name {name:?}")));
+            }
+        }
+        let ct = n.capacity_type.unwrap_or_else(|| "on-demand".to_string());
+        capacity_type(cx, &path.field("capacityType"), &ct)?;
+        if let Some(pool) = &n.node_pool
+            && !pools.contains(pool.as_str())
+        {
+            return Err(cx.err(&path.field("nodePool"), format!("no NodePool {pool:?} in `objects`")));
+        }
+        refs.push(cx.reference(&path.field("instanceType"), &n.instance_type, false));
+        refs.push(cx.reference(&path.field("zone"), &n.zone, true));
+        out.push(NodeSpec {
+            name: n.name,
+            instance_type: n.instance_type,
+            zone: n.zone,
+            capacity_type: ct,
+            node_pool: n.node_pool,
+            age: n.age.map_or(Duration::ZERO, |g| g.0),
+            initialized: n.initialized.unwrap_or(true),
+            labels: n.labels.unwrap_or_default(),
+            annotations: n.annotations.unwrap_or_default(),
+            taints: n.taints.unwrap_or_default(),
+        });
+    }
+    Ok(out)
+}
+
+fn object_ref(
+    cx: &Ctx<'_>,
+    path: &FieldPath,
+    kind: ObjectKind,
+    namespace: Option<String>,
+    name: String,
+) -> Result<ObjectRef, ScenarioError> {
+    if name.trim().is_empty() {
+        return Err(cx.err(&path.field("name"), "must not be empty"));
+    }
+    let namespace = match (kind.is_namespaced(), namespace) {
+        (true, ns) => Some(ns.unwrap_or_else(|| "default".to_string())),
+        (false, None) => None,
+        (false, Some(_)) => {
+            return Err(cx.err(&path.field("namespace"), format!("{kind:?} objects are cluster-scoped")));
+        }
+    };
+    Ok(ObjectRef { kind, namespace, name })
+}
+
+const ACTIONS: &str = "apply, scale, delete, patch, interrupt, capacity, approve, reject";
+
+fn build_event(
+    cx: &Ctx<'_>,
+    ev: RawEvent,
+    i: usize,
+    until: Duration,
+    refs: &mut Vec<Reference>,
+) -> Result<Event, ScenarioError> {
+    let path = field("events").index(i);
+    if ev.at.0 > until {
+        return Err(cx.err(&path.field("at"), "is after `until`: the event would never happen"));
+    }
+    let given: Vec<&str> = [
+        ("apply", ev.apply.is_some()),
+        ("scale", ev.scale.is_some()),
+        ("delete", ev.delete.is_some()),
+        ("patch", ev.patch.is_some()),
+        ("interrupt", ev.interrupt.is_some()),
+        ("capacity", ev.capacity.is_some()),
+        ("approve", ev.approve.is_some()),
+        ("reject", ev.reject.is_some()),
+    ]
+    .into_iter()
+    .filter_map(|(k, set)| set.then_some(k))
+    .collect();
+    match given.as_slice() {
+        [] => return Err(cx.err(&path, format!("an event needs exactly one action: {ACTIONS}"))),
+        [_] => {}
+        [_, second, ..] => {
+            return Err(
+                cx.err(&path.field(second), format!("an event has exactly one action, found {}", given.join(" and ")))
+            );
+        }
+    }
+    let action = if let Some(list) = ev.apply {
+        let mut m = Manifests::default();
+        let at = path.field("apply");
+        if list.is_empty() {
+            return Err(cx.err(&at, "must list at least one manifest"));
+        }
+        for (j, v) in list.into_iter().enumerate() {
+            add_object(cx, &mut m, v, &at.index(j))?;
+        }
+        Action::Apply(m)
+    } else if let Some(s) = ev.scale {
+        let at = path.field("scale");
+        if s.kind != "Deployment" {
+            return Err(cx.err(&at.field("kind"), format!("only Deployment can be scaled, got {:?}", s.kind)));
+        }
+        if s.replicas < 0 {
+            return Err(cx.err(&at.field("replicas"), format!("must not be negative, got {}", s.replicas)));
+        }
+        let r = object_ref(cx, &at, ObjectKind::Deployment, s.namespace, s.name)?;
+        Action::Scale(Scale { namespace: r.namespace.unwrap_or_default(), name: r.name, replicas: s.replicas })
+    } else if let Some(list) = ev.delete {
+        let at = path.field("delete");
+        if list.is_empty() {
+            return Err(cx.err(&at, "must list at least one object"));
+        }
+        let mut out = Vec::with_capacity(list.len());
+        for (j, r) in list.into_iter().enumerate() {
+            out.push(object_ref(cx, &at.index(j), r.kind, r.namespace, r.name)?);
+        }
+        Action::Delete(out)
+    } else if let Some(m) = ev.patch {
+        Action::Patch(build_patch(cx, m, &path.field("patch"))?)
+    } else if let Some(it) = ev.interrupt {
+        if it.node.trim().is_empty() {
+            return Err(cx.err(&path.field("interrupt").field("node"), "must not be empty"));
+        }
+        Action::Interrupt(Interrupt { node: it.node, kind: it.kind })
+    } else if let Some(c) = ev.capacity {
+        let at = path.field("capacity");
+        capacity_type(cx, &at.field("capacityType"), &c.capacity_type)?;
+        refs.push(cx.reference(&at.field("instanceType"), &c.instance_type, false));
+        refs.push(cx.reference(&at.field("zone"), &c.zone, true));
+        Action::Capacity(CapacityChange {
+            instance_type: c.instance_type,
+            zone: c.zone,
+            capacity_type: c.capacity_type,
+            available: c.available,
+        })
+    } else if let Some(s) = ev.approve {
+        Action::Approve(selection(cx, s, &path.field("approve"))?)
+    } else if let Some(s) = ev.reject {
+        Action::Reject(selection(cx, s, &path.field("reject"))?)
+    } else {
+        // Unreachable: exactly one action was counted above; report rather than panic.
+        return Err(cx.err(&path, format!("an event needs exactly one action: {ACTIONS}")));
+    };
+    Ok(Event { at: ev.at.0, action })
+}
+
+fn selection(cx: &Ctx<'_>, s: Selection, path: &FieldPath) -> Result<Selection, ScenarioError> {
+    if let Selection::Ids(ids) = &s {
+        if ids.is_empty() {
+            return Err(cx.err(path, "an empty list selects nothing: use `all` or list decision ids"));
+        }
+        if let Some(j) = ids.iter().position(|id| id.trim().is_empty()) {
+            return Err(cx.err(&path.index(j), "decision ids must not be empty"));
+        }
+    }
+    Ok(s)
+}
+
+fn build_patch(cx: &Ctx<'_>, mut m: serde_yaml::Mapping, path: &FieldPath) -> Result<Patch, ScenarioError> {
+    let mut take = |key: &str| -> Result<Option<String>, ScenarioError> {
+        match m.remove(key) {
+            None => Ok(None),
+            Some(serde_yaml::Value::String(s)) => Ok(Some(s)),
+            Some(_) => Err(cx.err(&path.field(key), "expected a string")),
+        }
+    };
+    let kind = take("kind")?.ok_or_else(|| cx.err(&path.field("kind"), "required field is missing"))?;
+    let namespace = take("namespace")?;
+    let name = take("name")?.ok_or_else(|| cx.err(&path.field("name"), "required field is missing"))?;
+    let kind: ObjectKind = serde_yaml::from_value(serde_yaml::Value::String(kind.clone()))
+        .map_err(|_| cx.err(&path.field("kind"), format!("unknown kind {kind:?}")))?;
+    let target = object_ref(cx, path, kind, namespace, name)?;
+    if m.is_empty() {
+        return Err(cx.err(path, "nothing to patch: add e.g. metadata or spec next to kind and name"));
+    }
+    if let Some(k) = m.keys().find(|k| !k.is_string()) {
+        return Err(cx.err(path, format!("patch keys must be strings, got {k:?}")));
+    }
+    let patch = serde_json::to_value(&m).map_err(|e| cx.err(path, format!("not a valid merge patch: {e}")))?;
+    Ok(Patch { target, patch })
+}
+
+/// A `scale` must name a Deployment the scenario creates (at t=0 or in any `apply`), or it can only be a typo.
+fn check_scale_targets(cx: &Ctx<'_>, objects: &Manifests, events: &[Event]) -> Result<(), ScenarioError> {
+    let key = |d: &Deployment| {
+        (d.metadata.namespace.clone().unwrap_or_else(|| "default".into()), d.metadata.name.clone().unwrap_or_default())
+    };
+    let mut known: BTreeSet<(String, String)> = objects.deployments.iter().map(key).collect();
+    for e in events {
+        if let Action::Apply(m) = &e.action {
+            known.extend(m.deployments.iter().map(key));
+        }
+    }
+    for (i, e) in events.iter().enumerate() {
+        if let Action::Scale(s) = &e.action
+            && !known.contains(&(s.namespace.clone(), s.name.clone()))
+        {
+            let path = field("events").index(i).field("scale").field("name");
+            return Err(cx.err(&path, format!("no Deployment {}/{} in `objects` or any `apply`", s.namespace, s.name)));
+        }
+    }
+    Ok(())
+}
