@@ -605,3 +605,409 @@ pub fn finalize(claim: &NodeClaim, nodes: &[&Node], instance_exists: bool, now: 
     out.push(FinalizeAction::RemoveFinalizer);
     out
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    const T0: Millis = 1_700_000_000_000;
+
+    fn claim(v: serde_json::Value) -> NodeClaim {
+        let mut base = json!({
+            "apiVersion": "karpenter.sh/v1", "kind": "NodeClaim",
+            "metadata": {"name": "c1", "creationTimestamp": rfc3339(T0), "finalizers": [labels::TERMINATION_FINALIZER],
+                         "labels": {"karpenter.sh/nodepool": "default", "team": "a"}},
+            "spec": {"nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"}}
+        });
+        merge(&mut base, v);
+        serde_json::from_value(base).unwrap()
+    }
+
+    fn merge(a: &mut serde_json::Value, b: serde_json::Value) {
+        match (a, b) {
+            (serde_json::Value::Object(a), serde_json::Value::Object(b)) => {
+                for (k, v) in b {
+                    merge(a.entry(k).or_insert(serde_json::Value::Null), v);
+                }
+            }
+            (a, b) => *a = b,
+        }
+    }
+
+    fn node(v: serde_json::Value) -> Node {
+        let mut base = json!({"metadata": {"name": "n1"}, "spec": {"providerID": "fake://i-1"}});
+        merge(&mut base, v);
+        serde_json::from_value(base).unwrap()
+    }
+
+    fn ready_node(v: serde_json::Value) -> Node {
+        let mut n = node(json!({"status": {"conditions": [{"type": "Ready", "status": "True"}],
+                                           "allocatable": {"cpu": "2", "memory": "4Gi", "pods": "110"}}}));
+        let mut val = serde_json::to_value(&n).unwrap();
+        merge(&mut val, v);
+        n = serde_json::from_value(val).unwrap();
+        n
+    }
+
+    fn cond(type_: &str, status: &str, at: Millis) -> serde_json::Value {
+        json!({"type": type_, "status": status, "lastTransitionTime": rfc3339(at)})
+    }
+
+    fn launched_claim(at: Millis) -> NodeClaim {
+        claim(json!({"status": {"providerID": "fake://i-1", "conditions": [cond("Launched", "True", at)]}}))
+    }
+
+    fn registered_claim(extra: serde_json::Value) -> NodeClaim {
+        let mut c = claim(json!({"status": {"providerID": "fake://i-1", "conditions": [
+            cond("Launched", "True", T0), cond("Registered", "True", T0)]}}));
+        let mut v = serde_json::to_value(&c).unwrap();
+        merge(&mut v, extra);
+        c = serde_json::from_value(v).unwrap();
+        c
+    }
+
+    fn deletes(a: &[LifecycleAction], r: DeleteReason) -> bool {
+        a.contains(&LifecycleAction::Delete { reason: r })
+    }
+
+    fn cond_set<'a>(a: &'a [LifecycleAction], t: &str) -> Option<(&'a str, &'a str, &'a str)> {
+        a.iter().find_map(|x| match x {
+            LifecycleAction::SetCondition { type_, status, reason, message } if type_ == t => {
+                Some((status.as_str(), reason.as_str(), message.as_str()))
+            }
+            _ => None,
+        })
+    }
+
+    #[test]
+    fn rfc3339_round_trip_and_malformed() {
+        assert_eq!(rfc3339(0), "1970-01-01T00:00:00Z");
+        assert_eq!(parse_rfc3339(&rfc3339(T0)), Some(T0));
+        assert_eq!(parse_rfc3339(&rfc3339(T0 + 250)), Some(T0 + 250));
+        assert_eq!(parse_rfc3339("2024-01-01T01:00:00+01:00"), parse_rfc3339("2024-01-01T00:00:00Z"));
+        assert_eq!(parse_rfc3339("yesterday"), None);
+        let _ = rfc3339(Millis::MAX);
+        let _ = rfc3339(Millis::MIN);
+    }
+
+    #[test]
+    fn finalizer_first_then_launch() {
+        let mut c = claim(json!({}));
+        c.metadata.finalizers = None;
+        let a = reconcile(&c, &[], T0, &LifecycleSettings::default());
+        assert_eq!(a[0], LifecycleAction::AddFinalizer);
+        let launch = a.iter().position(|x| *x == LifecycleAction::Launch).unwrap();
+        assert!(launch > 0);
+        assert_eq!(a.last(), Some(&LifecycleAction::RequeueAt(T0 + 5 * MINUTE)));
+        let c2 = claim(json!({}));
+        assert!(!reconcile(&c2, &[], T0, &LifecycleSettings::default()).contains(&LifecycleAction::AddFinalizer));
+    }
+
+    #[test]
+    fn launch_timeout_at_exactly_five_minutes() {
+        let s = LifecycleSettings::default();
+        let c = claim(json!({"status": {"conditions": [cond("Launched", "Unknown", T0)]}}));
+        let before = reconcile(&c, &[], T0 + 5 * MINUTE - 1, &s);
+        assert!(!deletes(&before, DeleteReason::LaunchTimeout));
+        assert!(before.contains(&LifecycleAction::Launch));
+        assert!(before.contains(&LifecycleAction::RequeueAt(T0 + 5 * MINUTE)));
+        let at = reconcile(&c, &[], T0 + 5 * MINUTE, &s);
+        assert!(deletes(&at, DeleteReason::LaunchTimeout));
+        assert!(!at.contains(&LifecycleAction::Launch));
+        // Without a Launched condition the creation timestamp is the start.
+        let fresh = claim(json!({}));
+        assert!(deletes(&reconcile(&fresh, &[], T0 + 5 * MINUTE, &s), DeleteReason::LaunchTimeout));
+        // A malformed transition time disables the timeout instead of panicking.
+        let bad = claim(
+            json!({"status": {"conditions": [{"type": "Launched", "status": "Unknown", "lastTransitionTime": "x"}]}}),
+        );
+        assert!(!deletes(&reconcile(&bad, &[], T0 + 60 * MINUTE, &s), DeleteReason::LaunchTimeout));
+    }
+
+    #[test]
+    fn registration_timeout_fifteen_minutes_after_launched() {
+        let s = LifecycleSettings::default();
+        let c = launched_claim(T0 + MINUTE);
+        let before = reconcile(&c, &[], T0 + 16 * MINUTE - 1, &s);
+        assert!(!deletes(&before, DeleteReason::RegistrationTimeout));
+        assert_eq!(cond_set(&before, COND_REGISTERED).map(|c| (c.0, c.1)), Some(("Unknown", "NodeNotFound")));
+        assert!(before.contains(&LifecycleAction::RequeueAt(T0 + 16 * MINUTE)));
+        assert!(!before.contains(&LifecycleAction::Launch), "launched claims are not launched again");
+        let at = reconcile(&c, &[], T0 + 16 * MINUTE, &s);
+        assert!(deletes(&at, DeleteReason::RegistrationTimeout));
+        // Launch timeout doesn't apply once launched.
+        assert!(!deletes(&at, DeleteReason::LaunchTimeout));
+    }
+
+    #[test]
+    fn multiple_nodes_registered_false() {
+        let c = launched_claim(T0);
+        let (a, b) = (node(json!({})), node(json!({"metadata": {"name": "n2"}})));
+        let acts = reconcile(&c, &[&a, &b], T0 + MINUTE, &LifecycleSettings::default());
+        let (status, reason, msg) = cond_set(&acts, COND_REGISTERED).unwrap();
+        assert_eq!((status, reason), ("False", "MultipleNodesFound"));
+        assert!(msg.contains("n1") && msg.contains("n2"));
+        assert!(!acts.iter().any(|x| matches!(x, LifecycleAction::SyncNode { .. })));
+    }
+
+    #[test]
+    fn registration_sync_contents() {
+        let mut c = launched_claim(T0);
+        c.metadata.annotations = Some([("a".to_string(), "b".to_string())].into());
+        c.spec.taints = vec![Taint {
+            key: "dedicated".into(),
+            value: Some("x".into()),
+            effect: "NoSchedule".into(),
+            time_added: None,
+        }];
+        c.spec.startup_taints =
+            vec![Taint { key: "cni".into(), value: None, effect: "NoSchedule".into(), time_added: None }];
+        let n = node(json!({"spec": {"taints": [
+            {"key": "karpenter.sh/unregistered", "effect": "NoExecute"},
+            {"key": "dedicated", "value": "other", "effect": "NoSchedule"}]}}));
+        let acts = reconcile(&c, &[&n], T0 + MINUTE, &LifecycleSettings::default());
+        let Some(LifecycleAction::SyncNode {
+            node: synced,
+            labels: l,
+            annotations,
+            taints_to_add,
+            remove_unregistered_taint,
+            finalizer,
+        }) = acts.first()
+        else {
+            panic!("expected SyncNode first: {acts:?}")
+        };
+        assert_eq!(synced, "n1");
+        assert_eq!(l.get("team").map(String::as_str), Some("a"));
+        assert_eq!(annotations.get("a").map(String::as_str), Some("b"));
+        // "dedicated:NoSchedule" already exists (same key+effect): only the startup taint is added.
+        assert_eq!(taints_to_add.iter().map(|t| t.key.as_str()).collect::<Vec<_>>(), ["cni"]);
+        assert!(*remove_unregistered_taint && *finalizer);
+        assert!(acts.contains(&LifecycleAction::LabelNode {
+            node: "n1".into(),
+            key: labels::REGISTERED.into(),
+            value: "true".into()
+        }));
+        assert_eq!(cond_set(&acts, COND_REGISTERED).map(|c| c.0), Some("True"));
+        assert!(acts.contains(&LifecycleAction::SetNodeName("n1".into())));
+        assert!(!acts.iter().any(|a| matches!(a, LifecycleAction::Delete { .. })));
+
+        // do-not-sync-taints: nothing to add.
+        let n2 = node(
+            json!({"metadata": {"labels": {LABEL_DO_NOT_SYNC_TAINTS: "true"}, "finalizers": [labels::TERMINATION_FINALIZER]}}),
+        );
+        let acts = reconcile(&c, &[&n2], T0 + MINUTE, &LifecycleSettings::default());
+        let Some(LifecycleAction::SyncNode { taints_to_add, remove_unregistered_taint, finalizer, .. }) = acts.first()
+        else {
+            panic!()
+        };
+        assert!(taints_to_add.is_empty() && !remove_unregistered_taint && !finalizer);
+    }
+
+    fn gpu_claim() -> NodeClaim {
+        let mut c = registered_claim(json!({"spec": {"resources": {"requests": {"cpu": "1", "nvidia.com/gpu": "1"}}}}));
+        c.spec.startup_taints =
+            vec![Taint { key: "cni".into(), value: None, effect: "NoSchedule".into(), time_added: None }];
+        c
+    }
+
+    fn init_reason(c: &NodeClaim, n: &Node) -> (String, String) {
+        let acts = reconcile(c, &[n], T0 + MINUTE, &LifecycleSettings::default());
+        assert!(
+            !acts.iter().any(|a| matches!(a, LifecycleAction::LabelNode { key, .. } if key == labels::INITIALIZED))
+        );
+        let (s, r, m) = cond_set(&acts, COND_INITIALIZED).expect("an Initialized condition");
+        assert_eq!(s, "Unknown");
+        (r.to_string(), m.to_string())
+    }
+
+    #[test]
+    fn initialization_case_19() {
+        let c = gpu_claim();
+        let good = ready_node(json!({"status": {"allocatable": {"nvidia.com/gpu": "1"}}}));
+        let acts = reconcile(&c, &[&good], T0 + MINUTE, &LifecycleSettings::default());
+        assert!(acts.contains(&LifecycleAction::LabelNode {
+            node: "n1".into(),
+            key: labels::INITIALIZED.into(),
+            value: "true".into()
+        }));
+        assert_eq!(cond_set(&acts, COND_INITIALIZED).map(|c| c.0), Some("True"));
+
+        // Each blocker alone keeps it uninitialized with its own reason.
+        let not_ready = ready_node(json!({"status": {"allocatable": {"nvidia.com/gpu": "1"},
+            "conditions": [{"type": "Ready", "status": "False"}]}}));
+        assert_eq!(init_reason(&c, &not_ready), ("NodeNotReady".into(), "node not ready".into()));
+        let startup = ready_node(json!({"status": {"allocatable": {"nvidia.com/gpu": "1"}},
+            "spec": {"taints": [{"key": "cni", "effect": "NoSchedule"}]}}));
+        assert_eq!(
+            init_reason(&c, &startup),
+            ("StartupTaintsExist".into(), "startup taint cni:NoSchedule still present".into())
+        );
+        let ephemeral = ready_node(json!({"status": {"allocatable": {"nvidia.com/gpu": "1"}},
+            "spec": {"taints": [{"key": "node.kubernetes.io/not-ready", "effect": "NoSchedule"}]}}));
+        assert_eq!(init_reason(&c, &ephemeral).0, "KnownEphemeralTaintsExist");
+        let no_gpu = ready_node(json!({}));
+        assert_eq!(
+            init_reason(&c, &no_gpu),
+            ("ResourceNotRegistered".into(), "resource nvidia.com/gpu not registered".into())
+        );
+        let zero_gpu = ready_node(json!({"status": {"allocatable": {"nvidia.com/gpu": "0"}}}));
+        assert_eq!(init_reason(&c, &zero_gpu).0, "ResourceNotRegistered");
+        let bad_gpu = ready_node(json!({"status": {"allocatable": {"nvidia.com/gpu": "lots"}}}));
+        assert_eq!(init_reason(&c, &bad_gpu).0, "ResourceNotRegistered", "malformed allocatable counts as zero");
+        // A zero request is not waited for.
+        let mut zero_req = c.clone();
+        zero_req.spec.resources.requests.insert("nvidia.com/gpu".into(), KQuantity("0".into()));
+        assert_eq!(initialization_blocker(&zero_req, &no_gpu), None);
+    }
+
+    #[test]
+    fn unchanged_condition_not_reemitted_and_transition_time_kept() {
+        let mut c = gpu_claim();
+        let n = ready_node(json!({}));
+        let acts = reconcile(&c, &[&n], T0 + MINUTE, &LifecycleSettings::default());
+        for a in &acts {
+            apply(&mut c, a, T0 + MINUTE);
+        }
+        assert!(reconcile(&c, &[&n], T0 + 2 * MINUTE, &LifecycleSettings::default()).is_empty());
+        // Reason changes keep the transition time while the status stays Unknown.
+        set_condition(&mut c, COND_INITIALIZED, "Unknown", "NodeNotReady", "", T0 + 3 * MINUTE);
+        let t = c.condition(COND_INITIALIZED).unwrap().last_transition_time.clone();
+        assert_eq!(t, Some(rfc3339(T0 + MINUTE)));
+        set_condition(&mut c, COND_INITIALIZED, "True", "Initialized", "", T0 + 4 * MINUTE);
+        assert_eq!(c.condition(COND_INITIALIZED).unwrap().last_transition_time, Some(rfc3339(T0 + 4 * MINUTE)));
+    }
+
+    #[test]
+    fn full_lifecycle_applies_in_order() {
+        let s = LifecycleSettings::default();
+        let mut c = claim(json!({}));
+        for a in reconcile(&c, &[], T0, &s) {
+            apply(&mut c, &a, T0);
+        }
+        let r = LaunchResult {
+            provider_id: "fake://i-1".into(),
+            instance_type: "m5.large".into(),
+            zone: "z1".into(),
+            capacity_type: "spot".into(),
+            labels: [("team".to_string(), "provider".to_string()), ("kubernetes.io/arch".into(), "amd64".into())]
+                .into(),
+            capacity: Resources::new(2000, 8 << 30, 29),
+            allocatable: Resources::new(1930, 7 << 30, 29),
+            image_id: Some("ami-1".into()),
+        };
+        apply_launch(&mut c, &r, T0 + SECOND);
+        let l = c.metadata.labels.clone().unwrap();
+        assert_eq!(l["team"], "a", "the claim's own labels win");
+        assert_eq!(l["kubernetes.io/arch"], "amd64");
+        assert_eq!(l[labels::INSTANCE_TYPE], "m5.large");
+        let st = c.status.clone().unwrap();
+        assert_eq!(st.provider_id.as_deref(), Some("fake://i-1"));
+        assert_eq!(st.image_id.as_deref(), Some("ami-1"));
+        assert_eq!(st.allocatable["cpu"].0, "1930m");
+        assert!(c.is_true(COND_LAUNCHED));
+        // Registration timeout counts from the Launched=True transition.
+        let acts = reconcile(&c, &[], T0 + SECOND + 15 * MINUTE - 1, &s);
+        assert!(acts.contains(&LifecycleAction::RequeueAt(T0 + SECOND + 15 * MINUTE)));
+    }
+
+    #[test]
+    fn launch_failures() {
+        assert_eq!(
+            launch_failed(&LaunchError::InsufficientCapacity("no spot".into()), T0),
+            vec![LifecycleAction::Delete { reason: DeleteReason::InsufficientCapacity }]
+        );
+        assert_eq!(
+            launch_failed(&LaunchError::NodeClassNotReady("x".into()), T0),
+            vec![LifecycleAction::Delete { reason: DeleteReason::NodeClassNotReady }]
+        );
+        let long = "é".repeat(400);
+        let a = launch_failed(&LaunchError::Other(long), T0);
+        let (s, r, m) = cond_set(&a, COND_LAUNCHED).unwrap();
+        assert_eq!((s, r, m.chars().count()), ("Unknown", "LaunchFailed", 300));
+        assert!(a.contains(&LifecycleAction::RequeueAt(T0 + LAUNCH_RETRY)));
+    }
+
+    #[test]
+    fn expiration_case_27() {
+        let mut c = registered_claim(json!({"spec": {"expireAfter": "1h"}}));
+        c.metadata.annotations = Some([(labels::ANNOTATION_DO_NOT_DISRUPT.to_string(), "true".to_string())].into());
+        assert_eq!(expiration(&c, T0 + 60 * MINUTE - 1), vec![LifecycleAction::RequeueAt(T0 + 60 * MINUTE)]);
+        assert_eq!(expiration(&c, T0 + 60 * MINUTE), vec![LifecycleAction::Delete { reason: DeleteReason::Expired }]);
+        c.spec.expire_after = "Never".into();
+        assert!(expiration(&c, T0 + 10_000 * MINUTE).is_empty());
+        c.spec.expire_after = "soon".into();
+        assert!(expiration(&c, T0 + 10_000 * MINUTE).is_empty(), "malformed expireAfter: no expiry");
+        let default = claim(json!({}));
+        assert_eq!(expires_at(&default), Some(T0 + 720 * 60 * MINUTE));
+    }
+
+    #[test]
+    fn garbage_collection_rules() {
+        let mk = |name: &str, pid: &str, registered: bool| {
+            let mut c = claim(json!({"metadata": {"name": name}, "status": {"providerID": pid,
+                "conditions": [cond("Launched", "True", T0), cond("Registered", if registered { "True" } else { "Unknown" }, T0)]}}));
+            c.metadata.name = Some(name.into());
+            c
+        };
+        let gone = mk("gone", "fake://gone", true);
+        let alive = mk("alive", "fake://alive", true);
+        let unregistered = mk("unreg", "fake://unreg", false);
+        let kubelet_up = mk("up", "fake://up", true);
+        let mut deleting = mk("deleting", "fake://del", true);
+        deleting.metadata.deletion_timestamp = Some(ms_time(T0));
+        let not_ready = mk("notready", "fake://nr", true);
+        let nodes = vec![
+            ready_node(json!({"metadata": {"name": "up"}, "spec": {"providerID": "fake://up"}})),
+            node(json!({"metadata": {"name": "nr"}, "spec": {"providerID": "fake://nr"},
+                "status": {"conditions": [{"type": "Ready", "status": "Unknown"}]}})),
+        ];
+        let cloud: BTreeSet<String> = ["fake://alive".to_string()].into();
+        let gc = garbage_collect(&[gone, alive, unregistered, kubelet_up, deleting, not_ready], &nodes, &cloud);
+        assert_eq!(gc, ["gone", "notready"]);
+    }
+
+    #[test]
+    fn finalization_steps() {
+        let mut c = registered_claim(json!({"spec": {"terminationGracePeriod": "1h"}}));
+        assert!(finalize(&c, &[], true, T0).is_empty(), "not deleting");
+        c.metadata.deletion_timestamp = Some(ms_time(T0 + MINUTE));
+        let n = ready_node(json!({}));
+        let a = finalize(&c, &[&n], true, T0 + MINUTE);
+        assert_eq!(
+            a,
+            vec![
+                FinalizeAction::AnnotateTerminationTimestamp(rfc3339(T0 + 61 * MINUTE)),
+                FinalizeAction::DeleteNode("n1".into()),
+                FinalizeAction::RequeueAt(T0 + MINUTE + SECOND),
+            ]
+        );
+        c.metadata.annotations =
+            Some([(ANNOTATION_TERMINATION_TIMESTAMP.to_string(), rfc3339(T0 + 61 * MINUTE))].into());
+        assert_eq!(annotated_deadline(&c), Some(T0 + 61 * MINUTE));
+        let a = finalize(&c, &[], true, T0 + 2 * MINUTE);
+        assert_eq!(a[0], FinalizeAction::DeleteInstance);
+        assert!(
+            matches!(&a[1], FinalizeAction::SetCondition { type_, status, .. } if type_ == COND_INSTANCE_TERMINATING && status == "True")
+        );
+        assert_eq!(a[2], FinalizeAction::RequeueAt(T0 + 2 * MINUTE + FINALIZE_REQUEUE));
+        assert_eq!(finalize(&c, &[], false, T0 + 3 * MINUTE), vec![FinalizeAction::RemoveFinalizer]);
+        // Never launched: nothing to delete in the cloud.
+        let mut unlaunched = claim(json!({}));
+        unlaunched.metadata.deletion_timestamp = Some(ms_time(T0));
+        assert_eq!(finalize(&unlaunched, &[], true, T0), vec![FinalizeAction::RemoveFinalizer]);
+        // Malformed grace period: no annotation, no panic.
+        let mut bad = unlaunched.clone();
+        bad.spec.termination_grace_period = Some("forever".into());
+        assert_eq!(finalize(&bad, &[], false, T0), vec![FinalizeAction::RemoveFinalizer]);
+    }
+
+    #[test]
+    fn deleting_claims_are_not_reconciled() {
+        let mut c = launched_claim(T0);
+        c.metadata.deletion_timestamp = Some(ms_time(T0));
+        assert!(reconcile(&c, &[], T0 + 60 * MINUTE, &LifecycleSettings::default()).is_empty());
+        assert!(expiration(&c, T0 + 100_000 * MINUTE).is_empty());
+    }
+}
