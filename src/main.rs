@@ -28,6 +28,19 @@ enum Source {
 
 #[derive(Subcommand)]
 enum Command {
+    /// Replay a scenario on the simulated cluster and cloud, on a virtual clock, and report.
+    Simulate {
+        /// Scenario file (shared/spec/scenario.md; examples in scenarios/).
+        file: String,
+        #[arg(short, long, value_enum, default_value = "table")]
+        output: Output,
+        /// Stop at this simulated time instead of the scenario's `until` (Go duration: 90s, 2h).
+        #[arg(long)]
+        until: Option<String>,
+        /// Override the scenario's seed.
+        #[arg(long)]
+        seed: Option<u64>,
+    },
     /// The instance types, capacities, allocatable and prices the engine uses.
     Catalog {
         #[arg(long, default_value = "us-east-1")]
@@ -54,6 +67,41 @@ enum Command {
 
 fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
+        Command::Simulate { file, output, until, seed } => {
+            let until = match until.as_deref().map(karpenter_tui::engine::api::duration::parse_go_duration) {
+                Some(Err(e)) => {
+                    eprintln!("error: --until: {e}");
+                    return Ok(ExitCode::from(2));
+                }
+                Some(Ok(d)) => Some(d),
+                None => None,
+            };
+            let text = match std::fs::read_to_string(&file) {
+                Ok(t) => t,
+                Err(e) => {
+                    eprintln!("error: reading {file}: {e}");
+                    return Ok(ExitCode::from(2));
+                }
+            };
+            let scenario = match karpenter_tui::sim::scenario::parse_scenario(&text, &file) {
+                Ok(s) => s,
+                Err(e) => {
+                    eprintln!("error: {e}");
+                    return Ok(ExitCode::from(2));
+                }
+            };
+            let report = match karpenter_tui::sim::run::run(&scenario, until, seed) {
+                Ok(r) => r,
+                Err(e) => {
+                    eprintln!("error: {e}");
+                    return Ok(ExitCode::from(2));
+                }
+            };
+            match output {
+                Output::Json => emit(&format!("{}\n", report.to_json())),
+                Output::Table => emit(&karpenter_tui::sim::report::render_table(&report)),
+            }
+        }
         Command::Catalog { region, source, output } => {
             let catalog = match cli::catalog::load(matches!(source, Source::Kwok), &region, None) {
                 Ok(c) => c,

@@ -218,6 +218,55 @@ impl SimCloud {
         Ok(launched)
     }
 
+    /// The claim's offerings that are out of capacity now: what an insufficient-capacity error teaches the engine.
+    pub fn exhausted_offerings_for(&self, claim: &NodeClaim) -> Vec<(String, String, String)> {
+        let reqs = claim_requirements(claim);
+        let mut out = Vec::new();
+        for t in self.types.values() {
+            if t.requirements.intersects(&reqs).is_err() {
+                continue;
+            }
+            for o in &t.offerings {
+                if o.available && o.compatible(&reqs) && !self.has_capacity(&t.name, o) {
+                    out.push((t.name.clone(), o.zone.clone(), o.capacity_type.clone()));
+                }
+            }
+        }
+        out
+    }
+
+    /// Records an instance that already exists (a scenario's pre-existing node), running since `since`.
+    pub fn adopt(&mut self, t: &InstanceType, zone: &str, capacity_type: &str, nodeclaim: &str, since: Millis) -> Launched {
+        self.next_id += 1;
+        let provider_id = format!("aws:///{zone}/i-{:017x}", self.next_id);
+        let price = t.offerings.iter().find(|o| o.zone == zone && o.capacity_type == capacity_type).map_or(0.0, |o| o.price);
+        let mut labels_out = t.requirements.single_valued_labels();
+        labels_out.insert(labels::ZONE.to_string(), zone.to_string());
+        labels_out.insert(labels::CAPACITY_TYPE.to_string(), capacity_type.to_string());
+        labels_out.insert(labels::REGION.to_string(), self.region.clone());
+        let launched = Launched {
+            provider_id: provider_id.clone(),
+            instance_type: t.name.clone(),
+            zone: zone.to_string(),
+            capacity_type: capacity_type.to_string(),
+            price,
+            labels: labels_out,
+            capacity: t.capacity.clone(),
+            allocatable: t.allocatable(),
+        };
+        self.instances.insert(
+            provider_id,
+            Instance {
+                launched: launched.clone(),
+                nodeclaim: nodeclaim.to_string(),
+                launched_at: since,
+                state: InstanceState::Running,
+                terminated_at: None,
+            },
+        );
+        launched
+    }
+
     pub fn mark_running(&mut self, provider_id: &str) {
         if let Some(i) = self.instances.get_mut(provider_id)
             && i.state == InstanceState::Pending

@@ -1,0 +1,553 @@
+//! Runs a scenario: builds the catalog and the world, plays the timeline on the virtual clock, and turns what
+//! happened into the report of shared/spec/scenario.md.
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::core::v1::{Node, NodeCondition, NodeSpec, NodeStatus};
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use thiserror::Error;
+
+use crate::engine::api::NodeClaim;
+use crate::engine::api::common::NodeSelectorRequirementWithMinValues;
+use crate::engine::catalog::{Catalog, CatalogError, aws, inline, kwok};
+use crate::engine::labels;
+use crate::engine::lifecycle::{self, DeleteReason, LaunchResult};
+use crate::engine::provisioning::Millis;
+use crate::sim::cloud::InterruptionKind;
+use crate::sim::report::Report;
+use crate::sim::scenario::{Action, CatalogSource, ObjectKind, Scenario, ScenarioError};
+use crate::sim::world::{self, Decision, World};
+
+#[derive(Debug, Error)]
+pub enum RunError {
+    #[error(transparent)]
+    Scenario(#[from] ScenarioError),
+    #[error("{file}: catalog: {source}")]
+    Catalog { file: String, source: CatalogError },
+    #[error("{file}: catalog.instanceTypes: {message}")]
+    Inline { file: String, message: String },
+    #[error("{file}: events[{index}] at {at}s: {message}")]
+    Event { file: String, index: usize, at: f64, message: String },
+    #[error("{file}: nodes[{index}]: {message}")]
+    Node { file: String, index: usize, message: String },
+}
+
+fn ms(d: Duration) -> Millis {
+    d.as_millis().min(i64::MAX as u128) as Millis
+}
+
+/// The catalog a scenario asks for.
+pub fn build_catalog(s: &Scenario) -> Result<Catalog, RunError> {
+    let file = s.file().to_string();
+    let mut catalog = match s.catalog.source {
+        CatalogSource::Aws => aws::aws_catalog(&s.region, s.catalog.zones.as_deref(), None, s.seed)
+            .map_err(|source| RunError::Catalog { file: file.clone(), source })?,
+        CatalogSource::Kwok => kwok::kwok_catalog(&s.region),
+        CatalogSource::Inline => inline::inline_catalog(&s.region, &s.catalog.instance_types)
+            .map_err(|e| RunError::Inline { file: file.clone(), message: e.to_string() })?,
+    };
+    if s.catalog.source != CatalogSource::Inline && !s.catalog.instance_types.is_empty() {
+        inline::add_inline_types(&mut catalog, &s.catalog.instance_types)
+            .map_err(|e| RunError::Inline { file: file.clone(), message: e.to_string() })?;
+    }
+    let zones: Vec<String> = {
+        let mut z: Vec<String> =
+            catalog.instance_types.iter().flat_map(|t| t.offerings.iter().map(|o| o.zone.clone())).collect();
+        z.sort();
+        z.dedup();
+        z
+    };
+    let names: std::collections::BTreeSet<String> = catalog.instance_types.iter().map(|t| t.name.clone()).collect();
+    s.check_references(&|n| names.contains(n), &zones)?;
+    Ok(catalog)
+}
+
+fn merge_patch(target: &mut serde_json::Value, patch: &serde_json::Value) {
+    // RFC 7386: objects merge key by key, null deletes, anything else replaces.
+    match (target, patch) {
+        (serde_json::Value::Object(t), serde_json::Value::Object(p)) => {
+            for (k, v) in p {
+                if v.is_null() {
+                    t.remove(k);
+                } else {
+                    merge_patch(t.entry(k.clone()).or_insert(serde_json::Value::Null), v);
+                }
+            }
+        }
+        (t, p) => *t = p.clone(),
+    }
+}
+
+fn patched<T: serde::Serialize + serde::de::DeserializeOwned>(obj: &T, patch: &serde_json::Value) -> Result<T, String> {
+    let mut v = serde_json::to_value(obj).map_err(|e| e.to_string())?;
+    merge_patch(&mut v, patch);
+    serde_json::from_value(v).map_err(|e| format!("the patched object is invalid: {e}"))
+}
+
+/// Existing capacity from the scenario's `nodes:` shorthand, at t=0.
+fn add_nodes(s: &Scenario, w: &mut World, start: Millis) -> Result<(), RunError> {
+    for (index, n) in s.nodes.iter().enumerate() {
+        let err = |message: String| RunError::Node { file: s.file().to_string(), index, message };
+        let Some(t) = w.catalog().instance_types.iter().find(|t| t.name == n.instance_type).cloned() else {
+            return Err(err(format!("unknown instance type {:?}", n.instance_type)));
+        };
+        let name = n.name.clone().unwrap_or_else(|| format!("node-{}", index + 1));
+        let created = start - ms(n.age);
+        let mut node_labels = t.requirements.single_valued_labels();
+        node_labels.insert(labels::ZONE.into(), n.zone.clone());
+        node_labels.insert(labels::CAPACITY_TYPE.into(), n.capacity_type.clone());
+        node_labels.insert(labels::HOSTNAME.into(), name.clone());
+        let mut provider_id = None;
+        let mut claim_name = None;
+        if let Some(pool_name) = &n.node_pool {
+            let Some(pool) = w.cluster.nodepools.get(pool_name).cloned() else {
+                return Err(err(format!("NodePool {pool_name:?} is not among the scenario's objects")));
+            };
+            let launched = w.cloud.adopt(&t, &n.zone, &n.capacity_type, &name, created);
+            let tpl = &pool.spec.template;
+            let mut claim_labels = tpl.metadata.labels.clone();
+            claim_labels.insert(labels::NODEPOOL.into(), pool_name.clone());
+            let mut nc = NodeClaim::new(
+                &name,
+                crate::engine::api::NodeClaimSpec {
+                    taints: tpl.spec.taints.clone(),
+                    startup_taints: tpl.spec.startup_taints.clone(),
+                    requirements: vec![NodeSelectorRequirementWithMinValues {
+                        key: labels::INSTANCE_TYPE.into(),
+                        operator: "In".into(),
+                        values: vec![t.name.clone()],
+                        min_values: None,
+                    }],
+                    resources: Default::default(),
+                    node_class_ref: tpl.spec.node_class_ref.clone(),
+                    termination_grace_period: tpl.spec.termination_grace_period.clone(),
+                    expire_after: tpl.spec.expire_after.clone(),
+                },
+            );
+            nc.metadata.labels = Some(claim_labels.clone());
+            nc.metadata.annotations = (!tpl.metadata.annotations.is_empty()).then(|| tpl.metadata.annotations.clone());
+            nc.metadata.finalizers = Some(vec![labels::TERMINATION_FINALIZER.into()]);
+            nc.metadata.creation_timestamp = Some(lifecycle::ms_time(created));
+            nc.metadata.uid = Some(w.cluster.uid());
+            let lr = LaunchResult {
+                provider_id: launched.provider_id.clone(),
+                instance_type: t.name.clone(),
+                zone: n.zone.clone(),
+                capacity_type: n.capacity_type.clone(),
+                labels: launched.labels.clone(),
+                capacity: t.capacity.clone(),
+                allocatable: t.allocatable(),
+                image_id: None,
+            };
+            lifecycle::apply_launch(&mut nc, &lr, created);
+            node_labels.extend(claim_labels);
+            node_labels.insert(labels::REGISTERED.into(), "true".into());
+            if n.initialized {
+                node_labels.insert(labels::INITIALIZED.into(), "true".into());
+            }
+            w.cluster.nodeclaims.insert(name.clone(), nc);
+            provider_id = Some(launched.provider_id);
+            claim_name = Some(name.clone());
+        }
+        node_labels.extend(n.labels.clone());
+        let q = |r: &crate::engine::resources::Resources| -> BTreeMap<String, Quantity> {
+            r.to_quantity_map().into_iter().map(|(k, v)| (k, Quantity(v))).collect()
+        };
+        let node = Node {
+            metadata: ObjectMeta {
+                name: Some(name.clone()),
+                labels: Some(node_labels.clone()),
+                annotations: (!n.annotations.is_empty()).then(|| n.annotations.clone()),
+                creation_timestamp: Some(lifecycle::ms_time(created)),
+                finalizers: claim_name.as_ref().map(|_| vec![labels::TERMINATION_FINALIZER.to_string()]),
+                ..Default::default()
+            },
+            spec: Some(NodeSpec {
+                provider_id: provider_id.clone(),
+                taints: (!n.taints.is_empty()).then(|| n.taints.clone()),
+                ..Default::default()
+            }),
+            status: Some(NodeStatus {
+                capacity: Some(q(&t.capacity)),
+                allocatable: Some(q(&t.allocatable())),
+                conditions: Some(vec![NodeCondition {
+                    type_: "Ready".into(),
+                    status: if n.initialized { "True" } else { "False" }.into(),
+                    ..Default::default()
+                }]),
+                ..Default::default()
+            }),
+        };
+        let price = t
+            .offerings
+            .iter()
+            .find(|o| o.zone == n.zone && o.capacity_type == n.capacity_type)
+            .map_or(0.0, |o| o.price);
+        w.record.nodes.push(world::NodeRecord {
+            name: name.clone(),
+            provider_id,
+            nodepool: n.node_pool.clone(),
+            nodeclaim: claim_name,
+            instance_type: t.name.clone(),
+            zone: n.zone.clone(),
+            capacity_type: n.capacity_type.clone(),
+            price,
+            created_at: created,
+            initialized_at: n.initialized.then_some(created),
+            deleted_at: None,
+            labels: node_labels,
+            taints: n.taints.clone(),
+        });
+        w.cluster.nodes.insert(name, node);
+    }
+    Ok(())
+}
+
+fn apply_event(w: &mut World, action: &Action) -> Result<(), String> {
+    match action {
+        Action::Apply(m) => w.cluster.apply(m),
+        Action::Scale(sc) => {
+            let d = w
+                .cluster
+                .deployments
+                .get_mut(&(sc.namespace.clone(), sc.name.clone()))
+                .ok_or_else(|| format!("Deployment {}/{} does not exist", sc.namespace, sc.name))?;
+            d.spec.replicas = Some(sc.replicas);
+        }
+        Action::Delete(refs) => {
+            for r in refs {
+                let ns = r.namespace.clone().unwrap_or_else(|| "default".into());
+                let key = (ns.clone(), r.name.clone());
+                let missing = || format!("{:?} {} does not exist", r.kind, r.name);
+                match r.kind {
+                    ObjectKind::Pod => {
+                        if !w.cluster.pods.contains_key(&key) {
+                            return Err(missing());
+                        }
+                        w.delete_pod(&key, None);
+                    }
+                    ObjectKind::Deployment => {
+                        w.cluster.deployments.remove(&key).ok_or_else(missing)?;
+                        let owned: Vec<_> = w
+                            .cluster
+                            .pods
+                            .iter()
+                            .filter(|((pns, _), p)| {
+                                *pns == ns
+                                    && p.metadata.owner_references.iter().flatten().any(|o| o.name == r.name)
+                            })
+                            .map(|(k, _)| k.clone())
+                            .collect();
+                        for k in owned {
+                            w.delete_pod(&k, None);
+                        }
+                    }
+                    ObjectKind::DaemonSet => {
+                        w.cluster.daemonsets.remove(&key).ok_or_else(missing)?;
+                    }
+                    ObjectKind::PodDisruptionBudget => {
+                        w.cluster.pdbs.remove(&key).ok_or_else(missing)?;
+                    }
+                    ObjectKind::PersistentVolumeClaim => {
+                        w.cluster.pvcs.remove(&key).ok_or_else(missing)?;
+                    }
+                    ObjectKind::PersistentVolume => {
+                        w.cluster.pvs.remove(&r.name).ok_or_else(missing)?;
+                    }
+                    ObjectKind::StorageClass => {
+                        w.cluster.storage_classes.remove(&r.name).ok_or_else(missing)?;
+                    }
+                    ObjectKind::Namespace => {
+                        w.cluster.namespaces.remove(&r.name).ok_or_else(missing)?;
+                    }
+                    ObjectKind::NodePool => {
+                        w.cluster.nodepools.remove(&r.name).ok_or_else(missing)?;
+                    }
+                    ObjectKind::Ec2NodeClass => {
+                        w.cluster.nodeclasses.remove(&r.name).ok_or_else(missing)?;
+                    }
+                    ObjectKind::Node => {
+                        let node = w.cluster.nodes.get_mut(&r.name).ok_or_else(missing)?;
+                        node.metadata.deletion_timestamp.get_or_insert(lifecycle::ms_time(w.now));
+                        // Deleting a Node deletes its NodeClaim too (node termination, step 1).
+                        let pid = node.spec.as_ref().and_then(|s| s.provider_id.clone());
+                        if let Some(c) = w.cluster.nodeclaims.values().find(|c| c.provider_id() == pid.as_deref()) {
+                            let name = c.name().to_string();
+                            w.delete_nodeclaim(&name, DeleteReason::GarbageCollected);
+                        }
+                    }
+                    ObjectKind::NodeClaim => {
+                        if !w.cluster.nodeclaims.contains_key(&r.name) {
+                            return Err(missing());
+                        }
+                        w.delete_nodeclaim(&r.name, DeleteReason::GarbageCollected);
+                    }
+                }
+            }
+        }
+        Action::Patch(p) => {
+            let ns = p.target.namespace.clone().unwrap_or_else(|| "default".into());
+            let key = (ns, p.target.name.clone());
+            let name = &p.target.name;
+            let missing = || format!("{:?} {} does not exist", p.target.kind, name);
+            macro_rules! patch_in {
+                ($map:expr, $k:expr) => {{
+                    let obj = $map.get($k).ok_or_else(missing)?;
+                    let new = patched(obj, &p.patch)?;
+                    $map.insert($k.clone(), new);
+                }};
+            }
+            match p.target.kind {
+                ObjectKind::Pod => patch_in!(w.cluster.pods, &key),
+                ObjectKind::Deployment => patch_in!(w.cluster.deployments, &key),
+                ObjectKind::DaemonSet => patch_in!(w.cluster.daemonsets, &key),
+                ObjectKind::PodDisruptionBudget => patch_in!(w.cluster.pdbs, &key),
+                ObjectKind::PersistentVolumeClaim => patch_in!(w.cluster.pvcs, &key),
+                ObjectKind::PersistentVolume => patch_in!(w.cluster.pvs, name),
+                ObjectKind::StorageClass => patch_in!(w.cluster.storage_classes, name),
+                ObjectKind::Namespace => patch_in!(w.cluster.namespaces, name),
+                ObjectKind::NodePool => patch_in!(w.cluster.nodepools, name),
+                ObjectKind::Ec2NodeClass => patch_in!(w.cluster.nodeclasses, name),
+                ObjectKind::Node => patch_in!(w.cluster.nodes, name),
+                ObjectKind::NodeClaim => patch_in!(w.cluster.nodeclaims, name),
+            }
+        }
+        Action::Interrupt(i) => {
+            let pid = w
+                .cluster
+                .nodes
+                .get(&i.node)
+                .and_then(|n| n.spec.as_ref())
+                .and_then(|s| s.provider_id.clone())
+                .ok_or_else(|| format!("node {} does not exist or has no instance", i.node))?;
+            let kind = match i.kind {
+                crate::sim::scenario::InterruptionKind::SpotInterruption => InterruptionKind::SpotInterruption,
+                crate::sim::scenario::InterruptionKind::RebalanceRecommendation => {
+                    InterruptionKind::RebalanceRecommendation
+                }
+                crate::sim::scenario::InterruptionKind::ScheduledChange => InterruptionKind::ScheduledChange,
+                crate::sim::scenario::InterruptionKind::InstanceStopping => InterruptionKind::InstanceStopping,
+                crate::sim::scenario::InterruptionKind::InstanceTerminated => InterruptionKind::InstanceTerminated,
+            };
+            let now = w.now;
+            w.cloud.interrupt(&pid, kind, now).map_err(|e| e.to_string())?;
+        }
+        Action::Capacity(c) => w.cloud.set_capacity(&c.instance_type, &c.zone, &c.capacity_type, c.available),
+        // Nothing awaits approval until the disruption engine exists (issue #4): accepted, no effect.
+        Action::Approve(_) | Action::Reject(_) => {}
+    }
+    Ok(())
+}
+
+/// Runs the scenario to its end (or `until`) and reports.
+pub fn run(s: &Scenario, until: Option<Duration>, seed: Option<u64>) -> Result<Report, RunError> {
+    let wall = Instant::now();
+    let mut s = s.clone();
+    if let Some(seed) = seed {
+        s.seed = seed;
+    }
+    let catalog = build_catalog(&s)?;
+    let settings = world::Settings {
+        launch_latency: ms(s.settings.launch_latency),
+        registration_latency: ms(s.settings.registration_latency),
+        ready_latency: ms(s.settings.ready_latency),
+        batch_idle: ms(s.settings.batch_idle),
+        batch_max: ms(s.settings.batch_max),
+    };
+    let start = s.start.timestamp_millis();
+    let mut w = World::new(catalog, settings, start, s.seed);
+    w.cluster.apply(&s.objects);
+    add_nodes(&s, &mut w, start)?;
+    let end = start + ms(until.unwrap_or(s.until));
+    let mut events: Vec<(usize, &crate::sim::scenario::Event)> = s.events.iter().enumerate().collect();
+    events.sort_by_key(|(i, e)| (e.at, *i));
+    for (index, e) in events {
+        let at = start + ms(e.at);
+        if at > end {
+            break;
+        }
+        w.run_until(at);
+        apply_event(&mut w, &e.action).map_err(|message| RunError::Event {
+            file: s.file().to_string(),
+            index,
+            at: e.at.as_secs_f64(),
+            message,
+        })?;
+        w.reconcile();
+    }
+    w.run_until(end);
+    Ok(build_report(&s, &w, start, end, wall.elapsed()))
+}
+
+/// Seconds since t=0.
+pub fn secs(t: Millis, start: Millis) -> f64 {
+    (t - start) as f64 / 1000.0
+}
+
+#[doc(hidden)]
+pub fn decision_at(d: &Decision) -> Millis {
+    match d {
+        Decision::Provision { at, .. } | Decision::Delete { at, .. } | Decision::Interruption { at, .. } => *at,
+    }
+}
+
+fn build_report(s: &Scenario, w: &World, start: Millis, end: Millis, wall: Duration) -> Report {
+    use crate::sim::report::{
+        Cost, Decision as RDecision, DecisionDetail, DecisionState, DisruptionMethod, DisruptionReason, Launched,
+        NodeClaimRecord, NodeRecord, PendingPod, PendingReason, PoolCost, PodRecord, RequirementRecord, SolveTiming,
+    };
+    let t = |ms: Millis| secs(ms, start);
+    let mut r = Report::new(&s.name, s.seed);
+    r.simulated_seconds = secs(end, start);
+    r.nodes = w
+        .record
+        .nodes
+        .iter()
+        .map(|n| NodeRecord {
+            name: n.name.clone(),
+            node_pool: n.nodepool.clone(),
+            node_claim: n.nodeclaim.clone(),
+            instance_type: n.instance_type.clone(),
+            zone: n.zone.clone(),
+            capacity_type: n.capacity_type.clone(),
+            price_per_hour: n.price,
+            created_at: t(n.created_at),
+            initialized_at: n.initialized_at.map(t),
+            deleted_at: n.deleted_at.map(t),
+            labels: n.labels.clone(),
+            taints: n.taints.clone(),
+        })
+        .collect();
+    r.pods = w
+        .record
+        .pods
+        .iter()
+        .map(|((ns, name), p)| PodRecord {
+            namespace: ns.clone(),
+            name: name.clone(),
+            node: p.node.clone(),
+            created_at: t(p.created_at),
+            bound_at: p.bound_at.map(t),
+            deleted_at: p.deleted_at.map(t),
+        })
+        .collect();
+    r.pending = w
+        .pending_pods()
+        .into_iter()
+        .map(|(ns, name)| {
+            let reasons = w
+                .pending_reasons
+                .get(&(ns.clone(), name.clone()))
+                .map(|rs| {
+                    rs.iter().map(|(pool, reason)| PendingReason { node_pool: pool.clone(), reason: reason.clone() }).collect()
+                })
+                .unwrap_or_default();
+            PendingPod { namespace: ns, name, reasons }
+        })
+        .collect();
+    r.node_claims = w
+        .record
+        .nodeclaims
+        .iter()
+        .map(|c| NodeClaimRecord {
+            name: c.name.clone(),
+            node_pool: c.nodepool.clone(),
+            created_at: t(c.created_at),
+            deleted_at: c.deleted_at.map(t),
+            instance_types: c.instance_types.clone(),
+            requirements: c
+                .requirements
+                .iter()
+                .map(|(k, op, v)| RequirementRecord { key: k.clone(), operator: op.clone(), values: v.clone() })
+                .collect(),
+            launched: c.launched.as_ref().map(|(it, z, ct)| Launched {
+                instance_type: it.clone(),
+                zone: z.clone(),
+                capacity_type: ct.clone(),
+            }),
+        })
+        .collect();
+    let node_of_claim: BTreeMap<&str, &str> = w
+        .record
+        .nodes
+        .iter()
+        .filter_map(|n| n.nodeclaim.as_deref().map(|c| (c, n.name.as_str())))
+        .collect();
+    r.decisions = w
+        .record
+        .decisions
+        .iter()
+        .map(|d| match d {
+            Decision::Provision { id, at, nodeclaims, pods } => RDecision {
+                id: id.clone(),
+                at: t(*at),
+                detail: DecisionDetail::Provision { node_claims: nodeclaims.clone(), pods: *pods as u64 },
+            },
+            Decision::Delete { id, at, nodeclaim, reason } => {
+                let (method, why) = match reason {
+                    DeleteReason::Expired => (DisruptionMethod::Expiration, DisruptionReason::Expired),
+                    _ => (DisruptionMethod::Interruption, DisruptionReason::Interrupted),
+                };
+                RDecision {
+                    id: id.clone(),
+                    at: t(*at),
+                    detail: DecisionDetail::Disruption {
+                        method,
+                        reason: why,
+                        candidates: vec![node_of_claim.get(nodeclaim.as_str()).unwrap_or(&nodeclaim.as_str()).to_string()],
+                        replacements: Vec::new(),
+                        savings_per_hour: 0.0,
+                        state: DecisionState::Executed,
+                    },
+                }
+            }
+            Decision::Interruption { id, at, node, .. } => RDecision {
+                id: id.clone(),
+                at: t(*at),
+                detail: DecisionDetail::Disruption {
+                    method: DisruptionMethod::Interruption,
+                    reason: DisruptionReason::Interrupted,
+                    candidates: vec![node.clone()],
+                    replacements: Vec::new(),
+                    savings_per_hour: 0.0,
+                    state: DecisionState::Executed,
+                },
+            },
+        })
+        .collect();
+    r.decisions.sort_by(|a, b| a.at.total_cmp(&b.at));
+    // Cost: every instance's price over the time it existed within [start, end].
+    let mut cost = Cost::default();
+    let pool_of_claim: BTreeMap<&str, &str> =
+        w.record.nodeclaims.iter().map(|c| (c.name.as_str(), c.nodepool.as_str())).collect();
+    for i in w.cloud.instances() {
+        let from = i.launched_at.max(start);
+        let to = i.terminated_at.unwrap_or(end).min(end);
+        let hours = (to - from).max(0) as f64 / 3_600_000.0;
+        let total = i.launched.price * hours;
+        let running = i.terminated_at.is_none_or(|x| x > end) && i.launched_at <= end;
+        let final_rate = if running { i.launched.price } else { 0.0 };
+        cost.total += total;
+        cost.final_per_hour += final_rate;
+        let pool = pool_of_claim
+            .get(i.nodeclaim.as_str())
+            .copied()
+            .or_else(|| w.record.nodes.iter().find(|n| n.nodeclaim.as_deref() == Some(i.nodeclaim.as_str())).and_then(|n| n.nodepool.as_deref()));
+        if let Some(pool) = pool {
+            let e = cost.by_node_pool.entry(pool.to_string()).or_insert_with(PoolCost::default);
+            e.total += total;
+            e.final_per_hour += final_rate;
+        }
+    }
+    r.cost = cost;
+    r.timings.wall_millis = wall.as_millis() as u64;
+    r.timings.provisioning_solves = w
+        .record
+        .solves
+        .iter()
+        .map(|s| SolveTiming { at: t(s.at), pods: s.pods as u64, nodes: s.nodes as u64, millis: s.millis })
+        .collect();
+    r
+}

@@ -1,0 +1,870 @@
+//! The simulated world on a virtual clock: the cluster ([`Cluster`]) and the cloud ([`SimCloud`]) driven by the
+//! engine — provisioning passes on the batching windows, the NodeClaim lifecycle (launch, registration,
+//! initialization, timeouts, expiration, finalization), node termination with draining through an Eviction API
+//! that enforces PDBs, garbage collection and interruption notices — and the kubelet behaviour that moves objects
+//! along (a launched instance registers a Node after `registrationLatency`, which becomes Ready after
+//! `readyLatency`; bound pods run; deleted pods go after their grace period).
+//!
+//! Time only moves when [`World::run_until`] jumps to the next thing that can happen, so a simulated day takes as
+//! long as the decisions in it, not as long as the day.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+use std::time::Instant;
+
+use k8s_openapi::api::core::v1::{Node, NodeCondition, NodeSpec, NodeStatus, Pod, PodCondition, Taint};
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+
+use crate::engine::api::nodeclaim::{COND_INITIALIZED, COND_LAUNCHED};
+use crate::engine::api::{NodeClaim, NodePool};
+use crate::engine::catalog::{Catalog, InstanceType};
+use crate::engine::labels;
+use crate::engine::lifecycle::{
+    self, DeleteReason, FinalizeAction, LaunchError, LaunchResult, LifecycleAction, LifecycleSettings,
+};
+use crate::engine::provisioning::{Batcher, Millis, is_provisionable, provision};
+use crate::engine::scheduling::SchedulerOptions;
+use crate::sim::cloud::{CloudError, InterruptionKind, SimCloud};
+use crate::sim::cluster::{Cluster, Key};
+
+pub const SECOND: Millis = 1_000;
+pub const MINUTE: Millis = 60 * SECOND;
+/// Offerings that failed with insufficient capacity stay unavailable to the scheduler this long (AWS provider).
+pub const ICE_TTL: Millis = 3 * MINUTE;
+pub const GC_PERIOD: Millis = 2 * MINUTE;
+/// Default pod termination grace period.
+const DEFAULT_POD_GRACE: Millis = 30 * SECOND;
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Settings {
+    pub launch_latency: Millis,
+    pub registration_latency: Millis,
+    pub ready_latency: Millis,
+    pub batch_idle: Millis,
+    pub batch_max: Millis,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Settings {
+            launch_latency: 5 * SECOND,
+            registration_latency: 30 * SECOND,
+            ready_latency: 10 * SECOND,
+            batch_idle: SECOND,
+            batch_max: 10 * SECOND,
+        }
+    }
+}
+
+/// What happened, for reports and the dashboard. Times are absolute milliseconds.
+#[derive(Debug, Clone, Default)]
+pub struct Record {
+    /// Nodes in creation order.
+    pub nodes: Vec<NodeRecord>,
+    pub pods: BTreeMap<Key, PodRecord>,
+    pub nodeclaims: Vec<NodeClaimRecord>,
+    pub decisions: Vec<Decision>,
+    pub solves: Vec<SolveTiming>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct NodeRecord {
+    pub name: String,
+    pub provider_id: Option<String>,
+    pub nodepool: Option<String>,
+    pub nodeclaim: Option<String>,
+    pub instance_type: String,
+    pub zone: String,
+    pub capacity_type: String,
+    pub price: f64,
+    pub created_at: Millis,
+    pub initialized_at: Option<Millis>,
+    pub deleted_at: Option<Millis>,
+    pub labels: BTreeMap<String, String>,
+    pub taints: Vec<Taint>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct PodRecord {
+    pub node: Option<String>,
+    pub created_at: Millis,
+    pub bound_at: Option<Millis>,
+    pub deleted_at: Option<Millis>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct NodeClaimRecord {
+    pub name: String,
+    pub nodepool: String,
+    pub created_at: Millis,
+    pub deleted_at: Option<Millis>,
+    pub instance_types: Vec<String>,
+    pub requirements: Vec<(String, String, Vec<String>)>,
+    /// (instance type, zone, capacity type) once launched.
+    pub launched: Option<(String, String, String)>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum Decision {
+    Provision { id: String, at: Millis, nodeclaims: Vec<String>, pods: usize },
+    Delete { id: String, at: Millis, nodeclaim: String, reason: DeleteReason },
+    Interruption { id: String, at: Millis, node: String, kind: InterruptionKind },
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct SolveTiming {
+    pub at: Millis,
+    pub pods: usize,
+    pub nodes: usize,
+    pub millis: f64,
+}
+
+/// Something the world must do at a given time.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+enum Timer {
+    /// The cloud's create call returns (launch latency elapsed).
+    LaunchDone { claim: String },
+    /// The instance's kubelet registers its Node.
+    Register { provider_id: String },
+    /// The Node reports Ready.
+    Ready { node: String },
+    /// A deleted pod is gone.
+    PodGone { key: Key },
+    /// Reconcile again (lifecycle requeues, batch windows, drains).
+    Wake,
+}
+
+/// The seeded generator behind every random choice in the world (names, spot prices come from the catalog).
+#[derive(Debug, Clone)]
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        // splitmix64: tiny, good enough, and the same everywhere.
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    fn suffix(&mut self, n: usize) -> String {
+        const ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
+        (0..n).map(|_| ALPHABET[(self.next() % ALPHABET.len() as u64) as usize] as char).collect()
+    }
+}
+
+pub struct World {
+    pub now: Millis,
+    pub cluster: Cluster,
+    pub cloud: SimCloud,
+    pub record: Record,
+    catalog: Catalog,
+    settings: Settings,
+    lifecycle: LifecycleSettings,
+    options: SchedulerOptions,
+    batcher: Batcher,
+    timers: BTreeSet<(Millis, u64, Timer)>,
+    timer_seq: u64,
+    /// Launches in flight: claim → the result the cloud will report.
+    in_flight: BTreeMap<String, Result<crate::sim::cloud::Launched, CloudError>>,
+    /// Offerings the engine learned are out of capacity, until when.
+    ice: BTreeMap<(String, String, String), Millis>,
+    /// When each node's drain started.
+    drains: BTreeMap<String, Millis>,
+    rng: Rng,
+    /// Why each pod was pending after the last provisioning pass: (NodePool or "", reason).
+    pub pending_reasons: BTreeMap<Key, Vec<(String, String)>>,
+    next_decision: u64,
+    next_gc: Millis,
+}
+
+fn q(r: &crate::engine::resources::Resources) -> BTreeMap<String, Quantity> {
+    r.to_quantity_map().into_iter().map(|(k, v)| (k, Quantity(v))).collect()
+}
+
+fn taint(key: &str, effect: &str) -> Taint {
+    Taint { key: key.into(), value: None, effect: effect.into(), time_added: None }
+}
+
+impl World {
+    pub fn new(catalog: Catalog, settings: Settings, start: Millis, seed: u64) -> World {
+        World {
+            now: start,
+            cloud: SimCloud::new(&catalog),
+            cluster: Cluster::default(),
+            record: Record::default(),
+            batcher: Batcher::new(settings.batch_idle, settings.batch_max),
+            catalog,
+            settings,
+            lifecycle: LifecycleSettings::default(),
+            options: SchedulerOptions::default(),
+            timers: BTreeSet::new(),
+            timer_seq: 0,
+            in_flight: BTreeMap::new(),
+            ice: BTreeMap::new(),
+            drains: BTreeMap::new(),
+            rng: Rng(seed ^ 0x6b61_7270_656e_7465),
+            pending_reasons: BTreeMap::new(),
+            next_decision: 0,
+            next_gc: start + GC_PERIOD,
+        }
+    }
+
+    fn at(&mut self, t: Millis, timer: Timer) {
+        self.timer_seq += 1;
+        self.timers.insert((t.max(self.now), self.timer_seq, timer));
+    }
+
+    fn decision_id(&mut self, prefix: &str) -> String {
+        self.next_decision += 1;
+        format!("{prefix}-{}", self.next_decision)
+    }
+
+    /// The time of the next scheduled thing, if any.
+    pub fn next_wake(&self) -> Option<Millis> {
+        let t = self.timers.iter().next().map(|(t, _, _)| *t);
+        let b = self.batcher.deadline();
+        [t, b, Some(self.next_gc)].into_iter().flatten().min()
+    }
+
+    /// Advances to `until`, reconciling at every moment something can happen.
+    pub fn run_until(&mut self, until: Millis) {
+        self.reconcile();
+        while let Some(t) = self.next_wake() {
+            if t > until {
+                break;
+            }
+            self.now = t;
+            self.fire_timers();
+            self.reconcile();
+        }
+        self.now = self.now.max(until);
+    }
+
+    fn fire_timers(&mut self) {
+        while let Some(first) = self.timers.iter().next().cloned() {
+            if first.0 > self.now {
+                break;
+            }
+            self.timers.remove(&first);
+            match first.2 {
+                Timer::LaunchDone { claim } => self.launch_done(&claim),
+                Timer::Register { provider_id } => self.register_node(&provider_id),
+                Timer::Ready { node } => self.node_ready(&node),
+                Timer::PodGone { key } => {
+                    if self.cluster.pods.remove(&key).is_some()
+                        && let Some(r) = self.record.pods.get_mut(&key)
+                    {
+                        r.deleted_at = Some(self.now);
+                    }
+                }
+                Timer::Wake => {}
+            }
+        }
+    }
+
+    /// Runs every controller until nothing more changes at this instant.
+    pub fn reconcile(&mut self) {
+        for _ in 0..8 {
+            let before = self.fingerprint();
+            self.controllers();
+            self.provisioning();
+            self.nodeclaims();
+            self.terminations();
+            self.interruptions();
+            if self.now >= self.next_gc {
+                self.garbage_collect();
+                self.next_gc = self.now + GC_PERIOD;
+            }
+            if self.fingerprint() == before {
+                break;
+            }
+        }
+    }
+
+    /// A cheap summary of state that controllers change, to detect quiescence.
+    fn fingerprint(&self) -> (usize, usize, usize, usize, usize, usize) {
+        let bound = self.cluster.pods.values().filter(|p| p.spec.as_ref().and_then(|s| s.node_name.as_ref()).is_some()).count();
+        let deleting = self.cluster.pods.values().filter(|p| p.metadata.deletion_timestamp.is_some()).count();
+        (self.cluster.pods.len(), bound, deleting, self.cluster.nodes.len(), self.cluster.nodeclaims.len(), self.timers.len())
+    }
+
+    fn controllers(&mut self) {
+        let (created, deleted) = self.cluster.reconcile_deployments();
+        for k in created {
+            self.record.pods.entry(k).or_insert(PodRecord { created_at: self.now, ..Default::default() });
+        }
+        for k in deleted {
+            if let Some(r) = self.record.pods.get_mut(&k) {
+                r.deleted_at = Some(self.now);
+            }
+        }
+        for k in self.cluster.reconcile_daemonsets() {
+            let node = self.cluster.pods.get(&k).and_then(|p| p.spec.as_ref()).and_then(|s| s.node_name.clone());
+            self.record.pods.entry(k).or_insert(PodRecord {
+                created_at: self.now,
+                node: node.clone(),
+                bound_at: node.map(|_| self.now),
+                deleted_at: None,
+            });
+        }
+        // Pods that exist without a record (scenario objects) get one now.
+        let now = self.now;
+        for (k, p) in &self.cluster.pods {
+            let node = p.spec.as_ref().and_then(|s| s.node_name.clone());
+            self.record.pods.entry(k.clone()).or_insert(PodRecord {
+                created_at: now,
+                bound_at: node.as_ref().map(|_| now),
+                node,
+                deleted_at: None,
+            });
+        }
+        // Kubelet: pods bound to a Ready node run.
+        let ready: BTreeSet<String> = self
+            .cluster
+            .nodes
+            .iter()
+            .filter(|(_, n)| lifecycle::node_ready(n))
+            .map(|(k, _)| k.clone())
+            .collect();
+        for p in self.cluster.pods.values_mut() {
+            let on_ready = p.spec.as_ref().and_then(|s| s.node_name.as_ref()).is_some_and(|n| ready.contains(n));
+            let running = p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running");
+            if on_ready && !running && p.metadata.deletion_timestamp.is_none() {
+                p.status.get_or_insert_with(Default::default).phase = Some("Running".into());
+                World::mark_pod_condition(p, "Ready", "True");
+            }
+        }
+        for (key, node) in self.cluster.schedule_pending() {
+            if let Some(r) = self.record.pods.get_mut(&key) {
+                r.node = Some(node);
+                r.bound_at = Some(self.now);
+            }
+        }
+    }
+
+    /// Instance types per NodePool as the engine sees them: offerings recently out of capacity unavailable.
+    fn catalogs(&mut self) -> BTreeMap<String, Vec<Arc<InstanceType>>> {
+        let now = self.now;
+        self.ice.retain(|_, until| *until > now);
+        let types: Vec<Arc<InstanceType>> = if self.ice.is_empty() {
+            self.catalog.instance_types.clone()
+        } else {
+            self.catalog
+                .instance_types
+                .iter()
+                .map(|t| {
+                    if !self.ice.keys().any(|(n, _, _)| *n == t.name) {
+                        return t.clone();
+                    }
+                    let mut t2 = (**t).clone();
+                    for o in &mut t2.offerings {
+                        if self.ice.contains_key(&(t.name.clone(), o.zone.clone(), o.capacity_type.clone())) {
+                            o.available = false;
+                        }
+                    }
+                    Arc::new(t2)
+                })
+                .collect()
+        };
+        self.cluster.nodepools.keys().map(|k| (k.clone(), types.clone())).collect()
+    }
+
+    fn provisioning(&mut self) {
+        let mut triggered = false;
+        for p in self.cluster.pods.values() {
+            if is_provisionable(p) {
+                let uid = p.metadata.uid.clone().unwrap_or_default();
+                self.batcher.trigger(&uid, self.now);
+                triggered = true;
+            }
+        }
+        if !triggered && !self.batcher.is_open() {
+            return;
+        }
+        if !self.batcher.ready(self.now) {
+            return;
+        }
+        self.batcher.reset();
+        let catalogs = self.catalogs();
+        let snap = self.cluster.snapshot();
+        let started = Instant::now();
+        let result = provision(&snap.view(), &catalogs, &self.catalog.label_policy, self.options.clone());
+        let millis = started.elapsed().as_secs_f64() * 1000.0;
+        let pools: Vec<NodePool> = self.cluster.nodepools.values().cloned().collect();
+        let objects = result.nodeclaims(&pools);
+        let mut names = Vec::new();
+        for (mut nc, decided) in objects.into_iter().zip(&result.results.new_claims) {
+            let name = loop {
+                let n = format!("{}-{}", decided.nodepool, self.rng.suffix(5));
+                if !self.cluster.nodeclaims.contains_key(&n) {
+                    break n;
+                }
+            };
+            nc.metadata.name = Some(name.clone());
+            nc.metadata.uid = Some(self.cluster.uid());
+            nc.metadata.creation_timestamp = Some(lifecycle::ms_time(self.now));
+            self.record.nodeclaims.push(NodeClaimRecord {
+                name: name.clone(),
+                nodepool: decided.nodepool.clone(),
+                created_at: self.now,
+                deleted_at: None,
+                instance_types: decided.instance_types.iter().map(|t| t.name.clone()).collect(),
+                requirements: nc
+                    .spec
+                    .requirements
+                    .iter()
+                    .map(|r| (r.key.clone(), r.operator.clone(), r.values.clone()))
+                    .collect(),
+                launched: None,
+            });
+            self.cluster.nodeclaims.insert(name.clone(), nc);
+            names.push(name);
+        }
+        self.pending_reasons.clear();
+        for f in &result.results.failures {
+            let p = &result.pods[f.pod];
+            let reasons = f.reasons.iter().map(|(pool, r)| (pool.clone(), r.to_string())).collect();
+            self.pending_reasons.insert((p.namespace.clone(), p.name.clone()), reasons);
+        }
+        for (i, why) in &result.results.ignored {
+            let p = &result.pods[*i];
+            self.pending_reasons.insert((p.namespace.clone(), p.name.clone()), vec![(String::new(), why.to_string())]);
+        }
+        for (key, why) in &result.rejected {
+            if let Some((ns, name)) = key.split_once('/') {
+                self.pending_reasons.insert((ns.to_string(), name.to_string()), vec![(String::new(), why.to_string())]);
+            }
+        }
+        let placed = result.results.scheduled_pods();
+        self.record.solves.push(SolveTiming {
+            at: self.now,
+            pods: result.pods.len(),
+            nodes: names.len(),
+            millis,
+        });
+        if !names.is_empty() {
+            let id = self.decision_id("p");
+            self.record.decisions.push(Decision::Provision { id, at: self.now, nodeclaims: names, pods: placed });
+        }
+    }
+
+    fn nodes_for(&self, claim: &NodeClaim) -> Vec<Node> {
+        let Some(pid) = claim.provider_id() else { return Vec::new() };
+        self.cluster
+            .nodes
+            .values()
+            .filter(|n| n.spec.as_ref().and_then(|s| s.provider_id.as_deref()) == Some(pid))
+            .cloned()
+            .collect()
+    }
+
+    /// Deletes a NodeClaim (finalization drains and terminates it) and records why.
+    pub fn delete_nodeclaim(&mut self, name: &str, reason: DeleteReason) {
+        let now = self.now;
+        if let Some(c) = self.cluster.nodeclaims.get_mut(name)
+            && c.metadata.deletion_timestamp.is_none()
+        {
+            c.metadata.deletion_timestamp = Some(lifecycle::ms_time(now));
+            let id = self.decision_id("d");
+            self.record.decisions.push(Decision::Delete { id, at: now, nodeclaim: name.to_string(), reason });
+        }
+    }
+
+    fn nodeclaims(&mut self) {
+        let names: Vec<String> = self.cluster.nodeclaims.keys().cloned().collect();
+        for name in names {
+            let Some(claim) = self.cluster.nodeclaims.get(&name).cloned() else { continue };
+            let nodes = self.nodes_for(&claim);
+            let node_refs: Vec<&Node> = nodes.iter().collect();
+            if claim.metadata.deletion_timestamp.is_some() {
+                let exists = claim.provider_id().is_some_and(|p| self.cloud.get(p).is_some());
+                let actions = lifecycle::finalize(&claim, &node_refs, exists, self.now);
+                self.finalize_actions(&name, actions);
+                continue;
+            }
+            let mut actions = lifecycle::reconcile(&claim, &node_refs, self.now, &self.lifecycle);
+            actions.extend(lifecycle::expiration(&claim, self.now));
+            for a in actions {
+                self.lifecycle_action(&name, a);
+            }
+        }
+    }
+
+    fn lifecycle_action(&mut self, name: &str, a: LifecycleAction) {
+        let now = self.now;
+        match &a {
+            LifecycleAction::Launch => {
+                if self.in_flight.contains_key(name) {
+                    return;
+                }
+                let Some(claim) = self.cluster.nodeclaims.get(name).cloned() else { return };
+                let result = self.cloud.create(&claim, now);
+                self.in_flight.insert(name.to_string(), result);
+                let t = now + self.settings.launch_latency;
+                self.at(t, Timer::LaunchDone { claim: name.to_string() });
+            }
+            LifecycleAction::SyncNode { node, labels: l, annotations, taints_to_add, remove_unregistered_taint, finalizer } => {
+                if let Some(n) = self.cluster.nodes.get_mut(node) {
+                    n.metadata.labels.get_or_insert_with(BTreeMap::new).extend(l.clone());
+                    n.metadata.annotations.get_or_insert_with(BTreeMap::new).extend(annotations.clone());
+                    let spec = n.spec.get_or_insert_with(NodeSpec::default);
+                    let taints = spec.taints.get_or_insert_with(Vec::new);
+                    for t in taints_to_add {
+                        if !taints.iter().any(|x| x.key == t.key && x.effect == t.effect) {
+                            taints.push(t.clone());
+                        }
+                    }
+                    if *remove_unregistered_taint {
+                        taints.retain(|t| t.key != labels::TAINT_UNREGISTERED);
+                    }
+                    if *finalizer {
+                        let f = n.metadata.finalizers.get_or_insert_with(Vec::new);
+                        if !f.iter().any(|x| x == labels::TERMINATION_FINALIZER) {
+                            f.push(labels::TERMINATION_FINALIZER.to_string());
+                        }
+                    }
+                }
+            }
+            LifecycleAction::LabelNode { node, key, value } => {
+                if let Some(n) = self.cluster.nodes.get_mut(node) {
+                    n.metadata.labels.get_or_insert_with(BTreeMap::new).insert(key.clone(), value.clone());
+                }
+                if key == labels::INITIALIZED
+                    && let Some(r) = self.record.nodes.iter_mut().find(|r| r.name == *node)
+                {
+                    r.initialized_at.get_or_insert(now);
+                }
+            }
+            LifecycleAction::Delete { reason } => self.delete_nodeclaim(name, *reason),
+            LifecycleAction::RequeueAt(t) => self.at(*t, Timer::Wake),
+            _ => {
+                if let Some(c) = self.cluster.nodeclaims.get_mut(name) {
+                    lifecycle::apply(c, &a, now);
+                }
+            }
+        }
+    }
+
+    fn launch_done(&mut self, name: &str) {
+        let Some(result) = self.in_flight.remove(name) else { return };
+        let now = self.now;
+        match result {
+            Ok(l) => {
+                let Some(claim) = self.cluster.nodeclaims.get_mut(name) else {
+                    // Deleted meanwhile: the instance leaks until GC'd by the cloud side; terminate it now.
+                    let _ = self.cloud.terminate(&l.provider_id, now);
+                    return;
+                };
+                let lr = LaunchResult {
+                    provider_id: l.provider_id.clone(),
+                    instance_type: l.instance_type.clone(),
+                    zone: l.zone.clone(),
+                    capacity_type: l.capacity_type.clone(),
+                    labels: l.labels.clone(),
+                    capacity: l.capacity.clone(),
+                    allocatable: l.allocatable.clone(),
+                    image_id: None,
+                };
+                lifecycle::apply_launch(claim, &lr, now);
+                if let Some(r) = self.record.nodeclaims.iter_mut().rev().find(|r| r.name == name) {
+                    r.launched = Some((l.instance_type.clone(), l.zone.clone(), l.capacity_type.clone()));
+                }
+                self.cloud.mark_running(&l.provider_id);
+                let t = now + self.settings.registration_latency;
+                self.at(t, Timer::Register { provider_id: l.provider_id });
+            }
+            Err(e) => {
+                let err = match &e {
+                    CloudError::InsufficientCapacity(m) => {
+                        // Learn which offerings were out so the next solve avoids them.
+                        if let Some(c) = self.cluster.nodeclaims.get(name) {
+                            for key in self.cloud.exhausted_offerings_for(c) {
+                                self.ice.insert(key, now + ICE_TTL);
+                            }
+                        }
+                        LaunchError::InsufficientCapacity(m.clone())
+                    }
+                    CloudError::NoCompatibleType(m) => LaunchError::InsufficientCapacity(m.clone()),
+                    CloudError::NotFound(m) => LaunchError::Other(m.clone()),
+                };
+                for a in lifecycle::launch_failed(&err, now) {
+                    self.lifecycle_action(name, a);
+                }
+            }
+        }
+    }
+
+    fn register_node(&mut self, provider_id: &str) {
+        let now = self.now;
+        let Some(inst) = self.cloud.get(provider_id).cloned() else { return };
+        let Some(claim) = self.cluster.nodeclaims.get(&inst.nodeclaim).cloned() else { return };
+        let node_name = loop {
+            let n = format!(
+                "ip-10-{}-{}-{}.ec2.internal",
+                self.rng.next() % 256,
+                self.rng.next() % 256,
+                1 + self.rng.next() % 254
+            );
+            if !self.cluster.nodes.contains_key(&n) {
+                break n;
+            }
+        };
+        let mut node_labels = claim.metadata.labels.clone().unwrap_or_default();
+        node_labels.extend(inst.launched.labels.clone());
+        node_labels.insert(labels::HOSTNAME.to_string(), node_name.clone());
+        let mut taints = vec![taint(labels::TAINT_UNREGISTERED, "NoExecute")];
+        taints.push(taint("node.kubernetes.io/not-ready", "NoSchedule"));
+        let node = Node {
+            metadata: ObjectMeta {
+                name: Some(node_name.clone()),
+                labels: Some(node_labels.clone()),
+                creation_timestamp: Some(lifecycle::ms_time(now)),
+                ..Default::default()
+            },
+            spec: Some(NodeSpec { provider_id: Some(provider_id.to_string()), taints: Some(taints.clone()), ..Default::default() }),
+            status: Some(NodeStatus {
+                capacity: Some(q(&inst.launched.capacity)),
+                allocatable: Some(q(&inst.launched.allocatable)),
+                conditions: Some(vec![NodeCondition { type_: "Ready".into(), status: "False".into(), ..Default::default() }]),
+                ..Default::default()
+            }),
+        };
+        self.cluster.nodes.insert(node_name.clone(), node);
+        self.record.nodes.push(NodeRecord {
+            name: node_name.clone(),
+            provider_id: Some(provider_id.to_string()),
+            nodepool: claim.nodepool().map(str::to_string),
+            nodeclaim: Some(inst.nodeclaim.clone()),
+            instance_type: inst.launched.instance_type.clone(),
+            zone: inst.launched.zone.clone(),
+            capacity_type: inst.launched.capacity_type.clone(),
+            price: inst.launched.price,
+            created_at: now,
+            initialized_at: None,
+            deleted_at: None,
+            labels: node_labels,
+            taints,
+        });
+        let t = now + self.settings.ready_latency;
+        self.at(t, Timer::Ready { node: node_name });
+    }
+
+    fn node_ready(&mut self, node: &str) {
+        if let Some(n) = self.cluster.nodes.get_mut(node) {
+            if let Some(spec) = n.spec.as_mut()
+                && let Some(t) = spec.taints.as_mut()
+            {
+                t.retain(|t| t.key != "node.kubernetes.io/not-ready");
+            }
+            if let Some(conds) = n.status.as_mut().and_then(|s| s.conditions.as_mut()) {
+                for c in conds.iter_mut().filter(|c| c.type_ == "Ready") {
+                    c.status = "True".into();
+                }
+            }
+        }
+    }
+
+    fn finalize_actions(&mut self, name: &str, actions: Vec<FinalizeAction>) {
+        let now = self.now;
+        for a in actions {
+            match a {
+                FinalizeAction::AnnotateTerminationTimestamp(v) => {
+                    if let Some(c) = self.cluster.nodeclaims.get_mut(name) {
+                        c.metadata
+                            .annotations
+                            .get_or_insert_with(BTreeMap::new)
+                            .insert(lifecycle::ANNOTATION_TERMINATION_TIMESTAMP.to_string(), v);
+                    }
+                }
+                FinalizeAction::DeleteNode(n) => {
+                    if let Some(node) = self.cluster.nodes.get_mut(&n)
+                        && node.metadata.deletion_timestamp.is_none()
+                    {
+                        node.metadata.deletion_timestamp = Some(lifecycle::ms_time(now));
+                    }
+                }
+                FinalizeAction::DeleteInstance => {
+                    if let Some(pid) = self.cluster.nodeclaims.get(name).and_then(|c| c.provider_id().map(str::to_string))
+                    {
+                        let _ = self.cloud.terminate(&pid, now);
+                    }
+                }
+                FinalizeAction::SetCondition { type_, status, reason, message } => {
+                    if let Some(c) = self.cluster.nodeclaims.get_mut(name) {
+                        lifecycle::set_condition(c, &type_, &status, &reason, &message, now);
+                    }
+                }
+                FinalizeAction::RemoveFinalizer => {
+                    self.cluster.nodeclaims.remove(name);
+                    self.in_flight.remove(name);
+                    if let Some(r) = self.record.nodeclaims.iter_mut().rev().find(|r| r.name == name) {
+                        r.deleted_at = Some(now);
+                    }
+                }
+                FinalizeAction::RequeueAt(t) => self.at(t, Timer::Wake),
+            }
+        }
+        // A claim that never launched has nothing to finalize beyond its finalizer.
+        if let Some(c) = self.cluster.nodeclaims.get(name)
+            && c.metadata.deletion_timestamp.is_some()
+            && c.provider_id().is_none()
+            && !c.is_true(COND_LAUNCHED)
+        {
+            self.cluster.nodeclaims.remove(name);
+            if let Some(r) = self.record.nodeclaims.iter_mut().rev().find(|r| r.name == name) {
+                r.deleted_at = Some(now);
+            }
+        }
+    }
+
+    /// Node termination: taint, drain in tiers through the Eviction API (PDBs enforced), then let the Node go.
+    fn terminations(&mut self) {
+        let now = self.now;
+        let deleting: Vec<String> = self
+            .cluster
+            .nodes
+            .iter()
+            .filter(|(_, n)| n.metadata.deletion_timestamp.is_some())
+            .map(|(k, _)| k.clone())
+            .collect();
+        for name in deleting {
+            let started = *self.drains.entry(name.clone()).or_insert(now);
+            if let Some(n) = self.cluster.nodes.get_mut(&name) {
+                let taints = n.spec.get_or_insert_with(NodeSpec::default).taints.get_or_insert_with(Vec::new);
+                if !taints.iter().any(|t| t.key == labels::TAINT_DISRUPTED) {
+                    taints.push(crate::engine::termination::disrupted_taint());
+                }
+            }
+            let Some(node) = self.cluster.nodes.get(&name).cloned() else { continue };
+            let deadline = self
+                .cluster
+                .nodeclaims
+                .values()
+                .find(|c| c.provider_id() == node.spec.as_ref().and_then(|s| s.provider_id.as_deref()))
+                .and_then(lifecycle::annotated_deadline);
+            let pods: Vec<Pod> = self.cluster.pods_on(&name).into_iter().cloned().collect();
+            let refs: Vec<&Pod> = pods.iter().collect();
+            let plan = crate::engine::termination::drain_plan(&node, &refs, deadline, Some(started), now);
+            for (ns, pod) in plan.evict {
+                let key = (ns.clone(), pod.clone());
+                let all: Vec<Pod> = self.cluster.pods.values().cloned().collect();
+                let all_refs: Vec<&Pod> = all.iter().collect();
+                let pdbs: Vec<_> = self.cluster.pdbs.values().cloned().collect();
+                let Some(p) = self.cluster.pods.get(&key).cloned() else { continue };
+                if crate::engine::pdb::check_eviction(&p, &pdbs, &all_refs).is_ok() {
+                    self.delete_pod(&key, None);
+                }
+            }
+            for (ns, pod, grace) in plan.force_delete {
+                self.delete_pod(&(ns, pod), Some(grace.max(1) * SECOND));
+            }
+            if plan.drained {
+                self.cluster.nodes.remove(&name);
+                self.drains.remove(&name);
+                for p in self.cluster.pods_on(&name).into_iter().map(|p| {
+                    (p.metadata.namespace.clone().unwrap_or_default(), p.metadata.name.clone().unwrap_or_default())
+                }).collect::<Vec<_>>() {
+                    self.cluster.pods.remove(&p);
+                    if let Some(r) = self.record.pods.get_mut(&p) {
+                        r.deleted_at = Some(now);
+                    }
+                }
+                if let Some(r) = self.record.nodes.iter_mut().rev().find(|r| r.name == name) {
+                    r.deleted_at = Some(now);
+                }
+            } else {
+                self.at(now + SECOND, Timer::Wake);
+            }
+        }
+    }
+
+    /// Deletes a pod: it gets a deletion timestamp now and is gone after its grace period.
+    pub fn delete_pod(&mut self, key: &Key, grace: Option<Millis>) {
+        let now = self.now;
+        let Some(p) = self.cluster.pods.get_mut(key) else { return };
+        if p.metadata.deletion_timestamp.is_some() {
+            return;
+        }
+        p.metadata.deletion_timestamp = Some(lifecycle::ms_time(now));
+        let g = grace.unwrap_or_else(|| {
+            p.spec.as_ref().and_then(|s| s.termination_grace_period_seconds).map_or(DEFAULT_POD_GRACE, |s| s.max(0) * SECOND)
+        });
+        self.at(now + g, Timer::PodGone { key: key.clone() });
+    }
+
+    fn interruptions(&mut self) {
+        let now = self.now;
+        for i in self.cloud.drain_interruptions() {
+            let Some(node) = self
+                .cluster
+                .nodes
+                .values()
+                .find(|n| n.spec.as_ref().and_then(|s| s.provider_id.as_deref()) == Some(i.provider_id.as_str()))
+                .and_then(|n| n.metadata.name.clone())
+            else {
+                continue;
+            };
+            let id = self.decision_id("d");
+            self.record.decisions.push(Decision::Interruption { id, at: now, node: node.clone(), kind: i.kind });
+            if i.kind == InterruptionKind::RebalanceRecommendation {
+                continue;
+            }
+            if i.kind == InterruptionKind::SpotInterruption
+                && let Some(inst) = self.cloud.get(&i.provider_id)
+            {
+                let l = &inst.launched;
+                self.ice.insert((l.instance_type.clone(), l.zone.clone(), l.capacity_type.clone()), now + ICE_TTL);
+            }
+            let claim = self
+                .cluster
+                .nodeclaims
+                .values()
+                .find(|c| c.provider_id() == Some(i.provider_id.as_str()))
+                .map(|c| c.name().to_string());
+            if let Some(c) = claim
+                && let Some(nc) = self.cluster.nodeclaims.get_mut(&c)
+                && nc.metadata.deletion_timestamp.is_none()
+            {
+                nc.metadata.deletion_timestamp = Some(lifecycle::ms_time(now));
+            }
+        }
+    }
+
+    fn garbage_collect(&mut self) {
+        let claims: Vec<NodeClaim> = self.cluster.nodeclaims.values().cloned().collect();
+        let nodes: Vec<Node> = self.cluster.nodes.values().cloned().collect();
+        let ids = self.cloud.list();
+        for name in lifecycle::garbage_collect(&claims, &nodes, &ids) {
+            self.delete_nodeclaim(&name, DeleteReason::GarbageCollected);
+        }
+    }
+
+    /// Pods still unbound, and the initialized-node count (for tests and reports).
+    pub fn pending_pods(&self) -> Vec<Key> {
+        self.cluster
+            .pods
+            .iter()
+            .filter(|(_, p)| p.spec.as_ref().and_then(|s| s.node_name.as_deref()).is_none())
+            .map(|(k, _)| k.clone())
+            .collect()
+    }
+
+    pub fn initialized_claims(&self) -> usize {
+        self.cluster.nodeclaims.values().filter(|c| c.is_true(COND_INITIALIZED)).count()
+    }
+
+    /// The offering list of a claim's launched instance type, for cost.
+    pub fn catalog(&self) -> &Catalog {
+        &self.catalog
+    }
+
+    #[doc(hidden)]
+    pub fn mark_pod_condition(p: &mut Pod, type_: &str, status: &str) {
+        let conds = p.status.get_or_insert_with(Default::default).conditions.get_or_insert_with(Vec::new);
+        conds.retain(|c| c.type_ != type_);
+        conds.push(PodCondition { type_: type_.into(), status: status.into(), ..Default::default() });
+    }
+}
