@@ -534,7 +534,10 @@ where
             let mut message = strip_location(&e.inner().to_string());
             // serde names the offending field only in the message; put it in the path so it's located exactly.
             if let Some(field) = backticked(&message, "unknown field `") {
-                path = path.field(&field);
+                // serde_path_to_error may already have recorded the key it was reading.
+                if last_name(&path) != field {
+                    path = path.field(&field);
+                }
                 message = format!("unknown field {field:?}");
             } else if let Some(field) = backticked(&message, "missing field `") {
                 path = path.field(&field);
@@ -557,12 +560,20 @@ fn last_name(path: &FieldPath) -> String {
     })
 }
 
-/// serde_yaml appends " at line L column C" (we locate by path instead, so the text mustn't disagree).
+/// serde_yaml writes `path: message at line L column C`; the path and position are reported separately (and
+/// located by our own path), so only the message is kept.
 fn strip_location(message: &str) -> String {
-    match message.rfind(" at line ") {
-        Some(i) => message[..i].to_string(),
-        None => message.to_string(),
+    let mut m = match message.rfind(" at line ") {
+        Some(i) => &message[..i],
+        None => message,
+    };
+    // Its path has no spaces; serde's own messages always have one before their first ": ".
+    if let Some((prefix, rest)) = m.split_once(": ")
+        && !prefix.contains(char::is_whitespace)
+    {
+        m = rest;
     }
+    m.to_string()
 }
 
 fn tracked_path(p: &serde_path_to_error::Path) -> FieldPath {
@@ -1127,4 +1138,467 @@ fn check_scale_targets(cx: &Ctx<'_>, objects: &Manifests, events: &[Event]) -> R
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Two lines every test scenario starts with, so the lines under test start at line 3.
+    const HEAD: &str = "name: t\nuntil: 1h\n";
+
+    fn ok(body: &str) -> Scenario {
+        parse_scenario(&format!("{HEAD}{body}"), "s.yaml").unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    /// (line, column, path) of the error, and the message for extra checks.
+    fn fails(body: &str) -> ((usize, usize, String), String) {
+        match parse_scenario(&format!("{HEAD}{body}"), "s.yaml") {
+            Ok(_) => panic!("expected an error for:\n{body}"),
+            Err(e) => ((e.line, e.column, e.path.clone()), e.message),
+        }
+    }
+
+    fn loc(line: usize, column: usize, path: &str) -> (usize, usize, String) {
+        (line, column, path.to_string())
+    }
+
+    const POOL: &str = "objects:
+  - apiVersion: karpenter.sh/v1
+    kind: NodePool
+    metadata: {name: default}
+    spec:
+      template:
+        spec:
+          nodeClassRef: {group: karpenter.k8s.aws, kind: EC2NodeClass, name: default}
+  - apiVersion: apps/v1
+    kind: Deployment
+    metadata: {name: inflate}
+    spec:
+      selector: {matchLabels: {app: inflate}}
+      template:
+        metadata: {labels: {app: inflate}}
+        spec:
+          containers: [{name: c, image: pause}]
+";
+
+    #[test]
+    fn defaults() {
+        let s = ok("");
+        assert_eq!(s.name, "t");
+        assert_eq!(s.seed, 0);
+        assert_eq!(s.region, "us-east-1");
+        assert_eq!(s.until, Duration::from_secs(3600));
+        assert_eq!(s.start.to_rfc3339(), "2026-01-01T00:00:00+00:00");
+        assert_eq!(s.catalog, CatalogSpec { source: CatalogSource::Aws, zones: None, instance_types: vec![] });
+        let st = s.settings;
+        assert_eq!(st.disruption, DisruptionMode::Auto);
+        assert_eq!(st.launch_latency, Duration::from_secs(5));
+        assert_eq!(st.registration_latency, Duration::from_secs(30));
+        assert_eq!(st.ready_latency, Duration::from_secs(10));
+        assert_eq!(st.batch_idle, Duration::from_secs(1));
+        assert_eq!(st.batch_max, Duration::from_secs(10));
+        assert_eq!(st.validation_delay, Duration::from_secs(15));
+        assert_eq!(st, Settings::default());
+        assert!(s.objects.nodepools.is_empty() && s.nodes.is_empty() && s.events.is_empty());
+        assert_eq!(s.file(), "s.yaml");
+    }
+
+    #[test]
+    fn explicit_values() {
+        let s = ok("seed: 42\nregion: us-west-2\nstart: 2026-01-05T10:00:00Z\n\
+             catalog: {source: kwok, zones: [a]}\n\
+             settings: {disruption: dry-run, launchLatency: 1m30s, registrationLatency: 0, readyLatency: 1h30m, \
+             batchIdle: 500ms, batchMax: 2s, validationDelay: 1s}\n");
+        assert_eq!(s.seed, 42);
+        assert_eq!(s.region, "us-west-2");
+        assert_eq!(s.start.to_rfc3339(), "2026-01-05T10:00:00+00:00");
+        assert_eq!(s.catalog.source, CatalogSource::Kwok);
+        assert_eq!(s.catalog.zones, Some(vec!["a".to_string()]));
+        assert_eq!(s.settings.disruption, DisruptionMode::DryRun);
+        assert_eq!(s.settings.launch_latency, Duration::from_secs(90));
+        assert_eq!(s.settings.registration_latency, Duration::ZERO);
+        assert_eq!(s.settings.ready_latency, Duration::from_secs(5400));
+        assert_eq!(s.settings.batch_idle, Duration::from_millis(500));
+        assert_eq!(ok("settings: {disruption: approve}\n").settings.disruption, DisruptionMode::Approve);
+    }
+
+    #[test]
+    fn node_defaults_and_fields() {
+        let s = ok(&format!(
+            "{POOL}nodes:\n  - {{instanceType: m5.large, zone: us-east-1a}}\n  - name: n2\n    instanceType: \
+             c5.large\n    zone: us-east-1b\n    capacityType: spot\n    nodePool: default\n    age: 1h\n    \
+             initialized: false\n    labels: {{a: b}}\n    annotations: {{c: d}}\n    taints: [{{key: k, effect: \
+             NoSchedule}}]\n"
+        ));
+        let n = &s.nodes[0];
+        assert_eq!(n.name, None);
+        assert_eq!(n.capacity_type, "on-demand");
+        assert_eq!(n.node_pool, None);
+        assert_eq!(n.age, Duration::ZERO);
+        assert!(n.initialized);
+        let n = &s.nodes[1];
+        assert_eq!(n.name.as_deref(), Some("n2"));
+        assert_eq!((n.capacity_type.as_str(), n.node_pool.as_deref()), ("spot", Some("default")));
+        assert_eq!(n.age, Duration::from_secs(3600));
+        assert!(!n.initialized);
+        assert_eq!(n.labels.get("a").map(String::as_str), Some("b"));
+        assert_eq!(n.annotations.get("c").map(String::as_str), Some("d"));
+        assert_eq!(n.taints[0].key, "k");
+    }
+
+    #[test]
+    fn every_event_kind() {
+        let s = ok(&format!(
+            "{POOL}events:
+  - at: 30s
+    apply:
+      - {{apiVersion: v1, kind: Namespace, metadata: {{name: x}}}}
+  - at: 1m
+    scale: {{kind: Deployment, name: inflate, replicas: 10}}
+  - at: 2m
+    delete: [{{kind: Pod, namespace: web, name: web-0}}, {{kind: Node, name: n}}]
+  - at: 3m
+    patch: {{kind: Node, name: node-1, metadata: {{annotations: {{karpenter.sh/do-not-disrupt: \"true\"}}}}}}
+  - at: 4m
+    interrupt: {{node: node-1, kind: instance-stopping}}
+  - at: 5m
+    capacity: {{instanceType: m5.large, zone: us-east-1a, capacityType: spot, available: false}}
+  - at: 6m
+    approve: all
+  - at: 7m
+    reject: [d-1, d-2]
+"
+        ));
+        let kinds: Vec<String> = s.events.iter().map(|e| format!("{:?}", e.action).chars().take(5).collect()).collect();
+        assert_eq!(kinds, ["Apply", "Scale", "Delet", "Patch", "Inter", "Capac", "Appro", "Rejec"]);
+        assert_eq!(s.events[0].at, Duration::from_secs(30));
+        match &s.events[0].action {
+            Action::Apply(m) => assert_eq!(m.namespaces.len(), 1),
+            a => panic!("{a:?}"),
+        }
+        match &s.events[1].action {
+            Action::Scale(sc) => {
+                assert_eq!((sc.namespace.as_str(), sc.name.as_str(), sc.replicas), ("default", "inflate", 10))
+            }
+            a => panic!("{a:?}"),
+        }
+        match &s.events[2].action {
+            Action::Delete(refs) => {
+                assert_eq!(
+                    refs[0],
+                    ObjectRef { kind: ObjectKind::Pod, namespace: Some("web".into()), name: "web-0".into() }
+                );
+                assert_eq!(refs[1], ObjectRef { kind: ObjectKind::Node, namespace: None, name: "n".into() });
+            }
+            a => panic!("{a:?}"),
+        }
+        match &s.events[3].action {
+            Action::Patch(p) => {
+                assert_eq!(p.target.kind, ObjectKind::Node);
+                assert_eq!(
+                    p.patch,
+                    serde_json::json!({"metadata": {"annotations": {"karpenter.sh/do-not-disrupt": "true"}}})
+                );
+            }
+            a => panic!("{a:?}"),
+        }
+        match &s.events[4].action {
+            Action::Interrupt(i) => assert_eq!(i.kind, InterruptionKind::InstanceStopping),
+            a => panic!("{a:?}"),
+        }
+        match &s.events[5].action {
+            Action::Capacity(c) => assert!(!c.available),
+            a => panic!("{a:?}"),
+        }
+        assert!(matches!(&s.events[6].action, Action::Approve(Selection::All)));
+        assert!(matches!(&s.events[7].action, Action::Reject(Selection::Ids(ids)) if ids == &["d-1", "d-2"]));
+        for (k, want) in [
+            ("spot-interruption", InterruptionKind::SpotInterruption),
+            ("rebalance-recommendation", InterruptionKind::RebalanceRecommendation),
+            ("scheduled-change", InterruptionKind::ScheduledChange),
+            ("instance-terminated", InterruptionKind::InstanceTerminated),
+        ] {
+            let s = ok(&format!("events:\n  - at: 1s\n    interrupt: {{node: n, kind: {k}}}\n"));
+            assert!(matches!(&s.events[0].action, Action::Interrupt(i) if i.kind == want), "{k}");
+        }
+    }
+
+    #[test]
+    fn display_format() {
+        let e = parse_scenario("name: t\nuntil: 1h\nseed: x\n", "dir/s.yaml").unwrap_err();
+        assert!(e.to_string().starts_with("dir/s.yaml:3:1: seed: "), "{e}");
+        let e = parse_scenario("name: [t\n", "s.yaml").unwrap_err();
+        assert!(e.path.is_empty());
+        assert!(e.to_string().starts_with("s.yaml:"), "{e}");
+        assert!(!e.to_string().contains(": : "), "{e}");
+    }
+
+    #[test]
+    fn syntax_and_shape_errors() {
+        let e = parse_scenario("name: t\nuntil: [1h\n", "s.yaml").unwrap_err();
+        assert_eq!((e.line, e.path.as_str()), (3, ""), "{e}");
+        assert!(e.message.contains("syntax"), "{e}");
+        let e = parse_scenario("", "s.yaml").unwrap_err();
+        assert_eq!((e.line, e.column), (1, 1));
+        let e = parse_scenario("- a\n", "s.yaml").unwrap_err();
+        assert_eq!((e.line, e.column, e.path.as_str()), (1, 1, ""), "{e}");
+        let e = parse_scenario("name: t\n", "s.yaml").unwrap_err();
+        assert_eq!((e.line, e.column, e.path.as_str()), (1, 1, "until"), "{e}");
+        let e = parse_scenario("until: 1h\nname: \"\"\n", "s.yaml").unwrap_err();
+        assert_eq!((e.line, e.column, e.path.as_str()), (2, 1, "name"), "{e}");
+        let e = parse_scenario("name: t\nuntil: 1h\n---\nname: u\n", "s.yaml").unwrap_err();
+        assert!(e.message.contains("more than one document"), "{e}");
+    }
+
+    #[test]
+    fn unknown_fields_are_located() {
+        assert_eq!(fails("bogus: 1\n").0, loc(3, 1, "bogus"));
+        assert_eq!(fails("settings:\n  batchIdle: 1s\n  batchMin: 1s\n").0, loc(5, 3, "settings.batchMin"));
+        assert_eq!(fails("catalog: {source: aws, extra: 1}\n").0, loc(3, 24, "catalog.extra"));
+        assert_eq!(fails("nodes:\n  - instanceType: a\n    zone: b\n    color: red\n").0, loc(6, 5, "nodes[0].color"));
+        assert_eq!(fails("events:\n  - at: 1s\n    approve: all\n    why: x\n").0, loc(6, 5, "events[0].why"));
+        assert_eq!(
+            fails("events:\n  - at: 1s\n    scale: {kind: Deployment, name: a, replicas: 1, size: 2}\n").0,
+            loc(5, 53, "events[0].scale.size")
+        );
+        // Inline types deny unknown fields themselves; the path still ends at the field.
+        let (l, m) = fails(
+            "catalog:\n  source: inline\n  instanceTypes:\n    - name: a\n      cpu: 1\n      memory: 1Gi\n      \
+             colour: blue\n      offerings: [{zone: z, capacityType: spot, price: 1}]\n",
+        );
+        assert_eq!(l, loc(9, 7, "catalog.instanceTypes[0].colour"));
+        assert!(m.contains("unknown field"), "{m}");
+        // Inside an embedded manifest.
+        assert_eq!(
+            fails("objects:\n  - apiVersion: v1\n    kind: Pod\n    metadata: {name: p}\n    spec:\n      containers: []\n      nodeSelectr: {a: b}\n").0,
+            loc(9, 7, "objects[0].spec.nodeSelectr")
+        );
+    }
+
+    #[test]
+    fn wrong_types_are_located() {
+        let (l, m) = fails("seed: abc\n");
+        assert_eq!(l, loc(3, 1, "seed"));
+        assert!(m.contains("invalid type"), "{m}");
+        assert!(!m.contains("at line"), "location belongs in the prefix only: {m}");
+        assert_eq!(fails("nodes: {a: 1}\n").0, loc(3, 1, "nodes"));
+        assert_eq!(fails("nodes:\n  - {instanceType: a, zone: b, initialized: maybe}\n").0.2, "nodes[0].initialized");
+        assert_eq!(
+            fails("objects:\n  - apiVersion: apps/v1\n    kind: Deployment\n    metadata: {name: d}\n    spec:\n      replicas: many\n      selector: {}\n      template: {}\n").0,
+            loc(8, 7, "objects[0].spec.replicas")
+        );
+        let (l, m) = fails("events:\n  - at: 1s\n    scale: {kind: Deployment, name: a}\n");
+        assert_eq!(l, loc(5, 5, "events[0].scale.replicas"));
+        assert_eq!(m, "required field is missing");
+    }
+
+    #[test]
+    fn durations() {
+        let (l, m) = fails("settings:\n  launchLatency: 5x\n");
+        assert_eq!(l, loc(4, 3, "settings.launchLatency"));
+        assert!(m.contains("invalid duration"), "{m}");
+        let (l, m) = fails("nodes:\n  - {instanceType: a, zone: b, age: 90}\n");
+        assert_eq!(l.2, "nodes[0].age");
+        assert!(m.contains("no unit"), "{m}");
+        let e = parse_scenario("name: t\nuntil: -1h\n", "s.yaml").unwrap_err();
+        assert_eq!((e.line, e.column, e.path.as_str()), (2, 1, "until"), "{e}");
+        let e = parse_scenario("name: t\nuntil: 0s\n", "s.yaml").unwrap_err();
+        assert_eq!((e.line, e.path.as_str()), (2, "until"), "{e}");
+        assert_eq!(ok("settings: {batchMax: 1.5s}\n").settings.batch_max, Duration::from_millis(1500));
+    }
+
+    #[test]
+    fn start_time() {
+        assert_eq!(fails("start: yesterday\n").0, loc(3, 1, "start"));
+        let (l, m) = fails("start: 2026-01-05T10:00:00+02:00\n");
+        assert_eq!(l, loc(3, 1, "start"));
+        assert!(m.contains("UTC"), "{m}");
+    }
+
+    #[test]
+    fn catalog_errors() {
+        let (l, m) = fails("catalog:\n  source: gcp\n");
+        assert_eq!(l, loc(4, 3, "catalog.source"));
+        assert!(m.contains("aws") && m.contains("kwok") && m.contains("inline"), "{m}");
+        assert_eq!(fails("region: mars-1\n").0, loc(3, 1, "region"));
+        assert_eq!(fails("catalog:\n  zones: [us-east-1a, us-east-1q]\n").0, loc(4, 23, "catalog.zones[1]"));
+        assert_eq!(fails("catalog:\n  zones: []\n").0, loc(4, 3, "catalog.zones"));
+        assert_eq!(fails("catalog:\n  source: inline\n").0, loc(3, 1, "catalog"));
+        let (l, m) = fails(
+            "catalog:\n  source: inline\n  instanceTypes:\n    - name: a\n      cpu: 1\n      memory: 4Gx\n      \
+             offerings: [{zone: z, capacityType: spot, price: 1}]\n",
+        );
+        assert_eq!(l, loc(8, 7, "catalog.instanceTypes[0].memory"));
+        assert!(m.contains("4Gx"), "{m}");
+        // Region names aren't checked for non-AWS sources (kwok and inline regions are arbitrary).
+        assert_eq!(ok("region: fake-region\ncatalog: {source: kwok}\n").region, "fake-region");
+    }
+
+    #[test]
+    fn settings_errors() {
+        let (l, m) = fails("settings:\n  disruption: manual\n");
+        assert_eq!(l, loc(4, 3, "settings.disruption"));
+        assert!(m.contains("dry-run"), "{m}");
+    }
+
+    #[test]
+    fn event_errors() {
+        let (l, m) = fails("events:\n  - at: 1s\n");
+        assert_eq!(l, loc(4, 5, "events[0]"));
+        assert!(m.contains("exactly one action"), "{m}");
+        let (l, m) = fails("events:\n  - at: 1s\n    approve: all\n    reject: all\n");
+        assert_eq!(l, loc(6, 5, "events[0].reject"));
+        assert!(m.contains("approve and reject"), "{m}");
+        assert_eq!(fails("events:\n  - approve: all\n").0, loc(4, 5, "events[0].at"));
+        assert_eq!(fails("events:\n  - at: 2h\n    approve: all\n").0, loc(4, 5, "events[0].at"));
+        let (l, m) = fails("events:\n  - at: 1s\n    interrupt: {node: n, kind: meteor}\n");
+        assert_eq!(l, loc(5, 26, "events[0].interrupt.kind"));
+        assert!(m.contains("spot-interruption"), "{m}");
+        assert_eq!(
+            fails("events:\n  - at: 1s\n    capacity: {instanceType: a, zone: b, capacityType: spot}\n").0,
+            loc(5, 5, "events[0].capacity.available")
+        );
+        assert_eq!(
+            fails(
+                "events:\n  - at: 1s\n    capacity: {instanceType: a, zone: b, capacityType: cheap, available: true}\n"
+            )
+            .0,
+            loc(5, 42, "events[0].capacity.capacityType")
+        );
+        let (l, m) = fails("events:\n  - at: 1s\n    approve: some\n");
+        assert_eq!(l, loc(5, 5, "events[0].approve"));
+        assert!(m.contains("all"), "{m}");
+        assert_eq!(fails("events:\n  - at: 1s\n    reject: []\n").0, loc(5, 5, "events[0].reject"));
+        assert_eq!(fails("events:\n  - at: 1s\n    reject: [d-1, \"\"]\n").0, loc(5, 19, "events[0].reject[1]"));
+        assert_eq!(fails("events:\n  - at: 1s\n    apply: []\n").0, loc(5, 5, "events[0].apply"));
+        assert_eq!(
+            fails("events:\n  - at: 1s\n    apply:\n      - {apiVersion: v1, kind: Secret, metadata: {name: s}}\n").0,
+            loc(6, 26, "events[0].apply[0].kind")
+        );
+    }
+
+    #[test]
+    fn scale_delete_patch_errors() {
+        let ev = |action: &str| format!("{POOL}events:\n  - at: 1s\n    {action}\n");
+        // POOL is 17 lines, so the action is on line 3 + 17 + 2 = 22.
+        let (l, m) = fails(&ev("scale: {kind: StatefulSet, name: inflate, replicas: 1}"));
+        assert_eq!(l, loc(22, 13, "events[0].scale.kind"));
+        assert!(m.contains("Deployment"), "{m}");
+        assert_eq!(
+            fails(&ev("scale: {kind: Deployment, name: inflate, replicas: -1}")).0,
+            loc(22, 46, "events[0].scale.replicas")
+        );
+        assert_eq!(
+            fails(&ev("scale: {kind: Deployment, name: nope, replicas: 1}")).0,
+            loc(22, 31, "events[0].scale.name")
+        );
+        assert_eq!(
+            fails(&ev("scale: {kind: Deployment, namespace: other, name: inflate, replicas: 1}")).0.2,
+            "events[0].scale.name"
+        );
+        let (l, m) = fails(&ev("delete: [{kind: Gadget, name: x}]"));
+        assert_eq!(l, loc(22, 15, "events[0].delete[0].kind"));
+        assert!(m.contains("NodePool"), "{m}");
+        assert_eq!(
+            fails(&ev("delete: [{kind: Node, namespace: a, name: x}]")).0,
+            loc(22, 27, "events[0].delete[0].namespace")
+        );
+        assert_eq!(fails(&ev("delete: [{kind: Pod, name: \"\"}]")).0, loc(22, 26, "events[0].delete[0].name"));
+        assert_eq!(fails(&ev("patch: {kind: Node, metadata: {}}")).0, loc(22, 5, "events[0].patch.name"));
+        assert_eq!(fails(&ev("patch: {kind: Widget, name: a, spec: {}}")).0, loc(22, 13, "events[0].patch.kind"));
+        assert_eq!(fails(&ev("patch: {kind: Node, name: a}")).0, loc(22, 5, "events[0].patch"));
+        assert_eq!(fails(&ev("patch: {kind: Node, name: 5, spec: {}}")).0, loc(22, 25, "events[0].patch.name"));
+    }
+
+    #[test]
+    fn object_errors() {
+        let (l, m) = fails("objects:\n  - apiVersion: v1\n    kind: Node\n    metadata: {name: n}\n");
+        assert_eq!(l, loc(5, 5, "objects[0].kind"));
+        assert!(m.contains("nodes"), "{m}");
+        assert_eq!(fails("objects:\n  - kind: Pod\n    metadata: {name: n}\n").0, loc(4, 5, "objects[0].apiVersion"));
+        assert_eq!(fails("objects:\n  - 5\n").0, loc(4, 5, "objects[0]"));
+        let (l, m) = fails(&format!(
+            "{POOL}  - {{apiVersion: v1, kind: Namespace, metadata: {{name: inflate}}}}\n  - {{apiVersion: karpenter.sh/v1, kind: NodePool, metadata: {{name: default}}, spec: {{template: {{spec: {{nodeClassRef: {{group: g, kind: k, name: n}}}}}}}}}}\n"
+        ));
+        assert_eq!(l, loc(3, 1, "objects"));
+        assert!(m.contains("duplicate NodePool"), "{m}");
+        let (l, m) = fails(
+            "objects:\n  - apiVersion: v1\n    kind: Pod\n    metadata: {name: p}\n    spec:\n      nodeName: ghost\n      containers: []\n",
+        );
+        assert_eq!(l, loc(8, 7, "objects[0].spec.nodeName"));
+        assert!(m.contains("ghost"), "{m}");
+        let s = ok(
+            "objects:\n  - apiVersion: v1\n    kind: Pod\n    metadata: {name: p}\n    spec:\n      nodeName: n1\n      containers: []\nnodes:\n  - {name: n1, instanceType: a, zone: b}\n",
+        );
+        assert_eq!(s.objects.pods.len(), 1);
+    }
+
+    #[test]
+    fn node_errors() {
+        let (l, m) = fails("nodes:\n  - {instanceType: a, zone: b, nodePool: missing}\n");
+        assert_eq!(l, loc(4, 32, "nodes[0].nodePool"));
+        assert!(m.contains("missing"), "{m}");
+        assert_eq!(
+            fails("nodes:\n  - {name: a, instanceType: a, zone: b}\n  - {name: a, instanceType: a, zone: b}\n").0,
+            loc(5, 6, "nodes[1].name")
+        );
+        assert_eq!(
+            fails("nodes:\n  - {instanceType: a, zone: b, capacityType: cheap}\n").0,
+            loc(4, 32, "nodes[0].capacityType")
+        );
+        assert_eq!(fails("nodes:\n  - {zone: b}\n").0, loc(4, 5, "nodes[0].instanceType"));
+    }
+
+    #[test]
+    fn references_are_checked_against_the_catalog() {
+        let s = ok(
+            "catalog: {source: kwok, zones: [z1]}\nnodes:\n  - instanceType: big\n    zone: z1\nevents:\n  - at: 1s\n    capacity: {instanceType: big, zone: z2, capacityType: spot, available: false}\n",
+        );
+        let zones = vec!["z1".to_string(), "z2".to_string()];
+        assert_eq!(s.check_references(&|n| n == "big", &zones), Ok(()));
+        let e = s.check_references(&|_| false, &zones).unwrap_err();
+        assert_eq!((e.line, e.column, e.path.as_str()), (5, 5, "nodes[0].instanceType"), "{e}");
+        assert!(e.to_string().starts_with("s.yaml:5:5: nodes[0].instanceType: unknown instance type \"big\""), "{e}");
+        let e = s.check_references(&|_| true, &zones[..1]).unwrap_err();
+        assert_eq!((e.line, e.column, e.path.as_str()), (9, 35, "events[0].capacity.zone"), "{e}");
+        let e = s.check_references(&|_| true, &["z2".to_string()]).unwrap_err();
+        assert_eq!(e.path, "catalog.zones[0]");
+    }
+
+    mod never_panics {
+        use super::super::parse_scenario;
+        use proptest::prelude::*;
+
+        const SEED: &str = include_str!("../../scenarios/kwok-inline.yaml");
+
+        proptest! {
+            #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
+
+            #[test]
+            fn random_text(text in "\\PC{0,200}") {
+                let _ = parse_scenario(&text, "r.yaml");
+            }
+
+            #[test]
+            fn yamlish_text(text in "[a-zA-Z:{}\\[\\] ,\\-\n'\"0-9.&*!|>#]{0,300}") {
+                let _ = parse_scenario(&text, "r.yaml");
+            }
+
+            #[test]
+            fn mutated_scenario(cuts in proptest::collection::vec((0usize..8000, 0usize..40, "[a-z0-9:\\- \n{}\\[\\]]{0,6}"), 1..6)) {
+                let mut text = SEED.to_string();
+                for (at, len, insert) in cuts {
+                    let mut start = at.min(text.len());
+                    while !text.is_char_boundary(start) { start -= 1; }
+                    let mut end = (start + len).min(text.len());
+                    while !text.is_char_boundary(end) { end -= 1; }
+                    text.replace_range(start..end, &insert);
+                }
+                if let Ok(s) = parse_scenario(&text, "m.yaml") {
+                    let _ = s.check_references(&|_| false, &[]);
+                }
+            }
+        }
+    }
 }
