@@ -74,7 +74,8 @@ fn scaled_up(v: &IntOrString, total: i32) -> Option<i32> {
             if pct < 0 {
                 return None;
             }
-            i32::try_from((pct * total + 99) / 100).ok()
+            // Saturating: an absurd percentage must not overflow (and then fails the i32 conversion instead).
+            i32::try_from(pct.saturating_mul(total).saturating_add(99) / 100).ok()
         }
     }
 }
@@ -213,6 +214,7 @@ mod tests {
         assert_eq!(allowed(json!({"selector": sel(), "minAvailable": "100%"}), 3, 0), 0);
         assert_eq!(allowed(json!({"selector": sel(), "minAvailable": "lots%"}), 3, 0), 0, "malformed: fail closed");
         assert_eq!(allowed(json!({"selector": sel()}), 3, 0), 0, "neither field: nothing allowed");
+        assert_eq!(allowed(json!({"selector": sel(), "minAvailable": "9223372036854775807%"}), 3, 0), 0, "no overflow");
     }
 
     #[test]
