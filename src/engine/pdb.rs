@@ -74,7 +74,8 @@ fn scaled_up(v: &IntOrString, total: i32) -> Option<i32> {
             if pct < 0 {
                 return None;
             }
-            i32::try_from((pct * total + 99) / 100).ok()
+            // Saturating: an absurd percentage must not overflow (and then fails the i32 conversion instead).
+            i32::try_from(pct.saturating_mul(total).saturating_add(99) / 100).ok()
         }
     }
 }
@@ -152,4 +153,131 @@ pub fn blocks(pdb: &PodDisruptionBudget, pod: &Pod, pods: &[&Pod]) -> bool {
         return false;
     }
     disruptions_allowed(pdb, pods) == 0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn pdb(name: &str, spec: serde_json::Value) -> PodDisruptionBudget {
+        serde_json::from_value(json!({"metadata": {"name": name, "namespace": "default"}, "spec": spec})).unwrap()
+    }
+
+    fn pod(name: &str, ready: bool) -> Pod {
+        serde_json::from_value(json!({
+            "metadata": {"name": name, "namespace": "default", "labels": {"app": "web"}},
+            "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": if ready { "True" } else { "False" }}]}
+        }))
+        .unwrap()
+    }
+
+    fn pods(healthy: usize, unhealthy: usize) -> Vec<Pod> {
+        (0..healthy)
+            .map(|i| pod(&format!("h{i}"), true))
+            .chain((0..unhealthy).map(|i| pod(&format!("u{i}"), false)))
+            .collect()
+    }
+
+    fn sel() -> serde_json::Value {
+        json!({"matchLabels": {"app": "web"}})
+    }
+
+    fn allowed(spec: serde_json::Value, healthy: usize, unhealthy: usize) -> i32 {
+        let ps = pods(healthy, unhealthy);
+        let refs: Vec<&Pod> = ps.iter().collect();
+        disruptions_allowed(&pdb("b", spec), &refs)
+    }
+
+    #[test]
+    fn integer_budgets() {
+        assert_eq!(allowed(json!({"selector": sel(), "minAvailable": 2}), 3, 0), 1);
+        assert_eq!(allowed(json!({"selector": sel(), "minAvailable": 3}), 3, 0), 0);
+        assert_eq!(allowed(json!({"selector": sel(), "minAvailable": 2}), 2, 1), 0, "unhealthy pods don't count");
+        assert_eq!(allowed(json!({"selector": sel(), "maxUnavailable": 1}), 3, 0), 1);
+        assert_eq!(allowed(json!({"selector": sel(), "maxUnavailable": 1}), 2, 1), 0, "one is already unavailable");
+        assert_eq!(allowed(json!({"selector": sel(), "maxUnavailable": 0}), 3, 0), 0);
+        assert_eq!(allowed(json!({"selector": sel(), "maxUnavailable": 5}), 0, 0), 0, "no expected pods");
+    }
+
+    #[test]
+    fn percent_rounding_up() {
+        // minAvailable 50% of 3 = ceil(1.5) = 2 → 1 allowed.
+        assert_eq!(allowed(json!({"selector": sel(), "minAvailable": "50%"}), 3, 0), 1);
+        // minAvailable 34% of 3 = ceil(1.02) = 2.
+        assert_eq!(allowed(json!({"selector": sel(), "minAvailable": "34%"}), 3, 0), 1);
+        // maxUnavailable 50% of 3 = ceil(1.5) = 2 → desired 1 → 2 allowed.
+        assert_eq!(allowed(json!({"selector": sel(), "maxUnavailable": "50%"}), 3, 0), 2);
+        // maxUnavailable 10% of 3 = ceil(0.3) = 1.
+        assert_eq!(allowed(json!({"selector": sel(), "maxUnavailable": "10%"}), 3, 0), 1);
+        assert_eq!(allowed(json!({"selector": sel(), "maxUnavailable": "0%"}), 3, 0), 0);
+        assert_eq!(allowed(json!({"selector": sel(), "minAvailable": "100%"}), 3, 0), 0);
+        assert_eq!(allowed(json!({"selector": sel(), "minAvailable": "lots%"}), 3, 0), 0, "malformed: fail closed");
+        assert_eq!(allowed(json!({"selector": sel()}), 3, 0), 0, "neither field: nothing allowed");
+        assert_eq!(allowed(json!({"selector": sel(), "minAvailable": "9223372036854775807%"}), 3, 0), 0, "no overflow");
+    }
+
+    #[test]
+    fn selectors() {
+        let ps = pods(2, 0);
+        let refs: Vec<&Pod> = ps.iter().collect();
+        assert_eq!(status(&pdb("b", json!({"maxUnavailable": 1})), &refs).expected, 0, "no selector selects nothing");
+        assert_eq!(
+            status(&pdb("b", json!({"selector": {}, "maxUnavailable": 1})), &refs).expected,
+            2,
+            "empty selects all"
+        );
+        let other_ns: PodDisruptionBudget = serde_json::from_value(
+            json!({"metadata": {"name": "b", "namespace": "other"}, "spec": {"selector": {}, "maxUnavailable": 1}}),
+        )
+        .unwrap();
+        assert_eq!(status(&other_ns, &refs).expected, 0);
+    }
+
+    #[test]
+    fn eviction_case_21_denied_at_zero() {
+        let ps = pods(2, 0);
+        let refs: Vec<&Pod> = ps.iter().collect();
+        let b = pdb("web", json!({"selector": sel(), "maxUnavailable": 0}));
+        let err = check_eviction(&ps[0], std::slice::from_ref(&b), &refs).unwrap_err();
+        assert_eq!(err.status_code(), 429);
+        assert!(err.to_string().contains("default/web"));
+        let ok = pdb("web", json!({"selector": sel(), "maxUnavailable": 1}));
+        assert_eq!(check_eviction(&ps[0], std::slice::from_ref(&ok), &refs), Ok(()));
+        let two = check_eviction(&ps[0], &[ok, pdb("web2", json!({"selector": sel(), "maxUnavailable": 1}))], &refs);
+        assert!(matches!(two, Err(EvictionDenied::MultiplePdbs { ref pdbs }) if pdbs == &["web", "web2"]));
+        assert_eq!(check_eviction(&ps[0], &[], &refs), Ok(()));
+    }
+
+    #[test]
+    fn unhealthy_pod_eviction_policy() {
+        let ps = pods(2, 1);
+        let refs: Vec<&Pod> = ps.iter().collect();
+        let sick = &ps[2];
+        // minAvailable 3 with 2 healthy: budget not met, IfHealthyBudget refuses the unhealthy pod.
+        let strict = pdb("b", json!({"selector": sel(), "minAvailable": 3}));
+        assert!(check_eviction(sick, std::slice::from_ref(&strict), &refs).is_err());
+        let always =
+            pdb("b", json!({"selector": sel(), "minAvailable": 3, "unhealthyPodEvictionPolicy": "AlwaysAllow"}));
+        assert_eq!(check_eviction(sick, std::slice::from_ref(&always), &refs), Ok(()));
+        assert!(check_eviction(&ps[0], std::slice::from_ref(&always), &refs).is_err(), "healthy pods still protected");
+        // IfHealthyBudget lets an unhealthy pod go while the budget is met.
+        let met = pdb("b", json!({"selector": sel(), "minAvailable": 2}));
+        assert_eq!(check_eviction(sick, std::slice::from_ref(&met), &refs), Ok(()));
+        assert!(!blocks(&always, sick, &refs));
+        assert!(blocks(&always, &ps[0], &refs));
+    }
+
+    #[test]
+    fn terminal_and_pending_pods_ignore_budgets() {
+        let ps = pods(1, 0);
+        let refs: Vec<&Pod> = ps.iter().collect();
+        let b = pdb("b", json!({"selector": sel(), "maxUnavailable": 0}));
+        let mut done = ps[0].clone();
+        done.status.as_mut().unwrap().phase = Some("Succeeded".into());
+        assert_eq!(check_eviction(&done, std::slice::from_ref(&b), &refs), Ok(()));
+        let mut pending = ps[0].clone();
+        pending.status.as_mut().unwrap().phase = Some("Pending".into());
+        assert_eq!(check_eviction(&pending, std::slice::from_ref(&b), &refs), Ok(()));
+    }
 }

@@ -163,3 +163,197 @@ pub fn drain_plan(
     plan.drained = plan.remaining == 0 && drain_started.is_some_and(|s| now.saturating_sub(s) >= MIN_DRAIN_TIME);
     plan
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::lifecycle::{MINUTE, ms_time};
+    use serde_json::json;
+
+    const T0: Millis = 1_700_000_000_000;
+
+    fn node() -> Node {
+        serde_json::from_value(json!({"metadata": {"name": "n1"}})).unwrap()
+    }
+
+    fn pod(name: &str, extra: serde_json::Value) -> Pod {
+        let mut v = json!({"metadata": {"name": name, "namespace": "default"},
+                           "spec": {"nodeName": "n1", "containers": []},
+                           "status": {"phase": "Running"}});
+        if let (Some(a), serde_json::Value::Object(b)) = (v.as_object_mut(), extra) {
+            for (k, val) in b {
+                match (a.get_mut(&k), val) {
+                    (Some(serde_json::Value::Object(x)), serde_json::Value::Object(y)) => x.extend(y),
+                    (_, val) => {
+                        a.insert(k, val);
+                    }
+                }
+            }
+        }
+        serde_json::from_value(v).unwrap()
+    }
+
+    fn ds() -> serde_json::Value {
+        json!([{"apiVersion": "apps/v1", "kind": "DaemonSet", "name": "ds", "uid": "u"}])
+    }
+
+    fn names(v: &[PodKey]) -> Vec<&str> {
+        v.iter().map(|(_, n)| n.as_str()).collect()
+    }
+
+    #[test]
+    fn tiers_case_20() {
+        let app = pod("app", json!({}));
+        let daemon =
+            pod("daemon", json!({"metadata": {"name": "daemon", "namespace": "default", "ownerReferences": ds()}}));
+        let crit = pod(
+            "crit",
+            json!({"spec": {"nodeName": "n1", "containers": [], "priorityClassName": "system-node-critical"}}),
+        );
+        let crit_ds = pod(
+            "critds",
+            json!({"metadata": {"name": "critds", "namespace": "default", "ownerReferences": ds()},
+                   "spec": {"nodeName": "n1", "containers": [], "priorityClassName": "system-cluster-critical"}}),
+        );
+        let mirror = pod(
+            "mirror",
+            json!({"metadata": {"name": "mirror", "namespace": "default",
+            "ownerReferences": [{"apiVersion": "v1", "kind": "Node", "name": "n1", "uid": "n"}]}}),
+        );
+        let tolerant = pod(
+            "tolerant",
+            json!({"spec": {"nodeName": "n1", "containers": [],
+            "tolerations": [{"key": "karpenter.sh/disrupted", "operator": "Exists"}]}}),
+        );
+        let done = pod("done", json!({"status": {"phase": "Succeeded"}}));
+        let n = node();
+        let mut all = vec![&crit_ds, &crit, &daemon, &app, &mirror, &tolerant, &done];
+        let step = |pods: &[&Pod]| drain_plan(&n, pods, None, Some(T0), T0 + MINUTE);
+
+        let p = step(&all);
+        assert_eq!(names(&p.evict), ["app"]);
+        assert_eq!(p.remaining, 4, "mirror, tolerating and terminal pods are not waited for");
+        all.retain(|p| p.metadata.name.as_deref() != Some("app"));
+        assert_eq!(names(&step(&all).evict), ["daemon"]);
+        all.retain(|p| p.metadata.name.as_deref() != Some("daemon"));
+        assert_eq!(names(&step(&all).evict), ["crit"]);
+        all.retain(|p| p.metadata.name.as_deref() != Some("crit"));
+        assert_eq!(names(&step(&all).evict), ["critds"]);
+        all.retain(|p| p.metadata.name.as_deref() != Some("critds"));
+        let last = step(&all);
+        assert!(last.evict.is_empty() && last.remaining == 0 && last.drained);
+    }
+
+    #[test]
+    fn terminating_pods_awaited_not_evicted_and_stuck_ones_ignored() {
+        let n = node();
+        let terminating = pod(
+            "t",
+            json!({"metadata": {"name": "t", "namespace": "default", "deletionTimestamp": "2023-11-14T22:13:20Z"}}),
+        );
+        let del = T0; // 2023-11-14T22:13:20Z
+        let p = drain_plan(&n, &[&terminating], None, Some(T0), del + MINUTE);
+        assert!(p.evict.is_empty());
+        assert_eq!(p.remaining, 1);
+        assert!(!p.drained);
+        let p = drain_plan(&n, &[&terminating], None, Some(T0), del + MINUTE + 1);
+        assert_eq!(p.remaining, 0, "stuck terminating (> 1 min past deletion) is not waited for");
+    }
+
+    #[test]
+    fn min_drain_time() {
+        let n = node();
+        assert!(!drain_plan(&n, &[], None, Some(T0), T0 + 4_999).drained);
+        assert!(drain_plan(&n, &[], None, Some(T0), T0 + 5_000).drained);
+        assert!(!drain_plan(&n, &[], None, None, T0).drained, "a drain that starts now is not drained yet");
+    }
+
+    #[test]
+    fn do_not_disrupt_waits_and_blocks_lower_tiers() {
+        let n = node();
+        let dnd = pod(
+            "dnd",
+            json!({"metadata": {"name": "dnd", "namespace": "default",
+            "annotations": {"karpenter.sh/do-not-disrupt": "true"}}}),
+        );
+        let crit = pod(
+            "crit",
+            json!({"spec": {"nodeName": "n1", "containers": [], "priorityClassName": "system-node-critical"}}),
+        );
+        let p = drain_plan(&n, &[&dnd, &crit], None, Some(T0), T0);
+        assert!(p.evict.is_empty());
+        assert_eq!(names(&p.blocked_by_do_not_disrupt), ["dnd"]);
+        assert_eq!(p.remaining, 2);
+        // Past the deadline the pod is force-deleted despite do-not-disrupt.
+        let p = drain_plan(&n, &[&dnd], Some(T0), Some(T0), T0 + 1);
+        assert_eq!(p.force_delete, [("default".to_string(), "dnd".to_string(), 1)]);
+        assert!(p.blocked_by_do_not_disrupt.is_empty());
+    }
+
+    #[test]
+    fn do_not_disrupt_durations() {
+        let start = "2023-11-14T22:13:20Z"; // T0
+        let timed = pod(
+            "p",
+            json!({"metadata": {"name": "p", "namespace": "default",
+            "annotations": {"karpenter.sh/do-not-disrupt": "5m"}}, "status": {"phase": "Running", "startTime": start}}),
+        );
+        assert!(do_not_disrupt_active(&timed, T0 + 5 * MINUTE - 1));
+        assert!(!do_not_disrupt_active(&timed, T0 + 5 * MINUTE));
+        let no_start = pod(
+            "p",
+            json!({"metadata": {"name": "p", "namespace": "default",
+            "annotations": {"karpenter.sh/do-not-disrupt": "5m"}}}),
+        );
+        assert!(do_not_disrupt_active(&no_start, T0 + 100 * MINUTE));
+        for v in ["false", "banana", "0s"] {
+            let p = pod(
+                "p",
+                json!({"metadata": {"name": "p", "namespace": "default", "annotations": {"karpenter.sh/do-not-disrupt": v}}}),
+            );
+            assert!(!do_not_disrupt_active(&p, T0), "{v}");
+        }
+    }
+
+    #[test]
+    fn force_delete_case_21() {
+        // NodeClaim TGP 1h from T0; the pod asks for 10 minutes to shut down.
+        let n = node();
+        let deadline = T0 + 60 * MINUTE;
+        let slow =
+            pod("slow", json!({"spec": {"nodeName": "n1", "containers": [], "terminationGracePeriodSeconds": 600}}));
+        let at = deadline - 10 * MINUTE;
+        let p = drain_plan(&n, &[&slow], Some(deadline), Some(T0), at);
+        assert!(p.force_delete.is_empty());
+        assert_eq!(names(&p.evict), ["slow"], "not yet due: evicted through the API (PDBs apply)");
+        let p = drain_plan(&n, &[&slow], Some(deadline), Some(T0), at + 1);
+        assert_eq!(p.force_delete, [("default".to_string(), "slow".to_string(), 599)]);
+        assert!(p.evict.is_empty());
+        let p = drain_plan(&n, &[&slow], Some(deadline), Some(T0), deadline + 5 * MINUTE);
+        assert_eq!(p.force_delete[0].2, 1, "grace never below 1 s");
+        // Default pod grace (30 s) applies when unset; force-deletion ignores tiers.
+        let crit = pod(
+            "crit",
+            json!({"spec": {"nodeName": "n1", "containers": [], "priorityClassName": "system-node-critical"}}),
+        );
+        let app = pod("app", json!({}));
+        let p = drain_plan(&n, &[&crit, &app, &slow], Some(deadline), Some(T0), deadline - 29_000);
+        assert_eq!(
+            names(&p.force_delete.iter().map(|(a, b, _)| (a.clone(), b.clone())).collect::<Vec<_>>()),
+            ["app", "crit", "slow"]
+        );
+    }
+
+    #[test]
+    fn pods_on_other_nodes_are_ignored() {
+        let other = pod("o", json!({"spec": {"nodeName": "n2", "containers": []}}));
+        assert_eq!(drain_plan(&node(), &[&other], None, Some(T0), T0 + MINUTE).remaining, 0);
+        let _ = ms_time(T0);
+    }
+
+    #[test]
+    fn disrupted_taint_shape() {
+        let t = disrupted_taint();
+        assert_eq!((t.key.as_str(), t.effect.as_str(), t.value), ("karpenter.sh/disrupted", "NoSchedule", None));
+    }
+}
