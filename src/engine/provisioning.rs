@@ -279,6 +279,29 @@ pub fn state_nodes<'a>(snap: &ClusterSnapshot<'a>) -> Vec<StateNode<'a>> {
     by_pid.into_values().collect()
 }
 
+/// The elementwise smallest (capacity, allocatable) among the instance types a NodeClaim may launch as.
+fn smallest_option(c: &NodeClaim, types: Option<&Vec<Arc<InstanceType>>>) -> Option<(Resources, Resources)> {
+    let options = c.spec.requirements.iter().find(|r| r.key == labels::INSTANCE_TYPE && r.operator == "In")?;
+    let mut out: Option<(Resources, Resources)> = None;
+    for t in types?.iter().filter(|t| options.values.contains(&t.name)) {
+        let (cap, alloc) = (t.capacity.clone(), t.allocatable());
+        out = Some(match out {
+            None => (cap, alloc),
+            Some((c0, a0)) => (min_each(&c0, &cap), min_each(&a0, &alloc)),
+        });
+    }
+    out
+}
+
+fn min_each(a: &Resources, b: &Resources) -> Resources {
+    let mut r = Resources::new(a.cpu.min(b.cpu), a.memory.min(b.memory), a.pods.min(b.pods));
+    r.ephemeral_storage = a.ephemeral_storage.min(b.ephemeral_storage);
+    for (k, v) in &a.extended {
+        r.set_value(k, (*v).min(b.get(k)));
+    }
+    r
+}
+
 /// The result of a provisioning pass.
 #[derive(Debug, Clone)]
 pub struct ProvisioningResult {
@@ -385,11 +408,16 @@ pub fn provision(
             deleting.insert(name);
             continue;
         }
-        // A managed node without a NodeClaim yet, or an unlaunched claim, is not a destination.
-        if s.nodeclaim.is_some() && s.node.is_none() && s.nodeclaim.and_then(|c| c.provider_id()).is_none() {
-            continue;
-        }
-        let capacity = s.capacity();
+        // A NodeClaim not launched yet will become one of its instance-type options: count it at the smallest of
+        // them, so the pods it was made for (and what else surely fits) are not provisioned for twice.
+        let unlaunched = s.nodeclaim.filter(|c| s.node.is_none() && c.provider_id().is_none());
+        let (capacity, allocatable) = match unlaunched {
+            Some(c) => match smallest_option(c, nodepool.as_deref().and_then(|p| catalogs.get(p))) {
+                Some(x) => x,
+                None => continue,
+            },
+            None => (s.capacity(), s.allocatable()),
+        };
         if let Some(pool) = &nodepool {
             let u = usage.entry(pool.clone()).or_default();
             u.add(&capacity);
@@ -401,7 +429,7 @@ pub fn provision(
             labels: labels_map,
             taints,
             startup_taints: s.nodeclaim.map(|c| c.spec.startup_taints.clone()).unwrap_or_default(),
-            allocatable: s.allocatable(),
+            allocatable,
             capacity,
             initialized: s.initialized(),
             managed: s.nodeclaim.is_some(),

@@ -236,10 +236,18 @@ impl SimCloud {
     }
 
     /// Records an instance that already exists (a scenario's pre-existing node), running since `since`.
-    pub fn adopt(&mut self, t: &InstanceType, zone: &str, capacity_type: &str, nodeclaim: &str, since: Millis) -> Launched {
+    pub fn adopt(
+        &mut self,
+        t: &InstanceType,
+        zone: &str,
+        capacity_type: &str,
+        nodeclaim: &str,
+        since: Millis,
+    ) -> Launched {
         self.next_id += 1;
         let provider_id = format!("aws:///{zone}/i-{:017x}", self.next_id);
-        let price = t.offerings.iter().find(|o| o.zone == zone && o.capacity_type == capacity_type).map_or(0.0, |o| o.price);
+        let price =
+            t.offerings.iter().find(|o| o.zone == zone && o.capacity_type == capacity_type).map_or(0.0, |o| o.price);
         let mut labels_out = t.requirements.single_valued_labels();
         labels_out.insert(labels::ZONE.to_string(), zone.to_string());
         labels_out.insert(labels::CAPACITY_TYPE.to_string(), capacity_type.to_string());

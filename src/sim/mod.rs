@@ -4,7 +4,7 @@
 pub mod cloud;
 pub mod cluster;
 pub mod manifests;
-pub mod run;
-pub mod world;
 pub mod report;
+pub mod run;
 pub mod scenario;
+pub mod world;

@@ -235,8 +235,7 @@ fn apply_event(w: &mut World, action: &Action) -> Result<(), String> {
                             .pods
                             .iter()
                             .filter(|((pns, _), p)| {
-                                *pns == ns
-                                    && p.metadata.owner_references.iter().flatten().any(|o| o.name == r.name)
+                                *pns == ns && p.metadata.owner_references.iter().flatten().any(|o| o.name == r.name)
                             })
                             .map(|(k, _)| k.clone())
                             .collect();
@@ -396,7 +395,7 @@ pub fn decision_at(d: &Decision) -> Millis {
 fn build_report(s: &Scenario, w: &World, start: Millis, end: Millis, wall: Duration) -> Report {
     use crate::sim::report::{
         Cost, Decision as RDecision, DecisionDetail, DecisionState, DisruptionMethod, DisruptionReason, Launched,
-        NodeClaimRecord, NodeRecord, PendingPod, PendingReason, PoolCost, PodRecord, RequirementRecord, SolveTiming,
+        NodeClaimRecord, NodeRecord, PendingPod, PendingReason, PodRecord, PoolCost, RequirementRecord, SolveTiming,
     };
     let t = |ms: Millis| secs(ms, start);
     let mut r = Report::new(&s.name, s.seed);
@@ -441,7 +440,9 @@ fn build_report(s: &Scenario, w: &World, start: Millis, end: Millis, wall: Durat
                 .pending_reasons
                 .get(&(ns.clone(), name.clone()))
                 .map(|rs| {
-                    rs.iter().map(|(pool, reason)| PendingReason { node_pool: pool.clone(), reason: reason.clone() }).collect()
+                    rs.iter()
+                        .map(|(pool, reason)| PendingReason { node_pool: pool.clone(), reason: reason.clone() })
+                        .collect()
                 })
                 .unwrap_or_default();
             PendingPod { namespace: ns, name, reasons }
@@ -469,16 +470,19 @@ fn build_report(s: &Scenario, w: &World, start: Millis, end: Millis, wall: Durat
             }),
         })
         .collect();
-    let node_of_claim: BTreeMap<&str, &str> = w
-        .record
-        .nodes
-        .iter()
-        .filter_map(|n| n.nodeclaim.as_deref().map(|c| (c, n.name.as_str())))
-        .collect();
+    let node_of_claim: BTreeMap<&str, &str> =
+        w.record.nodes.iter().filter_map(|n| n.nodeclaim.as_deref().map(|c| (c, n.name.as_str()))).collect();
+    // Liveness deletions (launch/registration timeouts, insufficient capacity, GC) and rebalance notices are
+    // lifecycle events, not decisions of the report's kinds.
     r.decisions = w
         .record
         .decisions
         .iter()
+        .filter(|d| match d {
+            Decision::Delete { reason, .. } => *reason == DeleteReason::Expired,
+            Decision::Interruption { kind, .. } => *kind != InterruptionKind::RebalanceRecommendation,
+            Decision::Provision { .. } => true,
+        })
         .map(|d| match d {
             Decision::Provision { id, at, nodeclaims, pods } => RDecision {
                 id: id.clone(),
@@ -496,7 +500,9 @@ fn build_report(s: &Scenario, w: &World, start: Millis, end: Millis, wall: Durat
                     detail: DecisionDetail::Disruption {
                         method,
                         reason: why,
-                        candidates: vec![node_of_claim.get(nodeclaim.as_str()).unwrap_or(&nodeclaim.as_str()).to_string()],
+                        candidates: vec![
+                            node_of_claim.get(nodeclaim.as_str()).unwrap_or(&nodeclaim.as_str()).to_string(),
+                        ],
                         replacements: Vec::new(),
                         savings_per_hour: 0.0,
                         state: DecisionState::Executed,
@@ -531,10 +537,13 @@ fn build_report(s: &Scenario, w: &World, start: Millis, end: Millis, wall: Durat
         let final_rate = if running { i.launched.price } else { 0.0 };
         cost.total += total;
         cost.final_per_hour += final_rate;
-        let pool = pool_of_claim
-            .get(i.nodeclaim.as_str())
-            .copied()
-            .or_else(|| w.record.nodes.iter().find(|n| n.nodeclaim.as_deref() == Some(i.nodeclaim.as_str())).and_then(|n| n.nodepool.as_deref()));
+        let pool = pool_of_claim.get(i.nodeclaim.as_str()).copied().or_else(|| {
+            w.record
+                .nodes
+                .iter()
+                .find(|n| n.nodeclaim.as_deref() == Some(i.nodeclaim.as_str()))
+                .and_then(|n| n.nodepool.as_deref())
+        });
         if let Some(pool) = pool {
             let e = cost.by_node_pool.entry(pool.to_string()).or_insert_with(PoolCost::default);
             e.total += total;

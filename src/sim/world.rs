@@ -33,6 +33,8 @@ pub const MINUTE: Millis = 60 * SECOND;
 /// Offerings that failed with insufficient capacity stay unavailable to the scheduler this long (AWS provider).
 pub const ICE_TTL: Millis = 3 * MINUTE;
 pub const GC_PERIOD: Millis = 2 * MINUTE;
+/// A pod that stays provisionable triggers provisioning again after this long.
+pub const POD_REQUEUE: Millis = 10 * SECOND;
 /// Default pod termination grace period.
 const DEFAULT_POD_GRACE: Millis = 30 * SECOND;
 
@@ -176,6 +178,8 @@ pub struct World {
     rng: Rng,
     /// Why each pod was pending after the last provisioning pass: (NodePool or "", reason).
     pub pending_reasons: BTreeMap<Key, Vec<(String, String)>>,
+    /// When each pod last triggered provisioning.
+    last_trigger: BTreeMap<String, Millis>,
     next_decision: u64,
     next_gc: Millis,
 }
@@ -207,6 +211,7 @@ impl World {
             drains: BTreeMap::new(),
             rng: Rng(seed ^ 0x6b61_7270_656e_7465),
             pending_reasons: BTreeMap::new(),
+            last_trigger: BTreeMap::new(),
             next_decision: 0,
             next_gc: start + GC_PERIOD,
         }
@@ -286,9 +291,17 @@ impl World {
 
     /// A cheap summary of state that controllers change, to detect quiescence.
     fn fingerprint(&self) -> (usize, usize, usize, usize, usize, usize) {
-        let bound = self.cluster.pods.values().filter(|p| p.spec.as_ref().and_then(|s| s.node_name.as_ref()).is_some()).count();
+        let bound =
+            self.cluster.pods.values().filter(|p| p.spec.as_ref().and_then(|s| s.node_name.as_ref()).is_some()).count();
         let deleting = self.cluster.pods.values().filter(|p| p.metadata.deletion_timestamp.is_some()).count();
-        (self.cluster.pods.len(), bound, deleting, self.cluster.nodes.len(), self.cluster.nodeclaims.len(), self.timers.len())
+        (
+            self.cluster.pods.len(),
+            bound,
+            deleting,
+            self.cluster.nodes.len(),
+            self.cluster.nodeclaims.len(),
+            self.timers.len(),
+        )
     }
 
     fn controllers(&mut self) {
@@ -322,13 +335,8 @@ impl World {
             });
         }
         // Kubelet: pods bound to a Ready node run.
-        let ready: BTreeSet<String> = self
-            .cluster
-            .nodes
-            .iter()
-            .filter(|(_, n)| lifecycle::node_ready(n))
-            .map(|(k, _)| k.clone())
-            .collect();
+        let ready: BTreeSet<String> =
+            self.cluster.nodes.iter().filter(|(_, n)| lifecycle::node_ready(n)).map(|(k, _)| k.clone()).collect();
         for p in self.cluster.pods.values_mut() {
             let on_ready = p.spec.as_ref().and_then(|s| s.node_name.as_ref()).is_some_and(|n| ready.contains(n));
             let running = p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running");
@@ -374,12 +382,21 @@ impl World {
 
     fn provisioning(&mut self) {
         let mut triggered = false;
+        let now = self.now;
         for p in self.cluster.pods.values() {
             if is_provisionable(p) {
                 let uid = p.metadata.uid.clone().unwrap_or_default();
-                self.batcher.trigger(&uid, self.now);
-                triggered = true;
+                // Upstream requeues a still-provisionable pod every 10 s, not on every event.
+                let due = self.last_trigger.get(&uid).is_none_or(|t| now - t >= POD_REQUEUE);
+                if due {
+                    self.last_trigger.insert(uid.clone(), now);
+                    self.batcher.trigger(&uid, now);
+                    triggered = true;
+                }
             }
+        }
+        if triggered {
+            self.at(now + POD_REQUEUE, Timer::Wake);
         }
         if !triggered && !self.batcher.is_open() {
             return;
@@ -439,12 +456,7 @@ impl World {
             }
         }
         let placed = result.results.scheduled_pods();
-        self.record.solves.push(SolveTiming {
-            at: self.now,
-            pods: result.pods.len(),
-            nodes: names.len(),
-            millis,
-        });
+        self.record.solves.push(SolveTiming { at: self.now, pods: result.pods.len(), nodes: names.len(), millis });
         if !names.is_empty() {
             let id = self.decision_id("p");
             self.record.decisions.push(Decision::Provision { id, at: self.now, nodeclaims: names, pods: placed });
@@ -506,7 +518,14 @@ impl World {
                 let t = now + self.settings.launch_latency;
                 self.at(t, Timer::LaunchDone { claim: name.to_string() });
             }
-            LifecycleAction::SyncNode { node, labels: l, annotations, taints_to_add, remove_unregistered_taint, finalizer } => {
+            LifecycleAction::SyncNode {
+                node,
+                labels: l,
+                annotations,
+                taints_to_add,
+                remove_unregistered_taint,
+                finalizer,
+            } => {
                 if let Some(n) = self.cluster.nodes.get_mut(node) {
                     n.metadata.labels.get_or_insert_with(BTreeMap::new).extend(l.clone());
                     n.metadata.annotations.get_or_insert_with(BTreeMap::new).extend(annotations.clone());
@@ -624,11 +643,19 @@ impl World {
                 creation_timestamp: Some(lifecycle::ms_time(now)),
                 ..Default::default()
             },
-            spec: Some(NodeSpec { provider_id: Some(provider_id.to_string()), taints: Some(taints.clone()), ..Default::default() }),
+            spec: Some(NodeSpec {
+                provider_id: Some(provider_id.to_string()),
+                taints: Some(taints.clone()),
+                ..Default::default()
+            }),
             status: Some(NodeStatus {
                 capacity: Some(q(&inst.launched.capacity)),
                 allocatable: Some(q(&inst.launched.allocatable)),
-                conditions: Some(vec![NodeCondition { type_: "Ready".into(), status: "False".into(), ..Default::default() }]),
+                conditions: Some(vec![NodeCondition {
+                    type_: "Ready".into(),
+                    status: "False".into(),
+                    ..Default::default()
+                }]),
                 ..Default::default()
             }),
         };
@@ -687,7 +714,8 @@ impl World {
                     }
                 }
                 FinalizeAction::DeleteInstance => {
-                    if let Some(pid) = self.cluster.nodeclaims.get(name).and_then(|c| c.provider_id().map(str::to_string))
+                    if let Some(pid) =
+                        self.cluster.nodeclaims.get(name).and_then(|c| c.provider_id().map(str::to_string))
                     {
                         let _ = self.cloud.terminate(&pid, now);
                     }
@@ -764,9 +792,15 @@ impl World {
             if plan.drained {
                 self.cluster.nodes.remove(&name);
                 self.drains.remove(&name);
-                for p in self.cluster.pods_on(&name).into_iter().map(|p| {
-                    (p.metadata.namespace.clone().unwrap_or_default(), p.metadata.name.clone().unwrap_or_default())
-                }).collect::<Vec<_>>() {
+                for p in self
+                    .cluster
+                    .pods_on(&name)
+                    .into_iter()
+                    .map(|p| {
+                        (p.metadata.namespace.clone().unwrap_or_default(), p.metadata.name.clone().unwrap_or_default())
+                    })
+                    .collect::<Vec<_>>()
+                {
                     self.cluster.pods.remove(&p);
                     if let Some(r) = self.record.pods.get_mut(&p) {
                         r.deleted_at = Some(now);
@@ -790,7 +824,10 @@ impl World {
         }
         p.metadata.deletion_timestamp = Some(lifecycle::ms_time(now));
         let g = grace.unwrap_or_else(|| {
-            p.spec.as_ref().and_then(|s| s.termination_grace_period_seconds).map_or(DEFAULT_POD_GRACE, |s| s.max(0) * SECOND)
+            p.spec
+                .as_ref()
+                .and_then(|s| s.termination_grace_period_seconds)
+                .map_or(DEFAULT_POD_GRACE, |s| s.max(0) * SECOND)
         });
         self.at(now + g, Timer::PodGone { key: key.clone() });
     }
