@@ -48,6 +48,8 @@ pub struct Cluster {
     pub storage_classes: BTreeMap<String, StorageClass>,
     pub namespaces: BTreeMap<String, Namespace>,
     next_uid: u64,
+    /// The seeded generator behind generated pod names.
+    pub name_seed: u64,
 }
 
 fn unschedulable(p: &mut Pod) {
@@ -70,6 +72,27 @@ fn node_ready(n: &Node) -> bool {
 }
 
 impl Cluster {
+    /// An empty cluster whose generated names derive from `seed`.
+    pub fn with_seed(seed: u64) -> Cluster {
+        Cluster { name_seed: seed, ..Default::default() }
+    }
+
+    /// Five characters from the seeded generator, in the alphabet Kubernetes uses for generated names.
+    fn name_suffix(&mut self) -> String {
+        const ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
+        (0..5)
+            .map(|_| {
+                // splitmix64
+                self.name_seed = self.name_seed.wrapping_add(0x9E37_79B9_7F4A_7C15);
+                let mut z = self.name_seed;
+                z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+                z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+                z ^= z >> 31;
+                ALPHABET[(z % ALPHABET.len() as u64) as usize] as char
+            })
+            .collect()
+    }
+
     /// A uid that is stable for a given sequence of creations.
     pub fn uid(&mut self) -> String {
         self.next_uid += 1;
@@ -114,11 +137,16 @@ impl Cluster {
             self.stamp(&mut d.metadata);
             self.daemonsets.insert(key_of(&d.metadata), d);
         }
+        // Namespaced objects written without a namespace live in `default`, as kubectl would put them.
         for o in &m.pdbs {
-            self.pdbs.insert(key_of(&o.metadata), o.clone());
+            let mut o = o.clone();
+            o.metadata.namespace.get_or_insert_with(|| "default".into());
+            self.pdbs.insert(key_of(&o.metadata), o);
         }
         for o in &m.pvcs {
-            self.pvcs.insert(key_of(&o.metadata), o.clone());
+            let mut o = o.clone();
+            o.metadata.namespace.get_or_insert_with(|| "default".into());
+            self.pvcs.insert(key_of(&o.metadata), o);
         }
         for o in &m.pvs {
             self.pvs.insert(o.metadata.name.clone().unwrap_or_default(), o.clone());
@@ -155,7 +183,8 @@ impl Cluster {
             self.deployments.iter().map(|(k, d)| (k.clone(), d.clone())).collect();
         for ((ns, name), d) in deployments {
             let want = d.spec.replicas.unwrap_or(1).max(0) as usize;
-            let owned: BTreeSet<usize> = self
+            // Live replicas, oldest first (uids are issued in creation order).
+            let mut owned: Vec<(bool, String, Key)> = self
                 .pods
                 .iter()
                 .filter(|((pns, _), p)| {
@@ -167,36 +196,44 @@ impl Cluster {
                             .flatten()
                             .any(|o| o.kind == "ReplicaSet" && o.name == name)
                 })
-                .filter_map(|((_, pname), _)| pname.strip_prefix(&format!("{name}-"))?.parse().ok())
+                .map(|(k, p)| {
+                    let bound = p.spec.as_ref().and_then(|s| s.node_name.as_ref()).is_some();
+                    (bound, p.metadata.uid.clone().unwrap_or_default(), k.clone())
+                })
                 .collect();
+            owned.sort_by(|a, b| a.1.cmp(&b.1));
             let mut have = owned.len();
-            let mut ordinal = 0usize;
             while have < want {
-                if !owned.contains(&ordinal) {
-                    let pname = format!("{name}-{ordinal}");
-                    let mut meta = d.spec.template.metadata.clone().unwrap_or_default();
-                    meta.name = Some(pname.clone());
-                    meta.namespace = Some(ns.clone());
-                    meta.uid = None;
-                    meta.owner_references = Some(vec![OwnerReference {
-                        api_version: "apps/v1".into(),
-                        kind: "ReplicaSet".into(),
-                        name: name.clone(),
-                        uid: d.metadata.uid.clone().unwrap_or_default(),
-                        controller: Some(true),
-                        block_owner_deletion: Some(true),
-                    }]);
-                    let mut p = Pod { metadata: meta, spec: d.spec.template.spec.clone(), status: None };
-                    self.stamp(&mut p.metadata);
-                    let key = (ns.clone(), pname);
-                    self.pods.insert(key.clone(), p);
-                    created.push(key);
-                    have += 1;
-                }
-                ordinal += 1;
+                // ReplicaSet-style names: `<deployment>-<random>` from the world's seeded generator.
+                let pname = loop {
+                    let candidate = format!("{name}-{}", self.name_suffix());
+                    if !self.pods.contains_key(&(ns.clone(), candidate.clone())) {
+                        break candidate;
+                    }
+                };
+                let mut meta = d.spec.template.metadata.clone().unwrap_or_default();
+                meta.name = Some(pname.clone());
+                meta.namespace = Some(ns.clone());
+                meta.uid = None;
+                meta.owner_references = Some(vec![OwnerReference {
+                    api_version: "apps/v1".into(),
+                    kind: "ReplicaSet".into(),
+                    name: name.clone(),
+                    uid: d.metadata.uid.clone().unwrap_or_default(),
+                    controller: Some(true),
+                    block_owner_deletion: Some(true),
+                }]);
+                let mut p = Pod { metadata: meta, spec: d.spec.template.spec.clone(), status: None };
+                self.stamp(&mut p.metadata);
+                let key = (ns.clone(), pname);
+                self.pods.insert(key.clone(), p);
+                created.push(key);
+                have += 1;
             }
-            for o in owned.iter().rev().take(have.saturating_sub(want)) {
-                let key = (ns.clone(), format!("{name}-{o}"));
+            // Scale down like a ReplicaSet: unscheduled pods first, then the newest.
+            let excess = have.saturating_sub(want);
+            owned.sort_by(|a, b| a.0.cmp(&b.0).then(b.1.cmp(&a.1)));
+            for (_, _, key) in owned.into_iter().take(excess) {
                 self.pods.remove(&key);
                 deleted.push(key);
             }
@@ -426,20 +463,24 @@ mod tests {
 
     #[test]
     fn deployments_scale_with_stable_names() {
-        let mut c = Cluster::default();
-        c.apply(&Manifests::parse(MANIFESTS, "m.yaml").unwrap());
+        let build = || {
+            let mut c = Cluster { name_seed: 7, ..Default::default() };
+            c.apply(&Manifests::parse(MANIFESTS, "m.yaml").unwrap());
+            c
+        };
+        let mut c = build();
         let (created, _) = c.reconcile_deployments();
         assert_eq!(created.len(), 3);
-        assert!(c.pods.contains_key(&("default".into(), "web-2".into())));
+        assert!(created.iter().all(|(ns, n)| ns == "default" && n.starts_with("web-") && n.len() == 9));
+        // Same seed, same names.
+        assert_eq!(build().reconcile_deployments().0, created);
         c.deployments.values_mut().for_each(|d| d.spec.replicas = Some(1));
         let (_, deleted) = c.reconcile_deployments();
-        assert_eq!(
-            deleted,
-            vec![("default".to_string(), "web-2".to_string()), ("default".to_string(), "web-1".to_string())]
-        );
+        assert_eq!(deleted, vec![created[2].clone(), created[1].clone()], "newest first");
         c.deployments.values_mut().for_each(|d| d.spec.replicas = Some(2));
-        let (created, _) = c.reconcile_deployments();
-        assert_eq!(created, vec![("default".to_string(), "web-1".to_string())]);
+        let (again, _) = c.reconcile_deployments();
+        assert_eq!(again.len(), 1);
+        assert!(!created[1..].contains(&again[0]), "a new name, not a reused one");
     }
 
     #[test]

@@ -197,7 +197,7 @@ impl World {
         World {
             now: start,
             cloud: SimCloud::new(&catalog),
-            cluster: Cluster::default(),
+            cluster: Cluster::with_seed(seed ^ 0x706f_6473),
             record: Record::default(),
             batcher: Batcher::new(settings.batch_idle, settings.batch_max),
             catalog,

@@ -1,0 +1,205 @@
+//! End-to-end scenarios through the simulated world: pods pending → NodeClaim → instance → Node → initialized →
+//! pods bound; insufficient capacity → fallback; registration timeout → NodeClaim deleted and pods re-provisioned;
+//! node deletion drains respecting a PDB; determinism of the report.
+
+use karpenter_tui::sim::report::{DecisionDetail, Report};
+use karpenter_tui::sim::run::run;
+use karpenter_tui::sim::scenario::parse_scenario;
+
+const TYPES: &str = r#"
+catalog:
+  source: inline
+  instanceTypes:
+    - name: small
+      cpu: "2"
+      memory: 4Gi
+      pods: 10
+      overhead: {cpu: 100m, memory: 100Mi}
+      offerings:
+        - {zone: z1, capacityType: spot, price: 0.02}
+        - {zone: z1, capacityType: on-demand, price: 0.05}
+        - {zone: z2, capacityType: on-demand, price: 0.05}
+    - name: large
+      cpu: "8"
+      memory: 16Gi
+      pods: 40
+      overhead: {cpu: 100m, memory: 100Mi}
+      offerings:
+        - {zone: z1, capacityType: spot, price: 0.08}
+        - {zone: z1, capacityType: on-demand, price: 0.2}
+        - {zone: z2, capacityType: on-demand, price: 0.2}
+"#;
+
+const POOL_AND_APP: &str = r#"
+objects:
+  - apiVersion: karpenter.sh/v1
+    kind: NodePool
+    metadata: {name: default}
+    spec:
+      template:
+        spec:
+          nodeClassRef: {group: karpenter.k8s.aws, kind: EC2NodeClass, name: default}
+  - apiVersion: apps/v1
+    kind: Deployment
+    metadata: {name: app}
+    spec:
+      replicas: 2
+      selector: {matchLabels: {app: app}}
+      template:
+        metadata: {labels: {app: app}}
+        spec:
+          containers: [{name: c, image: x, resources: {requests: {cpu: 500m, memory: 512Mi}}}]
+"#;
+
+fn scenario(header: &str, rest: &str) -> Report {
+    let text = format!("{header}{TYPES}{POOL_AND_APP}{rest}");
+    let s = parse_scenario(&text, "test.yaml").unwrap_or_else(|e| panic!("{e}"));
+    run(&s, None, None).unwrap_or_else(|e| panic!("{e}"))
+}
+
+#[test]
+fn pods_go_from_pending_to_bound_on_a_new_node() {
+    let r = scenario("name: basic\nuntil: 5m\n", "");
+    assert_eq!(r.node_claims.len(), 1);
+    let claim = &r.node_claims[0];
+    assert_eq!(claim.created_at, 1.0, "batch idle window of 1 s");
+    let launched = claim.launched.as_ref().expect("launched");
+    assert_eq!((launched.instance_type.as_str(), launched.capacity_type.as_str()), ("small", "spot"));
+    assert_eq!(r.nodes.len(), 1);
+    let node = &r.nodes[0];
+    // launch 5 s + registration 30 s after the claim; ready 10 s later; initialized on the next reconcile.
+    assert_eq!(node.created_at, 36.0);
+    let init = node.initialized_at.expect("initialized");
+    assert!((46.0..50.0).contains(&init), "initialized at {init}");
+    assert_eq!(node.node_claim.as_deref(), Some(claim.name.as_str()));
+    assert!(r.pending.is_empty());
+    for p in r.pods.iter().filter(|p| p.name.starts_with("app-")) {
+        assert_eq!(p.node.as_deref(), Some(node.name.as_str()));
+        assert!(p.bound_at.unwrap() >= 46.0, "bound only once the node is ready");
+    }
+    assert!(matches!(r.decisions[0].detail, DecisionDetail::Provision { pods: 2, .. }));
+    // 0.02 $/h from the launch request at 1 s to the end at 300 s.
+    assert!((r.cost.total - 0.02 * 299.0 / 3600.0).abs() < 1e-6, "{}", r.cost.total);
+    assert!((r.cost.final_per_hour - 0.02).abs() < 1e-9);
+}
+
+#[test]
+fn insufficient_capacity_deletes_the_claim_and_retries_elsewhere() {
+    // Only `small` is allowed. Its spot offering is out of capacity: the cloud falls back to on-demand within the
+    // same launch, as EC2 Fleet does.
+    let only_small = POOL_AND_APP.replace(
+        "          nodeClassRef:",
+        "          requirements: [{key: node.kubernetes.io/instance-type, operator: In, values: [small]}]\n          nodeClassRef:",
+    );
+    let run_with = |events: &str| {
+        let text = format!("name: ice\nuntil: 10m\n{TYPES}{only_small}events:\n{events}");
+        run(&parse_scenario(&text, "ice.yaml").unwrap_or_else(|e| panic!("{e}")), None, None).unwrap()
+    };
+    let off = |zone: &str, ct: &str, at: &str, available: bool| {
+        format!(
+            "  - at: {at}\n    capacity: {{instanceType: small, zone: {zone}, capacityType: {ct}, available: {available}}}\n"
+        )
+    };
+    let r = run_with(&off("z1", "spot", "0s", false));
+    assert_eq!(r.node_claims.len(), 1);
+    let l = r.node_claims[0].launched.as_ref().unwrap();
+    assert_eq!(l.capacity_type, "on-demand");
+
+    // Every offering out: the launch fails, the claim is deleted, the engine stops asking for those offerings
+    // (the pods stay pending with a reason) until capacity returns and the 3-minute memory expires.
+    let all_off = format!(
+        "{}{}{}",
+        off("z1", "spot", "0s", false),
+        off("z1", "on-demand", "0s", false),
+        off("z2", "on-demand", "0s", false)
+    );
+    let r = run_with(&format!("{all_off}{}", off("z2", "on-demand", "2m", true)));
+    let first = &r.node_claims[0];
+    assert!(first.launched.is_none());
+    assert!(first.deleted_at.is_some());
+    let last = r.node_claims.last().unwrap();
+    let l = last.launched.as_ref().expect("launched once capacity returned");
+    assert_eq!((l.zone.as_str(), l.capacity_type.as_str()), ("z2", "on-demand"));
+    assert!(last.created_at >= 180.0, "retried only after the offerings' unavailability expired: {}", last.created_at);
+    assert!(r.pending.is_empty());
+}
+
+#[test]
+fn registration_timeout_deletes_and_reprovisions() {
+    let r = scenario("name: slow-boot\nuntil: 40m\nsettings:\n  registrationLatency: 20m\n", "");
+    // Launched at 6 s, never registered by 15 min later: deleted, and a new claim is made for the pods.
+    let first = &r.node_claims[0];
+    let deleted = first.deleted_at.expect("deleted by the registration timeout");
+    assert!((906.0..912.0).contains(&deleted), "deleted at {deleted}");
+    assert!(r.node_claims.len() >= 2);
+    assert!(r.node_claims[1].created_at >= deleted);
+}
+
+#[test]
+fn draining_respects_a_pod_disruption_budget() {
+    let node = "nodes:\n  - {name: n1, instanceType: large, zone: z1, capacityType: on-demand, nodePool: default}\n";
+    let pdb = "  - at: 1m\n    apply:\n      - apiVersion: policy/v1\n        kind: PodDisruptionBudget\n        metadata: {name: app}\n        spec:\n          minAvailable: 2\n          selector: {matchLabels: {app: app}}\n";
+    let delete = "  - at: 2m\n    delete: [{kind: Node, name: n1}]\n";
+
+    // Both replicas run on n1; a PDB that allows no disruption keeps them there: the node stays, draining.
+    let r = scenario("name: pdb\nuntil: 10m\n", &format!("{node}events:\n{pdb}{delete}"));
+    let n1 = r.nodes.iter().find(|n| n.name == "n1").unwrap();
+    assert_eq!(n1.deleted_at, None, "eviction is refused while the PDB allows 0 disruptions");
+    let on_n1 = r.pods.iter().filter(|p| p.name.starts_with("app-") && p.node.as_deref() == Some("n1")).count();
+    assert_eq!(on_n1, 2);
+
+    // Without the PDB the node drains, goes away, and the replicas come back on new capacity.
+    let r = scenario("name: no-pdb\nuntil: 10m\n", &format!("{node}events:\n{delete}"));
+    let n1 = r.nodes.iter().find(|n| n.name == "n1").unwrap();
+    let gone = n1.deleted_at.expect("drained and deleted");
+    assert!(gone >= 125.0, "minimum drain time and pod grace: {gone}");
+    let live: Vec<_> = r.pods.iter().filter(|p| p.name.starts_with("app-") && p.deleted_at.is_none()).collect();
+    assert_eq!(live.len(), 2);
+    assert!(live.iter().all(|p| p.node.as_deref().is_some_and(|n| n != "n1")), "{live:?}");
+}
+
+#[test]
+fn shipped_scenarios_run_deterministically() {
+    let mut seen = 0;
+    for entry in std::fs::read_dir("scenarios").unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().and_then(|e| e.to_str()) != Some("yaml") {
+            continue;
+        }
+        let text = std::fs::read_to_string(&path).unwrap();
+        let s = parse_scenario(&text, &path.to_string_lossy()).unwrap();
+        let a = run(&s, None, None).unwrap();
+        let b = run(&s, None, None).unwrap();
+        assert_eq!(a.to_json_without_timings(), b.to_json_without_timings(), "{}", path.display());
+        // Whatever a scenario does, every pod that is still pending has a reason.
+        for p in &a.pending {
+            assert!(!p.reasons.is_empty(), "{}: {}/{} pending without a reason", path.display(), p.namespace, p.name);
+        }
+        seen += 1;
+    }
+    assert!(seen >= 6);
+}
+
+#[test]
+fn walkthrough_scales_out_and_binds_everything() {
+    let text = std::fs::read_to_string("scenarios/walkthrough.yaml").unwrap();
+    let s = parse_scenario(&text, "scenarios/walkthrough.yaml").unwrap();
+    // Stop at the peak (20 replicas after 15 min + time to launch).
+    let r = run(&s, Some(std::time::Duration::from_secs(20 * 60)), None).unwrap();
+    let live: Vec<_> = r.pods.iter().filter(|p| p.deleted_at.is_none()).collect();
+    assert_eq!(live.len(), 20);
+    assert!(live.iter().all(|p| p.node.is_some()), "all 20 replicas bound");
+    assert!(r.pending.is_empty());
+    assert!(r.nodes.iter().all(|n| n.initialized_at.is_some()));
+    assert!(r.decisions.iter().filter(|d| matches!(d.detail, DecisionDetail::Provision { .. })).count() >= 2);
+}
+
+#[test]
+fn unknown_objects_in_events_are_named() {
+    let text = format!(
+        "name: bad\nuntil: 5m\n{TYPES}{POOL_AND_APP}events:\n  - at: 1m\n    interrupt: {{node: ghost, kind: spot-interruption}}\n"
+    );
+    let s = parse_scenario(&text, "bad.yaml").unwrap();
+    let err = run(&s, None, None).unwrap_err().to_string();
+    assert!(err.contains("bad.yaml") && err.contains("events[0]") && err.contains("ghost"), "{err}");
+}
