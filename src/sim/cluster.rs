@@ -306,7 +306,7 @@ impl Cluster {
     /// scheduling simulation restricted to existing nodes), and marks the rest unschedulable. Pods nominated to a
     /// node (status.nominatedNodeName) are considered like any other. Returns the (pod, node) bindings.
     pub fn schedule_pending(&mut self) -> Vec<(Key, String)> {
-        let pending: Vec<Key> = self
+        let pending: BTreeSet<Key> = self
             .pods
             .iter()
             .filter(|(_, p)| {

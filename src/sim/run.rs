@@ -359,6 +359,7 @@ pub fn run(s: &Scenario, until: Option<Duration>, seed: Option<u64>) -> Result<R
     let mut w = World::new(catalog, settings, start, s.seed);
     w.cluster.apply(&s.objects);
     add_nodes(&s, &mut w, start)?;
+    w.track_new_pods();
     let end = start + ms(until.unwrap_or(s.until));
     let mut events: Vec<(usize, &crate::sim::scenario::Event)> = s.events.iter().enumerate().collect();
     events.sort_by_key(|(i, e)| (e.at, *i));
@@ -374,6 +375,7 @@ pub fn run(s: &Scenario, until: Option<Duration>, seed: Option<u64>) -> Result<R
             at: e.at.as_secs_f64(),
             message,
         })?;
+        w.track_new_pods();
         w.reconcile();
     }
     w.run_until(end);

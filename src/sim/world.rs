@@ -168,6 +168,7 @@ pub struct World {
     options: SchedulerOptions,
     batcher: Batcher,
     timers: BTreeSet<(Millis, u64, Timer)>,
+    wakes: BTreeSet<Millis>,
     timer_seq: u64,
     /// Launches in flight: claim → the result the cloud will report.
     in_flight: BTreeMap<String, Result<crate::sim::cloud::Launched, CloudError>>,
@@ -205,6 +206,7 @@ impl World {
             lifecycle: LifecycleSettings::default(),
             options: SchedulerOptions::default(),
             timers: BTreeSet::new(),
+            wakes: BTreeSet::new(),
             timer_seq: 0,
             in_flight: BTreeMap::new(),
             ice: BTreeMap::new(),
@@ -218,8 +220,14 @@ impl World {
     }
 
     fn at(&mut self, t: Millis, timer: Timer) {
+        let t = t.max(self.now);
+        if timer == Timer::Wake {
+            // Requeues repeat every reconcile; one wake per instant is enough.
+            self.wakes.insert(t);
+            return;
+        }
         self.timer_seq += 1;
-        self.timers.insert((t.max(self.now), self.timer_seq, timer));
+        self.timers.insert((t, self.timer_seq, timer));
     }
 
     fn decision_id(&mut self, prefix: &str) -> String {
@@ -230,8 +238,9 @@ impl World {
     /// The time of the next scheduled thing, if any.
     pub fn next_wake(&self) -> Option<Millis> {
         let t = self.timers.iter().next().map(|(t, _, _)| *t);
+        let w = self.wakes.iter().next().copied();
         let b = self.batcher.deadline();
-        [t, b, Some(self.next_gc)].into_iter().flatten().min()
+        [t, w, b, Some(self.next_gc)].into_iter().flatten().min()
     }
 
     /// Advances to `until`, reconciling at every moment something can happen.
@@ -249,6 +258,8 @@ impl World {
     }
 
     fn fire_timers(&mut self) {
+        let now = self.now;
+        self.wakes.retain(|t| *t > now);
         while let Some(first) = self.timers.iter().next().cloned() {
             if first.0 > self.now {
                 break;
@@ -300,8 +311,23 @@ impl World {
             deleting,
             self.cluster.nodes.len(),
             self.cluster.nodeclaims.len(),
-            self.timers.len(),
+            self.cluster.nodeclaims.values().filter(|c| c.provider_id().is_some()).count(),
         )
+    }
+
+    /// Starts records for pods that appeared outside the controllers (scenario objects and `apply` events).
+    pub fn track_new_pods(&mut self) {
+        let now = self.now;
+        for (k, p) in &self.cluster.pods {
+            if self.record.pods.contains_key(k) {
+                continue;
+            }
+            let node = p.spec.as_ref().and_then(|s| s.node_name.clone());
+            self.record.pods.insert(
+                k.clone(),
+                PodRecord { created_at: now, bound_at: node.as_ref().map(|_| now), node, deleted_at: None },
+            );
+        }
     }
 
     fn controllers(&mut self) {
@@ -320,17 +346,6 @@ impl World {
                 created_at: self.now,
                 node: node.clone(),
                 bound_at: node.map(|_| self.now),
-                deleted_at: None,
-            });
-        }
-        // Pods that exist without a record (scenario objects) get one now.
-        let now = self.now;
-        for (k, p) in &self.cluster.pods {
-            let node = p.spec.as_ref().and_then(|s| s.node_name.clone());
-            self.record.pods.entry(k.clone()).or_insert(PodRecord {
-                created_at: now,
-                bound_at: node.as_ref().map(|_| now),
-                node,
                 deleted_at: None,
             });
         }
@@ -463,16 +478,6 @@ impl World {
         }
     }
 
-    fn nodes_for(&self, claim: &NodeClaim) -> Vec<Node> {
-        let Some(pid) = claim.provider_id() else { return Vec::new() };
-        self.cluster
-            .nodes
-            .values()
-            .filter(|n| n.spec.as_ref().and_then(|s| s.provider_id.as_deref()) == Some(pid))
-            .cloned()
-            .collect()
-    }
-
     /// Deletes a NodeClaim (finalization drains and terminates it) and records why.
     pub fn delete_nodeclaim(&mut self, name: &str, reason: DeleteReason) {
         let now = self.now;
@@ -486,21 +491,40 @@ impl World {
     }
 
     fn nodeclaims(&mut self) {
-        let names: Vec<String> = self.cluster.nodeclaims.keys().cloned().collect();
-        for name in names {
-            let Some(claim) = self.cluster.nodeclaims.get(&name).cloned() else { continue };
-            let nodes = self.nodes_for(&claim);
-            let node_refs: Vec<&Node> = nodes.iter().collect();
-            if claim.metadata.deletion_timestamp.is_some() {
-                let exists = claim.provider_id().is_some_and(|p| self.cloud.get(p).is_some());
-                let actions = lifecycle::finalize(&claim, &node_refs, exists, self.now);
-                self.finalize_actions(&name, actions);
-                continue;
+        enum Plan {
+            Finalize(Vec<FinalizeAction>),
+            Reconcile(Vec<LifecycleAction>),
+        }
+        // Decide for every claim against the same state, then act.
+        let mut plans: Vec<(String, Plan)> = Vec::new();
+        {
+            let mut by_provider: BTreeMap<&str, Vec<&Node>> = BTreeMap::new();
+            for n in self.cluster.nodes.values() {
+                if let Some(pid) = n.spec.as_ref().and_then(|s| s.provider_id.as_deref()) {
+                    by_provider.entry(pid).or_default().push(n);
+                }
             }
-            let mut actions = lifecycle::reconcile(&claim, &node_refs, self.now, &self.lifecycle);
-            actions.extend(lifecycle::expiration(&claim, self.now));
-            for a in actions {
-                self.lifecycle_action(&name, a);
+            for (name, claim) in &self.cluster.nodeclaims {
+                let nodes: &[&Node] =
+                    claim.provider_id().and_then(|p| by_provider.get(p)).map_or(&[], |v| v.as_slice());
+                if claim.metadata.deletion_timestamp.is_some() {
+                    let exists = claim.provider_id().is_some_and(|p| self.cloud.get(p).is_some());
+                    plans.push((name.clone(), Plan::Finalize(lifecycle::finalize(claim, nodes, exists, self.now))));
+                } else {
+                    let mut actions = lifecycle::reconcile(claim, nodes, self.now, &self.lifecycle);
+                    actions.extend(lifecycle::expiration(claim, self.now));
+                    plans.push((name.clone(), Plan::Reconcile(actions)));
+                }
+            }
+        }
+        for (name, plan) in plans {
+            match plan {
+                Plan::Finalize(actions) => self.finalize_actions(&name, actions),
+                Plan::Reconcile(actions) => {
+                    for a in actions {
+                        self.lifecycle_action(&name, a);
+                    }
+                }
             }
         }
     }
