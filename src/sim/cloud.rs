@@ -189,22 +189,9 @@ impl SimCloud {
                 claim.name()
             )));
         };
-        self.next_id += 1;
-        let provider_id = format!("aws:///{}/i-{:017x}", o.zone, self.next_id);
-        let mut labels_out = t.requirements.single_valued_labels();
-        labels_out.insert(labels::ZONE.to_string(), o.zone.clone());
-        labels_out.insert(labels::CAPACITY_TYPE.to_string(), o.capacity_type.clone());
-        labels_out.insert(labels::REGION.to_string(), self.region.clone());
-        let launched = Launched {
-            provider_id: provider_id.clone(),
-            instance_type: t.name.clone(),
-            zone: o.zone.clone(),
-            capacity_type: o.capacity_type.clone(),
-            price: o.price,
-            labels: labels_out,
-            capacity: t.capacity.clone(),
-            allocatable: t.allocatable(),
-        };
+        let (t, zone, capacity_type, price) = (t.clone(), o.zone.clone(), o.capacity_type.clone(), o.price);
+        let launched = self.new_instance(&t, &zone, &capacity_type, price);
+        let provider_id = launched.provider_id.clone();
         self.instances.insert(
             provider_id,
             Instance {
@@ -235,6 +222,26 @@ impl SimCloud {
         out
     }
 
+    /// A fresh instance id and what the cloud reports for it: the type's single-valued labels, zone, capacity
+    /// type and region.
+    fn new_instance(&mut self, t: &InstanceType, zone: &str, capacity_type: &str, price: f64) -> Launched {
+        self.next_id += 1;
+        let mut labels_out = t.requirements.single_valued_labels();
+        labels_out.insert(labels::ZONE.to_string(), zone.to_string());
+        labels_out.insert(labels::CAPACITY_TYPE.to_string(), capacity_type.to_string());
+        labels_out.insert(labels::REGION.to_string(), self.region.clone());
+        Launched {
+            provider_id: format!("aws:///{zone}/i-{:017x}", self.next_id),
+            instance_type: t.name.clone(),
+            zone: zone.to_string(),
+            capacity_type: capacity_type.to_string(),
+            price,
+            labels: labels_out,
+            capacity: t.capacity.clone(),
+            allocatable: t.allocatable(),
+        }
+    }
+
     /// Records an instance that already exists (a scenario's pre-existing node), running since `since`.
     pub fn adopt(
         &mut self,
@@ -244,24 +251,10 @@ impl SimCloud {
         nodeclaim: &str,
         since: Millis,
     ) -> Launched {
-        self.next_id += 1;
-        let provider_id = format!("aws:///{zone}/i-{:017x}", self.next_id);
         let price =
             t.offerings.iter().find(|o| o.zone == zone && o.capacity_type == capacity_type).map_or(0.0, |o| o.price);
-        let mut labels_out = t.requirements.single_valued_labels();
-        labels_out.insert(labels::ZONE.to_string(), zone.to_string());
-        labels_out.insert(labels::CAPACITY_TYPE.to_string(), capacity_type.to_string());
-        labels_out.insert(labels::REGION.to_string(), self.region.clone());
-        let launched = Launched {
-            provider_id: provider_id.clone(),
-            instance_type: t.name.clone(),
-            zone: zone.to_string(),
-            capacity_type: capacity_type.to_string(),
-            price,
-            labels: labels_out,
-            capacity: t.capacity.clone(),
-            allocatable: t.allocatable(),
-        };
+        let launched = self.new_instance(t, zone, capacity_type, price);
+        let provider_id = launched.provider_id.clone();
         self.instances.insert(
             provider_id,
             Instance {

@@ -387,13 +387,6 @@ pub fn secs(t: Millis, start: Millis) -> f64 {
     (t - start) as f64 / 1000.0
 }
 
-#[doc(hidden)]
-pub fn decision_at(d: &Decision) -> Millis {
-    match d {
-        Decision::Provision { at, .. } | Decision::Delete { at, .. } | Decision::Interruption { at, .. } => *at,
-    }
-}
-
 fn build_report(s: &Scenario, w: &World, start: Millis, end: Millis, wall: Duration) -> Report {
     use crate::sim::report::{
         Cost, Decision as RDecision, DecisionDetail, DecisionState, DisruptionMethod, DisruptionReason, Launched,

@@ -20,7 +20,7 @@ use thiserror::Error;
 
 use super::manifests::Manifests;
 use crate::engine::api::duration::parse_go_duration;
-use crate::engine::api::strict::{Pos, YamlIndex};
+use crate::engine::api::strict::{Pos, YamlIndex, ignored_path};
 use crate::engine::api::validation::{FieldPath, PathSegment};
 use crate::engine::api::{EC2NodeClass, NodePool};
 use crate::engine::catalog::aws::{aws_regions, aws_zones};
@@ -586,30 +586,6 @@ fn tracked_path(p: &serde_path_to_error::Path) -> FieldPath {
         }
     }
     out
-}
-
-/// serde_ignored's path (`events.0.foo`) as a field path; option/newtype wrappers carry no segment.
-fn ignored_path(p: &serde_ignored::Path<'_>) -> FieldPath {
-    let mut segs = Vec::new();
-    let mut cur = p;
-    loop {
-        match cur {
-            serde_ignored::Path::Root => break,
-            serde_ignored::Path::Seq { parent, index } => {
-                segs.push(PathSegment::Index(*index));
-                cur = parent;
-            }
-            serde_ignored::Path::Map { parent, key } => {
-                segs.push(PathSegment::Field(key.clone()));
-                cur = parent;
-            }
-            serde_ignored::Path::Some { parent }
-            | serde_ignored::Path::NewtypeStruct { parent }
-            | serde_ignored::Path::NewtypeVariant { parent } => cur = parent,
-        }
-    }
-    segs.reverse();
-    FieldPath(segs)
 }
 
 struct Ctx<'a> {

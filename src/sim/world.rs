@@ -922,8 +922,7 @@ impl World {
         &self.catalog
     }
 
-    #[doc(hidden)]
-    pub fn mark_pod_condition(p: &mut Pod, type_: &str, status: &str) {
+    fn mark_pod_condition(p: &mut Pod, type_: &str, status: &str) {
         let conds = p.status.get_or_insert_with(Default::default).conditions.get_or_insert_with(Vec::new);
         conds.retain(|c| c.type_ != type_);
         conds.push(PodCondition { type_: type_.into(), status: status.into(), ..Default::default() });

@@ -7,15 +7,13 @@ use std::sync::Arc;
 
 use k8s_openapi::api::apps::v1::{DaemonSet, DaemonSetSpec};
 use k8s_openapi::api::core::v1::{
-    Affinity, Container, Namespace, Node, NodeAffinity, NodeSelector, NodeSelectorRequirement, NodeSelectorTerm,
-    PersistentVolume, PersistentVolumeClaim, Pod, PodAffinity, PodAffinityTerm, PodAntiAffinity, PodCondition, PodSpec,
-    PodStatus, PodTemplateSpec, ResourceRequirements, Taint, Toleration, TopologySpreadConstraint,
+    Affinity, Container, NodeAffinity, NodeSelector, NodeSelectorRequirement, NodeSelectorTerm, Pod, PodAffinity,
+    PodAffinityTerm, PodAntiAffinity, PodCondition, PodSpec, PodStatus, PodTemplateSpec, ResourceRequirements, Taint,
+    Toleration, TopologySpreadConstraint,
 };
-use k8s_openapi::api::policy::v1::PodDisruptionBudget;
-use k8s_openapi::api::storage::v1::StorageClass;
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
-use karpenter_tui::engine::api::{NodeClaim, NodePool};
+use karpenter_tui::engine::api::NodePool;
 use karpenter_tui::engine::catalog::{Catalog, InstanceType};
 use karpenter_tui::engine::provisioning::{ProvisioningResult, Snapshot, provision};
 use karpenter_tui::engine::scheduling::SchedulerOptions;
@@ -200,42 +198,23 @@ pub fn daemonset(name: &str, cpu: &str, tolerations: Option<Vec<Toleration>>) ->
     }
 }
 
-/// A snapshot under construction.
-#[derive(Default)]
-pub struct World {
-    pub nodepools: Vec<NodePool>,
-    pub nodeclaims: Vec<NodeClaim>,
-    pub nodes: Vec<Node>,
-    pub pods: Vec<Pod>,
-    pub daemonsets: Vec<DaemonSet>,
-    pub pdbs: Vec<PodDisruptionBudget>,
-    pub pvcs: Vec<PersistentVolumeClaim>,
-    pub pvs: Vec<PersistentVolume>,
-    pub storage_classes: Vec<StorageClass>,
-    pub namespaces: Vec<Namespace>,
+/// A snapshot under construction: the objects a provisioning pass reads.
+pub type World = Snapshot;
+
+pub trait Provision {
+    fn provision(&self, catalog: &Catalog) -> ProvisioningResult;
+    fn provision_with(&self, catalog: &Catalog, options: SchedulerOptions) -> ProvisioningResult;
 }
 
-impl World {
-    pub fn provision(&self, catalog: &Catalog) -> ProvisioningResult {
+impl Provision for Snapshot {
+    fn provision(&self, catalog: &Catalog) -> ProvisioningResult {
         self.provision_with(catalog, SchedulerOptions::default())
     }
 
-    pub fn provision_with(&self, catalog: &Catalog, options: SchedulerOptions) -> ProvisioningResult {
+    fn provision_with(&self, catalog: &Catalog, options: SchedulerOptions) -> ProvisioningResult {
         let types: Vec<Arc<InstanceType>> = catalog.instance_types.clone();
         let catalogs = self.nodepools.iter().map(|p| (p.name().to_string(), types.clone())).collect();
-        let snap = Snapshot {
-            nodepools: self.nodepools.clone(),
-            nodeclaims: self.nodeclaims.clone(),
-            nodes: self.nodes.clone(),
-            pods: self.pods.clone(),
-            daemonsets: self.daemonsets.clone(),
-            pdbs: self.pdbs.clone(),
-            pvcs: self.pvcs.clone(),
-            pvs: self.pvs.clone(),
-            storage_classes: self.storage_classes.clone(),
-            namespaces: self.namespaces.clone(),
-        };
-        provision(&snap.view(), &catalogs, &catalog.label_policy, options)
+        provision(&self.view(), &catalogs, &catalog.label_policy, options)
     }
 }
 

@@ -260,7 +260,7 @@ pub fn locate(yaml: &str, path: &str) -> Option<(usize, usize)> {
 
 /// Converts serde_ignored's path (`spec.template.0.foo`) to ours; the wrappers around options/newtypes carry no
 /// segment of their own.
-fn ignored_path(p: &serde_ignored::Path<'_>) -> FieldPath {
+pub fn ignored_path(p: &serde_ignored::Path<'_>) -> FieldPath {
     let mut segs = Vec::new();
     let mut cur = p;
     loop {
