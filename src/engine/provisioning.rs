@@ -12,7 +12,9 @@ use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 
 use crate::engine::api::common::NodeSelectorRequirementWithMinValues;
-use crate::engine::api::nodeclaim::{COND_INITIALIZED, COND_INSTANCE_TERMINATING, ResourceRequirements};
+use crate::engine::api::nodeclaim::{
+    COND_DISRUPTION_REASON, COND_INITIALIZED, COND_INSTANCE_TERMINATING, ResourceRequirements,
+};
 use crate::engine::api::{NodeClaim, NodeClaimSpec, NodePool};
 use crate::engine::catalog::InstanceType;
 use crate::engine::explain::PodIgnored;
@@ -220,6 +222,12 @@ impl StateNode<'_> {
         }
     }
 
+    /// A disruption command took this node (its NodeClaim has `DisruptionReason=True`): its pods will move, so the
+    /// provisioner treats it as deleting (upstream keeps this mark in memory; the condition is its durable form).
+    pub fn is_marked_for_deletion(&self) -> bool {
+        self.nodeclaim.is_some_and(|c| c.is_true(COND_DISRUPTION_REASON))
+    }
+
     pub fn initialized(&self) -> bool {
         match (self.node, self.nodeclaim) {
             (Some(n), Some(_)) => {
@@ -380,6 +388,169 @@ pub fn daemonset_pods(snap: &ClusterSnapshot<'_>, namespaces: &[(String, BTreeMa
     out
 }
 
+/// A snapshot digested into what the scheduler reads: the active nodes, pods bound to them, pods to place and the
+/// per-NodePool usage. Provisioning solves it once; consolidation solves it many times with nodes removed.
+pub struct ClusterState {
+    pub namespaces: Vec<(String, BTreeMap<String, String>)>,
+    /// Nodes pods may be placed on (not deleting); unlaunched NodeClaims at their smallest option.
+    pub active: Vec<ExistingNode>,
+    /// Names of nodes being deleted (or marked for deletion by a disruption).
+    pub deleting: BTreeSet<String>,
+    pub node_labels: BTreeMap<String, (BTreeMap<String, String>, Vec<k8s_openapi::api::core::v1::Taint>)>,
+    pub usage: BTreeMap<String, Resources>,
+    /// Pods that need a place, in snapshot order: provisionable pending pods and reschedulable pods of deleting
+    /// nodes. `provisionable[i]` tells which kind `to_schedule[i]` is.
+    pub to_schedule: Vec<PodData>,
+    pub provisionable: Vec<bool>,
+    /// Pods bound to nodes and staying there (not terminating, not being rescheduled), with their node.
+    pub bound: Vec<(PodData, String)>,
+    pub rejected: Vec<(String, PodIgnored)>,
+    pub daemonsets: Vec<PodData>,
+    pub volumes: VolumeIndex,
+}
+
+impl ClusterState {
+    pub fn new(
+        snap: &ClusterSnapshot<'_>,
+        catalogs: &BTreeMap<String, Vec<Arc<InstanceType>>>,
+        policy: &LabelPolicy,
+    ) -> ClusterState {
+        let namespaces = namespaces_of(snap);
+        let state = state_nodes(snap);
+        let mut node_labels = BTreeMap::new();
+        let mut active: Vec<ExistingNode> = Vec::new();
+        let mut deleting: BTreeSet<String> = BTreeSet::new();
+        let mut usage: BTreeMap<String, Resources> = BTreeMap::new();
+        for s in &state {
+            let name = s.name();
+            let labels_map = s.labels();
+            let taints: Vec<_> = match (s.node, s.nodeclaim) {
+                (Some(n), _) => n.spec.as_ref().and_then(|sp| sp.taints.clone()).unwrap_or_default(),
+                (None, Some(c)) => c.spec.taints.iter().chain(&c.spec.startup_taints).cloned().collect(),
+                _ => Vec::new(),
+            };
+            node_labels.insert(name.clone(), (labels_map.clone(), taints.clone()));
+            let nodepool = labels_map.get(labels::NODEPOOL).cloned();
+            if s.is_deleting() || s.is_marked_for_deletion() {
+                deleting.insert(name);
+                continue;
+            }
+            // A NodeClaim not launched yet will become one of its instance-type options: count it at the smallest
+            // of them, so the pods it was made for (and what else surely fits) are not provisioned for twice.
+            let unlaunched = s.nodeclaim.filter(|c| s.node.is_none() && c.provider_id().is_none());
+            let (capacity, allocatable) = match unlaunched {
+                Some(c) => match smallest_option(c, nodepool.as_deref().and_then(|p| catalogs.get(p))) {
+                    Some(x) => x,
+                    None => continue,
+                },
+                None => (s.capacity(), s.allocatable()),
+            };
+            if let Some(pool) = &nodepool {
+                let u = usage.entry(pool.clone()).or_default();
+                u.add(&capacity);
+                let nodes = u.get("nodes");
+                u.set_value("nodes", nodes + 1);
+            }
+            active.push(ExistingNode {
+                name,
+                labels: labels_map,
+                taints,
+                startup_taints: s.nodeclaim.map(|c| c.spec.startup_taints.clone()).unwrap_or_default(),
+                allocatable,
+                capacity,
+                initialized: s.initialized(),
+                managed: s.nodeclaim.is_some(),
+                nodepool,
+            });
+        }
+
+        let mut to_schedule: Vec<PodData> = Vec::new();
+        let mut provisionable = Vec::new();
+        let mut rejected = Vec::new();
+        let mut bound: Vec<(PodData, String)> = Vec::new();
+        for p in snap.pods {
+            let node = p.spec.as_ref().and_then(|s| s.node_name.clone()).filter(|n| !n.is_empty());
+            match node {
+                Some(node) => {
+                    if is_terminal(p) {
+                        continue;
+                    }
+                    let Ok(d) = pod::pod_data(p, &namespaces) else { continue };
+                    if deleting.contains(&node) && is_currently_reschedulable(p, snap.pdbs) {
+                        to_schedule.push(d);
+                        provisionable.push(false);
+                    } else if p.metadata.deletion_timestamp.is_none() {
+                        bound.push((d, node));
+                    }
+                }
+                None => {
+                    if !is_provisionable(p) {
+                        continue;
+                    }
+                    match pod::pod_data(p, &namespaces) {
+                        Ok(d) => {
+                            if pod::opts_out_of_karpenter(&d) {
+                                continue;
+                            }
+                            if let Some((key, why)) = pod::restricted_key(&d, policy) {
+                                rejected.push((d.key(), PodIgnored::RestrictedLabel { key, why }));
+                                continue;
+                            }
+                            to_schedule.push(d);
+                            provisionable.push(true);
+                        }
+                        Err(pod::PodError::Invalid { field, message }) => {
+                            let key = format!(
+                                "{}/{}",
+                                p.metadata.namespace.as_deref().unwrap_or("default"),
+                                p.metadata.name.as_deref().unwrap_or("")
+                            );
+                            rejected.push((key, PodIgnored::Invalid { field, message }));
+                        }
+                    }
+                }
+            }
+        }
+        let daemonsets = daemonset_pods(snap, &namespaces);
+        let volumes = VolumeIndex::new(snap.pvcs, snap.pvs, snap.storage_classes);
+        ClusterState {
+            namespaces,
+            active,
+            deleting,
+            node_labels,
+            usage,
+            to_schedule,
+            provisionable,
+            bound,
+            rejected,
+            daemonsets,
+            volumes,
+        }
+    }
+
+    /// The scheduler's input over this state.
+    pub fn input<'a>(
+        &'a self,
+        nodepools: &'a [NodePool],
+        catalogs: &'a BTreeMap<String, Vec<Arc<InstanceType>>>,
+        policy: &'a LabelPolicy,
+        options: SchedulerOptions,
+    ) -> Input<'a> {
+        Input {
+            nodepools,
+            instance_types: catalogs,
+            policy,
+            nodes: &self.active,
+            nodepool_usage: &self.usage,
+            bound_pods: &self.bound,
+            node_labels: &self.node_labels,
+            daemonsets: &self.daemonsets,
+            volumes: &self.volumes,
+            options,
+        }
+    }
+}
+
 /// Runs one provisioning pass over the snapshot. `catalogs` holds the instance types per NodePool name.
 pub fn provision(
     snap: &ClusterSnapshot<'_>,
@@ -387,114 +558,10 @@ pub fn provision(
     policy: &LabelPolicy,
     options: SchedulerOptions,
 ) -> ProvisioningResult {
-    let namespaces = namespaces_of(snap);
-    let state = state_nodes(snap);
-    let mut node_labels: BTreeMap<String, (BTreeMap<String, String>, Vec<k8s_openapi::api::core::v1::Taint>)> =
-        BTreeMap::new();
-    let mut active: Vec<ExistingNode> = Vec::new();
-    let mut deleting: BTreeSet<String> = BTreeSet::new();
-    let mut usage: BTreeMap<String, Resources> = BTreeMap::new();
-    for s in &state {
-        let name = s.name();
-        let labels_map = s.labels();
-        let taints: Vec<_> = match (s.node, s.nodeclaim) {
-            (Some(n), _) => n.spec.as_ref().and_then(|sp| sp.taints.clone()).unwrap_or_default(),
-            (None, Some(c)) => c.spec.taints.iter().chain(&c.spec.startup_taints).cloned().collect(),
-            _ => Vec::new(),
-        };
-        node_labels.insert(name.clone(), (labels_map.clone(), taints.clone()));
-        let nodepool = labels_map.get(labels::NODEPOOL).cloned();
-        if s.is_deleting() {
-            deleting.insert(name);
-            continue;
-        }
-        // A NodeClaim not launched yet will become one of its instance-type options: count it at the smallest of
-        // them, so the pods it was made for (and what else surely fits) are not provisioned for twice.
-        let unlaunched = s.nodeclaim.filter(|c| s.node.is_none() && c.provider_id().is_none());
-        let (capacity, allocatable) = match unlaunched {
-            Some(c) => match smallest_option(c, nodepool.as_deref().and_then(|p| catalogs.get(p))) {
-                Some(x) => x,
-                None => continue,
-            },
-            None => (s.capacity(), s.allocatable()),
-        };
-        if let Some(pool) = &nodepool {
-            let u = usage.entry(pool.clone()).or_default();
-            u.add(&capacity);
-            let nodes = u.get("nodes");
-            u.set_value("nodes", nodes + 1);
-        }
-        active.push(ExistingNode {
-            name,
-            labels: labels_map,
-            taints,
-            startup_taints: s.nodeclaim.map(|c| c.spec.startup_taints.clone()).unwrap_or_default(),
-            allocatable,
-            capacity,
-            initialized: s.initialized(),
-            managed: s.nodeclaim.is_some(),
-            nodepool,
-        });
-    }
-
-    let mut to_schedule: Vec<PodData> = Vec::new();
-    let mut rejected = Vec::new();
-    let mut bound: Vec<(PodData, String)> = Vec::new();
-    for p in snap.pods {
-        let node = p.spec.as_ref().and_then(|s| s.node_name.clone()).filter(|n| !n.is_empty());
-        match node {
-            Some(node) => {
-                if is_terminal(p) {
-                    continue;
-                }
-                let Ok(d) = pod::pod_data(p, &namespaces) else { continue };
-                if deleting.contains(&node) && is_currently_reschedulable(p, snap.pdbs) {
-                    to_schedule.push(d);
-                } else if p.metadata.deletion_timestamp.is_none() {
-                    bound.push((d, node));
-                }
-            }
-            None => {
-                if !is_provisionable(p) {
-                    continue;
-                }
-                match pod::pod_data(p, &namespaces) {
-                    Ok(d) => {
-                        if pod::opts_out_of_karpenter(&d) {
-                            continue;
-                        }
-                        if let Some((key, why)) = pod::restricted_key(&d, policy) {
-                            rejected.push((d.key(), PodIgnored::RestrictedLabel { key, why }));
-                            continue;
-                        }
-                        to_schedule.push(d);
-                    }
-                    Err(pod::PodError::Invalid { field, message }) => {
-                        let key = format!(
-                            "{}/{}",
-                            p.metadata.namespace.as_deref().unwrap_or("default"),
-                            p.metadata.name.as_deref().unwrap_or("")
-                        );
-                        rejected.push((key, PodIgnored::Invalid { field, message }));
-                    }
-                }
-            }
-        }
-    }
-    let daemonsets = daemonset_pods(snap, &namespaces);
-    let volumes = VolumeIndex::new(snap.pvcs, snap.pvs, snap.storage_classes);
-    let input = Input {
-        nodepools: snap.nodepools,
-        instance_types: catalogs,
-        policy,
-        nodes: &active,
-        nodepool_usage: &usage,
-        bound_pods: &bound,
-        node_labels: &node_labels,
-        daemonsets: &daemonsets,
-        volumes: &volumes,
-        options,
-    };
+    let mut state = ClusterState::new(snap, catalogs, policy);
+    let to_schedule = std::mem::take(&mut state.to_schedule);
+    let rejected = std::mem::take(&mut state.rejected);
+    let input = state.input(snap.nodepools, catalogs, policy, options);
     let results = scheduling::solve(&input, &to_schedule);
     ProvisioningResult { pods: to_schedule, results, rejected }
 }

@@ -184,13 +184,15 @@ impl Results {
     }
 }
 
-/// A node candidate the solve places pods on: an existing node.
+/// A node candidate the solve places pods on: an existing node. The immutable parts are shared so a prepared
+/// solve can be copied cheaply per consolidation simulation.
+#[derive(Clone)]
 struct SimNode {
     name: String,
     hostname_id: Option<u32>,
     domain_ids: Vec<Option<u32>>,
-    requirements: Requirements,
-    taints: Vec<Taint>,
+    requirements: Arc<Requirements>,
+    taints: Arc<[Taint]>,
     remaining: Resources,
     host_ports: Vec<HostPort>,
     pods: Vec<usize>,
@@ -253,34 +255,43 @@ struct Candidate {
     relaxed_min_values: bool,
 }
 
-/// The scheduler for one solve.
-pub struct Scheduler<'a> {
-    input: &'a Input<'a>,
+/// The parts of a solve that never change during it.
+struct Fixed {
     templates: Vec<Template>,
     /// NodePools that can't be used at all, with the reason every failing pod will show for them.
     unusable: Vec<(String, PoolRejection)>,
-    nodes: Vec<SimNode>,
-    claims: Vec<SimClaim>,
-    /// (pod count, creation index) of each claim, the order they are tried in.
-    claim_order: BTreeSet<(usize, usize)>,
-    /// For each hostname anti-affinity group: the claims (in `claim_order` order) where it counts no pod yet.
-    /// A pod bound by such a group scans only these; every other claim would reject it.
-    zero_sets: BTreeMap<usize, BTreeSet<(usize, usize)>>,
-    /// For each non-hostname topology key some group uses: the claims by their single domain on that key, and
-    /// those not yet narrowed to one. A pod whose constraint allows only some domains scans only those claims.
-    partitions: BTreeMap<usize, KeyPartition>,
-    topology: Topology,
-    remaining: BTreeMap<String, BTreeMap<String, i64>>,
     prefer_no_schedule_step: bool,
-    next_hostname: usize,
-    volume_alternatives: Vec<Vec<Requirements>>,
 }
 
-const WELL_KNOWN_HELPER_KEYS: [&str; 3] = [labels::HOSTNAME, labels::REGISTERED, labels::INITIALIZED];
+/// Owned for a one-off solve, borrowed from a [`Prepared`] when many solves share it.
+enum Shared<'a, T> {
+    Owned(Box<T>),
+    Borrowed(&'a T),
+}
 
-impl<'a> Scheduler<'a> {
-    /// Prepares the templates, nodes and topology for solving `pods`.
-    pub fn new(input: &'a Input<'a>, pods: &[PodData]) -> Scheduler<'a> {
+impl<T> std::ops::Deref for Shared<'_, T> {
+    type Target = T;
+    fn deref(&self) -> &T {
+        match self {
+            Shared::Owned(b) => b,
+            Shared::Borrowed(r) => r,
+        }
+    }
+}
+
+/// What a solve derives from its input before knowing the pods: the NodePool templates with their instance types,
+/// the limits left, and the existing nodes with what their bound pods already use. Built once per snapshot and
+/// shared by every consolidation simulation over it (upstream rebuilds all of this per candidate).
+pub struct Prepared {
+    fixed: Fixed,
+    remaining: BTreeMap<String, BTreeMap<String, i64>>,
+    nodes: Vec<SimNode>,
+    /// Per node, in `nodes` order: its NodePool and capacity as counted in that pool's usage.
+    node_usage: Vec<(Option<String>, Resources)>,
+}
+
+impl Prepared {
+    pub fn new(input: &Input<'_>) -> Prepared {
         // NodePools in weight order (desc), ties by name desc.
         let mut pools: Vec<&NodePool> = input
             .nodepools
@@ -333,6 +344,7 @@ impl<'a> Scheduler<'a> {
         let mut existing: Vec<&ExistingNode> = input.nodes.iter().collect();
         existing.sort_by(|a, b| b.initialized.cmp(&a.initialized).then_with(|| a.name.cmp(&b.name)));
         let mut nodes = Vec::new();
+        let mut node_usage = Vec::new();
         for n in existing {
             let mut node_labels = n.labels.clone();
             node_labels.entry(labels::HOSTNAME.to_string()).or_insert_with(|| n.name.clone());
@@ -367,18 +379,96 @@ impl<'a> Scheduler<'a> {
                 name: n.name.clone(),
                 hostname_id: None,
                 domain_ids: Vec::new(),
-                requirements,
-                taints,
+                requirements: Arc::new(requirements),
+                taints: taints.into(),
                 remaining: remaining_res,
                 host_ports: ports,
                 pods: Vec::new(),
             });
+            node_usage.push((n.nodepool.clone(), n.capacity.clone()));
         }
+        Prepared { fixed: Fixed { templates, unusable, prefer_no_schedule_step }, remaining, nodes, node_usage }
+    }
+}
 
+/// The scheduler for one solve.
+pub struct Scheduler<'a> {
+    input: &'a Input<'a>,
+    fixed: Shared<'a, Fixed>,
+    nodes: Vec<SimNode>,
+    claims: Vec<SimClaim>,
+    /// (pod count, creation index) of each claim, the order they are tried in.
+    claim_order: BTreeSet<(usize, usize)>,
+    /// For each hostname anti-affinity group: the claims (in `claim_order` order) where it counts no pod yet.
+    /// A pod bound by such a group scans only these; every other claim would reject it.
+    zero_sets: BTreeMap<usize, BTreeSet<(usize, usize)>>,
+    /// For each non-hostname topology key some group uses: the claims by their single domain on that key, and
+    /// those not yet narrowed to one. A pod whose constraint allows only some domains scans only those claims.
+    partitions: BTreeMap<usize, KeyPartition>,
+    topology: Topology,
+    remaining: BTreeMap<String, BTreeMap<String, i64>>,
+    next_hostname: usize,
+    volume_alternatives: Vec<Vec<Requirements>>,
+}
+
+const WELL_KNOWN_HELPER_KEYS: [&str; 3] = [labels::HOSTNAME, labels::REGISTERED, labels::INITIALIZED];
+
+impl<'a> Scheduler<'a> {
+    /// Prepares the templates, nodes and topology for solving `pods`.
+    pub fn new(input: &'a Input<'a>, pods: &[PodData]) -> Scheduler<'a> {
+        let Prepared { fixed, remaining, nodes, .. } = Prepared::new(input);
+        Scheduler::assemble(input, Shared::Owned(Box::new(fixed)), remaining, nodes, pods, &BTreeSet::new())
+    }
+
+    /// A solve over a shared preparation, as if the nodes in `excluded` (and the pods bound to them) were gone:
+    /// the consolidation simulation "what if these nodes were removed". Their capacity no longer counts against
+    /// their NodePool's limits.
+    pub fn with_prepared(
+        input: &'a Input<'a>,
+        prepared: &'a Prepared,
+        pods: &[PodData],
+        excluded: &BTreeSet<String>,
+    ) -> Scheduler<'a> {
+        let mut remaining = prepared.remaining.clone();
+        let mut nodes = Vec::with_capacity(prepared.nodes.len());
+        for (n, (pool, capacity)) in prepared.nodes.iter().zip(&prepared.node_usage) {
+            if !excluded.contains(&n.name) {
+                nodes.push(n.clone());
+                continue;
+            }
+            if let Some(rem) = pool.as_ref().and_then(|p| remaining.get_mut(p)) {
+                for (k, v) in rem.iter_mut() {
+                    *v += if k == "nodes" { 1 } else { capacity.get(k) };
+                }
+            }
+        }
+        Scheduler::assemble(input, Shared::Borrowed(&prepared.fixed), remaining, nodes, pods, excluded)
+    }
+
+    fn assemble(
+        input: &'a Input<'a>,
+        fixed: Shared<'a, Fixed>,
+        remaining: BTreeMap<String, BTreeMap<String, i64>>,
+        mut nodes: Vec<SimNode>,
+        pods: &[PodData],
+        excluded: &BTreeSet<String>,
+    ) -> Scheduler<'a> {
+        let templates = &fixed.templates;
+        let counted = |node: &str| excluded.is_empty() || !excluded.contains(node);
         // Topology: the domains each key may take, from templates × types and existing nodes.
-        let pods_for_topology: Vec<PodData> = pods.to_vec();
         let mut keys: BTreeSet<String> = BTreeSet::new();
-        for p in pods.iter().chain(input.bound_pods.iter().map(|(p, _)| p)) {
+        let bound_with_terms = input
+            .bound_pods
+            .iter()
+            .filter(|(p, _)| {
+                !p.spreads.is_empty()
+                    || !p.affinity.is_empty()
+                    || !p.anti_affinity.is_empty()
+                    || !p.preferred_affinity.is_empty()
+                    || !p.preferred_anti_affinity.is_empty()
+            })
+            .filter(|(_, node)| counted(node));
+        for p in pods.iter().chain(bound_with_terms.map(|(p, _)| p)) {
             for s in &p.spreads {
                 keys.insert(s.key.clone());
             }
@@ -391,7 +481,7 @@ impl<'a> Scheduler<'a> {
         let mut universe: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
         for key in &keys {
             let set = universe.entry(key.clone()).or_default();
-            for t in &templates {
+            for t in templates {
                 if let Some(r) = t.requirements.get_ref(key)
                     && !r.complement
                 {
@@ -416,17 +506,20 @@ impl<'a> Scheduler<'a> {
             }
         }
         let mut topology = Topology::new(universe, input.policy.clone());
-        topology.add_pods(&pods_for_topology);
-        let empty = (BTreeMap::new(), Vec::new());
-        let bound: Vec<BoundPod<'_>> = input
-            .bound_pods
-            .iter()
-            .map(|(p, node)| {
-                let (l, t) = input.node_labels.get(node).unwrap_or(&empty);
-                BoundPod { pod: p, node_labels: l, node_name: node, node_taints: t }
-            })
-            .collect();
-        if topology.has_groups() || bound.iter().any(|b| !b.pod.anti_affinity.is_empty()) {
+        topology.add_pods(pods);
+        let needs_bound = topology.has_groups()
+            || input.bound_pods.iter().any(|(p, node)| !p.anti_affinity.is_empty() && counted(node));
+        if needs_bound {
+            let empty = (BTreeMap::new(), Vec::new());
+            let bound: Vec<BoundPod<'_>> = input
+                .bound_pods
+                .iter()
+                .filter(|(_, node)| counted(node))
+                .map(|(p, node)| {
+                    let (l, t) = input.node_labels.get(node).unwrap_or(&empty);
+                    BoundPod { pod: p, node_labels: l, node_name: node, node_taints: t }
+                })
+                .collect();
             topology.count_bound(&bound);
         }
         if topology.has_groups() {
@@ -441,8 +534,7 @@ impl<'a> Scheduler<'a> {
         let volume_alternatives = pods.iter().map(|p| input.volumes.alternatives(p).unwrap_or_default()).collect();
         Scheduler {
             input,
-            templates,
-            unusable,
+            fixed,
             nodes,
             claims: Vec::new(),
             claim_order: BTreeSet::new(),
@@ -450,7 +542,6 @@ impl<'a> Scheduler<'a> {
             partitions: BTreeMap::new(),
             topology,
             remaining,
-            prefer_no_schedule_step,
             next_hostname: 0,
             volume_alternatives,
         }
@@ -505,7 +596,7 @@ impl<'a> Scheduler<'a> {
     fn try_schedule(&mut self, i: usize, original: &PodData) -> Result<(), Vec<(String, PoolRejection)>> {
         let ignore = self.input.options.ignore_preferences;
         // Most pods have nothing to relax: try them as they are, without a copy.
-        if !original.has_preferences() && !self.prefer_no_schedule_step {
+        if !original.has_preferences() && !self.fixed.prefer_no_schedule_step {
             return self.add(i, original);
         }
         if ignore && !original.has_preferences() {
@@ -522,7 +613,8 @@ impl<'a> Scheduler<'a> {
             match self.add(i, &pod) {
                 Ok(()) => return Ok(()),
                 Err(e) => {
-                    if self.input.options.ignore_preferences || pod.relax(self.prefer_no_schedule_step).is_none() {
+                    if self.input.options.ignore_preferences || pod.relax(self.fixed.prefer_no_schedule_step).is_none()
+                    {
                         return Err(e);
                     }
                 }
@@ -595,8 +687,8 @@ impl<'a> Scheduler<'a> {
 
         // 3. A new NodeClaim from each template, in weight order.
         let mut reasons: Vec<(String, PoolRejection)> = Vec::new();
-        for t in 0..self.templates.len() {
-            let tpl = &self.templates[t];
+        for t in 0..self.fixed.templates.len() {
+            let tpl = &self.fixed.templates[t];
             let mut types = Bitset::full(tpl.types.len());
             let mut limited_by: Option<(String, i64)> = None;
             if let Some(rem) = self.remaining.get(&tpl.nodepool) {
@@ -661,8 +753,8 @@ impl<'a> Scheduler<'a> {
                     self.claim_order.insert((1, c));
                     self.update_indexes(c, None, 1);
                     // Pessimistic: the claim may launch its largest option.
-                    if let Some(rem) = self.remaining.get_mut(&self.templates[t].nodepool) {
-                        let tpl = &self.templates[t];
+                    if let Some(rem) = self.remaining.get_mut(&self.fixed.templates[t].nodepool) {
+                        let tpl = &self.fixed.templates[t];
                         let mut max = Resources::default();
                         for ti in self.claims[c].types.iter() {
                             max.max_with(&tpl.types[ti].capacity);
@@ -679,11 +771,11 @@ impl<'a> Scheduler<'a> {
                     if let PoolRejection::InstanceTypes(miss) = &mut r {
                         miss.limited_by = limited_by;
                     }
-                    reasons.push((self.templates[t].nodepool.clone(), r));
+                    reasons.push((self.fixed.templates[t].nodepool.clone(), r));
                 }
             }
         }
-        reasons.extend(self.unusable.iter().cloned());
+        reasons.extend(self.fixed.unusable.iter().cloned());
         Err(reasons)
     }
 
@@ -723,15 +815,15 @@ impl<'a> Scheduler<'a> {
                 if node.requirements.compatible(&r, None).is_err() {
                     return None;
                 }
-                Some(node.requirements.clone())
+                Some((*node.requirements).clone())
             }
-            Ok(None) => Some(node.requirements.clone()),
+            Ok(None) => Some((*node.requirements).clone()),
             Err(_) => None,
         }
     }
 
     fn tolerates_template(&self, pod: &PodData, t: usize) -> Result<(), String> {
-        let tpl = &self.templates[t];
+        let tpl = &self.fixed.templates[t];
         match taints::first_untolerated(&tpl.taints, &pod.tolerations, pod.tolerate_prefer_no_schedule) {
             None => Ok(()),
             Some(taint) => Err(taints::taint_string(taint)),
@@ -750,7 +842,7 @@ impl<'a> Scheduler<'a> {
         explain: bool,
     ) -> Result<Candidate, PoolRejection> {
         let claim = &self.claims[c];
-        let tpl = &self.templates[claim.template];
+        let tpl = &self.fixed.templates[claim.template];
         // Cheapest test first: even the largest remaining type can't take this pod.
         if !explain && !claim.requests.sum_fits_in(&pod.requests, &claim.max_alloc) {
             return Err(PoolRejection::Other(String::new()));
@@ -856,7 +948,7 @@ impl<'a> Scheduler<'a> {
     }
 
     fn miss(&self, claim: &SimClaim, reqs: &Requirements, total: &Resources, ports: &[HostPort]) -> InstanceTypeMiss {
-        let tpl = &self.templates[claim.template];
+        let tpl = &self.fixed.templates[claim.template];
         let base = &claim.types;
         let r = tpl.compatible_types(reqs).and(base);
         let f = tpl.fitting_types(total, ports).and(base);
@@ -923,7 +1015,7 @@ impl<'a> Scheduler<'a> {
         }
         let remaining = cand.types.count();
         if remaining * 2 < claim.max_alloc_types {
-            claim.max_alloc = self.templates[claim.template].max_allocatable(&cand.types);
+            claim.max_alloc = self.fixed.templates[claim.template].max_allocatable(&cand.types);
             claim.max_alloc_types = remaining;
         }
         claim.types = cand.types;
@@ -931,7 +1023,7 @@ impl<'a> Scheduler<'a> {
         claim.host_ports.extend(pod.host_ports.iter().cloned());
         claim.pods.push(i);
         claim.min_values_relaxed |= cand.relaxed_min_values;
-        let taints = self.templates[claim.template].taints.clone();
+        let taints = self.fixed.templates[claim.template].taints.clone();
         let reqs = claim.requirements.clone();
         self.topology.record(pod, &reqs, &taints);
     }
@@ -983,7 +1075,7 @@ impl<'a> Scheduler<'a> {
         }
         let max = self.input.options.max_instance_types.max(1);
         for claim in &self.claims {
-            let tpl = &self.templates[claim.template];
+            let tpl = &self.fixed.templates[claim.template];
             // Cheapest first (ties by name): the template's price order filtered by the claim's types.
             let order = tpl.price_order(&claim.requirements);
             let kept: Vec<usize> = order.iter().copied().filter(|&ti| claim.types.get(ti)).take(max).collect();
