@@ -3,6 +3,7 @@
 
 pub mod api;
 pub mod catalog;
+pub mod disruption;
 pub mod explain;
 pub mod labels;
 pub mod lifecycle;

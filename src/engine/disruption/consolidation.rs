@@ -1,0 +1,571 @@
+//! The voluntary methods (engine.md §5.4–§5.8) and the scheduling simulation they share.
+
+use std::cell::OnceCell;
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+
+use super::budgets::{self, BudgetStatus};
+use super::candidates::{Candidate, Survey, survey};
+use super::{BALANCED_K, Blocker, Command, Context, Method, PassResult, Reason, Replacement, SPOT_TO_SPOT_MIN_TYPES};
+use crate::engine::api::nodepool::POLICY_BALANCED;
+use crate::engine::catalog::InstanceType;
+use crate::engine::labels;
+use crate::engine::provisioning::{ClusterState, to_nodeclaim};
+use crate::engine::requirements::{Requirement, Requirements};
+use crate::engine::scheduling::{Input, NewNodeClaim, Prepared, Scheduler, SchedulerOptions};
+
+/// What removing some nodes would lead to.
+pub(crate) struct Outcome {
+    pub new_claims: Vec<NewNodeClaim>,
+    /// Pods that were running and would not find a place, or would land on an uninitialized node.
+    pub errors: Vec<Blocker>,
+}
+
+/// One digested snapshot and one prepared solve, shared by every simulation of a pass.
+pub(crate) struct Simulator<'a> {
+    state: &'a ClusterState,
+    input: Input<'a>,
+    prepared: OnceCell<Prepared>,
+    bound_index: BTreeMap<String, usize>,
+    uninitialized: BTreeSet<&'a str>,
+}
+
+impl<'a> Simulator<'a> {
+    pub(crate) fn new(ctx: &Context<'a>, state: &'a ClusterState) -> Self {
+        let input = state.input(ctx.snap.nodepools, ctx.catalogs, ctx.policy, SchedulerOptions::default());
+        let bound_index = state.bound.iter().enumerate().map(|(i, (p, _))| (p.key(), i)).collect();
+        let uninitialized = state.active.iter().filter(|n| !n.initialized).map(|n| n.name.as_str()).collect();
+        Simulator { state, input, prepared: OnceCell::new(), bound_index, uninitialized }
+    }
+
+    /// Where would the candidates' pods (and every pod already waiting) go if the candidates were gone?
+    pub(crate) fn run(&self, candidates: &[&Candidate]) -> Outcome {
+        let prepared = self.prepared.get_or_init(|| Prepared::new(&self.input));
+        let excluded: BTreeSet<String> = candidates.iter().map(|c| c.node.clone()).collect();
+        let mut pods = self.state.to_schedule.clone();
+        let mut pending = self.state.provisionable.clone();
+        let from_deleting = pods.len();
+        for c in candidates {
+            for p in &c.pods {
+                if let Some(&i) = self.bound_index.get(&p.key()) {
+                    pods.push(self.state.bound[i].0.clone());
+                    pending.push(false);
+                }
+            }
+        }
+        let results = Scheduler::with_prepared(&self.input, prepared, &pods, &excluded).solve(&pods);
+        let mut errors = Vec::new();
+        for f in &results.failures {
+            if !pending[f.pod] {
+                errors.push(Blocker::PodsWouldNotFit { pod: pods[f.pod].key(), reason: f.summary() });
+            }
+        }
+        for (i, why) in &results.ignored {
+            if !pending[*i] {
+                errors.push(Blocker::PodsWouldNotFit { pod: pods[*i].key(), reason: why.to_string() });
+            }
+        }
+        for placement in &results.existing {
+            if !self.uninitialized.contains(placement.node.as_str()) {
+                continue;
+            }
+            // Pods of nodes already being deleted may go anywhere; everything else must not count on a node
+            // that has not proven itself yet.
+            if let Some(&i) = placement.pods.iter().find(|&&i| pending[i] || i >= from_deleting) {
+                errors.push(Blocker::UninitializedDestination { pod: pods[i].key(), node: placement.node.clone() });
+            }
+        }
+        Outcome { new_claims: results.new_claims, errors }
+    }
+}
+
+/// The price of the cheapest compatible available offering of `t` under `reqs`.
+fn cheapest(t: &InstanceType, reqs: &Requirements) -> Option<f64> {
+    t.cheapest_offering(reqs).map(|o| o.price)
+}
+
+/// The most the launch could cost with this type: the dearest compatible available offering of the capacity type
+/// the cloud would pick (reserved before spot before on-demand).
+fn worst_case(t: &InstanceType, reqs: &Requirements) -> Option<f64> {
+    let compatible: Vec<_> = t.offerings.iter().filter(|o| o.available && o.compatible(reqs)).collect();
+    for ct in [labels::CAPACITY_RESERVED, labels::CAPACITY_SPOT, labels::CAPACITY_ON_DEMAND] {
+        let prices = compatible.iter().filter(|o| o.capacity_type == ct).map(|o| o.price);
+        if let Some(max) = prices.max_by(f64::total_cmp) {
+            return Some(max);
+        }
+    }
+    None
+}
+
+/// Whether the types left still satisfy every `minValues` of the requirements.
+fn min_values_ok(types: &[Arc<InstanceType>], claim: &NewNodeClaim) -> Result<(), Blocker> {
+    if let Some(m) = claim.instance_type_min_values
+        && types.len() < m as usize
+    {
+        return Err(Blocker::MinValues {
+            message: format!("{} needs {m} instance types, {} left", labels::INSTANCE_TYPE, types.len()),
+        });
+    }
+    for (key, r) in claim.requirements.iter() {
+        let Some(m) = r.min_values else { continue };
+        let values: BTreeSet<&str> = types
+            .iter()
+            .filter_map(|t| t.requirements.get_ref(key))
+            .flat_map(|r| r.values.iter().map(String::as_str))
+            .collect();
+        if values.len() < m as usize {
+            return Err(Blocker::MinValues { message: format!("{key} needs {m} values, {} left", values.len()) });
+        }
+    }
+    Ok(())
+}
+
+/// Pins the capacity type of a requirement set to spot.
+fn pin_spot(reqs: &mut Requirements) {
+    reqs.set(labels::CAPACITY_TYPE, Requirement::in_values([labels::CAPACITY_SPOT]));
+}
+
+fn replacement(ctx: &Context<'_>, mut claim: NewNodeClaim) -> Replacement {
+    let price = claim.cheapest_price().unwrap_or(0.0);
+    claim.instance_types.sort_by(|a, b| {
+        let pa = cheapest(a, &claim.requirements).unwrap_or(f64::MAX);
+        let pb = cheapest(b, &claim.requirements).unwrap_or(f64::MAX);
+        pa.total_cmp(&pb).then_with(|| a.name.cmp(&b.name))
+    });
+    let pool = ctx.snap.nodepools.iter().find(|p| p.name() == claim.nodepool);
+    Replacement {
+        nodepool: claim.nodepool.clone(),
+        instance_types: claim.instance_types.iter().map(|t| t.name.clone()).collect(),
+        option_prices: claim
+            .instance_types
+            .iter()
+            .map(|t| cheapest(t, &claim.requirements).unwrap_or(f64::MAX))
+            .collect(),
+        price,
+        nodeclaim: to_nodeclaim(&claim, pool),
+    }
+}
+
+/// Upstream `computeConsolidation`: delete, or replace with one strictly cheaper NodeClaim, or why not.
+fn compute(ctx: &Context<'_>, sim: &Simulator<'_>, cands: &[&Candidate], method: Method) -> Result<Command, Blocker> {
+    let out = sim.run(cands);
+    if let Some(e) = out.errors.into_iter().next() {
+        return Err(e);
+    }
+    let current: f64 = cands.iter().map(|c| c.price).sum();
+    let candidates: Vec<Candidate> = cands.iter().map(|c| (*c).clone()).collect();
+    let mut claims = out.new_claims;
+    match claims.len() {
+        0 => {
+            return Ok(Command {
+                method,
+                candidates,
+                replacements: Vec::new(),
+                savings_per_hour: current,
+                computed_at: ctx.now,
+            });
+        }
+        1 => {}
+        n => return Err(Blocker::WouldCreate { nodeclaims: n }),
+    }
+    let mut claim = claims.remove(0);
+    let ct = claim.requirements.get(labels::CAPACITY_TYPE);
+    let (allows_spot, allows_od) = (ct.has(labels::CAPACITY_SPOT), ct.has(labels::CAPACITY_ON_DEMAND));
+    let all_spot = cands.iter().all(|c| c.capacity_type == labels::CAPACITY_SPOT);
+    let by_price = |types: &mut Vec<(f64, Arc<InstanceType>)>| {
+        types.sort_by(|a, b| a.0.total_cmp(&b.0).then_with(|| a.1.name.cmp(&b.1.name)));
+    };
+    if all_spot && allows_spot {
+        if !ctx.options.spot_to_spot {
+            return Err(Blocker::SpotToSpotDisabled);
+        }
+        pin_spot(&mut claim.requirements);
+        let mut types: Vec<(f64, Arc<InstanceType>)> = claim
+            .instance_types
+            .iter()
+            .filter_map(|t| cheapest(t, &claim.requirements).filter(|p| *p < current).map(|p| (p, t.clone())))
+            .collect();
+        by_price(&mut types);
+        if method == Method::SingleNode {
+            if types.len() < SPOT_TO_SPOT_MIN_TYPES {
+                return Err(Blocker::SpotToSpotTooFewOptions { options: types.len() });
+            }
+            let keep = SPOT_TO_SPOT_MIN_TYPES.max(claim.instance_type_min_values.unwrap_or(0) as usize);
+            types.truncate(keep);
+        }
+        claim.instance_types = types.into_iter().map(|(_, t)| t).collect();
+    } else {
+        let mut types: Vec<(f64, Arc<InstanceType>)> = claim
+            .instance_types
+            .iter()
+            .filter_map(|t| worst_case(t, &claim.requirements).filter(|p| *p < current).map(|_| t.clone()))
+            .map(|t| (cheapest(&t, &claim.requirements).unwrap_or(f64::MAX), t))
+            .collect();
+        if types.is_empty() {
+            let cheapest_now = claim.cheapest_price().unwrap_or(f64::INFINITY);
+            return Err(Blocker::NoCheaperReplacement { cheapest: cheapest_now, current });
+        }
+        by_price(&mut types);
+        claim.instance_types = types.into_iter().map(|(_, t)| t).collect();
+        // Prices were judged as if spot; don't risk an on-demand fallback that costs more.
+        if allows_spot && allows_od {
+            pin_spot(&mut claim.requirements);
+        }
+    }
+    if claim.instance_types.is_empty() {
+        let cheapest_now = claim.cheapest_price().unwrap_or(f64::INFINITY);
+        return Err(Blocker::NoCheaperReplacement { cheapest: cheapest_now, current });
+    }
+    min_values_ok(&claim.instance_types, &claim)?;
+    let r = replacement(ctx, claim);
+    Ok(Command { method, candidates, savings_per_hour: current - r.price, replacements: vec![r], computed_at: ctx.now })
+}
+
+/// Multi-node: if a candidate's own type is among the options, only strictly cheaper options make sense
+/// (otherwise deleting the other candidates is better).
+fn filter_out_same_type(cmd: &mut Command) -> bool {
+    let Some(r) = cmd.replacements.first_mut() else { return true };
+    let same: Option<f64> = cmd
+        .candidates
+        .iter()
+        .filter(|c| r.instance_types.contains(&c.instance_type))
+        .map(|c| c.price)
+        .min_by(f64::total_cmp);
+    let Some(limit) = same else { return true };
+    // Options are sorted by price: cut at the first one priced at or above the limit.
+    let prices = &r.option_prices;
+    let keep = prices.iter().take_while(|p| **p < limit).count();
+    r.instance_types.truncate(keep);
+    r.option_prices.truncate(keep);
+    !r.instance_types.is_empty()
+}
+
+/// Balanced policy: every Balanced NodePool involved must find the savings worth the disruption.
+fn balanced_ok(cmd: &Command, survey: &Survey) -> Result<(), Blocker> {
+    let total_price: f64 = cmd.candidates.iter().map(|c| c.price).sum();
+    let pools: BTreeSet<&str> = cmd.candidates.iter().map(|c| c.nodepool.as_str()).collect();
+    for pool in pools {
+        let Some(first) = cmd.candidates.iter().find(|c| c.nodepool == pool) else { continue };
+        if first.policy != POLICY_BALANCED {
+            continue;
+        }
+        let score = balanced_score(cmd, survey, pool, total_price);
+        if score < 1.0 / BALANCED_K {
+            return Err(Blocker::BalancedScore { score });
+        }
+    }
+    Ok(())
+}
+
+fn balanced_score(cmd: &Command, survey: &Survey, pool: &str, total_price: f64) -> f64 {
+    let (pool_cost, pool_disruption) = survey.pool_totals.get(pool).copied().unwrap_or((0.0, 0.0));
+    let in_pool: Vec<&Candidate> = cmd.candidates.iter().filter(|c| c.nodepool == pool).collect();
+    let share = if total_price > 0.0 { in_pool.iter().map(|c| c.price).sum::<f64>() / total_price } else { 0.0 };
+    let savings = cmd.savings_per_hour * share;
+    let moved: f64 = in_pool.iter().map(|c| c.reschedule_cost).sum();
+    if pool_cost <= 0.0 || pool_disruption <= 0.0 || moved <= 0.0 {
+        return 0.0;
+    }
+    (savings / pool_cost) / (moved / pool_disruption)
+}
+
+/// Budgets per reason for this pass, computed on first use.
+struct Budgets<'a> {
+    ctx: &'a Context<'a>,
+    survey: &'a Survey,
+    by_reason: BTreeMap<Reason, BTreeMap<String, BudgetStatus>>,
+}
+
+impl<'a> Budgets<'a> {
+    fn new(ctx: &'a Context<'a>, survey: &'a Survey) -> Self {
+        Budgets { ctx, survey, by_reason: BTreeMap::new() }
+    }
+
+    fn get(&mut self, reason: Reason) -> BTreeMap<String, i64> {
+        self.statuses(reason).iter().map(|(k, v)| (k.clone(), v.allowed)).collect()
+    }
+
+    fn statuses(&mut self, reason: Reason) -> &BTreeMap<String, BudgetStatus> {
+        self.by_reason
+            .entry(reason)
+            .or_insert_with(|| budgets::mapping(self.ctx.snap.nodepools, reason, &self.survey.counts, self.ctx.now))
+    }
+}
+
+fn sort_for_consolidation(list: &mut [&Candidate]) {
+    list.sort_by(|a, b| b.savings_ratio().total_cmp(&a.savings_ratio()).then_with(|| a.node.cmp(&b.node)));
+}
+
+/// Emptiness: every empty candidate within budget, in one delete command.
+fn emptiness(ctx: &Context<'_>, survey: &Survey, budgets: &mut Budgets<'_>) -> (Option<Command>, bool) {
+    let mut list: Vec<&Candidate> =
+        survey.candidates.iter().filter(|c| c.is_empty() && c.for_emptiness().is_ok()).collect();
+    sort_for_consolidation(&mut list);
+    let mut left = budgets.get(Reason::Empty);
+    let mut chosen = Vec::new();
+    let mut constrained = false;
+    for c in list {
+        let b = left.entry(c.nodepool.clone()).or_insert(0);
+        if *b > 0 {
+            *b -= 1;
+            chosen.push(c.clone());
+        } else {
+            constrained = true;
+        }
+    }
+    if chosen.is_empty() {
+        return (None, constrained);
+    }
+    let savings = chosen.iter().map(|c| c.price).sum();
+    let cmd = Command {
+        method: Method::Emptiness,
+        candidates: chosen,
+        replacements: Vec::new(),
+        savings_per_hour: savings,
+        computed_at: ctx.now,
+    };
+    (Some(cmd), constrained)
+}
+
+/// Drift: the oldest drifted candidate (empty ones first) whose pods all fit, replaced by whatever they need.
+fn drift(ctx: &Context<'_>, survey: &Survey, sim: &Simulator<'_>, budgets: &mut Budgets<'_>) -> Option<Command> {
+    let mut list: Vec<&Candidate> =
+        survey.candidates.iter().filter(|c| c.drifted.is_some() && c.for_drift().is_ok()).collect();
+    list.sort_by(|a, b| {
+        (!a.is_empty(), a.drifted.as_ref().map(|d| d.0), &a.node).cmp(&(
+            !b.is_empty(),
+            b.drifted.as_ref().map(|d| d.0),
+            &b.node,
+        ))
+    });
+    let left = budgets.get(Reason::Drifted);
+    for c in list {
+        if left.get(&c.nodepool).copied().unwrap_or(0) <= 0 {
+            continue;
+        }
+        let out = sim.run(&[c]);
+        if !out.errors.is_empty() {
+            continue;
+        }
+        let replacements: Vec<Replacement> = out.new_claims.into_iter().map(|n| replacement(ctx, n)).collect();
+        return Some(Command {
+            method: Method::Drift,
+            candidates: vec![c.clone()],
+            replacements,
+            savings_per_hour: 0.0,
+            computed_at: ctx.now,
+        });
+    }
+    None
+}
+
+/// The consolidation candidates in order, and whether any was held back by its budget.
+fn consolidation_list<'s>(survey: &'s Survey, budgets: &mut Budgets<'_>) -> (Vec<&'s Candidate>, bool) {
+    let mut list: Vec<&Candidate> =
+        survey.candidates.iter().filter(|c| !c.is_empty() && c.for_consolidation().is_ok()).collect();
+    sort_for_consolidation(&mut list);
+    let mut left = budgets.get(Reason::Underutilized);
+    let mut out = Vec::new();
+    let mut constrained = false;
+    for c in list {
+        let b = left.entry(c.nodepool.clone()).or_insert(0);
+        if *b > 0 {
+            *b -= 1;
+            out.push(c);
+        } else {
+            constrained = true;
+        }
+    }
+    (out, constrained)
+}
+
+/// Multi-node: the longest prefix of the candidate list that can go at once (binary search).
+fn multi_node(ctx: &Context<'_>, survey: &Survey, sim: &Simulator<'_>, list: &[&Candidate]) -> Option<Command> {
+    let list = &list[..list.len().min(ctx.options.multi_node_cap + 1)];
+    if list.len() < 2 {
+        return None;
+    }
+    let (mut lo, mut hi) = (1usize, (list.len() - 1).min(ctx.options.multi_node_cap));
+    let mut best = None;
+    while lo <= hi {
+        let mid = (lo + hi) / 2;
+        let valid = compute(ctx, sim, &list[..=mid], Method::MultiNode)
+            .ok()
+            .filter(|cmd| balanced_ok(cmd, survey).is_ok())
+            .and_then(|mut cmd| filter_out_same_type(&mut cmd).then_some(cmd));
+        match valid {
+            Some(cmd) => {
+                best = Some(cmd);
+                lo = mid + 1;
+            }
+            None => {
+                if mid == 0 {
+                    break;
+                }
+                hi = mid - 1;
+            }
+        }
+    }
+    best
+}
+
+/// Round-robin over NodePools, each pool's candidates in order.
+fn interleave<'s>(list: &[&'s Candidate]) -> Vec<&'s Candidate> {
+    let mut pools: Vec<(&str, Vec<&'s Candidate>)> = Vec::new();
+    for c in list {
+        match pools.iter_mut().find(|(p, _)| *p == c.nodepool) {
+            Some((_, v)) => v.push(c),
+            None => pools.push((&c.nodepool, vec![c])),
+        }
+    }
+    let mut out = Vec::with_capacity(list.len());
+    let mut i = 0;
+    while out.len() < list.len() {
+        for (_, v) in &pools {
+            if let Some(c) = v.get(i) {
+                out.push(*c);
+            }
+        }
+        i += 1;
+    }
+    out
+}
+
+/// Whether even deleting the candidate outright would pass the Balanced policy (cheap pre-check).
+fn balanced_could_pass(c: &Candidate, survey: &Survey) -> Result<(), Blocker> {
+    if c.policy != POLICY_BALANCED {
+        return Ok(());
+    }
+    let best = Command {
+        method: Method::SingleNode,
+        candidates: vec![c.clone()],
+        replacements: Vec::new(),
+        savings_per_hour: c.price,
+        computed_at: 0,
+    };
+    balanced_ok(&best, survey)
+}
+
+/// Single-node consolidation of one candidate: the command, or why not.
+fn single(ctx: &Context<'_>, survey: &Survey, sim: &Simulator<'_>, c: &Candidate) -> Result<Command, Blocker> {
+    balanced_could_pass(c, survey)?;
+    let cmd = compute(ctx, sim, &[c], Method::SingleNode)?;
+    balanced_ok(&cmd, survey)?;
+    Ok(cmd)
+}
+
+/// One disruption pass: the first method that produces a command wins.
+pub fn pass(ctx: &Context<'_>) -> PassResult {
+    let survey = survey(ctx);
+    let state = ClusterState::new(&ctx.snap, ctx.catalogs, ctx.policy);
+    let sim = Simulator::new(ctx, &state);
+    let mut budgets = Budgets::new(ctx, &survey);
+    let mut result = PassResult { candidates: survey.candidates.len(), ..Default::default() };
+    let mut constrained = false;
+    if !ctx.options.consolidated {
+        let (cmd, c) = emptiness(ctx, &survey, &mut budgets);
+        constrained |= c;
+        if cmd.is_some() {
+            result.command = cmd;
+            return result;
+        }
+    }
+    if let Some(cmd) = drift(ctx, &survey, &sim, &mut budgets) {
+        result.command = Some(cmd);
+        return result;
+    }
+    if ctx.options.consolidated {
+        result.consolidated = true;
+        return result;
+    }
+    let (list, c) = consolidation_list(&survey, &mut budgets);
+    constrained |= c;
+    if let Some(cmd) = multi_node(ctx, &survey, &sim, &list) {
+        result.command = Some(cmd);
+        return result;
+    }
+    for c in interleave(&list) {
+        if let Ok(cmd) = single(ctx, &survey, &sim, c) {
+            result.command = Some(cmd);
+            return result;
+        }
+    }
+    result.consolidated = !constrained;
+    result
+}
+
+/// What would happen to one node, for the "why is this node not being consolidated" view.
+#[derive(Debug, Clone)]
+pub enum Outlook {
+    /// Not disrupted, and why (most specific first).
+    Blocked(Vec<Blocker>),
+    /// A voluntary method would disrupt it now (subject to budgets shared with other nodes and validation).
+    Disruptable(Command),
+}
+
+/// Evaluates every node: blocked nodes say why; every candidate gets its own single-node consolidation (or
+/// emptiness/drift) verdict. This is the full single-node pass of the consolidation benchmark.
+pub fn explain_nodes(ctx: &Context<'_>) -> BTreeMap<String, Outlook> {
+    let survey = survey(ctx);
+    let state = ClusterState::new(&ctx.snap, ctx.catalogs, ctx.policy);
+    let sim = Simulator::new(ctx, &state);
+    let mut budgets = Budgets::new(ctx, &survey);
+    let mut out: BTreeMap<String, Outlook> =
+        survey.blocked.iter().map(|(n, b)| (n.clone(), Outlook::Blocked(vec![b.clone()]))).collect();
+    for c in &survey.candidates {
+        let mut why = Vec::new();
+        let (method, check) = if c.drifted.is_some() {
+            (Method::Drift, c.for_drift())
+        } else if c.is_empty() {
+            (Method::Emptiness, c.for_emptiness())
+        } else {
+            (Method::SingleNode, c.for_consolidation())
+        };
+        if let Err(b) = check {
+            why.push(b);
+            out.insert(c.node.clone(), Outlook::Blocked(why));
+            continue;
+        }
+        let reason = method.reason();
+        let status = budgets.statuses(reason).get(&c.nodepool).cloned();
+        if let Some(s) = status.filter(|s| s.allowed <= 0) {
+            why.push(Blocker::Budget { message: s.why_zero(&c.nodepool, reason) });
+        }
+        let verdict = match method {
+            Method::Emptiness => Ok(Command {
+                method,
+                candidates: vec![c.clone()],
+                replacements: Vec::new(),
+                savings_per_hour: c.price,
+                computed_at: ctx.now,
+            }),
+            Method::Drift => {
+                let o = sim.run(&[c]);
+                match o.errors.into_iter().next() {
+                    Some(e) => Err(e),
+                    None => Ok(Command {
+                        method,
+                        candidates: vec![c.clone()],
+                        replacements: o.new_claims.into_iter().map(|n| replacement(ctx, n)).collect(),
+                        savings_per_hour: 0.0,
+                        computed_at: ctx.now,
+                    }),
+                }
+            }
+            _ => single(ctx, &survey, &sim, c),
+        };
+        match verdict {
+            Ok(cmd) if why.is_empty() => {
+                out.insert(c.node.clone(), Outlook::Disruptable(cmd));
+            }
+            Ok(_) => {
+                out.insert(c.node.clone(), Outlook::Blocked(why));
+            }
+            Err(b) => {
+                why.push(b);
+                out.insert(c.node.clone(), Outlook::Blocked(why));
+            }
+        }
+    }
+    out
+}
