@@ -12,6 +12,9 @@
 pub mod budgets;
 pub mod candidates;
 pub mod consolidation;
+pub mod gate;
+pub mod queue;
+pub mod validation;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
