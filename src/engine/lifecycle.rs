@@ -66,6 +66,8 @@ pub enum DeleteReason {
     NodeClassNotReady,
     Expired,
     GarbageCollected,
+    /// A disruption command (emptiness, drift, consolidation) whose replacements are ready.
+    Disrupted,
 }
 
 impl DeleteReason {
@@ -78,6 +80,7 @@ impl DeleteReason {
             DeleteReason::NodeClassNotReady => "nodeclass_not_ready",
             DeleteReason::Expired => "expired",
             DeleteReason::GarbageCollected => "garbage_collected",
+            DeleteReason::Disrupted => "disrupted",
         }
     }
 }

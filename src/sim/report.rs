@@ -154,6 +154,9 @@ pub enum DecisionDetail {
         #[serde(serialize_with = "price")]
         savings_per_hour: f64,
         state: DecisionState,
+        /// Why it was invalidated or failed (added in v1; absent otherwise).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        why: Option<String>,
     },
 }
 
@@ -185,6 +188,11 @@ pub enum DecisionState {
     Rejected,
     Invalidated,
     Failed,
+    /// Added in v1: started and not finished when the simulation ended (validating, launching replacements or
+    /// draining).
+    InProgress,
+    /// Added in v1: computed in dry-run mode, never started.
+    DryRun,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -399,15 +407,16 @@ pub fn render_table(r: &Report) -> String {
                     node_claims.join(", ")
                 );
             }
-            DecisionDetail::Disruption { method, reason, candidates, replacements, savings_per_hour, state } => {
+            DecisionDetail::Disruption { method, reason, candidates, replacements, savings_per_hour, state, why } => {
                 let _ = writeln!(
                     out,
-                    "  {:<6} {:>10} disruption  {method:?}/{reason:?} {state:?}: {} -> {} replacement(s), saves ${:.4}/h",
+                    "  {:<6} {:>10} disruption  {method:?}/{reason:?} {state:?}: {} -> {} replacement(s), saves ${:.4}/h{}",
                     d.id,
                     fmt_time(d.at),
                     candidates.join(", "),
                     replacements.len(),
-                    round_to(*savings_per_hour, 6)
+                    round_to(*savings_per_hour, 6),
+                    why.as_deref().map(|w| format!(" ({w})")).unwrap_or_default()
                 );
             }
         }
@@ -514,6 +523,7 @@ mod tests {
                 replacements: vec![Replacement { instance_types: vec!["c5.large".into()] }],
                 savings_per_hour: 0.052_099_999_9,
                 state: DecisionState::AwaitingApproval,
+                why: None,
             },
         });
         r.cost = Cost {

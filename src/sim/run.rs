@@ -17,7 +17,8 @@ use crate::engine::lifecycle::{self, DeleteReason, LaunchResult};
 use crate::engine::provisioning::Millis;
 use crate::sim::cloud::InterruptionKind;
 use crate::sim::report::Report;
-use crate::sim::scenario::{Action, CatalogSource, ObjectKind, Scenario, ScenarioError};
+use crate::engine::disruption::gate::Mode;
+use crate::sim::scenario::{Action, CatalogSource, ObjectKind, Scenario, ScenarioError, Selection};
 use crate::sim::world::{self, Decision, World};
 
 #[derive(Debug, Error)]
@@ -334,8 +335,20 @@ fn apply_event(w: &mut World, action: &Action) -> Result<(), String> {
             w.cloud.interrupt(&pid, kind, now).map_err(|e| e.to_string())?;
         }
         Action::Capacity(c) => w.cloud.set_capacity(&c.instance_type, &c.zone, &c.capacity_type, c.available),
-        // Nothing awaits approval until the disruption engine exists (issue #4): accepted, no effect.
-        Action::Approve(_) | Action::Reject(_) => {}
+        Action::Approve(sel) | Action::Reject(sel) => {
+            let approve = matches!(action, Action::Approve(_));
+            let ids = match sel {
+                Selection::All => w.awaiting_approval(),
+                Selection::Ids(ids) => ids.clone(),
+            };
+            for id in ids {
+                if approve {
+                    w.approve(&id).map(|_| ())?;
+                } else {
+                    w.reject(&id)?;
+                }
+            }
+        }
     }
     Ok(())
 }
@@ -354,6 +367,13 @@ pub fn run(s: &Scenario, until: Option<Duration>, seed: Option<u64>) -> Result<R
         ready_latency: ms(s.settings.ready_latency),
         batch_idle: ms(s.settings.batch_idle),
         batch_max: ms(s.settings.batch_max),
+        disruption_mode: match s.settings.disruption {
+            crate::sim::scenario::DisruptionMode::Auto => Mode::Auto,
+            crate::sim::scenario::DisruptionMode::Approve => Mode::Approve,
+            crate::sim::scenario::DisruptionMode::DryRun => Mode::DryRun,
+        },
+        validation_delay: ms(s.settings.validation_delay),
+        spot_to_spot: s.settings.spot_to_spot_consolidation,
     };
     let start = s.start.timestamp_millis();
     let mut w = World::new(catalog, settings, start, s.seed);
@@ -390,8 +410,11 @@ pub fn secs(t: Millis, start: Millis) -> f64 {
 fn build_report(s: &Scenario, w: &World, start: Millis, end: Millis, wall: Duration) -> Report {
     use crate::sim::report::{
         Cost, Decision as RDecision, DecisionDetail, DecisionState, DisruptionMethod, DisruptionReason, Launched,
-        NodeClaimRecord, NodeRecord, PendingPod, PendingReason, PodRecord, PoolCost, RequirementRecord, SolveTiming,
+        NodeClaimRecord, NodeRecord, PassTiming, PendingPod, PendingReason, PodRecord, PoolCost, Replacement,
+        RequirementRecord, SolveTiming,
     };
+    use crate::engine::disruption::{Method, Reason as EReason};
+    use crate::sim::world::DisruptionState;
     let t = |ms: Millis| secs(ms, start);
     let mut r = Report::new(&s.name, s.seed);
     r.simulated_seconds = secs(end, start);
@@ -476,7 +499,7 @@ fn build_report(s: &Scenario, w: &World, start: Millis, end: Millis, wall: Durat
         .filter(|d| match d {
             Decision::Delete { reason, .. } => *reason == DeleteReason::Expired,
             Decision::Interruption { kind, .. } => *kind != InterruptionKind::RebalanceRecommendation,
-            Decision::Provision { .. } => true,
+            Decision::Provision { .. } | Decision::Disruption(_) => true,
         })
         .map(|d| match d {
             Decision::Provision { id, at, nodeclaims, pods } => RDecision {
@@ -501,6 +524,48 @@ fn build_report(s: &Scenario, w: &World, start: Millis, end: Millis, wall: Durat
                         replacements: Vec::new(),
                         savings_per_hour: 0.0,
                         state: DecisionState::Executed,
+                        why: None,
+                    },
+                }
+            }
+            Decision::Disruption(d) => {
+                let (state, why) = match &d.state {
+                    DisruptionState::Executed => (DecisionState::Executed, None),
+                    DisruptionState::AwaitingApproval => (DecisionState::AwaitingApproval, None),
+                    DisruptionState::DryRun => (DecisionState::DryRun, None),
+                    DisruptionState::Rejected => (DecisionState::Rejected, None),
+                    DisruptionState::Validating | DisruptionState::InProgress => (DecisionState::InProgress, None),
+                    DisruptionState::Invalidated(w) => (DecisionState::Invalidated, Some(w.clone())),
+                    DisruptionState::Failed(w) => (DecisionState::Failed, Some(w.clone())),
+                };
+                RDecision {
+                    id: d.id.clone(),
+                    at: t(d.at),
+                    detail: DecisionDetail::Disruption {
+                        method: match d.method {
+                            Method::Emptiness => DisruptionMethod::Emptiness,
+                            Method::Drift => DisruptionMethod::Drift,
+                            Method::MultiNode => DisruptionMethod::MultiNode,
+                            Method::SingleNode => DisruptionMethod::SingleNode,
+                            Method::Expiration => DisruptionMethod::Expiration,
+                            Method::Interruption => DisruptionMethod::Interruption,
+                        },
+                        reason: match d.method.reason() {
+                            EReason::Empty => DisruptionReason::Empty,
+                            EReason::Underutilized => DisruptionReason::Underutilized,
+                            EReason::Drifted => DisruptionReason::Drifted,
+                            EReason::Expired => DisruptionReason::Expired,
+                            EReason::Interrupted => DisruptionReason::Interrupted,
+                        },
+                        candidates: d.candidates.clone(),
+                        replacements: d
+                            .replacements
+                            .iter()
+                            .map(|r| Replacement { instance_types: r.clone() })
+                            .collect(),
+                        savings_per_hour: d.savings_per_hour,
+                        state,
+                        why,
                     },
                 }
             }
@@ -514,6 +579,7 @@ fn build_report(s: &Scenario, w: &World, start: Millis, end: Millis, wall: Durat
                     replacements: Vec::new(),
                     savings_per_hour: 0.0,
                     state: DecisionState::Executed,
+                    why: None,
                 },
             },
         })
@@ -552,6 +618,12 @@ fn build_report(s: &Scenario, w: &World, start: Millis, end: Millis, wall: Durat
         .solves
         .iter()
         .map(|s| SolveTiming { at: t(s.at), pods: s.pods as u64, nodes: s.nodes as u64, millis: s.millis })
+        .collect();
+    r.timings.disruption_passes = w
+        .disruption
+        .passes
+        .iter()
+        .map(|p| PassTiming { at: t(p.at), candidates: p.candidates as u64, millis: p.millis })
         .collect();
     r
 }

@@ -130,6 +130,8 @@ pub struct Settings {
     pub batch_max: Duration,
     /// Consolidation validation wait (default 15s).
     pub validation_delay: Duration,
+    /// Feature gate `SpotToSpotConsolidation` (default false, as upstream).
+    pub spot_to_spot_consolidation: bool,
 }
 
 impl Default for Settings {
@@ -142,6 +144,7 @@ impl Default for Settings {
             batch_idle: Duration::from_secs(1),
             batch_max: Duration::from_secs(10),
             validation_delay: Duration::from_secs(15),
+            spot_to_spot_consolidation: false,
         }
     }
 }
@@ -365,6 +368,8 @@ struct RawSettings {
     batch_max: Option<GoDuration>,
     #[serde(default)]
     validation_delay: Option<GoDuration>,
+    #[serde(default)]
+    spot_to_spot_consolidation: Option<bool>,
 }
 
 #[derive(Deserialize)]
@@ -768,6 +773,7 @@ fn build_settings(raw: Option<RawSettings>) -> Settings {
         batch_idle: or(r.batch_idle, d.batch_idle),
         batch_max: or(r.batch_max, d.batch_max),
         validation_delay: or(r.validation_delay, d.validation_delay),
+        spot_to_spot_consolidation: r.spot_to_spot_consolidation.unwrap_or(d.spot_to_spot_consolidation),
     }
 }
 

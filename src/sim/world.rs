@@ -28,6 +28,11 @@ use crate::engine::scheduling::SchedulerOptions;
 use crate::sim::cloud::{CloudError, InterruptionKind, SimCloud};
 use crate::sim::cluster::{Cluster, Key};
 
+mod disruption;
+
+pub use self::disruption::{DisruptionRecord, DisruptionState, PassTiming};
+use crate::engine::disruption::gate::Mode;
+
 pub const SECOND: Millis = 1_000;
 pub const MINUTE: Millis = 60 * SECOND;
 /// Offerings that failed with insufficient capacity stay unavailable to the scheduler this long (AWS provider).
@@ -45,6 +50,9 @@ pub struct Settings {
     pub ready_latency: Millis,
     pub batch_idle: Millis,
     pub batch_max: Millis,
+    pub disruption_mode: Mode,
+    pub validation_delay: Millis,
+    pub spot_to_spot: bool,
 }
 
 impl Default for Settings {
@@ -55,6 +63,9 @@ impl Default for Settings {
             ready_latency: 10 * SECOND,
             batch_idle: SECOND,
             batch_max: 10 * SECOND,
+            disruption_mode: Mode::Auto,
+            validation_delay: 15 * SECOND,
+            spot_to_spot: false,
         }
     }
 }
@@ -112,6 +123,8 @@ pub enum Decision {
     Provision { id: String, at: Millis, nodeclaims: Vec<String>, pods: usize },
     Delete { id: String, at: Millis, nodeclaim: String, reason: DeleteReason },
     Interruption { id: String, at: Millis, node: String, kind: InterruptionKind },
+    /// A voluntary disruption command (emptiness, drift, consolidation), from computation to its end.
+    Disruption(DisruptionRecord),
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -159,6 +172,8 @@ impl Rng {
 
 pub struct World {
     pub now: Millis,
+    /// The disruption controller: approval gate, validation, orchestration queue.
+    pub disruption: disruption::Controller,
     pub cluster: Cluster,
     pub cloud: SimCloud,
     pub record: Record,
@@ -197,6 +212,7 @@ impl World {
     pub fn new(catalog: Catalog, settings: Settings, start: Millis, seed: u64) -> World {
         World {
             now: start,
+            disruption: disruption::Controller::new(&settings),
             cloud: SimCloud::new(&catalog),
             cluster: Cluster::with_seed(seed ^ 0x706f_6473),
             record: Record::default(),
@@ -290,6 +306,7 @@ impl World {
             self.nodeclaims();
             self.terminations();
             self.interruptions();
+            self.disruption();
             if self.now >= self.next_gc {
                 self.garbage_collect();
                 self.next_gc = self.now + GC_PERIOD;
@@ -428,32 +445,14 @@ impl World {
         let pools: Vec<NodePool> = self.cluster.nodepools.values().cloned().collect();
         let objects = result.nodeclaims(&pools);
         let mut names = Vec::new();
-        for (mut nc, decided) in objects.into_iter().zip(&result.results.new_claims) {
-            let name = loop {
-                let n = format!("{}-{}", decided.nodepool, self.rng.suffix(5));
-                if !self.cluster.nodeclaims.contains_key(&n) {
-                    break n;
-                }
-            };
-            nc.metadata.name = Some(name.clone());
-            nc.metadata.uid = Some(self.cluster.uid());
-            nc.metadata.creation_timestamp = Some(lifecycle::ms_time(self.now));
-            self.record.nodeclaims.push(NodeClaimRecord {
-                name: name.clone(),
-                nodepool: decided.nodepool.clone(),
-                created_at: self.now,
-                deleted_at: None,
-                instance_types: decided.instance_types.iter().map(|t| t.name.clone()).collect(),
-                requirements: nc
-                    .spec
-                    .requirements
-                    .iter()
-                    .map(|r| (r.key.clone(), r.operator.clone(), r.values.clone()))
-                    .collect(),
-                launched: None,
-            });
-            self.cluster.nodeclaims.insert(name.clone(), nc);
-            names.push(name);
+        for (nc, decided) in objects.into_iter().zip(&result.results.new_claims) {
+            let types: Vec<String> = decided.instance_types.iter().map(|t| t.name.clone()).collect();
+            names.push(self.create_nodeclaim(nc, &decided.nodepool, types));
+        }
+        // Existing nodes the solve placed pods on are nominated: disruption leaves them alone for a while.
+        let until = self.now + (2 * self.settings.batch_max).max(10 * SECOND);
+        for p in &result.results.existing {
+            self.disruption.nominated.insert(p.node.clone(), until);
         }
         self.pending_reasons.clear();
         for f in &result.results.failures {
@@ -476,6 +475,35 @@ impl World {
             let id = self.decision_id("p");
             self.record.decisions.push(Decision::Provision { id, at: self.now, nodeclaims: names, pods: placed });
         }
+    }
+
+    /// Creates a NodeClaim the engine decided on, under a fresh `<nodepool>-xxxxx` name, and records it.
+    fn create_nodeclaim(&mut self, mut nc: NodeClaim, nodepool: &str, instance_types: Vec<String>) -> String {
+        let name = loop {
+            let n = format!("{nodepool}-{}", self.rng.suffix(5));
+            if !self.cluster.nodeclaims.contains_key(&n) {
+                break n;
+            }
+        };
+        nc.metadata.name = Some(name.clone());
+        nc.metadata.uid = Some(self.cluster.uid());
+        nc.metadata.creation_timestamp = Some(lifecycle::ms_time(self.now));
+        self.record.nodeclaims.push(NodeClaimRecord {
+            name: name.clone(),
+            nodepool: nodepool.to_string(),
+            created_at: self.now,
+            deleted_at: None,
+            instance_types,
+            requirements: nc
+                .spec
+                .requirements
+                .iter()
+                .map(|r| (r.key.clone(), r.operator.clone(), r.values.clone()))
+                .collect(),
+            launched: None,
+        });
+        self.cluster.nodeclaims.insert(name.clone(), nc);
+        name
     }
 
     /// Deletes a NodeClaim (finalization drains and terminates it) and records why.

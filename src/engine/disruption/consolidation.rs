@@ -460,7 +460,16 @@ pub fn pass(ctx: &Context<'_>) -> PassResult {
     let state = ClusterState::new(&ctx.snap, ctx.catalogs, ctx.policy);
     let sim = Simulator::new(ctx, &state);
     let mut budgets = Budgets::new(ctx, &survey);
-    let mut result = PassResult { candidates: survey.candidates.len(), ..Default::default() };
+    let waits = survey.candidates.iter().filter_map(|c| match &c.consolidation_wait {
+        Some(Blocker::ConsolidateAfter { left }) => Some(ctx.now + left),
+        _ => None,
+    });
+    let nominations = survey.blocked.values().filter_map(|b| match b {
+        Blocker::Nominated { until } => Some(ctx.now + until),
+        _ => None,
+    });
+    let recheck_at = waits.chain(nominations).min();
+    let mut result = PassResult { candidates: survey.candidates.len(), recheck_at, ..Default::default() };
     let mut constrained = false;
     if !ctx.options.consolidated {
         let (cmd, c) = emptiness(ctx, &survey, &mut budgets);

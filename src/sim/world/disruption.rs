@@ -1,0 +1,408 @@
+//! The world's disruption controller: runs the engine's disruption passes on the clock, passes commands through
+//! the approval gate, validates them after the validation delay (auto mode) or at approval, starts them (taint
+//! and mark the candidates, launch replacements) and drives the orchestration queue until the candidates are
+//! deleted or the command fails and is rolled back.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::hash::{Hash, Hasher};
+use std::time::Instant;
+
+use k8s_openapi::api::core::v1::NodeSpec;
+
+use super::{Decision, MINUTE, SECOND, Settings, Timer, World};
+use crate::engine::api::nodeclaim::COND_DISRUPTION_REASON;
+use crate::engine::disruption::gate::{Gate, Mode};
+use crate::engine::disruption::queue::{self, InFlight, Step};
+use crate::engine::disruption::validation::validate;
+use crate::engine::disruption::{Command, Context, DisruptionOptions, Method, pass};
+use crate::engine::labels;
+use crate::engine::lifecycle::{self, DeleteReason};
+use crate::engine::provisioning::Millis;
+use crate::engine::termination::disrupted_taint;
+
+/// Upstream's disruption polling period.
+const POLL: Millis = 10 * SECOND;
+/// The consolidation state refreshes itself at least this often (upstream 5 min).
+const STATE_REFRESH: Millis = 5 * MINUTE;
+/// lastPodEventTime is written at most this often per node (upstream dedupe).
+const POD_EVENT_DEDUPE: Millis = 10 * SECOND;
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum DisruptionState {
+    /// Auto mode: waiting out the validation delay.
+    Validating,
+    AwaitingApproval,
+    /// Dry-run: shown, never started.
+    DryRun,
+    /// Started: replacements launching, or candidates draining.
+    InProgress,
+    Executed,
+    Rejected,
+    Invalidated(String),
+    Failed(String),
+}
+
+/// A disruption decision as the report and the dashboard show it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DisruptionRecord {
+    pub id: String,
+    pub at: Millis,
+    pub method: Method,
+    pub candidates: Vec<String>,
+    pub replacements: Vec<Vec<String>>,
+    pub savings_per_hour: f64,
+    pub state: DisruptionState,
+    pub summary: String,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct PassTiming {
+    pub at: Millis,
+    pub candidates: usize,
+    pub millis: f64,
+}
+
+pub struct Controller {
+    pub gate: Gate,
+    options: DisruptionOptions,
+    validation_delay: Millis,
+    pub in_flight: Vec<InFlight>,
+    /// Auto mode: the command being validated, and when.
+    validating: Option<(String, Command, Millis)>,
+    next_pass: Millis,
+    /// The consolidation methods found nothing at this generation; valid until the recheck time, if any.
+    consolidated: Option<(u64, Millis)>,
+    /// Nodes nominated for pending pods, until when.
+    pub nominated: BTreeMap<String, Millis>,
+    /// Bound pods per node at the last pass, and when each node's claim last had its pod event time written.
+    pods_per_node: BTreeMap<String, usize>,
+    last_pod_event: BTreeMap<String, Millis>,
+    pub passes: Vec<PassTiming>,
+}
+
+impl Controller {
+    pub fn new(s: &Settings) -> Self {
+        Controller {
+            gate: Gate::new(s.disruption_mode),
+            options: DisruptionOptions { spot_to_spot: s.spot_to_spot, ..Default::default() },
+            validation_delay: s.validation_delay,
+            in_flight: Vec::new(),
+            validating: None,
+            next_pass: Millis::MIN,
+            consolidated: None,
+            nominated: BTreeMap::new(),
+            pods_per_node: BTreeMap::new(),
+            last_pod_event: BTreeMap::new(),
+            passes: Vec::new(),
+        }
+    }
+
+    /// Nodes in started commands, under validation or in open proposals.
+    fn busy(&self) -> BTreeSet<String> {
+        let mut b = self.gate.busy_nodes();
+        for f in &self.in_flight {
+            b.extend(f.command.candidates.iter().map(|c| c.node.clone()));
+        }
+        if let Some((_, c, _)) = &self.validating {
+            b.extend(c.candidates.iter().map(|c| c.node.clone()));
+        }
+        b
+    }
+}
+
+impl World {
+    /// One reconcile of the disruption controller.
+    pub(super) fn disruption(&mut self) {
+        self.orchestrate();
+        self.finish_validation();
+        if self.now >= self.disruption.next_pass && self.disruption.validating.is_none() {
+            self.disruption_pass();
+        }
+    }
+
+    /// A cheap summary of what consolidation depends on; it also changes every 5 minutes by itself.
+    pub fn generation(&self) -> u64 {
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        self.fingerprint().hash(&mut h);
+        for (name, p) in &self.cluster.nodepools {
+            name.hash(&mut h);
+            serde_json::to_string(&p.spec).unwrap_or_default().hash(&mut h);
+        }
+        self.cluster.pdbs.len().hash(&mut h);
+        (self.now.div_euclid(STATE_REFRESH)).hash(&mut h);
+        h.finish()
+    }
+
+    /// Writes `status.lastPodEventTime` on claims whose node gained or lost pods (consolidateAfter reads it).
+    fn record_pod_events(&mut self) {
+        let mut counts: BTreeMap<String, usize> = BTreeMap::new();
+        for p in self.cluster.pods.values() {
+            if let Some(n) = p.spec.as_ref().and_then(|s| s.node_name.as_deref()) {
+                *counts.entry(n.to_string()).or_insert(0) += 1;
+            }
+        }
+        let now = self.now;
+        let changed: Vec<String> = self
+            .cluster
+            .nodes
+            .keys()
+            .filter(|n| counts.get(*n).copied().unwrap_or(0) != self.disruption.pods_per_node.get(*n).copied().unwrap_or(0))
+            .cloned()
+            .collect();
+        for node in changed {
+            let recent = self.disruption.last_pod_event.get(&node).is_some_and(|t| now - t < POD_EVENT_DEDUPE);
+            if recent {
+                continue;
+            }
+            let pid = self.cluster.nodes.get(&node).and_then(|n| n.spec.as_ref()).and_then(|s| s.provider_id.clone());
+            if let Some(c) = self.cluster.nodeclaims.values_mut().find(|c| pid.is_some() && c.provider_id() == pid.as_deref())
+            {
+                c.status.get_or_insert_with(Default::default).last_pod_event_time = Some(lifecycle::rfc3339(now));
+                self.disruption.last_pod_event.insert(node, now);
+            }
+        }
+        self.disruption.pods_per_node = counts;
+    }
+
+    fn disruption_pass(&mut self) {
+        let now = self.now;
+        self.disruption.next_pass = now + POLL;
+        self.disruption.nominated.retain(|_, until| *until > now);
+        self.withdraw_stale();
+        if !self.cluster.nodeclaims.values().any(|c| c.metadata.deletion_timestamp.is_none()) {
+            return;
+        }
+        self.record_pod_events();
+        let generation = self.generation();
+        let consolidated = self.disruption.consolidated.is_some_and(|(g, recheck)| g == generation && now < recheck);
+        let options = DisruptionOptions { consolidated, ..self.disruption.options.clone() };
+        let busy = self.disruption.busy();
+        let catalogs = self.catalogs();
+        let snap = self.cluster.snapshot();
+        let ctx = Context {
+            snap: snap.view(),
+            catalogs: &catalogs,
+            policy: &self.catalog.label_policy,
+            now,
+            busy: &busy,
+            nominated: &self.disruption.nominated,
+            options: &options,
+        };
+        let started = Instant::now();
+        let result = pass(&ctx);
+        let millis = started.elapsed().as_secs_f64() * 1000.0;
+        self.disruption.passes.push(PassTiming { at: now, candidates: result.candidates, millis });
+        if result.consolidated && !consolidated {
+            let recheck = result.recheck_at.unwrap_or(Millis::MAX);
+            self.disruption.consolidated = Some((generation, recheck));
+        }
+        let Some(cmd) = result.command else {
+            if let Some(t) = result.recheck_at {
+                self.at(t, Timer::Wake);
+            }
+            if !result.consolidated || self.disruption.validating.is_some() || !self.disruption.in_flight.is_empty() {
+                self.at(now + POLL, Timer::Wake);
+            } else {
+                // Nothing will change until the cluster does, or the consolidation state refreshes.
+                self.at((now.div_euclid(STATE_REFRESH) + 1) * STATE_REFRESH, Timer::Wake);
+            }
+            return;
+        };
+        // A command: look again soon, like upstream's immediate requeue.
+        self.disruption.next_pass = now + SECOND;
+        self.at(now + SECOND, Timer::Wake);
+        match self.disruption.gate.mode() {
+            Mode::Auto => {
+                let id = self.decision_id("d");
+                self.record_disruption(&id, &cmd, DisruptionState::Validating);
+                if cmd.method == Method::Drift {
+                    self.start_command(id, cmd);
+                } else {
+                    let due = now + self.disruption.validation_delay;
+                    self.disruption.validating = Some((id, cmd, due));
+                    self.at(due, Timer::Wake);
+                }
+            }
+            mode => {
+                if self.disruption.gate.suppressed(&cmd, generation) {
+                    return;
+                }
+                let id = self.decision_id("d");
+                let state = if mode == Mode::DryRun { DisruptionState::DryRun } else { DisruptionState::AwaitingApproval };
+                self.record_disruption(&id, &cmd, state);
+                self.disruption.gate.propose(id, cmd, now);
+            }
+        }
+    }
+
+    fn record_disruption(&mut self, id: &str, cmd: &Command, state: DisruptionState) {
+        self.record.decisions.push(Decision::Disruption(DisruptionRecord {
+            id: id.to_string(),
+            at: self.now,
+            method: cmd.method,
+            candidates: cmd.node_names(),
+            replacements: cmd.replacements.iter().map(|r| r.instance_types.clone()).collect(),
+            savings_per_hour: cmd.savings_per_hour,
+            state,
+            summary: cmd.summary(),
+        }));
+    }
+
+    fn set_state(&mut self, id: &str, state: DisruptionState) {
+        for d in self.record.decisions.iter_mut().rev() {
+            if let Decision::Disruption(r) = d
+                && r.id == id
+            {
+                r.state = state;
+                return;
+            }
+        }
+    }
+
+    /// The validation context without the command's own nodes counted as busy.
+    fn validate_now(&mut self, cmd: &Command) -> Result<(), String> {
+        let mut busy = self.disruption.busy();
+        for c in &cmd.candidates {
+            busy.remove(&c.node);
+        }
+        let catalogs = self.catalogs();
+        let snap = self.cluster.snapshot();
+        let options = self.disruption.options.clone();
+        let ctx = Context {
+            snap: snap.view(),
+            catalogs: &catalogs,
+            policy: &self.catalog.label_policy,
+            now: self.now,
+            busy: &busy,
+            nominated: &self.disruption.nominated,
+            options: &options,
+        };
+        validate(&ctx, cmd).map_err(|e| format!("{}: {e}", e.kind()))
+    }
+
+    fn finish_validation(&mut self) {
+        let Some((_, _, due)) = &self.disruption.validating else { return };
+        if self.now < *due {
+            return;
+        }
+        let Some((id, cmd, _)) = self.disruption.validating.take() else { return };
+        match self.validate_now(&cmd) {
+            Ok(()) => self.start_command(id, cmd),
+            Err(why) => self.set_state(&id, DisruptionState::Invalidated(why)),
+        }
+        self.disruption.next_pass = self.now;
+    }
+
+    /// Approves an open proposal: validated against the cluster as it is now, then started. `Ok(false)` when it
+    /// no longer holds (recorded as invalidated with the reason).
+    pub fn approve(&mut self, id: &str) -> Result<bool, String> {
+        let now = self.now;
+        let cmd = self.disruption.gate.approve(id, now)?;
+        match self.validate_now(&cmd) {
+            Ok(()) => {
+                self.start_command(id.to_string(), cmd);
+                Ok(true)
+            }
+            Err(why) => {
+                self.set_state(id, DisruptionState::Invalidated(why));
+                Ok(false)
+            }
+        }
+    }
+
+    pub fn reject(&mut self, id: &str) -> Result<(), String> {
+        let generation = self.generation();
+        self.disruption.gate.reject(id, generation, self.now)?;
+        self.set_state(id, DisruptionState::Rejected);
+        Ok(())
+    }
+
+    /// Ids of proposals waiting for an operator.
+    pub fn awaiting_approval(&self) -> Vec<String> {
+        self.disruption.gate.awaiting().map(|p| p.id.clone()).collect()
+    }
+
+    /// Proposals whose nodes are gone or going are withdrawn.
+    fn withdraw_stale(&mut self) {
+        let mut stale = Vec::new();
+        for p in self.disruption.gate.awaiting() {
+            for c in &p.command.candidates {
+                let gone = match self.cluster.nodes.get(&c.node) {
+                    None => Some(format!("node {} is gone", c.node)),
+                    Some(n) if n.metadata.deletion_timestamp.is_some() => Some(format!("node {} is being deleted", c.node)),
+                    Some(_) => None,
+                };
+                if let Some(why) = gone {
+                    stale.push((p.id.clone(), why));
+                    break;
+                }
+            }
+        }
+        let now = self.now;
+        for (id, why) in stale {
+            self.disruption.gate.withdraw(&id, &why, now);
+            self.set_state(&id, DisruptionState::Invalidated(why));
+        }
+    }
+
+    /// Starts a command: mark the candidates (taint + `DisruptionReason`), launch the replacements, queue it.
+    fn start_command(&mut self, id: String, cmd: Command) {
+        let now = self.now;
+        for c in &cmd.candidates {
+            if let Some(n) = self.cluster.nodes.get_mut(&c.node) {
+                let taints = n.spec.get_or_insert_with(NodeSpec::default).taints.get_or_insert_with(Vec::new);
+                if !taints.iter().any(|t| t.key == labels::TAINT_DISRUPTED) {
+                    taints.push(disrupted_taint());
+                }
+            }
+            if let Some(claim) = self.cluster.nodeclaims.get_mut(&c.nodeclaim) {
+                let reason = cmd.reason().as_str();
+                lifecycle::set_condition(claim, COND_DISRUPTION_REASON, "True", reason, &cmd.summary(), now);
+            }
+        }
+        let mut names = Vec::new();
+        for r in &cmd.replacements {
+            names.push(self.create_nodeclaim(r.nodeclaim.clone(), &r.nodepool, r.instance_types.clone()));
+        }
+        self.set_state(&id, DisruptionState::InProgress);
+        self.disruption.in_flight.push(InFlight { id, command: cmd, replacements: names, started_at: now });
+    }
+
+    /// Drives started commands: delete candidates once replacements are initialized, or roll back.
+    fn orchestrate(&mut self) {
+        if self.disruption.in_flight.is_empty() {
+            return;
+        }
+        let now = self.now;
+        let n = self.disruption.in_flight.len();
+        let flights = std::mem::take(&mut self.disruption.in_flight);
+        for f in flights {
+            match queue::step(&f, &self.cluster.nodeclaims, now, n) {
+                Step::Wait => {
+                    self.at(now + SECOND, Timer::Wake);
+                    self.disruption.in_flight.push(f);
+                }
+                Step::DeleteCandidates => {
+                    for c in &f.command.candidates {
+                        self.delete_nodeclaim(&c.nodeclaim, DeleteReason::Disrupted);
+                    }
+                    self.set_state(&f.id, DisruptionState::Executed);
+                }
+                Step::Fail(why) => {
+                    for c in &f.command.candidates {
+                        if let Some(n) = self.cluster.nodes.get_mut(&c.node)
+                            && let Some(t) = n.spec.as_mut().and_then(|s| s.taints.as_mut())
+                        {
+                            t.retain(|t| t.key != labels::TAINT_DISRUPTED);
+                        }
+                        if let Some(st) = self.cluster.nodeclaims.get_mut(&c.nodeclaim).and_then(|c| c.status.as_mut())
+                        {
+                            st.conditions.retain(|c| c.type_ != COND_DISRUPTION_REASON);
+                        }
+                    }
+                    self.set_state(&f.id, DisruptionState::Failed(why));
+                }
+            }
+        }
+    }
+}
