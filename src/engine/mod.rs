@@ -3,6 +3,7 @@
 
 pub mod api;
 pub mod catalog;
+pub mod drift;
 pub mod explain;
 pub mod labels;
 pub mod lifecycle;
