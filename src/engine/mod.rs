@@ -4,6 +4,7 @@
 pub mod api;
 pub mod catalog;
 pub mod disruption;
+pub mod drift;
 pub mod explain;
 pub mod labels;
 pub mod lifecycle;
