@@ -12,12 +12,12 @@ use thiserror::Error;
 use crate::engine::api::NodeClaim;
 use crate::engine::api::common::NodeSelectorRequirementWithMinValues;
 use crate::engine::catalog::{Catalog, CatalogError, aws, inline, kwok};
+use crate::engine::disruption::gate::Mode;
 use crate::engine::labels;
 use crate::engine::lifecycle::{self, DeleteReason, LaunchResult};
 use crate::engine::provisioning::Millis;
 use crate::sim::cloud::InterruptionKind;
 use crate::sim::report::Report;
-use crate::engine::disruption::gate::Mode;
 use crate::sim::scenario::{Action, CatalogSource, ObjectKind, Scenario, ScenarioError, Selection};
 use crate::sim::world::{self, Decision, World};
 
@@ -408,12 +408,12 @@ pub fn secs(t: Millis, start: Millis) -> f64 {
 }
 
 fn build_report(s: &Scenario, w: &World, start: Millis, end: Millis, wall: Duration) -> Report {
+    use crate::engine::disruption::{Method, Reason as EReason};
     use crate::sim::report::{
         Cost, Decision as RDecision, DecisionDetail, DecisionState, DisruptionMethod, DisruptionReason, Launched,
         NodeClaimRecord, NodeRecord, PassTiming, PendingPod, PendingReason, PodRecord, PoolCost, Replacement,
         RequirementRecord, SolveTiming,
     };
-    use crate::engine::disruption::{Method, Reason as EReason};
     use crate::sim::world::DisruptionState;
     let t = |ms: Millis| secs(ms, start);
     let mut r = Report::new(&s.name, s.seed);

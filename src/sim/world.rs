@@ -120,9 +120,24 @@ pub struct NodeClaimRecord {
 
 #[derive(Debug, Clone, PartialEq)]
 pub enum Decision {
-    Provision { id: String, at: Millis, nodeclaims: Vec<String>, pods: usize },
-    Delete { id: String, at: Millis, nodeclaim: String, reason: DeleteReason },
-    Interruption { id: String, at: Millis, node: String, kind: InterruptionKind },
+    Provision {
+        id: String,
+        at: Millis,
+        nodeclaims: Vec<String>,
+        pods: usize,
+    },
+    Delete {
+        id: String,
+        at: Millis,
+        nodeclaim: String,
+        reason: DeleteReason,
+    },
+    Interruption {
+        id: String,
+        at: Millis,
+        node: String,
+        kind: InterruptionKind,
+    },
     /// A voluntary disruption command (emptiness, drift, consolidation), from computation to its end.
     Disruption(DisruptionRecord),
 }

@@ -15,6 +15,7 @@ use crate::engine::disruption::gate::{Gate, Mode};
 use crate::engine::disruption::queue::{self, InFlight, Step};
 use crate::engine::disruption::validation::validate;
 use crate::engine::disruption::{Command, Context, DisruptionOptions, Method, pass};
+use crate::engine::drift;
 use crate::engine::labels;
 use crate::engine::lifecycle::{self, DeleteReason};
 use crate::engine::provisioning::Millis;
@@ -78,6 +79,9 @@ pub struct Controller {
     pods_per_node: BTreeMap<String, usize>,
     last_pod_event: BTreeMap<String, Millis>,
     pub passes: Vec<PassTiming>,
+    /// Per NodeClaim: when drift was last checked, against which NodePool spec, and when the instance-type
+    /// check last ran.
+    drift_checked: BTreeMap<String, (Millis, u64, Millis)>,
 }
 
 impl Controller {
@@ -94,6 +98,7 @@ impl Controller {
             pods_per_node: BTreeMap::new(),
             last_pod_event: BTreeMap::new(),
             passes: Vec::new(),
+            drift_checked: BTreeMap::new(),
         }
     }
 
@@ -133,6 +138,65 @@ impl World {
         h.finish()
     }
 
+    /// Sets `Drifted` on NodeClaims that no longer match their NodePool (engine.md §6): rechecked every 5 minutes
+    /// or as soon as the NodePool changes; the instance-type check at most every 30 minutes.
+    fn detect_drift(&mut self) {
+        let now = self.now;
+        let catalogs = self.catalogs();
+        let pool_hash = |p: &crate::engine::api::NodePool| {
+            let mut h = std::collections::hash_map::DefaultHasher::new();
+            serde_json::to_string(&p.spec).unwrap_or_default().hash(&mut h);
+            h.finish()
+        };
+        let mut updates = Vec::new();
+        let names: Vec<String> = self.cluster.nodeclaims.keys().cloned().collect();
+        self.disruption.drift_checked.retain(|k, _| self.cluster.nodeclaims.contains_key(k));
+        for name in names {
+            let Some(claim) = self.cluster.nodeclaims.get(&name) else { continue };
+            if claim.metadata.deletion_timestamp.is_some() {
+                continue;
+            }
+            let Some(pool) = claim.nodepool().and_then(|p| self.cluster.nodepools.get(p)) else { continue };
+            let hash = pool_hash(pool);
+            let last = self.disruption.drift_checked.get(&name).copied();
+            if last.is_some_and(|(at, h, _)| h == hash && now - at < drift::DRIFT_REQUEUE) {
+                continue;
+            }
+            let it_due = last.is_none_or(|(_, _, it)| now - it >= drift::INSTANCE_TYPE_CHECK_INTERVAL);
+            let node_labels = claim
+                .provider_id()
+                .and_then(|pid| {
+                    self.cluster
+                        .nodes
+                        .values()
+                        .find(|n| n.spec.as_ref().and_then(|s| s.provider_id.as_deref()) == Some(pid))
+                })
+                .and_then(|n| n.metadata.labels.as_ref());
+            let types = catalogs.get(pool.name()).map_or(&[][..], Vec::as_slice);
+            let mut input = drift::DriftInput::new(claim, pool, types, now);
+            input.node_labels = node_labels;
+            input.check_instance_type = it_due;
+            let found = drift::detect(&input);
+            if let Some(u) = drift::condition_update(claim, found.as_ref()) {
+                updates.push((name.clone(), u));
+            }
+            let it_at = if it_due { now } else { last.map_or(now, |l| l.2) };
+            self.disruption.drift_checked.insert(name, (now, hash, it_at));
+        }
+        for (name, (status, reason, message)) in updates {
+            if let Some(c) = self.cluster.nodeclaims.get_mut(&name) {
+                lifecycle::set_condition(
+                    c,
+                    crate::engine::api::nodeclaim::COND_DRIFTED,
+                    status,
+                    &reason,
+                    &message,
+                    now,
+                );
+            }
+        }
+    }
+
     /// Writes `status.lastPodEventTime` on claims whose node gained or lost pods (consolidateAfter reads it).
     fn record_pod_events(&mut self) {
         let mut counts: BTreeMap<String, usize> = BTreeMap::new();
@@ -146,7 +210,9 @@ impl World {
             .cluster
             .nodes
             .keys()
-            .filter(|n| counts.get(*n).copied().unwrap_or(0) != self.disruption.pods_per_node.get(*n).copied().unwrap_or(0))
+            .filter(|n| {
+                counts.get(*n).copied().unwrap_or(0) != self.disruption.pods_per_node.get(*n).copied().unwrap_or(0)
+            })
             .cloned()
             .collect();
         for node in changed {
@@ -155,7 +221,8 @@ impl World {
                 continue;
             }
             let pid = self.cluster.nodes.get(&node).and_then(|n| n.spec.as_ref()).and_then(|s| s.provider_id.clone());
-            if let Some(c) = self.cluster.nodeclaims.values_mut().find(|c| pid.is_some() && c.provider_id() == pid.as_deref())
+            if let Some(c) =
+                self.cluster.nodeclaims.values_mut().find(|c| pid.is_some() && c.provider_id() == pid.as_deref())
             {
                 c.status.get_or_insert_with(Default::default).last_pod_event_time = Some(lifecycle::rfc3339(now));
                 self.disruption.last_pod_event.insert(node, now);
@@ -173,6 +240,7 @@ impl World {
             return;
         }
         self.record_pod_events();
+        self.detect_drift();
         let generation = self.generation();
         let consolidated = self.disruption.consolidated.is_some_and(|(g, recheck)| g == generation && now < recheck);
         let options = DisruptionOptions { consolidated, ..self.disruption.options.clone() };
@@ -228,7 +296,8 @@ impl World {
                     return;
                 }
                 let id = self.decision_id("d");
-                let state = if mode == Mode::DryRun { DisruptionState::DryRun } else { DisruptionState::AwaitingApproval };
+                let state =
+                    if mode == Mode::DryRun { DisruptionState::DryRun } else { DisruptionState::AwaitingApproval };
                 self.record_disruption(&id, &cmd, state);
                 self.disruption.gate.propose(id, cmd, now);
             }
@@ -329,7 +398,9 @@ impl World {
             for c in &p.command.candidates {
                 let gone = match self.cluster.nodes.get(&c.node) {
                     None => Some(format!("node {} is gone", c.node)),
-                    Some(n) if n.metadata.deletion_timestamp.is_some() => Some(format!("node {} is being deleted", c.node)),
+                    Some(n) if n.metadata.deletion_timestamp.is_some() => {
+                        Some(format!("node {} is being deleted", c.node))
+                    }
                     Some(_) => None,
                 };
                 if let Some(why) = gone {
