@@ -97,6 +97,25 @@ fn add_nodes(s: &Scenario, w: &mut World, start: Millis) -> Result<(), RunError>
         let name = n.name.clone().unwrap_or_else(|| format!("node-{}", index + 1));
         let created = start - ms(n.age);
         let mut node_labels = t.requirements.single_valued_labels();
+        // A real node has one value per label: where the type allows several (an OS list), take the one the
+        // NodePool asks for, else linux, else the first.
+        let pool_reqs = n.node_pool.as_ref().and_then(|p| w.cluster.nodepools.get(p)).map(|p| {
+            p.spec.template.spec.requirements.iter().map(|r| (r.key.clone(), r.values.clone())).collect::<Vec<_>>()
+        });
+        for (key, r) in t.requirements.iter() {
+            if r.complement || r.values.len() < 2 || node_labels.contains_key(key) {
+                continue;
+            }
+            let wanted = pool_reqs.iter().flatten().filter(|(k, _)| k == key).flat_map(|(_, v)| v.iter());
+            let pick = wanted
+                .filter(|v| r.values.contains(*v))
+                .next()
+                .or_else(|| r.values.iter().find(|v| v.as_str() == "linux"))
+                .or_else(|| r.values.iter().next());
+            if let Some(v) = pick {
+                node_labels.insert(key.clone(), v.clone());
+            }
+        }
         node_labels.insert(labels::ZONE.into(), n.zone.clone());
         node_labels.insert(labels::CAPACITY_TYPE.into(), n.capacity_type.clone());
         node_labels.insert(labels::HOSTNAME.into(), name.clone());
