@@ -164,8 +164,17 @@ fn add_nodes(s: &Scenario, w: &mut World, start: Millis) -> Result<(), RunError>
             lifecycle::apply_launch(&mut nc, &lr, created);
             node_labels.extend(claim_labels);
             node_labels.insert(labels::REGISTERED.into(), "true".into());
+            lifecycle::set_condition(&mut nc, crate::engine::api::nodeclaim::COND_REGISTERED, "True", "", "", created);
             if n.initialized {
                 node_labels.insert(labels::INITIALIZED.into(), "true".into());
+                lifecycle::set_condition(
+                    &mut nc,
+                    crate::engine::api::nodeclaim::COND_INITIALIZED,
+                    "True",
+                    "",
+                    "",
+                    created,
+                );
             }
             w.cluster.nodeclaims.insert(name.clone(), nc);
             provider_id = Some(launched.provider_id);
@@ -379,7 +388,15 @@ pub fn run(s: &Scenario, until: Option<Duration>, seed: Option<u64>) -> Result<R
     if let Some(seed) = seed {
         s.seed = seed;
     }
-    let catalog = build_catalog(&s)?;
+    let w = run_world(&s, until)?;
+    let start = s.start.timestamp_millis();
+    let end = start + ms(until.unwrap_or(s.until));
+    Ok(build_report(&s, &w, start, end, wall.elapsed()))
+}
+
+/// Runs the scenario and returns the world as it stands at the end (for tests, what-ifs and the dashboard).
+pub fn run_world(s: &Scenario, until: Option<Duration>) -> Result<World, RunError> {
+    let catalog = build_catalog(s)?;
     let settings = world::Settings {
         launch_latency: ms(s.settings.launch_latency),
         registration_latency: ms(s.settings.registration_latency),
@@ -397,7 +414,7 @@ pub fn run(s: &Scenario, until: Option<Duration>, seed: Option<u64>) -> Result<R
     let start = s.start.timestamp_millis();
     let mut w = World::new(catalog, settings, start, s.seed);
     w.cluster.apply(&s.objects);
-    add_nodes(&s, &mut w, start)?;
+    add_nodes(s, &mut w, start)?;
     w.track_new_pods();
     let end = start + ms(until.unwrap_or(s.until));
     let mut events: Vec<(usize, &crate::sim::scenario::Event)> = s.events.iter().enumerate().collect();
@@ -418,7 +435,7 @@ pub fn run(s: &Scenario, until: Option<Duration>, seed: Option<u64>) -> Result<R
         w.reconcile();
     }
     w.run_until(end);
-    Ok(build_report(&s, &w, start, end, wall.elapsed()))
+    Ok(w)
 }
 
 /// Seconds since t=0.

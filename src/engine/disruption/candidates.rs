@@ -199,7 +199,8 @@ fn consolidation_wait(pool: &NodePool, claim: &NodeClaim, now: Millis) -> Option
     }
     // A malformed value fails closed like upstream's validation would have stopped it.
     let Some(after) = duration_ms(after) else { return Some(Blocker::ConsolidateAfterNever) };
-    let last = last_pod_event(claim).unwrap_or(Millis::MIN);
+    // Without either time, the claim's age stands in; without that, wait the whole period.
+    let last = last_pod_event(claim).or_else(|| claim.metadata.creation_timestamp.as_ref().map(time_ms)).unwrap_or(now);
     let ready_at = last.saturating_add(after);
     (now < ready_at).then(|| Blocker::ConsolidateAfter { left: ready_at - now })
 }

@@ -11,10 +11,11 @@ use k8s_openapi::api::core::v1::NodeSpec;
 
 use super::{Decision, MINUTE, SECOND, Settings, Timer, World};
 use crate::engine::api::nodeclaim::COND_DISRUPTION_REASON;
+use crate::engine::disruption::consolidation::Outlook;
 use crate::engine::disruption::gate::{Gate, Mode};
 use crate::engine::disruption::queue::{self, InFlight, Step};
 use crate::engine::disruption::validation::validate;
-use crate::engine::disruption::{Command, Context, DisruptionOptions, Method, pass};
+use crate::engine::disruption::{Command, Context, DisruptionOptions, Method, explain_nodes, pass};
 use crate::engine::drift;
 use crate::engine::labels;
 use crate::engine::lifecycle::{self, DeleteReason};
@@ -125,8 +126,8 @@ impl World {
         }
     }
 
-    /// A cheap summary of what consolidation depends on; it also changes every 5 minutes by itself.
-    pub fn generation(&self) -> u64 {
+    /// A cheap summary of the cluster state disruption depends on: nodes, claims, pod bindings, NodePools, PDBs.
+    pub fn state_generation(&self) -> u64 {
         let mut h = std::collections::hash_map::DefaultHasher::new();
         self.fingerprint().hash(&mut h);
         for (name, p) in &self.cluster.nodepools {
@@ -134,6 +135,13 @@ impl World {
             serde_json::to_string(&p.spec).unwrap_or_default().hash(&mut h);
         }
         self.cluster.pdbs.len().hash(&mut h);
+        h.finish()
+    }
+
+    /// The consolidation state: the cluster's generation, also moving every 5 minutes by itself (upstream).
+    fn generation(&self) -> u64 {
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        self.state_generation().hash(&mut h);
         (self.now.div_euclid(STATE_REFRESH)).hash(&mut h);
         h.finish()
     }
@@ -292,7 +300,7 @@ impl World {
                 }
             }
             mode => {
-                if self.disruption.gate.suppressed(&cmd, generation) {
+                if self.disruption.gate.suppressed(&cmd, self.state_generation()) {
                     return;
                 }
                 let id = self.decision_id("d");
@@ -380,14 +388,35 @@ impl World {
     }
 
     pub fn reject(&mut self, id: &str) -> Result<(), String> {
-        let generation = self.generation();
+        let generation = self.state_generation();
         self.disruption.gate.reject(id, generation, self.now)?;
         self.set_state(id, DisruptionState::Rejected);
         Ok(())
     }
 
+    /// Why each node is (not) being disrupted right now: the "why won't this node consolidate" view.
+    pub fn explain(&mut self) -> BTreeMap<String, Outlook> {
+        let busy = self.disruption.busy();
+        let catalogs = self.catalogs();
+        let snap = self.cluster.snapshot();
+        let options = self.disruption.options.clone();
+        let ctx = Context {
+            snap: snap.view(),
+            catalogs: &catalogs,
+            policy: &self.catalog.label_policy,
+            now: self.now,
+            busy: &busy,
+            nominated: &self.disruption.nominated,
+            options: &options,
+        };
+        explain_nodes(&ctx)
+    }
+
     /// Ids of proposals waiting for an operator.
     pub fn awaiting_approval(&self) -> Vec<String> {
+        if self.disruption.gate.mode() == Mode::DryRun {
+            return Vec::new();
+        }
         self.disruption.gate.awaiting().map(|p| p.id.clone()).collect()
     }
 
