@@ -108,10 +108,10 @@ fn add_nodes(s: &Scenario, w: &mut World, start: Millis) -> Result<(), RunError>
             }
             let wanted = pool_reqs.iter().flatten().filter(|(k, _)| k == key).flat_map(|(_, v)| v.iter());
             let pick = wanted
-                .filter(|v| r.values.contains(*v))
-                .next()
+                .into_iter()
+                .find(|v| r.values.contains(*v))
                 .or_else(|| r.values.iter().find(|v| v.as_str() == "linux"))
-                .or_else(|| r.values.iter().next());
+                .or_else(|| r.values.first());
             if let Some(v) = pick {
                 node_labels.insert(key.clone(), v.clone());
             }
