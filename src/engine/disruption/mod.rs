@@ -138,6 +138,16 @@ impl Command {
         format!("{}|{}|{}", self.method.as_str(), nodes.join(","), repl.join(";"))
     }
 
+    /// Savings over a month of 730 hours (the convention AWS pricing pages use).
+    pub fn savings_per_month(&self) -> f64 {
+        self.savings_per_hour * 730.0
+    }
+
+    /// Pods the command would evict, with their PDB and its headroom.
+    pub fn evictions(&self) -> impl Iterator<Item = &PodRef> {
+        self.candidates.iter().flat_map(|c| c.pods.iter())
+    }
+
     /// Nodes per NodePool this command takes out of the pool's budget.
     pub fn budget_use(&self) -> BTreeMap<String, usize> {
         let mut m = BTreeMap::new();
