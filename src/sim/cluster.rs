@@ -6,8 +6,26 @@
 //! The kube-scheduler stand-in reuses the engine's scheduling simulation restricted to existing nodes: the same
 //! code that decides Karpenter's placements checks resources, taints, selectors, affinity, topology spread and host
 //! ports, so the two never disagree about whether a pod fits.
+//!
+//! ## Change stamps instead of indexes
+//! The world reconciles by running every controller until nothing changes, many times per simulated minute, while
+//! most of the time nothing has changed since the last pass. Rather than indexes that every mutation would have to
+//! keep consistent, each store map is a [`Tracked`] map: it reads like the `BTreeMap` it wraps (through `Deref`), and
+//! any mutable access (`insert`, `remove`, `get_mut`, `values_mut`, ... through `DerefMut`) gives it a fresh stamp
+//! from a process-wide counter. Stamps are unique, so equal stamps mean an unchanged map, and no code can mutate the
+//! store without it being noticed: code elsewhere (scenario events, a future disruption controller) needs no care
+//! beyond not calling `get_mut` for mere reads, which is only a missed skip, never a wrong result.
+//!
+//! The controllers here remember the stamps of their inputs as they left them (`Synced`) and return at once when
+//! those are unchanged, because each is idempotent: run again on the state it produced, it does nothing. The
+//! kube-scheduler stand-in is the exception (binding some pods can let others fit), so it skips only after a pass
+//! that bound nothing; its `Unschedulable` marks do not feed back into a solve (the engine's pod shapes ignore pod
+//! status), so that pass, run again, would bind nothing again. Skipping therefore never changes an outcome, only how
+//! often the same outcome is recomputed.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::ops::{Deref, DerefMut};
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use k8s_openapi::api::apps::v1::{DaemonSet, Deployment};
 use k8s_openapi::api::core::v1::{
@@ -32,36 +50,133 @@ fn key_of(meta: &ObjectMeta) -> Key {
     (meta.namespace.clone().unwrap_or_else(|| "default".into()), meta.name.clone().unwrap_or_default())
 }
 
+/// The source of [`Tracked`] stamps. Stamps are only ever compared for equality, so sharing one counter between
+/// worlds (or test threads) costs nothing in determinism.
+static STAMPS: AtomicU64 = AtomicU64::new(1);
+
+fn next_stamp() -> u64 {
+    STAMPS.fetch_add(1, Ordering::Relaxed)
+}
+
+/// A value that gets a fresh, process-unique stamp whenever it is borrowed mutably (see the module docs). Reads go
+/// through `Deref`, so a `Tracked<BTreeMap<..>>` is used like the map itself.
+#[derive(Debug, Clone)]
+pub struct Tracked<T> {
+    value: T,
+    stamp: u64,
+}
+
+impl<T> Tracked<T> {
+    pub fn new(value: T) -> Tracked<T> {
+        Tracked { value, stamp: next_stamp() }
+    }
+
+    /// Equal stamps mean no mutable access in between.
+    pub fn stamp(&self) -> u64 {
+        self.stamp
+    }
+}
+
+impl<T: Default> Default for Tracked<T> {
+    fn default() -> Self {
+        Tracked::new(T::default())
+    }
+}
+
+impl<T> From<T> for Tracked<T> {
+    fn from(value: T) -> Self {
+        Tracked::new(value)
+    }
+}
+
+impl<T> Deref for Tracked<T> {
+    type Target = T;
+    fn deref(&self) -> &T {
+        &self.value
+    }
+}
+
+impl<T> DerefMut for Tracked<T> {
+    fn deref_mut(&mut self) -> &mut T {
+        self.stamp = next_stamp();
+        &mut self.value
+    }
+}
+
+impl<'a, T> IntoIterator for &'a Tracked<T>
+where
+    &'a T: IntoIterator,
+{
+    type Item = <&'a T as IntoIterator>::Item;
+    type IntoIter = <&'a T as IntoIterator>::IntoIter;
+    fn into_iter(self) -> Self::IntoIter {
+        self.value.into_iter()
+    }
+}
+
+impl<'a, T> IntoIterator for &'a mut Tracked<T>
+where
+    &'a mut T: IntoIterator,
+{
+    type Item = <&'a mut T as IntoIterator>::Item;
+    type IntoIter = <&'a mut T as IntoIterator>::IntoIter;
+    fn into_iter(self) -> Self::IntoIter {
+        self.deref_mut().into_iter()
+    }
+}
+
 /// Every object of the simulated cluster, in ordered maps so iteration (and so every decision) is deterministic.
 #[derive(Debug, Clone, Default)]
 pub struct Cluster {
-    pub nodepools: BTreeMap<String, NodePool>,
-    pub nodeclaims: BTreeMap<String, NodeClaim>,
-    pub nodeclasses: BTreeMap<String, EC2NodeClass>,
-    pub nodes: BTreeMap<String, Node>,
-    pub pods: BTreeMap<Key, Pod>,
-    pub deployments: BTreeMap<Key, Deployment>,
-    pub daemonsets: BTreeMap<Key, DaemonSet>,
-    pub pdbs: BTreeMap<Key, PodDisruptionBudget>,
-    pub pvcs: BTreeMap<Key, PersistentVolumeClaim>,
-    pub pvs: BTreeMap<String, PersistentVolume>,
-    pub storage_classes: BTreeMap<String, StorageClass>,
-    pub namespaces: BTreeMap<String, Namespace>,
+    pub nodepools: Tracked<BTreeMap<String, NodePool>>,
+    pub nodeclaims: Tracked<BTreeMap<String, NodeClaim>>,
+    pub nodeclasses: Tracked<BTreeMap<String, EC2NodeClass>>,
+    pub nodes: Tracked<BTreeMap<String, Node>>,
+    pub pods: Tracked<BTreeMap<Key, Pod>>,
+    pub deployments: Tracked<BTreeMap<Key, Deployment>>,
+    pub daemonsets: Tracked<BTreeMap<Key, DaemonSet>>,
+    pub pdbs: Tracked<BTreeMap<Key, PodDisruptionBudget>>,
+    pub pvcs: Tracked<BTreeMap<Key, PersistentVolumeClaim>>,
+    pub pvs: Tracked<BTreeMap<String, PersistentVolume>>,
+    pub storage_classes: Tracked<BTreeMap<String, StorageClass>>,
+    pub namespaces: Tracked<BTreeMap<String, Namespace>>,
     next_uid: u64,
     /// The seeded generator behind generated pod names.
     pub name_seed: u64,
+    synced: Synced,
+}
+
+/// The input stamps each controller left behind on its last pass (module docs).
+#[derive(Debug, Clone, Default)]
+struct Synced {
+    /// (deployments, pods).
+    deployments: Option<[u64; 2]>,
+    /// (daemonsets, nodes, pods).
+    daemonsets: Option<[u64; 3]>,
+    /// [`Cluster::stamps`] after a scheduling pass that bound nothing.
+    scheduler: Option<[u64; 12]>,
+}
+
+fn unschedulable_condition() -> PodCondition {
+    PodCondition {
+        type_: "PodScheduled".into(),
+        status: "False".into(),
+        reason: Some("Unschedulable".into()),
+        ..Default::default()
+    }
 }
 
 fn unschedulable(p: &mut Pod) {
     let status = p.status.get_or_insert_with(PodStatus::default);
     let conds = status.conditions.get_or_insert_with(Vec::new);
     conds.retain(|c| c.type_ != "PodScheduled");
-    conds.push(PodCondition {
-        type_: "PodScheduled".into(),
-        status: "False".into(),
-        reason: Some("Unschedulable".into()),
-        ..Default::default()
-    });
+    conds.push(unschedulable_condition());
+}
+
+/// Whether [`unschedulable`] would leave the pod as it is (so there is no need to borrow it mutably).
+fn is_marked_unschedulable(p: &Pod) -> bool {
+    let conds = p.status.as_ref().and_then(|s| s.conditions.as_deref()).unwrap_or(&[]);
+    conds.last() == Some(&unschedulable_condition()) && conds.iter().filter(|c| c.type_ == "PodScheduled").count() == 1
 }
 
 fn node_ready(n: &Node) -> bool {
@@ -159,6 +274,25 @@ impl Cluster {
         }
     }
 
+    /// The stamps of every map of the store: equal stamps mean no object changed in between (even if a whole map
+    /// was replaced, since stamps are unique).
+    pub fn stamps(&self) -> [u64; 12] {
+        [
+            self.nodepools.stamp(),
+            self.nodeclaims.stamp(),
+            self.nodeclasses.stamp(),
+            self.nodes.stamp(),
+            self.pods.stamp(),
+            self.deployments.stamp(),
+            self.daemonsets.stamp(),
+            self.pdbs.stamp(),
+            self.pvcs.stamp(),
+            self.pvs.stamp(),
+            self.storage_classes.stamp(),
+            self.namespaces.stamp(),
+        ]
+    }
+
     pub fn snapshot(&self) -> Snapshot {
         Snapshot {
             nodepools: self.nodepools.values().cloned().collect(),
@@ -179,28 +313,42 @@ impl Cluster {
     pub fn reconcile_deployments(&mut self) -> (Vec<Key>, Vec<Key>) {
         let mut created = Vec::new();
         let mut deleted = Vec::new();
+        if self.synced.deployments == Some([self.deployments.stamp(), self.pods.stamp()]) {
+            return (created, deleted);
+        }
+        // One pass over the pods: the live replicas of each Deployment, by its (namespace, ReplicaSet name).
+        let mut replicas: BTreeMap<Key, Vec<(bool, String, Key)>> = BTreeMap::new();
+        for (k, p) in &self.pods {
+            if p.metadata.deletion_timestamp.is_some() {
+                continue;
+            }
+            let mut owners: Vec<&str> = p
+                .metadata
+                .owner_references
+                .iter()
+                .flatten()
+                .filter(|o| o.kind == "ReplicaSet")
+                .map(|o| o.name.as_str())
+                .collect();
+            owners.sort_unstable();
+            owners.dedup();
+            for owner in owners {
+                let deployment = (k.0.clone(), owner.to_string());
+                if self.deployments.contains_key(&deployment) {
+                    let bound = p.spec.as_ref().and_then(|s| s.node_name.as_ref()).is_some();
+                    let uid = p.metadata.uid.clone().unwrap_or_default();
+                    replicas.entry(deployment).or_default().push((bound, uid, k.clone()));
+                }
+            }
+        }
         let deployments: Vec<(Key, Deployment)> =
             self.deployments.iter().map(|(k, d)| (k.clone(), d.clone())).collect();
         for ((ns, name), d) in deployments {
             let want = d.spec.replicas.unwrap_or(1).max(0) as usize;
-            // Live replicas, oldest first (uids are issued in creation order).
-            let mut owned: Vec<(bool, String, Key)> = self
-                .pods
-                .iter()
-                .filter(|((pns, _), p)| {
-                    *pns == ns
-                        && p.metadata.deletion_timestamp.is_none()
-                        && p.metadata
-                            .owner_references
-                            .iter()
-                            .flatten()
-                            .any(|o| o.kind == "ReplicaSet" && o.name == name)
-                })
-                .map(|(k, p)| {
-                    let bound = p.spec.as_ref().and_then(|s| s.node_name.as_ref()).is_some();
-                    (bound, p.metadata.uid.clone().unwrap_or_default(), k.clone())
-                })
-                .collect();
+            // Live replicas, oldest first (uids are issued in creation order). A pod another Deployment of this
+            // pass already scaled away is gone.
+            let mut owned = replicas.remove(&(ns.clone(), name.clone())).unwrap_or_default();
+            owned.retain(|(_, _, k)| self.pods.contains_key(k));
             owned.sort_by(|a, b| a.1.cmp(&b.1));
             let mut have = owned.len();
             while have < want {
@@ -238,6 +386,7 @@ impl Cluster {
                 deleted.push(key);
             }
         }
+        self.synced.deployments = Some([self.deployments.stamp(), self.pods.stamp()]);
         (created, deleted)
     }
 
@@ -245,9 +394,10 @@ impl Cluster {
     /// (as the real controller does, bypassing the scheduler). Returns the pods created.
     pub fn reconcile_daemonsets(&mut self) -> Vec<Key> {
         let mut created = Vec::new();
+        if self.synced.daemonsets == Some([self.daemonsets.stamp(), self.nodes.stamp(), self.pods.stamp()]) {
+            return created;
+        }
         let sets: Vec<(Key, DaemonSet)> = self.daemonsets.iter().map(|(k, d)| (k.clone(), d.clone())).collect();
-        let nodes: Vec<Node> =
-            self.nodes.values().filter(|n| n.metadata.deletion_timestamp.is_none()).cloned().collect();
         for ((ns, name), ds) in sets {
             let template_spec = ds.spec.template.spec.clone().unwrap_or_default();
             let probe = Pod {
@@ -256,14 +406,16 @@ impl Cluster {
                 status: None,
             };
             let Ok(shape) = pod::pod_data(&probe, &[]) else { continue };
-            for n in &nodes {
+            // The nodes that need this daemon, in name order (their pod names differ, so creating one pod cannot
+            // change whether another is needed).
+            let mut missing: Vec<(String, Key)> = Vec::new();
+            for n in self.nodes.values().filter(|n| n.metadata.deletion_timestamp.is_none()) {
                 let node_name = n.metadata.name.clone().unwrap_or_default();
-                let pname = format!("{name}-{node_name}");
-                let key = (ns.clone(), pname.clone());
+                let key = (ns.clone(), format!("{name}-{node_name}"));
                 if self.pods.contains_key(&key) {
                     continue;
                 }
-                let taints = n.spec.as_ref().and_then(|s| s.taints.clone()).unwrap_or_default();
+                let taints = n.spec.as_ref().and_then(|s| s.taints.as_deref()).unwrap_or_default();
                 // Daemons tolerate the not-ready/unschedulable taints the controller adds tolerations for.
                 let blocking: Vec<_> = taints
                     .iter()
@@ -273,14 +425,16 @@ impl Cluster {
                 if crate::engine::scheduling::taints::first_untolerated(&blocking, &shape.tolerations, true).is_some() {
                     continue;
                 }
-                let node_reqs = crate::engine::requirements::Requirements::from_labels(
-                    n.metadata.labels.clone().unwrap_or_default().iter(),
-                );
+                let node_reqs =
+                    crate::engine::requirements::Requirements::from_labels(n.metadata.labels.iter().flatten());
                 if node_reqs.compatible(&shape.strict_requirements(), None).is_err() {
                     continue;
                 }
+                missing.push((node_name, key));
+            }
+            for (node_name, key) in missing {
                 let mut meta = ds.spec.template.metadata.clone().unwrap_or_default();
-                meta.name = Some(pname);
+                meta.name = Some(key.1.clone());
                 meta.namespace = Some(ns.clone());
                 meta.uid = None;
                 meta.owner_references = Some(vec![OwnerReference {
@@ -299,6 +453,7 @@ impl Cluster {
                 created.push(key);
             }
         }
+        self.synced.daemonsets = Some([self.daemonsets.stamp(), self.nodes.stamp(), self.pods.stamp()]);
         created
     }
 
@@ -306,6 +461,9 @@ impl Cluster {
     /// scheduling simulation restricted to existing nodes), and marks the rest unschedulable. Pods nominated to a
     /// node (status.nominatedNodeName) are considered like any other. Returns the (pod, node) bindings.
     pub fn schedule_pending(&mut self) -> Vec<(Key, String)> {
+        if self.synced.scheduler == Some(self.stamps()) {
+            return Vec::new();
+        }
         let pending: BTreeSet<Key> = self
             .pods
             .iter()
@@ -316,9 +474,22 @@ impl Cluster {
             .map(|(k, _)| k.clone())
             .collect();
         if pending.is_empty() {
+            self.synced.scheduler = Some(self.stamps());
             return Vec::new();
         }
-        let snap = self.snapshot();
+        // Everything but the pods, which are read from the store below.
+        let snap = Snapshot {
+            nodepools: Vec::new(),
+            nodeclaims: self.nodeclaims.values().cloned().collect(),
+            nodes: self.nodes.values().cloned().collect(),
+            pods: Vec::new(),
+            daemonsets: Vec::new(),
+            pdbs: Vec::new(),
+            pvcs: self.pvcs.values().cloned().collect(),
+            pvs: self.pvs.values().cloned().collect(),
+            storage_classes: self.storage_classes.values().cloned().collect(),
+            namespaces: self.namespaces.values().cloned().collect(),
+        };
         let view = snap.view();
         let namespaces: Vec<(String, BTreeMap<String, String>)> = snap
             .namespaces
@@ -403,11 +574,13 @@ impl Cluster {
         }
         for (i, key) in keys.iter().enumerate() {
             if !placed.contains(&i)
+                && self.pods.get(key).is_some_and(|p| !is_marked_unschedulable(p))
                 && let Some(p) = self.pods.get_mut(key)
             {
                 unschedulable(p);
             }
         }
+        self.synced.scheduler = bindings.is_empty().then(|| self.stamps());
         bindings.sort();
         bindings
     }
@@ -508,5 +681,38 @@ mod tests {
         assert_eq!(bindings[0].1, "n1");
         let unschedulable = c.pods.values().filter(|p| crate::engine::provisioning::is_provisionable(p)).count();
         assert_eq!(unschedulable, 2);
+        // Nothing changed: the pass that bound nothing is not repeated, and marking again changes nothing.
+        let stamps = c.stamps();
+        assert!(c.schedule_pending().is_empty());
+        assert_eq!(c.stamps(), stamps);
+        // A direct edit of the store (here a new node) is seen by the next pass.
+        c.nodes.insert("n4".into(), node("n4", "8", true, vec![]));
+        assert_eq!(c.schedule_pending().len(), 2);
+    }
+
+    #[test]
+    fn tracked_maps_are_stamped_on_every_mutable_access() {
+        let mut m: Tracked<BTreeMap<String, u32>> = Tracked::default();
+        let s0 = m.stamp();
+        let _ = m.get("a");
+        let _ = m.iter().count();
+        for _ in &m {}
+        assert_eq!(m.stamp(), s0, "reads keep the stamp");
+        m.insert("a".into(), 1);
+        let s1 = m.stamp();
+        assert_ne!(s1, s0);
+        if let Some(v) = m.get_mut("a") {
+            *v += 1;
+        }
+        assert_ne!(m.stamp(), s1);
+        let s2 = m.stamp();
+        for (_, v) in &mut m {
+            *v += 1;
+        }
+        assert_ne!(m.stamp(), s2);
+        assert_ne!(
+            Tracked::new(BTreeMap::<String, u32>::new()).stamp(),
+            Tracked::<BTreeMap<String, u32>>::default().stamp()
+        );
     }
 }

@@ -213,7 +213,22 @@ pub struct World {
     last_trigger: BTreeMap<String, Millis>,
     next_decision: u64,
     next_gc: Millis,
+    caches: Caches,
 }
+
+/// Results derived from the cluster, kept while the stamps of their inputs are unchanged (see the docs of
+/// [`crate::sim::cluster`]): most reconciles happen at instants where nothing changed.
+#[derive(Debug, Default)]
+struct Caches {
+    /// (nodes, pods) stamps the kubelet last left behind.
+    kubelet: Option<[u64; 2]>,
+    /// (pods, nodes, nodeclaims) stamps and the fingerprint of that state.
+    fingerprint: Option<([u64; 3], Fingerprint)>,
+    /// The pods stamp and the uids of the provisionable pods then, in pod order.
+    provisionable: Option<(u64, Vec<String>)>,
+}
+
+type Fingerprint = (usize, usize, usize, usize, usize, usize);
 
 fn q(r: &crate::engine::resources::Resources) -> BTreeMap<String, Quantity> {
     r.to_quantity_map().into_iter().map(|(k, v)| (k, Quantity(v))).collect()
@@ -247,6 +262,7 @@ impl World {
             last_trigger: BTreeMap::new(),
             next_decision: 0,
             next_gc: start + GC_PERIOD,
+            caches: Caches::default(),
         }
     }
 
@@ -333,18 +349,27 @@ impl World {
     }
 
     /// A cheap summary of state that controllers change, to detect quiescence.
-    fn fingerprint(&self) -> (usize, usize, usize, usize, usize, usize) {
+    fn fingerprint(&mut self) -> Fingerprint {
+        let c = &self.cluster;
+        let stamps = [c.pods.stamp(), c.nodes.stamp(), c.nodeclaims.stamp()];
+        if let Some((at, fp)) = self.caches.fingerprint
+            && at == stamps
+        {
+            return fp;
+        }
         let bound =
             self.cluster.pods.values().filter(|p| p.spec.as_ref().and_then(|s| s.node_name.as_ref()).is_some()).count();
         let deleting = self.cluster.pods.values().filter(|p| p.metadata.deletion_timestamp.is_some()).count();
-        (
+        let fp = (
             self.cluster.pods.len(),
             bound,
             deleting,
             self.cluster.nodes.len(),
             self.cluster.nodeclaims.len(),
             self.cluster.nodeclaims.values().filter(|c| c.provider_id().is_some()).count(),
-        )
+        );
+        self.caches.fingerprint = Some((stamps, fp));
+        fp
     }
 
     /// Starts records for pods that appeared outside the controllers (scenario objects and `apply` events).
@@ -382,15 +407,28 @@ impl World {
             });
         }
         // Kubelet: pods bound to a Ready node run.
-        let ready: BTreeSet<String> =
-            self.cluster.nodes.iter().filter(|(_, n)| lifecycle::node_ready(n)).map(|(k, _)| k.clone()).collect();
-        for p in self.cluster.pods.values_mut() {
-            let on_ready = p.spec.as_ref().and_then(|s| s.node_name.as_ref()).is_some_and(|n| ready.contains(n));
-            let running = p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running");
-            if on_ready && !running && p.metadata.deletion_timestamp.is_none() {
-                p.status.get_or_insert_with(Default::default).phase = Some("Running".into());
-                World::mark_pod_condition(p, "Ready", "True");
+        if self.caches.kubelet != Some([self.cluster.nodes.stamp(), self.cluster.pods.stamp()]) {
+            let ready: BTreeSet<&str> =
+                self.cluster.nodes.iter().filter(|(_, n)| lifecycle::node_ready(n)).map(|(k, _)| k.as_str()).collect();
+            let start: Vec<Key> = self
+                .cluster
+                .pods
+                .iter()
+                .filter(|(_, p)| {
+                    let on_ready =
+                        p.spec.as_ref().and_then(|s| s.node_name.as_deref()).is_some_and(|n| ready.contains(n));
+                    let running = p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running");
+                    on_ready && !running && p.metadata.deletion_timestamp.is_none()
+                })
+                .map(|(k, _)| k.clone())
+                .collect();
+            for k in start {
+                if let Some(p) = self.cluster.pods.get_mut(&k) {
+                    p.status.get_or_insert_with(Default::default).phase = Some("Running".into());
+                    World::mark_pod_condition(p, "Ready", "True");
+                }
             }
+            self.caches.kubelet = Some([self.cluster.nodes.stamp(), self.cluster.pods.stamp()]);
         }
         for (key, node) in self.cluster.schedule_pending() {
             if let Some(r) = self.record.pods.get_mut(&key) {
@@ -430,16 +468,24 @@ impl World {
     fn provisioning(&mut self) {
         let mut triggered = false;
         let now = self.now;
-        for p in self.cluster.pods.values() {
-            if is_provisionable(p) {
-                let uid = p.metadata.uid.clone().unwrap_or_default();
-                // Upstream requeues a still-provisionable pod every 10 s, not on every event.
-                let due = self.last_trigger.get(&uid).is_none_or(|t| now - t >= POD_REQUEUE);
-                if due {
-                    self.last_trigger.insert(uid.clone(), now);
-                    self.batcher.trigger(&uid, now);
-                    triggered = true;
-                }
+        let stamp = self.cluster.pods.stamp();
+        if self.caches.provisionable.as_ref().is_none_or(|(at, _)| *at != stamp) {
+            let uids = self
+                .cluster
+                .pods
+                .values()
+                .filter(|p| is_provisionable(p))
+                .map(|p| p.metadata.uid.clone().unwrap_or_default())
+                .collect();
+            self.caches.provisionable = Some((stamp, uids));
+        }
+        for uid in self.caches.provisionable.iter().flat_map(|(_, uids)| uids) {
+            // Upstream requeues a still-provisionable pod every 10 s, not on every event.
+            let due = self.last_trigger.get(uid).is_none_or(|t| now - t >= POD_REQUEUE);
+            if due {
+                self.last_trigger.insert(uid.clone(), now);
+                self.batcher.trigger(uid, now);
+                triggered = true;
             }
         }
         if triggered {
@@ -840,16 +886,23 @@ impl World {
                 .values()
                 .find(|c| c.provider_id() == node.spec.as_ref().and_then(|s| s.provider_id.as_deref()))
                 .and_then(lifecycle::annotated_deadline);
-            let pods: Vec<Pod> = self.cluster.pods_on(&name).into_iter().cloned().collect();
-            let refs: Vec<&Pod> = pods.iter().collect();
-            let plan = crate::engine::termination::drain_plan(&node, &refs, deadline, Some(started), now);
+            let plan = crate::engine::termination::drain_plan(
+                &node,
+                &self.cluster.pods_on(&name),
+                deadline,
+                Some(started),
+                now,
+            );
+            let pdbs: Vec<_> = self.cluster.pdbs.values().cloned().collect();
             for (ns, pod) in plan.evict {
-                let key = (ns.clone(), pod.clone());
-                let all: Vec<Pod> = self.cluster.pods.values().cloned().collect();
-                let all_refs: Vec<&Pod> = all.iter().collect();
-                let pdbs: Vec<_> = self.cluster.pdbs.values().cloned().collect();
-                let Some(p) = self.cluster.pods.get(&key).cloned() else { continue };
-                if crate::engine::pdb::check_eviction(&p, &pdbs, &all_refs).is_ok() {
+                let key = (ns, pod);
+                // Each eviction sees the ones before it (PDBs count pods being deleted).
+                let allowed = {
+                    let Some(p) = self.cluster.pods.get(&key) else { continue };
+                    let all: Vec<&Pod> = self.cluster.pods.values().collect();
+                    crate::engine::pdb::check_eviction(p, &pdbs, &all).is_ok()
+                };
+                if allowed {
                     self.delete_pod(&key, None);
                 }
             }
@@ -938,9 +991,20 @@ impl World {
     }
 
     fn garbage_collect(&mut self) {
-        let claims: Vec<NodeClaim> = self.cluster.nodeclaims.values().cloned().collect();
-        let nodes: Vec<Node> = self.cluster.nodes.values().cloned().collect();
         let ids = self.cloud.list();
+        // Only registered claims whose instance is gone can be collected; the engine decides for those (usually
+        // none, so the store is not copied every period).
+        let claims: Vec<NodeClaim> = self
+            .cluster
+            .nodeclaims
+            .values()
+            .filter(|c| c.provider_id().is_none_or(|p| !ids.contains(p)))
+            .cloned()
+            .collect();
+        if claims.is_empty() {
+            return;
+        }
+        let nodes: Vec<Node> = self.cluster.nodes.values().cloned().collect();
         for name in lifecycle::garbage_collect(&claims, &nodes, &ids) {
             self.delete_nodeclaim(&name, DeleteReason::GarbageCollected);
         }
