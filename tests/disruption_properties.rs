@@ -41,10 +41,13 @@ const BUDGETS: [&str; 6] = ["0", "1", "2", "10%", "50%", "100%"];
 const TYPE_NAMES: [&str; 3] = ["small", "medium", "large"];
 const CPUS: [&str; 4] = ["100m", "500m", "1", "1500m"];
 
+/// A node: (type index, zone index, pod cpu indexes).
+type NodeSpec = (usize, usize, Vec<usize>);
+
 #[derive(Debug, Clone)]
 struct Cluster {
-    /// Per pool: budget index, nodes as (type index, zone index, pod cpu indexes).
-    pools: Vec<(usize, Vec<(usize, usize, Vec<usize>)>)>,
+    /// Per pool: budget index and its nodes.
+    pools: Vec<(usize, Vec<NodeSpec>)>,
 }
 
 fn cluster() -> impl Strategy<Value = Cluster> {

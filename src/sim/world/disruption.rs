@@ -83,6 +83,10 @@ pub struct Controller {
     /// Per NodeClaim: when drift was last checked, against which NodePool spec, and when the instance-type
     /// check last ran.
     drift_checked: BTreeMap<String, (Millis, u64, Millis)>,
+    /// After a pass that found nothing: the store's stamps then, and until when the same inputs give the same
+    /// answer (consolidateAfter and nominations running out, budget windows, offerings coming back). Passes are
+    /// skipped while both hold — the result could not differ.
+    quiet: Option<([u64; 12], Millis)>,
 }
 
 impl Controller {
@@ -100,6 +104,7 @@ impl Controller {
             last_pod_event: BTreeMap::new(),
             passes: Vec::new(),
             drift_checked: BTreeMap::new(),
+            quiet: None,
         }
     }
 
@@ -121,13 +126,18 @@ impl World {
     pub(super) fn disruption(&mut self) {
         self.orchestrate();
         self.finish_validation();
-        if self.now >= self.disruption.next_pass && self.disruption.validating.is_none() {
+        if self.now < self.disruption.next_pass || self.disruption.validating.is_some() {
+            return;
+        }
+        let unchanged =
+            self.disruption.quiet.is_some_and(|(stamps, until)| self.now < until && stamps == self.cluster.stamps());
+        if !unchanged {
             self.disruption_pass();
         }
     }
 
     /// A cheap summary of the cluster state disruption depends on: nodes, claims, pod bindings, NodePools, PDBs.
-    pub fn state_generation(&self) -> u64 {
+    pub fn state_generation(&mut self) -> u64 {
         let mut h = std::collections::hash_map::DefaultHasher::new();
         self.fingerprint().hash(&mut h);
         for (name, p) in &self.cluster.nodepools {
@@ -139,7 +149,7 @@ impl World {
     }
 
     /// The consolidation state: the cluster's generation, also moving every 5 minutes by itself (upstream).
-    fn generation(&self) -> u64 {
+    fn generation(&mut self) -> u64 {
         let mut h = std::collections::hash_map::DefaultHasher::new();
         self.state_generation().hash(&mut h);
         (self.now.div_euclid(STATE_REFRESH)).hash(&mut h);
@@ -158,6 +168,13 @@ impl World {
         };
         let mut updates = Vec::new();
         let names: Vec<String> = self.cluster.nodeclaims.keys().cloned().collect();
+        let node_by_pid: BTreeMap<&str, &k8s_openapi::api::core::v1::Node> = self
+            .cluster
+            .nodes
+            .values()
+            .filter_map(|n| n.spec.as_ref().and_then(|s| s.provider_id.as_deref()).map(|p| (p, n)))
+            .collect();
+        let mut pool_hashes: BTreeMap<&str, u64> = BTreeMap::new();
         self.disruption.drift_checked.retain(|k, _| self.cluster.nodeclaims.contains_key(k));
         for name in names {
             let Some(claim) = self.cluster.nodeclaims.get(&name) else { continue };
@@ -165,21 +182,14 @@ impl World {
                 continue;
             }
             let Some(pool) = claim.nodepool().and_then(|p| self.cluster.nodepools.get(p)) else { continue };
-            let hash = pool_hash(pool);
+            let hash = *pool_hashes.entry(pool.name()).or_insert_with(|| pool_hash(pool));
             let last = self.disruption.drift_checked.get(&name).copied();
             if last.is_some_and(|(at, h, _)| h == hash && now - at < drift::DRIFT_REQUEUE) {
                 continue;
             }
             let it_due = last.is_none_or(|(_, _, it)| now - it >= drift::INSTANCE_TYPE_CHECK_INTERVAL);
-            let node_labels = claim
-                .provider_id()
-                .and_then(|pid| {
-                    self.cluster
-                        .nodes
-                        .values()
-                        .find(|n| n.spec.as_ref().and_then(|s| s.provider_id.as_deref()) == Some(pid))
-                })
-                .and_then(|n| n.metadata.labels.as_ref());
+            let node_labels =
+                claim.provider_id().and_then(|pid| node_by_pid.get(pid)).and_then(|n| n.metadata.labels.as_ref());
             let types = catalogs.get(pool.name()).map_or(&[][..], Vec::as_slice);
             let mut input = drift::DriftInput::new(claim, pool, types, now);
             input.node_labels = node_labels;
@@ -273,17 +283,15 @@ impl World {
             self.disruption.consolidated = Some((generation, recheck));
         }
         let Some(cmd) = result.command else {
-            if let Some(t) = result.recheck_at {
-                self.at(t, Timer::Wake);
-            }
-            if !result.consolidated || self.disruption.validating.is_some() || !self.disruption.in_flight.is_empty() {
-                self.at(now + POLL, Timer::Wake);
-            } else {
-                // Nothing will change until the cluster does, or the consolidation state refreshes.
-                self.at((now.div_euclid(STATE_REFRESH) + 1) * STATE_REFRESH, Timer::Wake);
+            // Nothing to do, and nothing will change until the store does or a timed input moves.
+            let until = self.quiet_until(result.recheck_at);
+            self.disruption.quiet = Some((self.cluster.stamps(), until));
+            if until < Millis::MAX {
+                self.at(until, Timer::Wake);
             }
             return;
         };
+        self.disruption.quiet = None;
         // A command: look again soon, like upstream's immediate requeue.
         self.disruption.next_pass = now + SECOND;
         self.at(now + SECOND, Timer::Wake);
@@ -300,7 +308,8 @@ impl World {
                 }
             }
             mode => {
-                if self.disruption.gate.suppressed(&cmd, self.state_generation()) {
+                let state = self.state_generation();
+                if self.disruption.gate.suppressed(&cmd, state) {
                     return;
                 }
                 let id = self.decision_id("d");
@@ -310,6 +319,23 @@ impl World {
                 self.disruption.gate.propose(id, cmd, now);
             }
         }
+    }
+
+    /// When a pass over an unchanged store could first answer differently.
+    fn quiet_until(&self, recheck_at: Option<Millis>) -> Millis {
+        let mut until = recheck_at.unwrap_or(Millis::MAX);
+        // Offerings out of capacity come back.
+        if let Some(t) = self.ice.values().min() {
+            until = until.min(*t);
+        }
+        // Scheduled budgets change at most once a minute (cron resolution).
+        let scheduled =
+            self.cluster.nodepools.values().any(|p| p.spec.disruption.budgets.iter().any(|b| b.schedule.is_some()));
+        if scheduled {
+            until = until.min((self.now.div_euclid(MINUTE) + 1) * MINUTE);
+        }
+        // Drift is rechecked every 5 minutes (the instance-type check depends on age).
+        until.min(self.now + drift::DRIFT_REQUEUE)
     }
 
     fn record_disruption(&mut self, id: &str, cmd: &Command, state: DisruptionState) {
