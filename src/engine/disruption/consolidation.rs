@@ -503,6 +503,17 @@ pub fn pass(ctx: &Context<'_>) -> PassResult {
     result
 }
 
+/// Multi-node consolidation alone over the current state: the largest prefix of the candidates that can go at
+/// once, within budgets. (The benchmark's multi-node pass, and the dashboard's "what would consolidate now".)
+pub fn multi_node_consolidation(ctx: &Context<'_>) -> Option<Command> {
+    let survey = survey(ctx);
+    let state = ClusterState::new(&ctx.snap, ctx.catalogs, ctx.policy);
+    let sim = Simulator::new(ctx, &state);
+    let mut budgets = Budgets::new(ctx, &survey);
+    let (list, _) = consolidation_list(&survey, &mut budgets);
+    multi_node(ctx, &survey, &sim, &list)
+}
+
 /// What would happen to one node, for the "why is this node not being consolidated" view.
 #[derive(Debug, Clone)]
 pub enum Outlook {

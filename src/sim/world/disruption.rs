@@ -262,21 +262,11 @@ impl World {
         let generation = self.generation();
         let consolidated = self.disruption.consolidated.is_some_and(|(g, recheck)| g == generation && now < recheck);
         let options = DisruptionOptions { consolidated, ..self.disruption.options.clone() };
-        let busy = self.disruption.busy();
-        let catalogs = self.catalogs();
-        let snap = self.cluster.snapshot();
-        let ctx = Context {
-            snap: snap.view(),
-            catalogs: &catalogs,
-            policy: &self.catalog.label_policy,
-            now,
-            busy: &busy,
-            nominated: &self.disruption.nominated,
-            options: &options,
-        };
-        let started = Instant::now();
-        let result = pass(&ctx);
-        let millis = started.elapsed().as_secs_f64() * 1000.0;
+        let (result, millis) = self.with_disruption_context(Some(options), |ctx| {
+            let started = Instant::now();
+            let result = pass(ctx);
+            (result, started.elapsed().as_secs_f64() * 1000.0)
+        });
         self.disruption.passes.push(PassTiming { at: now, candidates: result.candidates, millis });
         if result.consolidated && !consolidated {
             let recheck = result.recheck_at.unwrap_or(Millis::MAX);
@@ -368,19 +358,7 @@ impl World {
         for c in &cmd.candidates {
             busy.remove(&c.node);
         }
-        let catalogs = self.catalogs();
-        let snap = self.cluster.snapshot();
-        let options = self.disruption.options.clone();
-        let ctx = Context {
-            snap: snap.view(),
-            catalogs: &catalogs,
-            policy: &self.catalog.label_policy,
-            now: self.now,
-            busy: &busy,
-            nominated: &self.disruption.nominated,
-            options: &options,
-        };
-        validate(&ctx, cmd).map_err(|e| format!("{}: {e}", e.kind()))
+        self.context_with(busy, None, |ctx| validate(ctx, cmd).map_err(|e| format!("{}: {e}", e.kind())))
     }
 
     fn finish_validation(&mut self) {
@@ -422,10 +400,29 @@ impl World {
 
     /// Why each node is (not) being disrupted right now: the "why won't this node consolidate" view.
     pub fn explain(&mut self) -> BTreeMap<String, Outlook> {
+        self.with_disruption_context(None, |ctx| explain_nodes(ctx))
+    }
+
+    /// Runs `f` on the disruption context of the current state: what a pass, an explanation or a validation reads.
+    /// `options` overrides the controller's own (the pass sets `consolidated`).
+    pub fn with_disruption_context<R>(
+        &mut self,
+        options: Option<DisruptionOptions>,
+        f: impl FnOnce(&Context<'_>) -> R,
+    ) -> R {
         let busy = self.disruption.busy();
+        self.context_with(busy, options, f)
+    }
+
+    fn context_with<R>(
+        &mut self,
+        busy: BTreeSet<String>,
+        options: Option<DisruptionOptions>,
+        f: impl FnOnce(&Context<'_>) -> R,
+    ) -> R {
         let catalogs = self.catalogs();
         let snap = self.cluster.snapshot();
-        let options = self.disruption.options.clone();
+        let options = options.unwrap_or_else(|| self.disruption.options.clone());
         let ctx = Context {
             snap: snap.view(),
             catalogs: &catalogs,
@@ -435,7 +432,7 @@ impl World {
             nominated: &self.disruption.nominated,
             options: &options,
         };
-        explain_nodes(&ctx)
+        f(&ctx)
     }
 
     /// Ids of proposals waiting for an operator.
