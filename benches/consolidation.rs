@@ -22,8 +22,13 @@ use karpenter_tui::sim::scenario::parse_scenario;
 use karpenter_tui::sim::world::World;
 
 const POOLS: usize = 20;
-const NODES_PER_POOL: usize = 50;
 const PODS_PER_NODE: usize = 20;
+
+/// 50 nodes per pool when benchmarking; `cargo test --all-targets` runs benches once in a debug build, where a
+/// small cluster checks the same things in a fraction of the time.
+fn nodes_per_pool() -> usize {
+    if std::env::args().any(|a| a == "--bench") { 50 } else { 4 }
+}
 const ZONES: [&str; 3] = ["us-east-1a", "us-east-1b", "us-east-1c"];
 /// 4- and 8-vCPU types of three categories, mostly the cheapest of their size (so a replacement is rarely
 /// cheaper) and one that is not.
@@ -51,7 +56,7 @@ fn capacity(t: &str) -> (f64, f64) {
     }
 }
 
-fn scenario_text() -> String {
+fn scenario_text(nodes_per_pool: usize) -> String {
     let mut rng = Lcg(42);
     let mut objects = String::from("objects:\n");
     let mut nodes = String::from("nodes:\n");
@@ -77,7 +82,7 @@ fn scenario_text() -> String {
             - {{key: kubernetes.io/arch, operator: In, values: {arch}}}
 "
         ));
-        for n in 0..NODES_PER_POOL {
+        for n in 0..nodes_per_pool {
             let node = format!("p{p:02}-n{n:02}");
             // Only types the pool's categories admit, or the node would be drifted rather than consolidatable.
             let admitted: Vec<&str> = TYPES.iter().copied().filter(|t| cats.contains(&t[..1])).collect();
@@ -110,11 +115,13 @@ fn scenario_text() -> String {
             }
         }
     }
-    format!("name: consolidation-bench\nuntil: 1m\ncatalog: {{source: aws}}\nsettings: {{disruption: approve}}\n{objects}{nodes}")
+    format!(
+        "name: consolidation-bench\nuntil: 1m\ncatalog: {{source: aws}}\nsettings: {{disruption: approve}}\n{objects}{nodes}"
+    )
 }
 
-fn world() -> World {
-    let text = scenario_text();
+fn world(nodes_per_pool: usize) -> World {
+    let text = scenario_text(nodes_per_pool);
     let s = parse_scenario(&text, "consolidation-bench.yaml").unwrap_or_else(|e| panic!("{e}"));
     let mut w = run_world(&s, Some(Duration::ZERO)).unwrap_or_else(|e| panic!("{e}"));
     // The pass at t=0 proposed something; rejected, its nodes are candidates again like all the others.
@@ -125,13 +132,14 @@ fn world() -> World {
 }
 
 fn consolidation(c: &mut Criterion) {
-    let mut w = world();
-    assert_eq!(w.cluster.nodes.len(), POOLS * NODES_PER_POOL);
+    let nodes = POOLS * nodes_per_pool();
+    let mut w = world(nodes_per_pool());
+    assert_eq!(w.cluster.nodes.len(), nodes);
     w.with_disruption_context(None, |ctx| {
-        assert_eq!(ctx.snap.pods.len(), POOLS * NODES_PER_POOL * PODS_PER_NODE);
+        assert_eq!(ctx.snap.pods.len(), nodes * PODS_PER_NODE);
         // The workload is what it claims: every node a candidate with a verdict, and some of each kind.
         let outlook = explain_nodes(ctx);
-        assert_eq!(outlook.len(), POOLS * NODES_PER_POOL);
+        assert_eq!(outlook.len(), nodes);
         let disruptable = outlook.values().filter(|o| matches!(o, Outlook::Disruptable(_))).count();
         let mut why: std::collections::BTreeMap<String, usize> = std::collections::BTreeMap::new();
         for o in outlook.values() {

@@ -8,6 +8,7 @@
 //! creation order) — upstream leaves ties of the last one to an unstable sort, we fix them.
 
 pub mod bitset;
+mod node_compat;
 pub mod pod;
 pub mod selector;
 pub mod taints;
@@ -22,6 +23,7 @@ use std::sync::Arc;
 use k8s_openapi::api::core::v1::Taint;
 
 use self::bitset::Bitset;
+use self::node_compat::NodeCompat;
 use self::pod::{HostPort, PodData};
 use self::template::{Template, TemplateProblem};
 use self::topology::{BoundPod, Topology};
@@ -189,6 +191,8 @@ impl Results {
 #[derive(Clone)]
 struct SimNode {
     name: String,
+    /// Position in the preparation's node list (the [`NodeCompat`] index), stable when some nodes are excluded.
+    base: usize,
     hostname_id: Option<u32>,
     domain_ids: Vec<Option<u32>>,
     requirements: Arc<Requirements>,
@@ -261,6 +265,8 @@ struct Fixed {
     /// NodePools that can't be used at all, with the reason every failing pod will show for them.
     unusable: Vec<(String, PoolRejection)>,
     prefer_no_schedule_step: bool,
+    /// Existing nodes (in preparation order) admitted per pod requirement set.
+    node_compat: NodeCompat,
 }
 
 /// Owned for a one-off solve, borrowed from a [`Prepared`] when many solves share it.
@@ -377,6 +383,7 @@ impl Prepared {
             }
             nodes.push(SimNode {
                 name: n.name.clone(),
+                base: nodes.len(),
                 hostname_id: None,
                 domain_ids: Vec::new(),
                 requirements: Arc::new(requirements),
@@ -387,7 +394,9 @@ impl Prepared {
             });
             node_usage.push((n.nodepool.clone(), n.capacity.clone()));
         }
-        Prepared { fixed: Fixed { templates, unusable, prefer_no_schedule_step }, remaining, nodes, node_usage }
+        let node_compat = NodeCompat::new(nodes.iter().map(|n| n.requirements.clone()).collect());
+        let fixed = Fixed { templates, unusable, prefer_no_schedule_step, node_compat };
+        Prepared { fixed, remaining, nodes, node_usage }
     }
 }
 
@@ -629,8 +638,9 @@ impl<'a> Scheduler<'a> {
         let groups = self.topology.prepare(pod, &group_ids, &strict);
 
         // 1. Existing nodes, in order.
+        let admitted = if self.nodes.is_empty() { None } else { Some(self.fixed.node_compat.admitted(&reqs)) };
         for n in 0..self.nodes.len() {
-            if let Some(node_reqs) = self.can_add_to_node(n, i, pod, &reqs, &groups) {
+            if let Some(node_reqs) = admitted.as_ref().and_then(|a| self.can_add_to_node(n, i, pod, a, &groups)) {
                 let node = &mut self.nodes[n];
                 node.remaining = node.remaining.minus(&pod.requests);
                 node.host_ports.extend(pod.host_ports.iter().cloned());
@@ -784,10 +794,13 @@ impl<'a> Scheduler<'a> {
         n: usize,
         i: usize,
         pod: &PodData,
-        reqs: &Requirements,
+        admitted: &Bitset,
         groups: &[topology::GroupCtx],
     ) -> Option<Requirements> {
         let node = &self.nodes[n];
+        if !admitted.get(node.base) {
+            return None;
+        }
         if taints::first_untolerated(&node.taints, &pod.tolerations, pod.tolerate_prefer_no_schedule).is_some() {
             return None;
         }
@@ -800,9 +813,6 @@ impl<'a> Scheduler<'a> {
         if let Some(h) = node.hostname_id
             && !self.topology.allows_on_hostname(groups, h)
         {
-            return None;
-        }
-        if node.requirements.compatible(reqs, None).is_err() {
             return None;
         }
         let alts = &self.volume_alternatives[i];
