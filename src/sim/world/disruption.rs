@@ -400,7 +400,7 @@ impl World {
 
     /// Why each node is (not) being disrupted right now: the "why won't this node consolidate" view.
     pub fn explain(&mut self) -> BTreeMap<String, Outlook> {
-        self.with_disruption_context(None, |ctx| explain_nodes(ctx))
+        self.with_disruption_context(None, explain_nodes)
     }
 
     /// Runs `f` on the disruption context of the current state: what a pass, an explanation or a validation reads.
