@@ -20,8 +20,6 @@
 //! checked over all five. `bench-day.yaml` (a release-build benchmark) and `kwok-inline.yaml` are not run here. Each
 //! scenario runs once per test binary; two tests replay a variant of one (a different weight or pod size) where the
 //! shipped file alone cannot tell right from wrong.
-//!
-//! Tests marked `#[ignore]` assert upstream behaviour the engine or simulator does not show yet; each says why.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::OnceLock;
@@ -365,9 +363,6 @@ fn nothing_is_left_pending_and_every_live_pod_is_bound() {
 /// candidates' NodeClaims at once; termination drains the node (pods get their grace period, 30 s by default, and
 /// `MinDrainTime` is 5 s) and removes it. So a node a delete command names is gone within a minute of the decision.
 #[test]
-#[ignore = "simulator bug: after a disruption command is validated, starting it, deleting its NodeClaims and \
-            draining its nodes each wait for an unrelated timer (usually the 2-minute NodeClaim GC tick), so \
-            candidates disappear 95-185 s after the decision, and the gpu node of gpu.yaml not at all"]
 fn disrupted_nodes_are_removed_promptly() {
     const BOUND: f64 = VALIDATION_SECONDS + 30.0 + 15.0;
     let mut late = Vec::new();
@@ -393,8 +388,6 @@ fn disrupted_nodes_are_removed_promptly() {
 /// its initialization, less than `consolidateAfter` ago). The destinations are read off the report: the pods the
 /// Deployment created to replace the ones evicted from the candidates, and the nodes they were bound to.
 #[test]
-#[ignore = "engine gap: consolidation does not apply consolidateAfter to destination nodes (upstream #3006, \
-            v1.14): walkthrough d-3/d-6 and spread d-3 move pods onto nodes whose pods changed that very second"]
 fn consolidation_never_moves_pods_onto_nodes_inside_their_consolidate_after_window() {
     let mut wrong = Vec::new();
     for file in SCENARIOS {
@@ -795,8 +788,6 @@ fn spread_scale_in_removes_the_emptied_nodes() {
 /// Six nodes are emptied by the scale to 3 at 20m; with one node per emptiness decision (15 s validation, a few
 /// seconds of drain) upstream is down to one node per replica well before the end at 30m.
 #[test]
-#[ignore = "simulator bug: each emptiness decision waits for the previous node to be deleted, and deletions only \
-            happen on the 2-minute GC tick, so a fourth, idle node is still alive at the end"]
 fn spread_ends_with_one_node_per_replica() {
     let r = shipped("spread.yaml");
     let end = r.report.simulated_seconds;
@@ -956,9 +947,6 @@ fn gpu_node_is_released_only_by_emptiness_after_its_consolidate_after() {
 /// 30 s later, if the trainers' grace period counts) and gone a few seconds after the 15 s validation: the report
 /// should end with the GPU pool at zero nodes and zero cost.
 #[test]
-#[ignore = "simulator bug: lastPodEventTime is only written by a disruption pass, and none runs until 60 s after the \
-            scale-down (emptiness decided at 56m, not 55m); the executed decision's NodeClaim is only finalized on \
-            the GC tick at 60m, so the GPU node is still alive, and billed, at the end"]
 fn gpu_node_is_gone_soon_after_consolidate_after() {
     let r = shipped("gpu.yaml");
     let to_zero = r.scale_steps("default", "trainer")[2].0;
@@ -973,9 +961,6 @@ fn gpu_node_is_gone_soon_after_consolidate_after() {
 /// A node gets its NodePool's taints (kubelet registers with them; Karpenter syncs them at registration), and the
 /// report's `taints` should show them — that is how a reader tells the GPU node is reserved for tolerating pods.
 #[test]
-#[ignore = "report bug: NodeRecord.taints is captured when the Node object is created (karpenter.sh/unregistered \
-            and node.kubernetes.io/not-ready, both gone seconds later) and never updated, so no node shows its \
-            NodePool's taints"]
 fn gpu_node_report_shows_the_nodepool_taint() {
     let r = shipped("gpu.yaml");
     for n in r.report.nodes.iter().filter(|n| n.node_pool.as_deref() == Some("gpu")) {

@@ -435,6 +435,7 @@ pub fn run_world(s: &Scenario, until: Option<Duration>) -> Result<World, RunErro
         w.reconcile();
     }
     w.run_until(end);
+    w.refresh_node_records();
     Ok(w)
 }
 

@@ -228,7 +228,9 @@ struct Caches {
     provisionable: Option<(u64, Vec<String>)>,
 }
 
-type Fingerprint = (usize, usize, usize, usize, usize, usize);
+/// Pod counts (all, bound, terminating) and a hash of the node and NodeClaim lifecycle state (deletion, taints,
+/// conditions, provider ids, finalizers): what one controller changes that another must react to at once.
+type Fingerprint = (usize, usize, usize, u64);
 
 fn q(r: &crate::engine::resources::Resources) -> BTreeMap<String, Quantity> {
     r.to_quantity_map().into_iter().map(|(k, v)| (k, Quantity(v))).collect()
@@ -360,16 +362,46 @@ impl World {
         let bound =
             self.cluster.pods.values().filter(|p| p.spec.as_ref().and_then(|s| s.node_name.as_ref()).is_some()).count();
         let deleting = self.cluster.pods.values().filter(|p| p.metadata.deletion_timestamp.is_some()).count();
-        let fp = (
-            self.cluster.pods.len(),
-            bound,
-            deleting,
-            self.cluster.nodes.len(),
-            self.cluster.nodeclaims.len(),
-            self.cluster.nodeclaims.values().filter(|c| c.provider_id().is_some()).count(),
-        );
+        use std::hash::{Hash, Hasher};
+        let mut h = rustc_hash::FxHasher::default();
+        for (name, n) in self.cluster.nodes.iter() {
+            name.hash(&mut h);
+            n.metadata.deletion_timestamp.is_some().hash(&mut h);
+            for t in n.spec.as_ref().and_then(|s| s.taints.as_ref()).into_iter().flatten() {
+                (&t.key, &t.effect).hash(&mut h);
+            }
+            n.metadata.labels.as_ref().map_or(0, BTreeMap::len).hash(&mut h);
+            lifecycle::node_ready(n).hash(&mut h);
+        }
+        for (name, c) in self.cluster.nodeclaims.iter() {
+            name.hash(&mut h);
+            c.metadata.deletion_timestamp.is_some().hash(&mut h);
+            c.metadata.finalizers.as_ref().map_or(0, Vec::len).hash(&mut h);
+            c.provider_id().hash(&mut h);
+            for cond in c.status.as_ref().map(|s| &s.conditions).into_iter().flatten() {
+                (&cond.type_, &cond.status).hash(&mut h);
+            }
+        }
+        let fp = (self.cluster.pods.len(), bound, deleting, h.finish());
         self.caches.fingerprint = Some((stamps, fp));
         fp
+    }
+
+    /// Copies a live node's current labels and taints into its record (the report shows a node as last seen).
+    fn refresh_node_record(&mut self, name: &str) {
+        let Some(n) = self.cluster.nodes.get(name) else { return };
+        if let Some(r) = self.record.nodes.iter_mut().rev().find(|r| r.name == name) {
+            r.labels = n.metadata.labels.clone().unwrap_or_default();
+            r.taints = n.spec.as_ref().and_then(|s| s.taints.clone()).unwrap_or_default();
+        }
+    }
+
+    /// Brings every live node's record up to date; call before reporting.
+    pub fn refresh_node_records(&mut self) {
+        let names: Vec<String> = self.cluster.nodes.keys().cloned().collect();
+        for n in names {
+            self.refresh_node_record(&n);
+        }
     }
 
     /// Starts records for pods that appeared outside the controllers (scenario objects and `apply` events).
@@ -910,6 +942,7 @@ impl World {
                 self.delete_pod(&(ns, pod), Some(grace.max(1) * SECOND));
             }
             if plan.drained {
+                self.refresh_node_record(&name);
                 self.cluster.nodes.remove(&name);
                 self.drains.remove(&name);
                 for p in self

@@ -1,7 +1,7 @@
 //! Candidate construction (engine.md §5.2): which nodes a disruption method may consider, with everything the
 //! methods and the explanations need, and for every other node the reason it is not a candidate.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
@@ -203,6 +203,30 @@ fn consolidation_wait(pool: &NodePool, claim: &NodeClaim, now: Millis) -> Option
     let last = last_pod_event(claim).or_else(|| claim.metadata.creation_timestamp.as_ref().map(time_ms)).unwrap_or(now);
     let ready_at = last.saturating_add(after);
     (now < ready_at).then(|| Blocker::ConsolidateAfter { left: ready_at - now })
+}
+
+/// Nodes whose pods changed less than their pool's consolidateAfter ago: consolidation must not move other nodes'
+/// pods onto them (upstream v1.14) — they are settling, and may be about to go themselves.
+pub(crate) fn settling_nodes(ctx: &Context<'_>) -> BTreeSet<String> {
+    let pools: BTreeMap<&str, &NodePool> = ctx.snap.nodepools.iter().map(|p| (p.name(), p)).collect();
+    let mut out = BTreeSet::new();
+    for s in state_nodes(&ctx.snap) {
+        let (Some(node), Some(claim)) = (s.node, s.nodeclaim) else { continue };
+        let pool = node
+            .metadata
+            .labels
+            .as_ref()
+            .and_then(|l| l.get(labels::NODEPOOL))
+            .map(String::as_str)
+            .or_else(|| claim.nodepool())
+            .and_then(|p| pools.get(p));
+        if let Some(pool) = pool
+            && matches!(consolidation_wait(pool, claim, ctx.now), Some(Blocker::ConsolidateAfter { .. }))
+        {
+            out.insert(s.name());
+        }
+    }
+    out
 }
 
 /// Surveys every node of the snapshot.

@@ -28,6 +28,7 @@ pub(crate) struct Simulator<'a> {
     prepared: OnceCell<Prepared>,
     bound_index: BTreeMap<String, usize>,
     uninitialized: BTreeSet<&'a str>,
+    settling: BTreeSet<String>,
 }
 
 impl<'a> Simulator<'a> {
@@ -35,11 +36,14 @@ impl<'a> Simulator<'a> {
         let input = state.input(ctx.snap.nodepools, ctx.catalogs, ctx.policy, SchedulerOptions::default());
         let bound_index = state.bound.iter().enumerate().map(|(i, (p, _))| (p.key(), i)).collect();
         let uninitialized = state.active.iter().filter(|n| !n.initialized).map(|n| n.name.as_str()).collect();
-        Simulator { state, input, prepared: OnceCell::new(), bound_index, uninitialized }
+        let settling = super::candidates::settling_nodes(ctx);
+        Simulator { state, input, prepared: OnceCell::new(), bound_index, uninitialized, settling }
     }
 
-    /// Where would the candidates' pods (and every pod already waiting) go if the candidates were gone?
-    pub(crate) fn run(&self, candidates: &[&Candidate]) -> Outcome {
+    /// Where would the candidates' pods (and every pod already waiting) go if the candidates were gone? Drift
+    /// replaces a node whatever its neighbours are doing; consolidation (`settled_destinations`) does not move
+    /// pods onto nodes still inside their consolidateAfter window.
+    pub(crate) fn run(&self, candidates: &[&Candidate], settled_destinations: bool) -> Outcome {
         let prepared = self.prepared.get_or_init(|| Prepared::new(&self.input));
         let excluded: BTreeSet<String> = candidates.iter().map(|c| c.node.clone()).collect();
         let mut pods = self.state.to_schedule.clone();
@@ -53,7 +57,11 @@ impl<'a> Simulator<'a> {
                 }
             }
         }
-        let results = Scheduler::with_prepared(&self.input, prepared, &pods, &excluded).solve(&pods);
+        let mut scheduler = Scheduler::with_prepared(&self.input, prepared, &pods, &excluded);
+        if settled_destinations {
+            scheduler = scheduler.keep_moved_pods_off(&self.settling, from_deleting);
+        }
+        let results = scheduler.solve(&pods);
         let mut errors = Vec::new();
         for f in &results.failures {
             if !pending[f.pod] {
@@ -148,7 +156,7 @@ fn replacement(ctx: &Context<'_>, mut claim: NewNodeClaim) -> Replacement {
 
 /// Upstream `computeConsolidation`: delete, or replace with one strictly cheaper NodeClaim, or why not.
 fn compute(ctx: &Context<'_>, sim: &Simulator<'_>, cands: &[&Candidate], method: Method) -> Result<Command, Blocker> {
-    let out = sim.run(cands);
+    let out = sim.run(cands, true);
     if let Some(e) = out.errors.into_iter().next() {
         return Err(e);
     }
@@ -343,7 +351,7 @@ fn drift(ctx: &Context<'_>, survey: &Survey, sim: &Simulator<'_>, budgets: &mut 
         if left.get(&c.nodepool).copied().unwrap_or(0) <= 0 {
             continue;
         }
-        let out = sim.run(&[c]);
+        let out = sim.run(&[c], false);
         if !out.errors.is_empty() {
             continue;
         }
@@ -493,7 +501,16 @@ pub fn pass(ctx: &Context<'_>) -> PassResult {
         result.command = Some(cmd);
         return result;
     }
-    for c in interleave(&list) {
+    // Single-node tries every candidate whose pool has any budget left: only one node goes at a time.
+    let mut all: Vec<&Candidate> =
+        survey.candidates.iter().filter(|c| !c.is_empty() && c.for_consolidation().is_ok()).collect();
+    sort_for_consolidation(&mut all);
+    let left = budgets.get(Reason::Underutilized);
+    for c in interleave(&all) {
+        if left.get(&c.nodepool).copied().unwrap_or(0) <= 0 {
+            constrained = true;
+            continue;
+        }
         if let Ok(cmd) = single(ctx, &survey, &sim, c) {
             result.command = Some(cmd);
             return result;
@@ -560,7 +577,7 @@ pub fn explain_nodes(ctx: &Context<'_>) -> BTreeMap<String, Outlook> {
                 computed_at: ctx.now,
             }),
             Method::Drift => {
-                let o = sim.run(&[c]);
+                let o = sim.run(&[c], false);
                 match o.errors.into_iter().next() {
                     Some(e) => Err(e),
                     None => Ok(Command {

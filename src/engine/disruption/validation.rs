@@ -87,7 +87,7 @@ pub fn validate(ctx: &Context<'_>, cmd: &Command) -> Result<(), Invalid> {
     }
     let state = ClusterState::new(&ctx.snap, ctx.catalogs, ctx.policy);
     let sim = Simulator::new(ctx, &state);
-    let out = sim.run(&fresh);
+    let out = sim.run(&fresh, cmd.method != Method::Drift);
     if let Some(e) = out.errors.first() {
         return Err(Invalid::Scheduling(e.to_string()));
     }

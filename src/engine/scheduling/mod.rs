@@ -418,6 +418,9 @@ pub struct Scheduler<'a> {
     remaining: BTreeMap<String, BTreeMap<String, i64>>,
     next_hostname: usize,
     volume_alternatives: Vec<Vec<Requirements>>,
+    /// Consolidation simulations: pods from this index on are being moved off candidates, and may not land on the
+    /// nodes marked here (by position in `nodes`).
+    settling: Option<(usize, Vec<bool>)>,
 }
 
 const WELL_KNOWN_HELPER_KEYS: [&str; 3] = [labels::HOSTNAME, labels::REGISTERED, labels::INITIALIZED];
@@ -452,6 +455,16 @@ impl<'a> Scheduler<'a> {
             }
         }
         Scheduler::assemble(input, Shared::Borrowed(&prepared.fixed), remaining, nodes, pods, excluded)
+    }
+
+    /// Consolidation simulation mode: pods at index `first_moved` and after are being moved off the candidates and
+    /// may not land on `settling` nodes (still inside their consolidateAfter window); pods before it (pending, or
+    /// from nodes already deleting) may.
+    pub fn keep_moved_pods_off(mut self, settling: &BTreeSet<String>, first_moved: usize) -> Self {
+        if !settling.is_empty() {
+            self.settling = Some((first_moved, self.nodes.iter().map(|n| settling.contains(&n.name)).collect()));
+        }
+        self
     }
 
     fn assemble(
@@ -553,6 +566,7 @@ impl<'a> Scheduler<'a> {
             remaining,
             next_hostname: 0,
             volume_alternatives,
+            settling: None,
         }
     }
 
@@ -639,7 +653,11 @@ impl<'a> Scheduler<'a> {
 
         // 1. Existing nodes, in order.
         let admitted = if self.nodes.is_empty() { None } else { Some(self.fixed.node_compat.admitted(&reqs)) };
+        let off_limits = self.settling.as_ref().filter(|(first, _)| i >= *first).map(|(_, s)| s.as_slice());
         for n in 0..self.nodes.len() {
+            if off_limits.is_some_and(|s| s[n]) {
+                continue;
+            }
             if let Some(node_reqs) = admitted.as_ref().and_then(|a| self.can_add_to_node(n, i, pod, a, &groups)) {
                 let node = &mut self.nodes[n];
                 node.remaining = node.remaining.minus(&pod.requests);

@@ -78,6 +78,8 @@ pub struct Controller {
     pub nominated: BTreeMap<String, Millis>,
     /// Bound pods per node at the last pass, and when each node's claim last had its pod event time written.
     pods_per_node: BTreeMap<String, usize>,
+    /// (pods, nodes) stamps `pods_per_node` was counted at.
+    pods_counted_at: Option<[u64; 2]>,
     last_pod_event: BTreeMap<String, Millis>,
     pub passes: Vec<PassTiming>,
     /// Per NodeClaim: when drift was last checked, against which NodePool spec, and when the instance-type
@@ -101,6 +103,7 @@ impl Controller {
             consolidated: None,
             nominated: BTreeMap::new(),
             pods_per_node: BTreeMap::new(),
+            pods_counted_at: None,
             last_pod_event: BTreeMap::new(),
             passes: Vec::new(),
             drift_checked: BTreeMap::new(),
@@ -124,6 +127,9 @@ impl Controller {
 impl World {
     /// One reconcile of the disruption controller.
     pub(super) fn disruption(&mut self) {
+        // Pod events stamp their node's claim when they happen, not when a pass next looks (consolidateAfter
+        // counts from them).
+        self.record_pod_events();
         self.orchestrate();
         self.finish_validation();
         if self.now < self.disruption.next_pass || self.disruption.validating.is_some() {
@@ -217,6 +223,10 @@ impl World {
 
     /// Writes `status.lastPodEventTime` on claims whose node gained or lost pods (consolidateAfter reads it).
     fn record_pod_events(&mut self) {
+        let stamps = [self.cluster.pods.stamp(), self.cluster.nodes.stamp()];
+        if self.disruption.pods_counted_at == Some(stamps) {
+            return;
+        }
         let mut counts: BTreeMap<String, usize> = BTreeMap::new();
         for p in self.cluster.pods.values() {
             if let Some(n) = p.spec.as_ref().and_then(|s| s.node_name.as_deref()) {
@@ -247,6 +257,7 @@ impl World {
             }
         }
         self.disruption.pods_per_node = counts;
+        self.disruption.pods_counted_at = Some([self.cluster.pods.stamp(), self.cluster.nodes.stamp()]);
     }
 
     fn disruption_pass(&mut self) {
@@ -257,7 +268,6 @@ impl World {
         if !self.cluster.nodeclaims.values().any(|c| c.metadata.deletion_timestamp.is_none()) {
             return;
         }
-        self.record_pod_events();
         self.detect_drift();
         let generation = self.generation();
         let consolidated = self.disruption.consolidated.is_some_and(|(g, recheck)| g == generation && now < recheck);
