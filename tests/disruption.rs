@@ -407,3 +407,42 @@ fn pdb_and_do_not_disrupt_block_consolidation_with_a_reason() {
         Outlook::Disruptable(c) => panic!("{}", c.summary()),
     }
 }
+
+/// Interruption notices from the cloud port (engine.md §3 Interruption): forceful, budgets do not apply.
+fn interrupted(kind: &str) -> Report {
+    let pool = objects("      disruption: {budgets: [{nodes: \"0\"}]}", "", 1);
+    let node = "nodes:\n  - {name: s1, instanceType: small, zone: z1, capacityType: spot, nodePool: default}\n";
+    let events = format!("events:\n  - at: 1m\n    interrupt: {{node: s1, kind: {kind}}}\n");
+    simulate(&scenario_text("name: interruption\nuntil: 3m\n", TYPES, &pool, &format!("{node}{events}")))
+}
+
+#[test]
+fn spot_interruption_deletes_the_node_and_avoids_its_offering_for_three_minutes() {
+    let r = interrupted("spot-interruption");
+    let d = disruptions(&r);
+    let i = d.iter().find(|x| x.method == DisruptionMethod::Interruption).expect("an interruption decision");
+    assert_eq!((i.candidates, i.at), (&["s1".to_string()][..], 60.0));
+    assert!(node_named(&r, "s1").deleted_at.is_some(), "the interrupted node is gone despite a zero budget");
+    // The pod comes back on a new node, not on the offering that was just reclaimed (small/spot/z1 is the cheapest).
+    let replacement = r.nodes.iter().find(|n| n.name != "s1").expect("a replacement node for the evicted pod");
+    assert!(replacement.created_at > 60.0);
+    assert_ne!(
+        (replacement.instance_type.as_str(), replacement.capacity_type.as_str(), replacement.zone.as_str()),
+        ("small", "spot", "z1"),
+        "the interrupted offering is unavailable for 3 minutes"
+    );
+    let pod = r.pods.iter().find(|p| p.deleted_at.is_none()).expect("the Deployment's pod");
+    assert_eq!(pod.node.as_deref(), Some(replacement.name.as_str()));
+}
+
+#[test]
+fn scheduled_change_and_instance_stopping_delete_but_a_rebalance_recommendation_does_not() {
+    for kind in ["scheduled-change", "instance-stopping", "instance-terminated"] {
+        let r = interrupted(kind);
+        assert!(node_named(&r, "s1").deleted_at.is_some(), "{kind}: the node is deleted");
+        assert!(disruptions(&r).iter().any(|x| x.method == DisruptionMethod::Interruption), "{kind}: recorded");
+    }
+    let r = interrupted("rebalance-recommendation");
+    assert!(node_named(&r, "s1").deleted_at.is_none(), "a rebalance recommendation only informs");
+    assert!(r.nodes.len() == 1 && r.pods.iter().all(|p| p.node.as_deref() == Some("s1")));
+}

@@ -93,6 +93,8 @@ pub struct SimCloud {
     types: BTreeMap<String, Arc<InstanceType>>,
     /// Offerings switched to insufficient capacity: (instance type, zone, capacity type).
     ice: BTreeSet<(String, String, String)>,
+    /// The provider's cache of offerings to avoid, and until when.
+    unavailable: BTreeMap<(String, String, String), Millis>,
     instances: BTreeMap<String, Instance>,
     interruptions: Vec<Interruption>,
     next_id: u64,
@@ -128,6 +130,7 @@ impl SimCloud {
         SimCloud {
             types: catalog.instance_types.iter().map(|t| (t.name.clone(), t.clone())).collect(),
             ice: BTreeSet::new(),
+            unavailable: BTreeMap::new(),
             instances: BTreeMap::new(),
             interruptions: Vec::new(),
             next_id: 0,
@@ -143,6 +146,19 @@ impl SimCloud {
         } else {
             self.ice.insert(key);
         }
+    }
+
+    /// The provider's unavailable-offerings cache (what a spot interruption teaches it): launches skip the offering
+    /// until `until`, although EC2 itself may have capacity again.
+    pub fn mark_unavailable(&mut self, instance_type: &str, zone: &str, capacity_type: &str, until: Millis) {
+        let key = (instance_type.to_string(), zone.to_string(), capacity_type.to_string());
+        self.unavailable.insert(key, until);
+    }
+
+    fn avoided(&self, t: &str, o: &Offering, now: Millis) -> bool {
+        self.unavailable
+            .get(&(t.to_string(), o.zone.clone(), o.capacity_type.clone()))
+            .is_some_and(|until| *until > now)
     }
 
     pub fn has_capacity(&self, t: &str, o: &Offering) -> bool {
@@ -163,7 +179,8 @@ impl SimCloud {
             }
             compatible_types += 1;
             for o in &t.offerings {
-                if o.available && o.compatible(&reqs) && self.has_capacity(&t.name, o) {
+                if o.available && o.compatible(&reqs) && self.has_capacity(&t.name, o) && !self.avoided(&t.name, o, now)
+                {
                     candidates.push((t, o));
                 }
             }

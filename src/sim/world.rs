@@ -1005,8 +1005,9 @@ impl World {
             if i.kind == InterruptionKind::SpotInterruption
                 && let Some(inst) = self.cloud.get(&i.provider_id)
             {
-                let l = &inst.launched;
-                self.ice.insert((l.instance_type.clone(), l.zone.clone(), l.capacity_type.clone()), now + ICE_TTL);
+                let l = inst.launched.clone();
+                self.cloud.mark_unavailable(&l.instance_type, &l.zone, &l.capacity_type, now + ICE_TTL);
+                self.ice.insert((l.instance_type, l.zone, l.capacity_type), now + ICE_TTL);
             }
             let claim = self
                 .cluster
