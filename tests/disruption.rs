@@ -446,3 +446,41 @@ fn scheduled_change_and_instance_stopping_delete_but_a_rebalance_recommendation_
     assert!(node_named(&r, "s1").deleted_at.is_none(), "a rebalance recommendation only informs");
     assert!(r.nodes.len() == 1 && r.pods.iter().all(|p| p.node.as_deref() == Some("s1")));
 }
+
+#[test]
+fn malformed_do_not_disrupt_values_fail_closed_with_an_explanation() {
+    let pod = |ann: &str| {
+        format!(
+            "  - apiVersion: v1\n    kind: Pod\n    metadata: {{name: p, namespace: default, annotations: {{karpenter.sh/do-not-disrupt: \"{ann}\"}}}}\n    spec:\n      nodeName: n1\n      containers: [{{name: c, image: x, resources: {{requests: {{cpu: 500m, memory: 512Mi}}}}}}]\n"
+        )
+    };
+    let cases = [
+        // (pod annotation, node annotation, expected phrase)
+        ("forever", "", "pod default/p has karpenter.sh/do-not-disrupt=\"forever\""),
+        (
+            "false",
+            ", annotations: {karpenter.sh/do-not-disrupt: \"sometimes\"}",
+            "the node has karpenter.sh/do-not-disrupt=\"sometimes\"",
+        ),
+    ];
+    for (pod_value, node_ann, phrase) in cases {
+        let node = format!(
+            "nodes:\n  - {{name: n1, instanceType: large, zone: z1, capacityType: on-demand, nodePool: default{node_ann}}}\n"
+        );
+        let objects = format!("{}{}", objects("", ON_DEMAND_ONLY, 0), pod(pod_value));
+        let text = scenario_text("name: dnd\nuntil: 10m\n", TYPES, &objects, &node);
+        let r = simulate(&text);
+        assert!(disruptions(&r).is_empty(), "{pod_value}/{node_ann}: nothing is disrupted");
+        let s = parse_scenario(&text, "dnd.yaml").unwrap();
+        let mut w = run_world(&s, Some(std::time::Duration::from_secs(120))).unwrap();
+        match &w.explain()["n1"] {
+            Outlook::Blocked(b) => assert!(b.iter().any(|b| b.to_string().contains(phrase)), "{phrase}: {b:?}"),
+            Outlook::Disruptable(c) => panic!("{}", c.summary()),
+        }
+    }
+    // `false` on its own protects nothing: the large node is replaced by a small one.
+    let node = "nodes:\n  - {name: n1, instanceType: large, zone: z1, capacityType: on-demand, nodePool: default}\n";
+    let objects = format!("{}{}", objects("", ON_DEMAND_ONLY, 0), pod("false"));
+    let r = simulate(&scenario_text("name: dnd\nuntil: 10m\n", TYPES, &objects, node));
+    assert!(disruptions(&r).iter().any(|d| d.candidates == ["n1"]), "a readable 'false' does not block");
+}

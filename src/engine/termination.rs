@@ -84,7 +84,8 @@ pub fn do_not_disrupt_active(p: &Pod, now: Millis) -> bool {
     let Some(v) = p.metadata.annotations.as_ref().and_then(|a| a.get(labels::ANNOTATION_DO_NOT_DISRUPT)) else {
         return false;
     };
-    if v == "true" {
+    // A value we cannot read protects the pod: the owner meant something, and guessing "no" would evict it.
+    if v == "true" || do_not_disrupt_malformed(v) {
         return true;
     }
     match duration_ms(v) {
@@ -94,6 +95,11 @@ pub fn do_not_disrupt_active(p: &Pod, now: Millis) -> bool {
         },
         _ => false,
     }
+}
+
+/// A `karpenter.sh/do-not-disrupt` value that is neither `true`, `false` nor a duration.
+pub fn do_not_disrupt_malformed(v: &str) -> bool {
+    v != "true" && v != "false" && duration_ms(v).is_none()
 }
 
 fn grace_seconds(p: &Pod) -> i64 {
