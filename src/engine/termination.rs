@@ -312,12 +312,13 @@ mod tests {
             "annotations": {"karpenter.sh/do-not-disrupt": "5m"}}}),
         );
         assert!(do_not_disrupt_active(&no_start, T0 + 100 * MINUTE));
-        for v in ["false", "banana", "0s"] {
+        for (v, active) in [("false", false), ("0s", false), ("banana", true)] {
             let p = pod(
                 "p",
                 json!({"metadata": {"name": "p", "namespace": "default", "annotations": {"karpenter.sh/do-not-disrupt": v}}}),
             );
-            assert!(!do_not_disrupt_active(&p, T0), "{v}");
+            // An unreadable value fails closed.
+            assert_eq!(do_not_disrupt_active(&p, T0), active, "{v}");
         }
     }
 
