@@ -89,6 +89,10 @@ pub struct Controller {
     /// answer (consolidateAfter and nominations running out, budget windows, offerings coming back). Passes are
     /// skipped while both hold — the result could not differ.
     quiet: Option<([u64; 12], Millis)>,
+    /// Drift detection: the (nodepools, nodeclaims, nodes) stamps it last ran at, and when a claim's 5-minute
+    /// recheck is next due.
+    drift_seen: Option<[u64; 3]>,
+    drift_due: Millis,
 }
 
 impl Controller {
@@ -108,6 +112,8 @@ impl Controller {
             passes: Vec::new(),
             drift_checked: BTreeMap::new(),
             quiet: None,
+            drift_seen: None,
+            drift_due: Millis::MIN,
         }
     }
 
@@ -130,6 +136,7 @@ impl World {
         // Pod events stamp their node's claim when they happen, not when a pass next looks (consolidateAfter
         // counts from them).
         self.record_pod_events();
+        self.drift();
         self.orchestrate();
         self.finish_validation();
         if self.now < self.disruption.next_pass || self.disruption.validating.is_some() {
@@ -162,6 +169,30 @@ impl World {
         h.finish()
     }
 
+    /// Drift detection when what it reads changed or a claim's recheck is due — on its own clock, so that a
+    /// cluster at rest costs no disruption passes.
+    fn drift(&mut self) {
+        let c = &self.cluster;
+        let stamps = [c.nodepools.stamp(), c.nodeclaims.stamp(), c.nodes.stamp()];
+        if self.disruption.drift_seen == Some(stamps) && self.now < self.disruption.drift_due {
+            return;
+        }
+        self.detect_drift();
+        let c = &self.cluster;
+        self.disruption.drift_seen = Some([c.nodepools.stamp(), c.nodeclaims.stamp(), c.nodes.stamp()]);
+        // Every claim was just checked or is not due yet, so this is in the future.
+        let due = self
+            .disruption
+            .drift_checked
+            .values()
+            .map(|(at, _, _)| (at + drift::DRIFT_REQUEUE).max(self.now + 1))
+            .min();
+        self.disruption.drift_due = due.unwrap_or(Millis::MAX);
+        if let Some(t) = due {
+            self.at(t, Timer::Wake);
+        }
+    }
+
     /// Sets `Drifted` on NodeClaims that no longer match their NodePool (engine.md §6): rechecked every 5 minutes
     /// or as soon as the NodePool changes; the instance-type check at most every 30 minutes.
     fn detect_drift(&mut self) {
@@ -181,7 +212,11 @@ impl World {
             .filter_map(|n| n.spec.as_ref().and_then(|s| s.provider_id.as_deref()).map(|p| (p, n)))
             .collect();
         let mut pool_hashes: BTreeMap<&str, u64> = BTreeMap::new();
-        self.disruption.drift_checked.retain(|k, _| self.cluster.nodeclaims.contains_key(k));
+        // Claims being deleted are not checked again; forget them so they never look due.
+        let nodeclaims = &self.cluster.nodeclaims;
+        self.disruption
+            .drift_checked
+            .retain(|k, _| nodeclaims.get(k).is_some_and(|c| c.metadata.deletion_timestamp.is_none()));
         for name in names {
             let Some(claim) = self.cluster.nodeclaims.get(&name) else { continue };
             if claim.metadata.deletion_timestamp.is_some() {
@@ -268,7 +303,6 @@ impl World {
         if !self.cluster.nodeclaims.values().any(|c| c.metadata.deletion_timestamp.is_none()) {
             return;
         }
-        self.detect_drift();
         let generation = self.generation();
         let consolidated = self.disruption.consolidated.is_some_and(|(g, recheck)| g == generation && now < recheck);
         let options = DisruptionOptions { consolidated, ..self.disruption.options.clone() };
@@ -334,8 +368,19 @@ impl World {
         if scheduled {
             until = until.min((self.now.div_euclid(MINUTE) + 1) * MINUTE);
         }
-        // Drift is rechecked every 5 minutes (the instance-type check depends on age).
-        until.min(self.now + drift::DRIFT_REQUEUE)
+        // Pods' timed do-not-disrupt runs out.
+        for p in self.cluster.pods.values() {
+            let ann = p.metadata.annotations.as_ref().and_then(|a| a.get(labels::ANNOTATION_DO_NOT_DISRUPT));
+            let start = p.status.as_ref().and_then(|s| s.start_time.as_ref());
+            if let (Some(d), Some(start)) = (ann.and_then(|v| lifecycle::duration_ms(v)), start) {
+                let end = lifecycle::time_ms(start).saturating_add(d);
+                if end > self.now {
+                    until = until.min(end);
+                }
+            }
+        }
+        // Drift has its own clock (`drift`): a changed condition changes the store.
+        until
     }
 
     fn record_disruption(&mut self, id: &str, cmd: &Command, state: DisruptionState) {
