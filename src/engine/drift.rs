@@ -311,8 +311,8 @@ pub fn template_changes(pool: &NodePool, claim: &NodeClaim, instance_types: &[Ar
     // Labels.
     let pool_requirement_keys: BTreeSet<&str> =
         template.spec.requirements.iter().map(|r| labels::normalize_key(&r.key)).collect();
-    let provider_keys: BTreeSet<&str> =
-        instance_types.iter().flat_map(|t| t.requirements.keys().map(String::as_str)).collect();
+    // Asked only for labels nothing cheaper explains (a catalog has over a thousand types).
+    let provider_key = |key: &str| instance_types.iter().any(|t| t.requirements.get_ref(key).is_some());
     let pinned = |key: &str, value: &str| {
         claim.spec.requirements.iter().any(|r| {
             labels::normalize_key(&r.key) == labels::normalize_key(key)
@@ -337,7 +337,7 @@ pub fn template_changes(pool: &NodePool, claim: &NodeClaim, instance_types: &[Ar
             || k == labels::NODEPOOL
             || pool_requirement_keys.contains(labels::normalize_key(k))
             || is_system_key(k)
-            || provider_keys.contains(labels::normalize_key(k))
+            || provider_key(labels::normalize_key(k))
             || !(claim.spec.requirements.is_empty() || pinned(k, have))
         {
             continue;

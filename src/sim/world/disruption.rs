@@ -262,22 +262,25 @@ impl World {
         if self.disruption.pods_counted_at == Some(stamps) {
             return;
         }
-        let mut counts: BTreeMap<String, usize> = BTreeMap::new();
+        // Counted with borrowed names: this runs whenever pods change, over every pod.
+        let mut counts: rustc_hash::FxHashMap<&str, usize> = rustc_hash::FxHashMap::default();
         for p in self.cluster.pods.values() {
             if let Some(n) = p.spec.as_ref().and_then(|s| s.node_name.as_deref()) {
-                *counts.entry(n.to_string()).or_insert(0) += 1;
+                *counts.entry(n).or_insert(0) += 1;
             }
         }
         let now = self.now;
+        let seen = &self.disruption.pods_per_node;
         let changed: Vec<String> = self
             .cluster
             .nodes
             .keys()
-            .filter(|n| {
-                counts.get(*n).copied().unwrap_or(0) != self.disruption.pods_per_node.get(*n).copied().unwrap_or(0)
-            })
+            .filter(|n| counts.get(n.as_str()).copied().unwrap_or(0) != seen.get(n.as_str()).copied().unwrap_or(0))
             .cloned()
             .collect();
+        if !changed.is_empty() || counts.len() != seen.len() {
+            self.disruption.pods_per_node = counts.into_iter().map(|(k, v)| (k.to_string(), v)).collect();
+        }
         for node in changed {
             let recent = self.disruption.last_pod_event.get(&node).is_some_and(|t| now - t < POD_EVENT_DEDUPE);
             if recent {
@@ -291,7 +294,6 @@ impl World {
                 self.disruption.last_pod_event.insert(node, now);
             }
         }
-        self.disruption.pods_per_node = counts;
         self.disruption.pods_counted_at = Some([self.cluster.pods.stamp(), self.cluster.nodes.stamp()]);
     }
 
