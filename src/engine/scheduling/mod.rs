@@ -267,6 +267,40 @@ struct Fixed {
     prefer_no_schedule_step: bool,
     /// Existing nodes (in preparation order) admitted per pod requirement set.
     node_compat: NodeCompat,
+    /// Per topology key: the values templates × instance types allow (see `template_domains`).
+    domains: std::sync::Mutex<BTreeMap<String, BTreeSet<String>>>,
+}
+
+impl Fixed {
+    /// The values `key` may take on NodeClaims of any template (template requirements × instance types), computed
+    /// once per key: every solve over a preparation asks again, and the catalog is large.
+    fn template_domains(&self, key: &str) -> BTreeSet<String> {
+        let mut cache = self.domains.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(set) = cache.get(key) {
+            return set.clone();
+        }
+        let mut set = BTreeSet::new();
+        for t in &self.templates {
+            if let Some(r) = t.requirements.get_ref(key)
+                && !r.complement
+            {
+                set.extend(r.values.iter().cloned());
+            }
+            for it in &t.types {
+                if let Some(r) = it.requirements.get_ref(key) {
+                    let merged = match t.requirements.get_ref(key) {
+                        Some(tr) => tr.intersect(r),
+                        None => r.clone(),
+                    };
+                    if !merged.complement {
+                        set.extend(merged.values.iter().cloned());
+                    }
+                }
+            }
+        }
+        cache.insert(key.to_string(), set.clone());
+        set
+    }
 }
 
 /// Owned for a one-off solve, borrowed from a [`Prepared`] when many solves share it.
@@ -395,7 +429,7 @@ impl Prepared {
             node_usage.push((n.nodepool.clone(), n.capacity.clone()));
         }
         let node_compat = NodeCompat::new(nodes.iter().map(|n| n.requirements.clone()).collect());
-        let fixed = Fixed { templates, unusable, prefer_no_schedule_step, node_compat };
+        let fixed = Fixed { templates, unusable, prefer_no_schedule_step, node_compat, domains: Default::default() };
         Prepared { fixed, remaining, nodes, node_usage }
     }
 }
@@ -475,7 +509,6 @@ impl<'a> Scheduler<'a> {
         pods: &[PodData],
         excluded: &BTreeSet<String>,
     ) -> Scheduler<'a> {
-        let templates = &fixed.templates;
         let counted = |node: &str| excluded.is_empty() || !excluded.contains(node);
         // Topology: the domains each key may take, from templates × types and existing nodes.
         let mut keys: BTreeSet<String> = BTreeSet::new();
@@ -502,30 +535,13 @@ impl<'a> Scheduler<'a> {
         }
         let mut universe: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
         for key in &keys {
-            let set = universe.entry(key.clone()).or_default();
-            for t in templates {
-                if let Some(r) = t.requirements.get_ref(key)
-                    && !r.complement
-                {
-                    set.extend(r.values.iter().cloned());
-                }
-                for it in &t.types {
-                    if let Some(r) = it.requirements.get_ref(key) {
-                        let merged = match t.requirements.get_ref(key) {
-                            Some(tr) => tr.intersect(r),
-                            None => r.clone(),
-                        };
-                        if !merged.complement {
-                            set.extend(merged.values.iter().cloned());
-                        }
-                    }
-                }
-            }
+            let mut set = fixed.template_domains(key);
             for n in &nodes {
                 if let Some(r) = n.requirements.get_ref(key) {
                     set.extend(r.values.iter().cloned());
                 }
             }
+            universe.insert(key.clone(), set);
         }
         let mut topology = Topology::new(universe, input.policy.clone());
         topology.add_pods(pods);

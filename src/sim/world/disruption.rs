@@ -78,8 +78,9 @@ pub struct Controller {
     pub nominated: BTreeMap<String, Millis>,
     /// Bound pods per node at the last pass, and when each node's claim last had its pod event time written.
     pods_per_node: BTreeMap<String, usize>,
-    /// (pods, nodes) stamps `pods_per_node` was counted at.
+    /// (pods, nodes) stamps `pods_per_node` was counted at, and when.
     pods_counted_at: Option<[u64; 2]>,
+    pods_counted_time: Millis,
     last_pod_event: BTreeMap<String, Millis>,
     pub passes: Vec<PassTiming>,
     /// Per NodeClaim: when drift was last checked, against which NodePool spec, and when the instance-type
@@ -108,6 +109,7 @@ impl Controller {
             nominated: BTreeMap::new(),
             pods_per_node: BTreeMap::new(),
             pods_counted_at: None,
+            pods_counted_time: Millis::MIN,
             last_pod_event: BTreeMap::new(),
             passes: Vec::new(),
             drift_checked: BTreeMap::new(),
@@ -133,9 +135,9 @@ impl Controller {
 impl World {
     /// One reconcile of the disruption controller.
     pub(super) fn disruption(&mut self) {
-        // Pod events stamp their node's claim when they happen, not when a pass next looks (consolidateAfter
-        // counts from them).
-        self.record_pod_events();
+        // Pod events stamp their node's claim when they happen (to the second), not when a pass next looks
+        // (consolidateAfter counts from them).
+        self.record_pod_events(false);
         self.drift();
         self.orchestrate();
         self.finish_validation();
@@ -257,9 +259,17 @@ impl World {
     }
 
     /// Writes `status.lastPodEventTime` on claims whose node gained or lost pods (consolidateAfter reads it).
-    fn record_pod_events(&mut self) {
+    /// Counting walks every pod, and pods change at nearly every step of a busy simulation: unless a pass is about
+    /// to read the result (`now`), count at most once per simulated second — the resolution of the timestamp.
+    fn record_pod_events(&mut self, now: bool) {
         let stamps = [self.cluster.pods.stamp(), self.cluster.nodes.stamp()];
-        if self.disruption.pods_counted_at == Some(stamps) {
+        if self.disruption.pods_counted_at == Some(stamps)
+            || (!now && self.now < self.disruption.pods_counted_time.saturating_add(SECOND))
+        {
+            if self.disruption.pods_counted_at != Some(stamps) {
+                // Look again when the second is over, even if nothing else happens by then.
+                self.at(self.disruption.pods_counted_time.saturating_add(SECOND), Timer::Wake);
+            }
             return;
         }
         // Counted with borrowed names: this runs whenever pods change, over every pod.
@@ -295,12 +305,14 @@ impl World {
             }
         }
         self.disruption.pods_counted_at = Some([self.cluster.pods.stamp(), self.cluster.nodes.stamp()]);
+        self.disruption.pods_counted_time = self.now;
     }
 
     fn disruption_pass(&mut self) {
         let now = self.now;
         self.disruption.next_pass = now + POLL;
         self.disruption.nominated.retain(|_, until| *until > now);
+        self.record_pod_events(true);
         self.withdraw_stale();
         if !self.cluster.nodeclaims.values().any(|c| c.metadata.deletion_timestamp.is_none()) {
             return;
