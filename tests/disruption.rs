@@ -484,3 +484,34 @@ fn malformed_do_not_disrupt_values_fail_closed_with_an_explanation() {
     let r = simulate(&scenario_text("name: dnd\nuntil: 10m\n", TYPES, &objects, node));
     assert!(disruptions(&r).iter().any(|d| d.candidates == ["n1"]), "a readable 'false' does not block");
 }
+
+#[test]
+fn balanced_policy_refuses_a_small_saving_that_moves_many_pods() {
+    // A `medium` type just 5% cheaper than `large`: worth it for WhenEmptyOrUnderutilized, not for Balanced, where
+    // the score is (0.01 / 0.20) ÷ (11 / 11) = 0.05 < 1/k = 0.5.
+    let types = format!(
+        "{TYPES}    - name: medium\n      cpu: \"6\"\n      memory: 12Gi\n      pods: 30\n      overhead: {{cpu: 100m, memory: 100Mi}}\n      offerings:\n        - {{zone: z1, capacityType: on-demand, price: 0.19}}\n"
+    );
+    let run_with = |policy: &str| {
+        let pool = objects(
+            &format!("      disruption: {{consolidationPolicy: {policy}, consolidateAfter: 0s}}"),
+            ON_DEMAND_ONLY,
+            10,
+        );
+        let text = scenario_text("name: balanced\nuntil: 10m\n", &types, &pool, BIG_NODE);
+        let s = parse_scenario(&text, "balanced.yaml").unwrap_or_else(|e| panic!("{e}"));
+        (simulate(&text), run_world(&s, Some(std::time::Duration::from_secs(60))).unwrap())
+    };
+    let (r, _) = run_with("WhenEmptyOrUnderutilized");
+    let d = disruptions(&r);
+    assert!(
+        d.iter().any(|x| x.candidates == ["n1"] && x.replacements.iter().any(|t| t.contains(&"medium".to_string()))),
+        "WhenEmptyOrUnderutilized takes the 5% saving"
+    );
+    let (r, mut w) = run_with("Balanced");
+    assert!(disruptions(&r).is_empty(), "Balanced does not move 10 pods for 5%");
+    match &w.explain()["n1"] {
+        Outlook::Blocked(b) => assert!(b.iter().any(|b| matches!(b, Blocker::BalancedScore { .. })), "{b:?}"),
+        Outlook::Disruptable(c) => panic!("{}", c.summary()),
+    }
+}
