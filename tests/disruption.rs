@@ -515,3 +515,21 @@ fn balanced_policy_refuses_a_small_saving_that_moves_many_pods() {
         Outlook::Disruptable(c) => panic!("{}", c.summary()),
     }
 }
+
+#[test]
+fn a_proposal_whose_node_goes_away_is_withdrawn_with_the_reason() {
+    let pool = objects("      disruption: {budgets: [{nodes: \"100%\"}]}", ON_DEMAND_ONLY, 0);
+    let header = "name: stale\nuntil: 30m\nsettings: {disruption: approve}\n";
+    let events = "events:\n  - at: 5m\n    interrupt: {node: e1, kind: scheduled-change}\n";
+    let r = simulate(&scenario_text(header, TYPES, &pool, &format!("{EMPTY_NODES}{events}")));
+    let d = disruptions(&r);
+    let proposal = d.iter().find(|x| x.method == DisruptionMethod::Emptiness).expect("the emptiness proposal");
+    assert!(proposal.candidates.contains(&"e1".to_string()));
+    assert_eq!(proposal.state, DecisionState::Invalidated);
+    assert!(proposal.why.is_some_and(|w| w.contains("e1")), "{:?}", proposal.why);
+    // The other empty nodes are proposed again without e1, still waiting for an operator.
+    let again = d.iter().filter(|x| x.method == DisruptionMethod::Emptiness && x.at > 300.0).collect::<Vec<_>>();
+    assert!(
+        again.iter().any(|x| !x.candidates.contains(&"e1".to_string()) && x.state == DecisionState::AwaitingApproval)
+    );
+}
