@@ -190,7 +190,8 @@ impl Results {
 /// solve can be copied cheaply per consolidation simulation.
 #[derive(Clone)]
 struct SimNode {
-    name: String,
+    /// Shared: every consolidation simulation copies the prepared nodes.
+    name: Arc<str>,
     /// Position in the preparation's node list (the [`NodeCompat`] index), stable when some nodes are excluded.
     base: usize,
     hostname_id: Option<u32>,
@@ -416,7 +417,7 @@ impl Prepared {
                 }
             }
             nodes.push(SimNode {
-                name: n.name.clone(),
+                name: Arc::from(n.name.as_str()),
                 base: nodes.len(),
                 hostname_id: None,
                 domain_ids: Vec::new(),
@@ -478,7 +479,7 @@ impl<'a> Scheduler<'a> {
         let mut remaining = prepared.remaining.clone();
         let mut nodes = Vec::with_capacity(prepared.nodes.len());
         for (n, (pool, capacity)) in prepared.nodes.iter().zip(&prepared.node_usage) {
-            if !excluded.contains(&n.name) {
+            if !excluded.contains(&*n.name) {
                 nodes.push(n.clone());
                 continue;
             }
@@ -496,7 +497,7 @@ impl<'a> Scheduler<'a> {
     /// from nodes already deleting) may.
     pub fn keep_moved_pods_off(mut self, settling: &BTreeSet<String>, first_moved: usize) -> Self {
         if !settling.is_empty() {
-            self.settling = Some((first_moved, self.nodes.iter().map(|n| settling.contains(&n.name)).collect()));
+            self.settling = Some((first_moved, self.nodes.iter().map(|n| settling.contains(&*n.name)).collect()));
         }
         self
     }
@@ -1114,7 +1115,7 @@ impl<'a> Scheduler<'a> {
     fn finalize(&mut self, pods: &[PodData], results: &mut Results) {
         for n in &self.nodes {
             if !n.pods.is_empty() {
-                results.existing.push(Placement { node: n.name.clone(), pods: n.pods.clone() });
+                results.existing.push(Placement { node: n.name.to_string(), pods: n.pods.clone() });
             }
         }
         let max = self.input.options.max_instance_types.max(1);
