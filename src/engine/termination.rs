@@ -79,7 +79,8 @@ pub fn is_waiting_eviction(p: &Pod, now: Millis) -> bool {
 }
 
 /// `karpenter.sh/do-not-disrupt` is active: `"true"`, or a positive Go duration still running since
-/// `status.startTime` (a missing start time counts as active). Other values (invalid, zero) are ignored.
+/// `status.startTime` (a missing start time counts as active). `"false"` and zero durations are not; a value that is
+/// none of these fails closed (active).
 pub fn do_not_disrupt_active(p: &Pod, now: Millis) -> bool {
     let Some(v) = p.metadata.annotations.as_ref().and_then(|a| a.get(labels::ANNOTATION_DO_NOT_DISRUPT)) else {
         return false;
@@ -89,12 +90,17 @@ pub fn do_not_disrupt_active(p: &Pod, now: Millis) -> bool {
         return true;
     }
     match duration_ms(v) {
-        Some(d) if d > 0 => match p.status.as_ref().and_then(|s| s.start_time.as_ref()) {
-            Some(start) => now < time_ms(start).saturating_add(d),
-            None => true,
-        },
+        Some(d) if d > 0 => do_not_disrupt_expiry(p).is_none_or(|end| now < end),
         _ => false,
     }
+}
+
+/// When a timed `karpenter.sh/do-not-disrupt` (a positive duration counted from `status.startTime`) runs out.
+pub fn do_not_disrupt_expiry(p: &Pod) -> Option<Millis> {
+    let v = p.metadata.annotations.as_ref()?.get(labels::ANNOTATION_DO_NOT_DISRUPT)?;
+    let d = duration_ms(v).filter(|d| *d > 0)?;
+    let start = p.status.as_ref()?.start_time.as_ref()?;
+    Some(time_ms(start).saturating_add(d))
 }
 
 /// A `karpenter.sh/do-not-disrupt` value that is neither `true`, `false` nor a duration.

@@ -125,6 +125,9 @@ pub struct Survey {
     pub counts: BTreeMap<String, PoolCounts>,
     /// Per pool: Σ price and Σ disruption cost (1 + positive eviction costs) over all its nodes.
     pub pool_totals: BTreeMap<String, (f64, f64)>,
+    /// Nodes (candidates or not) whose pods changed less than their pool's consolidateAfter ago: consolidation must
+    /// not move other nodes' pods onto them (upstream v1.14) — they are settling, and may be about to go themselves.
+    pub settling: BTreeSet<String>,
 }
 
 /// `clamp(1 + deletionCost/2²⁷ + priority/2²⁵, −10, 10)`.
@@ -205,30 +208,6 @@ fn consolidation_wait(pool: &NodePool, claim: &NodeClaim, now: Millis) -> Option
     (now < ready_at).then(|| Blocker::ConsolidateAfter { left: ready_at - now })
 }
 
-/// Nodes whose pods changed less than their pool's consolidateAfter ago: consolidation must not move other nodes'
-/// pods onto them (upstream v1.14) — they are settling, and may be about to go themselves.
-pub(crate) fn settling_nodes(ctx: &Context<'_>) -> BTreeSet<String> {
-    let pools: BTreeMap<&str, &NodePool> = ctx.snap.nodepools.iter().map(|p| (p.name(), p)).collect();
-    let mut out = BTreeSet::new();
-    for s in state_nodes(&ctx.snap) {
-        let (Some(node), Some(claim)) = (s.node, s.nodeclaim) else { continue };
-        let pool = node
-            .metadata
-            .labels
-            .as_ref()
-            .and_then(|l| l.get(labels::NODEPOOL))
-            .map(String::as_str)
-            .or_else(|| claim.nodepool())
-            .and_then(|p| pools.get(p));
-        if let Some(pool) = pool
-            && matches!(consolidation_wait(pool, claim, ctx.now), Some(Blocker::ConsolidateAfter { .. }))
-        {
-            out.insert(s.name());
-        }
-    }
-    out
-}
-
 /// Surveys every node of the snapshot.
 pub fn survey(ctx: &Context<'_>) -> Survey {
     let snap = &ctx.snap;
@@ -251,6 +230,10 @@ pub fn survey(ctx: &Context<'_>) -> Survey {
         };
         let node_labels = node.metadata.labels.clone().unwrap_or_default();
         let pool_name = node_labels.get(labels::NODEPOOL).cloned().or_else(|| claim.nodepool().map(str::to_string));
+        let wait = pool_name.as_deref().and_then(|p| pools.get(p)).and_then(|p| consolidation_wait(p, claim, ctx.now));
+        if matches!(wait, Some(Blocker::ConsolidateAfter { .. })) {
+            out.settling.insert(name.clone());
+        }
         let pods: &[&Pod] = pods_by_node.get(name.as_str()).map_or(&[], Vec::as_slice);
         let active: Vec<&Pod> =
             pods.iter().copied().filter(|p| !is_terminal(p) && p.metadata.deletion_timestamp.is_none()).collect();
@@ -347,7 +330,7 @@ pub fn survey(ctx: &Context<'_>) -> Survey {
             drifted,
             pod_blockers,
             has_termination_grace_period: claim.spec.termination_grace_period.is_some(),
-            consolidation_wait: consolidation_wait(pool, claim, ctx.now),
+            consolidation_wait: wait,
             policy: pool.spec.disruption.consolidation_policy.clone(),
         });
     }

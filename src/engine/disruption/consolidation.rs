@@ -28,16 +28,15 @@ pub(crate) struct Simulator<'a> {
     prepared: OnceCell<Prepared>,
     bound_index: BTreeMap<String, usize>,
     uninitialized: BTreeSet<&'a str>,
-    settling: BTreeSet<String>,
+    settling: &'a BTreeSet<String>,
 }
 
 impl<'a> Simulator<'a> {
-    pub(crate) fn new(ctx: &Context<'a>, state: &'a ClusterState) -> Self {
+    pub(crate) fn new(ctx: &Context<'a>, state: &'a ClusterState, survey: &'a Survey) -> Self {
         let input = state.input(ctx.snap.nodepools, ctx.catalogs, ctx.policy, SchedulerOptions::default());
         let bound_index = state.bound.iter().enumerate().map(|(i, (p, _))| (p.key(), i)).collect();
         let uninitialized = state.active.iter().filter(|n| !n.initialized).map(|n| n.name.as_str()).collect();
-        let settling = super::candidates::settling_nodes(ctx);
-        Simulator { state, input, prepared: OnceCell::new(), bound_index, uninitialized, settling }
+        Simulator { state, input, prepared: OnceCell::new(), bound_index, uninitialized, settling: &survey.settling }
     }
 
     /// Where would the candidates' pods (and every pod already waiting) go if the candidates were gone? Drift
@@ -59,7 +58,7 @@ impl<'a> Simulator<'a> {
         }
         let mut scheduler = Scheduler::with_prepared(&self.input, prepared, &pods, &excluded);
         if settled_destinations {
-            scheduler = scheduler.keep_moved_pods_off(&self.settling, from_deleting);
+            scheduler = scheduler.keep_moved_pods_off(self.settling, from_deleting);
         }
         let results = scheduler.solve(&pods);
         let mut errors = Vec::new();
@@ -367,11 +366,17 @@ fn drift(ctx: &Context<'_>, survey: &Survey, sim: &Simulator<'_>, budgets: &mut 
     None
 }
 
-/// The consolidation candidates in order, and whether any was held back by its budget.
-fn consolidation_list<'s>(survey: &'s Survey, budgets: &mut Budgets<'_>) -> (Vec<&'s Candidate>, bool) {
+/// Every candidate consolidation may consider, in consolidation order.
+fn consolidation_candidates(survey: &Survey) -> Vec<&Candidate> {
     let mut list: Vec<&Candidate> =
         survey.candidates.iter().filter(|c| !c.is_empty() && c.for_consolidation().is_ok()).collect();
     sort_for_consolidation(&mut list);
+    list
+}
+
+/// The consolidation candidates in order, cut to the budgets (multi-node), and whether any was held back.
+fn consolidation_list<'s>(survey: &'s Survey, budgets: &mut Budgets<'_>) -> (Vec<&'s Candidate>, bool) {
+    let list = consolidation_candidates(survey);
     let mut left = budgets.get(Reason::Underutilized);
     let mut out = Vec::new();
     let mut constrained = false;
@@ -466,7 +471,7 @@ fn single(ctx: &Context<'_>, survey: &Survey, sim: &Simulator<'_>, c: &Candidate
 pub fn pass(ctx: &Context<'_>) -> PassResult {
     let survey = survey(ctx);
     let state = ClusterState::new(&ctx.snap, ctx.catalogs, ctx.policy);
-    let sim = Simulator::new(ctx, &state);
+    let sim = Simulator::new(ctx, &state, &survey);
     let mut budgets = Budgets::new(ctx, &survey);
     let waits = survey.candidates.iter().filter_map(|c| match &c.consolidation_wait {
         Some(Blocker::ConsolidateAfter { left }) => Some(ctx.now + left),
@@ -502,11 +507,8 @@ pub fn pass(ctx: &Context<'_>) -> PassResult {
         return result;
     }
     // Single-node tries every candidate whose pool has any budget left: only one node goes at a time.
-    let mut all: Vec<&Candidate> =
-        survey.candidates.iter().filter(|c| !c.is_empty() && c.for_consolidation().is_ok()).collect();
-    sort_for_consolidation(&mut all);
     let left = budgets.get(Reason::Underutilized);
-    for c in interleave(&all) {
+    for c in interleave(&consolidation_candidates(&survey)) {
         if left.get(&c.nodepool).copied().unwrap_or(0) <= 0 {
             constrained = true;
             continue;
@@ -525,7 +527,7 @@ pub fn pass(ctx: &Context<'_>) -> PassResult {
 pub fn multi_node_consolidation(ctx: &Context<'_>) -> Option<Command> {
     let survey = survey(ctx);
     let state = ClusterState::new(&ctx.snap, ctx.catalogs, ctx.policy);
-    let sim = Simulator::new(ctx, &state);
+    let sim = Simulator::new(ctx, &state, &survey);
     let mut budgets = Budgets::new(ctx, &survey);
     let (list, _) = consolidation_list(&survey, &mut budgets);
     multi_node(ctx, &survey, &sim, &list)
@@ -545,7 +547,7 @@ pub enum Outlook {
 pub fn explain_nodes(ctx: &Context<'_>) -> BTreeMap<String, Outlook> {
     let survey = survey(ctx);
     let state = ClusterState::new(&ctx.snap, ctx.catalogs, ctx.policy);
-    let sim = Simulator::new(ctx, &state);
+    let sim = Simulator::new(ctx, &state, &survey);
     let mut budgets = Budgets::new(ctx, &survey);
     let mut out: BTreeMap<String, Outlook> =
         survey.blocked.iter().map(|(n, b)| (n.clone(), Outlook::Blocked(vec![b.clone()]))).collect();

@@ -86,7 +86,7 @@ pub fn validate(ctx: &Context<'_>, cmd: &Command) -> Result<(), Invalid> {
         return Ok(());
     }
     let state = ClusterState::new(&ctx.snap, ctx.catalogs, ctx.policy);
-    let sim = Simulator::new(ctx, &state);
+    let sim = Simulator::new(ctx, &state, &s);
     let out = sim.run(&fresh, cmd.method != Method::Drift);
     if let Some(e) = out.errors.first() {
         return Err(Invalid::Scheduling(e.to_string()));

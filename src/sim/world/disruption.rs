@@ -174,14 +174,12 @@ impl World {
     /// Drift detection when what it reads changed or a claim's recheck is due — on its own clock, so that a
     /// cluster at rest costs no disruption passes.
     fn drift(&mut self) {
-        let c = &self.cluster;
-        let stamps = [c.nodepools.stamp(), c.nodeclaims.stamp(), c.nodes.stamp()];
-        if self.disruption.drift_seen == Some(stamps) && self.now < self.disruption.drift_due {
+        let stamps = |c: &super::Cluster| [c.nodepools.stamp(), c.nodeclaims.stamp(), c.nodes.stamp()];
+        if self.disruption.drift_seen == Some(stamps(&self.cluster)) && self.now < self.disruption.drift_due {
             return;
         }
         self.detect_drift();
-        let c = &self.cluster;
-        self.disruption.drift_seen = Some([c.nodepools.stamp(), c.nodeclaims.stamp(), c.nodes.stamp()]);
+        self.disruption.drift_seen = Some(stamps(&self.cluster));
         // Every claim was just checked or is not due yet, so this is in the future.
         let due = self
             .disruption
@@ -383,15 +381,9 @@ impl World {
             until = until.min((self.now.div_euclid(MINUTE) + 1) * MINUTE);
         }
         // Pods' timed do-not-disrupt runs out.
-        for p in self.cluster.pods.values() {
-            let ann = p.metadata.annotations.as_ref().and_then(|a| a.get(labels::ANNOTATION_DO_NOT_DISRUPT));
-            let start = p.status.as_ref().and_then(|s| s.start_time.as_ref());
-            if let (Some(d), Some(start)) = (ann.and_then(|v| lifecycle::duration_ms(v)), start) {
-                let end = lifecycle::time_ms(start).saturating_add(d);
-                if end > self.now {
-                    until = until.min(end);
-                }
-            }
+        let expiries = self.cluster.pods.values().filter_map(crate::engine::termination::do_not_disrupt_expiry);
+        if let Some(end) = expiries.filter(|end| *end > self.now).min() {
+            until = until.min(end);
         }
         // Drift has its own clock (`drift`): a changed condition changes the store.
         until
