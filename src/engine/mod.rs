@@ -14,3 +14,4 @@ pub mod requirements;
 pub mod resources;
 pub mod scheduling;
 pub mod termination;
+pub mod whatif;

@@ -1,0 +1,1 @@
+//! What-if previews of NodePool edits (being written).

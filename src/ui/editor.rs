@@ -1,0 +1,1 @@
+//! The in-place NodePool editor (being written).
