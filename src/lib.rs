@@ -8,6 +8,7 @@
 
 pub mod aws;
 pub mod cli;
+pub mod config;
 pub mod engine;
 pub mod kube;
 pub mod runtime;

@@ -11,7 +11,16 @@ use karpenter_tui::engine::catalog::report;
 #[command(name = "karpenter-tui", version, about = "See and steer Karpenter-style node autoscaling")]
 struct Cli {
     #[command(subcommand)]
-    command: Command,
+    command: Option<Command>,
+    /// The dashboard on the simulated world (same as `demo`), optionally playing SCENARIO.
+    #[arg(long, value_name = "SCENARIO", num_args = 0..=1, default_missing_value = "")]
+    sim: Option<String>,
+    /// No action that changes the cluster is offered, and the backend refuses them.
+    #[arg(long, global = true)]
+    readonly: bool,
+    /// Colour theme: dark, light, high-contrast, a name under the config's themes/, or a .toml path.
+    #[arg(long, global = true)]
+    theme: Option<String>,
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -28,6 +37,16 @@ enum Source {
 
 #[derive(Subcommand)]
 enum Command {
+    /// The dashboard on an embedded simulated cluster and cloud: nothing to install, no cluster needed.
+    Demo {
+        /// A scenario file to play instead of the built-in demo (scenarios/*.yaml).
+        scenario: Option<String>,
+        /// Simulated seconds per real second.
+        #[arg(long)]
+        speed: Option<f64>,
+    },
+    /// Where configuration, themes, logs and the audit log live.
+    Info,
     /// Replay a scenario on the simulated cluster and cloud, on a virtual clock, and report.
     Simulate {
         /// Scenario file (shared/spec/scenario.md; examples in scenarios/).
@@ -66,7 +85,29 @@ enum Command {
 }
 
 fn run(cli: Cli) -> anyhow::Result<ExitCode> {
-    match cli.command {
+    let command = match (cli.command, cli.sim) {
+        (Some(c), _) => c,
+        (None, Some(s)) => Command::Demo { scenario: (!s.is_empty()).then_some(s), speed: None },
+        (None, None) => {
+            eprintln!(
+                "error: the live-cluster dashboard is not built yet; run `karpenter-tui demo` for the dashboard on a \
+                 simulated cluster, or `karpenter-tui --help`"
+            );
+            return Ok(ExitCode::from(2));
+        }
+    };
+    match command {
+        Command::Demo { scenario, speed } => {
+            let opts = cli::demo::DemoOptions {
+                scenario: scenario.map(Into::into),
+                speed,
+                readonly: cli.readonly,
+                theme: cli.theme,
+            };
+            cli::demo::run_demo(opts)?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Info => emit(&cli::demo::info()),
         Command::Simulate { file, output, until, seed } => {
             let until = match until.as_deref().map(karpenter_tui::engine::api::duration::parse_go_duration) {
                 Some(Err(e)) => {

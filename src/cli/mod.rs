@@ -1,4 +1,5 @@
 //! Command implementations behind `main.rs` (which only parses arguments and wires).
 
 pub mod catalog;
+pub mod demo;
 pub mod plan;

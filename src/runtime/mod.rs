@@ -1,1 +1,8 @@
-//! The async shell: clock, leadership, effect runner. Arrives with the simulation issue.
+//! The async shell between the dashboard and a backend: the messages they exchange ([`backend`]), the simulated
+//! backend that plays a scenario in accelerated real time ([`sim_driver`]), the terminal event loop
+//! ([`dashboard`]) and the operator audit log ([`audit`]).
+
+pub mod audit;
+pub mod backend;
+pub mod dashboard;
+pub mod sim_driver;

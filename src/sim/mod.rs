@@ -3,6 +3,7 @@
 
 pub mod cloud;
 pub mod cluster;
+pub mod dashboard;
 pub mod manifests;
 pub mod report;
 pub mod run;

@@ -396,47 +396,84 @@ pub fn run(s: &Scenario, until: Option<Duration>, seed: Option<u64>) -> Result<R
 
 /// Runs the scenario and returns the world as it stands at the end (for tests, what-ifs and the dashboard).
 pub fn run_world(s: &Scenario, until: Option<Duration>) -> Result<World, RunError> {
-    let catalog = build_catalog(s)?;
-    let settings = world::Settings {
-        launch_latency: ms(s.settings.launch_latency),
-        registration_latency: ms(s.settings.registration_latency),
-        ready_latency: ms(s.settings.ready_latency),
-        batch_idle: ms(s.settings.batch_idle),
-        batch_max: ms(s.settings.batch_max),
-        disruption_mode: match s.settings.disruption {
-            crate::sim::scenario::DisruptionMode::Auto => Mode::Auto,
-            crate::sim::scenario::DisruptionMode::Approve => Mode::Approve,
-            crate::sim::scenario::DisruptionMode::DryRun => Mode::DryRun,
-        },
-        validation_delay: ms(s.settings.validation_delay),
-        spot_to_spot: s.settings.spot_to_spot_consolidation,
-    };
-    let start = s.start.timestamp_millis();
-    let mut w = World::new(catalog, settings, start, s.seed);
-    w.cluster.apply(&s.objects);
-    add_nodes(s, &mut w, start)?;
-    w.track_new_pods();
-    let end = start + ms(until.unwrap_or(s.until));
-    let mut events: Vec<(usize, &crate::sim::scenario::Event)> = s.events.iter().enumerate().collect();
-    events.sort_by_key(|(i, e)| (e.at, *i));
-    for (index, e) in events {
-        let at = start + ms(e.at);
-        if at > end {
-            break;
-        }
-        w.run_until(at);
-        apply_event(&mut w, &e.action).map_err(|message| RunError::Event {
-            file: s.file().to_string(),
-            index,
-            at: e.at.as_secs_f64(),
-            message,
-        })?;
-        w.track_new_pods();
-        w.reconcile();
-    }
-    w.run_until(end);
+    let mut p = Playback::new(s)?;
+    let end = p.start + ms(until.unwrap_or(s.until));
+    p.advance(end)?;
+    let mut w = p.world;
     w.refresh_node_records();
     Ok(w)
+}
+
+/// A scenario being played: the world and the timeline events not yet applied. `simulate` plays it to the end in
+/// one go; the dashboard's `demo` advances it in small steps of accelerated real time, and keeps going after the
+/// last event.
+pub struct Playback {
+    pub world: World,
+    /// t=0 of the scenario, absolute milliseconds.
+    pub start: Millis,
+    file: String,
+    /// (absolute time, index in the file, event), in time order; `next` is the first not yet applied.
+    events: Vec<(Millis, usize, crate::sim::scenario::Event)>,
+    next: usize,
+}
+
+impl Playback {
+    /// Builds the catalog and the world at t=0 (objects applied, `nodes:` added).
+    pub fn new(s: &Scenario) -> Result<Playback, RunError> {
+        let catalog = build_catalog(s)?;
+        let settings = world::Settings {
+            launch_latency: ms(s.settings.launch_latency),
+            registration_latency: ms(s.settings.registration_latency),
+            ready_latency: ms(s.settings.ready_latency),
+            batch_idle: ms(s.settings.batch_idle),
+            batch_max: ms(s.settings.batch_max),
+            disruption_mode: match s.settings.disruption {
+                crate::sim::scenario::DisruptionMode::Auto => Mode::Auto,
+                crate::sim::scenario::DisruptionMode::Approve => Mode::Approve,
+                crate::sim::scenario::DisruptionMode::DryRun => Mode::DryRun,
+            },
+            validation_delay: ms(s.settings.validation_delay),
+            spot_to_spot: s.settings.spot_to_spot_consolidation,
+        };
+        let start = s.start.timestamp_millis();
+        let mut w = World::new(catalog, settings, start, s.seed);
+        w.cluster.apply(&s.objects);
+        add_nodes(s, &mut w, start)?;
+        w.track_new_pods();
+        let mut events: Vec<(Millis, usize, crate::sim::scenario::Event)> =
+            s.events.iter().enumerate().map(|(i, e)| (start + ms(e.at), i, e.clone())).collect();
+        events.sort_by_key(|(at, i, _)| (*at, *i));
+        Ok(Playback { world: w, start, file: s.file().to_string(), events, next: 0 })
+    }
+
+    /// Plays the timeline up to `until`: every event at or before it is applied at its time, and the world runs
+    /// to `until`.
+    pub fn advance(&mut self, until: Millis) -> Result<(), RunError> {
+        while let Some((at, index, e)) = self.events.get(self.next) {
+            if *at > until {
+                break;
+            }
+            let (at, index) = (*at, *index);
+            self.world.run_until(at);
+            let result = apply_event(&mut self.world, &e.action);
+            self.next += 1;
+            result.map_err(|message| RunError::Event {
+                file: self.file.clone(),
+                index,
+                at: secs(at, self.start),
+                message,
+            })?;
+            self.world.track_new_pods();
+            self.world.reconcile();
+        }
+        self.world.run_until(until);
+        Ok(())
+    }
+
+    /// Timeline events not yet applied.
+    pub fn remaining_events(&self) -> usize {
+        self.events.len() - self.next
+    }
 }
 
 /// Seconds since t=0.

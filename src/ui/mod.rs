@@ -1,5 +1,12 @@
-//! The dashboard (ratatui), Elm-shaped: one [`app::AppState`] owned by the UI task, a reducer with no I/O, pure
-//! rendering over a shared reference, and one action registry behind keys, help, palette and read-only filtering.
+//! The dashboard (ratatui), Elm-shaped: one [`app::AppState`] owned by the UI task, a reducer ([`app::update`])
+//! with no I/O, pure rendering over a shared reference ([`view`]), and one action registry ([`action`]) behind keys,
+//! help, footer hints, the palette and read-only filtering.
 
+pub mod action;
+pub mod app;
 pub mod editor;
+pub mod model;
+pub mod panes;
+pub mod rows;
 pub mod theme;
+pub mod view;

@@ -124,10 +124,8 @@ impl Theme {
             return Ok(t);
         }
         if name_or_path.ends_with(".toml") {
-            let text = std::fs::read_to_string(name_or_path).map_err(|e| ThemeError::Parse {
-                source_name: name_or_path.to_string(),
-                message: e.to_string(),
-            })?;
+            let text = std::fs::read_to_string(name_or_path)
+                .map_err(|e| ThemeError::Parse { source_name: name_or_path.to_string(), message: e.to_string() })?;
             return Theme::parse(&text, name_or_path);
         }
         Err(ThemeError::Unknown(name_or_path.to_string()))

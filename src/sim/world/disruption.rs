@@ -459,6 +459,18 @@ impl World {
         Ok(())
     }
 
+    /// Switches the disruption mode at run time (the dashboard's `:mode`). Open proposals are withdrawn, since
+    /// they were made under the old mode's rules, and a pass runs at once under the new one.
+    pub fn set_mode(&mut self, mode: Mode) {
+        let open: Vec<String> = self.disruption.gate.awaiting().map(|p| p.id.clone()).collect();
+        self.disruption.gate.set_mode(mode, self.now);
+        for id in open {
+            self.set_state(&id, DisruptionState::Invalidated(format!("disruption mode changed to {mode}")));
+        }
+        self.disruption.next_pass = self.now;
+        self.disruption.quiet = None;
+    }
+
     /// Why each node is (not) being disrupted right now: the "why won't this node consolidate" view.
     pub fn explain(&mut self) -> BTreeMap<String, Outlook> {
         self.with_disruption_context(None, explain_nodes)

@@ -1,0 +1,99 @@
+//! `karpenter-tui demo [SCENARIO]`: the dashboard on the simulated world, in accelerated real time.
+
+use std::path::PathBuf;
+
+use anyhow::Context as _;
+
+use crate::config::{Config, Paths, load_theme};
+use crate::runtime::audit::AuditLog;
+use crate::runtime::dashboard::{Session, run};
+use crate::runtime::sim_driver::{SimDriver, spawn};
+use crate::sim::run::Playback;
+use crate::sim::scenario::parse_scenario;
+use crate::ui::action::KeyMap;
+use crate::ui::app::{AppState, Msg, update};
+
+/// The built-in demo scenario.
+pub const DEMO_SCENARIO: &str = include_str!("../../scenarios/demo.yaml");
+
+pub struct DemoOptions {
+    pub scenario: Option<PathBuf>,
+    pub speed: Option<f64>,
+    pub readonly: bool,
+    pub theme: Option<String>,
+}
+
+/// Sends tracing to the state directory's log file, never to the terminal the dashboard owns. The guard flushes
+/// on drop.
+pub fn init_logging(paths: &Paths) -> Option<tracing_appender::non_blocking::WorkerGuard> {
+    std::fs::create_dir_all(&paths.state_dir).ok()?;
+    let appender = tracing_appender::rolling::never(&paths.state_dir, "karpenter-tui.log");
+    let (writer, guard) = tracing_appender::non_blocking(appender);
+    tracing_subscriber::fmt()
+        .with_writer(writer)
+        .with_ansi(false)
+        .with_max_level(tracing::Level::INFO)
+        .try_init()
+        .ok()?;
+    Some(guard)
+}
+
+pub fn run_demo(opts: DemoOptions) -> anyhow::Result<()> {
+    let paths = Paths::resolve();
+    let config = Config::load(&paths.config_file())?;
+    let _guard = init_logging(&paths);
+    let (name, text) = match &opts.scenario {
+        Some(p) => {
+            (p.display().to_string(), std::fs::read_to_string(p).with_context(|| format!("reading {}", p.display()))?)
+        }
+        None => ("builtin:demo".to_string(), DEMO_SCENARIO.to_string()),
+    };
+    let scenario = parse_scenario(&text, &name)?;
+    let playback = Playback::new(&scenario)?;
+    let readonly = config.readonly_for(opts.readonly, "demo");
+    let theme = match config.theme_for(opts.theme.as_deref(), "demo") {
+        Some(t) => load_theme(&paths, &t)?,
+        None => crate::ui::theme::Theme::default(),
+    };
+    let (keymap, warnings) = KeyMap::new(&config.key_overrides(), readonly);
+    let speed = opts.speed.or(config.demo_speed).unwrap_or(10.0);
+    let mut state = AppState::new(keymap, theme, true, speed);
+    for w in warnings {
+        update(&mut state, Msg::Warn(format!("config: {w}")));
+    }
+    tracing::info!(scenario = %name, speed, readonly, "demo starting");
+
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .context("starting the async runtime")?;
+    runtime.block_on(async move {
+        let (etx, erx) = tokio::sync::mpsc::unbounded_channel();
+        let driver = SimDriver::new(playback, scenario.name.clone(), speed, readonly);
+        let (commands, handle) = spawn(driver, etx).context("starting the simulation thread")?;
+        let session =
+            Session { state, commands, events: erx, audit: AuditLog::new(paths.audit_file()), context: "demo".into() };
+        let result = run(session).await;
+        // The driver stops when its command channel closes (dropped with the session).
+        let _ = tokio::task::spawn_blocking(move || handle.join()).await;
+        result
+    })
+}
+
+/// `karpenter-tui info`: where configuration, themes, logs and the audit log live.
+pub fn info() -> String {
+    let p = Paths::resolve();
+    let mut out = String::new();
+    out.push_str(&format!("config directory  {}\n", p.config_dir.display()));
+    out.push_str(&format!(
+        "config file       {}{}\n",
+        p.config_file().display(),
+        if p.config_file().is_file() { "" } else { " (absent: defaults)" }
+    ));
+    out.push_str(&format!("themes            {} (built in: dark, light, high-contrast)\n", p.themes_dir().display()));
+    out.push_str(&format!("state directory   {}\n", p.state_dir.display()));
+    out.push_str(&format!("log file          {}\n", p.log_file().display()));
+    out.push_str(&format!("audit log         {}\n", p.audit_file().display()));
+    out
+}

@@ -1,0 +1,68 @@
+//! What the dashboard asks of a backend and what comes back. A backend owns the world (simulated or live) and the
+//! engine; the UI only ever sees [`crate::ui::model::ClusterView`] pictures and the outcomes of its requests.
+
+use std::sync::Arc;
+
+use crate::engine::disruption::gate::Mode;
+use crate::ui::model::ClusterView;
+
+/// A request from the operator, already confirmed in the UI. `request` ties the outcome to it.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Command {
+    Approve {
+        request: u64,
+        id: String,
+    },
+    Reject {
+        request: u64,
+        id: String,
+    },
+    SetMode {
+        request: u64,
+        mode: Mode,
+    },
+    /// Validate and apply an edited NodePool (YAML).
+    ApplyNodePool {
+        request: u64,
+        name: String,
+        yaml: String,
+    },
+    /// Compute what an edited NodePool would do, without applying it.
+    PreviewNodePool {
+        request: u64,
+        name: String,
+        yaml: String,
+    },
+    /// Demo only: clock speed (×), and pause.
+    SetSpeed {
+        speed: f64,
+    },
+    SetPaused {
+        paused: bool,
+    },
+    Shutdown,
+}
+
+impl Command {
+    /// Whether the command changes the cluster; read-only backends refuse these.
+    pub fn is_mutating(&self) -> bool {
+        matches!(
+            self,
+            Command::Approve { .. } | Command::Reject { .. } | Command::SetMode { .. } | Command::ApplyNodePool { .. }
+        )
+    }
+}
+
+#[derive(Debug, Clone)]
+pub enum Event {
+    /// A fresh picture of the cluster.
+    View(Arc<ClusterView>),
+    /// How a request ended: a sentence for the status line either way.
+    Done { request: u64, outcome: Result<String, String> },
+    /// The what-if of an edit (or why it could not be computed).
+    Preview { request: u64, result: Result<Vec<String>, String> },
+    /// Something the operator should know that is not an answer to a request (a scenario event that failed).
+    Notice(String),
+    /// The backend stopped (error text when it failed).
+    Stopped(Option<String>),
+}

@@ -1,0 +1,216 @@
+//! The simulated backend behind `demo`: a scenario played on the world's clock running at a multiple of real time,
+//! on its own thread (the engine is synchronous and CPU-bound; the UI must never wait for a solve). It takes
+//! [`Command`]s and sends [`Event`]s: a fresh picture when something changed (at most a few per second), and the
+//! outcome of every request.
+
+use std::sync::Arc;
+use std::sync::mpsc::{Receiver, RecvTimeoutError};
+use std::time::{Duration, Instant};
+
+use tokio::sync::mpsc::UnboundedSender;
+
+use crate::engine::api::strict::parse_nodepool_strict;
+use crate::engine::provisioning::Millis;
+use crate::runtime::backend::{Command, Event};
+use crate::sim::dashboard;
+use crate::sim::run::Playback;
+use crate::ui::model::Source;
+
+/// How often the clock steps (real time).
+const STEP: Duration = Duration::from_millis(50);
+/// Pictures are sent at most this often while things change, and at least this often while they don't (so ages and
+/// the clock in the header move).
+const MIN_VIEW_GAP: Duration = Duration::from_millis(200);
+const MAX_VIEW_GAP: Duration = Duration::from_secs(1);
+
+pub struct SimDriver {
+    playback: Playback,
+    name: String,
+    speed: f64,
+    paused: bool,
+    readonly: bool,
+    /// Real instant and virtual time the clock was last re-based at (speed changes and pauses re-base it).
+    base: (Instant, Millis),
+    generation: u64,
+    last_sent: Option<(Instant, Fingerprint)>,
+}
+
+/// What the picture depends on besides the clock.
+type Fingerprint = ([u64; 12], usize, usize);
+
+impl SimDriver {
+    pub fn new(playback: Playback, name: String, speed: f64, readonly: bool) -> SimDriver {
+        let now = playback.world.now;
+        SimDriver {
+            playback,
+            name,
+            speed: speed.clamp(0.1, 1000.0),
+            paused: false,
+            readonly,
+            base: (Instant::now(), now),
+            generation: 0,
+            last_sent: None,
+        }
+    }
+
+    /// Runs until `Shutdown` or until the UI goes away.
+    pub fn run(mut self, commands: Receiver<Command>, events: UnboundedSender<Event>) {
+        self.send_view(&events, true);
+        loop {
+            match commands.recv_timeout(STEP) {
+                Ok(Command::Shutdown) => break,
+                Ok(cmd) => {
+                    for e in self.handle(cmd) {
+                        if events.send(e).is_err() {
+                            return;
+                        }
+                    }
+                    self.send_view(&events, true);
+                }
+                Err(RecvTimeoutError::Timeout) => {}
+                Err(RecvTimeoutError::Disconnected) => break,
+            }
+            // A timeline event that cannot apply (it names a node an operator already removed) is reported and
+            // skipped: the demo goes on.
+            if let Err(e) = self.step()
+                && events.send(Event::Notice(e)).is_err()
+            {
+                return;
+            }
+            if !self.send_view(&events, false) {
+                return;
+            }
+        }
+        let _ = events.send(Event::Stopped(None));
+    }
+
+    /// The virtual time the clock has reached.
+    fn target(&self) -> Millis {
+        if self.paused {
+            return self.base.1;
+        }
+        let real = self.base.0.elapsed().as_secs_f64() * 1000.0;
+        self.base.1 + (real * self.speed) as Millis
+    }
+
+    fn rebase(&mut self) {
+        self.base = (Instant::now(), self.playback.world.now);
+    }
+
+    /// Advances the world to where the clock is. A slow solve only makes the world lag; it catches up next step.
+    pub fn step(&mut self) -> Result<(), String> {
+        let target = self.target();
+        if target > self.playback.world.now {
+            self.playback.advance(target).map_err(|e| e.to_string())?;
+        }
+        Ok(())
+    }
+
+    fn fingerprint(&self) -> Fingerprint {
+        let w = &self.playback.world;
+        let decisions = w.record.decisions.len();
+        // Proposal states change in place; count the open ones too.
+        (w.cluster.stamps(), decisions, w.awaiting_approval().len())
+    }
+
+    /// Sends a picture if something changed (or `force`). False when the UI is gone.
+    fn send_view(&mut self, events: &UnboundedSender<Event>, force: bool) -> bool {
+        let fp = self.fingerprint();
+        if !force && let Some((at, last)) = &self.last_sent {
+            let gap = at.elapsed();
+            if gap < MIN_VIEW_GAP || (*last == fp && gap < MAX_VIEW_GAP) {
+                return true;
+            }
+        }
+        let view = self.view();
+        self.last_sent = Some((Instant::now(), fp));
+        events.send(Event::View(Arc::new(view))).is_ok()
+    }
+
+    pub fn view(&mut self) -> crate::ui::model::ClusterView {
+        self.generation += 1;
+        let clock = if self.paused { "simulated (paused)".to_string() } else { format!("simulated ×{}", self.speed) };
+        let source = Source { context: "demo".into(), cluster: self.name.clone(), clock };
+        dashboard::view(&mut self.playback.world, source, self.generation)
+    }
+
+    /// Carries out one request. Mutations are refused in read-only mode here, not only in the UI.
+    pub fn handle(&mut self, cmd: Command) -> Vec<Event> {
+        if self.readonly && cmd.is_mutating() {
+            let request = match &cmd {
+                Command::Approve { request, .. }
+                | Command::Reject { request, .. }
+                | Command::SetMode { request, .. }
+                | Command::ApplyNodePool { request, .. } => *request,
+                _ => 0,
+            };
+            return vec![Event::Done { request, outcome: Err("read-only: the backend refuses changes".into()) }];
+        }
+        let w = &mut self.playback.world;
+        match cmd {
+            Command::Approve { request, id } => {
+                let outcome = match w.approve(&id) {
+                    Ok(true) => Ok(format!("{id} approved and started")),
+                    Ok(false) => Err(format!("{id} no longer holds and was withdrawn (see Disruptions)")),
+                    Err(e) => Err(format!("{id}: {e}")),
+                };
+                w.reconcile();
+                vec![Event::Done { request, outcome }]
+            }
+            Command::Reject { request, id } => {
+                let outcome = w.reject(&id).map(|()| format!("{id} rejected")).map_err(|e| format!("{id}: {e}"));
+                vec![Event::Done { request, outcome }]
+            }
+            Command::SetMode { request, mode } => {
+                w.set_mode(mode);
+                w.reconcile();
+                vec![Event::Done { request, outcome: Ok(format!("disruption mode is now {mode}")) }]
+            }
+            Command::ApplyNodePool { request, name, yaml } => {
+                let outcome = apply_nodepool(w, &name, &yaml);
+                vec![Event::Done { request, outcome }]
+            }
+            Command::PreviewNodePool { request, .. } => {
+                vec![Event::Preview { request, result: Err("previews are not available yet".into()) }]
+            }
+            Command::SetSpeed { speed } => {
+                self.rebase();
+                self.speed = speed.clamp(0.1, 1000.0);
+                Vec::new()
+            }
+            Command::SetPaused { paused } => {
+                self.rebase();
+                self.paused = paused;
+                Vec::new()
+            }
+            Command::Shutdown => Vec::new(),
+        }
+    }
+}
+
+/// Replaces a NodePool after strict validation; nothing changes when it is invalid.
+fn apply_nodepool(w: &mut crate::sim::world::World, name: &str, yaml: &str) -> Result<String, String> {
+    let pool = parse_nodepool_strict(yaml, &format!("nodepool/{name}")).map_err(|diags| {
+        let first: Vec<String> = diags.iter().take(3).map(|d| d.to_string()).collect();
+        format!("not applied: {}", first.join("; "))
+    })?;
+    if pool.name() != name {
+        return Err(format!("not applied: metadata.name is {:?}, the edited NodePool is {name:?}", pool.name()));
+    }
+    if !w.cluster.nodepools.contains_key(name) {
+        return Err(format!("not applied: NodePool {name:?} no longer exists"));
+    }
+    w.cluster.nodepools.insert(name.to_string(), pool);
+    w.reconcile();
+    Ok(format!("NodePool {name} applied"))
+}
+
+/// Starts the driver on its own thread.
+pub fn spawn(
+    driver: SimDriver,
+    events: UnboundedSender<Event>,
+) -> std::io::Result<(std::sync::mpsc::Sender<Command>, std::thread::JoinHandle<()>)> {
+    let (tx, rx) = std::sync::mpsc::channel();
+    let handle = std::thread::Builder::new().name("sim-driver".into()).spawn(move || driver.run(rx, events))?;
+    Ok((tx, handle))
+}

@@ -1,0 +1,692 @@
+//! The dashboard's state and reducer. [`update`] takes a message (a key, a fresh picture, a request's outcome) and
+//! returns effects for the runtime to carry out; it does no I/O and reads no clock, so every behaviour here is
+//! tested without a terminal. Every mutation is two-phase: an intent opens a confirmation that says what will
+//! happen, and only the confirmation sends the command.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
+
+use crate::engine::disruption::gate::Mode;
+use crate::runtime::backend::Command;
+use crate::ui::action::{Action, Key, KeyMap, Pane};
+use crate::ui::model::{ClusterView, ProposalState};
+use crate::ui::rows;
+use crate::ui::theme::{self, Theme};
+
+/// Rows a page key moves.
+pub const PAGE: usize = 10;
+
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PaneState {
+    /// Index into the visible (filtered) rows.
+    pub selected: usize,
+    /// The selected row's identity, so the selection stays on the same object when rows move.
+    pub selected_key: Option<String>,
+    pub filter: String,
+    /// Indices into the pane's rows in the picture that pass the filter.
+    pub visible: Vec<usize>,
+}
+
+/// What the operator is about to confirm.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Pending {
+    Approve { id: String, detail: String },
+    Reject { id: String },
+    ApproveAll { ids: Vec<String> },
+    SetMode(Mode),
+    ApplyEdit { name: String, yaml: String },
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Confirm {
+    pub title: String,
+    /// What will happen, one sentence per line.
+    pub body: Vec<String>,
+    /// When set, the operator must type this phrase exactly (bulk actions).
+    pub phrase: Option<String>,
+    pub typed: String,
+    pub pending: Pending,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum Overlay {
+    None,
+    Help { scroll: u16 },
+    Palette { input: String },
+    Filter { input: String },
+    Confirm(Confirm),
+    Detail { title: String, lines: Vec<String>, scroll: u16 },
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Status {
+    pub text: String,
+    pub error: bool,
+}
+
+/// Inputs to the reducer.
+#[derive(Debug, Clone)]
+pub enum Msg {
+    Key(KeyEvent),
+    View(Arc<ClusterView>),
+    Done {
+        request: u64,
+        outcome: Result<String, String>,
+    },
+    BackendStopped(Option<String>),
+    /// A key-map or config warning to show once.
+    Warn(String),
+}
+
+/// What the runtime must do.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Effect {
+    Send(Command),
+    /// Append to the audit log (the runtime stamps the time and context).
+    Audit {
+        action: String,
+        target: String,
+        outcome: String,
+        detail: String,
+    },
+    Quit,
+}
+
+pub struct AppState {
+    pub view: Arc<ClusterView>,
+    pub focus: Pane,
+    pub panes: BTreeMap<Pane, PaneState>,
+    pub overlay: Overlay,
+    pub keymap: KeyMap,
+    pub theme: Theme,
+    pub status: Option<Status>,
+    /// The backend is the simulated world (pause and speed apply).
+    pub demo: bool,
+    pub paused: bool,
+    pub speed: f64,
+    pub quit: bool,
+    /// Requests sent and not answered: request → (action, target, detail) for the audit log.
+    pub in_flight: BTreeMap<u64, (String, String, String)>,
+    next_request: u64,
+}
+
+impl AppState {
+    pub fn new(keymap: KeyMap, theme: Theme, demo: bool, speed: f64) -> AppState {
+        let mut s = AppState {
+            view: Arc::new(ClusterView::default()),
+            focus: Pane::Disruptions,
+            panes: Pane::ALL.iter().map(|p| (*p, PaneState::default())).collect(),
+            overlay: Overlay::None,
+            keymap,
+            theme,
+            status: None,
+            demo,
+            paused: false,
+            speed,
+            quit: false,
+            in_flight: BTreeMap::new(),
+            next_request: 1,
+        };
+        s.refilter_all();
+        s
+    }
+
+    pub fn readonly(&self) -> bool {
+        self.keymap.readonly()
+    }
+
+    pub fn pane(&self, p: Pane) -> &PaneState {
+        // Every pane is inserted at construction; the fallback only keeps this total.
+        static EMPTY: std::sync::OnceLock<PaneState> = std::sync::OnceLock::new();
+        self.panes.get(&p).unwrap_or_else(|| EMPTY.get_or_init(PaneState::default))
+    }
+
+    fn pane_mut(&mut self, p: Pane) -> &mut PaneState {
+        self.panes.entry(p).or_default()
+    }
+
+    /// The selected row of a pane, as an index into the picture's rows.
+    pub fn selected_row(&self, p: Pane) -> Option<usize> {
+        let ps = self.pane(p);
+        ps.visible.get(ps.selected).copied()
+    }
+
+    fn refilter(&mut self, p: Pane) {
+        let view = self.view.clone();
+        let ps = self.pane_mut(p);
+        let needle = ps.filter.to_lowercase();
+        ps.visible =
+            (0..rows::count(&view, p)).filter(|&i| needle.is_empty() || rows::matches(&view, p, i, &needle)).collect();
+        // Keep the selection on the same object if it is still there.
+        if let Some(key) = &ps.selected_key
+            && let Some(pos) = ps.visible.iter().position(|&i| rows::key(&view, p, i).as_deref() == Some(key.as_str()))
+        {
+            ps.selected = pos;
+        }
+        ps.selected = ps.selected.min(ps.visible.len().saturating_sub(1));
+        ps.selected_key = ps.visible.get(ps.selected).and_then(|&i| rows::key(&view, p, i));
+    }
+
+    fn refilter_all(&mut self) {
+        for p in Pane::ALL {
+            self.refilter(p);
+        }
+    }
+
+    fn move_selection(&mut self, p: Pane, to: impl FnOnce(usize, usize) -> usize) {
+        let view = self.view.clone();
+        let ps = self.pane_mut(p);
+        let len = ps.visible.len();
+        if len == 0 {
+            return;
+        }
+        ps.selected = to(ps.selected, len).min(len - 1);
+        ps.selected_key = ps.visible.get(ps.selected).and_then(|&i| rows::key(&view, p, i));
+    }
+
+    fn request(&mut self, cmd: impl FnOnce(u64) -> Command, action: &str, target: &str, detail: String) -> Effect {
+        let id = self.next_request;
+        self.next_request += 1;
+        self.in_flight.insert(id, (action.to_string(), target.to_string(), detail));
+        Effect::Send(cmd(id))
+    }
+
+    fn info(&mut self, text: impl Into<String>) {
+        self.status = Some(Status { text: text.into(), error: false });
+    }
+
+    fn error(&mut self, text: impl Into<String>) {
+        self.status = Some(Status { text: text.into(), error: true });
+    }
+}
+
+/// The reducer.
+pub fn update(s: &mut AppState, msg: Msg) -> Vec<Effect> {
+    match msg {
+        Msg::View(v) => {
+            s.view = v;
+            s.refilter_all();
+            Vec::new()
+        }
+        Msg::Done { request, outcome } => {
+            let Some((action, target, detail)) = s.in_flight.remove(&request) else { return Vec::new() };
+            let outcome_s = match &outcome {
+                Ok(t) => {
+                    s.info(t.clone());
+                    "ok".to_string()
+                }
+                Err(e) => {
+                    s.error(e.clone());
+                    format!("error: {e}")
+                }
+            };
+            vec![Effect::Audit { action, target, outcome: outcome_s, detail }]
+        }
+        Msg::BackendStopped(err) => {
+            match err {
+                Some(e) => s.error(format!("the backend stopped: {e}")),
+                None => s.info("the backend stopped"),
+            }
+            Vec::new()
+        }
+        Msg::Warn(w) => {
+            s.error(w);
+            Vec::new()
+        }
+        Msg::Key(k) => key(s, k),
+    }
+}
+
+fn is_ctrl_c(k: &KeyEvent) -> bool {
+    k.code == KeyCode::Char('c') && k.modifiers.contains(KeyModifiers::CONTROL)
+}
+
+fn key(s: &mut AppState, k: KeyEvent) -> Vec<Effect> {
+    if is_ctrl_c(&k) {
+        s.quit = true;
+        return vec![Effect::Quit];
+    }
+    match std::mem::replace(&mut s.overlay, Overlay::None) {
+        Overlay::None => {}
+        Overlay::Help { scroll } => {
+            s.overlay = match k.code {
+                KeyCode::Down | KeyCode::Char('j') => Overlay::Help { scroll: scroll.saturating_add(1) },
+                KeyCode::Up | KeyCode::Char('k') => Overlay::Help { scroll: scroll.saturating_sub(1) },
+                KeyCode::PageDown => Overlay::Help { scroll: scroll.saturating_add(PAGE as u16) },
+                KeyCode::PageUp => Overlay::Help { scroll: scroll.saturating_sub(PAGE as u16) },
+                _ => Overlay::None,
+            };
+            return Vec::new();
+        }
+        Overlay::Detail { title, lines, scroll } => {
+            s.overlay = match k.code {
+                KeyCode::Down | KeyCode::Char('j') => {
+                    Overlay::Detail { title, lines, scroll: scroll.saturating_add(1) }
+                }
+                KeyCode::Up | KeyCode::Char('k') => Overlay::Detail { title, lines, scroll: scroll.saturating_sub(1) },
+                KeyCode::PageDown => Overlay::Detail { title, lines, scroll: scroll.saturating_add(PAGE as u16) },
+                KeyCode::PageUp => Overlay::Detail { title, lines, scroll: scroll.saturating_sub(PAGE as u16) },
+                KeyCode::Esc | KeyCode::Enter | KeyCode::Char('q') => Overlay::None,
+                _ => Overlay::Detail { title, lines, scroll },
+            };
+            return Vec::new();
+        }
+        Overlay::Filter { mut input } => {
+            match k.code {
+                KeyCode::Esc => {
+                    s.pane_mut(s.focus).filter.clear();
+                    s.refilter(s.focus);
+                }
+                KeyCode::Enter => {}
+                KeyCode::Backspace => {
+                    input.pop();
+                    s.pane_mut(s.focus).filter = input.clone();
+                    s.refilter(s.focus);
+                    s.overlay = Overlay::Filter { input };
+                }
+                KeyCode::Char(c) => {
+                    input.push(c);
+                    s.pane_mut(s.focus).filter = input.clone();
+                    s.refilter(s.focus);
+                    s.overlay = Overlay::Filter { input };
+                }
+                _ => s.overlay = Overlay::Filter { input },
+            }
+            return Vec::new();
+        }
+        Overlay::Palette { mut input } => {
+            match k.code {
+                KeyCode::Esc => {}
+                KeyCode::Enter => return palette(s, input.trim()),
+                KeyCode::Backspace => {
+                    input.pop();
+                    s.overlay = Overlay::Palette { input };
+                }
+                KeyCode::Tab => {
+                    let done = complete(&input);
+                    s.overlay = Overlay::Palette { input: done };
+                }
+                KeyCode::Char(c) => {
+                    input.push(c);
+                    s.overlay = Overlay::Palette { input };
+                }
+                _ => s.overlay = Overlay::Palette { input },
+            }
+            return Vec::new();
+        }
+        Overlay::Confirm(c) => return confirm_key(s, c, k),
+    }
+    let Some(key) = Key::from_event(&k) else { return Vec::new() };
+    let Some(action) = s.keymap.resolve(&key, s.focus) else { return Vec::new() };
+    act(s, action)
+}
+
+/// Carries out an action from the registry (keys and the palette both come here).
+pub fn act(s: &mut AppState, action: Action) -> Vec<Effect> {
+    let focus = s.focus;
+    match action {
+        Action::Quit => {
+            s.quit = true;
+            return vec![Effect::Quit];
+        }
+        Action::Help => s.overlay = Overlay::Help { scroll: 0 },
+        Action::Palette => s.overlay = Overlay::Palette { input: String::new() },
+        Action::Filter => s.overlay = Overlay::Filter { input: s.pane(focus).filter.clone() },
+        Action::NextPane => s.focus = Pane::ALL[(focus.index() + 1) % Pane::ALL.len()],
+        Action::PrevPane => s.focus = Pane::ALL[(focus.index() + Pane::ALL.len() - 1) % Pane::ALL.len()],
+        Action::Focus(p) => s.focus = p,
+        Action::Up => s.move_selection(focus, |i, _| i.saturating_sub(1)),
+        Action::Down => s.move_selection(focus, |i, _| i + 1),
+        Action::Top => s.move_selection(focus, |_, _| 0),
+        Action::Bottom => s.move_selection(focus, |_, len| len - 1),
+        Action::PageUp => s.move_selection(focus, |i, _| i.saturating_sub(PAGE)),
+        Action::PageDown => s.move_selection(focus, |i, _| i + PAGE),
+        Action::Back => {
+            if !s.pane(focus).filter.is_empty() {
+                s.pane_mut(focus).filter.clear();
+                s.refilter(focus);
+            }
+            s.status = None;
+        }
+        Action::Open => {
+            if let Some(i) = s.selected_row(focus) {
+                let (title, lines) = rows::detail(&s.view, focus, i);
+                s.overlay = Overlay::Detail { title, lines, scroll: 0 };
+            }
+        }
+        Action::Approve | Action::Reject => return proposal_intent(s, action == Action::Approve),
+        Action::ApproveAll => {
+            let ids: Vec<String> =
+                s.view.disruptions.iter().filter(|d| d.state.is_open()).map(|d| d.id.clone()).collect();
+            if ids.is_empty() {
+                s.info("no proposal is waiting for approval");
+                return Vec::new();
+            }
+            let savings: f64 =
+                s.view.disruptions.iter().filter(|d| d.state.is_open()).map(|d| d.savings_per_hour).sum();
+            let nodes: usize =
+                s.view.disruptions.iter().filter(|d| d.state.is_open()).map(|d| d.candidates.len()).sum();
+            s.overlay = Overlay::Confirm(Confirm {
+                title: format!("Approve all {} open proposals", ids.len()),
+                body: vec![
+                    format!("{} proposals: {}", ids.len(), ids.join(", ")),
+                    format!("{nodes} node(s) will be drained and deleted, replacements launched first where needed."),
+                    format!("Estimated savings ${savings:.4}/h (${:.2}/month).", savings * 730.0),
+                    "Each is validated against the cluster as it is now; one that no longer holds is withdrawn.".into(),
+                ],
+                phrase: Some(format!("approve {}", ids.len())),
+                typed: String::new(),
+                pending: Pending::ApproveAll { ids },
+            });
+        }
+        Action::Edit | Action::EditExternal => {
+            s.info("editing NodePools arrives with the editor (not in this build yet)");
+        }
+        Action::CycleTheme => {
+            let names: Vec<&str> = theme::BUILTIN.iter().map(|(n, _)| *n).collect();
+            let at = names.iter().position(|n| *n == s.theme.name).map(|i| i + 1).unwrap_or(0) % names.len();
+            if let Some(t) = Theme::builtin(names[at]) {
+                s.info(format!("theme {}", t.name));
+                s.theme = t;
+            }
+        }
+        Action::Pause | Action::Faster | Action::Slower => {
+            if !s.demo {
+                s.info("the clock is real time on a live cluster");
+                return Vec::new();
+            }
+            return match action {
+                Action::Pause => {
+                    s.paused = !s.paused;
+                    s.info(if s.paused { "paused" } else { "resumed" });
+                    vec![Effect::Send(Command::SetPaused { paused: s.paused })]
+                }
+                _ => {
+                    let f = if action == Action::Faster { 2.0 } else { 0.5 };
+                    s.speed = (s.speed * f).clamp(0.25, 512.0);
+                    s.info(format!("clock ×{}", s.speed));
+                    vec![Effect::Send(Command::SetSpeed { speed: s.speed })]
+                }
+            };
+        }
+    }
+    Vec::new()
+}
+
+/// `a` / `r` on the selected proposal: a confirmation that says exactly what will happen.
+fn proposal_intent(s: &mut AppState, approve: bool) -> Vec<Effect> {
+    let Some(i) = s.selected_row(Pane::Disruptions) else {
+        s.info("no proposal selected");
+        return Vec::new();
+    };
+    let Some(d) = s.view.disruptions.get(i).cloned() else { return Vec::new() };
+    if !d.state.is_open() {
+        s.error(format!(
+            "{} is {}; only proposals awaiting approval can be approved or rejected",
+            d.id,
+            d.state.as_str()
+        ));
+        return Vec::new();
+    }
+    let mut body = vec![format!("{} ({}, {}): {}", d.id, d.method, d.reason, d.summary)];
+    if approve {
+        let repl = if d.replacements.is_empty() {
+            "no replacement is needed: the pods fit on other nodes".to_string()
+        } else {
+            format!(
+                "{} replacement(s) launch first ({}), then the candidates drain",
+                d.replacements.len(),
+                d.replacements
+                    .iter()
+                    .map(|r| r.iter().take(3).cloned().collect::<Vec<_>>().join("|"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )
+        };
+        body.push(format!("Node(s) {} will be tainted, drained and deleted; {repl}.", d.candidates.join(", ")));
+        let pdb_limited = d.evictions.iter().filter(|(_, p)| p.as_ref().is_some_and(|(_, a)| *a <= 0)).count();
+        body.push(format!(
+            "{} pod(s) will be evicted through the Eviction API{}.",
+            d.evictions.len(),
+            if pdb_limited > 0 {
+                format!(" ({pdb_limited} behind a PDB with no headroom now: they wait)")
+            } else {
+                String::new()
+            }
+        ));
+        if d.savings_per_hour > 0.0 {
+            body.push(format!("Saves ${:.4}/h (${:.2}/month).", d.savings_per_hour, d.savings_per_hour * 730.0));
+        }
+        for (pool, n, allowed) in &d.budget_use {
+            body.push(format!("Uses {n} of the {allowed} {} disruption(s) NodePool {pool} allows now.", d.reason));
+        }
+        body.push("It is validated against the cluster as it is now before anything starts.".into());
+        let detail = format!(
+            "{} {} candidates={} savings/h={:.4}",
+            d.method,
+            d.reason,
+            d.candidates.join(","),
+            d.savings_per_hour
+        );
+        s.overlay = Overlay::Confirm(Confirm {
+            title: format!("Approve {}?", d.id),
+            body,
+            phrase: None,
+            typed: String::new(),
+            pending: Pending::Approve { id: d.id.clone(), detail },
+        });
+    } else {
+        body.push("Nothing changes. The same proposal is not offered again until the cluster changes.".into());
+        s.overlay = Overlay::Confirm(Confirm {
+            title: format!("Reject {}?", d.id),
+            body,
+            phrase: None,
+            typed: String::new(),
+            pending: Pending::Reject { id: d.id.clone() },
+        });
+    }
+    Vec::new()
+}
+
+fn confirm_key(s: &mut AppState, mut c: Confirm, k: KeyEvent) -> Vec<Effect> {
+    if let Some(phrase) = c.phrase.clone() {
+        match k.code {
+            KeyCode::Esc => {
+                s.info("cancelled");
+            }
+            KeyCode::Enter if c.typed == phrase => return confirmed(s, c.pending.clone()),
+            KeyCode::Enter => {
+                s.overlay = Overlay::Confirm(c.clone());
+                s.error(format!("type {phrase:?} exactly to confirm, or Esc to cancel"));
+            }
+            KeyCode::Backspace => {
+                c.typed.pop();
+                s.overlay = Overlay::Confirm(c.clone());
+            }
+            KeyCode::Char(ch) => {
+                c.typed.push(ch);
+                s.overlay = Overlay::Confirm(c.clone());
+            }
+            _ => s.overlay = Overlay::Confirm(c.clone()),
+        }
+        return Vec::new();
+    }
+    match k.code {
+        KeyCode::Char('y') | KeyCode::Enter => confirmed(s, c.pending.clone()),
+        KeyCode::Char('n') | KeyCode::Esc | KeyCode::Char('q') => {
+            s.info("cancelled");
+            Vec::new()
+        }
+        _ => {
+            s.overlay = Overlay::Confirm(c.clone());
+            Vec::new()
+        }
+    }
+}
+
+/// The second phase: the command goes to the backend.
+fn confirmed(s: &mut AppState, p: Pending) -> Vec<Effect> {
+    if s.readonly() {
+        s.error("read-only: nothing was sent");
+        return Vec::new();
+    }
+    match p {
+        Pending::Approve { id, detail } => {
+            s.info(format!("approving {id} ..."));
+            vec![s.request(|request| Command::Approve { request, id: id.clone() }, "approve", &id, detail)]
+        }
+        Pending::Reject { id } => {
+            s.info(format!("rejecting {id} ..."));
+            vec![s.request(|request| Command::Reject { request, id: id.clone() }, "reject", &id, String::new())]
+        }
+        Pending::ApproveAll { ids } => {
+            s.info(format!("approving {} proposals ...", ids.len()));
+            ids.into_iter()
+                .map(|id| {
+                    s.request(
+                        |request| Command::Approve { request, id: id.clone() },
+                        "approve",
+                        &id,
+                        "approve-all".into(),
+                    )
+                })
+                .collect()
+        }
+        Pending::SetMode(mode) => {
+            vec![s.request(|request| Command::SetMode { request, mode }, "mode", mode.as_str(), String::new())]
+        }
+        Pending::ApplyEdit { name, yaml } => {
+            let detail = format!("{} bytes of YAML", yaml.len());
+            vec![s.request(
+                |request| Command::ApplyNodePool { request, name: name.clone(), yaml },
+                "apply-nodepool",
+                &name,
+                detail,
+            )]
+        }
+    }
+}
+
+/// Palette commands, for help and completion.
+pub const PALETTE: &[(&str, &str)] = &[
+    ("pending", "focus Pending pods"),
+    ("nodepools", "focus NodePools"),
+    ("nodes", "focus Nodes & NodeClaims"),
+    ("disruptions", "focus Disruptions"),
+    ("budgets", "focus Budgets"),
+    ("interruptions", "focus Interruptions"),
+    ("events", "focus Events"),
+    ("mode approve", "every voluntary disruption waits for an operator"),
+    ("mode auto", "Karpenter's behaviour: disruptions start after validation"),
+    ("mode dry-run", "decide and show, never act"),
+    ("theme dark", "switch colour theme (dark, light, high-contrast)"),
+    ("speed 10", "demo clock speed"),
+    ("pause", "pause the demo clock"),
+    ("resume", "resume the demo clock"),
+    ("help", "key bindings"),
+    ("quit", "leave"),
+];
+
+/// Completes the palette input to the longest common prefix of the matching commands.
+fn complete(input: &str) -> String {
+    let matches: Vec<&str> = PALETTE.iter().map(|(c, _)| *c).filter(|c| c.starts_with(input)).collect();
+    let Some(first) = matches.first() else { return input.to_string() };
+    let mut prefix = first.to_string();
+    for m in &matches[1..] {
+        while !m.starts_with(&prefix) {
+            prefix.pop();
+        }
+    }
+    if prefix.len() > input.len() { prefix } else { input.to_string() }
+}
+
+fn palette(s: &mut AppState, input: &str) -> Vec<Effect> {
+    let words: Vec<&str> = input.split_whitespace().collect();
+    match words.as_slice() {
+        [] => Vec::new(),
+        ["q" | "quit" | "q!"] => act(s, Action::Quit),
+        ["help" | "?"] => act(s, Action::Help),
+        ["pause"] if !s.paused => act(s, Action::Pause),
+        ["resume"] if s.paused => act(s, Action::Pause),
+        ["pause" | "resume"] => Vec::new(),
+        ["theme", name] => {
+            match Theme::load(name) {
+                Ok(t) => {
+                    s.info(format!("theme {}", t.name));
+                    s.theme = t;
+                }
+                Err(e) => s.error(e.to_string()),
+            }
+            Vec::new()
+        }
+        ["speed", x] => match x.trim_start_matches(['x', '×']).parse::<f64>() {
+            Ok(v) if s.demo && v > 0.0 && v.is_finite() => {
+                s.speed = v.clamp(0.25, 512.0);
+                s.info(format!("clock ×{}", s.speed));
+                vec![Effect::Send(Command::SetSpeed { speed: s.speed })]
+            }
+            Ok(_) if !s.demo => {
+                s.info("the clock is real time on a live cluster");
+                Vec::new()
+            }
+            _ => {
+                s.error(format!(":speed {x}: expected a positive number such as 10"));
+                Vec::new()
+            }
+        },
+        ["mode", m] => {
+            let mode = match *m {
+                "approve" => Mode::Approve,
+                "auto" => Mode::Auto,
+                "dry-run" | "dryrun" => Mode::DryRun,
+                other => {
+                    s.error(format!(":mode {other}: expected approve, auto or dry-run"));
+                    return Vec::new();
+                }
+            };
+            if s.readonly() {
+                s.error("read-only: the mode cannot be changed");
+                return Vec::new();
+            }
+            if mode == s.view.mode {
+                s.info(format!("the mode is already {mode}"));
+                return Vec::new();
+            }
+            let open = s.view.disruptions.iter().filter(|d| d.state == ProposalState::AwaitingApproval).count();
+            let what = match mode {
+                Mode::Auto => "Voluntary disruptions will start on their own after validation, as Karpenter does.",
+                Mode::Approve => "Every voluntary disruption will wait for an operator's approval.",
+                Mode::DryRun => "Disruptions will be computed and shown, never started.",
+            };
+            let mut body = vec![what.to_string()];
+            if open > 0 {
+                body.push(format!("{open} open proposal(s) will be withdrawn and recomputed under the new mode."));
+            }
+            s.overlay = Overlay::Confirm(Confirm {
+                title: format!("Switch the engine from {} to {mode}?", s.view.mode),
+                body,
+                phrase: None,
+                typed: String::new(),
+                pending: Pending::SetMode(mode),
+            });
+            Vec::new()
+        }
+        [name] => {
+            if let Some(p) = crate::ui::action::Pane::ALL
+                .iter()
+                .find(|p| p.command() == *name || p.command().starts_with(name) && name.len() >= 3)
+            {
+                s.focus = *p;
+            } else {
+                s.error(format!(":{name}: unknown command (Tab completes; ? lists keys)"));
+            }
+            Vec::new()
+        }
+        _ => {
+            s.error(format!(":{input}: unknown command (Tab completes; ? lists keys)"));
+            Vec::new()
+        }
+    }
+}

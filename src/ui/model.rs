@@ -1,0 +1,257 @@
+//! What the dashboard shows: a plain-data picture of the cluster and the engine, built by a backend (the simulated
+//! world in `demo`, the kube-rs adapter on a live cluster) and handed to the UI as an `Arc`. Panes read it and
+//! nothing else, so the same panes serve every backend and render tests need no cluster.
+//!
+//! Times are absolute milliseconds on the backend's clock (virtual in `demo`); rows are pre-sorted so rendering
+//! never sorts.
+
+use crate::engine::disruption::gate::Mode;
+use crate::engine::provisioning::Millis;
+
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ClusterView {
+    pub source: Source,
+    /// The backend's clock.
+    pub now: Millis,
+    pub mode: Mode,
+    pub leadership: Leadership,
+    /// Where prices come from ("static us-east-1 table of 2026-08-15", "simulated", "live EC2 at ...").
+    pub price_provenance: String,
+    pub cost: CostSummary,
+    pub pending: Vec<PendingPod>,
+    pub nodepools: Vec<NodePoolRow>,
+    pub nodes: Vec<NodeRow>,
+    pub disruptions: Vec<DisruptionRow>,
+    pub budgets: Vec<BudgetRow>,
+    pub interruptions: Vec<InterruptionRow>,
+    /// Newest first.
+    pub events: Vec<EventRow>,
+    /// Bumped by the backend whenever anything above changed (the UI redraws on change).
+    pub generation: u64,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Source {
+    /// kube context, or "demo".
+    pub context: String,
+    pub cluster: String,
+    /// "simulated ×10", "live", "simulated (paused)".
+    pub clock: String,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum Leadership {
+    #[default]
+    Acting,
+    /// Someone else decides (another instance holds the lease, or upstream Karpenter runs): why.
+    Observing(String),
+}
+
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct CostSummary {
+    /// $/h of every managed node now.
+    pub per_hour: f64,
+    /// $/h saved by executed disruptions so far.
+    pub saved_per_hour: f64,
+    /// $/h that open proposals would save.
+    pub pending_savings_per_hour: f64,
+    pub spot_nodes: usize,
+    pub on_demand_nodes: usize,
+}
+
+impl CostSummary {
+    /// eks-node-viewer's convention: a month is a twelfth of 8,760 hours.
+    pub fn per_month(&self) -> f64 {
+        self.per_hour * 730.0
+    }
+}
+
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct PendingPod {
+    pub namespace: String,
+    pub name: String,
+    pub cpu_millis: i64,
+    pub memory_bytes: i64,
+    pub created_at: Millis,
+    /// (NodePool, why it can't take the pod); an empty pool name is a reason that applies to every pool.
+    pub reasons: Vec<(String, String)>,
+    /// The NodeClaim the pod is waiting for, when one is launching for it.
+    pub nominated: Option<String>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct NodePoolRow {
+    pub name: String,
+    pub weight: i32,
+    pub nodes: usize,
+    /// (resource, in use, limit); only limited resources, plus cpu and memory always.
+    pub usage: Vec<ResourceUse>,
+    pub cost_per_hour: f64,
+    /// (reason, nodes allowed now, why zero when zero).
+    pub budgets: Vec<(String, i64, Option<String>)>,
+    pub drifted: usize,
+    pub consolidation_policy: String,
+    pub consolidate_after: String,
+    /// The live object as YAML, what the editor opens.
+    pub yaml: String,
+}
+
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ResourceUse {
+    pub resource: String,
+    /// In the resource's base unit (millicores for cpu, bytes for memory, counts otherwise).
+    pub used: i64,
+    pub limit: Option<i64>,
+}
+
+/// Where a node or NodeClaim is in its life (the NodeClaim conditions, and what the engine is doing to it).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Lifecycle {
+    #[default]
+    Launching,
+    Launched,
+    Registered,
+    Initialized,
+    Drifted,
+    Disrupting,
+    Deleting,
+}
+
+impl Lifecycle {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Lifecycle::Launching => "Launching",
+            Lifecycle::Launched => "Launched",
+            Lifecycle::Registered => "Registered",
+            Lifecycle::Initialized => "Initialized",
+            Lifecycle::Drifted => "Drifted",
+            Lifecycle::Disrupting => "Disrupting",
+            Lifecycle::Deleting => "Deleting",
+        }
+    }
+}
+
+/// A node, or a NodeClaim that has no node yet (a "ghost" row, as eks-node-viewer shows in-flight capacity).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct NodeRow {
+    /// Node name, or the NodeClaim's while it has no node.
+    pub name: String,
+    pub nodeclaim: Option<String>,
+    pub nodepool: Option<String>,
+    pub instance_type: String,
+    pub zone: String,
+    pub capacity_type: String,
+    pub price: f64,
+    pub created_at: Millis,
+    pub state: Lifecycle,
+    pub cpu_requested: i64,
+    pub cpu_allocatable: i64,
+    pub memory_requested: i64,
+    pub memory_allocatable: i64,
+    pub pods: usize,
+    pub max_pods: i64,
+    /// namespace/name of the pods bound here.
+    pub pod_names: Vec<String>,
+    /// Why the engine is (not) disrupting it, one line per reason.
+    pub outlook: Vec<String>,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum ProposalState {
+    #[default]
+    AwaitingApproval,
+    Validating,
+    DryRun,
+    InProgress,
+    Executed,
+    Rejected,
+    Invalidated,
+    Failed,
+}
+
+impl ProposalState {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ProposalState::AwaitingApproval => "awaiting approval",
+            ProposalState::Validating => "validating",
+            ProposalState::DryRun => "dry-run",
+            ProposalState::InProgress => "in progress",
+            ProposalState::Executed => "executed",
+            ProposalState::Rejected => "rejected",
+            ProposalState::Invalidated => "invalidated",
+            ProposalState::Failed => "failed",
+        }
+    }
+
+    /// A short form for table cells.
+    pub fn short(self) -> &'static str {
+        match self {
+            ProposalState::AwaitingApproval => "awaiting",
+            ProposalState::InProgress => "running",
+            other => other.as_str(),
+        }
+    }
+
+    /// Still actionable by an operator.
+    pub fn is_open(self) -> bool {
+        self == ProposalState::AwaitingApproval
+    }
+}
+
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct DisruptionRow {
+    pub id: String,
+    pub at: Millis,
+    pub method: String,
+    pub reason: String,
+    pub candidates: Vec<String>,
+    /// Instance-type options per replacement, cheapest first.
+    pub replacements: Vec<Vec<String>>,
+    pub savings_per_hour: f64,
+    /// (namespace/name, PDB name and disruptions allowed now).
+    pub evictions: Vec<(String, Option<(String, i32)>)>,
+    /// (NodePool, nodes this uses of the budget, allowed now).
+    pub budget_use: Vec<(String, usize, i64)>,
+    pub state: ProposalState,
+    /// The engine's sentence for it, and for closed ones what happened.
+    pub summary: String,
+    pub detail: Option<String>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct BudgetRow {
+    pub nodepool: String,
+    pub reason: String,
+    pub allowed_now: i64,
+    /// The budgets in force for the reason, as written ("10%", "0 @ 0 9 * * mon-fri for 8h").
+    pub rules: Vec<String>,
+    /// Over the next 24 hours, in minutes from now: (start, end, nodes) of each scheduled window.
+    pub windows: Vec<(u32, u32, String)>,
+    pub error: Option<String>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct InterruptionRow {
+    pub at: Millis,
+    pub kind: String,
+    pub node: String,
+    pub capacity_type: String,
+    pub zone: String,
+    /// Pods on the node when the notice came.
+    pub pods: usize,
+    /// What is happening: "replacement ip-... launching", "node deleted", "informational only".
+    pub progress: String,
+    /// Seconds from the notice until the displaced pods were all running again, once they are.
+    pub replaced_after: Option<f64>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct EventRow {
+    pub at: Millis,
+    /// Normal / Warning.
+    pub kind: String,
+    /// Upstream-style reason: Nominated, Launched, DisruptionApproved, SpotInterrupted ...
+    pub reason: String,
+    pub object: String,
+    pub message: String,
+}

@@ -1,0 +1,256 @@
+//! Per-pane row access over a [`ClusterView`]: how many rows, each row's identity (so a selection follows its
+//! object), the text a `/` filter searches, and the full detail Enter shows. Panes render cells themselves; this
+//! module is what the reducer needs, so filtering and details are testable without rendering.
+
+use crate::engine::provisioning::Millis;
+use crate::engine::resources::{format_bytes_approx, format_cpu};
+use crate::ui::action::Pane;
+use crate::ui::model::ClusterView;
+
+pub fn count(v: &ClusterView, p: Pane) -> usize {
+    match p {
+        Pane::Pending => v.pending.len(),
+        Pane::NodePools => v.nodepools.len(),
+        Pane::Nodes => v.nodes.len(),
+        Pane::Disruptions => v.disruptions.len(),
+        Pane::Budgets => v.budgets.len(),
+        Pane::Interruptions => v.interruptions.len(),
+        Pane::Events => v.events.len(),
+    }
+}
+
+pub fn key(v: &ClusterView, p: Pane, i: usize) -> Option<String> {
+    Some(match p {
+        Pane::Pending => v.pending.get(i).map(|r| format!("{}/{}", r.namespace, r.name))?,
+        Pane::NodePools => v.nodepools.get(i)?.name.clone(),
+        Pane::Nodes => v.nodes.get(i)?.name.clone(),
+        Pane::Disruptions => v.disruptions.get(i)?.id.clone(),
+        Pane::Budgets => v.budgets.get(i).map(|b| format!("{}/{}", b.nodepool, b.reason))?,
+        Pane::Interruptions => v.interruptions.get(i).map(|r| format!("{}@{}", r.node, r.at))?,
+        Pane::Events => v.events.get(i).map(|e| format!("{}@{}:{}", e.object, e.at, e.reason))?,
+    })
+}
+
+/// Whether row `i` contains `needle` (already lower-case) in any of its visible fields. An `!` prefix inverts.
+pub fn matches(v: &ClusterView, p: Pane, i: usize, needle: &str) -> bool {
+    if let Some(n) = needle.strip_prefix('!') {
+        return n.is_empty() || !matches(v, p, i, n);
+    }
+    let hit = |s: &str| s.to_lowercase().contains(needle);
+    match p {
+        Pane::Pending => v.pending.get(i).is_some_and(|r| {
+            hit(&r.namespace) || hit(&r.name) || r.reasons.iter().any(|(pool, why)| hit(pool) || hit(why))
+        }),
+        Pane::NodePools => v.nodepools.get(i).is_some_and(|r| hit(&r.name)),
+        Pane::Nodes => v.nodes.get(i).is_some_and(|r| {
+            hit(&r.name)
+                || hit(r.nodepool.as_deref().unwrap_or(""))
+                || hit(&r.instance_type)
+                || hit(&r.zone)
+                || hit(&r.capacity_type)
+                || hit(r.state.as_str())
+        }),
+        Pane::Disruptions => v.disruptions.get(i).is_some_and(|r| {
+            hit(&r.id)
+                || hit(&r.method)
+                || hit(&r.reason)
+                || hit(r.state.as_str())
+                || r.candidates.iter().any(|c| hit(c))
+        }),
+        Pane::Budgets => v.budgets.get(i).is_some_and(|r| hit(&r.nodepool) || hit(&r.reason)),
+        Pane::Interruptions => v.interruptions.get(i).is_some_and(|r| hit(&r.kind) || hit(&r.node) || hit(&r.zone)),
+        Pane::Events => v.events.get(i).is_some_and(|r| hit(&r.reason) || hit(&r.object) || hit(&r.message)),
+    }
+}
+
+/// "3m20s" style age on the backend's clock.
+pub fn age(now: Millis, then: Millis) -> String {
+    let s = ((now - then).max(0) / 1000) as u64;
+    match s {
+        0..60 => format!("{s}s"),
+        60..3600 => format!("{}m{:02}s", s / 60, s % 60),
+        3600..86400 => format!("{}h{:02}m", s / 3600, (s % 3600) / 60),
+        _ => format!("{}d{:02}h", s / 86400, (s % 86400) / 3600),
+    }
+}
+
+pub fn clock(t: Millis) -> String {
+    chrono::DateTime::<chrono::Utc>::from_timestamp_millis(t)
+        .map(|d| d.format("%H:%M:%S").to_string())
+        .unwrap_or_else(|| "--:--:--".into())
+}
+
+/// The title and lines of the Enter view of row `i`.
+pub fn detail(v: &ClusterView, p: Pane, i: usize) -> (String, Vec<String>) {
+    let mut out = Vec::new();
+    let title = match p {
+        Pane::Pending => {
+            let Some(r) = v.pending.get(i) else { return (String::new(), out) };
+            out.push(format!("Pod {}/{} — pending for {}", r.namespace, r.name, age(v.now, r.created_at)));
+            out.push(format!(
+                "Requests: cpu {}, memory {}",
+                format_cpu(r.cpu_millis),
+                format_bytes_approx(r.memory_bytes)
+            ));
+            out.push(String::new());
+            if r.reasons.is_empty() {
+                out.push("The engine has no objection: a NodeClaim is being launched or the next provisioning".into());
+                out.push("pass (batched over a few seconds) will pick it up.".into());
+            } else {
+                out.push("Why no NodePool can take it:".into());
+                for (pool, why) in &r.reasons {
+                    if pool.is_empty() {
+                        out.push(format!("  • {why}"));
+                    } else {
+                        out.push(format!("  • NodePool {pool}: {why}"));
+                    }
+                }
+            }
+            format!("pod {}/{}", r.namespace, r.name)
+        }
+        Pane::NodePools => {
+            let Some(r) = v.nodepools.get(i) else { return (String::new(), out) };
+            out.push(format!(
+                "Weight {}, {} node(s), ${:.4}/h, {} drifted",
+                r.weight, r.nodes, r.cost_per_hour, r.drifted
+            ));
+            out.push(format!("Consolidation: {} after {}", r.consolidation_policy, r.consolidate_after));
+            for u in &r.usage {
+                out.push(format!(
+                    "{}: {} of {}",
+                    u.resource,
+                    fmt_res(&u.resource, u.used),
+                    u.limit.map(|l| fmt_res(&u.resource, l)).unwrap_or_else(|| "no limit".into())
+                ));
+            }
+            for (reason, allowed, why) in &r.budgets {
+                match why {
+                    Some(w) => out.push(format!("Budget {reason}: 0 — {w}")),
+                    None => out.push(format!("Budget {reason}: {allowed} node(s) may be disrupted now")),
+                }
+            }
+            out.push(String::new());
+            out.extend(r.yaml.lines().map(str::to_string));
+            format!("nodepool {}", r.name)
+        }
+        Pane::Nodes => {
+            let Some(r) = v.nodes.get(i) else { return (String::new(), out) };
+            out.push(format!(
+                "{} {} {} in {}, ${:.4}/h, age {}",
+                r.state.as_str(),
+                r.capacity_type,
+                r.instance_type,
+                r.zone,
+                r.price,
+                age(v.now, r.created_at)
+            ));
+            out.push(format!(
+                "NodePool {}, NodeClaim {}",
+                r.nodepool.as_deref().unwrap_or("(none: not managed)"),
+                r.nodeclaim.as_deref().unwrap_or("(none)")
+            ));
+            out.push(format!(
+                "Requests: cpu {} of {}, memory {} of {}, pods {} of {}",
+                format_cpu(r.cpu_requested),
+                format_cpu(r.cpu_allocatable),
+                format_bytes_approx(r.memory_requested),
+                format_bytes_approx(r.memory_allocatable),
+                r.pods,
+                r.max_pods
+            ));
+            out.push(String::new());
+            out.push("Why it is (not) being consolidated:".into());
+            if r.outlook.is_empty() {
+                out.push("  • nothing to say yet".into());
+            }
+            out.extend(r.outlook.iter().map(|l| format!("  • {l}")));
+            out.push(String::new());
+            out.push(format!("Pods ({}):", r.pod_names.len()));
+            out.extend(r.pod_names.iter().map(|p| format!("  {p}")));
+            format!("node {}", r.name)
+        }
+        Pane::Disruptions => {
+            let Some(r) = v.disruptions.get(i) else { return (String::new(), out) };
+            out.push(format!("{} — {} ({}) — {}", r.id, r.method, r.reason, r.state.as_str()));
+            out.push(r.summary.clone());
+            if let Some(d) = &r.detail {
+                out.push(format!("Why: {d}"));
+            }
+            out.push(String::new());
+            out.push(format!("Candidates: {}", r.candidates.join(", ")));
+            if r.replacements.is_empty() {
+                out.push("Replacements: none (delete only)".into());
+            }
+            for (n, repl) in r.replacements.iter().enumerate() {
+                out.push(format!("Replacement {}: {}", n + 1, repl.join(", ")));
+            }
+            out.push(format!("Savings: ${:.4}/h (${:.2}/month)", r.savings_per_hour, r.savings_per_hour * 730.0));
+            for (pool, n, allowed) in &r.budget_use {
+                out.push(format!("Budget: uses {n} of {allowed} allowed now on NodePool {pool}"));
+            }
+            if !r.evictions.is_empty() {
+                out.push(String::new());
+                out.push(format!("Pods to evict ({}):", r.evictions.len()));
+                for (pod, pdb) in &r.evictions {
+                    match pdb {
+                        Some((name, allowed)) => {
+                            out.push(format!("  {pod}  (PDB {name}: {allowed} disruption(s) allowed now)"))
+                        }
+                        None => out.push(format!("  {pod}")),
+                    }
+                }
+            }
+            format!("disruption {}", r.id)
+        }
+        Pane::Budgets => {
+            let Some(r) = v.budgets.get(i) else { return (String::new(), out) };
+            out.push(format!(
+                "NodePool {}, reason {}: {} node(s) may be disrupted now",
+                r.nodepool, r.reason, r.allowed_now
+            ));
+            if let Some(e) = &r.error {
+                out.push(format!("Malformed budget, nothing is allowed: {e}"));
+            }
+            out.push(String::new());
+            out.push("Budgets in force for this reason:".into());
+            if r.rules.is_empty() {
+                out.push("  (none: the default of 10% applies)".into());
+            }
+            out.extend(r.rules.iter().map(|b| format!("  {b}")));
+            out.push(String::new());
+            out.push("Scheduled windows in the next 24h:".into());
+            if r.windows.is_empty() {
+                out.push("  none".into());
+            }
+            for (a, z, nodes) in &r.windows {
+                out.push(format!("  +{}h{:02}m → +{}h{:02}m: {nodes}", a / 60, a % 60, z / 60, z % 60));
+            }
+            format!("budgets {}/{}", r.nodepool, r.reason)
+        }
+        Pane::Interruptions => {
+            let Some(r) = v.interruptions.get(i) else { return (String::new(), out) };
+            out.push(format!("{} at {} for node {} ({} in {})", r.kind, clock(r.at), r.node, r.capacity_type, r.zone));
+            out.push(format!("{} pod(s) on the node when the notice came", r.pods));
+            out.push(format!("Progress: {}", r.progress));
+            if let Some(s) = r.replaced_after {
+                out.push(format!("Handled in {s:.0}s"));
+            }
+            format!("interruption {}", r.node)
+        }
+        Pane::Events => {
+            let Some(r) = v.events.get(i) else { return (String::new(), out) };
+            out.push(format!("{} {} {} {}", clock(r.at), r.kind, r.reason, r.object));
+            out.push(r.message.clone());
+            format!("event {}", r.reason)
+        }
+    };
+    (title, out)
+}
+
+pub fn fmt_res(resource: &str, v: i64) -> String {
+    match resource {
+        "cpu" => format_cpu(v),
+        "memory" | "ephemeral-storage" => format_bytes_approx(v),
+        _ => v.to_string(),
+    }
+}

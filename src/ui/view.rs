@@ -1,0 +1,276 @@
+//! The whole screen, rendered from `&AppState` alone: header, panes, footer and whichever overlay is open.
+//!
+//! Layout: at 140×40 and above every pane is on screen at once; below that the focused pane fills the body under
+//! a tab strip, so 80×24 stays readable.
+
+use ratatui::buffer::Buffer;
+use ratatui::layout::{Constraint, Layout, Rect};
+use ratatui::style::{Modifier, Style};
+use ratatui::text::{Line, Span};
+use ratatui::widgets::{Block, Borders, Clear, Paragraph, Widget, Wrap};
+
+use crate::ui::action::{Pane, REGISTRY, Scope};
+use crate::ui::app::{AppState, Overlay, PALETTE};
+use crate::ui::model::Leadership;
+use crate::ui::panes;
+use crate::ui::rows::clock;
+
+/// Below this the dashboard shows one pane at a time.
+pub const GRID_MIN: (u16, u16) = (140, 40);
+
+impl Widget for &AppState {
+    fn render(self, area: Rect, buf: &mut Buffer) {
+        buf.set_style(area, self.theme.base());
+        let [header, body, footer] =
+            Layout::vertical([Constraint::Length(2), Constraint::Fill(1), Constraint::Length(1)]).areas(area);
+        render_header(self, header, buf);
+        if area.width >= GRID_MIN.0 && area.height >= GRID_MIN.1 {
+            render_grid(self, body, buf);
+        } else {
+            render_tabs(self, body, buf);
+        }
+        render_footer(self, footer, buf);
+        render_overlay(self, area, buf);
+    }
+}
+
+fn render_header(s: &AppState, area: Rect, buf: &mut Buffer) {
+    let v = &s.view;
+    let t = &s.theme;
+    buf.set_style(area, t.header());
+    let mode_style = Style::default().fg(t.header_bg).bg(match v.mode {
+        crate::engine::disruption::gate::Mode::Auto => t.warn,
+        crate::engine::disruption::gate::Mode::Approve => t.ok,
+        crate::engine::disruption::gate::Mode::DryRun => t.info,
+    });
+    let lead = match &v.leadership {
+        Leadership::Acting => Span::styled(" acting ", t.header()),
+        Leadership::Observing(why) => Span::styled(format!(" observing: {why} "), t.header().fg(t.warn)),
+    };
+    let mut first = vec![
+        Span::styled(" karpenter-tui ", t.header().add_modifier(Modifier::BOLD)),
+        Span::styled(format!("{} · {} ", v.source.context, v.source.cluster), t.header()),
+        Span::styled(format!("{} {} ", clock(v.now), v.source.clock), t.header()),
+        Span::styled(format!(" {} ", v.mode.as_str().to_uppercase()), mode_style.add_modifier(Modifier::BOLD)),
+        lead,
+    ];
+    if s.readonly() {
+        first.push(Span::styled(" READ-ONLY ", Style::default().fg(t.header_bg).bg(t.bad)));
+    }
+    let c = &v.cost;
+    let second = vec![
+        Span::styled(format!(" ${:.3}/h ", c.per_hour), t.header().add_modifier(Modifier::BOLD)),
+        Span::styled(format!("${:.0}/month ", c.per_month()), t.header()),
+        Span::styled(format!("· saved ${:.3}/h ", c.saved_per_hour), t.header().fg(t.ok)),
+        Span::styled(format!("· pending ${:.3}/h ", c.pending_savings_per_hour), t.header().fg(t.warn)),
+        Span::styled(format!("· {} spot, {} on-demand ", c.spot_nodes, c.on_demand_nodes), t.header()),
+        Span::styled(format!("· prices: {}", v.price_provenance), t.header()),
+    ];
+    Paragraph::new(vec![Line::from(first), Line::from(second)]).style(t.header()).render(area, buf);
+}
+
+fn render_grid(s: &AppState, area: Rect, buf: &mut Buffer) {
+    let [top, mid, bottom] =
+        Layout::vertical([Constraint::Percentage(28), Constraint::Percentage(42), Constraint::Percentage(30)])
+            .areas(area);
+    let [pending, pools] = Layout::horizontal([Constraint::Percentage(45), Constraint::Percentage(55)]).areas(top);
+    let [nodes, disruptions] = Layout::horizontal([Constraint::Percentage(55), Constraint::Percentage(45)]).areas(mid);
+    let [budgets, interruptions, events] =
+        Layout::horizontal([Constraint::Percentage(33), Constraint::Percentage(30), Constraint::Percentage(37)])
+            .areas(bottom);
+    panes::render(s, Pane::Pending, pending, buf);
+    panes::render(s, Pane::NodePools, pools, buf);
+    panes::render(s, Pane::Nodes, nodes, buf);
+    panes::render(s, Pane::Disruptions, disruptions, buf);
+    panes::render(s, Pane::Budgets, budgets, buf);
+    panes::render(s, Pane::Interruptions, interruptions, buf);
+    panes::render(s, Pane::Events, events, buf);
+}
+
+fn render_tabs(s: &AppState, area: Rect, buf: &mut Buffer) {
+    let [tabs, body] = Layout::vertical([Constraint::Length(1), Constraint::Fill(1)]).areas(area);
+    let v = &s.view;
+    let badge = |p: Pane| -> String {
+        match p {
+            Pane::Pending if !v.pending.is_empty() => format!("({})", v.pending.len()),
+            Pane::Disruptions => {
+                let open = v.disruptions.iter().filter(|d| d.state.is_open()).count();
+                if open > 0 { format!("({open}!)") } else { String::new() }
+            }
+            _ => String::new(),
+        }
+    };
+    let spans: Vec<Span> = Pane::ALL
+        .iter()
+        .map(|p| {
+            let short = match p {
+                Pane::Nodes => "Nodes",
+                other => other.title(),
+            };
+            let text = format!(" {}:{}{} ", p.index() + 1, short, badge(*p));
+            if *p == s.focus { Span::styled(text, s.theme.selected()) } else { Span::styled(text, s.theme.muted()) }
+        })
+        .collect();
+    Paragraph::new(Line::from(spans)).render(tabs, buf);
+    panes::render(s, s.focus, body, buf);
+}
+
+fn render_footer(s: &AppState, area: Rect, buf: &mut Buffer) {
+    let t = &s.theme;
+    if let Some(st) = &s.status {
+        let style = if st.error { Style::default().fg(t.bad) } else { Style::default().fg(t.info) };
+        Paragraph::new(Span::styled(format!(" {}", st.text), style)).render(area, buf);
+        return;
+    }
+    let mut spans = Vec::new();
+    for spec in REGISTRY.iter().filter(|sp| sp.hint) {
+        let applies = match spec.scope {
+            Scope::Global => true,
+            Scope::Pane(p) => p == s.focus,
+        };
+        if !applies || !s.keymap.is_bound(spec.action) {
+            continue;
+        }
+        spans.push(Span::styled(format!(" {}", s.keymap.label(spec.action)), Style::default().fg(t.accent)));
+        spans.push(Span::styled(format!(" {} ", spec.name), t.muted()));
+    }
+    Paragraph::new(Line::from(spans)).render(area, buf);
+}
+
+/// A centred rectangle of at most `w`×`h` inside `area`.
+fn centred(area: Rect, w: u16, h: u16) -> Rect {
+    let w = w.min(area.width);
+    let h = h.min(area.height);
+    Rect { x: area.x + (area.width - w) / 2, y: area.y + (area.height - h) / 2, width: w, height: h }
+}
+
+fn popup<'a>(s: &AppState, title: String) -> Block<'a> {
+    Block::default()
+        .borders(Borders::ALL)
+        .border_style(s.theme.border(true))
+        .title(Span::styled(format!(" {title} "), s.theme.title(true)))
+        .style(s.theme.base())
+}
+
+fn render_overlay(s: &AppState, area: Rect, buf: &mut Buffer) {
+    let t = &s.theme;
+    match &s.overlay {
+        Overlay::None => {}
+        Overlay::Help { scroll } => {
+            let r = centred(area, 78, area.height.saturating_sub(2));
+            Clear.render(r, buf);
+            let mut lines = Vec::new();
+            for (name, pane_scoped) in [("Everywhere", false), ("In a pane", true)] {
+                let pick = |sc: &Scope| matches!(sc, Scope::Pane(_)) == pane_scoped;
+                lines.push(Line::from(Span::styled(name, Style::default().fg(t.accent).add_modifier(Modifier::BOLD))));
+                for spec in REGISTRY.iter().filter(|sp| pick(&sp.scope) && s.keymap.is_bound(sp.action)) {
+                    let scope = match spec.scope {
+                        Scope::Pane(p) => format!(" ({})", p.title()),
+                        Scope::Global => String::new(),
+                    };
+                    lines.push(Line::from(vec![
+                        Span::styled(format!("  {:<14}", s.keymap.label(spec.action)), Style::default().fg(t.accent)),
+                        Span::raw(format!("{}{scope}", spec.help)),
+                        Span::styled(format!("  [{}]", spec.name), t.muted()),
+                    ]));
+                }
+                lines.push(Line::raw(""));
+            }
+            lines.push(Line::from(Span::styled(
+                "Commands (:)",
+                Style::default().fg(t.accent).add_modifier(Modifier::BOLD),
+            )));
+            for (cmd, help) in PALETTE {
+                if s.readonly() && cmd.starts_with("mode") {
+                    continue;
+                }
+                lines.push(Line::from(vec![
+                    Span::styled(format!("  :{cmd:<16}"), Style::default().fg(t.accent)),
+                    Span::raw(*help),
+                ]));
+            }
+            if s.readonly() {
+                lines.push(Line::raw(""));
+                lines.push(Line::from(Span::styled(
+                    "Read-only: actions that change the cluster are not available.",
+                    Style::default().fg(t.bad),
+                )));
+            }
+            Paragraph::new(lines)
+                .block(popup(s, "help — Esc closes, j/k scroll; keys are remappable by [name] in config.yaml".into()))
+                .scroll((*scroll, 0))
+                .render(r, buf);
+        }
+        Overlay::Palette { input } => {
+            let suggestions: Vec<&(&str, &str)> =
+                PALETTE.iter().filter(|(c, _)| c.starts_with(input.as_str())).take(8).collect();
+            let r = centred(area, 60, suggestions.len() as u16 + 3);
+            let r = Rect { y: area.y + 3.min(area.height.saturating_sub(r.height)), ..r };
+            Clear.render(r, buf);
+            let mut lines = vec![Line::from(vec![
+                Span::styled(":", Style::default().fg(t.accent)),
+                Span::raw(input.clone()),
+                Span::styled("▏", Style::default().fg(t.accent)),
+            ])];
+            for (c, h) in suggestions {
+                lines.push(Line::from(vec![
+                    Span::styled(format!("  {c:<16}"), Style::default().fg(t.accent)),
+                    Span::styled(*h, t.muted()),
+                ]));
+            }
+            Paragraph::new(lines)
+                .block(popup(s, "command — Tab completes, Enter runs, Esc closes".into()))
+                .render(r, buf);
+        }
+        Overlay::Filter { input } => {
+            let r = Rect {
+                x: area.x,
+                y: area.y + area.height.saturating_sub(1),
+                width: area.width,
+                height: 1.min(area.height),
+            };
+            Clear.render(r, buf);
+            Paragraph::new(Line::from(vec![
+                Span::styled(format!(" filter {}: /", s.focus.title()), Style::default().fg(t.accent)),
+                Span::raw(input.clone()),
+                Span::styled("▏  (Enter keeps, Esc clears, ! inverts)", t.muted()),
+            ]))
+            .render(r, buf);
+        }
+        Overlay::Confirm(c) => {
+            let r = centred(area, 76, c.body.len() as u16 * 2 + 6);
+            Clear.render(r, buf);
+            let mut lines: Vec<Line> = c.body.iter().map(|b| Line::raw(b.clone())).collect();
+            lines.push(Line::raw(""));
+            match &c.phrase {
+                Some(p) => {
+                    lines.push(Line::from(vec![
+                        Span::styled(
+                            format!("Type \"{p}\" and Enter to confirm, Esc to cancel: "),
+                            Style::default().fg(t.warn),
+                        ),
+                        Span::raw(c.typed.clone()),
+                        Span::styled("▏", Style::default().fg(t.accent)),
+                    ]));
+                }
+                None => lines.push(Line::from(vec![
+                    Span::styled(" y/Enter ", Style::default().fg(t.header_bg).bg(t.ok)),
+                    Span::raw(" confirm   "),
+                    Span::styled(" n/Esc ", Style::default().fg(t.header_bg).bg(t.muted)),
+                    Span::raw(" cancel"),
+                ])),
+            }
+            Paragraph::new(lines).wrap(Wrap { trim: false }).block(popup(s, c.title.clone())).render(r, buf);
+        }
+        Overlay::Detail { title, lines, scroll } => {
+            let r = centred(area, area.width.saturating_sub(4).max(20), area.height.saturating_sub(2));
+            Clear.render(r, buf);
+            let text: Vec<Line> = lines.iter().map(|l| Line::raw(l.clone())).collect();
+            Paragraph::new(text)
+                .wrap(Wrap { trim: false })
+                .scroll((*scroll, 0))
+                .block(popup(s, format!("{title} — Esc closes, j/k scroll")))
+                .render(r, buf);
+        }
+    }
+}
