@@ -104,10 +104,15 @@ fn render_tabs(s: &AppState, area: Rect, buf: &mut Buffer) {
         .iter()
         .map(|p| {
             let short = match p {
+                Pane::Pending => "Pending",
+                Pane::NodePools => "Pools",
                 Pane::Nodes => "Nodes",
-                other => other.title(),
+                Pane::Disruptions => "Disruptions",
+                Pane::Budgets => "Budgets",
+                Pane::Interruptions => "Interrupts",
+                Pane::Events => "Events",
             };
-            let text = format!(" {}:{}{} ", p.index() + 1, short, badge(*p));
+            let text = format!(" {} {}{} ", p.index() + 1, short, badge(*p));
             if *p == s.focus { Span::styled(text, s.theme.selected()) } else { Span::styled(text, s.theme.muted()) }
         })
         .collect();
@@ -123,12 +128,13 @@ fn render_footer(s: &AppState, area: Rect, buf: &mut Buffer) {
         return;
     }
     let mut spans = Vec::new();
-    for spec in REGISTRY.iter().filter(|sp| sp.hint) {
-        let applies = match spec.scope {
-            Scope::Global => true,
-            Scope::Pane(p) => p == s.focus,
-        };
-        if !applies || !s.keymap.is_bound(spec.action) {
+    // The focused pane's own actions first: they are what the operator is looking for.
+    let pane_first = REGISTRY
+        .iter()
+        .filter(|sp| sp.scope == Scope::Pane(s.focus))
+        .chain(REGISTRY.iter().filter(|sp| sp.scope == Scope::Global));
+    for spec in pane_first.filter(|sp| sp.hint) {
+        if !s.keymap.is_bound(spec.action) {
             continue;
         }
         spans.push(Span::styled(format!(" {}", s.keymap.label(spec.action)), Style::default().fg(t.accent)));

@@ -19,7 +19,7 @@ pub fn render(s: &AppState, area: Rect, buf: &mut Buffer) {
         Constraint::Fill(3),
         Constraint::Fill(3),
         Constraint::Length(7),
-        Constraint::Length(10),
+        Constraint::Length(12),
         Constraint::Length(5),
     ];
     let header = ["NAME", "WT", "NODES", "CPU / LIMIT", "MEMORY / LIMIT", "$/H", "BUDGET E/D/U", "DRIFT"];

@@ -1,0 +1,361 @@
+//! The dashboard without a terminal: the reducer driven by keys over pictures of the demo world, the simulated
+//! backend's handling of commands, and snapshots of every pane and of full screens (ratatui's TestBackend).
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
+use karpenter_tui::cli::demo::DEMO_SCENARIO;
+use karpenter_tui::engine::disruption::gate::Mode;
+use karpenter_tui::runtime::backend::{Command, Event};
+use karpenter_tui::runtime::sim_driver::SimDriver;
+use karpenter_tui::sim::run::Playback;
+use karpenter_tui::sim::scenario::parse_scenario;
+use karpenter_tui::ui::action::{KeyMap, Pane};
+use karpenter_tui::ui::app::{AppState, Effect, Msg, Overlay, update};
+use karpenter_tui::ui::model::{ClusterView, ProposalState};
+use karpenter_tui::ui::theme::Theme;
+use ratatui::Terminal;
+use ratatui::backend::TestBackend;
+
+/// The demo world played to `secs` simulated seconds, as a driver (approve mode, as `demo` runs it).
+fn driver_at(secs: i64, readonly: bool) -> SimDriver {
+    let s = parse_scenario(DEMO_SCENARIO, "demo.yaml").expect("the demo scenario parses");
+    let mut p = Playback::new(&s).expect("the demo world builds");
+    let end = p.start + secs * 1000;
+    p.advance(end).expect("the demo timeline plays");
+    SimDriver::new(p, "demo".into(), 10.0, readonly)
+}
+
+fn view_at(secs: i64) -> Arc<ClusterView> {
+    Arc::new(driver_at(secs, false).view())
+}
+
+fn app(view: Arc<ClusterView>, readonly: bool) -> AppState {
+    let (km, warnings) = KeyMap::new(&BTreeMap::new(), readonly);
+    assert!(warnings.is_empty());
+    let mut s = AppState::new(km, Theme::default(), true, 10.0);
+    update(&mut s, Msg::View(view));
+    s
+}
+
+fn key(s: &mut AppState, c: char) -> Vec<Effect> {
+    update(s, Msg::Key(KeyEvent::new(KeyCode::Char(c), KeyModifiers::NONE)))
+}
+
+fn code(s: &mut AppState, c: KeyCode) -> Vec<Effect> {
+    update(s, Msg::Key(KeyEvent::new(c, KeyModifiers::NONE)))
+}
+
+fn typed(s: &mut AppState, text: &str) -> Vec<Effect> {
+    text.chars().flat_map(|c| key(s, c)).collect()
+}
+
+/// Selects the first open proposal in the Disruptions pane and returns its id.
+fn select_open(s: &mut AppState) -> String {
+    key(s, '4');
+    key(s, 'g');
+    for _ in 0..s.view.disruptions.len() {
+        let i = s.selected_row(Pane::Disruptions).expect("a row is selected");
+        if s.view.disruptions[i].state.is_open() {
+            return s.view.disruptions[i].id.clone();
+        }
+        key(s, 'j');
+    }
+    panic!("no open proposal in {:?}", s.view.disruptions);
+}
+
+#[test]
+fn the_demo_shows_the_story_within_the_first_minute() {
+    // At ×10, the first real minute is ten simulated minutes.
+    let early = view_at(20);
+    assert!(early.pending.iter().any(|p| p.name.starts_with("inflate")), "inflate pods are pending early on");
+    use karpenter_tui::ui::model::Lifecycle;
+    assert!(
+        early.nodes.iter().any(|n| matches!(n.state, Lifecycle::Launching | Lifecycle::Launched)),
+        "capacity for them is in flight: {:?}",
+        early.nodes
+    );
+    let v = view_at(180);
+    let launched = v.nodes.iter().filter(|n| n.nodeclaim.as_deref().is_some_and(|c| c.starts_with("default-")));
+    assert!(launched.count() >= 1, "a NodeClaim was launched for the pending pods: {:?}", v.nodes);
+    assert!(v.pending.iter().all(|p| p.name == "trainer"), "everything but the GPU pod is bound: {:?}", v.pending);
+    let trainer = v.pending.iter().find(|p| p.name == "trainer").expect("the GPU pod stays pending");
+    assert!(trainer.reasons.iter().any(|(_, why)| why.contains("nvidia.com/gpu")), "{:?}", trainer.reasons);
+    assert!(v.disruptions.iter().any(|d| d.state == ProposalState::AwaitingApproval), "a proposal waits");
+    assert_eq!(v.interruptions.len(), 1, "the spot interruption at 170s is on the board");
+    assert_eq!(v.interruptions[0].node, "spot-b");
+    assert_eq!(v.mode, Mode::Approve);
+}
+
+#[test]
+fn approving_takes_a_confirmation_then_sends_the_command_and_audits_the_outcome() {
+    let mut s = app(view_at(180), false);
+    let id = select_open(&mut s);
+    assert!(key(&mut s, 'a').is_empty(), "the first phase sends nothing");
+    let Overlay::Confirm(c) = &s.overlay else { panic!("a confirmation opens: {:?}", s.overlay) };
+    assert!(c.title.contains(&id));
+    let d = s.view.disruptions.iter().find(|d| d.id == id).expect("the proposal");
+    let body = c.body.join("\n");
+    for cand in &d.candidates {
+        assert!(body.contains(cand), "the dialog names candidate {cand}: {body}");
+    }
+    assert!(body.contains("evicted"), "{body}");
+    let effects = key(&mut s, 'y');
+    let request = match effects.as_slice() {
+        [Effect::Send(Command::Approve { request, id: sent })] if *sent == id => *request,
+        other => panic!("expected one approve command for {id}, got {other:?}"),
+    };
+    assert_eq!(s.overlay, Overlay::None);
+    let audit = update(&mut s, Msg::Done { request, outcome: Ok(format!("{id} approved and started")) });
+    assert_eq!(
+        audit,
+        vec![Effect::Audit {
+            action: "approve".into(),
+            target: id.clone(),
+            outcome: "ok".into(),
+            detail: audit_detail(&audit)
+        }]
+    );
+    assert!(s.status.as_ref().is_some_and(|st| !st.error && st.text.contains(&id)));
+}
+
+fn audit_detail(effects: &[Effect]) -> String {
+    match effects {
+        [Effect::Audit { detail, .. }] => {
+            assert!(detail.contains("candidates="), "{detail}");
+            detail.clone()
+        }
+        other => panic!("expected one audit record, got {other:?}"),
+    }
+}
+
+#[test]
+fn cancelling_sends_nothing_and_reject_needs_its_own_confirmation() {
+    let mut s = app(view_at(180), false);
+    let id = select_open(&mut s);
+    key(&mut s, 'a');
+    assert!(key(&mut s, 'n').is_empty());
+    assert_eq!(s.overlay, Overlay::None);
+    key(&mut s, 'r');
+    assert!(matches!(&s.overlay, Overlay::Confirm(c) if c.title.starts_with("Reject")));
+    let effects = code(&mut s, KeyCode::Enter);
+    assert!(
+        matches!(effects.as_slice(), [Effect::Send(Command::Reject { id: sent, .. })] if *sent == id),
+        "{effects:?}"
+    );
+}
+
+#[test]
+fn a_closed_proposal_cannot_be_approved() {
+    let mut s = app(view_at(180), false);
+    key(&mut s, '4');
+    key(&mut s, 'g');
+    let closed = (0..s.view.disruptions.len()).find(|_| {
+        let i = s.selected_row(Pane::Disruptions).expect("selected");
+        let open = s.view.disruptions[i].state.is_open();
+        if open {
+            key(&mut s, 'j');
+        }
+        !open
+    });
+    if closed.is_some() {
+        assert!(key(&mut s, 'a').is_empty());
+        assert_eq!(s.overlay, Overlay::None);
+        assert!(s.status.as_ref().is_some_and(|st| st.error), "an error says why");
+    } else {
+        // Every proposal is still open at this point of the demo: check the rule on an executed one instead.
+        let mut v = (*s.view).clone();
+        v.disruptions[0].state = ProposalState::Executed;
+        update(&mut s, Msg::View(Arc::new(v)));
+        key(&mut s, 'g');
+        assert!(key(&mut s, 'a').is_empty());
+        assert_eq!(s.overlay, Overlay::None);
+    }
+}
+
+#[test]
+fn approve_all_requires_the_typed_phrase() {
+    let mut s = app(view_at(180), false);
+    key(&mut s, '4');
+    let open = s.view.disruptions.iter().filter(|d| d.state.is_open()).count();
+    assert!(open >= 1);
+    key(&mut s, 'A');
+    let phrase = match &s.overlay {
+        Overlay::Confirm(c) => c.phrase.clone().expect("a typed confirmation"),
+        other => panic!("{other:?}"),
+    };
+    assert_eq!(phrase, format!("approve {open}"));
+    assert!(typed(&mut s, "y").is_empty(), "a single key does not confirm a bulk action");
+    assert!(code(&mut s, KeyCode::Enter).is_empty(), "a wrong phrase confirms nothing");
+    assert!(matches!(s.overlay, Overlay::Confirm(_)), "the dialog stays open");
+    code(&mut s, KeyCode::Backspace);
+    typed(&mut s, &phrase);
+    let effects = code(&mut s, KeyCode::Enter);
+    let approvals = effects.iter().filter(|e| matches!(e, Effect::Send(Command::Approve { .. }))).count();
+    assert_eq!(approvals, open);
+}
+
+#[test]
+fn read_only_offers_no_mutation_at_all() {
+    let mut s = app(view_at(180), true);
+    select_open(&mut s);
+    assert!(key(&mut s, 'a').is_empty());
+    assert!(key(&mut s, 'A').is_empty());
+    assert_eq!(s.overlay, Overlay::None, "no confirmation even opens");
+    key(&mut s, ':');
+    typed(&mut s, "mode auto");
+    assert!(code(&mut s, KeyCode::Enter).is_empty());
+    assert!(s.status.as_ref().is_some_and(|st| st.error && st.text.contains("read-only")));
+    // The backend refuses too, whatever the UI does.
+    let mut d = driver_at(180, true);
+    let id = d.view().disruptions.iter().find(|x| x.state.is_open()).expect("open").id.clone();
+    let out = d.handle(Command::Approve { request: 9, id });
+    assert!(
+        matches!(out.as_slice(), [Event::Done { request: 9, outcome: Err(e) }] if e.contains("read-only")),
+        "{out:?}"
+    );
+}
+
+#[test]
+fn the_palette_focuses_panes_and_changes_the_mode_after_confirmation() {
+    let mut s = app(view_at(180), false);
+    key(&mut s, ':');
+    typed(&mut s, "nodep");
+    code(&mut s, KeyCode::Tab);
+    assert_eq!(s.overlay, Overlay::Palette { input: "nodepools".into() }, "Tab completes");
+    code(&mut s, KeyCode::Enter);
+    assert_eq!(s.focus, Pane::NodePools);
+    key(&mut s, ':');
+    typed(&mut s, "mode auto");
+    assert!(code(&mut s, KeyCode::Enter).is_empty());
+    assert!(matches!(&s.overlay, Overlay::Confirm(c) if c.body.iter().any(|l| l.contains("withdrawn"))));
+    let effects = key(&mut s, 'y');
+    assert!(matches!(effects.as_slice(), [Effect::Send(Command::SetMode { mode: Mode::Auto, .. })]), "{effects:?}");
+    key(&mut s, ':');
+    typed(&mut s, "frobnicate");
+    code(&mut s, KeyCode::Enter);
+    assert!(s.status.as_ref().is_some_and(|st| st.error && st.text.contains("frobnicate")));
+}
+
+#[test]
+fn the_filter_narrows_the_focused_pane_and_esc_clears_it() {
+    let mut s = app(view_at(180), false);
+    key(&mut s, '3');
+    let all = s.pane(Pane::Nodes).visible.len();
+    assert!(all >= 2);
+    key(&mut s, '/');
+    typed(&mut s, "spot-a");
+    assert_eq!(s.pane(Pane::Nodes).visible.len(), 1);
+    code(&mut s, KeyCode::Enter);
+    assert_eq!(s.pane(Pane::Nodes).filter, "spot-a", "Enter keeps the filter");
+    code(&mut s, KeyCode::Esc);
+    assert_eq!(s.pane(Pane::Nodes).visible.len(), all, "Esc clears it");
+    key(&mut s, '/');
+    typed(&mut s, "!spot-a");
+    assert_eq!(s.pane(Pane::Nodes).visible.len(), all - 1, "! inverts");
+}
+
+#[test]
+fn the_selection_follows_its_object_when_rows_move() {
+    let mut s = app(view_at(180), false);
+    key(&mut s, '3');
+    key(&mut s, 'G');
+    let i = s.selected_row(Pane::Nodes).expect("selected");
+    let name = s.view.nodes[i].name.clone();
+    let mut v = (*s.view).clone();
+    v.nodes.reverse();
+    update(&mut s, Msg::View(Arc::new(v)));
+    let j = s.selected_row(Pane::Nodes).expect("still selected");
+    assert_eq!(s.view.nodes[j].name, name);
+}
+
+#[test]
+fn enter_explains_a_pending_pod_and_a_node() {
+    let mut s = app(view_at(180), false);
+    key(&mut s, '1');
+    code(&mut s, KeyCode::Enter);
+    let Overlay::Detail { lines, .. } = &s.overlay else { panic!("{:?}", s.overlay) };
+    let text = lines.join("\n");
+    assert!(text.contains("NodePool critical") && text.contains("dedicated=critical"), "{text}");
+    code(&mut s, KeyCode::Esc);
+    key(&mut s, '3');
+    code(&mut s, KeyCode::Enter);
+    let Overlay::Detail { lines, .. } = &s.overlay else { panic!("{:?}", s.overlay) };
+    assert!(lines.iter().any(|l| l.contains("Why it is (not) being consolidated")), "{lines:?}");
+}
+
+#[test]
+fn demo_clock_controls_reach_the_backend() {
+    let mut s = app(view_at(10), false);
+    assert_eq!(key(&mut s, 'p'), vec![Effect::Send(Command::SetPaused { paused: true })]);
+    assert_eq!(key(&mut s, '+'), vec![Effect::Send(Command::SetSpeed { speed: 20.0 })]);
+    assert_eq!(key(&mut s, 'q'), vec![Effect::Quit]);
+}
+
+#[test]
+fn the_backend_applies_approvals_and_refuses_invalid_nodepools() {
+    let mut d = driver_at(180, false);
+    let v = d.view();
+    let open = v.disruptions.iter().find(|x| x.state.is_open()).expect("open").clone();
+    let out = d.handle(Command::Approve { request: 1, id: open.id.clone() });
+    assert!(matches!(out.as_slice(), [Event::Done { request: 1, .. }]), "{out:?}");
+    let after = d.view();
+    let now = after.disruptions.iter().find(|x| x.id == open.id).expect("still listed");
+    assert_ne!(now.state, ProposalState::AwaitingApproval, "approval moved it on");
+
+    let pool = after.nodepools.iter().find(|p| p.name == "default").expect("pool").yaml.clone();
+    let broken = pool.replace("consolidateAfter: 30s", "consolidateAfter: soon");
+    let out = d.handle(Command::ApplyNodePool { request: 2, name: "default".into(), yaml: broken });
+    assert!(
+        matches!(out.as_slice(), [Event::Done { outcome: Err(e), .. }] if e.contains("consolidateAfter")),
+        "{out:?}"
+    );
+    assert_eq!(d.view().nodepools.iter().find(|p| p.name == "default").expect("pool").yaml, pool, "nothing changed");
+    let renamed = pool.replace("name: default", "name: other");
+    let out = d.handle(Command::ApplyNodePool { request: 3, name: "default".into(), yaml: renamed });
+    assert!(matches!(out.as_slice(), [Event::Done { outcome: Err(_), .. }]), "{out:?}");
+    let edited = pool.replace("consolidateAfter: 30s", "consolidateAfter: 2m");
+    let out = d.handle(Command::ApplyNodePool { request: 4, name: "default".into(), yaml: edited });
+    assert!(matches!(out.as_slice(), [Event::Done { outcome: Ok(_), .. }]), "{out:?}");
+    assert_eq!(d.view().nodepools.iter().find(|p| p.name == "default").expect("pool").consolidate_after, "2m");
+}
+
+fn screen(s: &AppState, w: u16, h: u16) -> String {
+    let mut t = Terminal::new(TestBackend::new(w, h)).expect("test terminal");
+    t.draw(|f| f.render_widget(s, f.area())).expect("draws");
+    format!("{}", t.backend())
+}
+
+#[test]
+fn snapshot_full_screens() {
+    let mut s = app(view_at(180), false);
+    insta::assert_snapshot!("grid_160x45", screen(&s, 160, 45));
+    insta::assert_snapshot!("tabs_80x24", screen(&s, 80, 24));
+    key(&mut s, '?');
+    insta::assert_snapshot!("help_100x40", screen(&s, 100, 40));
+}
+
+#[test]
+fn snapshot_every_pane() {
+    let mut s = app(view_at(180), false);
+    for p in Pane::ALL {
+        key(&mut s, char::from(b'1' + p.index() as u8));
+        insta::assert_snapshot!(format!("pane_{}", p.command()), screen(&s, 120, 20));
+    }
+    key(&mut s, '4');
+    select_open(&mut s);
+    key(&mut s, 'a');
+    insta::assert_snapshot!("confirm_approve", screen(&s, 100, 30));
+}
+
+#[test]
+fn tiny_and_odd_terminals_render_without_panicking() {
+    let mut s = app(view_at(180), false);
+    for (w, h) in [(1, 1), (10, 3), (40, 10), (80, 24), (300, 100)] {
+        screen(&s, w, h);
+        key(&mut s, '?');
+        screen(&s, w, h);
+        code(&mut s, KeyCode::Esc);
+    }
+}
