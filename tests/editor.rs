@@ -82,6 +82,18 @@ fn the_live_object_is_valid_and_unmodified() {
 }
 
 #[test]
+fn editable_yaml_round_trips_without_status() {
+    let pool: karpenter_tui::engine::api::NodePool = serde_yaml::from_str(LIVE).unwrap();
+    let mut with_status = pool.clone();
+    with_status.status = Some(Default::default());
+    let text = karpenter_tui::ui::editor::editable_yaml(&with_status).expect("serialises");
+    assert!(!text.contains("status"), "{text}");
+    let e = NodePoolEditor::new("default", &text);
+    assert!(e.is_valid(), "{:?}\n{text}", e.diagnostics());
+    assert_eq!(e.parsed().map(|p| &p.spec), Some(&pool.spec));
+}
+
+#[test]
 fn breaking_the_yaml_reports_the_line_and_column() {
     let mut e = NodePoolEditor::new("default", LIVE);
     end_of_line(&mut e, 12);

@@ -35,7 +35,7 @@ use std::sync::Arc;
 use crate::engine::api::NodePool;
 use crate::engine::catalog::{Catalog, InstanceType};
 use crate::engine::disruption::budgets::{self, BudgetStatus};
-use crate::engine::disruption::candidates::survey;
+use crate::engine::disruption::candidates::{Survey, survey};
 use crate::engine::disruption::consolidation::Simulator;
 use crate::engine::disruption::{Blocker, Candidate, Context, DisruptionOptions, Reason};
 use crate::engine::drift::{self, Drift, DriftInput};
@@ -303,7 +303,8 @@ pub fn preview(input: &WhatIfInput<'_>, edited: &NodePool) -> EditPreview {
         nominated: &nominated,
         options: &disruption_options,
     };
-    let (drifted, undrifted, drift_cost) = drift_changes(input, &ctx, live, &edited);
+    let survey = survey(&ctx);
+    let (drifted, undrifted, drift_cost) = drift_changes(input, &ctx, &survey, live, &edited);
 
     let cost = CostChange {
         pending_before: launch_price(&before),
@@ -313,8 +314,7 @@ pub fn preview(input: &WhatIfInput<'_>, edited: &NodePool) -> EditPreview {
         drift: drift_cost,
     };
 
-    let survey_counts = survey(&ctx).counts;
-    let counts = survey_counts.get(&name).copied().unwrap_or_default();
+    let counts = survey.counts.get(&name).copied().unwrap_or_default();
     let budgets = BUDGET_REASONS
         .iter()
         .map(|&reason| BudgetChange {
@@ -424,6 +424,7 @@ fn pod_changes(state: &ClusterState, before: &Results, after: &Results, pool: &s
 fn drift_changes(
     input: &WhatIfInput<'_>,
     ctx: &Context<'_>,
+    survey: &Survey,
     live: Option<&NodePool>,
     edited: &NodePool,
 ) -> (Vec<DriftedClaim>, Vec<String>, DriftCost) {
@@ -457,7 +458,7 @@ fn drift_changes(
             _ => {}
         }
     }
-    let cost = if drifted.is_empty() { DriftCost::default() } else { estimate_replacements(ctx, &mut drifted) };
+    let cost = if drifted.is_empty() { DriftCost::default() } else { estimate_replacements(ctx, survey, &mut drifted) };
     drifted.sort_by(|a, b| a.nodeclaim.cmp(&b.nodeclaim));
     undrifted.sort();
     (drifted, undrifted, cost)
@@ -465,14 +466,13 @@ fn drift_changes(
 
 /// Prices each drifted claim's replacement on its own, then all priced ones together, with the disruption
 /// engine's simulation over the edited snapshot.
-fn estimate_replacements(ctx: &Context<'_>, drifted: &mut [DriftedClaim]) -> DriftCost {
-    let survey = survey(ctx);
+fn estimate_replacements(ctx: &Context<'_>, survey: &Survey, drifted: &mut [DriftedClaim]) -> DriftCost {
     let mut state = ClusterState::new(&ctx.snap, ctx.catalogs, ctx.policy);
     // Leave pending pods out: their capacity is the other half of the estimate.
     let pods = std::mem::take(&mut state.to_schedule);
     let flags = std::mem::take(&mut state.provisionable);
     (state.to_schedule, state.provisionable) = pods.into_iter().zip(flags).filter(|(_, pending)| !pending).unzip();
-    let sim = Simulator::new(ctx, &state, &survey);
+    let sim = Simulator::new(ctx, &state, survey);
     let mut group = Vec::new();
     for d in drifted.iter_mut() {
         let Some(node) = d.node.clone() else { continue };

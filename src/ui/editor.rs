@@ -294,6 +294,16 @@ pub fn validate_nodepool_text(text: &str, pool_name: &str, policy: &LabelPolicy)
     Err(diagnostics)
 }
 
+/// The text to edit for a live NodePool: its YAML without `status` (the controller's, not the operator's) and
+/// without `metadata.managedFields` (bookkeeping nobody edits by hand). Everything else stays, so the diff against
+/// it shows exactly what the operator changed.
+pub fn editable_yaml(pool: &NodePool) -> Result<String, serde_yaml::Error> {
+    let mut p = pool.clone();
+    p.status = None;
+    p.metadata.managed_fields = None;
+    serde_yaml::to_string(&p)
+}
+
 /// `12:5 spec.template.spec.requirements[0].operator: message` — how the editor lists a problem.
 pub fn diagnostic_line(d: &Diagnostic) -> String {
     if d.path.is_empty() {
