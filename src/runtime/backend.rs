@@ -4,6 +4,7 @@
 use std::sync::Arc;
 
 use crate::engine::disruption::gate::Mode;
+use crate::engine::whatif::EditPreview;
 use crate::ui::model::ClusterView;
 
 /// A request from the operator, already confirmed in the UI. `request` ties the outcome to it.
@@ -60,7 +61,7 @@ pub enum Event {
     /// How a request ended: a sentence for the status line either way.
     Done { request: u64, outcome: Result<String, String> },
     /// The what-if of an edit (or why it could not be computed).
-    Preview { request: u64, result: Result<Vec<String>, String> },
+    Preview { request: u64, result: Result<Box<EditPreview>, String> },
     /// Something the operator should know that is not an answer to a request (a scenario event that failed).
     Notice(String),
     /// The backend stopped (error text when it failed).

@@ -49,7 +49,7 @@ fn backend_msg(e: Event) -> Msg {
     match e {
         Event::View(v) => Msg::View(v),
         Event::Done { request, outcome } => Msg::Done { request, outcome },
-        Event::Preview { request, result } => Msg::Done { request, outcome: result.map(|l| l.join("\n")) },
+        Event::Preview { request, result } => Msg::Preview { request, result },
         Event::Stopped(err) => Msg::BackendStopped(err),
         Event::Notice(text) => Msg::Warn(text),
     }
@@ -89,13 +89,25 @@ async fn event_loop<S: CommandSink>(terminal: &mut DefaultTerminal, mut s: Sessi
             },
             _ = tick.tick() => dirty = true,
         }
-        for m in msgs {
+        let mut queue: std::collections::VecDeque<Msg> = msgs.into();
+        while let Some(m) = queue.pop_front() {
             dirty = true;
             for effect in update(&mut s.state, m) {
                 match effect {
                     Effect::Quit => {
                         s.commands.send(Command::Shutdown);
                         return Ok(());
+                    }
+                    Effect::ExternalEdit { name, text } => {
+                        // The editor needs the terminal and stdin to itself: leave the alternate screen, stop
+                        // reading keys, and take both back afterwards.
+                        drop(input);
+                        ratatui::restore();
+                        let result = crate::ui::editor::edit_externally(&text, &name).map_err(|e| e.to_string());
+                        *terminal = ratatui::try_init().context("restoring the terminal after $EDITOR")?;
+                        terminal.clear().context("redrawing after $EDITOR")?;
+                        input = EventStream::new();
+                        queue.push_back(Msg::ExternalEdited(result));
                     }
                     Effect::Send(cmd) => {
                         if !s.commands.send(cmd) {

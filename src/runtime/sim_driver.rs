@@ -170,8 +170,9 @@ impl SimDriver {
                 let outcome = apply_nodepool(w, &name, &yaml);
                 vec![Event::Done { request, outcome }]
             }
-            Command::PreviewNodePool { request, .. } => {
-                vec![Event::Preview { request, result: Err("previews are not available yet".into()) }]
+            Command::PreviewNodePool { request, name, yaml } => {
+                let result = preview_nodepool(w, &name, &yaml);
+                vec![Event::Preview { request, result }]
             }
             Command::SetSpeed { speed } => {
                 self.rebase();
@@ -203,6 +204,20 @@ fn apply_nodepool(w: &mut crate::sim::world::World, name: &str, yaml: &str) -> R
     w.cluster.nodepools.insert(name.to_string(), pool);
     w.reconcile();
     Ok(format!("NodePool {name} applied"))
+}
+
+/// What an edited NodePool would do to the world as it is now; nothing is changed.
+fn preview_nodepool(
+    w: &mut crate::sim::world::World,
+    name: &str,
+    yaml: &str,
+) -> Result<Box<crate::engine::whatif::EditPreview>, String> {
+    let pool = parse_nodepool_strict(yaml, &format!("nodepool/{name}")).map_err(|diags| {
+        let first: Vec<String> = diags.iter().take(3).map(|d| d.to_string()).collect();
+        format!("no preview: {}", first.join("; "))
+    })?;
+    let snapshot = w.cluster.snapshot();
+    Ok(Box::new(crate::engine::whatif::preview_nodepool_edit(&snapshot, w.catalog(), w.now, &pool)))
 }
 
 /// Starts the driver on its own thread.

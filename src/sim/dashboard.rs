@@ -271,7 +271,7 @@ pub fn view(w: &mut World, source: Source, generation: u64) -> ClusterView {
             weight: pool.spec.weight.unwrap_or(0),
             consolidation_policy: pool.spec.disruption.consolidation_policy.clone(),
             consolidate_after: pool.spec.disruption.consolidate_after.clone(),
-            yaml: serde_yaml::to_string(pool).unwrap_or_default(),
+            yaml: crate::ui::editor::editable_yaml(pool).unwrap_or_default(),
             ..Default::default()
         };
         let mut used = Resources::default();

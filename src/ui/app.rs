@@ -9,8 +9,10 @@ use std::sync::Arc;
 use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 
 use crate::engine::disruption::gate::Mode;
+use crate::engine::whatif::EditPreview;
 use crate::runtime::backend::Command;
 use crate::ui::action::{Action, Key, KeyMap, Pane};
+use crate::ui::editor::{DiffLine, EditorEvent, NodePoolEditor, diff_lines};
 use crate::ui::model::{ClusterView, ProposalState};
 use crate::ui::rows;
 use crate::ui::theme::{self, Theme};
@@ -66,6 +68,27 @@ pub struct Status {
     pub error: bool,
 }
 
+/// An open NodePool editor: editing, or reviewing the diff and what-if before applying.
+pub struct EditSession {
+    pub editor: NodePoolEditor,
+    pub stage: EditStage,
+    /// Esc on a modified buffer arms a discard; a second Esc discards.
+    pub discard_armed: bool,
+}
+
+pub enum EditStage {
+    Editing,
+    Reviewing {
+        diff: Vec<DiffLine>,
+        /// The what-if, once the backend has computed it (request id while waiting).
+        preview: Result<Box<EditPreview>, String>,
+        waiting: Option<u64>,
+        scroll: u16,
+    },
+    /// The apply request is in flight.
+    Applying(u64),
+}
+
 /// Inputs to the reducer.
 #[derive(Debug, Clone)]
 pub enum Msg {
@@ -75,6 +98,12 @@ pub enum Msg {
         request: u64,
         outcome: Result<String, String>,
     },
+    Preview {
+        request: u64,
+        result: Result<Box<EditPreview>, String>,
+    },
+    /// The external editor returned (new text, or why not: the buffer is kept either way).
+    ExternalEdited(Result<String, String>),
     BackendStopped(Option<String>),
     /// A key-map or config warning to show once.
     Warn(String),
@@ -91,6 +120,11 @@ pub enum Effect {
         outcome: String,
         detail: String,
     },
+    /// Suspend the dashboard and edit this text in `$EDITOR`; the result comes back as `Msg::ExternalEdited`.
+    ExternalEdit {
+        name: String,
+        text: String,
+    },
     Quit,
 }
 
@@ -99,6 +133,8 @@ pub struct AppState {
     pub focus: Pane,
     pub panes: BTreeMap<Pane, PaneState>,
     pub overlay: Overlay,
+    /// The NodePool editor, drawn over the panes while open.
+    pub editor: Option<Box<EditSession>>,
     pub keymap: KeyMap,
     pub theme: Theme,
     pub status: Option<Status>,
@@ -119,6 +155,7 @@ impl AppState {
             focus: Pane::Disruptions,
             panes: Pane::ALL.iter().map(|p| (*p, PaneState::default())).collect(),
             overlay: Overlay::None,
+            editor: None,
             keymap,
             theme,
             status: None,
@@ -211,6 +248,16 @@ pub fn update(s: &mut AppState, msg: Msg) -> Vec<Effect> {
             Vec::new()
         }
         Msg::Done { request, outcome } => {
+            if let Some(ed) = s.editor.as_mut()
+                && matches!(ed.stage, EditStage::Applying(r) if r == request)
+            {
+                if outcome.is_ok() {
+                    s.editor = None;
+                } else {
+                    // Not applied: back to the buffer, nothing lost.
+                    ed.stage = EditStage::Editing;
+                }
+            }
             let Some((action, target, detail)) = s.in_flight.remove(&request) else { return Vec::new() };
             let outcome_s = match &outcome {
                 Ok(t) => {
@@ -223,6 +270,33 @@ pub fn update(s: &mut AppState, msg: Msg) -> Vec<Effect> {
                 }
             };
             vec![Effect::Audit { action, target, outcome: outcome_s, detail }]
+        }
+        Msg::Preview { request, result } => {
+            if let Some(ed) = s.editor.as_mut()
+                && let EditStage::Reviewing { preview, waiting, .. } = &mut ed.stage
+                && *waiting == Some(request)
+            {
+                *preview = result;
+                *waiting = None;
+            }
+            Vec::new()
+        }
+        Msg::ExternalEdited(result) => {
+            match (result, s.editor.as_mut()) {
+                (Ok(text), Some(ed)) => {
+                    ed.editor.set_text(&text);
+                    ed.stage = EditStage::Editing;
+                    let n = ed.editor.diagnostics().len();
+                    if n == 0 {
+                        s.info("edited in $EDITOR: valid; Ctrl-S to review and apply");
+                    } else {
+                        s.error(format!("edited in $EDITOR: {n} problem(s) to fix"));
+                    }
+                }
+                (Err(e), _) => s.error(format!("$EDITOR: {e}; the buffer is unchanged")),
+                (Ok(_), None) => {}
+            }
+            Vec::new()
         }
         Msg::BackendStopped(err) => {
             match err {
@@ -247,6 +321,9 @@ fn key(s: &mut AppState, k: KeyEvent) -> Vec<Effect> {
     if is_ctrl_c(&k) {
         s.quit = true;
         return vec![Effect::Quit];
+    }
+    if s.editor.is_some() && s.overlay == Overlay::None {
+        return editor_key(s, k);
     }
     match std::mem::replace(&mut s.overlay, Overlay::None) {
         Overlay::None => {}
@@ -382,7 +459,20 @@ pub fn act(s: &mut AppState, action: Action) -> Vec<Effect> {
             });
         }
         Action::Edit | Action::EditExternal => {
-            s.info("editing NodePools arrives with the editor (not in this build yet)");
+            let Some(i) = s.selected_row(Pane::NodePools) else {
+                s.info("no NodePool selected");
+                return Vec::new();
+            };
+            let Some(pool) = s.view.nodepools.get(i) else { return Vec::new() };
+            let mut editor = NodePoolEditor::new(pool.name.clone(), &pool.yaml);
+            editor.apply_theme(&s.theme);
+            let name = pool.name.clone();
+            let text = pool.yaml.clone();
+            s.editor = Some(Box::new(EditSession { editor, stage: EditStage::Editing, discard_armed: false }));
+            s.status = None;
+            if action == Action::EditExternal {
+                return vec![Effect::ExternalEdit { name, text }];
+            }
         }
         Action::CycleTheme => {
             let names: Vec<&str> = theme::BUILTIN.iter().map(|(n, _)| *n).collect();
@@ -567,6 +657,90 @@ fn confirmed(s: &mut AppState, p: Pending) -> Vec<Effect> {
             )]
         }
     }
+}
+
+/// Keys while the NodePool editor is open.
+fn editor_key(s: &mut AppState, k: KeyEvent) -> Vec<Effect> {
+    let Some(mut ed) = s.editor.take() else { return Vec::new() };
+    let mut effects = Vec::new();
+    match &mut ed.stage {
+        EditStage::Applying(_) => {
+            s.info("applying ...");
+        }
+        EditStage::Reviewing { waiting, scroll, .. } => match k.code {
+            KeyCode::Char('y') | KeyCode::Enter => {
+                if waiting.is_some() {
+                    s.info("the what-if is still being computed");
+                } else if s.readonly() {
+                    s.error("read-only: nothing was applied");
+                } else {
+                    let name = ed.editor.pool_name().to_string();
+                    let yaml = ed.editor.text();
+                    let detail = format!("{} bytes of YAML", yaml.len());
+                    let e = s.request(
+                        |request| Command::ApplyNodePool { request, name: name.clone(), yaml },
+                        "apply-nodepool",
+                        &name,
+                        detail,
+                    );
+                    if let Effect::Send(Command::ApplyNodePool { request, .. }) = &e {
+                        ed.stage = EditStage::Applying(*request);
+                    }
+                    s.info(format!("applying NodePool {name} ..."));
+                    effects.push(e);
+                }
+            }
+            KeyCode::Char('n') | KeyCode::Esc => ed.stage = EditStage::Editing,
+            KeyCode::Down | KeyCode::Char('j') => *scroll = scroll.saturating_add(1),
+            KeyCode::Up | KeyCode::Char('k') => *scroll = scroll.saturating_sub(1),
+            KeyCode::PageDown => *scroll = scroll.saturating_add(PAGE as u16),
+            KeyCode::PageUp => *scroll = scroll.saturating_sub(PAGE as u16),
+            _ => {}
+        },
+        EditStage::Editing => match ed.editor.input(k) {
+            EditorEvent::Cancelled => {
+                if ed.editor.is_modified() && !ed.discard_armed {
+                    ed.discard_armed = true;
+                    s.error("unsaved changes: Esc again discards them, Ctrl-S reviews and applies");
+                } else {
+                    s.info("edit closed; nothing applied");
+                    return Vec::new();
+                }
+            }
+            EditorEvent::SaveBlocked { errors } => {
+                s.error(format!("{errors} problem(s) to fix before saving (the cursor is on the first)"));
+            }
+            EditorEvent::SaveRequested => {
+                ed.discard_armed = false;
+                if !ed.editor.is_modified() {
+                    s.info("no changes to apply");
+                } else {
+                    let name = ed.editor.pool_name().to_string();
+                    let yaml = ed.editor.text();
+                    let diff = diff_lines(ed.editor.live_yaml(), &yaml);
+                    let request = s.next_request;
+                    s.next_request += 1;
+                    ed.stage = EditStage::Reviewing {
+                        diff,
+                        preview: Err("computing the what-if ...".into()),
+                        waiting: Some(request),
+                        scroll: 0,
+                    };
+                    s.status = None;
+                    effects.push(Effect::Send(Command::PreviewNodePool { request, name, yaml }));
+                }
+            }
+            EditorEvent::ExternalEditorRequested => {
+                effects.push(Effect::ExternalEdit { name: ed.editor.pool_name().to_string(), text: ed.editor.text() });
+            }
+            EditorEvent::Edited => {
+                ed.discard_armed = false;
+            }
+            EditorEvent::Unchanged | EditorEvent::Ignored => {}
+        },
+    }
+    s.editor = Some(ed);
+    effects
 }
 
 /// Palette commands, for help and completion.

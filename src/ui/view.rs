@@ -10,7 +10,8 @@ use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, Borders, Clear, Paragraph, Widget, Wrap};
 
 use crate::ui::action::{Pane, REGISTRY, Scope};
-use crate::ui::app::{AppState, Overlay, PALETTE};
+use crate::ui::app::{AppState, EditSession, EditStage, Overlay, PALETTE};
+use crate::ui::editor::{EditorView, PreviewView};
 use crate::ui::model::Leadership;
 use crate::ui::panes;
 use crate::ui::rows::clock;
@@ -24,7 +25,9 @@ impl Widget for &AppState {
         let [header, body, footer] =
             Layout::vertical([Constraint::Length(2), Constraint::Fill(1), Constraint::Length(1)]).areas(area);
         render_header(self, header, buf);
-        if area.width >= GRID_MIN.0 && area.height >= GRID_MIN.1 {
+        if let Some(ed) = &self.editor {
+            render_editor(self, ed, body, buf);
+        } else if area.width >= GRID_MIN.0 && area.height >= GRID_MIN.1 {
             render_grid(self, body, buf);
         } else {
             render_tabs(self, body, buf);
@@ -120,11 +123,42 @@ fn render_tabs(s: &AppState, area: Rect, buf: &mut Buffer) {
     panes::render(s, s.focus, body, buf);
 }
 
+/// The NodePool editor replaces the panes while it is open (the header stays: the cluster keeps moving).
+fn render_editor(s: &AppState, ed: &EditSession, area: Rect, buf: &mut Buffer) {
+    Clear.render(area, buf);
+    match &ed.stage {
+        EditStage::Editing => EditorView { editor: &ed.editor, theme: &s.theme }.render(area, buf),
+        EditStage::Reviewing { diff, preview, scroll, .. } => {
+            let [banner, rest] = Layout::vertical([Constraint::Length(1), Constraint::Fill(1)]).areas(area);
+            let (text, style) = match preview {
+                Ok(_) => (
+                    "What applying this edit would do, computed on the cluster as it is now.".to_string(),
+                    s.theme.muted(),
+                ),
+                Err(e) => (e.clone(), Style::default().fg(s.theme.warn)),
+            };
+            Paragraph::new(Span::styled(format!(" {text}"), style)).render(banner, buf);
+            let mut pv = PreviewView::new(diff, preview.as_ref().ok().map(|b| b.as_ref()), &s.theme);
+            pv.scroll = *scroll;
+            pv.render(rest, buf);
+        }
+        EditStage::Applying(_) => {
+            Paragraph::new(Span::styled(format!(" applying NodePool {} ...", ed.editor.pool_name()), s.theme.muted()))
+                .render(area, buf);
+        }
+    }
+}
+
 fn render_footer(s: &AppState, area: Rect, buf: &mut Buffer) {
     let t = &s.theme;
     if let Some(st) = &s.status {
         let style = if st.error { Style::default().fg(t.bad) } else { Style::default().fg(t.info) };
         Paragraph::new(Span::styled(format!(" {}", st.text), style)).render(area, buf);
+        return;
+    }
+    if let Some(ed) = &s.editor {
+        let text = format!(" editing NodePool {} — the cluster keeps running above", ed.editor.pool_name());
+        Paragraph::new(Span::styled(text, t.muted())).render(area, buf);
         return;
     }
     let mut spans = Vec::new();
