@@ -359,3 +359,123 @@ fn tiny_and_odd_terminals_render_without_panicking() {
         code(&mut s, KeyCode::Esc);
     }
 }
+
+fn ctrl(s: &mut AppState, c: char) -> Vec<Effect> {
+    update(s, Msg::Key(KeyEvent::new(KeyCode::Char(c), KeyModifiers::CONTROL)))
+}
+
+/// Opens the editor on the `default` NodePool.
+fn open_editor(s: &mut AppState) {
+    key(s, '2');
+    key(s, 'g');
+    while s.selected_row(Pane::NodePools).map(|i| s.view.nodepools[i].name.as_str()) != Some("default") {
+        key(s, 'j');
+    }
+    assert!(key(s, 'e').is_empty());
+    assert!(s.editor.is_some(), "e opens the editor");
+}
+
+#[test]
+fn editing_a_nodepool_reviews_the_what_if_then_applies_through_the_backend() {
+    use karpenter_tui::ui::app::EditStage;
+    let mut d = driver_at(180, false);
+    let mut s = app(Arc::new(d.view()), false);
+    open_editor(&mut s);
+    // Ctrl-S with nothing changed applies nothing.
+    assert!(ctrl(&mut s, 's').is_empty());
+    // Append a label to the template: valid, and it changes the template.
+    let ed = &mut s.editor.as_mut().expect("editor").editor;
+    let text = ed.text().replace(
+        "    spec:\n      requirements:",
+        "    metadata:\n      labels:\n        team: web\n    spec:\n      requirements:",
+    );
+    assert_ne!(text, ed.text(), "the fixture YAML has the expected shape");
+    ed.set_text(&text);
+    let effects = ctrl(&mut s, 's');
+    let (request, yaml) = match effects.as_slice() {
+        [Effect::Send(Command::PreviewNodePool { request, name, yaml })] if name == "default" => {
+            (*request, yaml.clone())
+        }
+        other => panic!("Ctrl-S asks the backend for a what-if: {other:?}"),
+    };
+    // The backend computes it on the world as it is.
+    let Event::Preview { result, .. } =
+        d.handle(Command::PreviewNodePool { request, name: "default".into(), yaml }).remove(0)
+    else {
+        panic!("a preview comes back")
+    };
+    let preview = result.expect("the edit is valid");
+    assert!(!preview.drifted.is_empty(), "a template label drifts the pool's claims");
+    assert!(key(&mut s, 'y').is_empty(), "cannot apply before the what-if arrives");
+    update(&mut s, Msg::Preview { request, result: Ok(preview) });
+    let effects = key(&mut s, 'y');
+    let apply = match effects.as_slice() {
+        [Effect::Send(c @ Command::ApplyNodePool { .. })] => c.clone(),
+        other => panic!("y applies: {other:?}"),
+    };
+    let Command::ApplyNodePool { request, .. } = apply.clone() else { unreachable!() };
+    let done = d.handle(apply).remove(0);
+    let Event::Done { outcome, .. } = done else { panic!("{done:?}") };
+    assert!(outcome.is_ok(), "{outcome:?}");
+    let audit = update(&mut s, Msg::Done { request, outcome });
+    assert!(
+        matches!(audit.as_slice(), [Effect::Audit { action, outcome, .. }] if action == "apply-nodepool" && outcome == "ok")
+    );
+    assert!(s.editor.is_none(), "the editor closes once applied");
+    assert!(d.view().nodepools.iter().find(|p| p.name == "default").expect("pool").yaml.contains("team: web"));
+    let _ = EditStage::Editing;
+}
+
+#[test]
+fn a_failed_apply_keeps_the_buffer_and_invalid_text_cannot_be_saved() {
+    use karpenter_tui::ui::app::EditStage;
+    let mut s = app(view_at(180), false);
+    open_editor(&mut s);
+    let ed = &mut s.editor.as_mut().expect("editor").editor;
+    let good = ed.text().replace("consolidateAfter: 30s", "consolidateAfter: 45s");
+    ed.set_text(&good.replace("consolidateAfter: 45s", "consolidateAfter: [oops"));
+    assert!(ctrl(&mut s, 's').is_empty(), "invalid YAML is never sent");
+    assert!(s.status.as_ref().is_some_and(|st| st.error));
+    s.editor.as_mut().expect("editor").editor.set_text(&good);
+    let effects = ctrl(&mut s, 's');
+    let [Effect::Send(Command::PreviewNodePool { request, .. })] = effects.as_slice() else { panic!("{effects:?}") };
+    update(&mut s, Msg::Preview { request: *request, result: Err("no preview: backend busy".into()) });
+    let effects = key(&mut s, 'y');
+    let [Effect::Send(Command::ApplyNodePool { request, .. })] = effects.as_slice() else { panic!("{effects:?}") };
+    update(&mut s, Msg::Done { request: *request, outcome: Err("conflict: the NodePool changed".into()) });
+    let ed = s.editor.as_ref().expect("the editor stays open");
+    assert!(matches!(ed.stage, EditStage::Editing));
+    assert_eq!(ed.editor.text(), good, "the buffer is intact");
+    // Esc on a modified buffer needs a second Esc.
+    code(&mut s, KeyCode::Esc);
+    assert!(s.editor.is_some());
+    code(&mut s, KeyCode::Esc);
+    assert!(s.editor.is_none());
+}
+
+#[test]
+fn read_only_cannot_open_the_editor() {
+    let mut s = app(view_at(180), true);
+    key(&mut s, '2');
+    assert!(key(&mut s, 'e').is_empty());
+    assert!(s.editor.is_none());
+}
+
+#[test]
+fn snapshot_editor_and_review() {
+    let mut d = driver_at(180, false);
+    let mut s = app(Arc::new(d.view()), false);
+    open_editor(&mut s);
+    insta::assert_snapshot!("editor_valid", screen(&s, 100, 30));
+    let ed = &mut s.editor.as_mut().expect("editor").editor;
+    let text = ed.text().replace("- '4'", "- '5'");
+    ed.set_text(&text);
+    let effects = ctrl(&mut s, 's');
+    let [Effect::Send(cmd @ Command::PreviewNodePool { request, .. })] = effects.as_slice() else {
+        panic!("{effects:?}")
+    };
+    let request = *request;
+    let Event::Preview { result, .. } = d.handle(cmd.clone()).remove(0) else { panic!("preview") };
+    update(&mut s, Msg::Preview { request, result });
+    insta::assert_snapshot!("editor_review", screen(&s, 120, 45));
+}
