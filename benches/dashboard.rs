@@ -1,0 +1,81 @@
+//! The dashboard at scale (issue: 1,000 nodes and 20,000 pods; at most 10 ms per frame, under 200 MB resident).
+//!
+//! - `picture/build`: the simulated backend turning the world into a `ClusterView` (done at most a few times a
+//!   second, off the UI thread).
+//! - `reduce/new-picture`: the reducer taking a new picture (re-filtering every pane).
+//! - `frame/grid-200x60`, `frame/nodes-120x40`, `frame/nodes-filtered`: a full redraw into ratatui's TestBackend
+//!   (layout, every visible pane, buffer diff), the cost of one frame.
+//!
+//! Peak resident memory of the whole process is printed at the end. `cargo bench --bench dashboard`.
+
+#[path = "common/big_cluster.rs"]
+mod big_cluster;
+
+use std::collections::BTreeMap;
+use std::hint::black_box;
+use std::sync::Arc;
+
+use criterion::{Criterion, criterion_group, criterion_main};
+use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
+use karpenter_tui::sim::dashboard;
+use karpenter_tui::ui::action::KeyMap;
+use karpenter_tui::ui::app::{AppState, Msg, update};
+use karpenter_tui::ui::model::Source;
+use karpenter_tui::ui::theme::Theme;
+use ratatui::Terminal;
+use ratatui::backend::TestBackend;
+
+use big_cluster::{PODS_PER_NODE, POOLS, nodes_per_pool, world};
+
+/// Peak resident set size of this process, from /proc (Linux), in MiB.
+fn peak_rss_mib() -> Option<f64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    let kib: f64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib / 1024.0)
+}
+
+fn press(s: &mut AppState, c: char) {
+    update(s, Msg::Key(KeyEvent::new(KeyCode::Char(c), KeyModifiers::NONE)));
+}
+
+fn dashboard_bench(c: &mut Criterion) {
+    let nodes = POOLS * nodes_per_pool();
+    let mut w = world(nodes_per_pool());
+    let source = Source { context: "bench".into(), cluster: "bench".into(), clock: "simulated".into() };
+    let view = Arc::new(dashboard::view(&mut w, source.clone(), 1));
+    assert_eq!(view.nodes.len(), nodes);
+    assert_eq!(view.nodes.iter().map(|n| n.pods).sum::<usize>(), nodes * PODS_PER_NODE);
+    let (km, _) = KeyMap::new(&BTreeMap::new(), false);
+    let mut state = AppState::new(km, Theme::default(), true, 10.0);
+    update(&mut state, Msg::View(view.clone()));
+
+    let mut group = c.benchmark_group("dashboard");
+    group.sample_size(20);
+    group.bench_function("picture/build", |b| b.iter(|| black_box(dashboard::view(&mut w, source.clone(), 2))));
+    group.bench_function("reduce/new-picture", |b| b.iter(|| update(&mut state, Msg::View(view.clone()))));
+    let mut grid = Terminal::new(TestBackend::new(200, 60)).expect("terminal");
+    group.bench_function("frame/grid-200x60", |b| {
+        b.iter(|| grid.draw(|f| f.render_widget(&state, f.area())).map(|_| ()).expect("draw"))
+    });
+    press(&mut state, '3');
+    press(&mut state, 'G');
+    let mut tabs = Terminal::new(TestBackend::new(120, 40)).expect("terminal");
+    group.bench_function("frame/nodes-120x40", |b| {
+        b.iter(|| tabs.draw(|f| f.render_widget(&state, f.area())).map(|_| ()).expect("draw"))
+    });
+    press(&mut state, '/');
+    for ch in "p07".chars() {
+        press(&mut state, ch);
+    }
+    group.bench_function("frame/nodes-filtered", |b| {
+        b.iter(|| tabs.draw(|f| f.render_widget(&state, f.area())).map(|_| ()).expect("draw"))
+    });
+    group.finish();
+    if let Some(mib) = peak_rss_mib() {
+        eprintln!("peak resident memory (world, engine, picture, dashboard): {mib:.0} MiB for {nodes} nodes");
+    }
+}
+
+criterion_group!(benches, dashboard_bench);
+criterion_main!(benches);
