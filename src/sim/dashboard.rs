@@ -230,6 +230,7 @@ pub fn view(w: &mut World, source: Source, generation: u64) -> ClusterView {
                 v.cost.saved_per_hour += r.savings_per_hour.max(0.0);
             }
         }
+        let progress = (state == ProposalState::InProgress).then(|| progress_of(w, &r.id, &r.candidates, &pods_on));
         v.disruptions.push(DisruptionRow {
             id: r.id.clone(),
             at: r.at,
@@ -243,6 +244,7 @@ pub fn view(w: &mut World, source: Source, generation: u64) -> ClusterView {
             state,
             summary: r.summary.clone(),
             detail,
+            progress,
         });
     }
     // Open proposals first, then the rest newest first.
@@ -397,6 +399,32 @@ pub fn view(w: &mut World, source: Source, generation: u64) -> ClusterView {
     v.events.sort_by_key(|e| std::cmp::Reverse(e.at));
     v.events.truncate(MAX_EVENTS);
     v
+}
+
+/// Where a started command is: its replacements, then the candidates draining.
+fn progress_of(w: &World, id: &str, candidates: &[String], pods_on: &BTreeMap<&str, Vec<&Pod>>) -> String {
+    let mut parts = Vec::new();
+    if let Some(f) = w.disruption.in_flight.iter().find(|f| f.id == id) {
+        let ready = f
+            .replacements
+            .iter()
+            .filter(|c| w.cluster.nodeclaims.get(*c).is_some_and(|c| condition(c, COND_INITIALIZED)))
+            .count();
+        if !f.replacements.is_empty() {
+            parts.push(format!("replacements initialized {ready}/{}", f.replacements.len()));
+        }
+    }
+    let draining: Vec<String> = candidates
+        .iter()
+        .filter(|n| w.cluster.nodes.contains_key(*n))
+        .map(|n| format!("{n} ({} pods left)", pods_on.get(n.as_str()).map_or(0, Vec::len)))
+        .collect();
+    if draining.is_empty() {
+        parts.push("candidates gone".into());
+    } else {
+        parts.push(format!("draining {}", draining.join(", ")));
+    }
+    parts.join("; ")
 }
 
 fn capitalise(s: &str) -> String {

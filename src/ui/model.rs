@@ -216,6 +216,8 @@ pub struct DisruptionRow {
     /// The engine's sentence for it, and for closed ones what happened.
     pub summary: String,
     pub detail: Option<String>,
+    /// For started commands: replacements initialized and pods left on each candidate.
+    pub progress: Option<String>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq)]

@@ -176,6 +176,9 @@ pub fn detail(v: &ClusterView, p: Pane, i: usize) -> (String, Vec<String>) {
             if let Some(d) = &r.detail {
                 out.push(format!("Why: {d}"));
             }
+            if let Some(p) = &r.progress {
+                out.push(format!("Progress: {p}"));
+            }
             out.push(String::new());
             out.push(format!("Candidates: {}", r.candidates.join(", ")));
             if r.replacements.is_empty() {
