@@ -353,21 +353,33 @@ pub fn view(w: &mut World, source: Source, generation: u64) -> ClusterView {
                 object: format!("nodeclaim/{nodeclaim}"),
                 message: format!("deleted: {}", reason.as_str()),
             }),
-            Decision::Interruption { at, node, kind, .. } => {
+            Decision::Interruption { at, node, kind, displaced, .. } => {
                 let rec = node_records.get(node.as_str());
                 let kind_s = interruption_name(*kind);
-                let pods = w
-                    .record
-                    .pods
-                    .values()
-                    .filter(|p| p.node.as_deref() == Some(node.as_str()) && p.deleted_at.is_none_or(|t| t >= *at))
-                    .count();
+                // A displaced pod is running again once a pod of the same name (the controller's replacement, or
+                // the pod itself) is bound to another node after the notice.
+                let back: Vec<Option<Millis>> = displaced
+                    .iter()
+                    .map(|k| match w.record.pods.get(k) {
+                        Some(p) if p.node.as_deref() != Some(node.as_str()) => p.bound_at.filter(|t| t >= at),
+                        _ => None,
+                    })
+                    .collect();
+                let running = back.iter().filter(|t| t.is_some()).count();
                 let gone = rec.and_then(|r| r.deleted_at);
-                let progress = match (kind, gone) {
-                    (InterruptionKind::RebalanceRecommendation, _) => "informational only".to_string(),
-                    (_, Some(t)) => format!("node deleted after {:.0}s", (t - at) as f64 / 1000.0),
-                    (_, None) => "draining; replacement provisioning for its pods".to_string(),
+                let replaced_at =
+                    if back.iter().all(Option::is_some) { back.iter().flatten().max().copied() } else { None };
+                let progress = match kind {
+                    InterruptionKind::RebalanceRecommendation => "informational only".to_string(),
+                    _ => {
+                        let node_state = match gone {
+                            Some(t) => format!("node gone after {:.0}s", (t - at) as f64 / 1000.0),
+                            None => "node draining".to_string(),
+                        };
+                        format!("{running}/{} pods running elsewhere; {node_state}", displaced.len())
+                    }
                 };
+                let pods = displaced.len();
                 v.interruptions.push(InterruptionRow {
                     at: *at,
                     kind: kind_s.into(),
@@ -376,7 +388,12 @@ pub fn view(w: &mut World, source: Source, generation: u64) -> ClusterView {
                     zone: rec.map(|r| r.zone.clone()).unwrap_or_default(),
                     pods,
                     progress,
-                    replaced_after: gone.map(|t| (t - at) as f64 / 1000.0),
+                    replaced_after: match kind {
+                        InterruptionKind::RebalanceRecommendation => None,
+                        _ => replaced_at
+                            .or(if displaced.is_empty() { gone } else { None })
+                            .map(|t| (t - at) as f64 / 1000.0),
+                    },
                 });
                 v.events.push(EventRow {
                     at: *at,

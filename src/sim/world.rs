@@ -137,6 +137,8 @@ pub enum Decision {
         at: Millis,
         node: String,
         kind: InterruptionKind,
+        /// Pods bound to the node when the notice came (DaemonSet pods excluded: they go with the node).
+        displaced: Vec<Key>,
     },
     /// A voluntary disruption command (emptiness, drift, consolidation), from computation to its end.
     Disruption(DisruptionRecord),
@@ -998,7 +1000,27 @@ impl World {
                 continue;
             };
             let id = self.decision_id("d");
-            self.record.decisions.push(Decision::Interruption { id, at: now, node: node.clone(), kind: i.kind });
+            let displaced = self
+                .cluster
+                .pods
+                .iter()
+                .filter(|(_, p)| p.spec.as_ref().and_then(|s| s.node_name.as_deref()) == Some(node.as_str()))
+                .filter(|(_, p)| {
+                    !p.metadata
+                        .owner_references
+                        .iter()
+                        .flatten()
+                        .any(|o| o.kind == "DaemonSet" && o.controller == Some(true))
+                })
+                .map(|(k, _)| k.clone())
+                .collect();
+            self.record.decisions.push(Decision::Interruption {
+                id,
+                at: now,
+                node: node.clone(),
+                kind: i.kind,
+                displaced,
+            });
             if i.kind == InterruptionKind::RebalanceRecommendation {
                 continue;
             }

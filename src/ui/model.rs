@@ -243,7 +243,8 @@ pub struct InterruptionRow {
     pub pods: usize,
     /// What is happening: "replacement ip-... launching", "node deleted", "informational only".
     pub progress: String,
-    /// Seconds from the notice until the displaced pods were all running again, once they are.
+    /// Seconds from the notice until the displaced pods were all running on other nodes (or, with none, until the
+    /// node was gone), once that happened.
     pub replaced_after: Option<f64>,
 }
 

@@ -236,7 +236,7 @@ pub fn detail(v: &ClusterView, p: Pane, i: usize) -> (String, Vec<String>) {
             out.push(format!("{} pod(s) on the node when the notice came", r.pods));
             out.push(format!("Progress: {}", r.progress));
             if let Some(s) = r.replaced_after {
-                out.push(format!("Handled in {s:.0}s"));
+                out.push(format!("Time to replace: {s:.0}s"));
             }
             format!("interruption {}", r.node)
         }

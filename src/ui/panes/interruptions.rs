@@ -19,9 +19,10 @@ pub fn render(s: &AppState, area: Rect, buf: &mut Buffer) {
         Constraint::Fill(2),
         Constraint::Length(9),
         Constraint::Length(4),
+        Constraint::Length(8),
         Constraint::Fill(3),
     ];
-    let header = ["AGE", "KIND", "NODE", "CAPACITY", "PODS", "PROGRESS"];
+    let header = ["AGE", "KIND", "NODE", "CAPACITY", "PODS", "REPLACED", "PROGRESS"];
     table(
         s,
         Pane::Interruptions,
@@ -40,6 +41,7 @@ pub fn render(s: &AppState, area: Rect, buf: &mut Buffer) {
                 Cell::from(r.node.clone()),
                 Cell::from(Span::styled(r.capacity_type.clone(), capacity_style(t, &r.capacity_type))),
                 Cell::from(r.pods.to_string()),
+                Cell::from(r.replaced_after.map(|s| format!("{s:.0}s")).unwrap_or_else(|| "-".into())),
                 Cell::from(Span::styled(r.progress.clone(), t.fg(if done { t.ok } else { t.fg }))),
             ]
         },
