@@ -103,7 +103,7 @@ fn approve_a_consolidation_in_a_real_terminal() {
     // Proposals computed early can stop holding as pods arrive; the engine then withdraws them on approval. Try
     // the open ones until one is approved and started.
     let mut tried: Vec<String> = Vec::new();
-    let mut approved: Option<(String, Vec<String>)> = None;
+    let mut approved: Option<String> = None;
     let deadline = Instant::now() + Duration::from_secs(120);
     while approved.is_none() {
         assert!(Instant::now() < deadline, "no proposal could be approved; tried {tried:?}\n{}", t.screen());
@@ -132,24 +132,32 @@ fn approve_a_consolidation_in_a_real_terminal() {
             continue;
         };
         tried.push(id.clone());
-        let flat = dialog.replace(['│', '┃'], " ").split_whitespace().collect::<Vec<_>>().join(" ");
-        let nodes: Vec<String> = flat
-            .split("Node(s) ")
-            .nth(1)
-            .and_then(|rest| rest.split(" will be").next())
-            .map(|list| list.split(", ").map(str::to_string).collect())
-            .unwrap_or_default();
-        assert!(!nodes.is_empty(), "the dialog names the nodes: {flat}");
         t.keys(&["y"]);
         let after = t.wait_for("the outcome", Duration::from_secs(20), |s| {
             s.contains("approved and started") || s.contains("no longer holds") || s.contains(&format!("{id}:"))
         });
         t.keys(&["Escape", "Escape"]);
         if after.contains("approved and started") {
-            approved = Some((id, nodes));
+            approved = Some(id);
         }
     }
-    let (id, nodes) = approved.expect("approved");
+    let id = approved.expect("approved");
+
+    // The audit log has the approval with its outcome, and the candidates the operator saw in the dialog.
+    let audit = std::fs::read_to_string(state.join("audit.log")).expect("the audit log exists");
+    let rec = audit
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .find(|r| r["action"] == "approve" && r["target"] == id.as_str() && r["outcome"] == "ok")
+        .unwrap_or_else(|| panic!("audit log records approve {id} ok:\n{audit}"));
+    let detail = rec["detail"].as_str().unwrap_or_default().to_string();
+    let nodes: Vec<String> = detail
+        .split("candidates=")
+        .nth(1)
+        .and_then(|r| r.split_whitespace().next())
+        .map(|list| list.split(',').map(str::to_string).collect())
+        .unwrap_or_default();
+    assert!(!nodes.is_empty(), "the audit record names the candidates: {detail}");
 
     // The candidates drain and go.
     t.keys(&["3"]);
@@ -157,14 +165,6 @@ fn approve_a_consolidation_in_a_real_terminal() {
         s.contains("Nodes & NodeClaims")
             && nodes.iter().all(|n| !s.lines().any(|l| l.replace(['┃', '│'], " ").split_whitespace().any(|w| w == n)))
     });
-
-    // The audit log has the approval with its outcome.
-    let audit = std::fs::read_to_string(state.join("audit.log")).expect("the audit log exists");
-    let rec = audit
-        .lines()
-        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
-        .find(|r| r["action"] == "approve" && r["target"] == id.as_str() && r["outcome"] == "ok");
-    assert!(rec.is_some(), "audit log records approve {id} ok:\n{audit}");
 
     // q leaves and gives the terminal back.
     t.keys(&["q"]);

@@ -33,6 +33,9 @@ pub struct SimDriver {
     base: (Instant, Millis),
     generation: u64,
     last_sent: Option<(Instant, Fingerprint)>,
+    /// How long the last picture took to build: a large world is pictured less often, so that building pictures
+    /// never takes more than about a quarter of the driver's time.
+    last_build: Duration,
 }
 
 /// What the picture depends on besides the clock.
@@ -50,6 +53,7 @@ impl SimDriver {
             base: (Instant::now(), now),
             generation: 0,
             last_sent: None,
+            last_build: Duration::ZERO,
         }
     }
 
@@ -118,11 +122,14 @@ impl SimDriver {
         let fp = self.fingerprint();
         if !force && let Some((at, last)) = &self.last_sent {
             let gap = at.elapsed();
-            if gap < MIN_VIEW_GAP || (*last == fp && gap < MAX_VIEW_GAP) {
+            let min_gap = MIN_VIEW_GAP.max(self.last_build * 4);
+            if gap < min_gap || (*last == fp && gap < MAX_VIEW_GAP.max(min_gap)) {
                 return true;
             }
         }
+        let started = Instant::now();
         let view = self.view();
+        self.last_build = started.elapsed();
         self.last_sent = Some((Instant::now(), fp));
         events.send(Event::View(Arc::new(view))).is_ok()
     }
