@@ -1,35 +1,15 @@
 //! Disruption end to end through the simulated world, asserting on the report (engine.md §10 cases 22–28 and the
 //! budget, emptiness, drift and approval rules of §5).
 
+mod common;
+
 use karpenter_tui::engine::disruption::Blocker;
 use karpenter_tui::engine::disruption::consolidation::Outlook;
 use karpenter_tui::sim::report::{DecisionDetail, DecisionState, DisruptionMethod, Report};
 use karpenter_tui::sim::run::{run, run_world};
 use karpenter_tui::sim::scenario::parse_scenario;
 
-const TYPES: &str = r#"
-catalog:
-  source: inline
-  instanceTypes:
-    - name: small
-      cpu: "2"
-      memory: 4Gi
-      pods: 10
-      overhead: {cpu: 100m, memory: 100Mi}
-      offerings:
-        - {zone: z1, capacityType: spot, price: 0.02}
-        - {zone: z1, capacityType: on-demand, price: 0.05}
-        - {zone: z2, capacityType: on-demand, price: 0.05}
-    - name: large
-      cpu: "8"
-      memory: 16Gi
-      pods: 40
-      overhead: {cpu: 100m, memory: 100Mi}
-      offerings:
-        - {zone: z1, capacityType: spot, price: 0.08}
-        - {zone: z1, capacityType: on-demand, price: 0.2}
-        - {zone: z2, capacityType: on-demand, price: 0.2}
-"#;
+use common::SMALL_LARGE_TYPES as TYPES;
 
 /// A NodePool (extra spec lines indented under `spec:`), and a Deployment of `replicas` 500m pods.
 fn objects(pool_spec: &str, template_spec: &str, replicas: u32) -> String {

@@ -2,33 +2,13 @@
 //! pods bound; insufficient capacity → fallback; registration timeout → NodeClaim deleted and pods re-provisioned;
 //! node deletion drains respecting a PDB; determinism of the report.
 
+mod common;
+
 use karpenter_tui::sim::report::{DecisionDetail, Report};
 use karpenter_tui::sim::run::run;
 use karpenter_tui::sim::scenario::parse_scenario;
 
-const TYPES: &str = r#"
-catalog:
-  source: inline
-  instanceTypes:
-    - name: small
-      cpu: "2"
-      memory: 4Gi
-      pods: 10
-      overhead: {cpu: 100m, memory: 100Mi}
-      offerings:
-        - {zone: z1, capacityType: spot, price: 0.02}
-        - {zone: z1, capacityType: on-demand, price: 0.05}
-        - {zone: z2, capacityType: on-demand, price: 0.05}
-    - name: large
-      cpu: "8"
-      memory: 16Gi
-      pods: 40
-      overhead: {cpu: 100m, memory: 100Mi}
-      offerings:
-        - {zone: z1, capacityType: spot, price: 0.08}
-        - {zone: z1, capacityType: on-demand, price: 0.2}
-        - {zone: z2, capacityType: on-demand, price: 0.2}
-"#;
+use common::SMALL_LARGE_TYPES as TYPES;
 
 const POOL_AND_APP: &str = r#"
 objects:

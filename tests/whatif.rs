@@ -2,6 +2,8 @@
 //! clusters built by the simulated world at t=0 (nodes registered and initialized, pending pods marked
 //! unschedulable by the kube-scheduler stand-in, nothing provisioned yet).
 
+mod common;
+
 use std::time::Duration;
 
 use karpenter_tui::engine::api::NodePool;
@@ -15,29 +17,7 @@ use karpenter_tui::engine::whatif::{
 use karpenter_tui::sim::run::run_world;
 use karpenter_tui::sim::scenario::parse_scenario;
 
-const TYPES: &str = r#"
-catalog:
-  source: inline
-  instanceTypes:
-    - name: small
-      cpu: "2"
-      memory: 4Gi
-      pods: 10
-      overhead: {cpu: 100m, memory: 100Mi}
-      offerings:
-        - {zone: z1, capacityType: spot, price: 0.02}
-        - {zone: z1, capacityType: on-demand, price: 0.05}
-        - {zone: z2, capacityType: on-demand, price: 0.05}
-    - name: large
-      cpu: "8"
-      memory: 16Gi
-      pods: 40
-      overhead: {cpu: 100m, memory: 100Mi}
-      offerings:
-        - {zone: z1, capacityType: spot, price: 0.08}
-        - {zone: z1, capacityType: on-demand, price: 0.2}
-        - {zone: z2, capacityType: on-demand, price: 0.2}
-"#;
+use common::SMALL_LARGE_TYPES as TYPES;
 
 /// The NodePool `default`: `spec` lines are indented under `spec:`, `template` lines under `template.spec:`.
 fn pool_yaml(spec: &str, template: &str) -> String {

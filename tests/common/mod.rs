@@ -235,3 +235,29 @@ pub fn failure_text(r: &ProvisioningResult, pod: &str) -> Option<String> {
 pub fn scheduled(r: &ProvisioningResult) -> usize {
     r.results.scheduled_pods()
 }
+
+/// A two-type inline catalogue (small: 2 vCPU, large: 8 vCPU; spot in z1, on-demand in z1 and z2) for scenario
+/// tests, as the `catalog:` section of a scenario.
+pub const SMALL_LARGE_TYPES: &str = r#"
+catalog:
+  source: inline
+  instanceTypes:
+    - name: small
+      cpu: "2"
+      memory: 4Gi
+      pods: 10
+      overhead: {cpu: 100m, memory: 100Mi}
+      offerings:
+        - {zone: z1, capacityType: spot, price: 0.02}
+        - {zone: z1, capacityType: on-demand, price: 0.05}
+        - {zone: z2, capacityType: on-demand, price: 0.05}
+    - name: large
+      cpu: "8"
+      memory: 16Gi
+      pods: 40
+      overhead: {cpu: 100m, memory: 100Mi}
+      offerings:
+        - {zone: z1, capacityType: spot, price: 0.08}
+        - {zone: z1, capacityType: on-demand, price: 0.2}
+        - {zone: z2, capacityType: on-demand, price: 0.2}
+"#;
