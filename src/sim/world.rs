@@ -226,6 +226,8 @@ struct Caches {
     fingerprint: Option<([u64; 3], Fingerprint)>,
     /// The pods stamp and the uids of the provisionable pods then, in pod order.
     provisionable: Option<(u64, Vec<String>)>,
+    /// The store as the engine last read it, kept so the next snapshot copies only what changed.
+    snapshot: crate::sim::cluster::SnapshotMirror,
 }
 
 /// Pod counts (all, bound, terminating) and a hash of the node and NodeClaim lifecycle state (deletion, taints,
@@ -531,9 +533,9 @@ impl World {
         }
         self.batcher.reset();
         let catalogs = self.catalogs();
-        let snap = self.cluster.snapshot();
+        let snap = self.cluster.snapshot_into(&mut self.caches.snapshot);
         let started = Instant::now();
-        let result = provision(&snap.view(), &catalogs, &self.catalog.label_policy, self.options.clone());
+        let result = provision(&snap, &catalogs, &self.catalog.label_policy, self.options.clone());
         let millis = started.elapsed().as_secs_f64() * 1000.0;
         let pools: Vec<NodePool> = self.cluster.nodepools.values().cloned().collect();
         let objects = result.nodeclaims(&pools);

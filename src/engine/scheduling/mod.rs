@@ -270,6 +270,10 @@ struct Fixed {
     node_compat: NodeCompat,
     /// Per topology key: the values templates × instance types allow (see `template_domains`).
     domains: std::sync::Mutex<BTreeMap<String, BTreeSet<String>>>,
+    /// Positions in `Input::bound_pods` of the pods with topology terms (spread, affinity, anti-affinity): the
+    /// only bound pods topology set-up looks at. Found once per preparation instead of a scan of every bound pod
+    /// in every consolidation simulation.
+    bound_with_terms: Vec<usize>,
 }
 
 impl Fixed {
@@ -430,7 +434,27 @@ impl Prepared {
             node_usage.push((n.nodepool.clone(), n.capacity.clone()));
         }
         let node_compat = NodeCompat::new(nodes.iter().map(|n| n.requirements.clone()).collect());
-        let fixed = Fixed { templates, unusable, prefer_no_schedule_step, node_compat, domains: Default::default() };
+        let bound_with_terms = input
+            .bound_pods
+            .iter()
+            .enumerate()
+            .filter(|(_, (p, _))| {
+                !p.spreads.is_empty()
+                    || !p.affinity.is_empty()
+                    || !p.anti_affinity.is_empty()
+                    || !p.preferred_affinity.is_empty()
+                    || !p.preferred_anti_affinity.is_empty()
+            })
+            .map(|(i, _)| i)
+            .collect();
+        let fixed = Fixed {
+            templates,
+            unusable,
+            prefer_no_schedule_step,
+            node_compat,
+            domains: Default::default(),
+            bound_with_terms,
+        };
         Prepared { fixed, remaining, nodes, node_usage }
     }
 }
@@ -513,17 +537,8 @@ impl<'a> Scheduler<'a> {
         let counted = |node: &str| excluded.is_empty() || !excluded.contains(node);
         // Topology: the domains each key may take, from templates × types and existing nodes.
         let mut keys: BTreeSet<String> = BTreeSet::new();
-        let bound_with_terms = input
-            .bound_pods
-            .iter()
-            .filter(|(p, _)| {
-                !p.spreads.is_empty()
-                    || !p.affinity.is_empty()
-                    || !p.anti_affinity.is_empty()
-                    || !p.preferred_affinity.is_empty()
-                    || !p.preferred_anti_affinity.is_empty()
-            })
-            .filter(|(_, node)| counted(node));
+        let bound_with_terms =
+            fixed.bound_with_terms.iter().map(|&i| &input.bound_pods[i]).filter(|(_, node)| counted(node));
         for p in pods.iter().chain(bound_with_terms.map(|(p, _)| p)) {
             for s in &p.spreads {
                 keys.insert(s.key.clone());
@@ -546,8 +561,12 @@ impl<'a> Scheduler<'a> {
         }
         let mut topology = Topology::new(universe, input.policy.clone());
         topology.add_pods(pods);
+        // Only pods with terms can have anti-affinity.
         let needs_bound = topology.has_groups()
-            || input.bound_pods.iter().any(|(p, node)| !p.anti_affinity.is_empty() && counted(node));
+            || fixed.bound_with_terms.iter().any(|&i| {
+                let (p, node) = &input.bound_pods[i];
+                !p.anti_affinity.is_empty() && counted(node)
+            });
         if needs_bound {
             let empty = (BTreeMap::new(), Vec::new());
             let bound: Vec<BoundPod<'_>> = input
@@ -675,12 +694,13 @@ impl<'a> Scheduler<'a> {
             if off_limits.is_some_and(|s| s[n]) {
                 continue;
             }
-            if let Some(node_reqs) = admitted.as_ref().and_then(|a| self.can_add_to_node(n, i, pod, a, &groups)) {
+            if admitted.as_ref().is_some_and(|a| self.can_add_to_node(n, i, pod, a, &groups)) {
                 let node = &mut self.nodes[n];
                 node.remaining = node.remaining.minus(&pod.requests);
                 node.host_ports.extend(pod.host_ports.iter().cloned());
                 node.pods.push(i);
-                let taints = node.taints.clone();
+                // Shared handles, not copies: the topology only reads them.
+                let (node_reqs, taints) = (node.requirements.clone(), node.taints.clone());
                 self.topology.record(pod, &node_reqs, &taints);
                 return Ok(());
             }
@@ -831,39 +851,34 @@ impl<'a> Scheduler<'a> {
         pod: &PodData,
         admitted: &Bitset,
         groups: &[topology::GroupCtx],
-    ) -> Option<Requirements> {
+    ) -> bool {
         let node = &self.nodes[n];
         if !admitted.get(node.base) {
-            return None;
+            return false;
         }
         if taints::first_untolerated(&node.taints, &pod.tolerations, pod.tolerate_prefer_no_schedule).is_some() {
-            return None;
+            return false;
         }
         if pod.host_ports.iter().any(|p| node.host_ports.iter().any(|q| p.conflicts(q))) {
-            return None;
+            return false;
         }
         if !pod.requests.fits_in(&node.remaining) {
-            return None;
+            return false;
         }
         if let Some(h) = node.hostname_id
             && !self.topology.allows_on_hostname(groups, h)
         {
-            return None;
+            return false;
         }
         let alts = &self.volume_alternatives[i];
         if !alts.is_empty() && !alts.iter().any(|a| node.requirements.compatible(a, None).is_ok()) {
-            return None;
+            return false;
         }
         let ids = (!node.domain_ids.is_empty()).then_some(node.domain_ids.as_slice());
         match self.topology.add_requirements(groups, &node.requirements, ids) {
-            Ok(Some(r)) => {
-                if node.requirements.compatible(&r, None).is_err() {
-                    return None;
-                }
-                Some((*node.requirements).clone())
-            }
-            Ok(None) => Some((*node.requirements).clone()),
-            Err(_) => None,
+            Ok(Some(r)) => node.requirements.compatible(&r, None).is_ok(),
+            Ok(None) => true,
+            Err(_) => false,
         }
     }
 
