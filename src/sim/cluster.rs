@@ -25,6 +25,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::ops::{Deref, DerefMut};
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use k8s_openapi::api::apps::v1::{DaemonSet, Deployment};
@@ -37,7 +38,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference}
 
 use crate::engine::api::{EC2NodeClass, NodeClaim, NodePool};
 use crate::engine::labels;
-use crate::engine::provisioning::{ClusterSnapshot, Snapshot, StateNode, state_nodes};
+use crate::engine::provisioning::{ClusterSnapshot, PodDigests, Snapshot, StateNode, state_nodes};
 use crate::engine::scheduling::pod::{self, PodData};
 use crate::engine::scheduling::volumes::VolumeIndex;
 use crate::engine::scheduling::{ExistingNode, Input, SchedulerOptions, solve};
@@ -137,11 +138,15 @@ struct Mirror<K, V> {
     stamp: Option<u64>,
     keys: Vec<K>,
     values: Vec<V>,
+    /// Per value: a version that changes whenever the value does (a kept value keeps its version), so what the
+    /// engine derives from a value can be kept too ([`PodDigests`]).
+    versions: Vec<u64>,
+    next_version: u64,
 }
 
 impl<K, V> Default for Mirror<K, V> {
     fn default() -> Self {
-        Mirror { stamp: None, keys: Vec::new(), values: Vec::new() }
+        Mirror { stamp: None, keys: Vec::new(), values: Vec::new(), versions: Vec::new(), next_version: 0 }
     }
 }
 
@@ -150,23 +155,30 @@ impl<K: Ord + Clone, V: Clone + PartialEq> Mirror<K, V> {
         if self.stamp == Some(map.stamp()) {
             return;
         }
-        let mut old = std::mem::take(&mut self.keys).into_iter().zip(std::mem::take(&mut self.values)).peekable();
-        let (mut keys, mut values) = (Vec::with_capacity(map.len()), Vec::with_capacity(map.len()));
+        let old_keys = std::mem::take(&mut self.keys).into_iter();
+        let old_values = std::mem::take(&mut self.values).into_iter();
+        let mut old = old_keys.zip(old_values).zip(std::mem::take(&mut self.versions)).peekable();
+        let n = map.len();
+        let (mut keys, mut values, mut versions) =
+            (Vec::with_capacity(n), Vec::with_capacity(n), Vec::with_capacity(n));
         for (k, v) in map.iter() {
             // Both sides are in key order: entries before `k` in the copy are gone from the map.
-            while old.next_if(|(ok, _)| ok < k).is_some() {}
-            match old.next_if(|(ok, ov)| ok == k && ov == v) {
-                Some((ok, ov)) => {
+            while old.next_if(|((ok, _), _)| ok < k).is_some() {}
+            match old.next_if(|((ok, ov), _)| ok == k && ov == v) {
+                Some(((ok, ov), version)) => {
                     keys.push(ok);
                     values.push(ov);
+                    versions.push(version);
                 }
                 None => {
                     keys.push(k.clone());
                     values.push(v.clone());
+                    self.next_version += 1;
+                    versions.push(self.next_version);
                 }
             }
         }
-        (self.keys, self.values, self.stamp) = (keys, values, Some(map.stamp()));
+        (self.keys, self.values, self.versions, self.stamp) = (keys, values, versions, Some(map.stamp()));
     }
 }
 
@@ -183,6 +195,8 @@ pub struct SnapshotMirror {
     pvs: Mirror<String, PersistentVolume>,
     storage_classes: Mirror<String, StorageClass>,
     namespaces: Mirror<String, Namespace>,
+    /// Pod digests by the pod mirror's versions.
+    digests: PodDigests,
 }
 
 /// Every object of the simulated cluster, in ordered maps so iteration (and so every decision) is deterministic.
@@ -393,6 +407,7 @@ impl Cluster {
             pvs: &m.pvs.values,
             storage_classes: &m.storage_classes.values,
             namespaces: &m.namespaces.values,
+            digests: Some((&m.pods.versions, &m.digests)),
         }
     }
 
@@ -402,6 +417,10 @@ impl Cluster {
         let mut created = Vec::new();
         let mut deleted = Vec::new();
         if self.synced.deployments == Some([self.deployments.stamp(), self.pods.stamp()]) {
+            return (created, deleted);
+        }
+        if self.deployments_balanced() {
+            self.synced.deployments = Some([self.deployments.stamp(), self.pods.stamp()]);
             return (created, deleted);
         }
         // One pass over the pods: the live replicas of each Deployment, by its (namespace, ReplicaSet name).
@@ -476,6 +495,37 @@ impl Cluster {
         }
         self.synced.deployments = Some([self.deployments.stamp(), self.pods.stamp()]);
         (created, deleted)
+    }
+
+    /// Whether every Deployment has exactly its replicas live and no live pod is owned by two of them: then
+    /// [`Cluster::reconcile_deployments`] has nothing to do. Pods change all the time (bindings, status) while
+    /// the replica counts rarely do, and this check copies nothing.
+    fn deployments_balanced(&self) -> bool {
+        let mut live: BTreeMap<(&str, &str), usize> =
+            self.deployments.keys().map(|(ns, name)| ((ns.as_str(), name.as_str()), 0)).collect();
+        for (k, p) in &self.pods {
+            if p.metadata.deletion_timestamp.is_some() {
+                continue;
+            }
+            let mut owner: Option<(&str, &str)> = None;
+            for o in p.metadata.owner_references.iter().flatten().filter(|o| o.kind == "ReplicaSet") {
+                let d = (k.0.as_str(), o.name.as_str());
+                if !live.contains_key(&d) {
+                    continue;
+                }
+                match owner {
+                    None => owner = Some(d),
+                    Some(first) if first == d => {}
+                    Some(_) => return false,
+                }
+            }
+            if let Some(count) = owner.and_then(|d| live.get_mut(&d)) {
+                *count += 1;
+            }
+        }
+        self.deployments.iter().all(|((ns, name), d)| {
+            live.get(&(ns.as_str(), name.as_str())).copied() == Some(d.spec.replicas.unwrap_or(1).max(0) as usize)
+        })
     }
 
     /// The DaemonSet controller: one pod per Ready node the daemon's pod tolerates and selects, bound directly
@@ -610,11 +660,11 @@ impl Cluster {
         }
         let mut to_schedule: Vec<PodData> = Vec::new();
         let mut keys: Vec<Key> = Vec::new();
-        let mut bound: Vec<(PodData, String)> = Vec::new();
+        let mut bound: Vec<(Arc<PodData>, String)> = Vec::new();
         for (k, p) in &self.pods {
             let Ok(d) = pod::pod_data(p, &namespaces) else { continue };
             match p.spec.as_ref().and_then(|s| s.node_name.clone()).filter(|n| !n.is_empty()) {
-                Some(node) if p.metadata.deletion_timestamp.is_none() => bound.push((d, node)),
+                Some(node) if p.metadata.deletion_timestamp.is_none() => bound.push((Arc::new(d), node)),
                 Some(_) => {}
                 None if pending.contains(k) => {
                     to_schedule.push(d);

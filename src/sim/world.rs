@@ -449,10 +449,11 @@ impl World {
                 .pods
                 .iter()
                 .filter(|(_, p)| {
-                    let on_ready =
-                        p.spec.as_ref().and_then(|s| s.node_name.as_deref()).is_some_and(|n| ready.contains(n));
+                    // Cheap checks first: nearly every pod is already running, and the node lookup compares names.
                     let running = p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running");
-                    on_ready && !running && p.metadata.deletion_timestamp.is_none()
+                    !running
+                        && p.metadata.deletion_timestamp.is_none()
+                        && p.spec.as_ref().and_then(|s| s.node_name.as_deref()).is_some_and(|n| ready.contains(n))
                 })
                 .map(|(k, _)| k.clone())
                 .collect();

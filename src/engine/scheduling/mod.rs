@@ -95,7 +95,7 @@ pub struct Input<'a> {
     /// Usage per NodePool for limits (capacity of its nodes, `nodes` = count). Nodes being deleted count as zero.
     pub nodepool_usage: &'a BTreeMap<String, Resources>,
     /// Pods bound to nodes (the node's name), for requests on existing nodes and topology counting.
-    pub bound_pods: &'a [(PodData, String)],
+    pub bound_pods: &'a [(Arc<PodData>, String)],
     /// Labels and taints of every node bound pods may be on (including deleting ones), for topology counting.
     pub node_labels: &'a BTreeMap<String, (BTreeMap<String, String>, Vec<Taint>)>,
     /// One representative pod per DaemonSet.
@@ -539,7 +539,7 @@ impl<'a> Scheduler<'a> {
         let mut keys: BTreeSet<String> = BTreeSet::new();
         let bound_with_terms =
             fixed.bound_with_terms.iter().map(|&i| &input.bound_pods[i]).filter(|(_, node)| counted(node));
-        for p in pods.iter().chain(bound_with_terms.map(|(p, _)| p)) {
+        for p in pods.iter().chain(bound_with_terms.map(|(p, _)| &**p)) {
             for s in &p.spreads {
                 keys.insert(s.key.clone());
             }
