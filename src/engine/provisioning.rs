@@ -201,6 +201,15 @@ impl Drop for Digester<'_> {
     }
 }
 
+/// The digest of every pod of the snapshot, in `snap.pods` order, through the snapshot's [`PodDigests`] if any.
+pub fn pod_digests(
+    snap: &ClusterSnapshot<'_>,
+    namespaces: &[(String, BTreeMap<String, String>)],
+) -> Vec<Result<Arc<PodData>, pod::PodError>> {
+    let mut digests = Digester::new(snap, namespaces);
+    snap.pods.iter().enumerate().map(|(i, p)| digests.get(i, p)).collect()
+}
+
 /// The objects a provisioning pass reads. Everything is borrowed: building this is free.
 #[derive(Clone, Copy)]
 pub struct ClusterSnapshot<'a> {

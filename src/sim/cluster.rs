@@ -38,7 +38,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference}
 
 use crate::engine::api::{EC2NodeClass, NodeClaim, NodePool};
 use crate::engine::labels;
-use crate::engine::provisioning::{ClusterSnapshot, PodDigests, Snapshot, StateNode, state_nodes};
+use crate::engine::provisioning::{ClusterSnapshot, PodDigests, Snapshot, StateNode, pod_digests, state_nodes};
 use crate::engine::scheduling::pod::{self, PodData};
 use crate::engine::scheduling::volumes::VolumeIndex;
 use crate::engine::scheduling::{ExistingNode, Input, SchedulerOptions, solve};
@@ -599,6 +599,12 @@ impl Cluster {
     /// scheduling simulation restricted to existing nodes), and marks the rest unschedulable. Pods nominated to a
     /// node (status.nominatedNodeName) are considered like any other. Returns the (pod, node) bindings.
     pub fn schedule_pending(&mut self) -> Vec<(Key, String)> {
+        self.schedule_pending_with(&mut SnapshotMirror::default())
+    }
+
+    /// [`Cluster::schedule_pending`] reading the store through a kept snapshot (its objects and pod digests are
+    /// reused when unchanged).
+    pub fn schedule_pending_with(&mut self, mirror: &mut SnapshotMirror) -> Vec<(Key, String)> {
         if self.synced.scheduler == Some(self.stamps()) {
             return Vec::new();
         }
@@ -615,21 +621,8 @@ impl Cluster {
             self.synced.scheduler = Some(self.stamps());
             return Vec::new();
         }
-        // Everything but the pods, which are read from the store below.
-        let snap = Snapshot {
-            nodepools: Vec::new(),
-            nodeclaims: self.nodeclaims.values().cloned().collect(),
-            nodes: self.nodes.values().cloned().collect(),
-            pods: Vec::new(),
-            daemonsets: Vec::new(),
-            pdbs: Vec::new(),
-            pvcs: self.pvcs.values().cloned().collect(),
-            pvs: self.pvs.values().cloned().collect(),
-            storage_classes: self.storage_classes.values().cloned().collect(),
-            namespaces: self.namespaces.values().cloned().collect(),
-        };
-        let view = snap.view();
-        let namespaces: Vec<(String, BTreeMap<String, String>)> = snap
+        let view = self.snapshot_into(mirror);
+        let namespaces: Vec<(String, BTreeMap<String, String>)> = view
             .namespaces
             .iter()
             .map(|n| (n.metadata.name.clone().unwrap_or_default(), n.metadata.labels.clone().unwrap_or_default()))
@@ -661,20 +654,21 @@ impl Cluster {
         let mut to_schedule: Vec<PodData> = Vec::new();
         let mut keys: Vec<Key> = Vec::new();
         let mut bound: Vec<(Arc<PodData>, String)> = Vec::new();
-        for (k, p) in &self.pods {
-            let Ok(d) = pod::pod_data(p, &namespaces) else { continue };
+        // The snapshot's pods are the store's, in the same (key) order.
+        for ((k, p), d) in self.pods.iter().zip(pod_digests(&view, &namespaces)) {
+            let Ok(d) = d else { continue };
             match p.spec.as_ref().and_then(|s| s.node_name.clone()).filter(|n| !n.is_empty()) {
-                Some(node) if p.metadata.deletion_timestamp.is_none() => bound.push((Arc::new(d), node)),
+                Some(node) if p.metadata.deletion_timestamp.is_none() => bound.push((d, node)),
                 Some(_) => {}
                 None if pending.contains(k) => {
-                    to_schedule.push(d);
+                    to_schedule.push(Arc::unwrap_or_clone(d));
                     keys.push(k.clone());
                 }
                 None => {}
             }
         }
         let daemonsets = Vec::new();
-        let volumes = VolumeIndex::new(&snap.pvcs, &snap.pvs, &snap.storage_classes);
+        let volumes = VolumeIndex::new(view.pvcs, view.pvs, view.storage_classes);
         let no_types = BTreeMap::new();
         let usage = BTreeMap::new();
         let input = Input {

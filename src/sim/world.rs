@@ -465,7 +465,7 @@ impl World {
             }
             self.caches.kubelet = Some([self.cluster.nodes.stamp(), self.cluster.pods.stamp()]);
         }
-        for (key, node) in self.cluster.schedule_pending() {
+        for (key, node) in self.cluster.schedule_pending_with(&mut self.caches.snapshot) {
             if let Some(r) = self.record.pods.get_mut(&key) {
                 r.node = Some(node);
                 r.bound_at = Some(self.now);
