@@ -155,6 +155,19 @@ impl<K: Ord + Clone, V: Clone + PartialEq> Mirror<K, V> {
         if self.stamp == Some(map.stamp()) {
             return;
         }
+        // The common case: objects changed but none came or went. Update in place (no new vectors: for 10,000
+        // pods those are megabytes of fresh pages on every sync).
+        if self.keys.len() == map.len() && self.keys.iter().zip(map.keys()).all(|(a, b)| a == b) {
+            for ((value, version), v) in self.values.iter_mut().zip(&mut self.versions).zip(map.values()) {
+                if value != v {
+                    value.clone_from(v);
+                    self.next_version += 1;
+                    *version = self.next_version;
+                }
+            }
+            self.stamp = Some(map.stamp());
+            return;
+        }
         let old_keys = std::mem::take(&mut self.keys).into_iter();
         let old_values = std::mem::take(&mut self.values).into_iter();
         let mut old = old_keys.zip(old_values).zip(std::mem::take(&mut self.versions)).peekable();

@@ -220,6 +220,7 @@ pub fn survey(ctx: &Context<'_>) -> Survey {
             pods_by_node.entry(n).or_default().push(p);
         }
     }
+    let no_labels = BTreeMap::new();
     for s in state_nodes(snap) {
         let name = s.name();
         let (Some(node), Some(claim)) = (s.node, s.nodeclaim) else {
@@ -228,7 +229,7 @@ pub fn survey(ctx: &Context<'_>) -> Survey {
             }
             continue;
         };
-        let node_labels = node.metadata.labels.clone().unwrap_or_default();
+        let node_labels = node.metadata.labels.as_ref().unwrap_or(&no_labels);
         let pool_name = node_labels.get(labels::NODEPOOL).cloned().or_else(|| claim.nodepool().map(str::to_string));
         let wait = pool_name.as_deref().and_then(|p| pools.get(p)).and_then(|p| consolidation_wait(p, claim, ctx.now));
         if matches!(wait, Some(Blocker::ConsolidateAfter { .. })) {
