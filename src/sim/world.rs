@@ -622,7 +622,8 @@ impl World {
         // Decide for every claim against the same state, then act.
         let mut plans: Vec<(String, Plan)> = Vec::new();
         {
-            let mut by_provider: BTreeMap<&str, Vec<&Node>> = BTreeMap::new();
+            // Only looked up, never iterated (this runs at every reconcile).
+            let mut by_provider: rustc_hash::FxHashMap<&str, Vec<&Node>> = rustc_hash::FxHashMap::default();
             for n in self.cluster.nodes.values() {
                 if let Some(pid) = n.spec.as_ref().and_then(|s| s.provider_id.as_deref()) {
                     by_provider.entry(pid).or_default().push(n);

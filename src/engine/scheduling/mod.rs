@@ -470,9 +470,10 @@ const ROOM_BLOCK: usize = 32;
 /// The elementwise maximum `remaining` over the nodes of block `b` that are not gone (an upper bound of each).
 fn block_room(nodes: &[SimNode], gone: &[bool], b: usize) -> Resources {
     let mut room = Resources::default();
-    for n in b * ROOM_BLOCK..((b + 1) * ROOM_BLOCK).min(nodes.len()) {
+    let start = b * ROOM_BLOCK;
+    for (n, node) in nodes.iter().enumerate().skip(start).take(ROOM_BLOCK) {
         if !gone.get(n).copied().unwrap_or(false) {
-            room.max_with(&nodes[n].remaining);
+            room.max_with(&node.remaining);
         }
     }
     room
