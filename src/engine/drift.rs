@@ -466,12 +466,21 @@ fn same_duration(a: &str, b: &str) -> bool {
 /// to when labels are missing), overlaid by the claim's labels, overlaid by the Node's labels when given. Keys are
 /// normalised (deprecated aliases yield to the current key when both are present).
 pub fn node_view(claim: &NodeClaim, node_labels: Option<&BTreeMap<String, String>>) -> BTreeMap<String, String> {
+    node_view_ref(claim, node_labels).into_iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+}
+
+/// [`node_view`] borrowing its keys and values: every claim is checked every few minutes, and the checks only
+/// look a few keys up.
+fn node_view_ref<'a>(
+    claim: &'a NodeClaim,
+    node_labels: Option<&'a BTreeMap<String, String>>,
+) -> BTreeMap<&'a str, &'a str> {
     let mut out = BTreeMap::new();
     for r in &claim.spec.requirements {
         if r.operator == Operator::In.as_str()
             && let [v] = r.values.as_slice()
         {
-            out.insert(labels::normalize_key(&r.key).to_string(), v.clone());
+            out.insert(labels::normalize_key(&r.key), v.as_str());
         }
     }
     let layers = [claim.metadata.labels.as_ref(), node_labels];
@@ -481,7 +490,7 @@ pub fn node_view(claim: &NodeClaim, node_labels: Option<&BTreeMap<String, String
             for (k, v) in m {
                 let norm = labels::normalize_key(k);
                 if (norm == k.as_str()) == canonical {
-                    out.insert(norm.to_string(), v.clone());
+                    out.insert(norm, v.as_str());
                 }
             }
         }
@@ -509,10 +518,10 @@ pub fn requirements_drift(
     claim: &NodeClaim,
     node_labels: Option<&BTreeMap<String, String>>,
 ) -> Option<Drift> {
-    let node = node_view(claim, node_labels);
+    let node = node_view_ref(claim, node_labels);
     let mut changes = Vec::new();
     for (key, req) in pool_requirements(pool).iter() {
-        match node.get(key) {
+        match node.get(key.as_str()).copied() {
             None if req.operator().is_negative() => {}
             None => changes.push(format!("requirement {key} {req} is not met: the node has no {key} label")),
             Some(v) if req.has(v) => {}
@@ -544,20 +553,20 @@ pub fn instance_type_drift(
         return None;
     }
     let drift = |s: String| Some(Drift { reason: DriftReason::InstanceTypeNotFound, changes: vec![s] });
-    let node = node_view(claim, node_labels);
-    let Some(name) = node.get(labels::INSTANCE_TYPE) else {
+    let node = node_view_ref(claim, node_labels);
+    let Some(&name) = node.get(labels::INSTANCE_TYPE) else {
         return drift(format!("the node has no {} label", labels::INSTANCE_TYPE));
     };
-    let Some(it) = instance_types.iter().find(|t| &t.name == name) else {
+    let Some(it) = instance_types.iter().find(|t| t.name == name) else {
         return drift(format!("instance type {name} is no longer offered"));
     };
     let mut reqs = Requirements::new();
     for key in [labels::ZONE, labels::CAPACITY_TYPE] {
         if let Some(v) = node.get(key) {
-            reqs.add(key, Requirement::in_values([v.clone()]));
+            reqs.add(key, Requirement::in_values([v.to_string()]));
         }
     }
-    let capacity_type = node.get(labels::CAPACITY_TYPE).map(String::as_str);
+    let capacity_type = node.get(labels::CAPACITY_TYPE).copied();
     if capacity_type == Some(labels::CAPACITY_RESERVED) {
         reqs.set(
             labels::CAPACITY_TYPE,
@@ -567,7 +576,7 @@ pub fn instance_type_drift(
     if it.offerings.iter().any(|o| o.compatible(&reqs)) {
         return None;
     }
-    let zone = node.get(labels::ZONE).map_or("any zone", String::as_str);
+    let zone = node.get(labels::ZONE).copied().unwrap_or("any zone");
     drift(format!(
         "instance type {name} is no longer offered in {zone} as {}",
         capacity_type.unwrap_or("any capacity type")

@@ -228,6 +228,8 @@ struct Caches {
     fingerprint: Option<([u64; 3], Fingerprint)>,
     /// The pods stamp and the uids of the provisionable pods then, in pod order.
     provisionable: Option<(u64, Vec<String>)>,
+    /// The store as the engine last read it, kept so the next snapshot copies only what changed.
+    snapshot: crate::sim::cluster::SnapshotMirror,
 }
 
 /// Pod counts (all, bound, terminating) and a hash of the node and NodeClaim lifecycle state (deletion, taints,
@@ -449,10 +451,11 @@ impl World {
                 .pods
                 .iter()
                 .filter(|(_, p)| {
-                    let on_ready =
-                        p.spec.as_ref().and_then(|s| s.node_name.as_deref()).is_some_and(|n| ready.contains(n));
+                    // Cheap checks first: nearly every pod is already running, and the node lookup compares names.
                     let running = p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running");
-                    on_ready && !running && p.metadata.deletion_timestamp.is_none()
+                    !running
+                        && p.metadata.deletion_timestamp.is_none()
+                        && p.spec.as_ref().and_then(|s| s.node_name.as_deref()).is_some_and(|n| ready.contains(n))
                 })
                 .map(|(k, _)| k.clone())
                 .collect();
@@ -464,7 +467,7 @@ impl World {
             }
             self.caches.kubelet = Some([self.cluster.nodes.stamp(), self.cluster.pods.stamp()]);
         }
-        for (key, node) in self.cluster.schedule_pending() {
+        for (key, node) in self.cluster.schedule_pending_with(&mut self.caches.snapshot) {
             if let Some(r) = self.record.pods.get_mut(&key) {
                 r.node = Some(node);
                 r.bound_at = Some(self.now);
@@ -533,9 +536,9 @@ impl World {
         }
         self.batcher.reset();
         let catalogs = self.catalogs();
-        let snap = self.cluster.snapshot();
+        let snap = self.cluster.snapshot_into(&mut self.caches.snapshot);
         let started = Instant::now();
-        let result = provision(&snap.view(), &catalogs, &self.catalog.label_policy, self.options.clone());
+        let result = provision(&snap, &catalogs, &self.catalog.label_policy, self.options.clone());
         let millis = started.elapsed().as_secs_f64() * 1000.0;
         let pools: Vec<NodePool> = self.cluster.nodepools.values().cloned().collect();
         let objects = result.nodeclaims(&pools);
@@ -621,7 +624,8 @@ impl World {
         // Decide for every claim against the same state, then act.
         let mut plans: Vec<(String, Plan)> = Vec::new();
         {
-            let mut by_provider: BTreeMap<&str, Vec<&Node>> = BTreeMap::new();
+            // Only looked up, never iterated (this runs at every reconcile).
+            let mut by_provider: rustc_hash::FxHashMap<&str, Vec<&Node>> = rustc_hash::FxHashMap::default();
             for n in self.cluster.nodes.values() {
                 if let Some(pid) = n.spec.as_ref().and_then(|s| s.provider_id.as_deref()) {
                     by_provider.entry(pid).or_default().push(n);

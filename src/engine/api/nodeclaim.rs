@@ -12,6 +12,8 @@ use super::common::{Condition, NodeClassReference, NodeSelectorRequirementWithMi
 
 #[derive(CustomResource, Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[kube(group = "karpenter.sh", version = "v1", kind = "NodeClaim", plural = "nodeclaims", status = "NodeClaimStatus")]
+// Comparable objects let the simulator keep unchanged ones between snapshots.
+#[kube(derive = "PartialEq")]
 #[serde(rename_all = "camelCase")]
 pub struct NodeClaimSpec {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]

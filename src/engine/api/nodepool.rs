@@ -13,6 +13,8 @@ use super::common::{Condition, NodeClassReference, NodeSelectorRequirementWithMi
 /// A NodePool: a template for NodeClaims plus limits and disruption rules.
 #[derive(CustomResource, Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[kube(group = "karpenter.sh", version = "v1", kind = "NodePool", plural = "nodepools", status = "NodePoolStatus")]
+// Comparable objects let the simulator keep unchanged ones between snapshots.
+#[kube(derive = "PartialEq")]
 #[serde(rename_all = "camelCase")]
 pub struct NodePoolSpec {
     pub template: NodeClaimTemplate,

@@ -26,7 +26,8 @@ pub(crate) struct Simulator<'a> {
     state: &'a ClusterState,
     input: Input<'a>,
     prepared: OnceCell<Prepared>,
-    bound_index: BTreeMap<String, usize>,
+    /// Bound pods by (namespace, name): where a candidate's pods are in `state.bound`.
+    bound_index: rustc_hash::FxHashMap<(&'a str, &'a str), usize>,
     uninitialized: BTreeSet<&'a str>,
     settling: &'a BTreeSet<String>,
 }
@@ -34,7 +35,8 @@ pub(crate) struct Simulator<'a> {
 impl<'a> Simulator<'a> {
     pub(crate) fn new(ctx: &Context<'a>, state: &'a ClusterState, survey: &'a Survey) -> Self {
         let input = state.input(ctx.snap.nodepools, ctx.catalogs, ctx.policy, SchedulerOptions::default());
-        let bound_index = state.bound.iter().enumerate().map(|(i, (p, _))| (p.key(), i)).collect();
+        let bound_index =
+            state.bound.iter().enumerate().map(|(i, (p, _))| ((p.namespace.as_str(), p.name.as_str()), i)).collect();
         let uninitialized = state.active.iter().filter(|n| !n.initialized).map(|n| n.name.as_str()).collect();
         Simulator { state, input, prepared: OnceCell::new(), bound_index, uninitialized, settling: &survey.settling }
     }
@@ -50,8 +52,8 @@ impl<'a> Simulator<'a> {
         let from_deleting = pods.len();
         for c in candidates {
             for p in &c.pods {
-                if let Some(&i) = self.bound_index.get(&p.key()) {
-                    pods.push(self.state.bound[i].0.clone());
+                if let Some(&i) = self.bound_index.get(&(p.namespace.as_str(), p.name.as_str())) {
+                    pods.push((*self.state.bound[i].0).clone());
                     pending.push(false);
                 }
             }

@@ -17,6 +17,7 @@ pub mod topology;
 pub mod volumes;
 pub mod workload;
 
+use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::sync::Arc;
 
@@ -95,7 +96,7 @@ pub struct Input<'a> {
     /// Usage per NodePool for limits (capacity of its nodes, `nodes` = count). Nodes being deleted count as zero.
     pub nodepool_usage: &'a BTreeMap<String, Resources>,
     /// Pods bound to nodes (the node's name), for requests on existing nodes and topology counting.
-    pub bound_pods: &'a [(PodData, String)],
+    pub bound_pods: &'a [(Arc<PodData>, String)],
     /// Labels and taints of every node bound pods may be on (including deleting ones), for topology counting.
     pub node_labels: &'a BTreeMap<String, (BTreeMap<String, String>, Vec<Taint>)>,
     /// One representative pod per DaemonSet.
@@ -270,6 +271,10 @@ struct Fixed {
     node_compat: NodeCompat,
     /// Per topology key: the values templates × instance types allow (see `template_domains`).
     domains: std::sync::Mutex<BTreeMap<String, BTreeSet<String>>>,
+    /// Positions in `Input::bound_pods` of the pods with topology terms (spread, affinity, anti-affinity): the
+    /// only bound pods topology set-up looks at. Found once per preparation instead of a scan of every bound pod
+    /// in every consolidation simulation.
+    bound_with_terms: Vec<usize>,
 }
 
 impl Fixed {
@@ -329,6 +334,8 @@ pub struct Prepared {
     nodes: Vec<SimNode>,
     /// Per node, in `nodes` order: its NodePool and capacity as counted in that pool's usage.
     node_usage: Vec<(Option<String>, Resources)>,
+    /// (name, position in `nodes`), sorted: where the nodes a simulation removes are.
+    by_name: Vec<(Arc<str>, usize)>,
 }
 
 impl Prepared {
@@ -430,16 +437,62 @@ impl Prepared {
             node_usage.push((n.nodepool.clone(), n.capacity.clone()));
         }
         let node_compat = NodeCompat::new(nodes.iter().map(|n| n.requirements.clone()).collect());
-        let fixed = Fixed { templates, unusable, prefer_no_schedule_step, node_compat, domains: Default::default() };
-        Prepared { fixed, remaining, nodes, node_usage }
+        let bound_with_terms = input
+            .bound_pods
+            .iter()
+            .enumerate()
+            .filter(|(_, (p, _))| {
+                !p.spreads.is_empty()
+                    || !p.affinity.is_empty()
+                    || !p.anti_affinity.is_empty()
+                    || !p.preferred_affinity.is_empty()
+                    || !p.preferred_anti_affinity.is_empty()
+            })
+            .map(|(i, _)| i)
+            .collect();
+        let fixed = Fixed {
+            templates,
+            unusable,
+            prefer_no_schedule_step,
+            node_compat,
+            domains: Default::default(),
+            bound_with_terms,
+        };
+        let mut by_name: Vec<(Arc<str>, usize)> = nodes.iter().enumerate().map(|(i, n)| (n.name.clone(), i)).collect();
+        by_name.sort();
+        Prepared { fixed, remaining, nodes, node_usage, by_name }
     }
+}
+
+/// Nodes per block of [`Scheduler::room`].
+const ROOM_BLOCK: usize = 32;
+
+/// The elementwise maximum `remaining` over the nodes of block `b` that are not gone (an upper bound of each).
+fn block_room(nodes: &[SimNode], gone: &[bool], b: usize) -> Resources {
+    let mut room = Resources::default();
+    let start = b * ROOM_BLOCK;
+    for (n, node) in nodes.iter().enumerate().skip(start).take(ROOM_BLOCK) {
+        if !gone.get(n).copied().unwrap_or(false) {
+            room.max_with(&node.remaining);
+        }
+    }
+    room
 }
 
 /// The scheduler for one solve.
 pub struct Scheduler<'a> {
     input: &'a Input<'a>,
     fixed: Shared<'a, Fixed>,
-    nodes: Vec<SimNode>,
+    /// Existing nodes in preparation order. Borrowed from a shared preparation until a pod is placed on one:
+    /// most consolidation simulations place none, and copying every node for each of them was a large part of
+    /// a pass.
+    nodes: Cow<'a, [SimNode]>,
+    /// `gone[n]`: node `n` is removed in this simulation and takes no pods (empty: none is).
+    gone: Vec<bool>,
+    /// Per block of [`ROOM_BLOCK`] nodes: elementwise at least the `remaining` of every node of the block that is
+    /// not gone. A pod that does not fit in it fits on none of those nodes, so the scan skips the block: in a
+    /// packed cluster most pods of a consolidation simulation would otherwise try every node.
+    room: Vec<Resources>,
     claims: Vec<SimClaim>,
     /// (pod count, creation index) of each claim, the order they are tried in.
     claim_order: BTreeSet<(usize, usize)>,
@@ -464,7 +517,8 @@ impl<'a> Scheduler<'a> {
     /// Prepares the templates, nodes and topology for solving `pods`.
     pub fn new(input: &'a Input<'a>, pods: &[PodData]) -> Scheduler<'a> {
         let Prepared { fixed, remaining, nodes, .. } = Prepared::new(input);
-        Scheduler::assemble(input, Shared::Owned(Box::new(fixed)), remaining, nodes, pods, &BTreeSet::new())
+        let fixed = Shared::Owned(Box::new(fixed));
+        Scheduler::assemble(input, fixed, remaining, Cow::Owned(nodes), Vec::new(), pods, &BTreeSet::new())
     }
 
     /// A solve over a shared preparation, as if the nodes in `excluded` (and the pods bound to them) were gone:
@@ -477,19 +531,21 @@ impl<'a> Scheduler<'a> {
         excluded: &BTreeSet<String>,
     ) -> Scheduler<'a> {
         let mut remaining = prepared.remaining.clone();
-        let mut nodes = Vec::with_capacity(prepared.nodes.len());
-        for (n, (pool, capacity)) in prepared.nodes.iter().zip(&prepared.node_usage) {
-            if !excluded.contains(&*n.name) {
-                nodes.push(n.clone());
-                continue;
-            }
-            if let Some(rem) = pool.as_ref().and_then(|p| remaining.get_mut(p)) {
-                for (k, v) in rem.iter_mut() {
-                    *v += if k == "nodes" { 1 } else { capacity.get(k) };
+        let mut gone = vec![false; prepared.nodes.len()];
+        for name in excluded {
+            let from = prepared.by_name.partition_point(|(n, _)| **n < **name);
+            for (_, i) in prepared.by_name[from..].iter().take_while(|(n, _)| **n == **name) {
+                gone[*i] = true;
+                let (pool, capacity) = &prepared.node_usage[*i];
+                if let Some(rem) = pool.as_ref().and_then(|p| remaining.get_mut(p)) {
+                    for (k, v) in rem.iter_mut() {
+                        *v += if k == "nodes" { 1 } else { capacity.get(k) };
+                    }
                 }
             }
         }
-        Scheduler::assemble(input, Shared::Borrowed(&prepared.fixed), remaining, nodes, pods, excluded)
+        let nodes = Cow::Borrowed(prepared.nodes.as_slice());
+        Scheduler::assemble(input, Shared::Borrowed(&prepared.fixed), remaining, nodes, gone, pods, excluded)
     }
 
     /// Consolidation simulation mode: pods at index `first_moved` and after are being moved off the candidates and
@@ -506,25 +562,18 @@ impl<'a> Scheduler<'a> {
         input: &'a Input<'a>,
         fixed: Shared<'a, Fixed>,
         remaining: BTreeMap<String, BTreeMap<String, i64>>,
-        mut nodes: Vec<SimNode>,
+        mut nodes: Cow<'a, [SimNode]>,
+        gone: Vec<bool>,
         pods: &[PodData],
         excluded: &BTreeSet<String>,
     ) -> Scheduler<'a> {
+        let is_gone = |n: usize| gone.get(n).copied().unwrap_or(false);
         let counted = |node: &str| excluded.is_empty() || !excluded.contains(node);
         // Topology: the domains each key may take, from templates × types and existing nodes.
         let mut keys: BTreeSet<String> = BTreeSet::new();
-        let bound_with_terms = input
-            .bound_pods
-            .iter()
-            .filter(|(p, _)| {
-                !p.spreads.is_empty()
-                    || !p.affinity.is_empty()
-                    || !p.anti_affinity.is_empty()
-                    || !p.preferred_affinity.is_empty()
-                    || !p.preferred_anti_affinity.is_empty()
-            })
-            .filter(|(_, node)| counted(node));
-        for p in pods.iter().chain(bound_with_terms.map(|(p, _)| p)) {
+        let bound_with_terms =
+            fixed.bound_with_terms.iter().map(|&i| &input.bound_pods[i]).filter(|(_, node)| counted(node));
+        for p in pods.iter().chain(bound_with_terms.map(|(p, _)| &**p)) {
             for s in &p.spreads {
                 keys.insert(s.key.clone());
             }
@@ -537,7 +586,7 @@ impl<'a> Scheduler<'a> {
         let mut universe: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
         for key in &keys {
             let mut set = fixed.template_domains(key);
-            for n in &nodes {
+            for n in nodes.iter().enumerate().filter(|(i, _)| !is_gone(*i)).map(|(_, n)| n) {
                 if let Some(r) = n.requirements.get_ref(key) {
                     set.extend(r.values.iter().cloned());
                 }
@@ -546,8 +595,12 @@ impl<'a> Scheduler<'a> {
         }
         let mut topology = Topology::new(universe, input.policy.clone());
         topology.add_pods(pods);
+        // Only pods with terms can have anti-affinity.
         let needs_bound = topology.has_groups()
-            || input.bound_pods.iter().any(|(p, node)| !p.anti_affinity.is_empty() && counted(node));
+            || fixed.bound_with_terms.iter().any(|&i| {
+                let (p, node) = &input.bound_pods[i];
+                !p.anti_affinity.is_empty() && counted(node)
+            });
         if needs_bound {
             let empty = (BTreeMap::new(), Vec::new());
             let bound: Vec<BoundPod<'_>> = input
@@ -562,7 +615,7 @@ impl<'a> Scheduler<'a> {
             topology.count_bound(&bound);
         }
         if topology.has_groups() {
-            for n in &mut nodes {
+            for n in nodes.to_mut().iter_mut().enumerate().filter(|(i, _)| !is_gone(*i)).map(|(_, n)| n) {
                 if let Some(h) = n.requirements.get_ref(labels::HOSTNAME).and_then(|r| r.any()).map(str::to_string) {
                     n.hostname_id = Some(topology.register(labels::HOSTNAME, &h));
                 }
@@ -570,11 +623,14 @@ impl<'a> Scheduler<'a> {
             }
         }
 
+        let room = (0..nodes.len().div_ceil(ROOM_BLOCK)).map(|b| block_room(&nodes, &gone, b)).collect();
         let volume_alternatives = pods.iter().map(|p| input.volumes.alternatives(p).unwrap_or_default()).collect();
         Scheduler {
             input,
             fixed,
             nodes,
+            gone,
+            room,
             claims: Vec::new(),
             claim_order: BTreeSet::new(),
             zero_sets: BTreeMap::new(),
@@ -671,18 +727,26 @@ impl<'a> Scheduler<'a> {
         // 1. Existing nodes, in order.
         let admitted = if self.nodes.is_empty() { None } else { Some(self.fixed.node_compat.admitted(&reqs)) };
         let off_limits = self.settling.as_ref().filter(|(first, _)| i >= *first).map(|(_, s)| s.as_slice());
-        for n in 0..self.nodes.len() {
-            if off_limits.is_some_and(|s| s[n]) {
+        for b in 0..self.room.len() {
+            // No node of the block has room for the pod.
+            if !pod.requests.fits_in(&self.room[b]) {
                 continue;
             }
-            if let Some(node_reqs) = admitted.as_ref().and_then(|a| self.can_add_to_node(n, i, pod, a, &groups)) {
-                let node = &mut self.nodes[n];
-                node.remaining = node.remaining.minus(&pod.requests);
-                node.host_ports.extend(pod.host_ports.iter().cloned());
-                node.pods.push(i);
-                let taints = node.taints.clone();
-                self.topology.record(pod, &node_reqs, &taints);
-                return Ok(());
+            for n in b * ROOM_BLOCK..((b + 1) * ROOM_BLOCK).min(self.nodes.len()) {
+                if off_limits.is_some_and(|s| s[n]) || self.gone.get(n).copied().unwrap_or(false) {
+                    continue;
+                }
+                if admitted.as_ref().is_some_and(|a| self.can_add_to_node(n, i, pod, a, &groups)) {
+                    let node = &mut self.nodes.to_mut()[n];
+                    node.remaining = node.remaining.minus(&pod.requests);
+                    node.host_ports.extend(pod.host_ports.iter().cloned());
+                    node.pods.push(i);
+                    // Shared handles, not copies: the topology only reads them.
+                    let (node_reqs, taints) = (node.requirements.clone(), node.taints.clone());
+                    self.topology.record(pod, &node_reqs, &taints);
+                    self.room[b] = block_room(&self.nodes, &self.gone, b);
+                    return Ok(());
+                }
             }
         }
 
@@ -831,39 +895,32 @@ impl<'a> Scheduler<'a> {
         pod: &PodData,
         admitted: &Bitset,
         groups: &[topology::GroupCtx],
-    ) -> Option<Requirements> {
+    ) -> bool {
         let node = &self.nodes[n];
-        if !admitted.get(node.base) {
-            return None;
+        // Every check must pass; the cheap ones go first.
+        if !admitted.get(node.base) || !pod.requests.fits_in(&node.remaining) {
+            return false;
         }
         if taints::first_untolerated(&node.taints, &pod.tolerations, pod.tolerate_prefer_no_schedule).is_some() {
-            return None;
+            return false;
         }
         if pod.host_ports.iter().any(|p| node.host_ports.iter().any(|q| p.conflicts(q))) {
-            return None;
-        }
-        if !pod.requests.fits_in(&node.remaining) {
-            return None;
+            return false;
         }
         if let Some(h) = node.hostname_id
             && !self.topology.allows_on_hostname(groups, h)
         {
-            return None;
+            return false;
         }
         let alts = &self.volume_alternatives[i];
         if !alts.is_empty() && !alts.iter().any(|a| node.requirements.compatible(a, None).is_ok()) {
-            return None;
+            return false;
         }
         let ids = (!node.domain_ids.is_empty()).then_some(node.domain_ids.as_slice());
         match self.topology.add_requirements(groups, &node.requirements, ids) {
-            Ok(Some(r)) => {
-                if node.requirements.compatible(&r, None).is_err() {
-                    return None;
-                }
-                Some((*node.requirements).clone())
-            }
-            Ok(None) => Some((*node.requirements).clone()),
-            Err(_) => None,
+            Ok(Some(r)) => node.requirements.compatible(&r, None).is_ok(),
+            Ok(None) => true,
+            Err(_) => false,
         }
     }
 
@@ -1113,7 +1170,7 @@ impl<'a> Scheduler<'a> {
     }
 
     fn finalize(&mut self, pods: &[PodData], results: &mut Results) {
-        for n in &self.nodes {
+        for n in self.nodes.iter() {
             if !n.pods.is_empty() {
                 results.existing.push(Placement { node: n.name.to_string(), pods: n.pods.clone() });
             }

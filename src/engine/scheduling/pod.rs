@@ -338,7 +338,15 @@ pub fn pod_data(pod: &Pod, namespaces: &[(String, BTreeMap<String, String>)]) ->
     let uid = meta.uid.clone().unwrap_or_else(|| format!("{namespace}/{name}"));
     let labels = meta.labels.clone().unwrap_or_default();
     let requests = pod_requests(pod)?;
-    let spec = pod.spec.clone().unwrap_or_default();
+    // Borrowed, not copied: this runs for every pod of every snapshot.
+    let no_spec;
+    let spec = match &pod.spec {
+        Some(s) => s,
+        None => {
+            no_spec = k8s_openapi::api::core::v1::PodSpec::default();
+            &no_spec
+        }
+    };
 
     let mut node_selector = Requirements::new();
     for (k, v) in spec.node_selector.iter().flatten() {

@@ -494,10 +494,10 @@ impl World {
         f: impl FnOnce(&Context<'_>) -> R,
     ) -> R {
         let catalogs = self.catalogs();
-        let snap = self.cluster.snapshot();
+        let snap = self.cluster.snapshot_into(&mut self.caches.snapshot);
         let options = options.unwrap_or_else(|| self.disruption.options.clone());
         let ctx = Context {
-            snap: snap.view(),
+            snap,
             catalogs: &catalogs,
             policy: &self.catalog.label_policy,
             now: self.now,
