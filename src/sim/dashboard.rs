@@ -412,8 +412,40 @@ pub fn view(w: &mut World, source: Source, generation: u64) -> ClusterView {
             }),
         }
     }
+    // The cluster's side: nodes registering, becoming ready and going away.
+    for n in &w.record.nodes {
+        let object = format!("node/{}", n.name);
+        let what = format!("{} {} in {}", n.capacity_type, n.instance_type, n.zone);
+        v.events.push(EventRow {
+            at: n.created_at,
+            kind: "Normal".into(),
+            reason: "Registered".into(),
+            object: object.clone(),
+            message: format!("node registered ({what})"),
+        });
+        if let Some(t) = n.initialized_at {
+            v.events.push(EventRow {
+                at: t,
+                kind: "Normal".into(),
+                reason: "Ready".into(),
+                object: object.clone(),
+                message: format!("node ready and initialized after {:.0}s", (t - n.created_at) as f64 / 1000.0),
+            });
+        }
+        if let Some(t) = n.deleted_at {
+            v.events.push(EventRow {
+                at: t,
+                kind: "Normal".into(),
+                reason: "NodeDeleted".into(),
+                object,
+                message: format!("node removed ({what})"),
+            });
+        }
+    }
     v.interruptions.reverse();
-    v.events.sort_by_key(|e| std::cmp::Reverse(e.at));
+    // Newest first; at the same instant, a stable order by object and reason.
+    v.events
+        .sort_by(|a, b| b.at.cmp(&a.at).then_with(|| a.object.cmp(&b.object)).then_with(|| a.reason.cmp(&b.reason)));
     v.events.truncate(MAX_EVENTS);
     v
 }
