@@ -11,9 +11,11 @@
 #[path = "common/big_cluster.rs"]
 mod big_cluster;
 
+use std::alloc::{GlobalAlloc, Layout, System};
 use std::collections::BTreeMap;
 use std::hint::black_box;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use criterion::{Criterion, criterion_group, criterion_main};
 use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
@@ -26,6 +28,36 @@ use ratatui::Terminal;
 use ratatui::backend::TestBackend;
 
 use big_cluster::{PODS_PER_NODE, POOLS, nodes_per_pool, world};
+
+/// Counts live heap bytes, so the benchmark can say what the world and the dashboard hold, apart from what the
+/// allocator keeps after the generated scenario is parsed and dropped (resident memory includes that).
+struct Counting;
+
+static LIVE: AtomicUsize = AtomicUsize::new(0);
+
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        // SAFETY: forwarded unchanged to the system allocator.
+        let p = unsafe { System.alloc(layout) };
+        if !p.is_null() {
+            LIVE.fetch_add(layout.size(), Ordering::Relaxed);
+        }
+        p
+    }
+
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        // SAFETY: forwarded unchanged to the system allocator.
+        unsafe { System.dealloc(ptr, layout) };
+        LIVE.fetch_sub(layout.size(), Ordering::Relaxed);
+    }
+}
+
+#[global_allocator]
+static GLOBAL: Counting = Counting;
+
+fn live_mib() -> f64 {
+    LIVE.load(Ordering::Relaxed) as f64 / (1024.0 * 1024.0)
+}
 
 /// A memory figure of this process from /proc (Linux), in MiB: `VmRSS` now, `VmHWM` the peak.
 fn mem_mib(field: &str) -> f64 {
@@ -47,6 +79,7 @@ fn dashboard_bench(c: &mut Criterion) {
     let nodes = POOLS * nodes_per_pool();
     let mut w = world(nodes_per_pool());
     let world_rss = mem_mib("VmRSS:");
+    let world_live = live_mib();
     let world_peak = mem_mib("VmHWM:");
     let source = Source { context: "bench".into(), cluster: "bench".into(), clock: "simulated".into() };
     let view = Arc::new(dashboard::view(&mut w, source.clone(), 1));
@@ -58,6 +91,11 @@ fn dashboard_bench(c: &mut Criterion) {
     let mut first = Terminal::new(TestBackend::new(200, 60)).expect("terminal");
     first.draw(|f| f.render_widget(&state, f.area())).expect("draw");
     let with_dashboard = mem_mib("VmRSS:");
+    let dashboard_live = live_mib() - world_live;
+    eprintln!(
+        "live heap for {nodes} nodes: {world_live:.0} MiB held by the simulated world; {dashboard_live:.1} MiB more for \
+         the picture, the dashboard state and a drawn frame"
+    );
     eprintln!(
         "resident memory for {nodes} nodes: {world_rss:.0} MiB with the simulated world built (peak so far \
          {world_peak:.0} MiB, while the scenario was parsed and the world built); {with_dashboard:.0} MiB with a \
