@@ -115,7 +115,7 @@ fn render_tabs(s: &AppState, area: Rect, buf: &mut Buffer) {
                 Pane::Interruptions => "Interrupts",
                 Pane::Events => "Events",
             };
-            let text = format!(" {} {}{} ", p.index() + 1, short, badge(*p));
+            let text = format!(" {} {}{}", p.index() + 1, short, badge(*p));
             if *p == s.focus { Span::styled(text, s.theme.selected()) } else { Span::styled(text, s.theme.muted()) }
         })
         .collect();
