@@ -75,22 +75,8 @@ pub struct ContextConfig {
     pub theme: Option<String>,
 }
 
-/// `approve: y` or `approve: [y, ctrl-a]`.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
-#[serde(untagged)]
-pub enum OneOrMany {
-    One(String),
-    Many(Vec<String>),
-}
-
-impl OneOrMany {
-    pub fn to_vec(&self) -> Vec<String> {
-        match self {
-            OneOrMany::One(s) => vec![s.clone()],
-            OneOrMany::Many(v) => v.clone(),
-        }
-    }
-}
+/// `approve: y` or `approve: [y, ctrl-a]`: the same one-or-many shape as an inline instance type's `os:`.
+pub use crate::engine::catalog::inline::OneOrMany;
 
 #[derive(Debug, Error)]
 pub enum ConfigError {

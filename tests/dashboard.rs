@@ -377,7 +377,6 @@ fn open_editor(s: &mut AppState) {
 
 #[test]
 fn editing_a_nodepool_reviews_the_what_if_then_applies_through_the_backend() {
-    use karpenter_tui::ui::app::EditStage;
     let mut d = driver_at(180, false);
     let mut s = app(Arc::new(d.view()), false);
     open_editor(&mut s);
@@ -423,7 +422,6 @@ fn editing_a_nodepool_reviews_the_what_if_then_applies_through_the_backend() {
     );
     assert!(s.editor.is_none(), "the editor closes once applied");
     assert!(d.view().nodepools.iter().find(|p| p.name == "default").expect("pool").yaml.contains("team: web"));
-    let _ = EditStage::Editing;
 }
 
 #[test]

@@ -45,6 +45,18 @@ pub enum Command {
 }
 
 impl Command {
+    /// The request id an outcome answers, for commands that have one.
+    pub fn request(&self) -> Option<u64> {
+        match self {
+            Command::Approve { request, .. }
+            | Command::Reject { request, .. }
+            | Command::SetMode { request, .. }
+            | Command::ApplyNodePool { request, .. }
+            | Command::PreviewNodePool { request, .. } => Some(*request),
+            Command::SetSpeed { .. } | Command::SetPaused { .. } | Command::Shutdown => None,
+        }
+    }
+
     /// Whether the command changes the cluster; read-only backends refuse these.
     pub fn is_mutating(&self) -> bool {
         matches!(

@@ -9,11 +9,12 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::mpsc::UnboundedSender;
 
-use crate::engine::api::strict::parse_nodepool_strict;
+use crate::engine::api::NodePool;
 use crate::engine::provisioning::Millis;
 use crate::runtime::backend::{Command, Event};
 use crate::sim::dashboard;
 use crate::sim::run::Playback;
+use crate::ui::editor::validate_nodepool_text;
 use crate::ui::model::Source;
 
 /// How often the clock steps (real time).
@@ -144,13 +145,7 @@ impl SimDriver {
     /// Carries out one request. Mutations are refused in read-only mode here, not only in the UI.
     pub fn handle(&mut self, cmd: Command) -> Vec<Event> {
         if self.readonly && cmd.is_mutating() {
-            let request = match &cmd {
-                Command::Approve { request, .. }
-                | Command::Reject { request, .. }
-                | Command::SetMode { request, .. }
-                | Command::ApplyNodePool { request, .. } => *request,
-                _ => 0,
-            };
+            let request = cmd.request().unwrap_or(0);
             return vec![Event::Done { request, outcome: Err("read-only: the backend refuses changes".into()) }];
         }
         let w = &mut self.playback.world;
@@ -196,15 +191,17 @@ impl SimDriver {
     }
 }
 
+/// The edited NodePool, validated exactly as the editor validates it (strict parse, no renaming).
+fn parse_edit(w: &crate::sim::world::World, name: &str, yaml: &str, what: &str) -> Result<NodePool, String> {
+    validate_nodepool_text(yaml, name, &w.catalog().label_policy).map_err(|diags| {
+        let first: Vec<String> = diags.iter().take(3).map(|d| d.to_string()).collect();
+        format!("{what}: {}", first.join("; "))
+    })
+}
+
 /// Replaces a NodePool after strict validation; nothing changes when it is invalid.
 fn apply_nodepool(w: &mut crate::sim::world::World, name: &str, yaml: &str) -> Result<String, String> {
-    let pool = parse_nodepool_strict(yaml, &format!("nodepool/{name}")).map_err(|diags| {
-        let first: Vec<String> = diags.iter().take(3).map(|d| d.to_string()).collect();
-        format!("not applied: {}", first.join("; "))
-    })?;
-    if pool.name() != name {
-        return Err(format!("not applied: metadata.name is {:?}, the edited NodePool is {name:?}", pool.name()));
-    }
+    let pool = parse_edit(w, name, yaml, "not applied")?;
     if !w.cluster.nodepools.contains_key(name) {
         return Err(format!("not applied: NodePool {name:?} no longer exists"));
     }
@@ -219,10 +216,7 @@ fn preview_nodepool(
     name: &str,
     yaml: &str,
 ) -> Result<Box<crate::engine::whatif::EditPreview>, String> {
-    let pool = parse_nodepool_strict(yaml, &format!("nodepool/{name}")).map_err(|diags| {
-        let first: Vec<String> = diags.iter().take(3).map(|d| d.to_string()).collect();
-        format!("no preview: {}", first.join("; "))
-    })?;
+    let pool = parse_edit(w, name, yaml, "no preview")?;
     let snapshot = w.cluster.snapshot();
     Ok(Box::new(crate::engine::whatif::preview_nodepool_edit(&snapshot, w.catalog(), w.now, &pool)))
 }

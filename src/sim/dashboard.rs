@@ -34,10 +34,6 @@ fn requests(p: &Pod) -> Resources {
     pod_requests(p).unwrap_or_default()
 }
 
-fn condition(claim: &crate::engine::api::NodeClaim, t: &str) -> bool {
-    claim.status.as_ref().is_some_and(|s| s.conditions.iter().any(|c| c.type_ == t && c.status == "True"))
-}
-
 fn price_provenance(p: &PriceSource, region: &str) -> String {
     match p {
         PriceSource::Static { date, fallback_region: None } => format!("static {region} table of {date}"),
@@ -105,9 +101,9 @@ pub fn view(w: &mut World, source: Source, generation: u64) -> ClusterView {
             Lifecycle::Deleting
         } else if busy.contains_key(name) {
             Lifecycle::Disrupting
-        } else if claim.is_some_and(|c| condition(c, "Drifted")) {
+        } else if claim.is_some_and(|c| c.is_true("Drifted")) {
             Lifecycle::Drifted
-        } else if claim.is_none_or(|c| condition(c, COND_INITIALIZED)) {
+        } else if claim.is_none_or(|c| c.is_true(COND_INITIALIZED)) {
             Lifecycle::Initialized
         } else {
             Lifecycle::Registered
@@ -156,7 +152,7 @@ pub fn view(w: &mut World, source: Source, generation: u64) -> ClusterView {
             continue;
         }
         let l = c.metadata.labels.clone().unwrap_or_default();
-        let launched = condition(c, COND_LAUNCHED);
+        let launched = c.is_true(COND_LAUNCHED);
         v.nodes.push(NodeRow {
             name: c.name().to_string(),
             nodeclaim: Some(c.name().to_string()),
@@ -457,7 +453,7 @@ fn progress_of(w: &World, id: &str, candidates: &[String], pods_on: &BTreeMap<&s
         let ready = f
             .replacements
             .iter()
-            .filter(|c| w.cluster.nodeclaims.get(*c).is_some_and(|c| condition(c, COND_INITIALIZED)))
+            .filter(|c| w.cluster.nodeclaims.get(*c).is_some_and(|c| c.is_true(COND_INITIALIZED)))
             .count();
         if !f.replacements.is_empty() {
             parts.push(format!("replacements initialized {ready}/{}", f.replacements.len()));
@@ -509,8 +505,7 @@ fn budget_row(pool: &NodePool, reason: Reason, st: &budgets::BudgetStatus, now: 
     };
     let Some(now_t) = DateTime::<Utc>::from_timestamp_millis(now) else { return row };
     for b in &pool.spec.disruption.budgets {
-        let applies = b.reasons.as_ref().is_none_or(|rs| rs.is_empty() || rs.iter().any(|r| r == reason.as_str()));
-        if !applies {
+        if !budgets::applies(b, reason) {
             continue;
         }
         match (&b.schedule, &b.duration) {

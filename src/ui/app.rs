@@ -131,7 +131,8 @@ pub enum Effect {
 pub struct AppState {
     pub view: Arc<ClusterView>,
     pub focus: Pane,
-    pub panes: BTreeMap<Pane, PaneState>,
+    /// Per-pane state, indexed by [`Pane::index`].
+    pub panes: [PaneState; Pane::ALL.len()],
     pub overlay: Overlay,
     /// The NodePool editor, drawn over the panes while open.
     pub editor: Option<Box<EditSession>>,
@@ -153,7 +154,7 @@ impl AppState {
         let mut s = AppState {
             view: Arc::new(ClusterView::default()),
             focus: Pane::Disruptions,
-            panes: Pane::ALL.iter().map(|p| (*p, PaneState::default())).collect(),
+            panes: Default::default(),
             overlay: Overlay::None,
             editor: None,
             keymap,
@@ -175,13 +176,11 @@ impl AppState {
     }
 
     pub fn pane(&self, p: Pane) -> &PaneState {
-        // Every pane is inserted at construction; the fallback only keeps this total.
-        static EMPTY: std::sync::OnceLock<PaneState> = std::sync::OnceLock::new();
-        self.panes.get(&p).unwrap_or_else(|| EMPTY.get_or_init(PaneState::default))
+        &self.panes[p.index()]
     }
 
     fn pane_mut(&mut self, p: Pane) -> &mut PaneState {
-        self.panes.entry(p).or_default()
+        &mut self.panes[p.index()]
     }
 
     /// The selected row of a pane, as an index into the picture's rows.
@@ -223,9 +222,13 @@ impl AppState {
         ps.selected_key = ps.visible.get(ps.selected).and_then(|&i| rows::key(&view, p, i));
     }
 
-    fn request(&mut self, cmd: impl FnOnce(u64) -> Command, action: &str, target: &str, detail: String) -> Effect {
-        let id = self.next_request;
+    fn next_id(&mut self) -> u64 {
         self.next_request += 1;
+        self.next_request - 1
+    }
+
+    fn request(&mut self, cmd: impl FnOnce(u64) -> Command, action: &str, target: &str, detail: String) -> Effect {
+        let id = self.next_id();
         self.in_flight.insert(id, (action.to_string(), target.to_string(), detail));
         Effect::Send(cmd(id))
     }
@@ -313,6 +316,17 @@ pub fn update(s: &mut AppState, msg: Msg) -> Vec<Effect> {
     }
 }
 
+/// The new offset when `code` is a scroll key (j/k, arrows, PageUp/PageDown) in a scrollable overlay.
+fn scrolled(code: KeyCode, scroll: u16) -> Option<u16> {
+    match code {
+        KeyCode::Down | KeyCode::Char('j') => Some(scroll.saturating_add(1)),
+        KeyCode::Up | KeyCode::Char('k') => Some(scroll.saturating_sub(1)),
+        KeyCode::PageDown => Some(scroll.saturating_add(PAGE as u16)),
+        KeyCode::PageUp => Some(scroll.saturating_sub(PAGE as u16)),
+        _ => None,
+    }
+}
+
 fn is_ctrl_c(k: &KeyEvent) -> bool {
     k.code == KeyCode::Char('c') && k.modifiers.contains(KeyModifiers::CONTROL)
 }
@@ -328,25 +342,17 @@ fn key(s: &mut AppState, k: KeyEvent) -> Vec<Effect> {
     match std::mem::replace(&mut s.overlay, Overlay::None) {
         Overlay::None => {}
         Overlay::Help { scroll } => {
-            s.overlay = match k.code {
-                KeyCode::Down | KeyCode::Char('j') => Overlay::Help { scroll: scroll.saturating_add(1) },
-                KeyCode::Up | KeyCode::Char('k') => Overlay::Help { scroll: scroll.saturating_sub(1) },
-                KeyCode::PageDown => Overlay::Help { scroll: scroll.saturating_add(PAGE as u16) },
-                KeyCode::PageUp => Overlay::Help { scroll: scroll.saturating_sub(PAGE as u16) },
-                _ => Overlay::None,
-            };
+            // Scroll keys scroll; any other key closes help.
+            if let Some(scroll) = scrolled(k.code, scroll) {
+                s.overlay = Overlay::Help { scroll };
+            }
             return Vec::new();
         }
         Overlay::Detail { title, lines, scroll } => {
-            s.overlay = match k.code {
-                KeyCode::Down | KeyCode::Char('j') => {
-                    Overlay::Detail { title, lines, scroll: scroll.saturating_add(1) }
-                }
-                KeyCode::Up | KeyCode::Char('k') => Overlay::Detail { title, lines, scroll: scroll.saturating_sub(1) },
-                KeyCode::PageDown => Overlay::Detail { title, lines, scroll: scroll.saturating_add(PAGE as u16) },
-                KeyCode::PageUp => Overlay::Detail { title, lines, scroll: scroll.saturating_sub(PAGE as u16) },
-                KeyCode::Esc | KeyCode::Enter | KeyCode::Char('q') => Overlay::None,
-                _ => Overlay::Detail { title, lines, scroll },
+            s.overlay = match (scrolled(k.code, scroll), k.code) {
+                (Some(scroll), _) => Overlay::Detail { title, lines, scroll },
+                (None, KeyCode::Esc | KeyCode::Enter | KeyCode::Char('q')) => Overlay::None,
+                (None, _) => Overlay::Detail { title, lines, scroll },
             };
             return Vec::new();
         }
@@ -691,11 +697,11 @@ fn editor_key(s: &mut AppState, k: KeyEvent) -> Vec<Effect> {
                 }
             }
             KeyCode::Char('n') | KeyCode::Esc => ed.stage = EditStage::Editing,
-            KeyCode::Down | KeyCode::Char('j') => *scroll = scroll.saturating_add(1),
-            KeyCode::Up | KeyCode::Char('k') => *scroll = scroll.saturating_sub(1),
-            KeyCode::PageDown => *scroll = scroll.saturating_add(PAGE as u16),
-            KeyCode::PageUp => *scroll = scroll.saturating_sub(PAGE as u16),
-            _ => {}
+            code => {
+                if let Some(to) = scrolled(code, *scroll) {
+                    *scroll = to;
+                }
+            }
         },
         EditStage::Editing => match ed.editor.input(k) {
             EditorEvent::Cancelled => {
@@ -718,8 +724,7 @@ fn editor_key(s: &mut AppState, k: KeyEvent) -> Vec<Effect> {
                     let name = ed.editor.pool_name().to_string();
                     let yaml = ed.editor.text();
                     let diff = diff_lines(ed.editor.live_yaml(), &yaml);
-                    let request = s.next_request;
-                    s.next_request += 1;
+                    let request = s.next_id();
                     ed.stage = EditStage::Reviewing {
                         diff,
                         preview: Err("computing the what-if ...".into()),

@@ -8,6 +8,7 @@ use chrono::{DateTime, Utc};
 
 use crate::engine::api::NodePool;
 use crate::engine::api::duration::parse_go_duration;
+use crate::engine::api::nodepool::Budget;
 use crate::engine::api::validation::{budget_active, budget_allowed, parse_schedule};
 use crate::engine::provisioning::Millis;
 
@@ -61,6 +62,11 @@ pub struct PoolCounts {
     pub disrupting: i64,
 }
 
+/// Whether a budget applies to `reason`: one without reasons applies to all of them.
+pub fn applies(budget: &Budget, reason: Reason) -> bool {
+    budget.reasons.as_ref().is_none_or(|rs| rs.is_empty() || rs.iter().any(|r| r == reason.as_str()))
+}
+
 /// Evaluates a NodePool's budgets for `reason` at `now`.
 pub fn status(pool: &NodePool, reason: Reason, counts: PoolCounts, now: Millis) -> BudgetStatus {
     let mut out = BudgetStatus {
@@ -77,8 +83,7 @@ pub fn status(pool: &NodePool, reason: Reason, counts: PoolCounts, now: Millis) 
         return out;
     };
     for (i, b) in pool.spec.disruption.budgets.iter().enumerate() {
-        let applies = b.reasons.as_ref().is_none_or(|rs| rs.is_empty() || rs.iter().any(|r| r == reason.as_str()));
-        if !applies {
+        if !applies(b, reason) {
             continue;
         }
         let fail = |out: &mut BudgetStatus, e: String| {
