@@ -21,6 +21,15 @@ struct Cli {
     /// Colour theme: dark, light, high-contrast, a name under the config's themes/, or a .toml path.
     #[arg(long, global = true)]
     theme: Option<String>,
+    /// Kubeconfig file (default: $KUBECONFIG, then ~/.kube/config).
+    #[arg(long, global = true, value_name = "FILE")]
+    kubeconfig: Option<std::path::PathBuf>,
+    /// Kubeconfig context (default: the current context).
+    #[arg(long, global = true)]
+    context: Option<String>,
+    /// The cluster's name for tags and the header (default: from the context's cluster entry).
+    #[arg(long, global = true)]
+    cluster_name: Option<String>,
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -69,12 +78,16 @@ enum Command {
         #[arg(short, long, value_enum, default_value = "table")]
         output: Output,
     },
-    /// What would be provisioned for the pending pods in a set of manifests, and why the rest stay pending.
+    /// What would be provisioned for the pending pods and disrupted now, and why; writes nothing. Reads the
+    /// cluster of the kubeconfig context, or a set of manifests with --file.
     Plan {
-        /// Multi-document YAML: NodePools, EC2NodeClasses, Pods, Deployments, DaemonSets, Nodes, NodeClaims,
-        /// PDBs, PVCs, PVs, StorageClasses, Namespaces.
+        /// Multi-document YAML instead of a cluster: NodePools, EC2NodeClasses, Pods, Deployments, DaemonSets,
+        /// Nodes, NodeClaims, PDBs, PVCs, PVs, StorageClasses, Namespaces.
         #[arg(short, long)]
-        file: String,
+        file: Option<String>,
+        /// How long to wait for the cluster's initial lists.
+        #[arg(long, default_value = "30")]
+        sync_timeout_secs: u64,
         #[arg(long, value_enum, default_value = "aws")]
         source: Source,
         #[arg(long, default_value = "us-east-1")]
@@ -156,7 +169,27 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 Output::Table => emit(&report::catalog_table(&catalog)),
             }
         }
-        Command::Plan { file, source, region, output } => {
+        Command::Plan { file: None, source, region, output, sync_timeout_secs } => {
+            let catalog = cli::catalog::load(matches!(source, Source::Kwok), &region, None)?;
+            let opts = karpenter_tui::kube::connect::ConnectOptions {
+                kubeconfig: cli.kubeconfig,
+                context: cli.context,
+                cluster_name: cli.cluster_name,
+                in_cluster: false,
+            };
+            let format = match output {
+                Output::Json => cli::live::PlanOutput::Json,
+                Output::Table => cli::live::PlanOutput::Table,
+            };
+            match cli::live::plan(&opts, &catalog, std::time::Duration::from_secs(sync_timeout_secs), format) {
+                Ok(text) => emit(&text),
+                Err(e) => {
+                    eprintln!("error: {e:#}");
+                    Ok(ExitCode::from(2))
+                }
+            }
+        }
+        Command::Plan { file: Some(file), source, region, output, .. } => {
             let manifests = match cli::plan::load(&file) {
                 Ok(m) => m,
                 Err(e) => {
@@ -166,11 +199,19 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             };
             let catalog = cli::catalog::load(matches!(source, Source::Kwok), &region, None)?;
             let result = cli::plan::plan(&manifests, &catalog);
+            let now = chrono::Utc::now().timestamp_millis();
+            let (pass, outlook) = cli::plan::disruption(&manifests, &catalog, &result, now);
             match output {
                 Output::Json => {
-                    emit(&format!("{}\n", serde_json::to_string_pretty(&cli::plan::to_json(&manifests, &result))?))
+                    let mut v = cli::plan::to_json(&manifests, &result);
+                    if let Some(map) = v.as_object_mut() {
+                        map.insert("disruption".into(), cli::plan::disruption_json(&pass, &outlook));
+                    }
+                    emit(&format!("{}\n", serde_json::to_string_pretty(&v)?))
                 }
-                Output::Table => emit(&cli::plan::to_table(&result)),
+                Output::Table => {
+                    emit(&format!("{}{}", cli::plan::to_table(&result), cli::plan::disruption_table(&pass, &outlook)))
+                }
             }
         }
     }

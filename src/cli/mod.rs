@@ -2,4 +2,5 @@
 
 pub mod catalog;
 pub mod demo;
+pub mod live;
 pub mod plan;

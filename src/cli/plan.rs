@@ -1,13 +1,18 @@
-//! `karpenter-tui plan --file MANIFESTS`: one provisioning pass over manifests, offline. What would Karpenter
-//! launch for these pending pods, and why does each remaining pod stay pending? Writes nothing.
+//! `karpenter-tui plan`: one provisioning pass and one disruption pass over a set of objects — manifests
+//! (`--file`, offline) or what a live cluster's watch cache holds. What would Karpenter launch for the pending
+//! pods and why does each remaining pod stay pending; which nodes would it disrupt now and why not the others?
+//! Writes nothing.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use anyhow::{Context, Result};
+use anyhow::{Context as _, Result};
 use serde_json::json;
 
 use crate::engine::catalog::{Catalog, InstanceType};
+use crate::engine::disruption::consolidation::{self, Outlook};
+use crate::engine::disruption::{Context, DisruptionOptions, PassResult};
+use crate::engine::provisioning::Millis;
 use crate::engine::provisioning::{ProvisioningResult, provision};
 use crate::engine::resources::describe_resource;
 use crate::engine::scheduling::SchedulerOptions;
@@ -20,6 +25,86 @@ pub fn plan(m: &Manifests, catalog: &Catalog) -> ProvisioningResult {
         m.nodepools.iter().map(|p| (p.name().to_string(), types.clone())).collect();
     let snap = m.snapshot();
     provision(&snap.view(), &catalogs, &catalog.label_policy, SchedulerOptions::default())
+}
+
+/// What the disruption controller would do now: the command of one pass (budgets, validation aside) and every
+/// node's outlook. Nodes the provisioning pass nominated for pending pods are held back, as upstream does.
+pub fn disruption(
+    m: &Manifests,
+    catalog: &Catalog,
+    provisioning: &ProvisioningResult,
+    now: Millis,
+) -> (PassResult, BTreeMap<String, Outlook>) {
+    let types: Vec<Arc<InstanceType>> = catalog.instance_types.clone();
+    let catalogs: BTreeMap<String, Vec<Arc<InstanceType>>> =
+        m.nodepools.iter().map(|p| (p.name().to_string(), types.clone())).collect();
+    let snap = m.snapshot();
+    let busy = Default::default();
+    let nominated: BTreeMap<String, Millis> =
+        provisioning.results.existing.iter().map(|p| (p.node.clone(), now + NOMINATION_HOLD)).collect();
+    let options = DisruptionOptions::default();
+    let ctx = Context {
+        snap: snap.view(),
+        catalogs: &catalogs,
+        policy: &catalog.label_policy,
+        now,
+        busy: &busy,
+        nominated: &nominated,
+        options: &options,
+    };
+    (consolidation::pass(&ctx), consolidation::explain_nodes(&ctx))
+}
+
+/// How long a node nominated for a pending pod is kept out of consolidation (upstream: 20 s after nomination).
+const NOMINATION_HOLD: Millis = 20_000;
+
+/// The disruption half of the JSON form.
+pub fn disruption_json(pass: &PassResult, outlook: &BTreeMap<String, Outlook>) -> serde_json::Value {
+    let command = pass.command.as_ref().map(|c| {
+        json!({
+            "method": c.method.as_str(),
+            "reason": c.reason().as_str(),
+            "summary": c.summary(),
+            "candidates": c.candidates.iter().map(|x| json!({
+                "node": x.node, "nodePool": x.nodepool, "instanceType": x.instance_type,
+                "pods": x.pods.iter().map(|p| p.key()).collect::<Vec<_>>(),
+            })).collect::<Vec<_>>(),
+            "replacements": c.replacements.iter().map(|r| json!({
+                "nodePool": r.nodepool, "instanceTypes": r.instance_types, "pricePerHour": r.price,
+            })).collect::<Vec<_>>(),
+            "savingsPerHour": c.savings_per_hour,
+        })
+    });
+    let nodes: Vec<serde_json::Value> = outlook
+        .iter()
+        .map(|(node, o)| match o {
+            Outlook::Blocked(why) => {
+                json!({"node": node, "disruptable": false, "why": why.iter().map(|b| b.to_string()).collect::<Vec<_>>()})
+            }
+            Outlook::Disruptable(c) => json!({"node": node, "disruptable": true, "why": [c.summary()]}),
+        })
+        .collect();
+    json!({"command": command, "candidates": pass.candidates, "nodes": nodes})
+}
+
+/// The disruption half of the human form.
+pub fn disruption_table(pass: &PassResult, outlook: &BTreeMap<String, Outlook>) -> String {
+    let mut out = String::from("\nDISRUPTION\n");
+    match &pass.command {
+        Some(c) => out.push_str(&format!("would start: {}\n", c.summary())),
+        None => out.push_str("nothing to disrupt now\n"),
+    }
+    if !outlook.is_empty() {
+        out.push_str(&format!("\n{:<40} {}\n", "NODE", "OUTLOOK"));
+        for (node, o) in outlook {
+            let why = match o {
+                Outlook::Blocked(why) => why.iter().map(|b| b.to_string()).collect::<Vec<_>>().join("; "),
+                Outlook::Disruptable(c) => c.summary(),
+            };
+            out.push_str(&format!("{node:<40} {why}\n"));
+        }
+    }
+    out
 }
 
 pub fn load(path: &str) -> Result<Manifests> {

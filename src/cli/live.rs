@@ -1,0 +1,105 @@
+//! Commands that read a live cluster: connect, start the watches, wait for the initial sync, then work on what the
+//! cache holds.
+
+use std::time::Duration;
+
+use anyhow::{Context as _, Result, anyhow};
+use serde_json::json;
+
+use crate::engine::catalog::Catalog;
+use crate::kube::cache::Problem;
+use crate::kube::connect::{ConnectOptions, connect};
+use crate::kube::watch;
+use crate::sim::manifests::Manifests;
+
+/// What a one-shot read of the cluster gives.
+pub struct ClusterRead {
+    pub context: String,
+    pub cluster_name: String,
+    pub server: String,
+    pub manifests: Manifests,
+    /// Objects skipped because they could not be parsed.
+    pub skipped: Vec<Problem>,
+}
+
+/// Lists everything the engine reads (through the same watchers the dashboard uses) and stops.
+pub async fn read_cluster(opts: &ConnectOptions, timeout: Duration) -> Result<ClusterRead> {
+    let conn = connect(opts).await?;
+    let mut watches = watch::spawn(conn.client.clone());
+    if let Err(missing) = watches.wait_synced(timeout).await {
+        return Err(anyhow!(
+            "could not read the cluster at {} (context {}):\n  {}",
+            conn.server,
+            conn.context,
+            missing.join("\n  ")
+        ));
+    }
+    let cache = watches.cache.lock().map_err(|_| anyhow!("the watch cache is poisoned"))?;
+    Ok(ClusterRead {
+        context: conn.context.clone(),
+        cluster_name: conn.cluster_name.clone(),
+        server: conn.server.clone(),
+        manifests: cache.manifests(),
+        skipped: cache.problems().cloned().collect(),
+    })
+}
+
+pub enum PlanOutput {
+    Json,
+    Table,
+}
+
+/// `karpenter-tui plan` against the cluster: the report text.
+pub fn plan(opts: &ConnectOptions, catalog: &Catalog, timeout: Duration, output: PlanOutput) -> Result<String> {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .context("starting the async runtime")?;
+    let read = rt.block_on(read_cluster(opts, timeout))?;
+    let now = chrono::Utc::now().timestamp_millis();
+    let m = &read.manifests;
+    let provisioning = super::plan::plan(m, catalog);
+    let (pass, outlook) = super::plan::disruption(m, catalog, &provisioning, now);
+    Ok(match output {
+        PlanOutput::Json => {
+            let mut v = super::plan::to_json(m, &provisioning);
+            if let Some(map) = v.as_object_mut() {
+                map.insert(
+                    "cluster".into(),
+                    json!({"context": read.context, "name": read.cluster_name, "server": read.server}),
+                );
+                map.insert("disruption".into(), super::plan::disruption_json(&pass, &outlook));
+                map.insert(
+                    "skipped".into(),
+                    read.skipped
+                        .iter()
+                        .map(|p| json!({"resource": p.kind.resource_name(), "object": p.key, "error": p.message}))
+                        .collect(),
+                );
+            }
+            format!("{}\n", serde_json::to_string_pretty(&v)?)
+        }
+        PlanOutput::Table => {
+            let mut out = format!(
+                "cluster {} (context {}, {}): {} nodes, {} NodeClaims, {} NodePools, {} pods\n\n",
+                read.cluster_name,
+                read.context,
+                read.server,
+                m.nodes.len(),
+                m.nodeclaims.len(),
+                m.nodepools.len(),
+                m.pods.len()
+            );
+            out.push_str(&super::plan::to_table(&provisioning));
+            out.push_str(&super::plan::disruption_table(&pass, &outlook));
+            if !read.skipped.is_empty() {
+                out.push_str("\nSKIPPED (could not be read)\n");
+                for p in &read.skipped {
+                    out.push_str(&format!("{p}\n"));
+                }
+            }
+            out
+        }
+    })
+}

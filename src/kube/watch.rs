@@ -1,0 +1,107 @@
+//! One kube-runtime watcher per kind feeding the shared [`Cache`]. The watcher lists, then watches from the list's
+//! resourceVersion, and relists by itself after a `410 Gone` or a dropped stream; failures are retried with backoff
+//! and shown as the kind's state meanwhile. No polling anywhere.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use futures_util::StreamExt;
+use kube::api::{Api, DynamicObject};
+use kube::runtime::{WatchStreamExt, watcher};
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+
+use super::cache::Cache;
+use super::kinds::Kind;
+
+/// The running watchers. Dropping it stops them.
+pub struct Watches {
+    pub cache: Arc<Mutex<Cache>>,
+    /// Bumped after every change to the cache that the engine could care about.
+    pub changed: watch::Receiver<u64>,
+    tasks: Vec<JoinHandle<()>>,
+}
+
+impl Drop for Watches {
+    fn drop(&mut self) {
+        for t in &self.tasks {
+            t.abort();
+        }
+    }
+}
+
+/// The HTTP status behind a watcher error, if the API server answered.
+fn status_code(e: &watcher::Error) -> Option<u16> {
+    match e {
+        watcher::Error::InitialListFailed(kube::Error::Api(s))
+        | watcher::Error::WatchStartFailed(kube::Error::Api(s))
+        | watcher::Error::WatchFailed(kube::Error::Api(s)) => Some(s.code),
+        watcher::Error::WatchError(s) => Some(s.code),
+        _ => None,
+    }
+}
+
+pub fn spawn(client: kube::Client) -> Watches {
+    let cache = Arc::new(Mutex::new(Cache::default()));
+    let (tx, rx) = watch::channel(0u64);
+    let tx = Arc::new(tx);
+    let tasks = Kind::ALL
+        .into_iter()
+        .map(|kind| tokio::spawn(run_one(client.clone(), kind, cache.clone(), tx.clone())))
+        .collect();
+    Watches { cache, changed: rx, tasks }
+}
+
+async fn run_one(client: kube::Client, kind: Kind, cache: Arc<Mutex<Cache>>, tx: Arc<watch::Sender<u64>>) {
+    let ar = kind.api_resource();
+    let api: Api<DynamicObject> = Api::all_with(client, &ar);
+    let mut stream = watcher(api, watcher::Config::default()).default_backoff().boxed();
+    while let Some(item) = stream.next().await {
+        let notify = {
+            let Ok(mut c) = cache.lock() else { return };
+            match item {
+                Ok(event) => {
+                    let notify = !matches!(event, watcher::Event::Init | watcher::Event::InitApply(_));
+                    if let Some(p) = c.apply(kind, event) {
+                        tracing::warn!(kind = %kind.resource_name(), key = %p.key, "object skipped: {}", p.message);
+                    }
+                    notify
+                }
+                Err(e) => {
+                    let code = status_code(&e);
+                    // 410 is routine: the watcher relists at once.
+                    if code != Some(410) {
+                        tracing::warn!(kind = %kind.resource_name(), "watch failed: {e}");
+                        c.watch_failed(kind, code, e.to_string());
+                        true
+                    } else {
+                        false
+                    }
+                }
+            }
+        };
+        if notify {
+            tx.send_modify(|g| *g += 1);
+        }
+    }
+}
+
+impl Watches {
+    /// Waits until every kind has listed, or `timeout` passes, or every kind still missing has failed (the API
+    /// server is unreachable or refuses us: no point waiting); otherwise says what is missing.
+    pub async fn wait_synced(&mut self, timeout: Duration) -> Result<(), Vec<String>> {
+        let deadline = tokio::time::Instant::now() + timeout;
+        loop {
+            let missing = match self.cache.lock() {
+                Ok(c) if c.synced() => return Ok(()),
+                Ok(c) if c.all_missing_failed() => return Err(c.not_synced()),
+                Ok(c) => c.not_synced(),
+                Err(_) => vec!["the watch cache is poisoned".to_string()],
+            };
+            match tokio::time::timeout_at(deadline, self.changed.changed()).await {
+                Ok(Ok(())) => continue,
+                _ => return Err(missing),
+            }
+        }
+    }
+}

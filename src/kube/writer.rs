@@ -1,0 +1,268 @@
+//! Every write the engine makes to a live cluster, in one place so read-only mode is enforced here (not only in the
+//! UI) and so tests can check each request at the HTTP level.
+//!
+//! Writes that replace a list (taints, finalizers) carry the object's resourceVersion, so a concurrent change by
+//! someone else fails with a conflict instead of being overwritten; the engine retries on its next pass with the
+//! fresh object.
+
+use k8s_openapi::api::core::v1::{Event, Node, ObjectReference, Pod, Taint};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta, Time};
+use kube::api::{Api, DeleteParams, EvictParams, Patch, PatchParams, PostParams};
+use serde_json::json;
+use thiserror::Error;
+
+use crate::engine::api::{NodeClaim, NodeClaimStatus, NodePool};
+
+/// The field manager and event source this tool writes as.
+pub const FIELD_MANAGER: &str = "karpenter-tui";
+
+#[derive(Debug, Error)]
+pub enum WriteError {
+    #[error("read-only mode: refusing to {0}")]
+    ReadOnly(String),
+    #[error("{what}: {message} (HTTP {code})")]
+    Api { what: String, code: u16, reason: String, message: String },
+    #[error("{what}: {source}")]
+    Transport {
+        what: String,
+        #[source]
+        source: kube::Error,
+    },
+}
+
+impl WriteError {
+    /// Someone else changed the object first (409): re-read and decide again.
+    pub fn is_conflict(&self) -> bool {
+        matches!(self, WriteError::Api { code: 409, .. })
+    }
+
+    pub fn is_not_found(&self) -> bool {
+        matches!(self, WriteError::Api { code: 404, .. })
+    }
+
+    fn from_kube(what: String, e: kube::Error) -> WriteError {
+        match e {
+            kube::Error::Api(s) => {
+                WriteError::Api { what, code: s.code, reason: s.reason.clone(), message: s.message.clone() }
+            }
+            other => WriteError::Transport { what, source: other },
+        }
+    }
+}
+
+/// The answer of the Eviction API.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Eviction {
+    Evicted,
+    /// 429: a PodDisruptionBudget allows no disruption now; try again later.
+    Blocked(String),
+    /// The pod is already gone.
+    Gone,
+}
+
+#[derive(Clone)]
+pub struct Writer {
+    client: kube::Client,
+    readonly: bool,
+}
+
+type Result<T> = std::result::Result<T, WriteError>;
+
+impl Writer {
+    pub fn new(client: kube::Client, readonly: bool) -> Writer {
+        Writer { client, readonly }
+    }
+
+    pub fn readonly(&self) -> bool {
+        self.readonly
+    }
+
+    fn guard(&self, what: impl FnOnce() -> String) -> Result<String> {
+        let what = what();
+        if self.readonly { Err(WriteError::ReadOnly(what)) } else { Ok(what) }
+    }
+
+    /// Creates a NodeClaim the engine built (generateName `<nodepool>-`, owner reference, finalizer included).
+    pub async fn create_nodeclaim(&self, claim: &NodeClaim) -> Result<NodeClaim> {
+        let pool = claim.metadata.generate_name.clone().unwrap_or_default();
+        let what = self.guard(|| format!("create a NodeClaim for NodePool {}", pool.trim_end_matches('-')))?;
+        let api: Api<NodeClaim> = Api::all(self.client.clone());
+        api.create(&PostParams { field_manager: Some(FIELD_MANAGER.into()), ..Default::default() }, claim)
+            .await
+            .map_err(|e| WriteError::from_kube(what, e))
+    }
+
+    /// Replaces a NodeClaim's status (conditions, providerID, capacity, allocatable) through the status subresource.
+    pub async fn update_nodeclaim_status(&self, name: &str, status: &NodeClaimStatus) -> Result<()> {
+        let what = self.guard(|| format!("update the status of NodeClaim {name}"))?;
+        let api: Api<NodeClaim> = Api::all(self.client.clone());
+        let patch = json!({"status": status});
+        api.patch_status(name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+            .map(drop)
+            .map_err(|e| WriteError::from_kube(what, e))
+    }
+
+    /// Labels, annotations and taints a node must carry; the taints list is replaced as a whole, guarded by the
+    /// node's resourceVersion.
+    pub async fn sync_node(
+        &self,
+        node: &Node,
+        labels: &std::collections::BTreeMap<String, String>,
+        taints: &[Taint],
+    ) -> Result<()> {
+        let name = node.metadata.name.clone().unwrap_or_default();
+        let what = self.guard(|| format!("update node {name}"))?;
+        let patch = json!({
+            "metadata": {"resourceVersion": node.metadata.resource_version, "labels": labels},
+            "spec": {"taints": taints},
+        });
+        let api: Api<Node> = Api::all(self.client.clone());
+        api.patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+            .map(drop)
+            .map_err(|e| WriteError::from_kube(what, e))
+    }
+
+    /// Asks the Eviction API to evict a pod; PDBs are enforced by the API server (429).
+    pub async fn evict(&self, namespace: &str, name: &str) -> Result<Eviction> {
+        let what = self.guard(|| format!("evict pod {namespace}/{name}"))?;
+        let api: Api<Pod> = Api::namespaced(self.client.clone(), namespace);
+        match api.evict(name, &EvictParams::default()).await {
+            Ok(_) => Ok(Eviction::Evicted),
+            Err(kube::Error::Api(s)) if s.code == 429 => Ok(Eviction::Blocked(s.message.clone())),
+            Err(kube::Error::Api(s)) if s.code == 404 => Ok(Eviction::Gone),
+            Err(e) => Err(WriteError::from_kube(what, e)),
+        }
+    }
+
+    /// Deletes a pod, bypassing PDBs (the termination grace deadline has passed).
+    pub async fn delete_pod(&self, namespace: &str, name: &str, grace_seconds: u32) -> Result<()> {
+        let what = self.guard(|| format!("delete pod {namespace}/{name}"))?;
+        let api: Api<Pod> = Api::namespaced(self.client.clone(), namespace);
+        ignore_not_found(api.delete(name, &DeleteParams::default().grace_period(grace_seconds)).await.map(drop), what)
+    }
+
+    pub async fn delete_node(&self, name: &str) -> Result<()> {
+        let what = self.guard(|| format!("delete node {name}"))?;
+        let api: Api<Node> = Api::all(self.client.clone());
+        ignore_not_found(api.delete(name, &DeleteParams::default()).await.map(drop), what)
+    }
+
+    pub async fn delete_nodeclaim(&self, name: &str) -> Result<()> {
+        let what = self.guard(|| format!("delete NodeClaim {name}"))?;
+        let api: Api<NodeClaim> = Api::all(self.client.clone());
+        ignore_not_found(api.delete(name, &DeleteParams::default()).await.map(drop), what)
+    }
+
+    /// Removes one finalizer from a NodeClaim, guarded by its resourceVersion (a JSON patch `test`).
+    pub async fn remove_nodeclaim_finalizer(&self, claim: &NodeClaim, finalizer: &str) -> Result<()> {
+        let name = claim.metadata.name.clone().unwrap_or_default();
+        let what = self.guard(|| format!("remove finalizer {finalizer} from NodeClaim {name}"))?;
+        let rest: Vec<&String> = claim.metadata.finalizers.iter().flatten().filter(|f| *f != finalizer).collect();
+        let ops = json!([
+            {"op": "test", "path": "/metadata/resourceVersion", "value": claim.metadata.resource_version},
+            {"op": "replace", "path": "/metadata/finalizers", "value": rest},
+        ]);
+        let patch: json_patch::Patch = serde_json::from_value(ops).map_err(|e| WriteError::Api {
+            what: what.clone(),
+            code: 0,
+            reason: "Encode".into(),
+            message: e.to_string(),
+        })?;
+        let api: Api<NodeClaim> = Api::all(self.client.clone());
+        api.patch(&name, &PatchParams::default(), &Patch::Json::<()>(patch))
+            .await
+            .map(drop)
+            .map_err(|e| WriteError::from_kube(what, e))
+    }
+
+    /// Server-side applies an operator's NodePool edit as this tool's field manager. With `dry_run` the API server
+    /// validates and defaults it (its CRD schema and CEL rules) without storing anything.
+    pub async fn apply_nodepool(&self, pool: &NodePool, dry_run: bool) -> Result<NodePool> {
+        let name = pool.metadata.name.clone().unwrap_or_default();
+        let what = if dry_run {
+            format!("validate NodePool {name} on the API server")
+        } else {
+            self.guard(|| format!("apply NodePool {name}"))?
+        };
+        let api: Api<NodePool> = Api::all(self.client.clone());
+        let mut params = PatchParams::apply(FIELD_MANAGER).force();
+        params.dry_run = dry_run;
+        let mut body = pool.clone();
+        // Apply configurations carry intent only: no server-owned fields.
+        body.metadata = ObjectMeta {
+            name: pool.metadata.name.clone(),
+            labels: pool.metadata.labels.clone(),
+            annotations: pool.metadata.annotations.clone(),
+            ..Default::default()
+        };
+        body.status = None;
+        let mut value = serde_json::to_value(&body).map_err(|e| WriteError::Api {
+            what: what.clone(),
+            code: 0,
+            reason: "Encode".into(),
+            message: e.to_string(),
+        })?;
+        if let Some(m) = value.as_object_mut() {
+            m.insert("apiVersion".into(), "karpenter.sh/v1".into());
+            m.insert("kind".into(), "NodePool".into());
+        }
+        api.patch(&name, &params, &Patch::Apply(&value)).await.map_err(|e| WriteError::from_kube(what, e))
+    }
+
+    /// Records a Kubernetes Event on an object (what operators look for with `kubectl describe`).
+    pub async fn event(&self, regarding: ObjectReference, warning: bool, reason: &str, message: &str) -> Result<()> {
+        let what = self.guard(|| format!("record event {reason}"))?;
+        let namespace = regarding.namespace.clone().unwrap_or_else(|| "default".into());
+        let now = chrono::Utc::now();
+        let name = format!(
+            "{}.{:x}",
+            regarding.name.as_deref().unwrap_or("object"),
+            now.timestamp_nanos_opt().unwrap_or_default()
+        );
+        let event = Event {
+            metadata: ObjectMeta { name: Some(name), namespace: Some(namespace.clone()), ..Default::default() },
+            involved_object: regarding,
+            reason: Some(reason.into()),
+            message: Some(message.into()),
+            type_: Some(if warning { "Warning" } else { "Normal" }.into()),
+            source: Some(k8s_openapi::api::core::v1::EventSource { component: Some(FIELD_MANAGER.into()), host: None }),
+            reporting_component: Some(FIELD_MANAGER.into()),
+            reporting_instance: Some(FIELD_MANAGER.into()),
+            first_timestamp: Some(Time(now_ts())),
+            last_timestamp: Some(Time(now_ts())),
+            event_time: Some(MicroTime(now_ts())),
+            count: Some(1),
+            action: Some(reason.into()),
+            ..Default::default()
+        };
+        let api: Api<Event> = Api::namespaced(self.client.clone(), &namespace);
+        api.create(&PostParams::default(), &event).await.map(drop).map_err(|e| WriteError::from_kube(what, e))
+    }
+}
+
+fn now_ts() -> k8s_openapi::jiff::Timestamp {
+    k8s_openapi::jiff::Timestamp::now()
+}
+
+fn ignore_not_found(r: std::result::Result<(), kube::Error>, what: String) -> Result<()> {
+    match r {
+        Ok(()) => Ok(()),
+        Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
+        Err(e) => Err(WriteError::from_kube(what, e)),
+    }
+}
+
+/// A reference to an object for an Event.
+pub fn reference(kind: &str, api_version: &str, meta: &ObjectMeta) -> ObjectReference {
+    ObjectReference {
+        kind: Some(kind.into()),
+        api_version: Some(api_version.into()),
+        name: meta.name.clone(),
+        namespace: meta.namespace.clone(),
+        uid: meta.uid.clone(),
+        resource_version: meta.resource_version.clone(),
+        field_path: None,
+    }
+}
