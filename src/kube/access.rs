@@ -1,0 +1,138 @@
+//! What the engine may do, asked of the API server at start (SelfSubjectAccessReview per verb and resource), so
+//! missing rights give a clear list and a read-only start instead of failures halfway through a disruption.
+
+use k8s_openapi::api::authorization::v1::{ResourceAttributes, SelfSubjectAccessReview, SelfSubjectAccessReviewSpec};
+use kube::api::{Api, PostParams};
+
+use super::kinds::Kind;
+
+/// One right the engine uses.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Need {
+    pub verb: &'static str,
+    pub group: String,
+    pub resource: String,
+    pub subresource: Option<&'static str>,
+    /// Whether the engine can't even watch without it (as opposed to acting).
+    pub read: bool,
+}
+
+impl std::fmt::Display for Need {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let res = match self.subresource {
+            Some(s) => format!("{}/{s}", self.resource),
+            None => self.resource.clone(),
+        };
+        if self.group.is_empty() {
+            write!(f, "{} {res}", self.verb)
+        } else {
+            write!(f, "{} {res}.{}", self.verb, self.group)
+        }
+    }
+}
+
+fn need(verb: &'static str, group: &str, resource: &str, subresource: Option<&'static str>, read: bool) -> Need {
+    Need { verb, group: group.into(), resource: resource.into(), subresource, read }
+}
+
+/// Every right the engine uses, reads first.
+pub fn needs() -> Vec<Need> {
+    let mut out = Vec::new();
+    for k in Kind::ALL {
+        let ar = k.api_resource();
+        for verb in ["list", "watch"] {
+            out.push(need(verb, &ar.group, &ar.plural, None, !k.optional()));
+        }
+    }
+    let k = "karpenter.sh";
+    out.extend([
+        need("create", k, "nodeclaims", None, false),
+        need("patch", k, "nodeclaims", None, false),
+        need("delete", k, "nodeclaims", None, false),
+        need("patch", k, "nodeclaims", Some("status"), false),
+        need("patch", k, "nodepools", None, false),
+        need("patch", "", "nodes", None, false),
+        need("delete", "", "nodes", None, false),
+        need("create", "", "pods", Some("eviction"), false),
+        need("delete", "", "pods", None, false),
+        need("create", "", "events", None, false),
+        need("get", "coordination.k8s.io", "leases", None, false),
+        need("create", "coordination.k8s.io", "leases", None, false),
+        need("update", "coordination.k8s.io", "leases", None, false),
+    ]);
+    out
+}
+
+/// The answer for every need.
+#[derive(Debug, Clone, Default)]
+pub struct Access {
+    pub denied: Vec<(Need, String)>,
+}
+
+impl Access {
+    /// Watching is possible.
+    pub fn can_read(&self) -> bool {
+        !self.denied.iter().any(|(n, _)| n.read)
+    }
+
+    /// Every write is allowed: the engine may act.
+    pub fn can_write(&self) -> bool {
+        self.denied.iter().all(|(n, _)| n.read)
+    }
+
+    /// "missing rights: create nodeclaims.karpenter.sh, create pods/eviction" for the header and logs.
+    pub fn summary(&self) -> Option<String> {
+        if self.denied.is_empty() {
+            return None;
+        }
+        let list: Vec<String> = self.denied.iter().map(|(n, _)| n.to_string()).collect();
+        Some(format!("missing rights: {}", list.join(", ")))
+    }
+}
+
+/// Asks about every need. A failing review (the API itself unreachable) is an error; a denial is an answer.
+pub async fn check(client: &kube::Client) -> Result<Access, kube::Error> {
+    let api: Api<SelfSubjectAccessReview> = Api::all(client.clone());
+    let mut access = Access::default();
+    for n in needs() {
+        let review = SelfSubjectAccessReview {
+            spec: SelfSubjectAccessReviewSpec {
+                resource_attributes: Some(ResourceAttributes {
+                    verb: Some(n.verb.into()),
+                    group: Some(n.group.clone()),
+                    resource: Some(n.resource.clone()),
+                    subresource: n.subresource.map(Into::into),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        let answer = api.create(&PostParams::default(), &review).await?;
+        let status = answer.status.unwrap_or_default();
+        if !status.allowed {
+            let why = status.reason.filter(|r| !r.is_empty()).unwrap_or_else(|| "denied".into());
+            access.denied.push((n, why));
+        }
+    }
+    Ok(access)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn needs_cover_watching_every_kind_and_each_write() {
+        let all: Vec<String> = needs().iter().map(|n| n.to_string()).collect();
+        assert!(all.contains(&"watch pods".to_string()));
+        assert!(all.contains(&"list ec2nodeclasses.karpenter.k8s.aws".to_string()));
+        assert!(all.contains(&"create pods/eviction".to_string()));
+        assert!(all.contains(&"patch nodeclaims/status.karpenter.sh".to_string()));
+        let access = Access { denied: vec![(need("create", "", "pods", Some("eviction"), false), "no".into())] };
+        assert!(access.can_read() && !access.can_write());
+        assert_eq!(access.summary().unwrap(), "missing rights: create pods/eviction");
+        let access = Access { denied: vec![(need("list", "", "pods", None, true), "no".into())] };
+        assert!(!access.can_read());
+    }
+}
