@@ -1,0 +1,111 @@
+//! deploy/ stays true to the code: the CRDs are rendered from the engine's own types (run with UPDATE_CRDS=1 to
+//! rewrite them after changing a type), and the ClusterRole grants every right the engine checks for at start.
+
+use std::path::PathBuf;
+
+use karpenter_tui::engine::api::{EC2NodeClass, NodeClaim, NodePool};
+use karpenter_tui::kube::access::needs;
+use kube::CustomResourceExt;
+use serde_yaml::Value;
+
+fn deploy(path: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("deploy").join(path)
+}
+
+fn render(crd: k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition) -> String {
+    let yaml = serde_yaml::to_string(&crd).expect("a CRD serialises");
+    format!(
+        "# Generated from src/engine/api by tests/deploy_manifests.rs (UPDATE_CRDS=1 cargo test --test deploy_manifests).\n{yaml}"
+    )
+}
+
+#[test]
+fn crds_match_the_engine_types() {
+    let crds = [
+        ("karpenter.sh_nodepools.yaml", render(NodePool::crd())),
+        ("karpenter.sh_nodeclaims.yaml", render(NodeClaim::crd())),
+        ("karpenter.k8s.aws_ec2nodeclasses.yaml", render(EC2NodeClass::crd())),
+    ];
+    let update = std::env::var_os("UPDATE_CRDS").is_some();
+    let mut stale = Vec::new();
+    for (file, want) in &crds {
+        let path = deploy(&format!("crds/{file}"));
+        if update {
+            std::fs::write(&path, want).expect("write CRD");
+            continue;
+        }
+        let have = std::fs::read_to_string(&path).unwrap_or_default();
+        if &have != want {
+            stale.push(path.display().to_string());
+        }
+    }
+    assert!(stale.is_empty(), "stale CRDs (rerun with UPDATE_CRDS=1): {stale:?}");
+}
+
+#[test]
+fn crds_are_the_upstream_kinds_with_status_subresources() {
+    for (crd, plural, scope) in [
+        (NodePool::crd(), "nodepools", "Cluster"),
+        (NodeClaim::crd(), "nodeclaims", "Cluster"),
+        (EC2NodeClass::crd(), "ec2nodeclasses", "Cluster"),
+    ] {
+        assert_eq!(crd.spec.names.plural, plural);
+        assert_eq!(crd.spec.scope, scope, "{plural}");
+        let v = &crd.spec.versions[0];
+        assert_eq!(v.name, "v1");
+        assert!(v.served && v.storage);
+        assert!(v.subresources.as_ref().and_then(|s| s.status.as_ref()).is_some(), "{plural} has /status");
+        let schema = v.schema.as_ref().and_then(|s| s.open_api_v3_schema.as_ref()).expect("schema");
+        let props = schema.properties.as_ref().expect("properties");
+        assert!(props.contains_key("spec") && props.contains_key("status"), "{plural}");
+    }
+}
+
+/// (group, resource[/subresource], verb) triples a ClusterRole grants.
+fn granted() -> Vec<(String, String, String)> {
+    let text = std::fs::read_to_string(deploy("rbac.yaml")).expect("deploy/rbac.yaml");
+    let mut out = Vec::new();
+    let mut roles = 0;
+    for doc in serde_yaml::Deserializer::from_str(&text) {
+        let doc = Value::deserialize(doc).expect("rbac.yaml is YAML");
+        if doc["kind"] != Value::from("ClusterRole") {
+            continue;
+        }
+        roles += 1;
+        let strings = |v: &Value| -> Vec<String> {
+            v.as_sequence().into_iter().flatten().filter_map(|s| s.as_str().map(String::from)).collect()
+        };
+        for rule in doc["rules"].as_sequence().expect("rules") {
+            for g in strings(&rule["apiGroups"]) {
+                for r in strings(&rule["resources"]) {
+                    for v in strings(&rule["verbs"]) {
+                        out.push((g.clone(), r.clone(), v));
+                    }
+                }
+            }
+        }
+    }
+    assert_eq!(roles, 1, "one ClusterRole in deploy/rbac.yaml");
+    out
+}
+
+use serde::Deserialize;
+
+#[test]
+fn cluster_role_grants_every_right_the_engine_checks() {
+    let granted = granted();
+    let missing: Vec<String> = needs()
+        .into_iter()
+        .filter(|n| {
+            let resource = match n.subresource {
+                Some(s) => format!("{}/{s}", n.resource),
+                None => n.resource.clone(),
+            };
+            !granted.iter().any(|(g, r, v)| g == &n.group && r == &resource && v == n.verb)
+        })
+        .map(|n| n.to_string())
+        .collect();
+    assert!(missing.is_empty(), "deploy/rbac.yaml lacks: {missing:?}");
+    // And nothing broader than needed: no wildcards.
+    assert!(granted.iter().all(|(g, r, v)| g != "*" && r != "*" && v != "*"));
+}
