@@ -30,6 +30,12 @@ struct Cli {
     /// The cluster's name for tags and the header (default: from the context's cluster entry).
     #[arg(long, global = true)]
     cluster_name: Option<String>,
+    /// The dashboard on a live cluster: the region whose prices and instance types apply.
+    #[arg(long, default_value = "us-east-1")]
+    region: String,
+    /// The dashboard on a live cluster: how long to wait for the initial lists.
+    #[arg(long, default_value = "30")]
+    sync_timeout_secs: u64,
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -102,11 +108,26 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         (Some(c), _) => c,
         (None, Some(s)) => Command::Demo { scenario: (!s.is_empty()).then_some(s), speed: None },
         (None, None) => {
-            eprintln!(
-                "error: the live-cluster dashboard is not built yet; run `karpenter-tui demo` for the dashboard on a \
-                 simulated cluster, or `karpenter-tui --help`"
-            );
-            return Ok(ExitCode::from(2));
+            let catalog = cli::catalog::load(false, &cli.region, None)?;
+            let opts = cli::live_dashboard::LiveOptions {
+                connect: karpenter_tui::kube::connect::ConnectOptions {
+                    kubeconfig: cli.kubeconfig,
+                    context: cli.context,
+                    cluster_name: cli.cluster_name,
+                    in_cluster: false,
+                },
+                readonly: cli.readonly,
+                theme: cli.theme,
+                catalog,
+                sync_timeout: std::time::Duration::from_secs(cli.sync_timeout_secs),
+            };
+            return match cli::live_dashboard::run_live(opts) {
+                Ok(()) => Ok(ExitCode::SUCCESS),
+                Err(e) => {
+                    eprintln!("error: {e:#}");
+                    Ok(ExitCode::from(2))
+                }
+            };
         }
     };
     match command {

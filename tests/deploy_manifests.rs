@@ -6,6 +6,7 @@ use std::path::PathBuf;
 use karpenter_tui::engine::api::{EC2NodeClass, NodeClaim, NodePool};
 use karpenter_tui::kube::access::needs;
 use kube::CustomResourceExt;
+use serde::Deserialize;
 use serde_yaml::Value;
 
 fn deploy(path: &str) -> PathBuf {
@@ -68,7 +69,7 @@ fn granted() -> Vec<(String, String, String)> {
     let mut roles = 0;
     for doc in serde_yaml::Deserializer::from_str(&text) {
         let doc = Value::deserialize(doc).expect("rbac.yaml is YAML");
-        if doc["kind"] != Value::from("ClusterRole") {
+        if doc["kind"].as_str() != Some("ClusterRole") {
             continue;
         }
         roles += 1;
@@ -88,8 +89,6 @@ fn granted() -> Vec<(String, String, String)> {
     assert_eq!(roles, 1, "one ClusterRole in deploy/rbac.yaml");
     out
 }
-
-use serde::Deserialize;
 
 #[test]
 fn cluster_role_grants_every_right_the_engine_checks() {

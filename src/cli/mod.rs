@@ -3,4 +3,5 @@
 pub mod catalog;
 pub mod demo;
 pub mod live;
+pub mod live_dashboard;
 pub mod plan;

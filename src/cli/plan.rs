@@ -4,59 +4,17 @@
 //! Writes nothing.
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
 
 use anyhow::{Context as _, Result};
 use serde_json::json;
 
-use crate::engine::catalog::{Catalog, InstanceType};
-use crate::engine::disruption::consolidation::{self, Outlook};
-use crate::engine::disruption::{Context, DisruptionOptions, PassResult};
-use crate::engine::provisioning::Millis;
-use crate::engine::provisioning::{ProvisioningResult, provision};
+use crate::engine::disruption::PassResult;
+use crate::engine::disruption::consolidation::Outlook;
+use crate::engine::provisioning::ProvisioningResult;
 use crate::engine::resources::describe_resource;
-use crate::engine::scheduling::SchedulerOptions;
 use crate::sim::manifests::Manifests;
 
-/// Runs the pass. `catalog_for` gives the instance types of a NodePool (its NodeClass may shape them).
-pub fn plan(m: &Manifests, catalog: &Catalog) -> ProvisioningResult {
-    let types: Vec<Arc<InstanceType>> = catalog.instance_types.clone();
-    let catalogs: BTreeMap<String, Vec<Arc<InstanceType>>> =
-        m.nodepools.iter().map(|p| (p.name().to_string(), types.clone())).collect();
-    let snap = m.snapshot();
-    provision(&snap.view(), &catalogs, &catalog.label_policy, SchedulerOptions::default())
-}
-
-/// What the disruption controller would do now: the command of one pass (budgets, validation aside) and every
-/// node's outlook. Nodes the provisioning pass nominated for pending pods are held back, as upstream does.
-pub fn disruption(
-    m: &Manifests,
-    catalog: &Catalog,
-    provisioning: &ProvisioningResult,
-    now: Millis,
-) -> (PassResult, BTreeMap<String, Outlook>) {
-    let types: Vec<Arc<InstanceType>> = catalog.instance_types.clone();
-    let catalogs: BTreeMap<String, Vec<Arc<InstanceType>>> =
-        m.nodepools.iter().map(|p| (p.name().to_string(), types.clone())).collect();
-    let snap = m.snapshot();
-    let busy = Default::default();
-    let nominated: BTreeMap<String, Millis> =
-        provisioning.results.existing.iter().map(|p| (p.node.clone(), now + NOMINATION_HOLD)).collect();
-    let options = DisruptionOptions::default();
-    let ctx = Context {
-        snap: snap.view(),
-        catalogs: &catalogs,
-        policy: &catalog.label_policy,
-        now,
-        busy: &busy,
-        nominated: &nominated,
-        options: &options,
-    };
-    (consolidation::pass(&ctx), consolidation::explain_nodes(&ctx))
-}
-
-/// How long a node nominated for a pending pod is kept out of consolidation (upstream: 20 s after nomination).
-const NOMINATION_HOLD: Millis = 20_000;
+pub use crate::runtime::passes::{disruption, plan};
 
 /// The disruption half of the JSON form.
 pub fn disruption_json(pass: &PassResult, outlook: &BTreeMap<String, Outlook>) -> serde_json::Value {

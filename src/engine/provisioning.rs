@@ -411,6 +411,27 @@ impl ProvisioningResult {
             .collect()
     }
 
+    /// Why each pod the pass could not place is still pending, keyed by (namespace, name): (NodePool, reason) per
+    /// pool, or ("", reason) for a reason that applies to every pool.
+    pub fn pending_reasons(&self) -> BTreeMap<(String, String), Vec<(String, String)>> {
+        let mut out = BTreeMap::new();
+        for f in &self.results.failures {
+            let p = &self.pods[f.pod];
+            let reasons = f.reasons.iter().map(|(pool, r)| (pool.clone(), r.to_string())).collect();
+            out.insert((p.namespace.clone(), p.name.clone()), reasons);
+        }
+        for (i, why) in &self.results.ignored {
+            let p = &self.pods[*i];
+            out.insert((p.namespace.clone(), p.name.clone()), vec![(String::new(), why.to_string())]);
+        }
+        for (key, why) in &self.rejected {
+            if let Some((ns, name)) = key.split_once('/') {
+                out.insert((ns.to_string(), name.to_string()), vec![(String::new(), why.to_string())]);
+            }
+        }
+        out
+    }
+
     /// (pod, reason per NodePool) for every pod that could not be placed.
     pub fn failures(&self) -> Vec<(&PodData, String)> {
         self.results.failures.iter().map(|f| (&self.pods[f.pod], f.summary())).collect()

@@ -17,7 +17,7 @@ use crate::ui::app::{AppState, Effect, Msg, update};
 /// How often the screen refreshes with nothing new (ages, the clock).
 const TICK: Duration = Duration::from_secs(1);
 
-/// Where commands go: the simulated driver's channel today, the live adapter's later.
+/// Where commands go: the simulated driver's thread, or the live backend's task.
 pub trait CommandSink {
     fn send(&self, cmd: Command) -> bool;
 }
@@ -25,6 +25,12 @@ pub trait CommandSink {
 impl CommandSink for std::sync::mpsc::Sender<Command> {
     fn send(&self, cmd: Command) -> bool {
         std::sync::mpsc::Sender::send(self, cmd).is_ok()
+    }
+}
+
+impl CommandSink for tokio::sync::mpsc::UnboundedSender<Command> {
+    fn send(&self, cmd: Command) -> bool {
+        tokio::sync::mpsc::UnboundedSender::send(self, cmd).is_ok()
     }
 }
 

@@ -5,4 +5,8 @@
 pub mod audit;
 pub mod backend;
 pub mod dashboard;
+pub mod live_driver;
+pub mod live_view;
+pub mod passes;
+pub mod picture;
 pub mod sim_driver;

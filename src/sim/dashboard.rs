@@ -1,72 +1,45 @@
 //! The dashboard's picture of the simulated world ([`crate::ui::model::ClusterView`]), read from the world's object
 //! store, its records and the engine's explanations. Read-only apart from the explanation cache the world keeps.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
-use chrono::{DateTime, Utc};
 use k8s_openapi::api::core::v1::Pod;
 
-use crate::engine::api::NodePool;
-use crate::engine::api::nodeclaim::{COND_INITIALIZED, COND_LAUNCHED};
-use crate::engine::catalog::PriceSource;
-use crate::engine::disruption::budgets::{self, PoolCounts};
-use crate::engine::disruption::consolidation::Outlook;
-use crate::engine::disruption::{Method, Reason};
-use crate::engine::labels;
+use crate::engine::api::nodeclaim::COND_INITIALIZED;
+use crate::engine::disruption::Method;
 use crate::engine::provisioning::Millis;
-use crate::engine::resources::{Resources, parse_quantity};
-use crate::engine::scheduling::pod::pod_requests;
+use crate::runtime::picture::{self, Objects};
 use crate::sim::cloud::InterruptionKind;
 use crate::sim::world::{Decision, DisruptionState, World};
 use crate::ui::model::*;
 
-/// Above this many nodes the per-node "why not consolidated" verdicts (a full single-node pass) are skipped in
-/// periodic pictures: at 1,000 nodes the pass takes over a second and would stall the clock.
-const EXPLAIN_MAX_NODES: usize = 300;
 /// Events kept in the picture.
 const MAX_EVENTS: usize = 500;
-
-fn quantity(q: Option<&k8s_openapi::apimachinery::pkg::api::resource::Quantity>, cpu: bool) -> i64 {
-    q.and_then(|q| parse_quantity(&q.0).ok()).map(|v| if cpu { v.milli() } else { v.value() }).unwrap_or(0)
-}
-
-fn requests(p: &Pod) -> Resources {
-    pod_requests(p).unwrap_or_default()
-}
-
-fn price_provenance(p: &PriceSource, region: &str) -> String {
-    match p {
-        PriceSource::Static { date, fallback_region: None } => format!("static {region} table of {date}"),
-        PriceSource::Static { date, fallback_region: Some(f) } => format!("static {f} table of {date} (no {region})"),
-        PriceSource::Live { at } => format!("live AWS pricing at {at}"),
-        PriceSource::Simulated => "simulated".into(),
-    }
-}
 
 /// Builds the dashboard's picture of `w`. `source` names the backend for the header.
 pub fn view(w: &mut World, source: Source, generation: u64) -> ClusterView {
     let now = w.now;
-    let outlook = if w.cluster.nodes.len() <= EXPLAIN_MAX_NODES { Some(w.explain()) } else { None };
+    let outlook = if w.cluster.nodes.len() <= picture::EXPLAIN_MAX_NODES { Some(w.explain()) } else { None };
     let catalog = w.catalog();
     let mut v = ClusterView {
         source,
         now,
         mode: w.disruption.gate.mode(),
         leadership: Leadership::Acting,
-        price_provenance: price_provenance(&catalog.price_source, &catalog.region),
+        price_provenance: picture::price_provenance(&catalog.price_source, &catalog.region),
         generation,
         ..Default::default()
     };
     let prices: BTreeMap<&str, f64> = w.record.nodes.iter().map(|n| (n.name.as_str(), n.price)).collect();
 
-    // Nodes, and claims that have no node yet.
-    let mut pods_on: BTreeMap<&str, Vec<&Pod>> = BTreeMap::new();
-    for p in w.cluster.pods.values() {
-        if let Some(n) = p.spec.as_ref().and_then(|s| s.node_name.as_deref()) {
-            pods_on.entry(n).or_default().push(p);
-        }
-    }
-    let busy: BTreeMap<String, ProposalState> = w
+    let objects = Objects {
+        nodes: w.cluster.nodes.values().collect(),
+        nodeclaims: w.cluster.nodeclaims.values().collect(),
+        pods: w.cluster.pods.values().collect(),
+        nodepools: w.cluster.nodepools.values().collect(),
+    };
+    let pods_on = picture::pods_by_node(&objects.pods);
+    let busy: BTreeSet<String> = w
         .record
         .decisions
         .iter()
@@ -74,117 +47,10 @@ pub fn view(w: &mut World, source: Source, generation: u64) -> ClusterView {
             Decision::Disruption(r) if r.state == DisruptionState::InProgress => Some(r),
             _ => None,
         })
-        .flat_map(|r| r.candidates.iter().map(|c| (c.clone(), ProposalState::InProgress)))
+        .flat_map(|r| r.candidates.iter().cloned())
         .collect();
-    // Claims and nodes meet by provider id (a claim's status.nodeName is only set once it registers).
-    let claim_of_provider: BTreeMap<&str, &crate::engine::api::NodeClaim> = w
-        .cluster
-        .nodeclaims
-        .values()
-        .filter_map(|c| c.status.as_ref().and_then(|s| s.provider_id.as_deref()).map(|p| (p, c)))
-        .collect();
-    let mut claims_with_nodes = std::collections::BTreeSet::new();
-    for (name, node) in w.cluster.nodes.iter() {
-        let labels_of = node.metadata.labels.clone().unwrap_or_default();
-        let alloc = node.status.as_ref().and_then(|s| s.allocatable.as_ref());
-        let pods = pods_on.get(name.as_str()).map(Vec::as_slice).unwrap_or(&[]);
-        let mut req = Resources::default();
-        for p in pods {
-            req.add(&requests(p));
-        }
-        let provider = node.spec.as_ref().and_then(|s| s.provider_id.as_deref()).unwrap_or("");
-        let claim = claim_of_provider.get(provider);
-        if let Some(c) = claim {
-            claims_with_nodes.insert(c.name().to_string());
-        }
-        let state = if node.metadata.deletion_timestamp.is_some() {
-            Lifecycle::Deleting
-        } else if busy.contains_key(name) {
-            Lifecycle::Disrupting
-        } else if claim.is_some_and(|c| c.is_true("Drifted")) {
-            Lifecycle::Drifted
-        } else if claim.is_none_or(|c| c.is_true(COND_INITIALIZED)) {
-            Lifecycle::Initialized
-        } else {
-            Lifecycle::Registered
-        };
-        let mut pod_names: Vec<String> = pods
-            .iter()
-            .map(|p| {
-                format!(
-                    "{}/{}",
-                    p.metadata.namespace.as_deref().unwrap_or("default"),
-                    p.metadata.name.as_deref().unwrap_or("")
-                )
-            })
-            .collect();
-        pod_names.sort();
-        v.nodes.push(NodeRow {
-            name: name.clone(),
-            nodeclaim: claim.map(|c| c.name().to_string()),
-            nodepool: labels_of.get(labels::NODEPOOL).cloned(),
-            instance_type: labels_of.get(labels::INSTANCE_TYPE).cloned().unwrap_or_default(),
-            zone: labels_of.get(labels::ZONE).cloned().unwrap_or_default(),
-            capacity_type: labels_of.get(labels::CAPACITY_TYPE).cloned().unwrap_or_default(),
-            price: prices.get(name.as_str()).copied().unwrap_or(0.0),
-            created_at: node.metadata.creation_timestamp.as_ref().map(crate::engine::lifecycle::time_ms).unwrap_or(now),
-            state,
-            cpu_requested: req.get("cpu"),
-            cpu_allocatable: quantity(alloc.and_then(|a| a.get("cpu")), true),
-            memory_requested: req.get("memory"),
-            memory_allocatable: quantity(alloc.and_then(|a| a.get("memory")), false),
-            pods: pods.len(),
-            max_pods: quantity(alloc.and_then(|a| a.get("pods")), false),
-            pod_names,
-            outlook: match outlook.as_ref().and_then(|o| o.get(name)) {
-                Some(Outlook::Blocked(why)) => why.iter().map(|b| b.to_string()).collect(),
-                Some(Outlook::Disruptable(cmd)) => vec![format!(
-                    "{} would disrupt it now (saves ${:.4}/h), subject to budgets and validation",
-                    cmd.method, cmd.savings_per_hour
-                )],
-                None if outlook.is_none() => vec!["(explanations are skipped above 300 nodes)".into()],
-                None => Vec::new(),
-            },
-        });
-    }
-    for c in w.cluster.nodeclaims.values() {
-        if claims_with_nodes.contains(c.name()) {
-            continue;
-        }
-        let l = c.metadata.labels.clone().unwrap_or_default();
-        let launched = c.is_true(COND_LAUNCHED);
-        v.nodes.push(NodeRow {
-            name: c.name().to_string(),
-            nodeclaim: Some(c.name().to_string()),
-            nodepool: l.get(labels::NODEPOOL).cloned(),
-            instance_type: l.get(labels::INSTANCE_TYPE).cloned().unwrap_or_default(),
-            zone: l.get(labels::ZONE).cloned().unwrap_or_default(),
-            capacity_type: l.get(labels::CAPACITY_TYPE).cloned().unwrap_or_default(),
-            price: 0.0,
-            created_at: c.metadata.creation_timestamp.as_ref().map(crate::engine::lifecycle::time_ms).unwrap_or(now),
-            state: if c.metadata.deletion_timestamp.is_some() {
-                Lifecycle::Deleting
-            } else if launched {
-                Lifecycle::Launched
-            } else {
-                Lifecycle::Launching
-            },
-            ..Default::default()
-        });
-    }
-
-    // Cost.
-    for n in &v.nodes {
-        if n.state == Lifecycle::Launching {
-            continue;
-        }
-        v.cost.per_hour += n.price;
-        if n.capacity_type == labels::CAPACITY_SPOT {
-            v.cost.spot_nodes += 1;
-        } else if !n.capacity_type.is_empty() {
-            v.cost.on_demand_nodes += 1;
-        }
-    }
+    let price = |name: &str, _: &BTreeMap<String, String>| prices.get(name).copied().unwrap_or(0.0);
+    picture::fill_nodes(&mut v, &objects, &pods_on, &price, &busy, outlook.as_ref());
 
     // Disruptions: the record holds every command from computation to its end.
     let awaiting: BTreeMap<String, &crate::engine::disruption::Command> =
@@ -246,88 +112,12 @@ pub fn view(w: &mut World, source: Source, generation: u64) -> ClusterView {
     // Open proposals first, then the rest newest first.
     v.disruptions.sort_by_key(|d| (!d.state.is_open(), d.state != ProposalState::InProgress, -d.at));
 
-    // NodePools and budgets.
-    let mut counts: BTreeMap<String, PoolCounts> = BTreeMap::new();
-    for n in &v.nodes {
-        if let Some(p) = &n.nodepool
-            && matches!(n.state, Lifecycle::Initialized | Lifecycle::Drifted | Lifecycle::Disrupting)
-        {
-            let c = counts.entry(p.clone()).or_default();
-            c.nodes += 1;
-            if n.state == Lifecycle::Disrupting {
-                c.disrupting += 1;
-            }
-        }
-    }
-    let pools: Vec<NodePool> = w.cluster.nodepools.values().cloned().collect();
-    let mut pool_allowed: BTreeMap<(String, String), i64> = BTreeMap::new();
-    for pool in &pools {
-        let name = pool.name().to_string();
-        let pc = counts.get(&name).copied().unwrap_or_default();
-        let mut row = NodePoolRow {
-            name: name.clone(),
-            weight: pool.spec.weight.unwrap_or(0),
-            consolidation_policy: pool.spec.disruption.consolidation_policy.clone(),
-            consolidate_after: pool.spec.disruption.consolidate_after.clone(),
-            yaml: crate::ui::editor::editable_yaml(pool).unwrap_or_default(),
-            ..Default::default()
-        };
-        let mut used = Resources::default();
-        for n in v.nodes.iter().filter(|n| n.nodepool.as_deref() == Some(name.as_str())) {
-            row.nodes += 1;
-            if n.state != Lifecycle::Launching {
-                row.cost_per_hour += n.price;
-            }
-            if n.state == Lifecycle::Drifted {
-                row.drifted += 1;
-            }
-            used.add(&Resources::new(n.cpu_allocatable, n.memory_allocatable, 0));
-        }
-        let limits: BTreeMap<String, i64> = pool
-            .spec
-            .limits
-            .iter()
-            .flatten()
-            .filter_map(|(k, q)| {
-                parse_quantity(&q.0).ok().map(|v| (k.clone(), if k == "cpu" { v.milli() } else { v.value() }))
-            })
-            .collect();
-        for res in ["cpu", "memory"] {
-            row.usage.push(ResourceUse { resource: res.into(), used: used.get(res), limit: limits.get(res).copied() });
-        }
-        for (k, l) in &limits {
-            if k != "cpu" && k != "memory" {
-                row.usage.push(ResourceUse { resource: k.clone(), used: used.get(k), limit: Some(*l) });
-            }
-        }
-        for reason in [Reason::Empty, Reason::Drifted, Reason::Underutilized] {
-            let st = budgets::status(pool, reason, pc, now);
-            let why = (st.allowed == 0).then(|| st.why_zero(&name, reason));
-            pool_allowed.insert((name.clone(), reason.as_str().to_string()), st.allowed);
-            row.budgets.push((reason.as_str().to_string(), st.allowed, why));
-            v.budgets.push(budget_row(pool, reason, &st, now));
-        }
-        v.nodepools.push(row);
-    }
-    for d in &mut v.disruptions {
-        for (pool, _, allowed) in &mut d.budget_use {
-            *allowed = pool_allowed.get(&(pool.clone(), d.reason.clone())).copied().unwrap_or(0);
-        }
-    }
+    picture::fill_nodepools(&mut v, &objects.nodepools);
 
     // Pending pods.
     for key in w.pending_pods() {
         let Some(p) = w.cluster.pods.get(&key) else { continue };
-        let r = requests(p);
-        v.pending.push(PendingPod {
-            namespace: key.0.clone(),
-            name: key.1.clone(),
-            cpu_millis: r.get("cpu"),
-            memory_bytes: r.get("memory"),
-            created_at: p.metadata.creation_timestamp.as_ref().map(crate::engine::lifecycle::time_ms).unwrap_or(now),
-            reasons: w.pending_reasons.get(&key).cloned().unwrap_or_default(),
-            nominated: None,
-        });
+        v.pending.push(picture::pending_row(p, w.pending_reasons.get(&key).cloned().unwrap_or_default(), None, now));
     }
 
     // Interruptions and events, from the decision record.
@@ -492,54 +282,4 @@ fn interruption_name(k: InterruptionKind) -> &'static str {
         InterruptionKind::InstanceStopping => "InstanceStopping",
         InterruptionKind::InstanceTerminated => "InstanceTerminated",
     }
-}
-
-/// One NodePool's budget for one reason, with the scheduled windows of the next 24 hours.
-fn budget_row(pool: &NodePool, reason: Reason, st: &budgets::BudgetStatus, now: Millis) -> BudgetRow {
-    let mut row = BudgetRow {
-        nodepool: pool.name().to_string(),
-        reason: reason.as_str().to_string(),
-        allowed_now: st.allowed,
-        error: st.error.clone(),
-        ..Default::default()
-    };
-    let Some(now_t) = DateTime::<Utc>::from_timestamp_millis(now) else { return row };
-    for b in &pool.spec.disruption.budgets {
-        if !budgets::applies(b, reason) {
-            continue;
-        }
-        match (&b.schedule, &b.duration) {
-            (Some(s), Some(d)) => {
-                row.rules.push(format!("{} during \"{s}\" for {d}", b.nodes));
-                row.windows.extend(windows(s, d, now_t).into_iter().map(|(a, z)| (a, z, b.nodes.clone())));
-            }
-            _ => row.rules.push(b.nodes.clone()),
-        }
-    }
-    row
-}
-
-/// Scheduled windows overlapping the next 24 hours, as minutes from now.
-fn windows(schedule: &str, duration: &str, now: DateTime<Utc>) -> Vec<(u32, u32)> {
-    use crate::engine::api::duration::parse_go_duration;
-    use crate::engine::api::validation::parse_schedule;
-    let (Ok(cron), Ok(d)) = (parse_schedule(schedule), parse_go_duration(duration)) else { return Vec::new() };
-    let Ok(d) = chrono::Duration::from_std(d) else { return Vec::new() };
-    let horizon = now + chrono::Duration::hours(24);
-    let mut out = Vec::new();
-    let mut from = now - d;
-    for _ in 0..64 {
-        let Ok(start) = cron.find_next_occurrence(&from, false) else { break };
-        if start >= horizon {
-            break;
-        }
-        let end = start + d;
-        let a = (start - now).num_minutes().clamp(0, 24 * 60) as u32;
-        let z = (end - now).num_minutes().clamp(0, 24 * 60) as u32;
-        if z > a {
-            out.push((a, z));
-        }
-        from = start + chrono::Duration::minutes(1);
-    }
-    out
 }

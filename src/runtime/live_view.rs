@@ -1,0 +1,155 @@
+//! The dashboard's picture of a live cluster: what the watch cache holds, priced from the catalog, with one
+//! provisioning and one disruption pass run over it to say why each pod is pending, what the engine would launch,
+//! and what it would disrupt and why not the rest. Pure: the same objects and time give the same picture.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use crate::engine::catalog::Catalog;
+use crate::engine::disruption::consolidation::Outlook;
+use crate::engine::disruption::gate::Mode;
+use crate::engine::provisioning::{Millis, is_provisionable};
+use crate::kube::cache::Problem;
+use crate::runtime::passes;
+use crate::runtime::picture::{self, Objects};
+use crate::sim::manifests::Manifests;
+use crate::ui::model::*;
+
+/// Who is looking, and why this instance observes rather than acts.
+#[derive(Debug, Clone, Default)]
+pub struct LiveInfo {
+    pub context: String,
+    pub cluster: String,
+    pub leadership: Leadership,
+    /// What the header's clock cell says: "live", "live (disconnected: ...)".
+    pub clock: String,
+}
+
+/// Events kept in the picture.
+const MAX_EVENTS: usize = 500;
+
+/// Builds the picture of `m` at `now`.
+pub fn picture(
+    m: &Manifests,
+    catalog: &Catalog,
+    now: Millis,
+    info: &LiveInfo,
+    skipped: &[Problem],
+    generation: u64,
+) -> ClusterView {
+    let provisioning = passes::plan(m, catalog);
+    let (pass, outlook) = passes::disruption(m, catalog, &provisioning, now);
+    let mut v = ClusterView {
+        source: Source { context: info.context.clone(), cluster: info.cluster.clone(), clock: info.clock.clone() },
+        now,
+        mode: Mode::DryRun,
+        leadership: info.leadership.clone(),
+        price_provenance: picture::price_provenance(&catalog.price_source, &catalog.region),
+        generation,
+        ..Default::default()
+    };
+    let objects = Objects {
+        nodes: m.nodes.iter().collect(),
+        nodeclaims: m.nodeclaims.iter().collect(),
+        pods: m.pods.iter().collect(),
+        nodepools: m.nodepools.iter().collect(),
+    };
+    let pods_on = picture::pods_by_node(&objects.pods);
+    let price = |_: &str, labels: &BTreeMap<String, String>| picture::catalog_price(catalog, labels);
+    let outlook = (m.nodes.len() <= picture::EXPLAIN_MAX_NODES).then_some(&outlook);
+    picture::fill_nodes(&mut v, &objects, &pods_on, &price, &BTreeSet::new(), outlook.map(|o| o as _));
+
+    // What the engine would start now, shown as a dry-run proposal.
+    if let Some(cmd) = &pass.command {
+        let mut budget_use: BTreeMap<String, usize> = BTreeMap::new();
+        for c in &cmd.candidates {
+            *budget_use.entry(c.nodepool.clone()).or_default() += 1;
+        }
+        v.disruptions.push(DisruptionRow {
+            id: format!("dry-run:{}", cmd.key()),
+            at: now,
+            method: cmd.method.as_str().to_string(),
+            reason: cmd.reason().as_str().to_string(),
+            candidates: cmd.node_names(),
+            replacements: cmd.replacements.iter().map(|r| r.instance_types.clone()).collect(),
+            savings_per_hour: cmd.savings_per_hour,
+            evictions: cmd.candidates.iter().flat_map(|c| c.pods.iter().map(|p| (p.key(), p.pdb.clone()))).collect(),
+            budget_use: budget_use.into_iter().map(|(p, n)| (p, n, 0)).collect(),
+            state: ProposalState::DryRun,
+            summary: cmd.summary(),
+            detail: Some("observing: the engine would start this now; nothing is done".into()),
+            progress: None,
+        });
+        v.cost.pending_savings_per_hour = cmd.savings_per_hour.max(0.0);
+    }
+    picture::fill_nodepools(&mut v, &objects.nodepools);
+
+    // Pending pods, with the pass's reasons; pods it would place get the NodePool that would take them.
+    let mut reasons = provisioning.pending_reasons();
+    for c in &provisioning.results.new_claims {
+        let types: Vec<&str> = c.instance_types.iter().take(3).map(|t| t.name.as_str()).collect();
+        for &i in &c.pods {
+            let p = &provisioning.pods[i];
+            reasons.insert(
+                (p.namespace.clone(), p.name.clone()),
+                vec![(c.nodepool.clone(), format!("would launch a NodeClaim ({}, …)", types.join(", ")))],
+            );
+        }
+    }
+    for p in m.pods.iter().filter(|p| is_provisionable(p)) {
+        let key = (
+            p.metadata.namespace.clone().unwrap_or_else(|| "default".into()),
+            p.metadata.name.clone().unwrap_or_default(),
+        );
+        let why = reasons.remove(&key).unwrap_or_default();
+        v.pending.push(picture::pending_row(p, why, None, now));
+    }
+    v.pending.sort_by(|a, b| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name)));
+
+    // Events: objects the cache could not read, and what the engine would do.
+    for s in skipped {
+        v.events.push(EventRow {
+            at: now,
+            kind: "Warning".into(),
+            reason: "Unreadable".into(),
+            object: format!("{}/{}", s.kind.resource_name(), s.key),
+            message: format!("skipped: {}", s.message),
+        });
+    }
+    let launches = provisioning.results.new_claims.len();
+    if launches > 0 {
+        v.events.push(EventRow {
+            at: now,
+            kind: "Normal".into(),
+            reason: "WouldProvision".into(),
+            object: format!("{launches} NodeClaim(s)"),
+            message: format!(
+                "would launch {launches} NodeClaim(s) for {} pending pod(s)",
+                provisioning.results.new_claims.iter().map(|c| c.pods.len()).sum::<usize>()
+            ),
+        });
+    }
+    if let Some(cmd) = &pass.command {
+        v.events.push(EventRow {
+            at: now,
+            kind: "Normal".into(),
+            reason: "WouldDisrupt".into(),
+            object: cmd.node_names().iter().map(|n| format!("node/{n}")).collect::<Vec<_>>().join(","),
+            message: cmd.summary(),
+        });
+    }
+    for (node, o) in outlook.into_iter().flatten() {
+        if let Outlook::Blocked(why) = o
+            && let Some(first) = why.first()
+        {
+            v.events.push(EventRow {
+                at: now,
+                kind: "Normal".into(),
+                reason: "Unconsolidatable".into(),
+                object: format!("node/{node}"),
+                message: first.to_string(),
+            });
+        }
+    }
+    v.events.truncate(MAX_EVENTS);
+    v
+}

@@ -1,0 +1,53 @@
+//! One provisioning pass and one disruption pass over a set of objects, outside any controller loop: what `plan`
+//! prints and what the live dashboard shows while it observes.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use crate::engine::catalog::{Catalog, InstanceType};
+use crate::engine::disruption::consolidation::{self, Outlook};
+use crate::engine::disruption::{Context, DisruptionOptions, PassResult};
+use crate::engine::provisioning::Millis;
+use crate::engine::provisioning::{ProvisioningResult, provision};
+use crate::engine::scheduling::SchedulerOptions;
+use crate::sim::manifests::Manifests;
+
+/// The provisioning pass: what would be launched for the pending pods, and why the rest stay pending.
+pub fn plan(m: &Manifests, catalog: &Catalog) -> ProvisioningResult {
+    let types: Vec<Arc<InstanceType>> = catalog.instance_types.clone();
+    let catalogs: BTreeMap<String, Vec<Arc<InstanceType>>> =
+        m.nodepools.iter().map(|p| (p.name().to_string(), types.clone())).collect();
+    let snap = m.snapshot();
+    provision(&snap.view(), &catalogs, &catalog.label_policy, SchedulerOptions::default())
+}
+
+/// What the disruption controller would do now: the command of one pass (budgets, validation aside) and every
+/// node's outlook. Nodes the provisioning pass nominated for pending pods are held back, as upstream does.
+pub fn disruption(
+    m: &Manifests,
+    catalog: &Catalog,
+    provisioning: &ProvisioningResult,
+    now: Millis,
+) -> (PassResult, BTreeMap<String, Outlook>) {
+    let types: Vec<Arc<InstanceType>> = catalog.instance_types.clone();
+    let catalogs: BTreeMap<String, Vec<Arc<InstanceType>>> =
+        m.nodepools.iter().map(|p| (p.name().to_string(), types.clone())).collect();
+    let snap = m.snapshot();
+    let busy = Default::default();
+    let nominated: BTreeMap<String, Millis> =
+        provisioning.results.existing.iter().map(|p| (p.node.clone(), now + NOMINATION_HOLD)).collect();
+    let options = DisruptionOptions::default();
+    let ctx = Context {
+        snap: snap.view(),
+        catalogs: &catalogs,
+        policy: &catalog.label_policy,
+        now,
+        busy: &busy,
+        nominated: &nominated,
+        options: &options,
+    };
+    (consolidation::pass(&ctx), consolidation::explain_nodes(&ctx))
+}
+
+/// How long a node nominated for a pending pod is kept out of consolidation (upstream: 20 s after nomination).
+const NOMINATION_HOLD: Millis = 20_000;

@@ -1,0 +1,336 @@
+//! The parts of the dashboard's picture ([`ClusterView`]) that read only cluster objects, shared by every backend:
+//! node rows (with ghost rows for NodeClaims that have no node yet), cost, NodePool rows with usage and budgets,
+//! the budget timeline, and pending-pod rows. Backends add what only they know: prices, what the engine is doing,
+//! proposals, interruptions and events.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use chrono::{DateTime, Utc};
+use k8s_openapi::api::core::v1::{Node, Pod};
+
+use crate::engine::api::nodeclaim::{COND_INITIALIZED, COND_LAUNCHED};
+use crate::engine::api::{NodeClaim, NodePool};
+use crate::engine::catalog::{Catalog, PriceSource};
+use crate::engine::disruption::Reason;
+use crate::engine::disruption::budgets::{self, PoolCounts};
+use crate::engine::disruption::consolidation::Outlook;
+use crate::engine::labels;
+use crate::engine::lifecycle::time_ms;
+use crate::engine::provisioning::Millis;
+use crate::engine::resources::{Resources, parse_quantity};
+use crate::engine::scheduling::pod::pod_requests;
+use crate::ui::model::*;
+
+/// Above this many nodes the per-node "why not consolidated" verdicts (a full single-node pass) are skipped in
+/// periodic pictures: at 1,000 nodes the pass takes over a second and would stall the backend.
+pub const EXPLAIN_MAX_NODES: usize = 300;
+
+/// The objects a picture is drawn from.
+pub struct Objects<'a> {
+    pub nodes: Vec<&'a Node>,
+    pub nodeclaims: Vec<&'a NodeClaim>,
+    pub pods: Vec<&'a Pod>,
+    pub nodepools: Vec<&'a NodePool>,
+}
+
+fn quantity(q: Option<&k8s_openapi::apimachinery::pkg::api::resource::Quantity>, cpu: bool) -> i64 {
+    q.and_then(|q| parse_quantity(&q.0).ok()).map(|v| if cpu { v.milli() } else { v.value() }).unwrap_or(0)
+}
+
+pub fn requests(p: &Pod) -> Resources {
+    pod_requests(p).unwrap_or_default()
+}
+
+pub fn price_provenance(p: &PriceSource, region: &str) -> String {
+    match p {
+        PriceSource::Static { date, fallback_region: None } => format!("static {region} table of {date}"),
+        PriceSource::Static { date, fallback_region: Some(f) } => format!("static {f} table of {date} (no {region})"),
+        PriceSource::Live { at } => format!("live AWS pricing at {at}"),
+        PriceSource::Simulated => "simulated".into(),
+    }
+}
+
+/// The catalog's price of a node from its well-known labels (instance type, zone, capacity type); 0 when the
+/// catalog doesn't know the offering (a node Karpenter didn't launch, another region's type).
+pub fn catalog_price(catalog: &Catalog, node_labels: &BTreeMap<String, String>) -> f64 {
+    let (Some(it), Some(zone), Some(ct)) =
+        (node_labels.get(labels::INSTANCE_TYPE), node_labels.get(labels::ZONE), node_labels.get(labels::CAPACITY_TYPE))
+    else {
+        return 0.0;
+    };
+    catalog
+        .get(it)
+        .and_then(|t| t.offerings.iter().find(|o| &o.zone == zone && &o.capacity_type == ct))
+        .map_or(0.0, |o| o.price)
+}
+
+/// The pods bound to each node.
+pub fn pods_by_node<'a>(pods: &[&'a Pod]) -> BTreeMap<&'a str, Vec<&'a Pod>> {
+    let mut out: BTreeMap<&str, Vec<&Pod>> = BTreeMap::new();
+    for p in pods {
+        if let Some(n) = p.spec.as_ref().and_then(|s| s.node_name.as_deref()) {
+            out.entry(n).or_default().push(p);
+        }
+    }
+    out
+}
+
+/// Node rows, ghost rows for claims without a node, and the cost summary. `price` gives a node's $/h from its
+/// name and labels; `disrupting` names the nodes a started disruption is working on; `outlook` is the engine's
+/// verdict per node (`None`: skipped at this size).
+pub fn fill_nodes(
+    v: &mut ClusterView,
+    o: &Objects<'_>,
+    pods_on: &BTreeMap<&str, Vec<&Pod>>,
+    price: &dyn Fn(&str, &BTreeMap<String, String>) -> f64,
+    disrupting: &BTreeSet<String>,
+    outlook: Option<&BTreeMap<String, Outlook>>,
+) {
+    let now = v.now;
+    // Claims and nodes meet by provider id (a claim's status.nodeName is only set once it registers).
+    let claim_of_provider: BTreeMap<&str, &NodeClaim> = o
+        .nodeclaims
+        .iter()
+        .filter_map(|c| c.status.as_ref().and_then(|s| s.provider_id.as_deref()).map(|p| (p, *c)))
+        .collect();
+    let mut claims_with_nodes = BTreeSet::new();
+    for node in &o.nodes {
+        let name = node.metadata.name.as_deref().unwrap_or_default();
+        let labels_of = node.metadata.labels.clone().unwrap_or_default();
+        let alloc = node.status.as_ref().and_then(|s| s.allocatable.as_ref());
+        let pods = pods_on.get(name).map(Vec::as_slice).unwrap_or(&[]);
+        let mut req = Resources::default();
+        for p in pods {
+            req.add(&requests(p));
+        }
+        let provider = node.spec.as_ref().and_then(|s| s.provider_id.as_deref()).unwrap_or("");
+        let claim = claim_of_provider.get(provider);
+        if let Some(c) = claim {
+            claims_with_nodes.insert(c.name().to_string());
+        }
+        let state = if node.metadata.deletion_timestamp.is_some() {
+            Lifecycle::Deleting
+        } else if disrupting.contains(name) {
+            Lifecycle::Disrupting
+        } else if claim.is_some_and(|c| c.is_true("Drifted")) {
+            Lifecycle::Drifted
+        } else if claim.is_none_or(|c| c.is_true(COND_INITIALIZED)) {
+            Lifecycle::Initialized
+        } else {
+            Lifecycle::Registered
+        };
+        let mut pod_names: Vec<String> = pods
+            .iter()
+            .map(|p| {
+                format!(
+                    "{}/{}",
+                    p.metadata.namespace.as_deref().unwrap_or("default"),
+                    p.metadata.name.as_deref().unwrap_or("")
+                )
+            })
+            .collect();
+        pod_names.sort();
+        v.nodes.push(NodeRow {
+            name: name.to_string(),
+            nodeclaim: claim.map(|c| c.name().to_string()),
+            nodepool: labels_of.get(labels::NODEPOOL).cloned(),
+            instance_type: labels_of.get(labels::INSTANCE_TYPE).cloned().unwrap_or_default(),
+            zone: labels_of.get(labels::ZONE).cloned().unwrap_or_default(),
+            capacity_type: labels_of.get(labels::CAPACITY_TYPE).cloned().unwrap_or_default(),
+            price: price(name, &labels_of),
+            created_at: node.metadata.creation_timestamp.as_ref().map(time_ms).unwrap_or(now),
+            state,
+            cpu_requested: req.get("cpu"),
+            cpu_allocatable: quantity(alloc.and_then(|a| a.get("cpu")), true),
+            memory_requested: req.get("memory"),
+            memory_allocatable: quantity(alloc.and_then(|a| a.get("memory")), false),
+            pods: pods.len(),
+            max_pods: quantity(alloc.and_then(|a| a.get("pods")), false),
+            pod_names,
+            outlook: match outlook.and_then(|o| o.get(name)) {
+                Some(Outlook::Blocked(why)) => why.iter().map(|b| b.to_string()).collect(),
+                Some(Outlook::Disruptable(cmd)) => vec![format!(
+                    "{} would disrupt it now (saves ${:.4}/h), subject to budgets and validation",
+                    cmd.method, cmd.savings_per_hour
+                )],
+                None if outlook.is_none() => {
+                    vec![format!("(explanations are skipped above {EXPLAIN_MAX_NODES} nodes)")]
+                }
+                None => Vec::new(),
+            },
+        });
+    }
+    for c in &o.nodeclaims {
+        if claims_with_nodes.contains(c.name()) {
+            continue;
+        }
+        let l = c.metadata.labels.clone().unwrap_or_default();
+        let launched = c.is_true(COND_LAUNCHED);
+        v.nodes.push(NodeRow {
+            name: c.name().to_string(),
+            nodeclaim: Some(c.name().to_string()),
+            nodepool: l.get(labels::NODEPOOL).cloned(),
+            instance_type: l.get(labels::INSTANCE_TYPE).cloned().unwrap_or_default(),
+            zone: l.get(labels::ZONE).cloned().unwrap_or_default(),
+            capacity_type: l.get(labels::CAPACITY_TYPE).cloned().unwrap_or_default(),
+            price: 0.0,
+            created_at: c.metadata.creation_timestamp.as_ref().map(time_ms).unwrap_or(now),
+            state: if c.metadata.deletion_timestamp.is_some() {
+                Lifecycle::Deleting
+            } else if launched {
+                Lifecycle::Launched
+            } else {
+                Lifecycle::Launching
+            },
+            ..Default::default()
+        });
+    }
+
+    for n in &v.nodes {
+        if n.state == Lifecycle::Launching {
+            continue;
+        }
+        v.cost.per_hour += n.price;
+        if n.capacity_type == labels::CAPACITY_SPOT {
+            v.cost.spot_nodes += 1;
+        } else if !n.capacity_type.is_empty() {
+            v.cost.on_demand_nodes += 1;
+        }
+    }
+}
+
+/// NodePool rows and budget rows, from the node rows already in `v`; then fills in the budget each proposal in
+/// `v.disruptions` would use.
+pub fn fill_nodepools(v: &mut ClusterView, nodepools: &[&NodePool]) {
+    let now = v.now;
+    let mut counts: BTreeMap<String, PoolCounts> = BTreeMap::new();
+    for n in &v.nodes {
+        if let Some(p) = &n.nodepool
+            && matches!(n.state, Lifecycle::Initialized | Lifecycle::Drifted | Lifecycle::Disrupting)
+        {
+            let c = counts.entry(p.clone()).or_default();
+            c.nodes += 1;
+            if n.state == Lifecycle::Disrupting {
+                c.disrupting += 1;
+            }
+        }
+    }
+    let mut pool_allowed: BTreeMap<(String, String), i64> = BTreeMap::new();
+    for pool in nodepools {
+        let name = pool.name().to_string();
+        let pc = counts.get(&name).copied().unwrap_or_default();
+        let mut row = NodePoolRow {
+            name: name.clone(),
+            weight: pool.spec.weight.unwrap_or(0),
+            consolidation_policy: pool.spec.disruption.consolidation_policy.clone(),
+            consolidate_after: pool.spec.disruption.consolidate_after.clone(),
+            yaml: crate::ui::editor::editable_yaml(pool).unwrap_or_default(),
+            ..Default::default()
+        };
+        let mut used = Resources::default();
+        for n in v.nodes.iter().filter(|n| n.nodepool.as_deref() == Some(name.as_str())) {
+            row.nodes += 1;
+            if n.state != Lifecycle::Launching {
+                row.cost_per_hour += n.price;
+            }
+            if n.state == Lifecycle::Drifted {
+                row.drifted += 1;
+            }
+            used.add(&Resources::new(n.cpu_allocatable, n.memory_allocatable, 0));
+        }
+        let limits: BTreeMap<String, i64> = pool
+            .spec
+            .limits
+            .iter()
+            .flatten()
+            .filter_map(|(k, q)| {
+                parse_quantity(&q.0).ok().map(|v| (k.clone(), if k == "cpu" { v.milli() } else { v.value() }))
+            })
+            .collect();
+        for res in ["cpu", "memory"] {
+            row.usage.push(ResourceUse { resource: res.into(), used: used.get(res), limit: limits.get(res).copied() });
+        }
+        for (k, l) in &limits {
+            if k != "cpu" && k != "memory" {
+                row.usage.push(ResourceUse { resource: k.clone(), used: used.get(k), limit: Some(*l) });
+            }
+        }
+        for reason in [Reason::Empty, Reason::Drifted, Reason::Underutilized] {
+            let st = budgets::status(pool, reason, pc, now);
+            let why = (st.allowed == 0).then(|| st.why_zero(&name, reason));
+            pool_allowed.insert((name.clone(), reason.as_str().to_string()), st.allowed);
+            row.budgets.push((reason.as_str().to_string(), st.allowed, why));
+            v.budgets.push(budget_row(pool, reason, &st, now));
+        }
+        v.nodepools.push(row);
+    }
+    for d in &mut v.disruptions {
+        for (pool, _, allowed) in &mut d.budget_use {
+            *allowed = pool_allowed.get(&(pool.clone(), d.reason.clone())).copied().unwrap_or(0);
+        }
+    }
+}
+
+/// A pending pod's row.
+pub fn pending_row(p: &Pod, reasons: Vec<(String, String)>, nominated: Option<String>, now: Millis) -> PendingPod {
+    let r = requests(p);
+    PendingPod {
+        namespace: p.metadata.namespace.clone().unwrap_or_else(|| "default".into()),
+        name: p.metadata.name.clone().unwrap_or_default(),
+        cpu_millis: r.get("cpu"),
+        memory_bytes: r.get("memory"),
+        created_at: p.metadata.creation_timestamp.as_ref().map(time_ms).unwrap_or(now),
+        reasons,
+        nominated,
+    }
+}
+
+/// One NodePool's budget for one reason, with the scheduled windows of the next 24 hours.
+fn budget_row(pool: &NodePool, reason: Reason, st: &budgets::BudgetStatus, now: Millis) -> BudgetRow {
+    let mut row = BudgetRow {
+        nodepool: pool.name().to_string(),
+        reason: reason.as_str().to_string(),
+        allowed_now: st.allowed,
+        error: st.error.clone(),
+        ..Default::default()
+    };
+    let Some(now_t) = DateTime::<Utc>::from_timestamp_millis(now) else { return row };
+    for b in &pool.spec.disruption.budgets {
+        if !budgets::applies(b, reason) {
+            continue;
+        }
+        match (&b.schedule, &b.duration) {
+            (Some(s), Some(d)) => {
+                row.rules.push(format!("{} during \"{s}\" for {d}", b.nodes));
+                row.windows.extend(windows(s, d, now_t).into_iter().map(|(a, z)| (a, z, b.nodes.clone())));
+            }
+            _ => row.rules.push(b.nodes.clone()),
+        }
+    }
+    row
+}
+
+/// Scheduled windows overlapping the next 24 hours, as minutes from now.
+fn windows(schedule: &str, duration: &str, now: DateTime<Utc>) -> Vec<(u32, u32)> {
+    use crate::engine::api::duration::parse_go_duration;
+    use crate::engine::api::validation::parse_schedule;
+    let (Ok(cron), Ok(d)) = (parse_schedule(schedule), parse_go_duration(duration)) else { return Vec::new() };
+    let Ok(d) = chrono::Duration::from_std(d) else { return Vec::new() };
+    let horizon = now + chrono::Duration::hours(24);
+    let mut out = Vec::new();
+    let mut from = now - d;
+    for _ in 0..64 {
+        let Ok(start) = cron.find_next_occurrence(&from, false) else { break };
+        if start >= horizon {
+            break;
+        }
+        let end = start + d;
+        let a = (start - now).num_minutes().clamp(0, 24 * 60) as u32;
+        let z = (end - now).num_minutes().clamp(0, 24 * 60) as u32;
+        if z > a {
+            out.push((a, z));
+        }
+        from = start + chrono::Duration::minutes(1);
+    }
+    out
+}

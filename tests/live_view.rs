@@ -1,0 +1,121 @@
+//! The live dashboard's picture, built from the objects a watch cache would hold. The objects come from the
+//! simulated world part-way through the walkthrough (the closest thing to a real cluster's state the tests have),
+//! so the picture can be checked against what the world knows: prices, empty nodes, pending pods.
+
+use karpenter_tui::engine::provisioning::Millis;
+use karpenter_tui::runtime::live_view::{LiveInfo, picture};
+use karpenter_tui::sim::manifests::Manifests;
+use karpenter_tui::sim::run::{Playback, run_world};
+use karpenter_tui::sim::scenario::parse_scenario;
+use karpenter_tui::sim::world::World;
+use karpenter_tui::ui::model::{Leadership, Lifecycle, ProposalState};
+
+const WALKTHROUGH: &str = include_str!("../scenarios/walkthrough.yaml");
+
+/// What a watch cache of the world's cluster would hold.
+fn cache_of(w: &World) -> Manifests {
+    Manifests {
+        nodepools: w.cluster.nodepools.values().cloned().collect(),
+        nodeclaims: w.cluster.nodeclaims.values().cloned().collect(),
+        nodes: w.cluster.nodes.values().cloned().collect(),
+        pods: w.cluster.pods.values().cloned().collect(),
+        ..Default::default()
+    }
+}
+
+fn world_at(minutes: f64) -> (World, Millis) {
+    let s = parse_scenario(WALKTHROUGH, "walkthrough.yaml").unwrap();
+    let start = Playback::new(&s).unwrap().start;
+    let w = run_world(&s, Some(std::time::Duration::from_secs_f64(minutes * 60.0))).unwrap();
+    (w, start)
+}
+
+fn info() -> LiveInfo {
+    LiveInfo {
+        context: "prod".into(),
+        cluster: "prod-cluster".into(),
+        leadership: Leadership::Observing("upstream Karpenter holds its lease".into()),
+        clock: "live".into(),
+    }
+}
+
+#[test]
+fn nodes_are_priced_from_the_catalog_and_match_the_world() {
+    let (w, _) = world_at(20.0);
+    let m = cache_of(&w);
+    let v = picture(&m, w.catalog(), w.now, &info(), &[], 1);
+    assert_eq!(v.source.context, "prod");
+    assert_eq!(v.leadership, Leadership::Observing("upstream Karpenter holds its lease".into()));
+    let nodes: Vec<_> = v.nodes.iter().filter(|n| n.state != Lifecycle::Launching).collect();
+    assert!(!nodes.is_empty(), "20 inflate pods need nodes at 20m");
+    for n in &nodes {
+        let rec = w.record.nodes.iter().rev().find(|r| r.name == n.name).expect("a record per node");
+        assert!((n.price - rec.price).abs() < 1e-9, "{}: {} vs {}", n.name, n.price, rec.price);
+        assert!(n.nodeclaim.is_some(), "{} is matched to its NodeClaim", n.name);
+    }
+    let total: f64 = nodes.iter().map(|n| n.price).sum();
+    assert!((v.cost.per_hour - total).abs() < 1e-9);
+    let pool = v.nodepools.iter().find(|p| p.name == "default").expect("the NodePool row");
+    assert_eq!(pool.nodes, v.nodes.iter().filter(|n| n.nodepool.as_deref() == Some("default")).count());
+    assert_eq!(v.budgets.iter().filter(|b| b.nodepool == "default").count(), 3, "one row per disruption reason");
+    let bound: usize = v.nodes.iter().map(|n| n.pods).sum();
+    assert!(bound >= 20, "the inflate pods are on the nodes ({bound})");
+}
+
+#[test]
+fn empty_nodes_show_as_a_dry_run_emptiness_proposal_and_nothing_is_awaiting_approval() {
+    // Scaled to zero at 1h; at 1h00m30s the nodes are empty but consolidateAfter (1m) has not passed in the world.
+    let (w, _) = world_at(60.5);
+    let m = cache_of(&w);
+    let empty: Vec<String> = m
+        .nodes
+        .iter()
+        .map(|n| n.metadata.name.clone().unwrap())
+        .filter(|n| !m.pods.iter().any(|p| p.spec.as_ref().and_then(|s| s.node_name.as_deref()) == Some(n)))
+        .collect();
+    assert!(!empty.is_empty(), "nodes are still there, empty");
+    // Looked at five minutes later, they are past consolidateAfter.
+    let v = picture(&m, w.catalog(), w.now + 5 * 60_000, &info(), &[], 1);
+    let d = v.disruptions.first().expect("a proposal");
+    assert_eq!(d.state, ProposalState::DryRun);
+    assert_eq!(d.method, "emptiness");
+    for c in &d.candidates {
+        assert!(empty.contains(c), "{c} is one of the empty nodes");
+    }
+    assert!(v.disruptions.iter().all(|d| !d.state.is_open()), "observing: nothing can be approved");
+    assert!(v.events.iter().any(|e| e.reason == "WouldDisrupt"));
+    // At the world's own time the same nodes are held back by consolidateAfter, and the node rows say so.
+    let v = picture(&m, w.catalog(), w.now, &info(), &[], 2);
+    assert!(v.disruptions.is_empty());
+    let row = v.nodes.iter().find(|n| n.name == empty[0]).unwrap();
+    assert!(row.outlook.iter().any(|l| l.contains("consolidateAfter")), "{:?}", row.outlook);
+}
+
+#[test]
+fn pending_pods_carry_the_engine_reasons() {
+    let (w, _) = world_at(20.0);
+    let mut m = cache_of(&w);
+    let mut pod = m.pods[0].clone();
+    pod.metadata.name = Some("needs-gpu-zone".into());
+    pod.metadata.uid = Some("uid-needs-gpu-zone".into());
+    let spec = pod.spec.as_mut().unwrap();
+    spec.node_name = None;
+    spec.node_selector = Some([("topology.kubernetes.io/zone".to_string(), "mars-1a".to_string())].into());
+    pod.status = Some(k8s_openapi::api::core::v1::PodStatus {
+        phase: Some("Pending".into()),
+        conditions: Some(vec![k8s_openapi::api::core::v1::PodCondition {
+            type_: "PodScheduled".into(),
+            status: "False".into(),
+            reason: Some("Unschedulable".into()),
+            ..Default::default()
+        }]),
+        ..Default::default()
+    });
+    m.pods.push(pod);
+    let v = picture(&m, w.catalog(), w.now, &info(), &[], 1);
+    let p = v.pending.iter().find(|p| p.name == "needs-gpu-zone").expect("the pending pod");
+    assert_eq!(p.cpu_millis, 500);
+    assert!(!p.reasons.is_empty(), "the engine says why");
+    assert!(p.reasons.iter().any(|(_, r)| r.contains("mars-1a") || r.contains("zone")), "{:?}", p.reasons);
+    assert!(v.events.iter().all(|e| e.reason != "WouldProvision"), "nothing can be launched for it");
+}
