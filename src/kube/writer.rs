@@ -13,6 +13,8 @@ use thiserror::Error;
 
 use crate::engine::api::{NodeClaim, NodeClaimStatus, NodePool};
 
+mod controller_writes;
+
 /// The field manager and event source this tool writes as.
 pub const FIELD_MANAGER: &str = "karpenter-tui";
 

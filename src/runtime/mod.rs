@@ -4,6 +4,7 @@
 
 pub mod audit;
 pub mod backend;
+pub mod controller;
 pub mod dashboard;
 pub mod live_driver;
 pub mod live_view;

@@ -1,0 +1,103 @@
+//! What the live controller asks of the cluster and the cloud. Effects are plain data, decided by the pure
+//! planner ([`super::Controller::plan`]) and carried out by the executor ([`super::execute`]); each one is
+//! idempotent, so an effect repeated because the watch cache had not caught up yet does no harm.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::core::v1::Taint;
+
+use crate::engine::api::NodeClaim;
+use crate::engine::api::nodeclaim::NodeClaimStatus;
+use crate::engine::lifecycle::DeleteReason;
+
+/// Why a NodeClaim is created.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Purpose {
+    /// For pending pods.
+    Provisioning { pods: usize },
+    /// A replacement for disruption command `id`.
+    Replacement { id: String },
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum Effect {
+    CreateNodeClaim {
+        claim: Box<NodeClaim>,
+        purpose: Purpose,
+    },
+    /// The cloud provider's Create for this claim; on success the claim's labels and status record the launch.
+    Launch {
+        claim: Box<NodeClaim>,
+    },
+    /// Replace the claim's status (conditions, node name) with this one.
+    PatchClaimStatus {
+        name: String,
+        status: Box<NodeClaimStatus>,
+    },
+    /// Merge labels and annotations into the claim's metadata, and set its finalizers when given.
+    PatchClaimMetadata {
+        name: String,
+        labels: BTreeMap<String, String>,
+        annotations: BTreeMap<String, String>,
+        finalizers: Option<Vec<String>>,
+    },
+    /// The node as it must be: labels and annotations merged in, taints and finalizers replaced, guarded by the
+    /// resourceVersion it was read at.
+    SyncNode {
+        name: String,
+        resource_version: Option<String>,
+        labels: BTreeMap<String, String>,
+        annotations: BTreeMap<String, String>,
+        taints: Vec<Taint>,
+        finalizers: Vec<String>,
+    },
+    DeleteNodeClaim {
+        name: String,
+        reason: DeleteReason,
+    },
+    /// Remove the termination finalizer: the claim is finalized.
+    FinalizeNodeClaim {
+        claim: Box<NodeClaim>,
+    },
+    DeleteNode {
+        name: String,
+    },
+    DeleteInstance {
+        provider_id: String,
+    },
+    Evict {
+        namespace: String,
+        name: String,
+    },
+    /// Past the termination grace deadline: delete with this grace, bypassing PDBs.
+    DeletePod {
+        namespace: String,
+        name: String,
+        grace_seconds: u32,
+    },
+}
+
+impl Effect {
+    /// One line for logs and the events pane.
+    pub fn describe(&self) -> String {
+        match self {
+            Effect::CreateNodeClaim { claim, purpose } => {
+                let pool = claim.metadata.generate_name.as_deref().unwrap_or("").trim_end_matches('-');
+                match purpose {
+                    Purpose::Provisioning { pods } => format!("create a NodeClaim in {pool} for {pods} pod(s)"),
+                    Purpose::Replacement { id } => format!("create a replacement NodeClaim in {pool} for {id}"),
+                }
+            }
+            Effect::Launch { claim } => format!("launch NodeClaim {}", claim.name()),
+            Effect::PatchClaimStatus { name, .. } => format!("update the status of NodeClaim {name}"),
+            Effect::PatchClaimMetadata { name, .. } => format!("update NodeClaim {name}"),
+            Effect::SyncNode { name, .. } => format!("sync node {name}"),
+            Effect::DeleteNodeClaim { name, reason } => format!("delete NodeClaim {name} ({})", reason.as_str()),
+            Effect::FinalizeNodeClaim { claim } => format!("finalize NodeClaim {}", claim.name()),
+            Effect::DeleteNode { name } => format!("delete node {name}"),
+            Effect::DeleteInstance { provider_id } => format!("terminate instance {provider_id}"),
+            Effect::Evict { namespace, name } => format!("evict pod {namespace}/{name}"),
+            Effect::DeletePod { namespace, name, .. } => format!("delete pod {namespace}/{name}"),
+        }
+    }
+}

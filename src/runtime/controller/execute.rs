@@ -1,0 +1,145 @@
+//! Carries out the planner's effects through the cluster port ([`Writer`]) and the cloud. Effects run in order,
+//! one at a time; a failed one is reported and the rest still run (each is independent and the next tick decides
+//! again from what the cluster then says). Conflicts (409) are expected when the cache lags and are not errors.
+
+use std::sync::Arc;
+
+use crate::engine::catalog::Catalog;
+use crate::engine::lifecycle::{self, LaunchError, LifecycleAction, apply_launch, launch_failed};
+use crate::engine::provisioning::Millis;
+use crate::kube::writer::{Eviction, WriteError, Writer};
+
+use super::kwok;
+use super::{Effect, Outcome};
+
+/// Where instances come from.
+#[derive(Clone)]
+pub enum Cloud {
+    /// Nodes created directly in the API (`--cloud kwok`).
+    Kwok { catalog: Arc<Catalog> },
+}
+
+/// What one batch of effects did.
+#[derive(Debug, Default)]
+pub struct Report {
+    pub outcomes: Vec<Outcome>,
+    /// One line per effect that failed (conflicts excluded).
+    pub errors: Vec<String>,
+    /// One line per effect done, for the events pane.
+    pub done: Vec<String>,
+}
+
+pub async fn execute(effects: Vec<Effect>, writer: &Writer, cloud: &Cloud, now: Millis) -> Report {
+    let mut report = Report::default();
+    for e in effects {
+        let what = e.describe();
+        match run_one(e, writer, cloud, now, &mut report.outcomes).await {
+            Ok(Some(note)) => report.done.push(note),
+            Ok(None) => report.done.push(what),
+            Err(err) if err.is_conflict() => tracing::debug!("{what}: conflict, retried next tick"),
+            Err(err) => {
+                tracing::warn!("{err}");
+                report.errors.push(err.to_string());
+            }
+        }
+    }
+    report
+}
+
+async fn run_one(
+    e: Effect,
+    writer: &Writer,
+    cloud: &Cloud,
+    now: Millis,
+    outcomes: &mut Vec<Outcome>,
+) -> Result<Option<String>, WriteError> {
+    match e {
+        Effect::CreateNodeClaim { claim, purpose } => match writer.create_nodeclaim(&claim).await {
+            Ok(created) => {
+                let name = created.metadata.name.clone().unwrap_or_default();
+                outcomes.push(Outcome::Created { name: name.clone(), purpose });
+                Ok(Some(format!("created NodeClaim {name}")))
+            }
+            Err(err) => {
+                outcomes.push(Outcome::CreateFailed { purpose, error: err.to_string() });
+                Err(err)
+            }
+        },
+        Effect::Launch { claim } => {
+            let Cloud::Kwok { catalog } = cloud;
+            let name = claim.name().to_string();
+            match kwok::launch(catalog, &claim) {
+                Ok((result, node)) => {
+                    writer.create_node(&node).await?;
+                    let mut launched = (*claim).clone();
+                    apply_launch(&mut launched, &result, now);
+                    let labels = launched.metadata.labels.clone().unwrap_or_default();
+                    writer.patch_nodeclaim_metadata(&name, &labels, &Default::default(), None).await?;
+                    if let Some(status) = &launched.status {
+                        writer.update_nodeclaim_status(&name, status).await?;
+                    }
+                    outcomes.push(Outcome::Launched { claim: name.clone() });
+                    Ok(Some(format!("launched NodeClaim {name} as {} in {}", result.instance_type, result.zone)))
+                }
+                Err(err) => {
+                    launch_error(&claim, &err, writer, now).await?;
+                    Ok(Some(format!("launch of NodeClaim {name} failed: {err}")))
+                }
+            }
+        }
+        Effect::PatchClaimStatus { name, status } => {
+            writer.update_nodeclaim_status(&name, &status).await.map(|()| None)
+        }
+        Effect::PatchClaimMetadata { name, labels, annotations, finalizers } => {
+            writer.patch_nodeclaim_metadata(&name, &labels, &annotations, finalizers.as_deref()).await.map(|()| None)
+        }
+        Effect::SyncNode { name, resource_version, labels, annotations, taints, finalizers } => writer
+            .sync_node_full(&name, resource_version.as_deref(), &labels, &annotations, &taints, &finalizers)
+            .await
+            .map(|()| None),
+        Effect::DeleteNodeClaim { name, .. } => writer.delete_nodeclaim(&name).await.map(|()| None),
+        Effect::FinalizeNodeClaim { claim } => writer
+            .remove_nodeclaim_finalizer(&claim, crate::engine::labels::TERMINATION_FINALIZER)
+            .await
+            .map(|()| Some(format!("NodeClaim {} finalized", claim.name()))),
+        Effect::DeleteNode { name } => writer.delete_node(&name).await.map(|()| None),
+        Effect::DeleteInstance { provider_id } => {
+            let Cloud::Kwok { .. } = cloud;
+            match provider_id.strip_prefix(kwok::PROVIDER_PREFIX) {
+                Some(node) => writer.delete_node(node).await.map(|()| None),
+                // Not a KWOK instance: another cloud's, which this one can't terminate.
+                None => Ok(Some(format!("instance {provider_id} is not a KWOK node; left alone"))),
+            }
+        }
+        Effect::Evict { namespace, name } => match writer.evict(&namespace, &name).await? {
+            Eviction::Evicted => Ok(Some(format!("evicted pod {namespace}/{name}"))),
+            Eviction::Blocked(why) => Ok(Some(format!("eviction of {namespace}/{name} blocked: {why}"))),
+            Eviction::Gone => Ok(None),
+        },
+        Effect::DeletePod { namespace, name, grace_seconds } => {
+            writer.delete_pod(&namespace, &name, grace_seconds).await.map(|()| None)
+        }
+    }
+}
+
+/// A failed launch: the engine's rule decides (insufficient capacity deletes the claim so the pods are
+/// re-provisioned elsewhere; anything else is recorded on the claim and retried).
+async fn launch_error(
+    claim: &crate::engine::api::NodeClaim,
+    err: &LaunchError,
+    writer: &Writer,
+    now: Millis,
+) -> Result<(), WriteError> {
+    let mut updated = claim.clone();
+    let mut status_changed = false;
+    for a in launch_failed(err, now) {
+        match a {
+            LifecycleAction::Delete { .. } => writer.delete_nodeclaim(claim.name()).await?,
+            other => status_changed |= lifecycle::apply(&mut updated, &other, now),
+        }
+    }
+    if status_changed && let Some(status) = &updated.status {
+        writer.update_nodeclaim_status(claim.name(), status).await?;
+    }
+    Ok(())
+}

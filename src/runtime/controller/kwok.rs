@@ -1,0 +1,148 @@
+//! The KWOK cloud: an "instance" is a Node object created directly in the API (annotated
+//! `kwok.x-k8s.io/node: fake`, the convention KWOK's controller acts on to keep such nodes alive), so the whole
+//! loop runs on any test cluster without a cloud account, as upstream's own end-to-end tests do. The node carries
+//! the `karpenter.sh/unregistered` taint like a kubelet registering from a NodeClaim, and reports itself Ready.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use k8s_openapi::api::core::v1::{Node, NodeCondition, NodeSpec, NodeStatus, Taint};
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+
+use crate::engine::api::NodeClaim;
+use crate::engine::catalog::{Catalog, InstanceType, Offering};
+use crate::engine::labels;
+use crate::engine::lifecycle::{LaunchError, LaunchResult};
+use crate::engine::resources::{Resources, parse_quantity};
+use crate::sim::cloud::claim_requirements;
+
+pub const KWOK_ANNOTATION: &str = "kwok.x-k8s.io/node";
+pub const PROVIDER_PREFIX: &str = "kwok://";
+
+/// The cheapest offering a claim may launch as: reserved, then spot, then on-demand, as the simulated EC2 picks.
+pub fn pick(catalog: &Catalog, claim: &NodeClaim) -> Result<(Arc<InstanceType>, Offering), LaunchError> {
+    let reqs = claim_requirements(claim);
+    let mut requests = Resources::default();
+    for (k, q) in &claim.spec.resources.requests {
+        if let Ok(v) = parse_quantity(&q.0) {
+            requests.set(k, v);
+        }
+    }
+    let rank = |ct: &str| match ct {
+        labels::CAPACITY_RESERVED => 0,
+        labels::CAPACITY_SPOT => 1,
+        _ => 2,
+    };
+    catalog
+        .instance_types
+        .iter()
+        .filter(|t| t.requirements.intersects(&reqs).is_ok() && requests.fits_in(&t.allocatable()))
+        .flat_map(|t| t.offerings.iter().filter(|o| o.available && o.compatible(&reqs)).map(move |o| (t, o)))
+        .min_by(|(ta, a), (tb, b)| {
+            rank(&a.capacity_type)
+                .cmp(&rank(&b.capacity_type))
+                .then(a.price.total_cmp(&b.price))
+                .then_with(|| ta.name.cmp(&tb.name))
+                .then_with(|| a.zone.cmp(&b.zone))
+        })
+        .map(|(t, o)| (t.clone(), o.clone()))
+        .ok_or_else(|| LaunchError::InsufficientCapacity(format!("no KWOK offering fits NodeClaim {}", claim.name())))
+}
+
+fn quantities(r: &Resources) -> BTreeMap<String, Quantity> {
+    r.to_quantity_map().into_iter().map(|(k, v)| (k, Quantity(v))).collect()
+}
+
+/// The launch: what to record on the claim, and the Node to create (named after the claim).
+pub fn launch(catalog: &Catalog, claim: &NodeClaim) -> Result<(LaunchResult, Node), LaunchError> {
+    let (t, o) = pick(catalog, claim)?;
+    let name = claim.name().to_string();
+    let provider_id = format!("{PROVIDER_PREFIX}{name}");
+    let mut provider_labels = t.requirements.single_valued_labels();
+    provider_labels.insert(labels::ZONE.to_string(), o.zone.clone());
+    provider_labels.insert(labels::CAPACITY_TYPE.to_string(), o.capacity_type.clone());
+    provider_labels.insert(labels::INSTANCE_TYPE.to_string(), t.name.clone());
+    let result = LaunchResult {
+        provider_id: provider_id.clone(),
+        instance_type: t.name.clone(),
+        zone: o.zone.clone(),
+        capacity_type: o.capacity_type.clone(),
+        labels: provider_labels.clone(),
+        capacity: t.capacity.clone(),
+        allocatable: t.allocatable(),
+        image_id: None,
+    };
+    let mut node_labels = provider_labels;
+    node_labels.extend(claim.metadata.labels.clone().unwrap_or_default());
+    node_labels.insert(labels::HOSTNAME.to_string(), name.clone());
+    let mut taints: Vec<Taint> = claim.spec.taints.clone();
+    taints.extend(claim.spec.startup_taints.iter().cloned());
+    taints.push(Taint { key: labels::TAINT_UNREGISTERED.into(), effect: "NoExecute".into(), ..Default::default() });
+    let node = Node {
+        metadata: ObjectMeta {
+            name: Some(name),
+            labels: Some(node_labels),
+            annotations: Some([(KWOK_ANNOTATION.to_string(), "fake".to_string())].into()),
+            ..Default::default()
+        },
+        spec: Some(NodeSpec { provider_id: Some(provider_id), taints: Some(taints), ..Default::default() }),
+        status: Some(NodeStatus {
+            capacity: Some(quantities(&t.capacity)),
+            allocatable: Some(quantities(&t.allocatable())),
+            conditions: Some(vec![NodeCondition {
+                type_: "Ready".into(),
+                status: "True".into(),
+                reason: Some("KubeletReady".into()),
+                ..Default::default()
+            }]),
+            ..Default::default()
+        }),
+    };
+    Ok((result, node))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::api::common::NodeSelectorRequirementWithMinValues as Req;
+    use crate::engine::api::nodeclaim::NodeClaimSpec;
+
+    #[test]
+    fn launches_the_cheapest_fitting_offering_as_a_fake_node() {
+        let catalog = crate::engine::catalog::kwok::kwok_catalog("us-east-1");
+        let mut claim = NodeClaim::new("default-abcde", NodeClaimSpec::default());
+        claim.metadata.labels = Some([(labels::NODEPOOL.to_string(), "default".to_string())].into());
+        claim.spec.requirements = vec![Req {
+            key: labels::CAPACITY_TYPE.into(),
+            operator: "In".into(),
+            values: vec!["on-demand".into()],
+            min_values: None,
+        }];
+        claim.spec.resources.requests = [("cpu".to_string(), Quantity("3".into()))].into();
+        let (r, node) = launch(&catalog, &claim).unwrap();
+        assert_eq!(r.capacity_type, "on-demand");
+        assert!(r.allocatable.get("cpu") >= 3000, "fits the requests");
+        assert_eq!(r.provider_id, "kwok://default-abcde");
+        let l = node.metadata.labels.as_ref().unwrap();
+        assert_eq!(l.get(labels::NODEPOOL).map(String::as_str), Some("default"));
+        assert_eq!(l.get(labels::INSTANCE_TYPE), Some(&r.instance_type));
+        assert_eq!(node.metadata.annotations.unwrap().get(KWOK_ANNOTATION).map(String::as_str), Some("fake"));
+        let taints = node.spec.unwrap().taints.unwrap();
+        assert!(taints.iter().any(|t| t.key == labels::TAINT_UNREGISTERED));
+        // Cheapest: no cheaper on-demand type in the catalogue fits.
+        let cheaper = catalog.instance_types.iter().any(|t| {
+            t.allocatable().get("cpu") >= 3000
+                && t.offerings.iter().any(|o| o.capacity_type == "on-demand" && o.price < r_price(&catalog, &r))
+        });
+        assert!(!cheaper);
+        claim.spec.resources.requests = [("cpu".to_string(), Quantity("100000".into()))].into();
+        assert!(matches!(launch(&catalog, &claim), Err(LaunchError::InsufficientCapacity(_))));
+    }
+
+    fn r_price(c: &Catalog, r: &LaunchResult) -> f64 {
+        c.get(&r.instance_type)
+            .and_then(|t| t.offerings.iter().find(|o| o.zone == r.zone && o.capacity_type == r.capacity_type))
+            .map_or(0.0, |o| o.price)
+    }
+}

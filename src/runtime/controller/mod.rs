@@ -1,0 +1,706 @@
+//! The engine acting on a live cluster, level-triggered as Kubernetes controllers are: every tick it reads the
+//! watch cache as it is, decides with the engine's pure functions what should change, and returns [`Effect`]s for
+//! the executor. Nothing it decides depends on having seen an earlier tick: a restarted process reads the same
+//! objects and carries on (in-flight NodeClaims are simply there; drains resume; stale disrupted taints on nodes
+//! no command owns are removed). What it does keep between ticks only avoids doing the same thing twice while the
+//! cache catches up with its own writes (claims created but not yet seen, launches in progress) and holds the
+//! operator-facing state of disruption commands (proposals, approvals, commands in flight).
+
+pub mod effect;
+pub mod execute;
+pub mod kwok;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::hash::{Hash, Hasher};
+use std::sync::Arc;
+
+use k8s_openapi::api::core::v1::{Node, Pod};
+
+use crate::engine::api::NodeClaim;
+use crate::engine::api::nodeclaim::{COND_DISRUPTION_REASON, COND_LAUNCHED};
+use crate::engine::catalog::{Catalog, InstanceType};
+use crate::engine::disruption::consolidation::{Outlook, explain_nodes, pass};
+use crate::engine::disruption::gate::{Gate, Mode};
+use crate::engine::disruption::queue::{self, InFlight, Step};
+use crate::engine::disruption::validation::validate;
+use crate::engine::disruption::{Command, Context, DisruptionOptions, Method};
+use crate::engine::labels;
+use crate::engine::lifecycle::{self, DeleteReason, FinalizeAction, LifecycleAction, LifecycleSettings, set_condition};
+use crate::engine::provisioning::{Batcher, Millis, is_provisionable, provision};
+use crate::engine::scheduling::SchedulerOptions;
+use crate::engine::termination::{disrupted_taint, drain_plan};
+use crate::sim::manifests::Manifests;
+
+pub use effect::{Effect, Purpose};
+
+const SECOND: Millis = 1_000;
+/// Claims created but not yet in the cache hold provisioning back at most this long.
+const CREATE_SETTLE: Millis = 30 * SECOND;
+/// A launch not yet visible in the cache is not repeated for this long.
+const LAUNCH_SETTLE: Millis = 30 * SECOND;
+/// Disruption passes run at most this often (upstream polls every 10 s).
+const DISRUPTION_POLL: Millis = 10 * SECOND;
+/// Consolidation commands are validated again after this long before they start (upstream: 15 s).
+const VALIDATION_DELAY: Millis = 15 * SECOND;
+/// Nodes that received pending pods are left out of consolidation this long.
+const NOMINATION_HOLD: Millis = 20 * SECOND;
+
+/// Where a disruption command is, for the dashboard.
+#[derive(Debug, Clone, PartialEq)]
+pub enum CommandState {
+    Validating,
+    AwaitingApproval,
+    DryRun,
+    InProgress,
+    Executed,
+    Rejected,
+    Invalidated(String),
+    Failed(String),
+}
+
+/// A disruption command as operators see it.
+#[derive(Debug, Clone)]
+pub struct CommandRecord {
+    pub id: String,
+    pub at: Millis,
+    pub command: Command,
+    pub state: CommandState,
+}
+
+pub struct Controller {
+    catalog: Arc<Catalog>,
+    lifecycle: LifecycleSettings,
+    batcher: Batcher,
+    /// Claims this instance created, until the cache shows them.
+    created: BTreeMap<String, Millis>,
+    /// Creations sent but not answered yet (the name is only known afterwards).
+    creating: usize,
+    /// Claims whose launch was started, until the cache shows a provider id.
+    launching: BTreeMap<String, Millis>,
+    /// When each node's drain began (re-learned after a restart: the drain starts again, which is harmless).
+    drains: BTreeMap<String, Millis>,
+    gate: Gate,
+    validating: Option<(String, Command, Millis)>,
+    in_flight: Vec<InFlight>,
+    /// Command ids whose replacements are still being created, with how many are outstanding.
+    replacements_pending: BTreeMap<String, usize>,
+    next_pass: Millis,
+    nominated: BTreeMap<String, Millis>,
+    next_id: u64,
+    pub records: Vec<CommandRecord>,
+    /// Pods seen pending, for the batcher.
+    seen_pending: BTreeSet<String>,
+}
+
+/// What the executor reports back.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Outcome {
+    Created { name: String, purpose: Purpose },
+    CreateFailed { purpose: Purpose, error: String },
+    Launched { claim: String },
+}
+
+impl Controller {
+    pub fn new(catalog: Arc<Catalog>, mode: Mode, now: Millis) -> Controller {
+        Controller {
+            catalog,
+            lifecycle: LifecycleSettings::default(),
+            batcher: Batcher::new(SECOND, 10 * SECOND),
+            created: BTreeMap::new(),
+            creating: 0,
+            launching: BTreeMap::new(),
+            drains: BTreeMap::new(),
+            gate: Gate::new(mode),
+            validating: None,
+            in_flight: Vec::new(),
+            replacements_pending: BTreeMap::new(),
+            next_pass: now,
+            nominated: BTreeMap::new(),
+            next_id: 0,
+            records: Vec::new(),
+            seen_pending: BTreeSet::new(),
+        }
+    }
+
+    pub fn mode(&self) -> Mode {
+        self.gate.mode()
+    }
+
+    fn catalogs(&self, m: &Manifests) -> BTreeMap<String, Vec<Arc<InstanceType>>> {
+        let types = self.catalog.instance_types.clone();
+        m.nodepools.iter().map(|p| (p.name().to_string(), types.clone())).collect()
+    }
+
+    fn record(&mut self, id: &str, state: CommandState) {
+        if let Some(r) = self.records.iter_mut().rev().find(|r| r.id == id) {
+            r.state = state;
+        }
+    }
+
+    /// Nodes a command is working on or waiting for approval on.
+    pub fn busy(&self) -> BTreeSet<String> {
+        let mut busy = self.gate.busy_nodes();
+        for f in &self.in_flight {
+            busy.extend(f.command.node_names());
+        }
+        if let Some((_, c, _)) = &self.validating {
+            busy.extend(c.node_names());
+        }
+        busy
+    }
+
+    /// Everything that should change now. `generation` identifies the cluster state (a rejected proposal is not
+    /// offered again until it changes).
+    pub fn plan(&mut self, m: &Manifests, now: Millis, generation: u64) -> Vec<Effect> {
+        let mut out = Vec::new();
+        let claim_names: BTreeSet<&str> = m.nodeclaims.iter().map(|c| c.name()).collect();
+        self.created.retain(|n, at| !claim_names.contains(n.as_str()) && now - *at < CREATE_SETTLE);
+        self.launching.retain(|n, at| {
+            let visible = m.nodeclaims.iter().any(|c| c.name() == n && c.provider_id().is_some());
+            claim_names.contains(n.as_str()) && !visible && now - *at < LAUNCH_SETTLE
+        });
+        self.nominated.retain(|_, until| *until > now);
+        self.provisioning(m, now, &mut out);
+        self.nodeclaims(m, now, &mut out);
+        self.terminations(m, now, &mut out);
+        self.orchestrate(m, now, &mut out);
+        self.disruption(m, now, generation, &mut out);
+        out
+    }
+
+    fn provisioning(&mut self, m: &Manifests, now: Millis, out: &mut Vec<Effect>) {
+        let pending: Vec<&Pod> = m.pods.iter().filter(|p| is_provisionable(p)).collect();
+        for p in &pending {
+            let uid = p.metadata.uid.clone().unwrap_or_default();
+            if self.seen_pending.insert(uid.clone()) {
+                self.batcher.trigger(&uid, now);
+            }
+        }
+        let still: BTreeSet<String> = pending.iter().filter_map(|p| p.metadata.uid.clone()).collect();
+        self.seen_pending.retain(|u| still.contains(u));
+        if pending.is_empty() || !self.created.is_empty() || self.creating > 0 {
+            return;
+        }
+        if self.batcher.is_open() && !self.batcher.ready(now) {
+            return;
+        }
+        self.batcher.reset();
+        let catalogs = self.catalogs(m);
+        let snap = m.snapshot();
+        let result = provision(&snap.view(), &catalogs, &self.catalog.label_policy, SchedulerOptions::default());
+        for p in &result.results.existing {
+            self.nominated.insert(p.node.clone(), now + NOMINATION_HOLD);
+        }
+        for (claim, decided) in result.nodeclaims(&m.nodepools).into_iter().zip(&result.results.new_claims) {
+            self.creating += 1;
+            out.push(Effect::CreateNodeClaim {
+                claim: Box::new(claim),
+                purpose: Purpose::Provisioning { pods: decided.pods.len() },
+            });
+        }
+    }
+
+    fn nodeclaims(&mut self, m: &Manifests, now: Millis, out: &mut Vec<Effect>) {
+        for claim in &m.nodeclaims {
+            let nodes: Vec<&Node> = match claim.provider_id() {
+                Some(pid) => m
+                    .nodes
+                    .iter()
+                    .filter(|n| n.spec.as_ref().and_then(|s| s.provider_id.as_deref()) == Some(pid))
+                    .collect(),
+                None => Vec::new(),
+            };
+            if claim.metadata.deletion_timestamp.is_some() {
+                self.finalize(claim, &nodes, now, out);
+                continue;
+            }
+            let mut actions = lifecycle::reconcile(claim, &nodes, now, &self.lifecycle);
+            actions.extend(lifecycle::expiration(claim, now));
+            let mut updated = claim.clone();
+            let mut status_changed = false;
+            for a in actions {
+                match a {
+                    LifecycleAction::AddFinalizer => {
+                        let mut f = claim.metadata.finalizers.clone().unwrap_or_default();
+                        if !f.iter().any(|x| x == labels::TERMINATION_FINALIZER) {
+                            f.push(labels::TERMINATION_FINALIZER.to_string());
+                        }
+                        out.push(Effect::PatchClaimMetadata {
+                            name: claim.name().to_string(),
+                            labels: BTreeMap::new(),
+                            annotations: BTreeMap::new(),
+                            finalizers: Some(f),
+                        });
+                    }
+                    LifecycleAction::Launch => {
+                        if !self.launching.contains_key(claim.name()) && !claim.is_true(COND_LAUNCHED) {
+                            self.launching.insert(claim.name().to_string(), now);
+                            out.push(Effect::Launch { claim: Box::new(claim.clone()) });
+                        }
+                    }
+                    LifecycleAction::SyncNode {
+                        node,
+                        labels: l,
+                        annotations,
+                        taints_to_add,
+                        remove_unregistered_taint,
+                        finalizer,
+                    } => {
+                        if let Some(n) = nodes.iter().find(|n| n.metadata.name.as_deref() == Some(node.as_str())) {
+                            let mut taints = n.spec.as_ref().and_then(|s| s.taints.clone()).unwrap_or_default();
+                            for t in taints_to_add {
+                                if !taints.iter().any(|x| x.key == t.key && x.effect == t.effect) {
+                                    taints.push(t);
+                                }
+                            }
+                            if remove_unregistered_taint {
+                                taints.retain(|t| t.key != labels::TAINT_UNREGISTERED);
+                            }
+                            let mut finalizers = n.metadata.finalizers.clone().unwrap_or_default();
+                            if finalizer && !finalizers.iter().any(|f| f == labels::TERMINATION_FINALIZER) {
+                                finalizers.push(labels::TERMINATION_FINALIZER.to_string());
+                            }
+                            out.push(sync_node(n, l, annotations, taints, finalizers));
+                        }
+                    }
+                    LifecycleAction::LabelNode { node, key, value } => {
+                        if let Some(n) = nodes.iter().find(|n| n.metadata.name.as_deref() == Some(node.as_str())) {
+                            let taints = n.spec.as_ref().and_then(|s| s.taints.clone()).unwrap_or_default();
+                            let finalizers = n.metadata.finalizers.clone().unwrap_or_default();
+                            out.push(sync_node(n, [(key, value)].into(), BTreeMap::new(), taints, finalizers));
+                        }
+                    }
+                    LifecycleAction::Delete { reason } => {
+                        out.push(Effect::DeleteNodeClaim { name: claim.name().to_string(), reason });
+                    }
+                    LifecycleAction::RequeueAt(_) => {}
+                    other => status_changed |= lifecycle::apply(&mut updated, &other, now),
+                }
+            }
+            if status_changed && let Some(status) = updated.status {
+                out.push(Effect::PatchClaimStatus { name: claim.name().to_string(), status: Box::new(status) });
+            }
+        }
+    }
+
+    fn finalize(&mut self, claim: &NodeClaim, nodes: &[&Node], now: Millis, out: &mut Vec<Effect>) {
+        let has_finalizer = claim.metadata.finalizers.iter().flatten().any(|f| f == labels::TERMINATION_FINALIZER);
+        if !has_finalizer {
+            return;
+        }
+        // Never launched: nothing to tear down.
+        if claim.provider_id().is_none() && !claim.is_true(COND_LAUNCHED) {
+            out.push(Effect::FinalizeNodeClaim { claim: Box::new(claim.clone()) });
+            return;
+        }
+        // The instance exists while a node carries its provider id (KWOK) or the cloud lists it; a node going
+        // away is waited for by `finalize` itself.
+        let exists = !nodes.is_empty();
+        let mut updated = claim.clone();
+        let mut status_changed = false;
+        for a in lifecycle::finalize(claim, nodes, exists, now) {
+            match a {
+                FinalizeAction::AnnotateTerminationTimestamp(v) => out.push(Effect::PatchClaimMetadata {
+                    name: claim.name().to_string(),
+                    labels: BTreeMap::new(),
+                    annotations: [(lifecycle::ANNOTATION_TERMINATION_TIMESTAMP.to_string(), v)].into(),
+                    finalizers: None,
+                }),
+                FinalizeAction::DeleteNode(n) => {
+                    if nodes.iter().any(|x| {
+                        x.metadata.name.as_deref() == Some(n.as_str()) && x.metadata.deletion_timestamp.is_none()
+                    }) {
+                        out.push(Effect::DeleteNode { name: n });
+                    }
+                }
+                FinalizeAction::DeleteInstance => {
+                    if let Some(pid) = claim.provider_id() {
+                        out.push(Effect::DeleteInstance { provider_id: pid.to_string() });
+                    }
+                }
+                FinalizeAction::SetCondition { type_, status, reason, message } => {
+                    set_condition(&mut updated, &type_, &status, &reason, &message, now);
+                    status_changed = true;
+                }
+                FinalizeAction::RemoveFinalizer => {
+                    out.push(Effect::FinalizeNodeClaim { claim: Box::new(claim.clone()) })
+                }
+                FinalizeAction::RequeueAt(_) => {}
+            }
+        }
+        if status_changed && let Some(status) = updated.status {
+            out.push(Effect::PatchClaimStatus { name: claim.name().to_string(), status: Box::new(status) });
+        }
+    }
+
+    /// Node termination for nodes carrying our finalizer: taint, drain in tiers through the Eviction API, then let
+    /// the node go by removing the finalizer.
+    fn terminations(&mut self, m: &Manifests, now: Millis, out: &mut Vec<Effect>) {
+        let deleting: BTreeSet<String> = m
+            .nodes
+            .iter()
+            .filter(|n| n.metadata.deletion_timestamp.is_some())
+            .filter_map(|n| n.metadata.name.clone())
+            .collect();
+        self.drains.retain(|n, _| deleting.contains(n));
+        for node in m.nodes.iter().filter(|n| n.metadata.deletion_timestamp.is_some()) {
+            let finalizers = node.metadata.finalizers.clone().unwrap_or_default();
+            if !finalizers.iter().any(|f| f == labels::TERMINATION_FINALIZER) {
+                continue;
+            }
+            let name = node.metadata.name.clone().unwrap_or_default();
+            let started = *self.drains.entry(name.clone()).or_insert(now);
+            let mut taints = node.spec.as_ref().and_then(|s| s.taints.clone()).unwrap_or_default();
+            if !taints.iter().any(|t| t.key == labels::TAINT_DISRUPTED) {
+                taints.push(disrupted_taint());
+                out.push(sync_node(node, BTreeMap::new(), BTreeMap::new(), taints, finalizers.clone()));
+            }
+            let pid = node.spec.as_ref().and_then(|s| s.provider_id.as_deref());
+            let deadline = m
+                .nodeclaims
+                .iter()
+                .find(|c| pid.is_some() && c.provider_id() == pid)
+                .and_then(lifecycle::annotated_deadline);
+            let pods: Vec<&Pod> = m
+                .pods
+                .iter()
+                .filter(|p| p.spec.as_ref().and_then(|s| s.node_name.as_deref()) == Some(name.as_str()))
+                .collect();
+            let plan = drain_plan(node, &pods, deadline, Some(started), now);
+            for (namespace, pod) in plan.evict {
+                out.push(Effect::Evict { namespace, name: pod });
+            }
+            for (namespace, pod, grace) in plan.force_delete {
+                out.push(Effect::DeletePod {
+                    namespace,
+                    name: pod,
+                    grace_seconds: u32::try_from(grace.max(1)).unwrap_or(1),
+                });
+            }
+            if plan.drained {
+                let rest: Vec<String> = finalizers.into_iter().filter(|f| f != labels::TERMINATION_FINALIZER).collect();
+                let taints = node.spec.as_ref().and_then(|s| s.taints.clone()).unwrap_or_default();
+                out.push(sync_node(node, BTreeMap::new(), BTreeMap::new(), taints, rest));
+            }
+        }
+    }
+
+    fn orchestrate(&mut self, m: &Manifests, now: Millis, out: &mut Vec<Effect>) {
+        let claims: BTreeMap<String, NodeClaim> =
+            m.nodeclaims.iter().map(|c| (c.name().to_string(), c.clone())).collect();
+        let n = self.in_flight.len();
+        let mut keep = Vec::new();
+        for f in std::mem::take(&mut self.in_flight) {
+            if self.replacements_pending.contains_key(&f.id) {
+                keep.push(f);
+                continue;
+            }
+            match queue::step(&f, &claims, now, n) {
+                Step::Wait => keep.push(f),
+                Step::DeleteCandidates => {
+                    for c in &f.command.candidates {
+                        out.push(Effect::DeleteNodeClaim {
+                            name: c.nodeclaim.clone(),
+                            reason: DeleteReason::Disrupted,
+                        });
+                    }
+                    self.record(&f.id, CommandState::Executed);
+                }
+                Step::Fail(why) => {
+                    self.roll_back(m, &f.command, out);
+                    self.record(&f.id, CommandState::Failed(why));
+                }
+            }
+        }
+        self.in_flight = keep;
+    }
+
+    /// Gives a failed command's candidates back: no disrupted taint, no DisruptionReason.
+    fn roll_back(&self, m: &Manifests, cmd: &Command, out: &mut Vec<Effect>) {
+        for c in &cmd.candidates {
+            if let Some(n) = m.nodes.iter().find(|n| n.metadata.name.as_deref() == Some(c.node.as_str())) {
+                let mut taints = n.spec.as_ref().and_then(|s| s.taints.clone()).unwrap_or_default();
+                taints.retain(|t| t.key != labels::TAINT_DISRUPTED);
+                out.push(sync_node(
+                    n,
+                    BTreeMap::new(),
+                    BTreeMap::new(),
+                    taints,
+                    n.metadata.finalizers.clone().unwrap_or_default(),
+                ));
+            }
+            if let Some(claim) = m.nodeclaims.iter().find(|x| x.name() == c.nodeclaim)
+                && let Some(mut status) = claim.status.clone()
+            {
+                status.conditions.retain(|c| c.type_ != COND_DISRUPTION_REASON);
+                out.push(Effect::PatchClaimStatus { name: c.nodeclaim.clone(), status: Box::new(status) });
+            }
+        }
+    }
+
+    fn with_context<R>(
+        &self,
+        m: &Manifests,
+        now: Millis,
+        busy: &BTreeSet<String>,
+        f: impl FnOnce(&Context<'_>) -> R,
+    ) -> R {
+        let catalogs = self.catalogs(m);
+        let snap = m.snapshot();
+        let options = DisruptionOptions::default();
+        let ctx = Context {
+            snap: snap.view(),
+            catalogs: &catalogs,
+            policy: &self.catalog.label_policy,
+            now,
+            busy,
+            nominated: &self.nominated,
+            options: &options,
+        };
+        f(&ctx)
+    }
+
+    /// Why each node is (not) being disrupted now.
+    pub fn explain(&self, m: &Manifests, now: Millis) -> BTreeMap<String, Outlook> {
+        self.with_context(m, now, &self.busy(), explain_nodes)
+    }
+
+    fn disruption(&mut self, m: &Manifests, now: Millis, generation: u64, out: &mut Vec<Effect>) {
+        self.withdraw_stale(m, now);
+        // A consolidation command waits out its validation delay, then is checked again before it starts.
+        if let Some((_, _, due)) = &self.validating {
+            if now < *due {
+                return;
+            }
+            if let Some((id, cmd, _)) = self.validating.take() {
+                match self.validate_now(m, now, &cmd) {
+                    Ok(()) => self.start(m, id, cmd, now, out),
+                    Err(why) => self.record(&id, CommandState::Invalidated(why)),
+                }
+            }
+            return;
+        }
+        if now < self.next_pass || !self.in_flight.is_empty() {
+            return;
+        }
+        self.next_pass = now + DISRUPTION_POLL;
+        if !m.nodeclaims.iter().any(|c| c.metadata.deletion_timestamp.is_none()) {
+            return;
+        }
+        let busy = self.busy();
+        let result = self.with_context(m, now, &busy, pass);
+        let Some(cmd) = result.command else { return };
+        let mode = self.gate.mode();
+        if mode != Mode::Auto && self.gate.suppressed(&cmd, generation) {
+            return;
+        }
+        // The same proposal already waiting is not proposed twice.
+        if self.gate.awaiting().any(|p| p.command.key() == cmd.key()) {
+            return;
+        }
+        if mode == Mode::DryRun
+            && self.records.iter().any(|r| r.state == CommandState::DryRun && r.command.key() == cmd.key())
+        {
+            return;
+        }
+        self.next_id += 1;
+        let id = format!("d-{}", self.next_id);
+        let state = match mode {
+            Mode::Auto => CommandState::Validating,
+            Mode::Approve => CommandState::AwaitingApproval,
+            Mode::DryRun => CommandState::DryRun,
+        };
+        self.records.push(CommandRecord { id: id.clone(), at: now, command: cmd.clone(), state });
+        match mode {
+            Mode::Auto if cmd.method == Method::Drift => self.start(m, id, cmd, now, out),
+            Mode::Auto => self.validating = Some((id, cmd, now + VALIDATION_DELAY)),
+            Mode::Approve | Mode::DryRun => self.gate.propose(id, cmd, now),
+        }
+    }
+
+    fn validate_now(&self, m: &Manifests, now: Millis, cmd: &Command) -> Result<(), String> {
+        let mut busy = self.busy();
+        for c in &cmd.candidates {
+            busy.remove(&c.node);
+        }
+        self.with_context(m, now, &busy, |ctx| validate(ctx, cmd).map_err(|e| format!("{}: {e}", e.kind())))
+    }
+
+    /// Proposals whose nodes are gone or going are withdrawn.
+    fn withdraw_stale(&mut self, m: &Manifests, now: Millis) {
+        let mut stale = Vec::new();
+        for p in self.gate.awaiting() {
+            for c in &p.command.candidates {
+                let gone = match m.nodes.iter().find(|n| n.metadata.name.as_deref() == Some(c.node.as_str())) {
+                    None => Some(format!("node {} is gone", c.node)),
+                    Some(n) if n.metadata.deletion_timestamp.is_some() => {
+                        Some(format!("node {} is being deleted", c.node))
+                    }
+                    Some(_) => None,
+                };
+                if let Some(why) = gone {
+                    stale.push((p.id.clone(), why));
+                    break;
+                }
+            }
+        }
+        for (id, why) in stale {
+            self.gate.withdraw(&id, &why, now);
+            self.record(&id, CommandState::Invalidated(why));
+        }
+    }
+
+    /// Starts a command: taint the candidates and mark their claims, create the replacements, queue it.
+    fn start(&mut self, m: &Manifests, id: String, cmd: Command, now: Millis, out: &mut Vec<Effect>) {
+        for c in &cmd.candidates {
+            if let Some(n) = m.nodes.iter().find(|n| n.metadata.name.as_deref() == Some(c.node.as_str())) {
+                let mut taints = n.spec.as_ref().and_then(|s| s.taints.clone()).unwrap_or_default();
+                if !taints.iter().any(|t| t.key == labels::TAINT_DISRUPTED) {
+                    taints.push(disrupted_taint());
+                }
+                out.push(sync_node(
+                    n,
+                    BTreeMap::new(),
+                    BTreeMap::new(),
+                    taints,
+                    n.metadata.finalizers.clone().unwrap_or_default(),
+                ));
+            }
+            if let Some(claim) = m.nodeclaims.iter().find(|x| x.name() == c.nodeclaim) {
+                let mut updated = claim.clone();
+                set_condition(&mut updated, COND_DISRUPTION_REASON, "True", cmd.reason().as_str(), &cmd.summary(), now);
+                if let Some(status) = updated.status {
+                    out.push(Effect::PatchClaimStatus { name: c.nodeclaim.clone(), status: Box::new(status) });
+                }
+            }
+        }
+        for r in &cmd.replacements {
+            out.push(Effect::CreateNodeClaim {
+                claim: Box::new(r.nodeclaim.clone()),
+                purpose: Purpose::Replacement { id: id.clone() },
+            });
+        }
+        if !cmd.replacements.is_empty() {
+            self.replacements_pending.insert(id.clone(), cmd.replacements.len());
+        }
+        self.record(&id, CommandState::InProgress);
+        self.in_flight.push(InFlight { id, command: cmd, replacements: Vec::new(), started_at: now });
+    }
+
+    /// Takes in what the executor did.
+    pub fn outcome(&mut self, o: Outcome, now: Millis) {
+        match o {
+            Outcome::Created { name, purpose } => {
+                self.created.insert(name.clone(), now);
+                self.settle(&purpose, Some(name));
+            }
+            Outcome::CreateFailed { purpose, error } => {
+                self.settle(&purpose, None);
+                if let Purpose::Replacement { id } = &purpose
+                    && let Some(i) = self.in_flight.iter().position(|f| &f.id == id)
+                {
+                    // Without all its replacements the command can't go on; the candidates are given back on the
+                    // next tick by the queue (a replacement that doesn't exist fails the command).
+                    self.in_flight[i].replacements.push(format!("(failed: {error})"));
+                }
+            }
+            Outcome::Launched { claim } => {
+                self.launching.insert(claim, now);
+            }
+        }
+    }
+
+    fn settle(&mut self, purpose: &Purpose, name: Option<String>) {
+        match purpose {
+            Purpose::Provisioning { .. } => self.creating = self.creating.saturating_sub(1),
+            Purpose::Replacement { id } => {
+                if let Some(f) = self.in_flight.iter_mut().find(|f| &f.id == id)
+                    && let Some(name) = name
+                {
+                    f.replacements.push(name);
+                }
+                if let Some(left) = self.replacements_pending.get_mut(id) {
+                    *left = left.saturating_sub(1);
+                    if *left == 0 {
+                        self.replacements_pending.remove(id);
+                    }
+                }
+            }
+        }
+    }
+
+    /// An operator approved proposal `id`: validated against the cluster as it is now, then started.
+    pub fn approve(&mut self, m: &Manifests, id: &str, now: Millis) -> Result<(Vec<Effect>, String), String> {
+        let cmd = self.gate.approve(id, now)?;
+        let mut out = Vec::new();
+        match self.validate_now(m, now, &cmd) {
+            Ok(()) => {
+                let summary = cmd.summary();
+                self.start(m, id.to_string(), cmd, now, &mut out);
+                Ok((out, format!("{id} started: {summary}")))
+            }
+            Err(why) => {
+                self.record(id, CommandState::Invalidated(why.clone()));
+                Err(format!("{id} no longer holds: {why}"))
+            }
+        }
+    }
+
+    pub fn reject(&mut self, id: &str, generation: u64, now: Millis) -> Result<String, String> {
+        self.gate.reject(id, generation, now)?;
+        self.record(id, CommandState::Rejected);
+        Ok(format!("{id} rejected"))
+    }
+
+    /// Switches the disruption mode; open proposals were made under the old rules and are withdrawn.
+    pub fn set_mode(&mut self, mode: Mode, now: Millis) {
+        let open: Vec<String> = self.gate.awaiting().map(|p| p.id.clone()).collect();
+        self.gate.set_mode(mode, now);
+        for id in open {
+            self.record(&id, CommandState::Invalidated(format!("disruption mode changed to {mode}")));
+        }
+        self.next_pass = now;
+    }
+}
+
+fn sync_node(
+    n: &Node,
+    labels: BTreeMap<String, String>,
+    annotations: BTreeMap<String, String>,
+    taints: Vec<k8s_openapi::api::core::v1::Taint>,
+    finalizers: Vec<String>,
+) -> Effect {
+    Effect::SyncNode {
+        name: n.metadata.name.clone().unwrap_or_default(),
+        resource_version: n.metadata.resource_version.clone(),
+        labels,
+        annotations,
+        taints,
+        finalizers,
+    }
+}
+
+/// A fingerprint of what disruption decisions depend on: nodes, claims and where pods are bound.
+pub fn generation(m: &Manifests) -> u64 {
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    for n in &m.nodes {
+        (n.metadata.name.as_deref(), n.metadata.deletion_timestamp.is_some()).hash(&mut h);
+    }
+    for c in &m.nodeclaims {
+        (c.name(), c.metadata.deletion_timestamp.is_some()).hash(&mut h);
+    }
+    let mut bound: Vec<(Option<&str>, Option<&str>, Option<&str>)> = m
+        .pods
+        .iter()
+        .map(|p| {
+            (
+                p.metadata.namespace.as_deref(),
+                p.metadata.name.as_deref(),
+                p.spec.as_ref().and_then(|s| s.node_name.as_deref()),
+            )
+        })
+        .collect();
+    bound.sort();
+    bound.hash(&mut h);
+    h.finish()
+}
