@@ -17,13 +17,14 @@ use std::sync::Arc;
 use k8s_openapi::api::core::v1::{Node, Pod};
 
 use crate::engine::api::NodeClaim;
-use crate::engine::api::nodeclaim::{COND_DISRUPTION_REASON, COND_LAUNCHED};
+use crate::engine::api::nodeclaim::{COND_DISRUPTION_REASON, COND_DRIFTED, COND_LAUNCHED};
 use crate::engine::catalog::{Catalog, InstanceType};
 use crate::engine::disruption::consolidation::{Outlook, explain_nodes, pass};
 use crate::engine::disruption::gate::{Gate, Mode};
 use crate::engine::disruption::queue::{self, InFlight, Step};
 use crate::engine::disruption::validation::validate;
 use crate::engine::disruption::{Command, Context, DisruptionOptions, Method};
+use crate::engine::drift;
 use crate::engine::labels;
 use crate::engine::lifecycle::{self, DeleteReason, FinalizeAction, LifecycleAction, LifecycleSettings, set_condition};
 use crate::engine::provisioning::{Batcher, Millis, is_provisionable, provision};
@@ -44,6 +45,8 @@ const DISRUPTION_POLL: Millis = 10 * SECOND;
 const VALIDATION_DELAY: Millis = 15 * SECOND;
 /// Nodes that received pending pods are left out of consolidation this long.
 const NOMINATION_HOLD: Millis = 20 * SECOND;
+/// Pod events on one node are recorded at most this often.
+const POD_EVENT_DEDUPE: Millis = 10 * SECOND;
 
 /// Where a disruption command is, for the dashboard.
 #[derive(Debug, Clone, PartialEq)]
@@ -90,6 +93,11 @@ pub struct Controller {
     pub records: Vec<CommandRecord>,
     /// Pods seen pending, for the batcher.
     seen_pending: BTreeSet<String>,
+    /// Pods bound per node at the last tick (`None` before the first: a restart doesn't count as pod events).
+    pods_per_node: Option<BTreeMap<String, usize>>,
+    last_pod_event: BTreeMap<String, Millis>,
+    /// Per claim: when drift was last checked, against which NodePool spec (hash).
+    drift_checked: BTreeMap<String, (Millis, u64)>,
 }
 
 /// What the executor reports back.
@@ -119,6 +127,9 @@ impl Controller {
             next_id: 0,
             records: Vec::new(),
             seen_pending: BTreeSet::new(),
+            pods_per_node: None,
+            last_pod_event: BTreeMap::new(),
+            drift_checked: BTreeMap::new(),
         }
     }
 
@@ -152,7 +163,7 @@ impl Controller {
     /// Everything that should change now. `generation` identifies the cluster state (a rejected proposal is not
     /// offered again until it changes).
     pub fn plan(&mut self, m: &Manifests, now: Millis, generation: u64) -> Vec<Effect> {
-        let mut out = Vec::new();
+        let mut out = Out::default();
         let claim_names: BTreeSet<&str> = m.nodeclaims.iter().map(|c| c.name()).collect();
         self.created.retain(|n, at| !claim_names.contains(n.as_str()) && now - *at < CREATE_SETTLE);
         self.launching.retain(|n, at| {
@@ -164,11 +175,13 @@ impl Controller {
         self.nodeclaims(m, now, &mut out);
         self.terminations(m, now, &mut out);
         self.orchestrate(m, now, &mut out);
+        self.pod_events(m, now, &mut out);
+        self.drift(m, now, &mut out);
         self.disruption(m, now, generation, &mut out);
-        out
+        out.finish(m)
     }
 
-    fn provisioning(&mut self, m: &Manifests, now: Millis, out: &mut Vec<Effect>) {
+    fn provisioning(&mut self, m: &Manifests, now: Millis, out: &mut Out) {
         let pending: Vec<&Pod> = m.pods.iter().filter(|p| is_provisionable(p)).collect();
         for p in &pending {
             let uid = p.metadata.uid.clone().unwrap_or_default();
@@ -200,7 +213,7 @@ impl Controller {
         }
     }
 
-    fn nodeclaims(&mut self, m: &Manifests, now: Millis, out: &mut Vec<Effect>) {
+    fn nodeclaims(&mut self, m: &Manifests, now: Millis, out: &mut Out) {
         for claim in &m.nodeclaims {
             let nodes: Vec<&Node> = match claim.provider_id() {
                 Some(pid) => m
@@ -216,8 +229,6 @@ impl Controller {
             }
             let mut actions = lifecycle::reconcile(claim, &nodes, now, &self.lifecycle);
             actions.extend(lifecycle::expiration(claim, now));
-            let mut updated = claim.clone();
-            let mut status_changed = false;
             for a in actions {
                 match a {
                     LifecycleAction::AddFinalizer => {
@@ -274,16 +285,15 @@ impl Controller {
                         out.push(Effect::DeleteNodeClaim { name: claim.name().to_string(), reason });
                     }
                     LifecycleAction::RequeueAt(_) => {}
-                    other => status_changed |= lifecycle::apply(&mut updated, &other, now),
+                    other => {
+                        lifecycle::apply(out.claim(claim), &other, now);
+                    }
                 }
-            }
-            if status_changed && let Some(status) = updated.status {
-                out.push(Effect::PatchClaimStatus { name: claim.name().to_string(), status: Box::new(status) });
             }
         }
     }
 
-    fn finalize(&mut self, claim: &NodeClaim, nodes: &[&Node], now: Millis, out: &mut Vec<Effect>) {
+    fn finalize(&mut self, claim: &NodeClaim, nodes: &[&Node], now: Millis, out: &mut Out) {
         let has_finalizer = claim.metadata.finalizers.iter().flatten().any(|f| f == labels::TERMINATION_FINALIZER);
         if !has_finalizer {
             return;
@@ -296,8 +306,6 @@ impl Controller {
         // The instance exists while a node carries its provider id (KWOK) or the cloud lists it; a node going
         // away is waited for by `finalize` itself.
         let exists = !nodes.is_empty();
-        let mut updated = claim.clone();
-        let mut status_changed = false;
         for a in lifecycle::finalize(claim, nodes, exists, now) {
             match a {
                 FinalizeAction::AnnotateTerminationTimestamp(v) => out.push(Effect::PatchClaimMetadata {
@@ -319,8 +327,7 @@ impl Controller {
                     }
                 }
                 FinalizeAction::SetCondition { type_, status, reason, message } => {
-                    set_condition(&mut updated, &type_, &status, &reason, &message, now);
-                    status_changed = true;
+                    set_condition(out.claim(claim), &type_, &status, &reason, &message, now);
                 }
                 FinalizeAction::RemoveFinalizer => {
                     out.push(Effect::FinalizeNodeClaim { claim: Box::new(claim.clone()) })
@@ -328,14 +335,11 @@ impl Controller {
                 FinalizeAction::RequeueAt(_) => {}
             }
         }
-        if status_changed && let Some(status) = updated.status {
-            out.push(Effect::PatchClaimStatus { name: claim.name().to_string(), status: Box::new(status) });
-        }
     }
 
     /// Node termination for nodes carrying our finalizer: taint, drain in tiers through the Eviction API, then let
     /// the node go by removing the finalizer.
-    fn terminations(&mut self, m: &Manifests, now: Millis, out: &mut Vec<Effect>) {
+    fn terminations(&mut self, m: &Manifests, now: Millis, out: &mut Out) {
         let deleting: BTreeSet<String> = m
             .nodes
             .iter()
@@ -385,7 +389,72 @@ impl Controller {
         }
     }
 
-    fn orchestrate(&mut self, m: &Manifests, now: Millis, out: &mut Vec<Effect>) {
+    /// `status.lastPodEventTime` on claims whose node gained or lost pods (consolidateAfter counts from it), at
+    /// most once per 10 s per node, as upstream.
+    fn pod_events(&mut self, m: &Manifests, now: Millis, out: &mut Out) {
+        let mut counts: BTreeMap<String, usize> = BTreeMap::new();
+        for p in &m.pods {
+            if let Some(n) = p.spec.as_ref().and_then(|s| s.node_name.as_deref()) {
+                *counts.entry(n.to_string()).or_insert(0) += 1;
+            }
+        }
+        if let Some(seen) = &self.pods_per_node {
+            for n in &m.nodes {
+                let name = n.metadata.name.as_deref().unwrap_or_default();
+                if counts.get(name) == seen.get(name) {
+                    continue;
+                }
+                if self.last_pod_event.get(name).is_some_and(|t| now - t < POD_EVENT_DEDUPE) {
+                    continue;
+                }
+                let pid = n.spec.as_ref().and_then(|s| s.provider_id.as_deref());
+                if let Some(c) = m.nodeclaims.iter().find(|c| pid.is_some() && c.provider_id() == pid) {
+                    out.claim(c).status.get_or_insert_with(Default::default).last_pod_event_time =
+                        Some(lifecycle::rfc3339(now));
+                    self.last_pod_event.insert(name.to_string(), now);
+                }
+            }
+        }
+        self.last_pod_event.retain(|n, _| counts.contains_key(n));
+        self.pods_per_node = Some(counts);
+    }
+
+    /// `Drifted` on claims that no longer match their NodePool (engine.md §6): checked every 5 minutes, and at
+    /// once when the NodePool's spec changes.
+    fn drift(&mut self, m: &Manifests, now: Millis, out: &mut Out) {
+        let catalogs = self.catalogs(m);
+        let live: BTreeSet<&str> =
+            m.nodeclaims.iter().filter(|c| c.metadata.deletion_timestamp.is_none()).map(|c| c.name()).collect();
+        self.drift_checked.retain(|k, _| live.contains(k.as_str()));
+        for claim in m.nodeclaims.iter().filter(|c| c.metadata.deletion_timestamp.is_none()) {
+            let Some(pool) = claim.nodepool().and_then(|p| m.nodepools.iter().find(|x| x.name() == p)) else {
+                continue;
+            };
+            let mut h = std::collections::hash_map::DefaultHasher::new();
+            serde_json::to_string(&pool.spec).unwrap_or_default().hash(&mut h);
+            let hash = h.finish();
+            if self.drift_checked.get(claim.name()).is_some_and(|(at, h)| *h == hash && now - at < drift::DRIFT_REQUEUE)
+            {
+                continue;
+            }
+            let node_labels = claim
+                .provider_id()
+                .and_then(|pid| {
+                    m.nodes.iter().find(|n| n.spec.as_ref().and_then(|s| s.provider_id.as_deref()) == Some(pid))
+                })
+                .and_then(|n| n.metadata.labels.as_ref());
+            let types = catalogs.get(pool.name()).map_or(&[][..], Vec::as_slice);
+            let mut input = drift::DriftInput::new(claim, pool, types, now);
+            input.node_labels = node_labels;
+            let found = drift::detect(&input);
+            if let Some((status, reason, message)) = drift::condition_update(claim, found.as_ref()) {
+                set_condition(out.claim(claim), COND_DRIFTED, status, &reason, &message, now);
+            }
+            self.drift_checked.insert(claim.name().to_string(), (now, hash));
+        }
+    }
+
+    fn orchestrate(&mut self, m: &Manifests, now: Millis, out: &mut Out) {
         let claims: BTreeMap<String, NodeClaim> =
             m.nodeclaims.iter().map(|c| (c.name().to_string(), c.clone())).collect();
         let n = self.in_flight.len();
@@ -416,7 +485,7 @@ impl Controller {
     }
 
     /// Gives a failed command's candidates back: no disrupted taint, no DisruptionReason.
-    fn roll_back(&self, m: &Manifests, cmd: &Command, out: &mut Vec<Effect>) {
+    fn roll_back(&self, m: &Manifests, cmd: &Command, out: &mut Out) {
         for c in &cmd.candidates {
             if let Some(n) = m.nodes.iter().find(|n| n.metadata.name.as_deref() == Some(c.node.as_str())) {
                 let mut taints = n.spec.as_ref().and_then(|s| s.taints.clone()).unwrap_or_default();
@@ -430,10 +499,9 @@ impl Controller {
                 ));
             }
             if let Some(claim) = m.nodeclaims.iter().find(|x| x.name() == c.nodeclaim)
-                && let Some(mut status) = claim.status.clone()
+                && let Some(status) = out.claim(claim).status.as_mut()
             {
                 status.conditions.retain(|c| c.type_ != COND_DISRUPTION_REASON);
-                out.push(Effect::PatchClaimStatus { name: c.nodeclaim.clone(), status: Box::new(status) });
             }
         }
     }
@@ -465,7 +533,7 @@ impl Controller {
         self.with_context(m, now, &self.busy(), explain_nodes)
     }
 
-    fn disruption(&mut self, m: &Manifests, now: Millis, generation: u64, out: &mut Vec<Effect>) {
+    fn disruption(&mut self, m: &Manifests, now: Millis, generation: u64, out: &mut Out) {
         self.withdraw_stale(m, now);
         // A consolidation command waits out its validation delay, then is checked again before it starts.
         if let Some((_, _, due)) = &self.validating {
@@ -551,7 +619,7 @@ impl Controller {
     }
 
     /// Starts a command: taint the candidates and mark their claims, create the replacements, queue it.
-    fn start(&mut self, m: &Manifests, id: String, cmd: Command, now: Millis, out: &mut Vec<Effect>) {
+    fn start(&mut self, m: &Manifests, id: String, cmd: Command, now: Millis, out: &mut Out) {
         for c in &cmd.candidates {
             if let Some(n) = m.nodes.iter().find(|n| n.metadata.name.as_deref() == Some(c.node.as_str())) {
                 let mut taints = n.spec.as_ref().and_then(|s| s.taints.clone()).unwrap_or_default();
@@ -567,11 +635,14 @@ impl Controller {
                 ));
             }
             if let Some(claim) = m.nodeclaims.iter().find(|x| x.name() == c.nodeclaim) {
-                let mut updated = claim.clone();
-                set_condition(&mut updated, COND_DISRUPTION_REASON, "True", cmd.reason().as_str(), &cmd.summary(), now);
-                if let Some(status) = updated.status {
-                    out.push(Effect::PatchClaimStatus { name: c.nodeclaim.clone(), status: Box::new(status) });
-                }
+                set_condition(
+                    out.claim(claim),
+                    COND_DISRUPTION_REASON,
+                    "True",
+                    cmd.reason().as_str(),
+                    &cmd.summary(),
+                    now,
+                );
             }
         }
         for r in &cmd.replacements {
@@ -632,12 +703,12 @@ impl Controller {
     /// An operator approved proposal `id`: validated against the cluster as it is now, then started.
     pub fn approve(&mut self, m: &Manifests, id: &str, now: Millis) -> Result<(Vec<Effect>, String), String> {
         let cmd = self.gate.approve(id, now)?;
-        let mut out = Vec::new();
+        let mut out = Out::default();
         match self.validate_now(m, now, &cmd) {
             Ok(()) => {
                 let summary = cmd.summary();
                 self.start(m, id.to_string(), cmd, now, &mut out);
-                Ok((out, format!("{id} started: {summary}")))
+                Ok((out.finish(m), format!("{id} started: {summary}")))
             }
             Err(why) => {
                 self.record(id, CommandState::Invalidated(why.clone()));
@@ -660,6 +731,37 @@ impl Controller {
             self.record(&id, CommandState::Invalidated(format!("disruption mode changed to {mode}")));
         }
         self.next_pass = now;
+    }
+}
+
+/// The effects of one tick, with every status change to a NodeClaim gathered into one write per claim (a merge
+/// patch replaces the conditions list whole, so two patches from the same cached copy would undo each other).
+#[derive(Default)]
+struct Out {
+    effects: Vec<Effect>,
+    claims: BTreeMap<String, NodeClaim>,
+}
+
+impl Out {
+    fn push(&mut self, e: Effect) {
+        self.effects.push(e);
+    }
+
+    /// The tick's working copy of a claim.
+    fn claim(&mut self, c: &NodeClaim) -> &mut NodeClaim {
+        self.claims.entry(c.name().to_string()).or_insert_with(|| c.clone())
+    }
+
+    fn finish(mut self, m: &Manifests) -> Vec<Effect> {
+        for (name, c) in self.claims {
+            let before = m.nodeclaims.iter().find(|x| x.name() == name).and_then(|x| x.status.as_ref());
+            if let Some(status) = c.status
+                && before != Some(&status)
+            {
+                self.effects.push(Effect::PatchClaimStatus { name, status: Box::new(status) });
+            }
+        }
+        self.effects
     }
 }
 
