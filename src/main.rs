@@ -6,6 +6,7 @@ use clap::{Parser, Subcommand, ValueEnum};
 
 use karpenter_tui::cli;
 use karpenter_tui::engine::catalog::report;
+use karpenter_tui::engine::disruption::gate::Mode;
 
 #[derive(Parser)]
 #[command(name = "karpenter-tui", version, about = "See and steer Karpenter-style node autoscaling")]
@@ -30,6 +31,19 @@ struct Cli {
     /// The cluster's name for tags and the header (default: from the context's cluster entry).
     #[arg(long, global = true)]
     cluster_name: Option<String>,
+    /// Where the engine gets instances on a live cluster: kwok (Node objects created directly, for test
+    /// clusters). Without it the engine observes. The AWS provider is not built yet.
+    #[arg(long, global = true, value_enum)]
+    cloud: Option<CloudArg>,
+    /// Disruption mode when acting: auto, approve (default in the dashboard) or dry-run.
+    #[arg(long, global = true)]
+    mode: Option<String>,
+    /// Take the leader Lease at once instead of waiting for the holder's to expire.
+    #[arg(long, global = true)]
+    takeover: bool,
+    /// Namespace of the `karpenter-tui` leader Lease.
+    #[arg(long, global = true, default_value = "kube-system")]
+    lease_namespace: String,
     /// The dashboard on a live cluster: the region whose prices and instance types apply.
     #[arg(long, default_value = "us-east-1")]
     region: String,
@@ -42,6 +56,11 @@ struct Cli {
 enum Output {
     Table,
     Json,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum CloudArg {
+    Kwok,
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -84,6 +103,16 @@ enum Command {
         #[arg(short, long, value_enum, default_value = "table")]
         output: Output,
     },
+    /// The engine headless with leader election, logs to stderr and a health endpoint: for running in the cluster
+    /// (deploy/). Needs --cloud.
+    Controller {
+        /// Use the pod's service account instead of a kubeconfig.
+        #[arg(long)]
+        in_cluster: bool,
+        /// Where /healthz and /readyz answer.
+        #[arg(long, default_value = "0.0.0.0:8081")]
+        health_addr: std::net::SocketAddr,
+    },
     /// What would be provisioned for the pending pods and disrupted now, and why; writes nothing. Reads the
     /// cluster of the kubeconfig context, or a set of manifests with --file.
     Plan {
@@ -103,23 +132,17 @@ enum Command {
     },
 }
 
-fn run(cli: Cli) -> anyhow::Result<ExitCode> {
-    let command = match (cli.command, cli.sim) {
+fn run(mut cli: Cli) -> anyhow::Result<ExitCode> {
+    let command = match (cli.command.take(), cli.sim.take()) {
         (Some(c), _) => c,
         (None, Some(s)) => Command::Demo { scenario: (!s.is_empty()).then_some(s), speed: None },
         (None, None) => {
-            let catalog = cli::catalog::load(false, &cli.region, None)?;
-            let opts = cli::live_dashboard::LiveOptions {
-                connect: karpenter_tui::kube::connect::ConnectOptions {
-                    kubeconfig: cli.kubeconfig,
-                    context: cli.context,
-                    cluster_name: cli.cluster_name,
-                    in_cluster: false,
-                },
-                readonly: cli.readonly,
-                theme: cli.theme,
-                catalog,
-                sync_timeout: std::time::Duration::from_secs(cli.sync_timeout_secs),
+            let opts = match live_options(&cli, false, Mode::Approve) {
+                Ok(o) => o,
+                Err(e) => {
+                    eprintln!("error: {e:#}");
+                    return Ok(ExitCode::from(2));
+                }
             };
             return match cli::live_dashboard::run_live(opts) {
                 Ok(()) => Ok(ExitCode::SUCCESS),
@@ -142,6 +165,17 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Command::Info => emit(&cli::demo::info()),
+        Command::Controller { in_cluster, health_addr } => {
+            let result = live_options(&cli, in_cluster, Mode::Auto)
+                .and_then(|opts| cli::controller::run_controller(opts, health_addr));
+            match result {
+                Ok(()) => Ok(ExitCode::SUCCESS),
+                Err(e) => {
+                    eprintln!("error: {e:#}");
+                    Ok(ExitCode::from(2))
+                }
+            }
+        }
         Command::Simulate { file, output, until, seed } => {
             let until = match until.as_deref().map(karpenter_tui::engine::api::duration::parse_go_duration) {
                 Some(Err(e)) => {
@@ -236,6 +270,31 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             }
         }
     }
+}
+
+/// The live-cluster options shared by the dashboard and the controller.
+fn live_options(cli: &Cli, in_cluster: bool, default_mode: Mode) -> anyhow::Result<cli::live_dashboard::LiveOptions> {
+    let kwok = matches!(cli.cloud, Some(CloudArg::Kwok));
+    let mode = match cli.mode.as_deref() {
+        Some(m) => m.parse::<Mode>().map_err(|e| anyhow::anyhow!("--mode: {e}"))?,
+        None => default_mode,
+    };
+    Ok(cli::live_dashboard::LiveOptions {
+        connect: karpenter_tui::kube::connect::ConnectOptions {
+            kubeconfig: cli.kubeconfig.clone(),
+            context: cli.context.clone(),
+            cluster_name: cli.cluster_name.clone(),
+            in_cluster,
+        },
+        readonly: cli.readonly,
+        theme: cli.theme.clone(),
+        catalog: cli::catalog::load(kwok, &cli.region, None)?,
+        sync_timeout: std::time::Duration::from_secs(cli.sync_timeout_secs),
+        cloud: kwok.then_some(cli::live_dashboard::CloudChoice::Kwok),
+        mode,
+        takeover: cli.takeover,
+        lease_namespace: cli.lease_namespace.clone(),
+    })
 }
 
 /// Writes a command's output. A closed pipe (`| head`) is not an error worth a panic or a message.

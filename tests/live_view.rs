@@ -43,7 +43,7 @@ fn info() -> LiveInfo {
 fn nodes_are_priced_from_the_catalog_and_match_the_world() {
     let (w, _) = world_at(20.0);
     let m = cache_of(&w);
-    let v = picture(&m, w.catalog(), w.now, &info(), &[], 1);
+    let v = picture(&m, w.catalog(), w.now, &info(), &[], 1, None);
     assert_eq!(v.source.context, "prod");
     assert_eq!(v.leadership, Leadership::Observing("upstream Karpenter holds its lease".into()));
     let nodes: Vec<_> = v.nodes.iter().filter(|n| n.state != Lifecycle::Launching).collect();
@@ -75,7 +75,7 @@ fn empty_nodes_show_as_a_dry_run_emptiness_proposal_and_nothing_is_awaiting_appr
         .collect();
     assert!(!empty.is_empty(), "nodes are still there, empty");
     // Looked at five minutes later, they are past consolidateAfter.
-    let v = picture(&m, w.catalog(), w.now + 5 * 60_000, &info(), &[], 1);
+    let v = picture(&m, w.catalog(), w.now + 5 * 60_000, &info(), &[], 1, None);
     let d = v.disruptions.first().expect("a proposal");
     assert_eq!(d.state, ProposalState::DryRun);
     assert_eq!(d.method, "emptiness");
@@ -85,7 +85,7 @@ fn empty_nodes_show_as_a_dry_run_emptiness_proposal_and_nothing_is_awaiting_appr
     assert!(v.disruptions.iter().all(|d| !d.state.is_open()), "observing: nothing can be approved");
     assert!(v.events.iter().any(|e| e.reason == "WouldDisrupt"));
     // At the world's own time the same nodes are held back by consolidateAfter, and the node rows say so.
-    let v = picture(&m, w.catalog(), w.now, &info(), &[], 2);
+    let v = picture(&m, w.catalog(), w.now, &info(), &[], 2, None);
     assert!(v.disruptions.is_empty());
     let row = v.nodes.iter().find(|n| n.name == empty[0]).unwrap();
     assert!(row.outlook.iter().any(|l| l.contains("consolidateAfter")), "{:?}", row.outlook);
@@ -112,7 +112,7 @@ fn pending_pods_carry_the_engine_reasons() {
         ..Default::default()
     });
     m.pods.push(pod);
-    let v = picture(&m, w.catalog(), w.now, &info(), &[], 1);
+    let v = picture(&m, w.catalog(), w.now, &info(), &[], 1, None);
     let p = v.pending.iter().find(|p| p.name == "needs-gpu-zone").expect("the pending pod");
     assert_eq!(p.cpu_millis, 500);
     assert!(!p.reasons.is_empty(), "the engine says why");

@@ -1,6 +1,7 @@
 //! Command implementations behind `main.rs` (which only parses arguments and wires).
 
 pub mod catalog;
+pub mod controller;
 pub mod demo;
 pub mod live;
 pub mod live_dashboard;

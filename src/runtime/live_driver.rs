@@ -1,7 +1,8 @@
 //! The live backend behind the dashboard on a real cluster: pictures from the watch cache, redrawn when the cache
 //! changes (at most once a second, and every few seconds for the clock), NodePool edits previewed by the engine
-//! and applied by server-side apply after a server-side dry run. This instance observes: it does not launch
-//! capacity or carry out disruptions, and it says so to every request that would need it to act.
+//! and applied by server-side apply after a server-side dry run. With a cloud provider and the leader Lease it
+//! also acts: the controller reconciles on every change and operators' approvals go through it. Without them it
+//! observes, and says why to every request that would need it to act.
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -13,20 +14,19 @@ use crate::engine::catalog::Catalog;
 use crate::engine::provisioning::Millis;
 use crate::engine::whatif::preview_nodepool_edit;
 use crate::kube::cache::{Cache, Problem};
+use crate::kube::leader::Role;
 use crate::kube::writer::Writer;
 use crate::runtime::backend::{Command, Event};
+use crate::runtime::controller::acting::Acting;
 use crate::runtime::live_view::{LiveInfo, picture};
 use crate::sim::manifests::Manifests;
 use crate::ui::editor::validate_nodepool_text;
+use crate::ui::model::Leadership;
 
 /// Pictures are built at most this often while the cluster changes...
 const MIN_VIEW_GAP: Duration = Duration::from_secs(1);
 /// ...and at least this often while it doesn't (ages, budget windows).
 const MAX_VIEW_GAP: Duration = Duration::from_secs(5);
-
-/// Why an acting request is refused on a live cluster.
-pub const OBSERVE_ONLY: &str = "this instance observes the live cluster: approving, rejecting and mode changes need the acting engine, which \
-     runs in the simulated world (`demo`) today";
 
 pub struct LiveDriver {
     pub cache: Arc<Mutex<Cache>>,
@@ -34,6 +34,10 @@ pub struct LiveDriver {
     pub writer: Writer,
     pub catalog: Arc<Catalog>,
     pub info: LiveInfo,
+    /// The engine's hands, when this instance may act at all (a cloud provider, rights, no upstream Karpenter).
+    pub acting: Option<Acting>,
+    /// Leadership: only the Lease holder acts.
+    pub role: watch::Receiver<Role>,
 }
 
 /// What the cache held when it was last read.
@@ -59,6 +63,22 @@ impl LiveDriver {
         })
     }
 
+    /// Whether this instance acts now, and if not, why.
+    fn leadership(&self) -> Leadership {
+        if self.acting.is_none() {
+            return self.info.leadership.clone();
+        }
+        match &*self.role.borrow() {
+            Role::Leader => Leadership::Acting,
+            Role::Unknown => Leadership::Observing("electing a leader".into()),
+            Role::Follower { holder } => Leadership::Observing(format!("{holder} holds the karpenter-tui lease")),
+        }
+    }
+
+    fn leading(&self) -> bool {
+        self.acting.is_some() && *self.role.borrow() == Role::Leader
+    }
+
     /// Runs until `Shutdown` or until the dashboard goes away.
     pub async fn run(mut self, mut commands: UnboundedReceiver<Command>, events: UnboundedSender<Event>) {
         let mut generation = 0u64;
@@ -71,7 +91,8 @@ impl LiveDriver {
                 cmd = commands.recv() => match cmd {
                     None | Some(Command::Shutdown) => return,
                     Some(cmd) => {
-                        for e in self.handle(cmd, latest.as_ref()).await {
+                        let fresh = self.read();
+                        for e in self.handle(cmd, fresh.as_ref().or(latest.as_ref())).await {
                             if events.send(e).is_err() {
                                 return;
                             }
@@ -86,7 +107,28 @@ impl LiveDriver {
                     }
                     dirty = true;
                 }
+                _ = self.role.changed() => dirty = true,
                 _ = tick.tick() => {}
+            }
+            let Some(read) = self.read() else {
+                let _ = events.send(Event::Stopped(Some("the watch cache is poisoned".into())));
+                return;
+            };
+            // The engine reconciles on every tick while leading (timeouts and drains move with the clock), but
+            // only on a cache that is in sync: deciding on a partial picture could launch capacity twice.
+            if self.leading()
+                && read.lagging.is_empty()
+                && let Some(acting) = self.acting.as_mut()
+            {
+                let report = acting.tick(&read.manifests, now_ms()).await;
+                if let Some(first) = report.errors.first() {
+                    let more = report.errors.len() - 1;
+                    let text = if more > 0 { format!("{first} (and {more} more)") } else { first.clone() };
+                    let _ = events.send(Event::Notice(text));
+                }
+                if !report.done.is_empty() {
+                    dirty = true;
+                }
             }
             let due = match last_view {
                 None => true,
@@ -95,41 +137,62 @@ impl LiveDriver {
             if !due {
                 continue;
             }
-            let Some(read) = self.read() else {
-                let _ = events.send(Event::Stopped(Some("the watch cache is poisoned".into())));
-                return;
-            };
             latest = Some(read.clone());
             generation += 1;
             let mut info = self.info.clone();
+            info.leadership = self.leadership();
             if !read.lagging.is_empty() {
                 info.clock = format!("live (catching up: {})", read.lagging.join("; "));
             }
-            let catalog = self.catalog.clone();
-            let built = tokio::task::spawn_blocking(move || {
-                picture(&read.manifests, &catalog, now_ms(), &info, &read.skipped, generation)
-            })
-            .await;
-            match built {
-                Ok(view) => {
-                    if events.send(Event::View(Arc::new(view))).is_err() {
-                        return;
-                    }
-                }
-                Err(e) => {
-                    tracing::error!("building the picture failed: {e}");
-                    let _ = events.send(Event::Notice(format!("could not build the picture: {e}")));
-                }
+            // Building a picture runs two engine passes: off the async workers' hot path, but with the engine's
+            // state borrowed, so in place rather than on another thread.
+            let engine = self.acting.as_ref().filter(|_| self.leading()).map(|a| &a.controller);
+            let view = tokio::task::block_in_place(|| {
+                picture(&read.manifests, &self.catalog, now_ms(), &info, &read.skipped, generation, engine)
+            });
+            if events.send(Event::View(Arc::new(view))).is_err() {
+                return;
             }
             last_view = Some(Instant::now());
             dirty = false;
         }
     }
 
-    async fn handle(&self, cmd: Command, latest: Option<&Read>) -> Vec<Event> {
+    /// Why an acting request can't be done now, or the engine to do it with.
+    fn engine(&mut self) -> Result<&mut Acting, String> {
+        let why = match self.leadership() {
+            Leadership::Acting => None,
+            Leadership::Observing(why) => Some(why),
+        };
+        match (self.acting.as_mut(), why) {
+            (Some(a), None) => Ok(a),
+            (_, Some(why)) => Err(format!("this instance observes ({why}); nothing was done")),
+            (None, None) => Err("this instance observes; nothing was done".into()),
+        }
+    }
+
+    async fn handle(&mut self, cmd: Command, latest: Option<&Read>) -> Vec<Event> {
+        let now = now_ms();
         match cmd {
-            Command::Approve { request, .. } | Command::Reject { request, .. } | Command::SetMode { request, .. } => {
-                vec![Event::Done { request, outcome: Err(OBSERVE_ONLY.into()) }]
+            Command::Approve { request, id } => {
+                let outcome = match (self.engine(), latest) {
+                    (Err(e), _) => Err(e),
+                    (Ok(_), None) => Err("the cluster has not been read yet".into()),
+                    (Ok(a), Some(read)) => a.approve(&read.manifests, &id, now).await,
+                };
+                vec![Event::Done { request, outcome }]
+            }
+            Command::Reject { request, id } => {
+                let outcome = match (self.engine(), latest) {
+                    (Err(e), _) => Err(e),
+                    (Ok(_), None) => Err("the cluster has not been read yet".into()),
+                    (Ok(a), Some(read)) => a.reject(&read.manifests, &id, now),
+                };
+                vec![Event::Done { request, outcome }]
+            }
+            Command::SetMode { request, mode } => {
+                let outcome = self.engine().map(|a| a.set_mode(mode, now));
+                vec![Event::Done { request, outcome }]
             }
             Command::ApplyNodePool { request, name, yaml } => {
                 vec![Event::Done { request, outcome: self.apply(&name, &yaml).await }]

@@ -5,10 +5,12 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use crate::engine::catalog::Catalog;
+use crate::engine::disruption::Command;
 use crate::engine::disruption::consolidation::Outlook;
 use crate::engine::disruption::gate::Mode;
 use crate::engine::provisioning::{Millis, is_provisionable};
 use crate::kube::cache::Problem;
+use crate::runtime::controller::{CommandState, Controller};
 use crate::runtime::passes;
 use crate::runtime::picture::{self, Objects};
 use crate::sim::manifests::Manifests;
@@ -24,6 +26,42 @@ pub struct LiveInfo {
     pub clock: String,
 }
 
+fn state_of(s: &CommandState) -> ProposalState {
+    match s {
+        CommandState::Validating => ProposalState::Validating,
+        CommandState::AwaitingApproval => ProposalState::AwaitingApproval,
+        CommandState::DryRun => ProposalState::DryRun,
+        CommandState::InProgress => ProposalState::InProgress,
+        CommandState::Executed => ProposalState::Executed,
+        CommandState::Rejected => ProposalState::Rejected,
+        CommandState::Invalidated(_) => ProposalState::Invalidated,
+        CommandState::Failed(_) => ProposalState::Failed,
+    }
+}
+
+/// A disruption command's row; budget use is filled in with the NodePool rows.
+fn proposal_row(cmd: &Command, id: &str, at: Millis, state: ProposalState) -> DisruptionRow {
+    let mut budget_use: BTreeMap<String, usize> = BTreeMap::new();
+    for c in &cmd.candidates {
+        *budget_use.entry(c.nodepool.clone()).or_default() += 1;
+    }
+    DisruptionRow {
+        id: id.to_string(),
+        at,
+        method: cmd.method.as_str().to_string(),
+        reason: cmd.reason().as_str().to_string(),
+        candidates: cmd.node_names(),
+        replacements: cmd.replacements.iter().map(|r| r.instance_types.clone()).collect(),
+        savings_per_hour: cmd.savings_per_hour,
+        evictions: cmd.candidates.iter().flat_map(|c| c.pods.iter().map(|p| (p.key(), p.pdb.clone()))).collect(),
+        budget_use: budget_use.into_iter().map(|(p, n)| (p, n, 0)).collect(),
+        state,
+        summary: cmd.summary(),
+        detail: None,
+        progress: None,
+    }
+}
+
 /// Events kept in the picture.
 const MAX_EVENTS: usize = 500;
 
@@ -35,13 +73,19 @@ pub fn picture(
     info: &LiveInfo,
     skipped: &[Problem],
     generation: u64,
+    engine: Option<&Controller>,
 ) -> ClusterView {
     let provisioning = passes::plan(m, catalog);
-    let (pass, outlook) = passes::disruption(m, catalog, &provisioning, now);
+    let (mut pass, mut outlook) = passes::disruption(m, catalog, &provisioning, now);
+    if let Some(c) = engine {
+        // The acting engine's own proposals and verdicts (they count the nodes its commands hold).
+        pass.command = None;
+        outlook = c.explain(m, now);
+    }
     let mut v = ClusterView {
         source: Source { context: info.context.clone(), cluster: info.cluster.clone(), clock: info.clock.clone() },
         now,
-        mode: Mode::DryRun,
+        mode: engine.map_or(Mode::DryRun, Controller::mode),
         leadership: info.leadership.clone(),
         price_provenance: picture::price_provenance(&catalog.price_source, &catalog.region),
         generation,
@@ -56,29 +100,45 @@ pub fn picture(
     let pods_on = picture::pods_by_node(&objects.pods);
     let price = |_: &str, labels: &BTreeMap<String, String>| picture::catalog_price(catalog, labels);
     let outlook = (m.nodes.len() <= picture::EXPLAIN_MAX_NODES).then_some(&outlook);
-    picture::fill_nodes(&mut v, &objects, &pods_on, &price, &BTreeSet::new(), outlook.map(|o| o as _));
+    let disrupting: BTreeSet<String> = engine
+        .iter()
+        .flat_map(|c| c.records.iter())
+        .filter(|r| r.state == CommandState::InProgress)
+        .flat_map(|r| r.command.node_names())
+        .collect();
+    picture::fill_nodes(&mut v, &objects, &pods_on, &price, &disrupting, outlook.map(|o| o as _));
+    for r in engine.iter().flat_map(|c| c.records.iter()).rev() {
+        let mut row = proposal_row(&r.command, &r.id, r.at, state_of(&r.state));
+        row.detail = match &r.state {
+            CommandState::Invalidated(why) | CommandState::Failed(why) => Some(why.clone()),
+            _ => None,
+        };
+        if row.state == ProposalState::InProgress {
+            let left: Vec<String> = r
+                .command
+                .node_names()
+                .iter()
+                .filter(|n| m.nodes.iter().any(|x| x.metadata.name.as_deref() == Some(n.as_str())))
+                .map(|n| format!("{n} ({} pods left)", pods_on.get(n.as_str()).map_or(0, Vec::len)))
+                .collect();
+            row.progress =
+                Some(if left.is_empty() { "candidates gone".into() } else { format!("draining {}", left.join(", ")) });
+        }
+        if row.state.is_open() {
+            v.cost.pending_savings_per_hour += r.command.savings_per_hour.max(0.0);
+        }
+        if row.state == ProposalState::Executed {
+            v.cost.saved_per_hour += r.command.savings_per_hour.max(0.0);
+        }
+        v.disruptions.push(row);
+    }
+    v.disruptions.sort_by_key(|d| (!d.state.is_open(), d.state != ProposalState::InProgress, -d.at));
 
     // What the engine would start now, shown as a dry-run proposal.
     if let Some(cmd) = &pass.command {
-        let mut budget_use: BTreeMap<String, usize> = BTreeMap::new();
-        for c in &cmd.candidates {
-            *budget_use.entry(c.nodepool.clone()).or_default() += 1;
-        }
-        v.disruptions.push(DisruptionRow {
-            id: format!("dry-run:{}", cmd.key()),
-            at: now,
-            method: cmd.method.as_str().to_string(),
-            reason: cmd.reason().as_str().to_string(),
-            candidates: cmd.node_names(),
-            replacements: cmd.replacements.iter().map(|r| r.instance_types.clone()).collect(),
-            savings_per_hour: cmd.savings_per_hour,
-            evictions: cmd.candidates.iter().flat_map(|c| c.pods.iter().map(|p| (p.key(), p.pdb.clone()))).collect(),
-            budget_use: budget_use.into_iter().map(|(p, n)| (p, n, 0)).collect(),
-            state: ProposalState::DryRun,
-            summary: cmd.summary(),
-            detail: Some("observing: the engine would start this now; nothing is done".into()),
-            progress: None,
-        });
+        let mut row = proposal_row(cmd, &format!("dry-run:{}", cmd.key()), now, ProposalState::DryRun);
+        row.detail = Some("observing: the engine would start this now; nothing is done".into());
+        v.disruptions.push(row);
         v.cost.pending_savings_per_hour = cmd.savings_per_hour.max(0.0);
     }
     picture::fill_nodepools(&mut v, &objects.nodepools);

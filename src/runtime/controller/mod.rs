@@ -6,6 +6,7 @@
 //! cache catches up with its own writes (claims created but not yet seen, launches in progress) and holds the
 //! operator-facing state of disruption commands (proposals, approvals, commands in flight).
 
+pub mod acting;
 pub mod effect;
 pub mod execute;
 pub mod kwok;
