@@ -108,3 +108,33 @@ fn cluster_role_grants_every_right_the_engine_checks() {
     // And nothing broader than needed: no wildcards.
     assert!(granted.iter().all(|(g, r, v)| g != "*" && r != "*" && v != "*"));
 }
+
+#[test]
+fn controller_deployment_runs_the_controller_with_the_rbac_service_account_and_probes() {
+    let text = std::fs::read_to_string(deploy("controller.yaml")).expect("deploy/controller.yaml");
+    let d: k8s_openapi::api::apps::v1::Deployment = serde_yaml::from_str(&text).expect("a Deployment");
+    let rbac = std::fs::read_to_string(deploy("rbac.yaml")).unwrap();
+    let sa = serde_yaml::Deserializer::from_str(&rbac)
+        .map(|doc| Value::deserialize(doc).unwrap())
+        .find(|v| v["kind"].as_str() == Some("ServiceAccount"))
+        .expect("a ServiceAccount in rbac.yaml");
+    let pod = d.spec.template.spec.unwrap();
+    assert_eq!(pod.service_account_name.as_deref(), sa["metadata"]["name"].as_str());
+    assert_eq!(d.metadata.namespace.as_deref(), sa["metadata"]["namespace"].as_str());
+    let c = &pod.containers[0];
+    let args = c.args.clone().unwrap();
+    assert_eq!(args[0], "controller");
+    assert!(args.iter().any(|a| a == "--in-cluster"));
+    let probe = |p: &Option<k8s_openapi::api::core::v1::Probe>| {
+        p.as_ref().and_then(|p| p.http_get.as_ref()).and_then(|h| h.path.clone()).unwrap()
+    };
+    assert_eq!(probe(&c.liveness_probe), "/healthz");
+    assert_eq!(probe(&c.readiness_probe), "/readyz");
+    // The arguments are ones the binary accepts.
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_karpenter-tui"))
+        .args(&args)
+        .arg("--help")
+        .output()
+        .expect("run the binary");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+}
