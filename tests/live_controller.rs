@@ -53,6 +53,8 @@ struct Harness {
     now: Millis,
     created: u64,
     rv: u64,
+    /// (object name, reason, message) of every Event written.
+    events: Vec<(String, String, String)>,
 }
 
 fn manifests(c: &Cluster) -> Manifests {
@@ -72,7 +74,15 @@ impl Harness {
         cluster.apply(&Manifests::parse(OBJECTS, "objects.yaml").unwrap());
         let catalog = Arc::new(kwok_catalog("us-east-1"));
         let now = 1_700_000_000_000;
-        Harness { cluster, controller: Controller::new(catalog.clone(), mode, now), catalog, now, created: 0, rv: 0 }
+        Harness {
+            cluster,
+            controller: Controller::new(catalog.clone(), mode, now),
+            catalog,
+            now,
+            created: 0,
+            rv: 0,
+            events: Vec::new(),
+        }
     }
 
     fn bump(&mut self) -> Option<String> {
@@ -160,6 +170,9 @@ impl Harness {
                 }
                 Effect::Evict { namespace, name } | Effect::DeletePod { namespace, name, .. } => {
                     self.cluster.pods.remove(&(namespace, name));
+                }
+                Effect::Event { regarding, reason, message, .. } => {
+                    self.events.push((regarding.name.clone().unwrap_or_default(), reason, message));
                 }
             }
         }
@@ -255,6 +268,34 @@ fn scale_to_zero_proposes_then_approval_removes_the_nodes() {
     h.run_until("the candidates gone", 120, |h| candidates.iter().all(|c| !h.cluster.nodes.contains_key(c)));
     h.run_until("their claims finalized", 60, |h| h.cluster.nodeclaims.len() == h.cluster.nodes.len());
     assert!(h.controller.records.iter().any(|r| r.id == rec.id && r.state == CommandState::Executed));
+    for c in &candidates {
+        assert!(h.events.iter().any(|(o, r, _)| o == c && r == "DisruptionTerminating"), "an event says why {c} went");
+    }
+}
+
+#[test]
+fn pods_no_nodepool_can_take_get_one_failed_scheduling_event_not_one_per_tick() {
+    let mut h = Harness::new(Mode::Approve);
+    let text = r#"
+apiVersion: v1
+kind: Pod
+metadata: {name: huge, namespace: default, uid: uid-huge}
+spec:
+  containers: [{name: c, image: x, resources: {requests: {cpu: "64"}}}]
+status:
+  phase: Pending
+  conditions: [{type: PodScheduled, status: "False", reason: Unschedulable}]
+"#;
+    h.cluster.apply(&Manifests::parse(text, "huge.yaml").unwrap());
+    h.run_until("the others bound", 120, |h| {
+        h.cluster.pods.values().filter(|p| p.spec.as_ref().and_then(|s| s.node_name.as_ref()).is_some()).count() == 6
+    });
+    for _ in 0..30 {
+        h.tick();
+    }
+    let failed: Vec<_> = h.events.iter().filter(|(o, r, _)| o == "huge" && r == "FailedScheduling").collect();
+    assert_eq!(failed.len(), 1, "{failed:?}");
+    assert!(failed[0].2.contains("Failed to schedule pod"), "{}", failed[0].2);
 }
 
 #[test]
@@ -279,5 +320,35 @@ fn editing_the_nodepool_drifts_its_claims_and_auto_mode_replaces_them() {
             n.metadata.labels.as_ref().unwrap().get("karpenter.kwok.sh/instance-cpu").map(String::as_str),
             Some("8")
         );
+    }
+}
+
+#[test]
+fn a_disrupted_taint_left_by_a_stopped_process_is_removed_and_nodes_in_commands_are_not() {
+    let mut h = Harness::new(Mode::Approve);
+    h.run_until("all pods bound", 120, Harness::all_bound);
+    let victim = h.cluster.nodes.keys().next().unwrap().clone();
+    let n = h.cluster.nodes.get_mut(&victim).unwrap();
+    n.spec
+        .get_or_insert_with(Default::default)
+        .taints
+        .get_or_insert_with(Vec::new)
+        .push(karpenter_tui::engine::termination::disrupted_taint());
+    h.tick();
+    let taints = h.cluster.nodes[&victim].spec.as_ref().and_then(|s| s.taints.clone()).unwrap_or_default();
+    assert!(!taints.iter().any(|t| t.key == labels::TAINT_DISRUPTED), "the stale taint is gone");
+
+    // A node an approved command is draining keeps its taint.
+    h.scale(0);
+    h.run_until("a proposal", 120, |h| h.controller.records.iter().any(|r| r.state == CommandState::AwaitingApproval));
+    let rec = h.controller.records.iter().find(|r| r.state == CommandState::AwaitingApproval).unwrap().clone();
+    let m = manifests(&h.cluster);
+    let (effects, _) = h.controller.approve(&m, &rec.id, h.now).unwrap();
+    h.apply(effects);
+    h.tick();
+    let node = &rec.command.candidates[0].node;
+    if let Some(n) = h.cluster.nodes.get(node) {
+        let taints = n.spec.as_ref().and_then(|s| s.taints.clone()).unwrap_or_default();
+        assert!(taints.iter().any(|t| t.key == labels::TAINT_DISRUPTED), "the command's node keeps its taint");
     }
 }

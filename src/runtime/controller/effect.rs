@@ -4,7 +4,7 @@
 
 use std::collections::BTreeMap;
 
-use k8s_openapi::api::core::v1::Taint;
+use k8s_openapi::api::core::v1::{ObjectReference, Taint};
 
 use crate::engine::api::NodeClaim;
 use crate::engine::api::nodeclaim::NodeClaimStatus;
@@ -69,6 +69,13 @@ pub enum Effect {
         namespace: String,
         name: String,
     },
+    /// A Kubernetes Event on an object, for what operators look for with `kubectl describe`.
+    Event {
+        regarding: Box<ObjectReference>,
+        warning: bool,
+        reason: String,
+        message: String,
+    },
     /// Past the termination grace deadline: delete with this grace, bypassing PDBs.
     DeletePod {
         namespace: String,
@@ -98,6 +105,13 @@ impl Effect {
             Effect::DeleteInstance { provider_id } => format!("terminate instance {provider_id}"),
             Effect::Evict { namespace, name } => format!("evict pod {namespace}/{name}"),
             Effect::DeletePod { namespace, name, .. } => format!("delete pod {namespace}/{name}"),
+            Effect::Event { regarding, reason, .. } => {
+                format!(
+                    "event {reason} on {}/{}",
+                    regarding.kind.as_deref().unwrap_or(""),
+                    regarding.name.as_deref().unwrap_or("")
+                )
+            }
         }
     }
 }

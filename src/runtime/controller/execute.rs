@@ -116,6 +116,9 @@ async fn run_one(
             Eviction::Blocked(why) => Ok(Some(format!("eviction of {namespace}/{name} blocked: {why}"))),
             Eviction::Gone => Ok(None),
         },
+        Effect::Event { regarding, warning, reason, message } => {
+            writer.event(*regarding, warning, &reason, &message).await.map(|()| None)
+        }
         Effect::DeletePod { namespace, name, grace_seconds } => {
             writer.delete_pod(&namespace, &name, grace_seconds).await.map(|()| None)
         }

@@ -15,7 +15,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 
-use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::core::v1::{Node, ObjectReference, Pod};
 
 use crate::engine::api::NodeClaim;
 use crate::engine::api::nodeclaim::{COND_DISRUPTION_REASON, COND_DRIFTED, COND_LAUNCHED};
@@ -46,8 +46,12 @@ const DISRUPTION_POLL: Millis = 10 * SECOND;
 const VALIDATION_DELAY: Millis = 15 * SECOND;
 /// Nodes that received pending pods are left out of consolidation this long.
 const NOMINATION_HOLD: Millis = 20 * SECOND;
+/// A pod that stays pending asks for another provisioning pass this often.
+const POD_REQUEUE: Millis = 10 * SECOND;
 /// Pod events on one node are recorded at most this often.
 const POD_EVENT_DEDUPE: Millis = 10 * SECOND;
+/// The same Kubernetes Event is sent again at most this often.
+const EVENT_REPEAT: Millis = 10 * 60 * SECOND;
 
 /// Where a disruption command is, for the dashboard.
 #[derive(Debug, Clone, PartialEq)]
@@ -92,13 +96,15 @@ pub struct Controller {
     nominated: BTreeMap<String, Millis>,
     next_id: u64,
     pub records: Vec<CommandRecord>,
-    /// Pods seen pending, for the batcher.
-    seen_pending: BTreeSet<String>,
+    /// Pods seen pending (by uid), and when each last opened a batch.
+    seen_pending: BTreeMap<String, Millis>,
     /// Pods bound per node at the last tick (`None` before the first: a restart doesn't count as pod events).
     pods_per_node: Option<BTreeMap<String, usize>>,
     last_pod_event: BTreeMap<String, Millis>,
     /// Per claim: when drift was last checked, against which NodePool spec (hash).
     drift_checked: BTreeMap<String, (Millis, u64)>,
+    /// Events sent, by (object, reason): the message and when, so the same event is not repeated every tick.
+    events_sent: BTreeMap<(String, String), (String, Millis)>,
 }
 
 /// What the executor reports back.
@@ -127,10 +133,11 @@ impl Controller {
             nominated: BTreeMap::new(),
             next_id: 0,
             records: Vec::new(),
-            seen_pending: BTreeSet::new(),
+            seen_pending: BTreeMap::new(),
             pods_per_node: None,
             last_pod_event: BTreeMap::new(),
             drift_checked: BTreeMap::new(),
+            events_sent: BTreeMap::new(),
         }
     }
 
@@ -176,6 +183,7 @@ impl Controller {
         self.nodeclaims(m, now, &mut out);
         self.terminations(m, now, &mut out);
         self.orchestrate(m, now, &mut out);
+        self.stale_disrupted_taints(m, &mut out);
         self.pod_events(m, now, &mut out);
         self.drift(m, now, &mut out);
         self.disruption(m, now, generation, &mut out);
@@ -184,18 +192,22 @@ impl Controller {
 
     fn provisioning(&mut self, m: &Manifests, now: Millis, out: &mut Out) {
         let pending: Vec<&Pod> = m.pods.iter().filter(|p| is_provisionable(p)).collect();
+        // A pending pod opens a batch when first seen and again every 10 s while it stays pending (upstream's
+        // requeue), so a pod nothing can take doesn't cost a solve per tick.
         for p in &pending {
             let uid = p.metadata.uid.clone().unwrap_or_default();
-            if self.seen_pending.insert(uid.clone()) {
+            let due = self.seen_pending.get(&uid).is_none_or(|t| now - t >= POD_REQUEUE);
+            if due {
+                self.seen_pending.insert(uid.clone(), now);
                 self.batcher.trigger(&uid, now);
             }
         }
         let still: BTreeSet<String> = pending.iter().filter_map(|p| p.metadata.uid.clone()).collect();
-        self.seen_pending.retain(|u| still.contains(u));
+        self.seen_pending.retain(|u, _| still.contains(u));
         if pending.is_empty() || !self.created.is_empty() || self.creating > 0 {
             return;
         }
-        if self.batcher.is_open() && !self.batcher.ready(now) {
+        if !self.batcher.is_open() || !self.batcher.ready(now) {
             return;
         }
         self.batcher.reset();
@@ -204,6 +216,16 @@ impl Controller {
         let result = provision(&snap.view(), &catalogs, &self.catalog.label_policy, SchedulerOptions::default());
         for p in &result.results.existing {
             self.nominated.insert(p.node.clone(), now + NOMINATION_HOLD);
+            for &i in &p.pods {
+                let pod = &result.pods[i];
+                let message = format!("Pod should schedule on: node/{}", p.node);
+                self.event(pod_ref(&pod.namespace, &pod.name, &pod.uid), false, "Nominated", message, now, out);
+            }
+        }
+        for f in &result.results.failures {
+            let pod = &result.pods[f.pod];
+            let message = format!("Failed to schedule pod, {}", f.summary());
+            self.event(pod_ref(&pod.namespace, &pod.name, &pod.uid), true, "FailedScheduling", message, now, out);
         }
         for (claim, decided) in result.nodeclaims(&m.nodepools).into_iter().zip(&result.results.new_claims) {
             self.creating += 1;
@@ -485,6 +507,48 @@ impl Controller {
         self.in_flight = keep;
     }
 
+    /// A `karpenter.sh/disrupted` taint on a node that no command of this instance holds and that is not being
+    /// deleted is left over (a process stopped mid-command): removed, with the claim's DisruptionReason, as upstream
+    /// does at start (engine.md §5.1). Nodes in commands of this process are never touched.
+    fn stale_disrupted_taints(&self, m: &Manifests, out: &mut Out) {
+        let busy = self.busy();
+        for n in &m.nodes {
+            let name = n.metadata.name.as_deref().unwrap_or_default();
+            let tainted = n
+                .spec
+                .as_ref()
+                .and_then(|s| s.taints.as_ref())
+                .is_some_and(|t| t.iter().any(|t| t.key == labels::TAINT_DISRUPTED));
+            if !tainted || busy.contains(name) || n.metadata.deletion_timestamp.is_some() {
+                continue;
+            }
+            let pid = n.spec.as_ref().and_then(|s| s.provider_id.as_deref());
+            let claim = m.nodeclaims.iter().find(|c| pid.is_some() && c.provider_id() == pid);
+            // Being deleted, or about to be by this very tick (a command that just finished).
+            let deleting = |c: &NodeClaim| {
+                c.metadata.deletion_timestamp.is_some()
+                    || out.effects.iter().any(|e| matches!(e, Effect::DeleteNodeClaim { name, .. } if name == c.name()))
+            };
+            if claim.is_some_and(deleting) {
+                continue;
+            }
+            let mut taints = n.spec.as_ref().and_then(|s| s.taints.clone()).unwrap_or_default();
+            taints.retain(|t| t.key != labels::TAINT_DISRUPTED);
+            out.push(sync_node(
+                n,
+                BTreeMap::new(),
+                BTreeMap::new(),
+                taints,
+                n.metadata.finalizers.clone().unwrap_or_default(),
+            ));
+            if let Some(c) = claim
+                && let Some(status) = out.claim(c).status.as_mut()
+            {
+                status.conditions.retain(|x| x.type_ != COND_DISRUPTION_REASON);
+            }
+        }
+    }
+
     /// Gives a failed command's candidates back: no disrupted taint, no DisruptionReason.
     fn roll_back(&self, m: &Manifests, cmd: &Command, out: &mut Out) {
         for c in &cmd.candidates {
@@ -619,9 +683,50 @@ impl Controller {
         }
     }
 
+    /// An event, unless the same one went out in the last 10 minutes.
+    fn event(
+        &mut self,
+        regarding: ObjectReference,
+        warning: bool,
+        reason: &str,
+        message: String,
+        now: Millis,
+        out: &mut Out,
+    ) {
+        let key = (
+            format!(
+                "{}/{}/{}",
+                regarding.kind.as_deref().unwrap_or(""),
+                regarding.namespace.as_deref().unwrap_or(""),
+                regarding.name.as_deref().unwrap_or("")
+            ),
+            reason.to_string(),
+        );
+        if self.events_sent.get(&key).is_some_and(|(m, at)| *m == message && now - at < EVENT_REPEAT) {
+            return;
+        }
+        self.events_sent.retain(|_, (_, at)| now - *at < EVENT_REPEAT);
+        self.events_sent.insert(key, (message.clone(), now));
+        out.push(Effect::Event { regarding: Box::new(regarding), warning, reason: reason.to_string(), message });
+    }
+
     /// Starts a command: taint the candidates and mark their claims, create the replacements, queue it.
     fn start(&mut self, m: &Manifests, id: String, cmd: Command, now: Millis, out: &mut Out) {
         for c in &cmd.candidates {
+            let node_ref = ObjectReference {
+                kind: Some("Node".into()),
+                api_version: Some("v1".into()),
+                name: Some(c.node.clone()),
+                ..Default::default()
+            };
+            self.event(
+                node_ref,
+                false,
+                "DisruptionTerminating",
+                format!("Disrupting Node: {}", cmd.summary()),
+                now,
+                out,
+            );
             if let Some(n) = m.nodes.iter().find(|n| n.metadata.name.as_deref() == Some(c.node.as_str())) {
                 let mut taints = n.spec.as_ref().and_then(|s| s.taints.clone()).unwrap_or_default();
                 if !taints.iter().any(|t| t.key == labels::TAINT_DISRUPTED) {
@@ -763,6 +868,17 @@ impl Out {
             }
         }
         self.effects
+    }
+}
+
+fn pod_ref(namespace: &str, name: &str, uid: &str) -> ObjectReference {
+    ObjectReference {
+        kind: Some("Pod".into()),
+        api_version: Some("v1".into()),
+        namespace: Some(namespace.to_string()),
+        name: Some(name.to_string()),
+        uid: (!uid.is_empty()).then(|| uid.to_string()),
+        ..Default::default()
     }
 }
 
