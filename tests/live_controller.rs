@@ -352,3 +352,55 @@ fn a_disrupted_taint_left_by_a_stopped_process_is_removed_and_nodes_in_commands_
         assert!(taints.iter().any(|t| t.key == labels::TAINT_DISRUPTED), "the command's node keeps its taint");
     }
 }
+
+#[test]
+fn nodes_and_claims_of_another_cloud_are_never_touched() {
+    let mut h = Harness::new(Mode::Auto);
+    h.scale(0);
+    let text = r#"
+apiVersion: karpenter.sh/v1
+kind: NodeClaim
+metadata:
+  name: default-ec2aa
+  labels: {karpenter.sh/nodepool: default}
+  finalizers: [karpenter.sh/termination]
+spec:
+  nodeClassRef: {group: karpenter.k8s.aws, kind: EC2NodeClass, name: default}
+  requirements: [{key: karpenter.sh/capacity-type, operator: In, values: [on-demand]}]
+status:
+  providerID: aws:///us-east-1a/i-0123456789abcdef0
+  conditions:
+    - {type: Launched, status: "True", reason: Launched, message: "", lastTransitionTime: "2023-11-14T22:00:00Z"}
+    - {type: Registered, status: "True", reason: Registered, message: "", lastTransitionTime: "2023-11-14T22:00:00Z"}
+    - {type: Initialized, status: "True", reason: Initialized, message: "", lastTransitionTime: "2023-11-14T22:00:00Z"}
+---
+apiVersion: v1
+kind: Node
+metadata:
+  name: ip-10-0-0-1.ec2.internal
+  labels: {karpenter.sh/nodepool: default, karpenter.sh/registered: "true", karpenter.sh/initialized: "true"}
+  finalizers: [karpenter.sh/termination]
+spec:
+  providerID: aws:///us-east-1a/i-0123456789abcdef0
+status:
+  allocatable: {cpu: "4", memory: 16Gi, pods: "110"}
+  conditions: [{type: Ready, status: "True"}]
+"#;
+    h.cluster.apply(&Manifests::parse(text, "ec2.yaml").unwrap());
+    // Empty and old, in auto mode: a KWOK node like it would be consolidated; this one is left alone.
+    for _ in 0..120 {
+        h.tick();
+    }
+    assert!(h.cluster.nodeclaims["default-ec2aa"].metadata.deletion_timestamp.is_none());
+    assert!(
+        h.controller.records.is_empty(),
+        "{:?}",
+        h.controller.records.iter().map(|r| r.command.summary()).collect::<Vec<_>>()
+    );
+    // Even deleted by someone else, it is not drained or finalized by this cloud.
+    h.cluster.nodes.get_mut("ip-10-0-0-1.ec2.internal").unwrap().metadata.deletion_timestamp = Some(ms_time(h.now));
+    h.cluster.nodeclaims.get_mut("default-ec2aa").unwrap().metadata.deletion_timestamp = Some(ms_time(h.now));
+    let m = manifests(&h.cluster);
+    let effects = h.controller.plan(&m, h.now + 1_000, generation(&m));
+    assert!(effects.is_empty(), "{:?}", effects.iter().map(Effect::describe).collect::<Vec<_>>());
+}

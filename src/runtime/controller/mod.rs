@@ -103,6 +103,9 @@ pub struct Controller {
     last_pod_event: BTreeMap<String, Millis>,
     /// Per claim: when drift was last checked, against which NodePool spec (hash).
     drift_checked: BTreeMap<String, (Millis, u64)>,
+    /// Provider ids this cloud owns start with this; claims and nodes of another provider (an EKS cluster's EC2
+    /// nodes, say) are never launched, drained, finalized or disrupted by it.
+    provider_prefix: String,
     /// Events sent, by (object, reason): the message and when, so the same event is not repeated every tick.
     events_sent: BTreeMap<(String, String), (String, Millis)>,
 }
@@ -138,6 +141,7 @@ impl Controller {
             last_pod_event: BTreeMap::new(),
             drift_checked: BTreeMap::new(),
             events_sent: BTreeMap::new(),
+            provider_prefix: kwok::PROVIDER_PREFIX.to_string(),
         }
     }
 
@@ -154,6 +158,22 @@ impl Controller {
         if let Some(r) = self.records.iter_mut().rev().find(|r| r.id == id) {
             r.state = state;
         }
+    }
+
+    /// Whether a provider id (absent: not launched yet) belongs to this controller's cloud.
+    fn ours(&self, provider_id: Option<&str>) -> bool {
+        provider_id.is_none_or(|p| p.is_empty() || p.starts_with(&self.provider_prefix))
+    }
+
+    /// Nodes busy for disruption: those in commands, and those of another cloud.
+    fn busy_in(&self, m: &Manifests) -> BTreeSet<String> {
+        let mut busy = self.busy();
+        for n in &m.nodes {
+            if !self.ours(n.spec.as_ref().and_then(|s| s.provider_id.as_deref())) {
+                busy.extend(n.metadata.name.clone());
+            }
+        }
+        busy
     }
 
     /// Nodes a command is working on or waiting for approval on.
@@ -238,6 +258,9 @@ impl Controller {
 
     fn nodeclaims(&mut self, m: &Manifests, now: Millis, out: &mut Out) {
         for claim in &m.nodeclaims {
+            if !self.ours(claim.provider_id()) {
+                continue;
+            }
             let nodes: Vec<&Node> = match claim.provider_id() {
                 Some(pid) => m
                     .nodes
@@ -372,7 +395,8 @@ impl Controller {
         self.drains.retain(|n, _| deleting.contains(n));
         for node in m.nodes.iter().filter(|n| n.metadata.deletion_timestamp.is_some()) {
             let finalizers = node.metadata.finalizers.clone().unwrap_or_default();
-            if !finalizers.iter().any(|f| f == labels::TERMINATION_FINALIZER) {
+            let ours = self.ours(node.spec.as_ref().and_then(|s| s.provider_id.as_deref()));
+            if !ours || !finalizers.iter().any(|f| f == labels::TERMINATION_FINALIZER) {
                 continue;
             }
             let name = node.metadata.name.clone().unwrap_or_default();
@@ -511,7 +535,7 @@ impl Controller {
     /// deleted is left over (a process stopped mid-command): removed, with the claim's DisruptionReason, as upstream
     /// does at start (engine.md §5.1). Nodes in commands of this process are never touched.
     fn stale_disrupted_taints(&self, m: &Manifests, out: &mut Out) {
-        let busy = self.busy();
+        let busy = self.busy_in(m);
         for n in &m.nodes {
             let name = n.metadata.name.as_deref().unwrap_or_default();
             let tainted = n
@@ -595,7 +619,7 @@ impl Controller {
 
     /// Why each node is (not) being disrupted now.
     pub fn explain(&self, m: &Manifests, now: Millis) -> BTreeMap<String, Outlook> {
-        self.with_context(m, now, &self.busy(), explain_nodes)
+        self.with_context(m, now, &self.busy_in(m), explain_nodes)
     }
 
     fn disruption(&mut self, m: &Manifests, now: Millis, generation: u64, out: &mut Out) {
@@ -620,7 +644,7 @@ impl Controller {
         if !m.nodeclaims.iter().any(|c| c.metadata.deletion_timestamp.is_none()) {
             return;
         }
-        let busy = self.busy();
+        let busy = self.busy_in(m);
         let result = self.with_context(m, now, &busy, pass);
         let Some(cmd) = result.command else { return };
         let mode = self.gate.mode();
@@ -652,7 +676,7 @@ impl Controller {
     }
 
     fn validate_now(&self, m: &Manifests, now: Millis, cmd: &Command) -> Result<(), String> {
-        let mut busy = self.busy();
+        let mut busy = self.busy_in(m);
         for c in &cmd.candidates {
             busy.remove(&c.node);
         }
