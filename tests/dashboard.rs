@@ -477,3 +477,40 @@ fn snapshot_editor_and_review() {
     update(&mut s, Msg::Preview { request, result });
     insta::assert_snapshot!("editor_review", screen(&s, 120, 45));
 }
+
+#[test]
+fn s_sorts_the_focused_pane_by_its_next_column_and_shift_s_reverses() {
+    let mut s = app(view_at(600), false);
+    key(&mut s, '3');
+    let prices = |s: &AppState| -> Vec<f64> {
+        s.pane(Pane::Nodes).visible.iter().map(|&i| s.view.nodes[i].price).collect::<Vec<_>>()
+    };
+    assert!(s.view.nodes.len() >= 2, "the demo has nodes at 10 minutes");
+    // default → name → age → price
+    for _ in 0..3 {
+        key(&mut s, 's');
+    }
+    assert!(s.status.as_ref().is_some_and(|st| st.text.contains("sorted by price")), "{:?}", s.status);
+    let p = prices(&s);
+    assert!(p.windows(2).all(|w| w[0] >= w[1]), "most expensive first: {p:?}");
+    key(&mut s, 'S');
+    let p = prices(&s);
+    assert!(p.windows(2).all(|w| w[0] <= w[1]), "reversed: {p:?}");
+    // The selection stays on its node through a re-sort, and a fresh picture keeps the order.
+    let selected = s.pane(Pane::Nodes).selected_key.clone();
+    update(&mut s, Msg::View(view_at(600)));
+    assert_eq!(s.pane(Pane::Nodes).selected_key, selected);
+    assert!(prices(&s).windows(2).all(|w| w[0] <= w[1]));
+    // Names sort alphabetically; other panes are unaffected.
+    key(&mut s, 'S');
+    for _ in 0..5 {
+        key(&mut s, 's');
+    }
+    assert!(s.status.as_ref().is_some_and(|st| st.text.contains("sorted by default")), "{:?}", s.status);
+    key(&mut s, 's');
+    let names: Vec<String> = s.pane(Pane::Nodes).visible.iter().map(|&i| s.view.nodes[i].name.clone()).collect();
+    let mut sorted = names.clone();
+    sorted.sort();
+    assert_eq!(names, sorted);
+    assert_eq!(s.pane(Pane::Events).sort, 0);
+}

@@ -27,8 +27,11 @@ pub struct PaneState {
     /// The selected row's identity, so the selection stays on the same object when rows move.
     pub selected_key: Option<String>,
     pub filter: String,
-    /// Indices into the pane's rows in the picture that pass the filter.
+    /// Indices into the pane's rows in the picture that pass the filter, in display order.
     pub visible: Vec<usize>,
+    /// Index into [`rows::sort_keys`] (0: the backend's order), and whether reversed.
+    pub sort: usize,
+    pub reverse: bool,
 }
 
 /// What the operator is about to confirm.
@@ -195,6 +198,17 @@ impl AppState {
         let needle = ps.filter.to_lowercase();
         ps.visible =
             (0..rows::count(&view, p)).filter(|&i| needle.is_empty() || rows::matches(&view, p, i, &needle)).collect();
+        let key = rows::sort_keys(p).get(ps.sort).copied().unwrap_or("default");
+        if key != "default" {
+            // Stable: rows that tie keep the backend's order.
+            let mut keyed: Vec<(rows::SortValue, usize)> =
+                ps.visible.iter().map(|&i| (rows::sort_value(&view, p, key, i), i)).collect();
+            keyed.sort_by(|a, b| a.0.partial_cmp(&b.0).unwrap_or(std::cmp::Ordering::Equal));
+            ps.visible = keyed.into_iter().map(|(_, i)| i).collect();
+        }
+        if ps.reverse {
+            ps.visible.reverse();
+        }
         // Keep the selection on the same object if it is still there.
         if let Some(key) = &ps.selected_key
             && let Some(pos) = ps.visible.iter().position(|&i| rows::key(&view, p, i).as_deref() == Some(key.as_str()))
@@ -479,6 +493,19 @@ pub fn act(s: &mut AppState, action: Action) -> Vec<Effect> {
             if action == Action::EditExternal {
                 return vec![Effect::ExternalEdit { name, text }];
             }
+        }
+        Action::Sort | Action::ReverseSort => {
+            let p = s.focus;
+            let ps = s.pane_mut(p);
+            if action == Action::Sort {
+                ps.sort = (ps.sort + 1) % rows::sort_keys(p).len();
+            } else {
+                ps.reverse = !ps.reverse;
+            }
+            let (sort, reverse) = (ps.sort, ps.reverse);
+            s.refilter(p);
+            let key = rows::sort_keys(p).get(sort).copied().unwrap_or("default");
+            s.info(format!("{}: sorted by {key}{}", p.title(), if reverse { ", reversed" } else { "" }));
         }
         Action::CycleTheme => {
             let names: Vec<&str> = theme::BUILTIN.iter().map(|(n, _)| *n).collect();

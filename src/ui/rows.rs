@@ -63,6 +63,72 @@ pub fn matches(v: &ClusterView, p: Pane, i: usize, needle: &str) -> bool {
     }
 }
 
+/// The columns a pane can be sorted by; the first, `default`, is the backend's order (newest events first, open
+/// proposals first, and so on).
+pub fn sort_keys(p: Pane) -> &'static [&'static str] {
+    match p {
+        Pane::Pending => &["default", "age", "cpu", "memory", "name"],
+        Pane::NodePools => &["default", "name", "nodes", "cost"],
+        Pane::Nodes => &["default", "name", "age", "price", "cpu", "memory", "pods", "state"],
+        Pane::Disruptions => &["default", "savings", "age"],
+        Pane::Budgets => &["default", "allowed", "nodepool"],
+        Pane::Interruptions => &["default", "age", "pods"],
+        Pane::Events => &["default", "reason", "object"],
+    }
+}
+
+/// A row's value in a sort column: numbers sort largest first, text and ages (oldest first) ascending.
+#[derive(Debug, Clone, PartialEq, PartialOrd)]
+pub enum SortValue {
+    /// Negated so that larger sorts first.
+    Num(f64),
+    Text(String),
+}
+
+pub fn sort_value(v: &ClusterView, p: Pane, key: &str, i: usize) -> SortValue {
+    use SortValue::{Num, Text};
+    let big_first = |x: f64| Num(-x);
+    let oldest_first = |t: Millis| Num(t as f64);
+    match (p, key) {
+        (Pane::Pending, _) => v.pending.get(i).map_or(Num(0.0), |r| match key {
+            "age" => oldest_first(r.created_at),
+            "cpu" => big_first(r.cpu_millis as f64),
+            "memory" => big_first(r.memory_bytes as f64),
+            _ => Text(format!("{}/{}", r.namespace, r.name)),
+        }),
+        (Pane::NodePools, _) => v.nodepools.get(i).map_or(Num(0.0), |r| match key {
+            "nodes" => big_first(r.nodes as f64),
+            "cost" => big_first(r.cost_per_hour),
+            _ => Text(r.name.clone()),
+        }),
+        (Pane::Nodes, _) => v.nodes.get(i).map_or(Num(0.0), |r| match key {
+            "age" => oldest_first(r.created_at),
+            "price" => big_first(r.price),
+            "cpu" => big_first(r.cpu_requested as f64 / r.cpu_allocatable.max(1) as f64),
+            "memory" => big_first(r.memory_requested as f64 / r.memory_allocatable.max(1) as f64),
+            "pods" => big_first(r.pods as f64),
+            "state" => Text(r.state.as_str().to_string()),
+            _ => Text(r.name.clone()),
+        }),
+        (Pane::Disruptions, _) => v.disruptions.get(i).map_or(Num(0.0), |r| match key {
+            "savings" => big_first(r.savings_per_hour),
+            _ => oldest_first(r.at),
+        }),
+        (Pane::Budgets, _) => v.budgets.get(i).map_or(Num(0.0), |r| match key {
+            "allowed" => big_first(r.allowed_now as f64),
+            _ => Text(format!("{}/{}", r.nodepool, r.reason)),
+        }),
+        (Pane::Interruptions, _) => v.interruptions.get(i).map_or(Num(0.0), |r| match key {
+            "pods" => big_first(r.pods as f64),
+            _ => oldest_first(r.at),
+        }),
+        (Pane::Events, _) => v.events.get(i).map_or(Num(0.0), |r| match key {
+            "reason" => Text(r.reason.clone()),
+            _ => Text(r.object.clone()),
+        }),
+    }
+}
+
 /// "3m20s" style age on the backend's clock.
 pub fn age(now: Millis, then: Millis) -> String {
     let s = ((now - then).max(0) / 1000) as u64;

@@ -30,6 +30,11 @@ pub fn render(s: &AppState, p: Pane, area: Rect, buf: &mut Buffer) {
     if !ps.filter.is_empty() {
         title.push(Span::styled(format!("/{} ", ps.filter), Style::default().fg(s.theme.accent)));
     }
+    if ps.sort > 0 || ps.reverse {
+        let key = crate::ui::rows::sort_keys(p).get(ps.sort).copied().unwrap_or("default");
+        let arrow = if ps.reverse { "↑" } else { "↓" };
+        title.push(Span::styled(format!("{arrow}{key} "), s.theme.muted()));
+    }
     let block = Block::default()
         .borders(Borders::ALL)
         .border_type(if focused { BorderType::Thick } else { BorderType::Plain })
