@@ -53,7 +53,7 @@ pub fn run_controller(opts: LiveOptions, health: SocketAddr) -> anyhow::Result<(
                 continue;
             }
             let m = match p.watches.cache.lock() {
-                Ok(c) if c.synced() => c.manifests(),
+                Ok(c) if c.synced() && c.failing().is_empty() => c.manifests(),
                 Ok(_) => continue,
                 Err(_) => return Err(anyhow!("the watch cache is poisoned")),
             };

@@ -248,6 +248,18 @@ impl Cache {
             .collect()
     }
 
+    /// Kinds whose watch is failing now, even if they listed before: their cached objects may be stale, so the
+    /// engine must not act on them (a NodeClaim it created would not show up, and it would create another).
+    pub fn failing(&self) -> Vec<String> {
+        Kind::ALL
+            .iter()
+            .filter_map(|&k| match self.state(k) {
+                WatchState::Failing(m) => Some(format!("{}: {m}", k.resource_name())),
+                _ => None,
+            })
+            .collect()
+    }
+
     /// Every kind that isn't usable has failed at least once (none is still quietly listing).
     pub fn all_missing_failed(&self) -> bool {
         let missing: Vec<Kind> = Kind::ALL
@@ -392,6 +404,17 @@ mod tests {
         sync_all(&mut c);
         c.states.insert(Kind::NodeClass, WatchState::Absent);
         assert!(c.synced());
+    }
+
+    #[test]
+    fn a_failing_watch_after_the_first_list_stops_acting_until_it_lists_again() {
+        let mut c = Cache::default();
+        sync_all(&mut c);
+        assert!(c.failing().is_empty());
+        c.watch_failed(Kind::NodeClaim, None, "connection refused".into());
+        assert_eq!(c.failing(), vec!["nodeclaims.karpenter.sh: connection refused".to_string()]);
+        list(&mut c, Kind::NodeClaim, []);
+        assert!(c.failing().is_empty(), "a relist recovers");
     }
 
     #[test]

@@ -45,7 +45,7 @@ pub struct LiveDriver {
 struct Read {
     manifests: Arc<Manifests>,
     skipped: Arc<Vec<Problem>>,
-    /// Kinds not in sync ("pods: failing (...)"), empty when all are.
+    /// Kinds not in sync or whose watch is failing ("pods: ..."), empty when all are well.
     lagging: Vec<String>,
 }
 
@@ -59,7 +59,15 @@ impl LiveDriver {
         Some(Read {
             manifests: Arc::new(cache.manifests()),
             skipped: Arc::new(cache.problems().cloned().collect()),
-            lagging: if cache.synced() { Vec::new() } else { cache.not_synced() },
+            lagging: {
+                let mut l = if cache.synced() { Vec::new() } else { cache.not_synced() };
+                for f in cache.failing() {
+                    if !l.contains(&f) {
+                        l.push(f);
+                    }
+                }
+                l
+            },
         })
     }
 
@@ -142,7 +150,10 @@ impl LiveDriver {
             let mut info = self.info.clone();
             info.leadership = self.leadership();
             if !read.lagging.is_empty() {
-                info.clock = format!("live (catching up: {})", read.lagging.join("; "));
+                // Every kind failing at once is the API server gone, not one watch in trouble.
+                let all = read.lagging.len() >= crate::kube::kinds::Kind::ALL.len() - 1;
+                let what = if all { "disconnected" } else { "catching up" };
+                info.clock = format!("live ({what}: {})", read.lagging.join("; "));
             }
             // Building a picture runs two engine passes: off the async workers' hot path, but with the engine's
             // state borrowed, so in place rather than on another thread.
