@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The whole test suite, as CI runs it: formatting, lints, unit + integration tests (debug build), and a bounded
-# property-test run over NodePool/Pod YAML into the engine. Needs cargo, and tmux for the dashboard's end-to-end
-# test in a real terminal (installed here from Debian's packages when missing).
+# property-test run over NodePool/Pod YAML into the engine. Needs cargo and python3; installs what else the tests
+# need when missing: tmux (Debian's package) for the dashboard's end-to-end test in a real terminal, and moto
+# (PyPI `moto[server]`, into .venv/) for the AWS tests, which start and stop their own moto server.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -10,6 +11,13 @@ if ! command -v tmux >/dev/null 2>&1; then
     SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
     $SUDO apt-get update -qq && $SUDO apt-get install -y -qq tmux
 fi
+
+if [ ! -x .venv/bin/moto_server ]; then
+    echo "== installing moto[server] into .venv (the AWS tests run the SDK against it)"
+    python3 -m venv .venv
+    .venv/bin/pip install --quiet --disable-pip-version-check 'moto[server]>=5,<6'
+fi
+export MOTO_SERVER="$PWD/.venv/bin/moto_server"
 
 echo "== cargo fmt --check"
 cargo fmt --all -- --check

@@ -68,6 +68,8 @@ pub enum DeleteReason {
     GarbageCollected,
     /// A disruption command (emptiness, drift, consolidation) whose replacements are ready.
     Disrupted,
+    /// The cloud said the instance is going away (spot interruption, scheduled change, stopping, terminated).
+    Interrupted,
 }
 
 impl DeleteReason {
@@ -81,6 +83,7 @@ impl DeleteReason {
             DeleteReason::Expired => "expired",
             DeleteReason::GarbageCollected => "garbage_collected",
             DeleteReason::Disrupted => "disrupted",
+            DeleteReason::Interrupted => "interrupted",
         }
     }
 }

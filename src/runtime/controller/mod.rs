@@ -106,8 +106,25 @@ pub struct Controller {
     /// Provider ids this cloud owns start with this; claims and nodes of another provider (an EKS cluster's EC2
     /// nodes, say) are never launched, drained, finalized or disrupted by it.
     provider_prefix: String,
+    /// Interruption notices handled, oldest first (the dashboard's Interruptions pane).
+    pub interruptions: Vec<InterruptionRecord>,
     /// Events sent, by (object, reason): the message and when, so the same event is not repeated every tick.
     events_sent: BTreeMap<(String, String), (String, Millis)>,
+}
+
+/// An interruption notice as operators see it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct InterruptionRecord {
+    pub at: Millis,
+    pub kind: crate::aws::interruption::Kind,
+    pub instance_id: String,
+    /// The node and NodeClaim it hit, when the instance is one of ours.
+    pub node: Option<String>,
+    pub nodeclaim: Option<String>,
+    pub capacity_type: String,
+    pub zone: String,
+    /// Pods on the node when the notice came.
+    pub pods: usize,
 }
 
 /// What the executor reports back.
@@ -141,8 +158,65 @@ impl Controller {
             last_pod_event: BTreeMap::new(),
             drift_checked: BTreeMap::new(),
             events_sent: BTreeMap::new(),
+            interruptions: Vec::new(),
             provider_prefix: kwok::PROVIDER_PREFIX.to_string(),
         }
+    }
+
+    /// A cloud other than KWOK: its provider ids start with `prefix` (`aws:///`).
+    pub fn with_provider_prefix(mut self, prefix: &str) -> Controller {
+        self.provider_prefix = prefix.to_string();
+        self
+    }
+
+    /// An interruption notice from the cloud: the instances' NodeClaims are deleted (their finalizer cordons and
+    /// drains the nodes) unless the notice is informational, and every notice is recorded and published as an
+    /// Event. Instances that are not ours are ignored, as upstream does.
+    pub fn interruption(&mut self, m: &Manifests, msg: &crate::aws::interruption::Message, now: Millis) -> Vec<Effect> {
+        let mut out = Out::default();
+        for id in &msg.instance_ids {
+            let suffix = format!("/{id}");
+            let Some(claim) = m
+                .nodeclaims
+                .iter()
+                .find(|c| c.provider_id().is_some_and(|p| p.ends_with(&suffix)) && self.ours(c.provider_id()))
+            else {
+                continue;
+            };
+            let node =
+                m.nodes.iter().find(|n| n.spec.as_ref().and_then(|s| s.provider_id.as_deref()) == claim.provider_id());
+            let node_name = node.and_then(|n| n.metadata.name.clone());
+            let labels_of = node
+                .and_then(|n| n.metadata.labels.clone())
+                .or_else(|| claim.metadata.labels.clone())
+                .unwrap_or_default();
+            let pods = node_name.as_deref().map_or(0, |n| {
+                m.pods.iter().filter(|p| p.spec.as_ref().and_then(|s| s.node_name.as_deref()) == Some(n)).count()
+            });
+            self.interruptions.push(InterruptionRecord {
+                at: now,
+                kind: msg.kind,
+                instance_id: id.clone(),
+                node: node_name.clone(),
+                nodeclaim: Some(claim.name().to_string()),
+                capacity_type: labels_of.get(labels::CAPACITY_TYPE).cloned().unwrap_or_default(),
+                zone: labels_of.get(labels::ZONE).cloned().unwrap_or_default(),
+                pods,
+            });
+            let regarding = ObjectReference {
+                kind: Some(if node_name.is_some() { "Node" } else { "NodeClaim" }.into()),
+                api_version: Some(if node_name.is_some() { "v1" } else { "karpenter.sh/v1" }.into()),
+                name: Some(node_name.clone().unwrap_or_else(|| claim.name().to_string())),
+                ..Default::default()
+            };
+            let message = format!("{} for instance {id} (event {})", msg.kind.reason(), msg.id);
+            let warning = msg.kind.deletes_nodeclaim();
+            self.event(regarding, warning, msg.kind.reason(), message, now, &mut out);
+            if msg.kind.deletes_nodeclaim() && claim.metadata.deletion_timestamp.is_none() {
+                out.push(Effect::DeleteNodeClaim { name: claim.name().to_string(), reason: DeleteReason::Interrupted });
+            }
+        }
+        out.finish(m)
     }
 
     pub fn mode(&self) -> Mode {

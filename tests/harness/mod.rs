@@ -1,0 +1,220 @@
+//! An in-memory cluster the live controller's effects land in, with the API server's semantics that matter here
+//! (generated names, finalizers turning deletes into deletion timestamps, resourceVersion conflicts, node objects
+//! as KWOK instances), while the simulated Deployment controller and scheduler play the rest of the cluster.
+#![allow(dead_code)]
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use karpenter_tui::engine::catalog::Catalog;
+use karpenter_tui::engine::catalog::kwok::kwok_catalog;
+use karpenter_tui::engine::disruption::gate::Mode;
+use karpenter_tui::engine::labels;
+use karpenter_tui::engine::lifecycle::{apply_launch, ms_time};
+use karpenter_tui::engine::provisioning::Millis;
+use karpenter_tui::runtime::controller::kwok;
+use karpenter_tui::runtime::controller::{Controller, Effect, Outcome, generation};
+use karpenter_tui::sim::cluster::Cluster;
+use karpenter_tui::sim::manifests::Manifests;
+
+pub const OBJECTS: &str = r#"
+apiVersion: karpenter.sh/v1
+kind: NodePool
+metadata: {name: default}
+spec:
+  disruption: {consolidationPolicy: WhenEmptyOrUnderutilized, consolidateAfter: 30s}
+  template:
+    spec:
+      nodeClassRef: {group: karpenter.k8s.aws, kind: EC2NodeClass, name: default}
+      requirements:
+        - {key: karpenter.sh/capacity-type, operator: In, values: [on-demand]}
+        - {key: karpenter.kwok.sh/instance-cpu, operator: In, values: ["4"]}
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: inflate, namespace: default}
+spec:
+  replicas: 6
+  selector: {matchLabels: {app: inflate}}
+  template:
+    metadata: {labels: {app: inflate}}
+    spec:
+      terminationGracePeriodSeconds: 0
+      containers: [{name: c, image: pause, resources: {requests: {cpu: "1", memory: 1Gi}}}]
+"#;
+
+/// The in-memory cluster the effects land in.
+pub struct Harness {
+    pub cluster: Cluster,
+    pub catalog: Arc<Catalog>,
+    pub controller: Controller,
+    pub now: Millis,
+    created: u64,
+    rv: u64,
+    /// (object name, reason, message) of every Event written.
+    pub events: Vec<(String, String, String)>,
+}
+
+pub fn manifests(c: &Cluster) -> Manifests {
+    Manifests {
+        nodepools: c.nodepools.values().cloned().collect(),
+        nodeclaims: c.nodeclaims.values().cloned().collect(),
+        nodes: c.nodes.values().cloned().collect(),
+        pods: c.pods.values().cloned().collect(),
+        deployments: c.deployments.values().cloned().collect(),
+        ..Default::default()
+    }
+}
+
+impl Harness {
+    pub fn new(mode: Mode) -> Harness {
+        Harness::with_objects(mode, OBJECTS)
+    }
+
+    pub fn with_objects(mode: Mode, objects: &str) -> Harness {
+        let mut cluster = Cluster::with_seed(7);
+        cluster.apply(&Manifests::parse(objects, "objects.yaml").unwrap());
+        let catalog = Arc::new(kwok_catalog("us-east-1"));
+        let now = 1_700_000_000_000;
+        Harness {
+            cluster,
+            controller: Controller::new(catalog.clone(), mode, now),
+            catalog,
+            now,
+            created: 0,
+            rv: 0,
+            events: Vec::new(),
+        }
+    }
+
+    pub fn bump(&mut self) -> Option<String> {
+        self.rv += 1;
+        Some(self.rv.to_string())
+    }
+
+    /// Deletion honours finalizers, as the API server does.
+    pub fn delete_node(&mut self, name: &str) {
+        let now = self.now;
+        let Some(n) = self.cluster.nodes.get_mut(name) else { return };
+        if n.metadata.finalizers.as_ref().is_some_and(|f| !f.is_empty()) {
+            n.metadata.deletion_timestamp.get_or_insert(ms_time(now));
+        } else {
+            self.cluster.nodes.remove(name);
+            // The pod garbage collector removes pods bound to a node that is gone.
+            self.cluster.pods.retain(|_, p| p.spec.as_ref().and_then(|s| s.node_name.as_deref()) != Some(name));
+        }
+    }
+
+    pub fn apply(&mut self, effects: Vec<Effect>) {
+        let now = self.now;
+        for e in effects {
+            match e {
+                Effect::CreateNodeClaim { mut claim, purpose } => {
+                    self.created += 1;
+                    let name = format!("{}{:05}", claim.metadata.generate_name.clone().unwrap(), self.created);
+                    claim.metadata.name = Some(name.clone());
+                    claim.metadata.creation_timestamp = Some(ms_time(now));
+                    claim.metadata.resource_version = self.bump();
+                    assert!(claim.metadata.finalizers.iter().flatten().any(|f| f == labels::TERMINATION_FINALIZER));
+                    self.cluster.nodeclaims.insert(name.clone(), *claim);
+                    self.controller.outcome(Outcome::Created { name, purpose }, now);
+                }
+                Effect::Launch { claim } => {
+                    let (result, mut node) = kwok::launch(&self.catalog, &claim).unwrap();
+                    node.metadata.creation_timestamp = Some(ms_time(now));
+                    self.cluster.nodes.insert(node.metadata.name.clone().unwrap(), node);
+                    let stored = self.cluster.nodeclaims.get_mut(claim.name()).unwrap();
+                    apply_launch(stored, &result, now);
+                    self.controller.outcome(Outcome::Launched { claim: claim.name().to_string() }, now);
+                }
+                Effect::PatchClaimStatus { name, status } => {
+                    if let Some(c) = self.cluster.nodeclaims.get_mut(&name) {
+                        c.status = Some(*status);
+                    }
+                }
+                Effect::PatchClaimMetadata { name, labels: l, annotations, finalizers } => {
+                    if let Some(c) = self.cluster.nodeclaims.get_mut(&name) {
+                        c.metadata.labels.get_or_insert_with(BTreeMap::new).extend(l);
+                        c.metadata.annotations.get_or_insert_with(BTreeMap::new).extend(annotations);
+                        if let Some(f) = finalizers {
+                            c.metadata.finalizers = Some(f);
+                        }
+                    }
+                }
+                Effect::SyncNode { name, resource_version, labels: l, annotations, taints, finalizers } => {
+                    let rv = self.bump();
+                    let Some(n) = self.cluster.nodes.get_mut(&name) else { continue };
+                    if n.metadata.resource_version.is_some() && n.metadata.resource_version != resource_version {
+                        continue; // 409: decided on a stale copy
+                    }
+                    n.metadata.resource_version = rv;
+                    n.metadata.labels.get_or_insert_with(BTreeMap::new).extend(l);
+                    n.metadata.annotations.get_or_insert_with(BTreeMap::new).extend(annotations);
+                    n.spec.get_or_insert_with(Default::default).taints = Some(taints);
+                    let deleting = n.metadata.deletion_timestamp.is_some();
+                    n.metadata.finalizers = Some(finalizers.clone());
+                    if deleting && finalizers.is_empty() {
+                        self.delete_node(&name);
+                    }
+                }
+                Effect::DeleteNodeClaim { name, .. } => {
+                    if let Some(c) = self.cluster.nodeclaims.get_mut(&name) {
+                        c.metadata.deletion_timestamp.get_or_insert(ms_time(now));
+                    }
+                }
+                Effect::FinalizeNodeClaim { claim } => {
+                    self.cluster.nodeclaims.remove(claim.name());
+                }
+                Effect::DeleteNode { name } => self.delete_node(&name),
+                Effect::DeleteInstance { provider_id } => {
+                    // A KWOK instance is its node; another cloud's instance just goes away.
+                    if let Some(node) = provider_id.strip_prefix(kwok::PROVIDER_PREFIX) {
+                        let node = node.to_string();
+                        self.delete_node(&node);
+                    }
+                }
+                Effect::Evict { namespace, name } | Effect::DeletePod { namespace, name, .. } => {
+                    self.cluster.pods.remove(&(namespace, name));
+                }
+                Effect::Event { regarding, reason, message, .. } => {
+                    self.events.push((regarding.name.clone().unwrap_or_default(), reason, message));
+                }
+            }
+        }
+    }
+
+    /// One second of the cluster and one controller tick.
+    pub fn tick(&mut self) {
+        self.now += 1_000;
+        self.cluster.reconcile_deployments();
+        self.cluster.schedule_pending();
+        let m = manifests(&self.cluster);
+        let effects = self.controller.plan(&m, self.now, generation(&m));
+        self.apply(effects);
+    }
+
+    pub fn run_until(&mut self, what: &str, limit_secs: u32, cond: impl Fn(&Harness) -> bool) {
+        for _ in 0..limit_secs {
+            if cond(self) {
+                return;
+            }
+            self.tick();
+        }
+        panic!(
+            "{what}: not within {limit_secs}s; nodes {:?}, claims {:?}",
+            self.cluster.nodes.keys().collect::<Vec<_>>(),
+            self.cluster.nodeclaims.keys().collect::<Vec<_>>()
+        );
+    }
+
+    pub fn all_bound(&self) -> bool {
+        !self.cluster.pods.is_empty()
+            && self.cluster.pods.values().all(|p| p.spec.as_ref().and_then(|s| s.node_name.as_ref()).is_some())
+    }
+
+    pub fn scale(&mut self, replicas: i32) {
+        for d in self.cluster.deployments.values_mut() {
+            d.spec.replicas = Some(replicas);
+        }
+    }
+}
