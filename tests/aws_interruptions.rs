@@ -172,6 +172,28 @@ async fn every_kind_of_message_is_handled_and_deleted() {
     assert_eq!((spot.node.as_deref(), spot.pods, spot.capacity_type.as_str()), (Some("node-i-aaa"), 1, "spot"));
     assert!(h.events.iter().any(|(o, r, _)| o == "node-i-aaa" && r == "SpotInterrupted"));
     assert!(h.events.iter().any(|(o, r, _)| o == "node-i-bbb" && r == "SpotRebalanceRecommendation"));
+
+    // The dashboard's Interruptions pane shows them, with progress.
+    let v = karpenter_tui::runtime::live_view::picture(
+        &manifests(&h.cluster),
+        &kwok_catalog("us-east-1"),
+        h.now,
+        &Default::default(),
+        &[],
+        1,
+        Some(&h.controller),
+    );
+    assert_eq!(v.interruptions.len(), 3);
+    assert!(
+        v.interruptions
+            .iter()
+            .any(|r| r.kind == "SpotInterrupted" && r.node == "node-i-aaa" && r.progress.contains("draining")),
+        "{:?}",
+        v.interruptions
+    );
+    assert!(
+        v.interruptions.iter().any(|r| r.kind == "SpotRebalanceRecommendation" && r.progress == "informational only")
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -143,6 +143,30 @@ pub fn picture(
     }
     picture::fill_nodepools(&mut v, &objects.nodepools);
 
+    // Interruption notices the acting engine handled, newest first, with how far the replacement has come.
+    for r in engine.iter().flat_map(|c| c.interruptions.iter()).rev() {
+        let node_alive =
+            r.node.as_deref().is_some_and(|n| m.nodes.iter().any(|x| x.metadata.name.as_deref() == Some(n)));
+        let progress = if !r.kind.deletes_nodeclaim() {
+            "informational only".to_string()
+        } else if node_alive {
+            let left = r.node.as_deref().and_then(|n| pods_on.get(n)).map_or(0, Vec::len);
+            format!("node draining, {left} pod(s) left")
+        } else {
+            "node gone".to_string()
+        };
+        v.interruptions.push(InterruptionRow {
+            at: r.at,
+            kind: r.kind.reason().to_string(),
+            node: r.node.clone().unwrap_or_else(|| r.instance_id.clone()),
+            capacity_type: r.capacity_type.clone(),
+            zone: r.zone.clone(),
+            pods: r.pods,
+            progress,
+            replaced_after: None,
+        });
+    }
+
     // Pending pods, with the pass's reasons; pods it would place get the NodePool that would take them.
     let mut reasons = provisioning.pending_reasons();
     for c in &provisioning.results.new_claims {
