@@ -31,10 +31,26 @@ struct Cli {
     /// The cluster's name for tags and the header (default: from the context's cluster entry).
     #[arg(long, global = true)]
     cluster_name: Option<String>,
-    /// Where the engine gets instances on a live cluster: kwok (Node objects created directly, for test
-    /// clusters). Without it the engine observes. The AWS provider is not built yet.
+    /// Where the engine gets instances on a live cluster: aws (EC2 through CreateFleet) or kwok (Node objects
+    /// created directly, for test clusters). Without it the engine observes.
     #[arg(long, global = true, value_enum)]
     cloud: Option<CloudArg>,
+    /// --cloud aws: the AWS profile (default: $AWS_PROFILE, then the default chain).
+    #[arg(long, global = true)]
+    profile: Option<String>,
+    /// --cloud aws: the SQS queue EventBridge sends interruption events to (default: interruption handling off).
+    #[arg(long, global = true, value_name = "NAME")]
+    interruption_queue: Option<String>,
+    /// --cloud aws: the API server URL nodes join (default: the kubeconfig's server).
+    #[arg(long, global = true, value_name = "URL")]
+    cluster_endpoint: Option<String>,
+    /// --cloud aws: the cluster CA bundle, base64 PEM (default: the kubeconfig's).
+    #[arg(long, global = true, value_name = "BASE64")]
+    cluster_ca_bundle: Option<String>,
+    /// --cloud aws: the cluster's service CIDR for AL2023 nodes (default: the /16 holding the kubernetes
+    /// Service's IP).
+    #[arg(long, global = true, value_name = "CIDR")]
+    service_cidr: Option<String>,
     /// Disruption mode when acting: auto, approve (default in the dashboard) or dry-run.
     #[arg(long, global = true)]
     mode: Option<String>,
@@ -44,9 +60,10 @@ struct Cli {
     /// Namespace of the `karpenter-tui` leader Lease.
     #[arg(long, global = true, default_value = "kube-system")]
     lease_namespace: String,
-    /// The dashboard on a live cluster: the region whose prices and instance types apply.
-    #[arg(long, default_value = "us-east-1")]
-    region: String,
+    /// The dashboard on a live cluster: the region whose prices and instance types apply (with --cloud aws, the
+    /// AWS region; default: $AWS_REGION or the profile's, else us-east-1 for the embedded catalog).
+    #[arg(long)]
+    region: Option<String>,
     /// The dashboard on a live cluster: how long to wait for the initial lists.
     #[arg(long, default_value = "30")]
     sync_timeout_secs: u64,
@@ -60,6 +77,7 @@ enum Output {
 
 #[derive(Clone, Copy, ValueEnum)]
 enum CloudArg {
+    Aws,
     Kwok,
 }
 
@@ -288,9 +306,22 @@ fn live_options(cli: &Cli, in_cluster: bool, default_mode: Mode) -> anyhow::Resu
         },
         readonly: cli.readonly,
         theme: cli.theme.clone(),
-        catalog: cli::catalog::load(kwok, &cli.region, None)?,
+        catalog: cli::catalog::load(kwok, cli.region.as_deref().unwrap_or("us-east-1"), None)?,
         sync_timeout: std::time::Duration::from_secs(cli.sync_timeout_secs),
-        cloud: kwok.then_some(cli::live_dashboard::CloudChoice::Kwok),
+        cloud: match cli.cloud {
+            None => None,
+            Some(CloudArg::Kwok) => Some(cli::live_dashboard::CloudChoice::Kwok),
+            Some(CloudArg::Aws) => Some(cli::live_dashboard::CloudChoice::Aws(cli::live_dashboard::AwsChoice {
+                aws: karpenter_tui::aws::config::AwsOptions {
+                    profile: cli.profile.clone(),
+                    region: cli.region.clone(),
+                },
+                interruption_queue: cli.interruption_queue.clone(),
+                cluster_endpoint: cli.cluster_endpoint.clone(),
+                cluster_ca_bundle: cli.cluster_ca_bundle.clone(),
+                service_cidr: cli.service_cidr.clone(),
+            })),
+        },
         mode,
         takeover: cli.takeover,
         lease_namespace: cli.lease_namespace.clone(),

@@ -7,7 +7,7 @@ use aws_config::{BehaviorVersion, Region, SdkConfig};
 use aws_credential_types::provider::ProvideCredentials;
 use thiserror::Error;
 
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct AwsOptions {
     pub profile: Option<String>,
     pub region: Option<String>,

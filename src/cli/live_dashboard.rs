@@ -31,7 +31,7 @@ pub struct LiveOptions {
     pub theme: Option<String>,
     pub catalog: Catalog,
     pub sync_timeout: Duration,
-    /// Where instances come from; `None` observes (the AWS provider is not built yet).
+    /// Where instances come from; `None` observes.
     pub cloud: Option<CloudChoice>,
     /// Disruption mode when acting.
     pub mode: Mode,
@@ -39,9 +39,98 @@ pub struct LiveOptions {
     pub lease_namespace: String,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum CloudChoice {
     Kwok,
+    Aws(AwsChoice),
+}
+
+/// `--cloud aws` and its settings.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct AwsChoice {
+    pub aws: crate::aws::config::AwsOptions,
+    /// SQS queue name for interruption messages (none: interruption handling is off, as upstream).
+    pub interruption_queue: Option<String>,
+    /// Override the API server URL and CA bundle nodes join with (default: the kubeconfig's).
+    pub cluster_endpoint: Option<String>,
+    pub cluster_ca_bundle: Option<String>,
+    /// The cluster's service CIDR for AL2023 nodes (default: the /16 holding the `kubernetes` Service's IP).
+    pub service_cidr: Option<String>,
+}
+
+/// The /16 around the `default/kubernetes` Service's cluster IP: EKS's default service CIDRs are /16s.
+async fn guess_service_cidr(client: &kube::Client) -> Option<String> {
+    let api: kube::Api<k8s_openapi::api::core::v1::Service> = kube::Api::namespaced(client.clone(), "default");
+    let svc = api.get("kubernetes").await.ok()?;
+    let ip: std::net::Ipv4Addr = svc.spec?.cluster_ip?.parse().ok()?;
+    let [a, b, _, _] = ip.octets();
+    Some(format!("{a}.{b}.0.0/16"))
+}
+
+/// Connects to AWS, discovers instance types and prices, and starts the interruption queue's poller.
+async fn aws_acting(
+    choice: &AwsChoice,
+    conn: &crate::kube::connect::Connection,
+    writer: &Writer,
+    mode: Mode,
+) -> anyhow::Result<Acting> {
+    use crate::aws::cloud::{AwsCloud, PROVIDER_PREFIX};
+    use crate::aws::launch::ClusterInfo;
+    use crate::aws::nodeclass::AliasContext;
+    use crate::runtime::controller::aws_upkeep::{AwsUpkeep, poll_queue};
+    let sdk = crate::aws::config::load(&choice.aws).await?;
+    let version = conn
+        .client
+        .apiserver_version()
+        .await
+        .map(|v| format!("{}.{}", v.major.trim_end_matches('+'), v.minor.trim_end_matches('+')));
+    let service_cidr = match &choice.service_cidr {
+        Some(c) => Some(c.clone()),
+        None => guess_service_cidr(&conn.client).await,
+    };
+    let cluster = ClusterInfo {
+        name: conn.cluster_name.clone(),
+        endpoint: Some(
+            choice.cluster_endpoint.clone().unwrap_or_else(|| conn.server.trim_end_matches('/').to_string()),
+        ),
+        ca_bundle: choice.cluster_ca_bundle.clone().or_else(|| conn.ca_bundle.clone()),
+        service_cidr,
+    };
+    let alias =
+        AliasContext { k8s_version: version.unwrap_or_else(|_| "1.33".into()), ssm_prefix: "/aws/service".into() };
+    let cloud = Arc::new(AwsCloud::new(&sdk, cluster, alias));
+    eprintln!("discovering EC2 instance types in {} ...", cloud.region);
+    let n = cloud
+        .refresh_types()
+        .await
+        .context("listing EC2 instance types (check the credentials' ec2:Describe* rights)")?;
+    for e in cloud.refresh_prices().await {
+        tracing::info!("prices: {e} (the embedded on-demand table stands in)");
+    }
+    if let Err(e) = cloud.hydrate_templates().await {
+        tracing::warn!("listing this cluster's launch templates: {e}");
+    }
+    tracing::info!(types = n, region = %cloud.region, "AWS cloud ready");
+    let notices = match &choice.interruption_queue {
+        Some(name) => {
+            let queue = crate::aws::sqs::Queue::resolve(&sdk, name).await?;
+            let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+            tokio::spawn(poll_queue(queue, tx));
+            Some(rx)
+        }
+        None => None,
+    };
+    let now = chrono::Utc::now().timestamp_millis();
+    let static_catalog = Arc::new(
+        crate::engine::catalog::aws::aws_catalog(&cloud.region, None, None, 0)
+            .or_else(|_| crate::engine::catalog::aws::aws_catalog("us-east-1", None, None, 0))?,
+    );
+    Ok(Acting {
+        controller: Controller::new(static_catalog, mode, now).with_provider_prefix(PROVIDER_PREFIX),
+        writer: writer.clone(),
+        cloud: Cloud::Aws(cloud.clone()),
+        upkeep: Some(AwsUpkeep::new(cloud, now, notices)),
+    })
 }
 
 /// A connected, synced cluster with everything decided about acting.
@@ -101,20 +190,26 @@ pub async fn prepare(opts: &LiveOptions, config_readonly: impl Fn(&str) -> bool)
     } else if let Some(missing) = rights.summary() {
         Some(format!("read-only: {missing}"))
     } else if opts.cloud.is_none() {
-        Some("observing: no cloud provider (start with --cloud kwok; the AWS provider is not built yet)".to_string())
+        Some("observing: no cloud provider (start with --cloud aws, or --cloud kwok on a test cluster)".to_string())
     } else {
         None
     };
     let writer = Writer::new(conn.client.clone(), readonly);
     let (tx, role) = tokio::sync::watch::channel(Role::Unknown);
-    let (acting, elector) = match (observe_reason.is_none(), opts.cloud) {
-        (true, Some(CloudChoice::Kwok)) => {
-            let catalog = Arc::new(opts.catalog.clone());
-            let now = chrono::Utc::now().timestamp_millis();
-            let acting = Acting {
-                controller: Controller::new(catalog.clone(), opts.mode, now),
-                writer: writer.clone(),
-                cloud: Cloud::Kwok { catalog },
+    let (acting, elector) = match (observe_reason.is_none(), &opts.cloud) {
+        (true, Some(choice)) => {
+            let acting = match choice {
+                CloudChoice::Kwok => {
+                    let catalog = Arc::new(opts.catalog.clone());
+                    let now = chrono::Utc::now().timestamp_millis();
+                    Acting {
+                        controller: Controller::new(catalog.clone(), opts.mode, now),
+                        writer: writer.clone(),
+                        cloud: Cloud::Kwok { catalog },
+                        upkeep: None,
+                    }
+                }
+                CloudChoice::Aws(aws) => aws_acting(aws, &conn, &writer, opts.mode).await?,
             };
             let me = identity();
             let task = tokio::spawn(

@@ -26,6 +26,28 @@ pub struct Connection {
     pub context: String,
     pub cluster_name: String,
     pub server: String,
+    /// The cluster's CA bundle as base64 of its PEM (what node bootstrap wants), when the config names one.
+    pub ca_bundle: Option<String>,
+}
+
+/// DER certificates as base64 of a PEM bundle.
+pub fn ca_bundle_of(certs: &[Vec<u8>]) -> Option<String> {
+    use base64::Engine as _;
+    let b64 = base64::engine::general_purpose::STANDARD;
+    if certs.is_empty() {
+        return None;
+    }
+    let mut pem = String::new();
+    for der in certs {
+        pem.push_str("-----BEGIN CERTIFICATE-----\n");
+        let body = b64.encode(der);
+        for chunk in body.as_bytes().chunks(64) {
+            pem.push_str(&String::from_utf8_lossy(chunk));
+            pem.push('\n');
+        }
+        pem.push_str("-----END CERTIFICATE-----\n");
+    }
+    Some(b64.encode(pem))
 }
 
 impl std::fmt::Debug for Connection {
@@ -116,12 +138,13 @@ pub async fn connect(opts: &ConnectOptions) -> Result<Connection, ConnectError> 
         (config, context, entry)
     };
     let server = config.cluster_url.to_string();
+    let ca_bundle = config.root_cert.as_deref().and_then(ca_bundle_of);
     let cluster_name = opts.cluster_name.clone().unwrap_or_else(|| {
         let n = cluster_name_from(&entry);
         if n.is_empty() { context.clone() } else { n }
     });
     let client = Client::try_from(config).map_err(|source| ConnectError::Client { server: server.clone(), source })?;
-    Ok(Connection { client, context, cluster_name, server })
+    Ok(Connection { client, context, cluster_name, server, ca_bundle })
 }
 
 #[cfg(test)]

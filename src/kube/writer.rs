@@ -11,7 +11,8 @@ use kube::api::{Api, DeleteParams, EvictParams, Patch, PatchParams, PostParams};
 use serde_json::json;
 use thiserror::Error;
 
-use crate::engine::api::{NodeClaim, NodeClaimStatus, NodePool};
+use crate::engine::api::ec2nodeclass::EC2NodeClassStatus;
+use crate::engine::api::{EC2NodeClass, NodeClaim, NodeClaimStatus, NodePool};
 
 mod controller_writes;
 
@@ -98,6 +99,18 @@ impl Writer {
     pub async fn update_nodeclaim_status(&self, name: &str, status: &NodeClaimStatus) -> Result<()> {
         let what = self.guard(|| format!("update the status of NodeClaim {name}"))?;
         let api: Api<NodeClaim> = Api::all(self.client.clone());
+        let patch = json!({"status": status});
+        api.patch_status(name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+            .map(drop)
+            .map_err(|e| WriteError::from_kube(what, e))
+    }
+
+    /// The resolved subnets, security groups, AMIs and conditions of an EC2NodeClass (the status subresource; lists
+    /// are replaced whole, as a merge patch does).
+    pub async fn update_ec2nodeclass_status(&self, name: &str, status: &EC2NodeClassStatus) -> Result<()> {
+        let what = self.guard(|| format!("update the status of EC2NodeClass {name}"))?;
+        let api: Api<EC2NodeClass> = Api::all(self.client.clone());
         let patch = json!({"status": status});
         api.patch_status(name, &PatchParams::default(), &Patch::Merge(&patch))
             .await

@@ -46,6 +46,7 @@ pub fn price_provenance(p: &PriceSource, region: &str) -> String {
         PriceSource::Static { date, fallback_region: None } => format!("static {region} table of {date}"),
         PriceSource::Static { date, fallback_region: Some(f) } => format!("static {f} table of {date} (no {region})"),
         PriceSource::Live { at } => format!("live AWS pricing at {at}"),
+        PriceSource::LiveSpot { at, date } => format!("live spot prices at {at}, on-demand from the {date} table"),
         PriceSource::Simulated => "simulated".into(),
     }
 }

@@ -2,6 +2,8 @@
 //! scripts/test.sh installs it into `.venv/`; `MOTO_SERVER` names another binary.
 #![allow(dead_code)]
 
+pub mod faults;
+
 use std::net::TcpStream;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
@@ -50,12 +52,19 @@ impl Moto {
 
     /// An SDK configuration pointed at this server, with test credentials.
     pub async fn sdk(&self) -> SdkConfig {
+        self.loader().load().await
+    }
+
+    /// The same, with every request going through `faults` first.
+    pub async fn sdk_with(&self, faults: &faults::Faults) -> SdkConfig {
+        self.loader().http_client(faults.client()).load().await
+    }
+
+    fn loader(&self) -> aws_config::ConfigLoader {
         aws_config::defaults(BehaviorVersion::latest())
             .endpoint_url(&self.url)
             .region(Region::new("us-east-1"))
             .credentials_provider(Credentials::new("testing", "testing", None, None, "moto"))
-            .load()
-            .await
     }
 }
 

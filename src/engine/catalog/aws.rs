@@ -122,60 +122,62 @@ struct RegionOfferings {
     offered: Vec<u32>,
 }
 
-/// The DescribeInstanceTypes facts the formulas read (field meanings in `scripts/gen_catalog.py`).
-#[derive(Debug, Clone, Deserialize)]
+/// The DescribeInstanceTypes facts the formulas read (field meanings in `scripts/gen_catalog.py`). The embedded
+/// data holds these; `aws::instancetypes` builds them from a live DescribeInstanceTypes answer, so both go through
+/// the same formulas.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
 #[serde(rename_all = "camelCase")]
-struct TypeFacts {
-    name: String,
-    vcpu: i64,
-    mem_mi_b: i64,
-    arch: Vec<String>,
-    usage: Vec<String>,
-    enis: i64,
-    ipv4: i64,
-    hypervisor: Option<String>,
+pub struct TypeFacts {
+    pub name: String,
+    pub vcpu: i64,
+    pub mem_mi_b: i64,
+    pub arch: Vec<String>,
+    pub usage: Vec<String>,
+    pub enis: i64,
+    pub ipv4: i64,
+    pub hypervisor: Option<String>,
     #[serde(default)]
-    eit: bool,
-    bw_mbps: Option<i64>,
-    efa: Option<i64>,
-    cpu_mfr: Option<String>,
+    pub eit: bool,
+    pub bw_mbps: Option<i64>,
+    pub efa: Option<i64>,
+    pub cpu_mfr: Option<String>,
     #[serde(rename = "clockMHz")]
-    clock_mhz: Option<i64>,
+    pub clock_mhz: Option<i64>,
     #[serde(default)]
-    gpus: Vec<Gpu>,
+    pub gpus: Vec<Gpu>,
     #[serde(default)]
-    neuron: Vec<NeuronDevice>,
+    pub neuron: Vec<NeuronDevice>,
     #[serde(default)]
-    accel: Vec<Accelerator>,
+    pub accel: Vec<Accelerator>,
     #[serde(rename = "storeGB")]
-    store_gb: Option<i64>,
+    pub store_gb: Option<i64>,
     #[serde(default)]
-    nvme: bool,
-    ebs_mbps: Option<i64>,
-    od: Option<f64>,
+    pub nvme: bool,
+    pub ebs_mbps: Option<i64>,
+    pub od: Option<f64>,
 }
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(rename_all = "camelCase")]
-struct Gpu {
-    name: String,
-    mfr: String,
-    count: i64,
-    mem_mi_b: i64,
+pub struct Gpu {
+    pub name: String,
+    pub mfr: String,
+    pub count: i64,
+    pub mem_mi_b: i64,
 }
 
-#[derive(Debug, Clone, Deserialize)]
-struct NeuronDevice {
-    name: String,
-    count: i64,
-    cores: i64,
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+pub struct NeuronDevice {
+    pub name: String,
+    pub count: i64,
+    pub cores: i64,
 }
 
-#[derive(Debug, Clone, Deserialize)]
-struct Accelerator {
-    name: String,
-    mfr: String,
-    count: i64,
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+pub struct Accelerator {
+    pub name: String,
+    pub mfr: String,
+    pub count: i64,
 }
 
 fn data() -> Result<&'static AwsData, CatalogError> {
@@ -736,39 +738,80 @@ pub fn aws_catalog(
     };
     selected.sort();
     selected.dedup();
-    let cfg = NodeConfig::new(nodeclass)?;
-    if let Some(subnets) = &cfg.subnet_zones {
-        selected.retain(|z| subnets.contains_key(z));
-    }
-    // (zone, bit in the region's offering masks)
     let zone_bits: Vec<(&str, u32)> = selected
         .iter()
         .filter_map(|z| reg.zones.iter().position(|rz| rz == z).map(|i| (z.as_str(), 1u32 << i)))
         .collect();
     let any_zone_mask = if reg.zones.len() >= 32 { u32::MAX } else { (1u32 << reg.zones.len()) - 1 };
+    // A type offered nowhere in the region is not listed by DescribeInstanceTypes there.
+    let offered: Vec<(&TypeFacts, Vec<&str>)> = d
+        .types
+        .iter()
+        .zip(&reg.offered)
+        .filter(|(_, mask)| **mask & any_zone_mask != 0)
+        .map(|(f, mask)| (f, zone_bits.iter().filter(|(_, bit)| mask & bit != 0).map(|(z, _)| *z).collect()))
+        .collect();
+    let price = |f: &TypeFacts, ct: &str, zone: &str| {
+        f.od.map(
+            |od| if ct == labels::CAPACITY_SPOT { round6(od * spot_fraction(spot_seed, &f.name, zone)) } else { od },
+        )
+    };
+    let date = d.prices.as_of.split('T').next().unwrap_or(&d.prices.as_of).to_string();
+    let fallback_region = (region != d.prices.region).then(|| d.prices.region.clone());
+    build_catalog(region, &selected, &offered, nodeclass, price, PriceSource::Static { date, fallback_region })
+}
 
-    let mut types = Vec::new();
-    for (f, &mask) in d.types.iter().zip(&reg.offered) {
-        // A type offered nowhere in the region is not listed by DescribeInstanceTypes there.
-        if mask & any_zone_mask == 0 {
-            continue;
-        }
-        let type_zones: Vec<&str> = zone_bits.iter().filter(|(_, bit)| mask & bit != 0).map(|(z, _)| *z).collect();
+/// The embedded on-demand price of a type (us-east-1's table), the fallback when the Pricing API can't be read.
+pub fn static_on_demand_price(instance_type: &str) -> Option<f64> {
+    static BY_NAME: OnceLock<std::collections::HashMap<&'static str, f64>> = OnceLock::new();
+    BY_NAME
+        .get_or_init(|| {
+            data().map(|d| d.types.iter().filter_map(|t| Some((t.name.as_str(), t.od?))).collect()).unwrap_or_default()
+        })
+        .get(instance_type)
+        .copied()
+}
+
+/// The date of the embedded price table (`2026-07-20`).
+pub fn static_price_date() -> Option<String> {
+    let d = data().ok()?;
+    Some(d.prices.as_of.split('T').next().unwrap_or(&d.prices.as_of).to_string())
+}
+
+/// Instance types from their facts with Karpenter's formulas, shared by the embedded catalog and the live one
+/// (`aws::instancetypes`). `zones` are the zones to offer in (further cut to the NodeClass's subnets), `offered`
+/// each type with the zones it is offered in, `price` the price of an offering (`None`: no price, so unavailable).
+pub fn build_catalog(
+    region: &str,
+    zones: &[String],
+    offered: &[(&TypeFacts, Vec<&str>)],
+    nodeclass: Option<&EC2NodeClass>,
+    price: impl Fn(&TypeFacts, &str, &str) -> Option<f64>,
+    price_source: PriceSource,
+) -> Result<Catalog, CatalogError> {
+    let cfg = NodeConfig::new(nodeclass)?;
+    let mut selected: Vec<&str> = zones.iter().map(String::as_str).collect();
+    selected.sort();
+    selected.dedup();
+    if let Some(subnets) = &cfg.subnet_zones {
+        selected.retain(|z| subnets.contains_key(*z));
+    }
+    let mut types = Vec::with_capacity(offered.len());
+    for (f, type_zones) in offered {
+        let type_zones: Vec<&str> = selected.iter().copied().filter(|z| type_zones.contains(z)).collect();
         let capacity = capacity(f, &cfg);
         let overhead = overhead(f, &cfg, &capacity);
         // NodeClass compatibility (aws.md §1.6): AL2023 has no a1 support.
         let compatible = !(cfg.family == AmiFamily::AL2023 && f.name.starts_with("a1."));
         let mut offerings = Vec::new();
-        for (zone, bit) in &zone_bits {
+        for zone in &selected {
             for ct in capacity_types(f) {
-                let price = f.od.map(|od| {
-                    if ct == labels::CAPACITY_SPOT { round6(od * spot_fraction(spot_seed, &f.name, zone)) } else { od }
-                });
+                let p = price(f, ct, zone);
                 offerings.push(Offering {
                     zone: zone.to_string(),
                     capacity_type: ct.to_string(),
-                    price: price.unwrap_or(0.0),
-                    available: compatible && price.is_some() && mask & bit != 0,
+                    price: p.unwrap_or(0.0),
+                    available: compatible && p.is_some() && type_zones.contains(zone),
                     reservation_id: None,
                 });
             }
@@ -781,14 +824,7 @@ pub fn aws_catalog(
             offerings,
         }));
     }
-    let date = d.prices.as_of.split('T').next().unwrap_or(&d.prices.as_of).to_string();
-    let fallback_region = (region != d.prices.region).then(|| d.prices.region.clone());
-    Ok(Catalog {
-        region: region.to_string(),
-        instance_types: types,
-        label_policy: aws_label_policy(),
-        price_source: PriceSource::Static { date, fallback_region },
-    })
+    Ok(Catalog { region: region.to_string(), instance_types: types, label_policy: aws_label_policy(), price_source })
 }
 
 #[cfg(test)]

@@ -24,8 +24,12 @@ use super::resources::Resources;
 pub enum PriceSource {
     /// The embedded on-demand table and its date (`fallback_region` set when the region has no table).
     Static { date: String, fallback_region: Option<String> },
-    /// Fetched from the AWS pricing APIs at this time (RFC 3339).
+    /// Fetched from the AWS pricing APIs at this time (RFC 3339): on-demand from the Pricing API, spot from
+    /// DescribeSpotPriceHistory.
     Live { at: String },
+    /// Spot prices fetched at `at`; on-demand prices from the embedded table of `date` (the Pricing API could not
+    /// be read, or is skipped).
+    LiveSpot { at: String, date: String },
     /// Made up by the simulated cloud (spot prices, synthetic catalogs, inline prices).
     Simulated,
 }
@@ -37,6 +41,7 @@ impl PriceSource {
             PriceSource::Static { date, fallback_region: None } => format!("static-{date}"),
             PriceSource::Static { date, fallback_region: Some(r) } => format!("static-{date} ({r} prices)"),
             PriceSource::Live { .. } => "live".to_string(),
+            PriceSource::LiveSpot { date, .. } => format!("live spot, static-{date} on-demand"),
             PriceSource::Simulated => "simulated".to_string(),
         }
     }
@@ -106,6 +111,10 @@ impl Catalog {
             PriceSource::Static { .. } if offering.capacity_type != labels::CAPACITY_ON_DEMAND => {
                 PriceSource::Simulated
             }
+            PriceSource::LiveSpot { date, .. } if offering.capacity_type == labels::CAPACITY_ON_DEMAND => {
+                PriceSource::Static { date: date.clone(), fallback_region: None }
+            }
+            PriceSource::LiveSpot { at, .. } => PriceSource::Live { at: at.clone() },
             other => other.clone(),
         }
     }

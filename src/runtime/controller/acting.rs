@@ -14,6 +14,9 @@ pub struct Acting {
     pub controller: Controller,
     pub writer: Writer,
     pub cloud: Cloud,
+    /// The AWS cloud's periodic work (NodeClass status, instance list and garbage collection, templates,
+    /// interruptions); `None` for KWOK.
+    pub upkeep: Option<super::aws_upkeep::AwsUpkeep>,
 }
 
 impl Acting {
@@ -27,8 +30,22 @@ impl Acting {
 
     /// One reconcile over the cache as it is.
     pub async fn tick(&mut self, m: &Manifests, now: Millis) -> Report {
+        let mut pre = Report::default();
+        if let Some(upkeep) = self.upkeep.as_mut() {
+            let r = upkeep.run(m, &self.writer, &mut self.controller, now).await;
+            let ran = self.run(r.effects, now).await;
+            let outcome = if ran.errors.is_empty() { Ok(()) } else { Err(ran.errors.join("; ")) };
+            for answer in r.answers {
+                let _ = answer.send(outcome.clone());
+            }
+            pre.done.extend(r.done.into_iter().chain(ran.done));
+            pre.errors.extend(r.errors.into_iter().chain(ran.errors));
+        }
         let effects = self.controller.plan(m, now, generation(m));
-        self.run(effects, now).await
+        let mut report = self.run(effects, now).await;
+        report.done.splice(0..0, pre.done);
+        report.errors.splice(0..0, pre.errors);
+        report
     }
 
     pub async fn approve(&mut self, m: &Manifests, id: &str, now: Millis) -> Result<String, String> {

@@ -17,6 +17,8 @@ use super::{Effect, Outcome};
 pub enum Cloud {
     /// Nodes created directly in the API (`--cloud kwok`).
     Kwok { catalog: Arc<Catalog> },
+    /// EC2 instances launched through CreateFleet (`--cloud aws`).
+    Aws(Arc<crate::aws::cloud::AwsCloud>),
 }
 
 /// What one batch of effects did.
@@ -66,15 +68,25 @@ async fn run_one(
             }
         },
         Effect::Launch { claim } => {
-            let Cloud::Kwok { catalog } = cloud;
             let name = claim.name().to_string();
-            match kwok::launch(catalog, &claim) {
-                Ok((result, node)) => {
-                    writer.create_node(&node).await?;
+            let launched = match cloud {
+                Cloud::Kwok { catalog } => match kwok::launch(catalog, &claim) {
+                    Ok((result, node)) => {
+                        writer.create_node(&node).await?;
+                        Ok((result, Default::default()))
+                    }
+                    Err(e) => Err(e),
+                },
+                // The instance registers its own Node (user data); the claim records the launch and the NodeClass
+                // hash it launched with.
+                Cloud::Aws(aws) => aws.launch(&claim).await.map(|r| (r, aws.launch_annotations(&claim))),
+            };
+            match launched {
+                Ok((result, annotations)) => {
                     let mut launched = (*claim).clone();
                     apply_launch(&mut launched, &result, now);
                     let labels = launched.metadata.labels.clone().unwrap_or_default();
-                    writer.patch_nodeclaim_metadata(&name, &labels, &Default::default(), None).await?;
+                    writer.patch_nodeclaim_metadata(&name, &labels, &annotations, None).await?;
                     if let Some(status) = &launched.status {
                         writer.update_nodeclaim_status(&name, status).await?;
                     }
@@ -103,14 +115,18 @@ async fn run_one(
             .await
             .map(|()| Some(format!("NodeClaim {} finalized", claim.name()))),
         Effect::DeleteNode { name } => writer.delete_node(&name).await.map(|()| None),
-        Effect::DeleteInstance { provider_id } => {
-            let Cloud::Kwok { .. } = cloud;
-            match provider_id.strip_prefix(kwok::PROVIDER_PREFIX) {
+        Effect::DeleteInstance { provider_id } => match cloud {
+            Cloud::Kwok { .. } => match provider_id.strip_prefix(kwok::PROVIDER_PREFIX) {
                 Some(node) => writer.delete_node(node).await.map(|()| None),
                 // Not a KWOK instance: another cloud's, which this one can't terminate.
                 None => Ok(Some(format!("instance {provider_id} is not a KWOK node; left alone"))),
-            }
-        }
+            },
+            Cloud::Aws(aws) => match aws.terminate(&provider_id).await {
+                Ok(true) => Ok(Some(format!("terminating instance {provider_id}"))),
+                Ok(false) => Ok(None),
+                Err(e) => Ok(Some(format!("terminating instance {provider_id} failed, retried: {e}"))),
+            },
+        },
         Effect::Evict { namespace, name } => match writer.evict(&namespace, &name).await? {
             Eviction::Evicted => Ok(Some(format!("evicted pod {namespace}/{name}"))),
             Eviction::Blocked(why) => Ok(Some(format!("eviction of {namespace}/{name} blocked: {why}"))),

@@ -7,6 +7,7 @@
 //! operator-facing state of disruption commands (proposals, approvals, commands in flight).
 
 pub mod acting;
+pub mod aws_upkeep;
 pub mod effect;
 pub mod execute;
 pub mod kwok;
@@ -110,6 +111,22 @@ pub struct Controller {
     pub interruptions: Vec<InterruptionRecord>,
     /// Events sent, by (object, reason): the message and when, so the same event is not repeated every tick.
     events_sent: BTreeMap<(String, String), (String, Millis)>,
+    /// A cloud whose instance types depend on the NodeClass (AWS): the catalog of each resolved class. A NodePool
+    /// whose class is not resolved yet gets no instance types until it is.
+    class_catalogs: Option<BTreeMap<String, Arc<Catalog>>>,
+    /// Provider ids of the cloud's live instances as last listed, for a cloud whose instances are not Nodes.
+    live_instances: Option<BTreeSet<String>>,
+    /// Per NodeClaim, why it no longer matches its node class, as the cloud judges it (fed into drift).
+    class_drift: BTreeMap<String, String>,
+}
+
+/// The cloud's node-class drift verdicts, as the engine's drift hook.
+struct ClassDrift<'a>(&'a BTreeMap<String, String>);
+
+impl drift::NodeClassDrift for ClassDrift<'_> {
+    fn drifted(&self, claim: &NodeClaim) -> Option<String> {
+        self.0.get(claim.name()).cloned()
+    }
 }
 
 /// An interruption notice as operators see it.
@@ -160,7 +177,25 @@ impl Controller {
             events_sent: BTreeMap::new(),
             interruptions: Vec::new(),
             provider_prefix: kwok::PROVIDER_PREFIX.to_string(),
+            class_catalogs: None,
+            live_instances: None,
+            class_drift: BTreeMap::new(),
         }
+    }
+
+    /// The cloud's node-class drift verdicts by NodeClaim name.
+    pub fn set_class_drift(&mut self, drift: BTreeMap<String, String>) {
+        self.class_drift = drift;
+    }
+
+    /// The catalogs of a cloud whose instance types depend on the NodeClass (by NodeClass name).
+    pub fn set_class_catalogs(&mut self, catalogs: BTreeMap<String, Arc<Catalog>>) {
+        self.class_catalogs = Some(catalogs);
+    }
+
+    /// The cloud's live instances (provider ids), as last listed.
+    pub fn set_live_instances(&mut self, ids: BTreeSet<String>) {
+        self.live_instances = Some(ids);
     }
 
     /// A cloud other than KWOK: its provider ids start with `prefix` (`aws:///`).
@@ -225,7 +260,19 @@ impl Controller {
 
     fn catalogs(&self, m: &Manifests) -> BTreeMap<String, Vec<Arc<InstanceType>>> {
         let types = self.catalog.instance_types.clone();
-        m.nodepools.iter().map(|p| (p.name().to_string(), types.clone())).collect()
+        m.nodepools
+            .iter()
+            .map(|p| {
+                let types = match &self.class_catalogs {
+                    None => types.clone(),
+                    Some(by_class) => by_class
+                        .get(&p.spec.template.spec.node_class_ref.name)
+                        .map(|c| c.instance_types.clone())
+                        .unwrap_or_default(),
+                };
+                (p.name().to_string(), types)
+            })
+            .collect()
     }
 
     fn record(&mut self, id: &str, state: CommandState) {
@@ -425,7 +472,10 @@ impl Controller {
         }
         // The instance exists while a node carries its provider id (KWOK) or the cloud lists it; a node going
         // away is waited for by `finalize` itself.
-        let exists = !nodes.is_empty();
+        let exists = match (&self.live_instances, claim.provider_id()) {
+            (Some(live), Some(pid)) => live.contains(pid) || !nodes.is_empty(),
+            _ => !nodes.is_empty(),
+        };
         for a in lifecycle::finalize(claim, nodes, exists, now) {
             match a {
                 FinalizeAction::AnnotateTerminationTimestamp(v) => out.push(Effect::PatchClaimMetadata {
@@ -553,6 +603,8 @@ impl Controller {
             };
             let mut h = std::collections::hash_map::DefaultHasher::new();
             serde_json::to_string(&pool.spec).unwrap_or_default().hash(&mut h);
+            // A new node-class verdict is looked at now, not at the next periodic check.
+            self.class_drift.get(claim.name()).hash(&mut h);
             let hash = h.finish();
             if self.drift_checked.get(claim.name()).is_some_and(|(at, h)| *h == hash && now - at < drift::DRIFT_REQUEUE)
             {
@@ -565,8 +617,10 @@ impl Controller {
                 })
                 .and_then(|n| n.metadata.labels.as_ref());
             let types = catalogs.get(pool.name()).map_or(&[][..], Vec::as_slice);
+            let class_drift = ClassDrift(&self.class_drift);
             let mut input = drift::DriftInput::new(claim, pool, types, now);
             input.node_labels = node_labels;
+            input.node_class = &class_drift;
             let found = drift::detect(&input);
             if let Some((status, reason, message)) = drift::condition_update(claim, found.as_ref()) {
                 set_condition(out.claim(claim), COND_DRIFTED, status, &reason, &message, now);

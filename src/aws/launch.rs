@@ -1,0 +1,455 @@
+//! What to ask CreateFleet for one NodeClaim (aws.md §3.1–3.4), decided without calling AWS: the capacity type,
+//! the instance types (compatible, fitting, available, exotic and overpriced spot left out, the 60 cheapest), a
+//! subnet per zone (the one with the most free addresses), the AMI per type, and one launch template per distinct
+//! configuration with its overrides. [`super::fleet`] sends it.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use serde::Serialize;
+
+use crate::engine::api::ec2nodeclass::{BlockDevice, BlockDeviceMapping, EC2NodeClass};
+use crate::engine::api::{Condition, NodeClaim};
+use crate::engine::catalog::aws::{AmiFamily, INSTANCE_ACCELERATOR_COUNT, INSTANCE_GPU_COUNT};
+use crate::engine::catalog::{Catalog, InstanceType};
+use crate::engine::labels;
+use crate::engine::lifecycle::LaunchError;
+use crate::engine::requirements::{Operator, Requirement, Requirements};
+use crate::engine::resources::{Resources, parse_quantity};
+use crate::sim::cloud::claim_requirements;
+
+use super::userdata::{self, Bootstrap};
+
+/// CreateFleet takes at most this many instance types per request.
+pub const MAX_TYPES: usize = 60;
+/// The tag that names the NodeClaim an instance was launched for; a repeated launch finds it and adopts it.
+pub const TAG_NODECLAIM: &str = "karpenter.sh/nodeclaim";
+pub const TAG_CLUSTER_NAME: &str = "eks:eks-cluster-name";
+
+/// The cluster a node joins, for tags and user data.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct ClusterInfo {
+    pub name: String,
+    /// API server URL and CA bundle (base64 PEM), from the kubeconfig unless given.
+    pub endpoint: Option<String>,
+    pub ca_bundle: Option<String>,
+    /// The cluster's service CIDR (nodeadm needs it for AL2023).
+    pub service_cidr: Option<String>,
+}
+
+/// Everything a launch template holds; its hash names it, so equal configurations share one template.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Template {
+    pub image_id: String,
+    pub user_data: String,
+    pub security_groups: Vec<String>,
+    pub instance_profile: Option<String>,
+    pub block_devices: Vec<BlockDeviceMapping>,
+    pub http_endpoint: String,
+    pub http_protocol_ipv6: String,
+    pub http_put_response_hop_limit: i64,
+    pub http_tokens: String,
+    pub detailed_monitoring: bool,
+    pub associate_public_ip: Option<bool>,
+    pub tags: BTreeMap<String, String>,
+    pub spot: bool,
+}
+
+impl Template {
+    /// `karpenter.k8s.aws/<hash of the configuration>`: stable across processes and releases of this tool.
+    pub fn name(&self) -> String {
+        let json = serde_json::to_string(self).unwrap_or_default();
+        let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+        for b in json.as_bytes() {
+            h ^= u64::from(*b);
+            h = h.wrapping_mul(0x0000_0100_0000_01b3);
+        }
+        format!("karpenter.k8s.aws/{h}")
+    }
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Override {
+    pub instance_type: String,
+    pub subnet_id: String,
+    pub zone: String,
+    pub image_id: String,
+    /// The offering's price (CreateFleet's priority; lower first).
+    pub priority: f64,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct FleetPlan {
+    pub capacity_type: String,
+    pub configs: Vec<(Template, Vec<Override>)>,
+    /// Instance, volume and fleet tags.
+    pub tags: BTreeMap<String, String>,
+    /// The types considered, cheapest first (for the catalog lookup of the one EC2 picks).
+    pub types: Vec<Arc<InstanceType>>,
+}
+
+/// A type with its usable offerings: (zone, price).
+type TypeOffers = (Arc<InstanceType>, Vec<(String, f64)>);
+
+fn ready(nc: &EC2NodeClass) -> Result<(), LaunchError> {
+    let name = nc.metadata.name.as_deref().unwrap_or("");
+    let conds: &[Condition] = nc.status.as_ref().map_or(&[], |s| s.conditions.as_slice());
+    match conds.iter().find(|c| c.type_ == "Ready") {
+        Some(c) if c.status == "True" => Ok(()),
+        Some(c) => Err(LaunchError::NodeClassNotReady(format!(
+            "EC2NodeClass {name} is not ready: {}",
+            c.message.clone().unwrap_or_default()
+        ))),
+        None => Err(LaunchError::NodeClassNotReady(format!("EC2NodeClass {name} has not been resolved yet"))),
+    }
+}
+
+/// The NodeClass's tags under the static ones (which win).
+pub fn tags(nc: &EC2NodeClass, claim: &NodeClaim, cluster: &str) -> BTreeMap<String, String> {
+    let mut t: BTreeMap<String, String> =
+        nc.spec.tags.iter().filter(|(k, _)| !restricted_tag(k)).map(|(k, v)| (k.clone(), v.clone())).collect();
+    let pool = claim.metadata.labels.as_ref().and_then(|l| l.get(labels::NODEPOOL)).cloned().unwrap_or_default();
+    t.insert(format!("kubernetes.io/cluster/{cluster}"), "owned".into());
+    t.insert(labels::NODEPOOL.into(), pool);
+    t.insert(TAG_CLUSTER_NAME.into(), cluster.into());
+    t.insert(labels::NODECLASS_EC2.into(), nc.metadata.name.clone().unwrap_or_default());
+    t.insert(TAG_NODECLAIM.into(), claim.name().into());
+    t
+}
+
+/// Tags a NodeClass may not set: they identify what this tool owns.
+pub fn restricted_tag(key: &str) -> bool {
+    key.starts_with("kubernetes.io/cluster/")
+        || [labels::NODEPOOL, TAG_CLUSTER_NAME, labels::NODECLASS_EC2, TAG_NODECLAIM].contains(&key)
+}
+
+fn requests(claim: &NodeClaim) -> Resources {
+    let mut r = Resources::default();
+    for (k, q) in &claim.spec.resources.requests {
+        if let Ok(v) = parse_quantity(&q.0) {
+            r.set(k, v);
+        }
+    }
+    r
+}
+
+fn is_exotic(t: &InstanceType) -> bool {
+    let has = |k: &str| t.requirements.get_ref(k).is_some_and(|r| !r.complement && !r.values.is_empty());
+    t.name.contains("metal") || has(INSTANCE_GPU_COUNT) || has(INSTANCE_ACCELERATOR_COUNT)
+}
+
+/// The AMI (from `status.amis`, newest first) whose requirements the type meets.
+fn ami_for<'a>(nc: &'a EC2NodeClass, t: &InstanceType) -> Option<&'a str> {
+    let amis = nc.status.as_ref().map(|s| s.amis.as_slice()).unwrap_or_default();
+    amis.iter()
+        .find(|a| {
+            let mut reqs = Requirements::new();
+            for r in &a.requirements {
+                if let Some(op) = Operator::parse(&r.operator)
+                    && let Ok(req) = Requirement::new(op, &r.values)
+                {
+                    reqs.add(&r.key, req);
+                }
+            }
+            t.requirements.intersects(&reqs).is_ok()
+        })
+        .map(|a| a.id.as_str())
+}
+
+fn default_block_devices(family: AmiFamily) -> Vec<BlockDeviceMapping> {
+    let dev = |name: &str, size: &str| BlockDeviceMapping {
+        device_name: Some(name.into()),
+        ebs: Some(BlockDevice {
+            encrypted: Some(true),
+            volume_size: Some(size.into()),
+            volume_type: Some("gp3".into()),
+            delete_on_termination: Some(true),
+            ..Default::default()
+        }),
+        root_volume: None,
+    };
+    match family {
+        AmiFamily::AL2 | AmiFamily::AL2023 => vec![dev("/dev/xvda", "20Gi")],
+        AmiFamily::Bottlerocket => vec![dev("/dev/xvda", "4Gi"), dev("/dev/xvdb", "20Gi")],
+        AmiFamily::Windows2019 | AmiFamily::Windows2022 | AmiFamily::Windows2025 => vec![dev("/dev/sda1", "50Gi")],
+        AmiFamily::Custom => Vec::new(),
+    }
+}
+
+/// The fleet request for `claim`. `catalog` is the NodeClass's live catalog with unavailable offerings already
+/// marked.
+pub fn plan(
+    claim: &NodeClaim,
+    nc: &EC2NodeClass,
+    catalog: &Catalog,
+    cluster: &ClusterInfo,
+) -> Result<FleetPlan, LaunchError> {
+    ready(nc)?;
+    let status = nc.status.clone().unwrap_or_default();
+    let reqs = claim_requirements(claim);
+    let want = requests(claim);
+    let has_min_values = claim.spec.requirements.iter().any(|r| r.min_values.is_some());
+
+    // Compatible, fitting, with an available compatible offering.
+    let mut types: Vec<Arc<InstanceType>> = catalog
+        .instance_types
+        .iter()
+        .filter(|t| t.requirements.intersects(&reqs).is_ok() && want.fits_in(&t.allocatable()))
+        .filter(|t| t.offerings.iter().any(|o| o.available && o.compatible(&reqs)))
+        .cloned()
+        .collect();
+    if types.is_empty() {
+        return Err(LaunchError::InsufficientCapacity(format!(
+            "no instance type offered by EC2NodeClass {} fits NodeClaim {} and has capacity now",
+            nc.metadata.name.as_deref().unwrap_or(""),
+            claim.name()
+        )));
+    }
+    if !has_min_values && types.iter().any(|t| !is_exotic(t)) {
+        types.retain(|t| !is_exotic(t));
+    }
+
+    // Capacity type: spot when allowed and offered, else on-demand.
+    let allows = |ct: &str| reqs.get_ref(labels::CAPACITY_TYPE).is_none_or(|r| r.has(ct));
+    let offered = |ct: &str| {
+        types.iter().any(|t| t.offerings.iter().any(|o| o.available && o.capacity_type == ct && o.compatible(&reqs)))
+    };
+    let capacity_type = if allows(labels::CAPACITY_SPOT) && offered(labels::CAPACITY_SPOT) {
+        labels::CAPACITY_SPOT
+    } else {
+        labels::CAPACITY_ON_DEMAND
+    };
+    // With both allowed, spot dearer than the cheapest on-demand offering is pointless.
+    let od_ceiling = (capacity_type == labels::CAPACITY_SPOT && allows(labels::CAPACITY_ON_DEMAND))
+        .then(|| {
+            types
+                .iter()
+                .flat_map(|t| &t.offerings)
+                .filter(|o| o.available && o.capacity_type == labels::CAPACITY_ON_DEMAND && o.compatible(&reqs))
+                .map(|o| o.price)
+                .min_by(f64::total_cmp)
+        })
+        .flatten();
+    let usable = |t: &InstanceType, zone_subnet: &BTreeMap<&str, &str>| -> Vec<(String, f64)> {
+        t.offerings
+            .iter()
+            .filter(|o| o.available && o.capacity_type == capacity_type && o.compatible(&reqs))
+            .filter(|o| od_ceiling.is_none_or(|c| o.price <= c))
+            .filter(|o| zone_subnet.contains_key(o.zone.as_str()))
+            .map(|o| (o.zone.clone(), o.price))
+            .collect()
+    };
+
+    // One subnet per zone: status lists them by free addresses, most first.
+    let mut zone_subnet: BTreeMap<&str, &str> = BTreeMap::new();
+    for s in &status.subnets {
+        zone_subnet.entry(s.zone.as_str()).or_insert(s.id.as_str());
+    }
+    let cheapest = |t: &InstanceType| usable(t, &zone_subnet).iter().map(|(_, p)| *p).min_by(f64::total_cmp);
+    types.retain(|t| cheapest(t).is_some());
+    types.sort_by(|a, b| {
+        cheapest(a).unwrap_or(f64::MAX).total_cmp(&cheapest(b).unwrap_or(f64::MAX)).then_with(|| a.name.cmp(&b.name))
+    });
+    types.truncate(MAX_TYPES);
+    if types.is_empty() {
+        return Err(LaunchError::InsufficientCapacity(format!(
+            "no {capacity_type} offering of a fitting type is in a zone of EC2NodeClass {}'s subnets",
+            nc.metadata.name.as_deref().unwrap_or("")
+        )));
+    }
+
+    let family = AmiFamily::of(Some(nc)).map_err(|e| LaunchError::NodeClassNotReady(e.to_string()))?;
+    let tags = tags(nc, claim, &cluster.name);
+    let metadata = nc.spec.metadata_options.clone().unwrap_or_default();
+    let block_devices = if nc.spec.block_device_mappings.is_empty() {
+        default_block_devices(family)
+    } else {
+        nc.spec.block_device_mappings.clone()
+    };
+    // Group the types by what their template needs: the AMI and max pods.
+    let mut groups: BTreeMap<(String, i64), Vec<TypeOffers>> = BTreeMap::new();
+    for t in &types {
+        let Some(ami) = ami_for(nc, t) else { continue };
+        groups.entry((ami.to_string(), t.capacity.pods)).or_default().push((t.clone(), usable(t, &zone_subnet)));
+    }
+    if groups.is_empty() {
+        return Err(LaunchError::InsufficientCapacity(format!(
+            "no AMI of EC2NodeClass {} matches the fitting instance types (check amiSelectorTerms and status.amis)",
+            nc.metadata.name.as_deref().unwrap_or("")
+        )));
+    }
+    let mut configs = Vec::new();
+    for ((image_id, max_pods), members) in groups {
+        let boot = Bootstrap {
+            family,
+            cluster,
+            claim,
+            max_pods,
+            kubelet: nc.spec.kubelet.as_ref(),
+            user: nc.spec.user_data.as_deref(),
+        };
+        let template = Template {
+            image_id: image_id.clone(),
+            user_data: userdata::render(&boot),
+            security_groups: status.security_groups.iter().map(|g| g.id.clone()).collect(),
+            instance_profile: nc.spec.instance_profile.clone().or_else(|| status.instance_profile.clone()),
+            block_devices: block_devices.clone(),
+            http_endpoint: metadata.http_endpoint.clone().unwrap_or_else(|| "enabled".into()),
+            http_protocol_ipv6: metadata.http_protocol_ipv6.clone().unwrap_or_else(|| "disabled".into()),
+            http_put_response_hop_limit: metadata.http_put_response_hop_limit.unwrap_or(1),
+            http_tokens: metadata.http_tokens.clone().unwrap_or_else(|| "required".into()),
+            detailed_monitoring: nc.spec.detailed_monitoring.unwrap_or(false),
+            associate_public_ip: nc.spec.associate_public_ip_address,
+            // Not the NodeClaim's own tag: claims of one pool share their templates.
+            tags: tags.iter().filter(|(k, _)| *k != TAG_NODECLAIM).map(|(k, v)| (k.clone(), v.clone())).collect(),
+            spot: capacity_type == labels::CAPACITY_SPOT,
+        };
+        let mut overrides = Vec::new();
+        for (t, offers) in members {
+            for (zone, price) in offers {
+                if let Some(subnet) = zone_subnet.get(zone.as_str()) {
+                    overrides.push(Override {
+                        instance_type: t.name.clone(),
+                        subnet_id: subnet.to_string(),
+                        zone,
+                        image_id: image_id.clone(),
+                        priority: price,
+                    });
+                }
+            }
+        }
+        configs.push((template, overrides));
+    }
+    Ok(FleetPlan { capacity_type: capacity_type.to_string(), configs, tags, types })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::api::common::NodeSelectorRequirementWithMinValues as Req;
+    use crate::engine::api::ec2nodeclass::{
+        AmiStatus, EC2NodeClassSpec, EC2NodeClassStatus, SecurityGroupStatus, SubnetStatus,
+    };
+    use crate::engine::api::nodeclaim::NodeClaimSpec;
+    use crate::engine::catalog::aws::aws_catalog;
+    use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+
+    fn req(key: &str, values: &[&str]) -> Req {
+        Req {
+            key: key.into(),
+            operator: "In".into(),
+            values: values.iter().map(|v| v.to_string()).collect(),
+            min_values: None,
+        }
+    }
+
+    fn nodeclass(ready: bool) -> EC2NodeClass {
+        let mut nc =
+            EC2NodeClass::new("default", EC2NodeClassSpec { role: Some("NodeRole".into()), ..Default::default() });
+        nc.spec.tags =
+            [("team".to_string(), "web".to_string()), (labels::NODEPOOL.to_string(), "spoof".to_string())].into();
+        let arch =
+            |a: &str| Req { key: labels::ARCH.into(), operator: "In".into(), values: vec![a.into()], min_values: None };
+        nc.status = Some(EC2NodeClassStatus {
+            subnets: vec![
+                SubnetStatus { id: "subnet-big-a".into(), zone: "us-east-1a".into(), zone_id: None },
+                SubnetStatus { id: "subnet-b".into(), zone: "us-east-1b".into(), zone_id: None },
+                SubnetStatus { id: "subnet-small-a".into(), zone: "us-east-1a".into(), zone_id: None },
+            ],
+            security_groups: vec![SecurityGroupStatus { id: "sg-1".into(), name: None }],
+            amis: vec![
+                AmiStatus { id: "ami-x86".into(), name: None, requirements: vec![arch("amd64")], deprecated: None },
+                AmiStatus { id: "ami-arm".into(), name: None, requirements: vec![arch("arm64")], deprecated: None },
+            ],
+            instance_profile: None,
+            conditions: vec![Condition {
+                type_: "Ready".into(),
+                status: if ready { "True" } else { "False" }.into(),
+                message: Some("no subnet matches".into()),
+                ..Default::default()
+            }],
+        });
+        nc
+    }
+
+    fn claim(reqs: Vec<Req>, cpu: &str) -> NodeClaim {
+        let mut c = NodeClaim::new("default-abcde", NodeClaimSpec::default());
+        c.metadata.labels = Some([(labels::NODEPOOL.to_string(), "default".to_string())].into());
+        c.spec.requirements = reqs;
+        c.spec.resources.requests = [("cpu".to_string(), Quantity(cpu.into()))].into();
+        c
+    }
+
+    fn cluster() -> ClusterInfo {
+        ClusterInfo {
+            name: "demo".into(),
+            endpoint: Some("https://api".into()),
+            ca_bundle: Some("Q0E=".into()),
+            service_cidr: Some("10.100.0.0/16".into()),
+        }
+    }
+
+    #[test]
+    fn spot_first_cheapest_sixty_with_one_subnet_per_zone_and_an_ami_per_arch() {
+        let catalog = aws_catalog("us-east-1", None, Some(&nodeclass(true)), 7).unwrap();
+        let c = claim(vec![req(labels::CAPACITY_TYPE, &["spot", "on-demand"])], "2");
+        let p = plan(&c, &nodeclass(true), &catalog, &cluster()).unwrap();
+        assert_eq!(p.capacity_type, "spot");
+        assert!(p.types.len() <= MAX_TYPES);
+        let overrides: Vec<&Override> = p.configs.iter().flat_map(|(_, o)| o).collect();
+        assert!(overrides.iter().all(|o| o.zone != "us-east-1c"), "no subnet there");
+        assert!(overrides.iter().all(|o| o.subnet_id != "subnet-small-a"), "the emptiest subnet per zone");
+        assert!(overrides.iter().all(|o| !o.instance_type.contains("metal")), "exotic types left out");
+        let od_min = catalog
+            .instance_types
+            .iter()
+            .filter(|t| c.spec.resources.requests.len() == 1 && t.allocatable().get("cpu") >= 2000)
+            .flat_map(|t| &t.offerings)
+            .filter(|o| o.capacity_type == "on-demand" && o.available && o.zone != "us-east-1c")
+            .map(|o| o.price)
+            .fold(f64::MAX, f64::min);
+        assert!(overrides.iter().all(|o| o.priority <= od_min), "no spot dearer than on-demand");
+        for (t, o) in &p.configs {
+            let arm = o.iter().any(|x| {
+                catalog.get(&x.instance_type).unwrap().requirements.get_ref(labels::ARCH).unwrap().has("arm64")
+            });
+            assert_eq!(t.image_id, if arm { "ami-arm" } else { "ami-x86" });
+            assert!(t.name().starts_with("karpenter.k8s.aws/"));
+        }
+        assert_eq!(p.tags.get(labels::NODEPOOL).map(String::as_str), Some("default"), "static tags win");
+        assert_eq!(p.tags.get("team").map(String::as_str), Some("web"));
+        assert_eq!(p.tags.get(TAG_NODECLAIM).map(String::as_str), Some("default-abcde"));
+        assert_eq!(p.tags.get("kubernetes.io/cluster/demo").map(String::as_str), Some("owned"));
+    }
+
+    #[test]
+    fn on_demand_only_unready_and_impossible_claims() {
+        let catalog = aws_catalog("us-east-1", None, Some(&nodeclass(true)), 7).unwrap();
+        let c = claim(vec![req(labels::CAPACITY_TYPE, &["on-demand"]), req(labels::ARCH, &["arm64"])], "1");
+        let p = plan(&c, &nodeclass(true), &catalog, &cluster()).unwrap();
+        assert_eq!(p.capacity_type, "on-demand");
+        assert!(p.configs.iter().all(|(t, _)| t.image_id == "ami-arm" && !t.spot));
+        assert!(
+            matches!(plan(&c, &nodeclass(false), &catalog, &cluster()), Err(LaunchError::NodeClassNotReady(m)) if m.contains("no subnet matches"))
+        );
+        let huge = claim(vec![], "100000");
+        assert!(matches!(
+            plan(&huge, &nodeclass(true), &catalog, &cluster()),
+            Err(LaunchError::InsufficientCapacity(_))
+        ));
+    }
+
+    #[test]
+    fn template_names_follow_the_configuration() {
+        let catalog = aws_catalog("us-east-1", None, Some(&nodeclass(true)), 7).unwrap();
+        let c = claim(vec![req(labels::CAPACITY_TYPE, &["on-demand"]), req(labels::ARCH, &["amd64"])], "1");
+        let a = plan(&c, &nodeclass(true), &catalog, &cluster()).unwrap();
+        let b = plan(&c, &nodeclass(true), &catalog, &cluster()).unwrap();
+        assert_eq!(a.configs[0].0.name(), b.configs[0].0.name(), "same configuration, same template");
+        let mut other = nodeclass(true);
+        other.spec.detailed_monitoring = Some(true);
+        let d = plan(&c, &other, &catalog, &cluster()).unwrap();
+        assert_ne!(a.configs[0].0.name(), d.configs[0].0.name());
+    }
+}

@@ -1,0 +1,208 @@
+//! What the AWS cloud needs done around the planner's ticks, each on its own clock: EC2NodeClasses resolved and
+//! their status written (every minute, at once when one appears or changes), the instance list refreshed and
+//! leaked instances collected (every 10 s), unused launch templates deleted, instance types and prices refreshed
+//! (every 12 h), and interruption messages from the queue handled. The planner then gets the per-NodeClass
+//! catalogs and the live instances.
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+
+use tokio::sync::{mpsc, oneshot};
+
+use crate::aws::cloud::AwsCloud;
+use crate::aws::ec2;
+use crate::aws::interruption::{Kind, Message};
+use crate::engine::labels;
+use crate::engine::provisioning::Millis;
+use crate::kube::writer::Writer;
+use crate::sim::manifests::Manifests;
+
+use super::{Controller, Effect};
+
+const SECOND: Millis = 1_000;
+const CLASSES_EVERY: Millis = 60 * SECOND;
+const INSTANCES_EVERY: Millis = 10 * SECOND;
+const TEMPLATES_EVERY: Millis = 30 * SECOND;
+const TYPES_EVERY: Millis = 12 * 60 * 60 * SECOND;
+
+/// An interruption from the queue, with where to say whether it was handled (unhandled ones come back).
+pub type Notice = (Message, oneshot::Sender<Result<(), String>>);
+
+pub struct AwsUpkeep {
+    pub cloud: Arc<AwsCloud>,
+    next_classes: Millis,
+    /// (name, generation) of the classes last resolved: a new or edited class is resolved at once.
+    seen_classes: BTreeSet<(String, i64)>,
+    next_instances: Millis,
+    next_templates: Millis,
+    next_types: Millis,
+    pub notices: Option<mpsc::UnboundedReceiver<Notice>>,
+}
+
+/// What one round did, for the events pane and logs.
+#[derive(Debug, Default)]
+pub struct UpkeepReport {
+    pub done: Vec<String>,
+    pub errors: Vec<String>,
+    /// Effects to carry out (interruption handling, leaked instances' nodes).
+    pub effects: Vec<Effect>,
+    /// Interruptions taken from the queue, answered once their effects ran.
+    pub answers: Vec<oneshot::Sender<Result<(), String>>>,
+}
+
+impl AwsUpkeep {
+    /// Discovery and prices are expected to have run once before (at start).
+    pub fn new(cloud: Arc<AwsCloud>, now: Millis, notices: Option<mpsc::UnboundedReceiver<Notice>>) -> AwsUpkeep {
+        AwsUpkeep {
+            cloud,
+            next_classes: now,
+            seen_classes: BTreeSet::new(),
+            next_instances: now,
+            next_templates: now + TEMPLATES_EVERY,
+            next_types: now + TYPES_EVERY,
+            notices,
+        }
+    }
+
+    pub async fn run(
+        &mut self,
+        m: &Manifests,
+        writer: &Writer,
+        controller: &mut Controller,
+        now: Millis,
+    ) -> UpkeepReport {
+        let mut r = UpkeepReport::default();
+        if now >= self.next_types {
+            self.next_types = now + TYPES_EVERY;
+            if let Err(e) = self.cloud.refresh_types().await {
+                r.errors.push(e.to_string());
+            }
+            for e in self.cloud.refresh_prices().await {
+                tracing::info!("prices: {e}");
+            }
+        }
+        let classes: BTreeSet<(String, i64)> = m
+            .nodeclasses
+            .iter()
+            .map(|c| (c.metadata.name.clone().unwrap_or_default(), c.metadata.generation.unwrap_or(0)))
+            .collect();
+        if now >= self.next_classes || classes != self.seen_classes {
+            self.next_classes = now + CLASSES_EVERY;
+            self.seen_classes = classes.clone();
+            self.cloud.retain_nodeclasses(&classes.iter().map(|(n, _)| n.clone()).collect());
+            for nc in &m.nodeclasses {
+                let name = nc.metadata.name.clone().unwrap_or_default();
+                match self.cloud.resolve_nodeclass(nc).await {
+                    Ok(st) if nc.status.as_ref() != Some(&st) => {
+                        match writer.update_ec2nodeclass_status(&name, &st).await {
+                            Ok(()) => r.done.push(format!("EC2NodeClass {name} resolved")),
+                            Err(e) => r.errors.push(e.to_string()),
+                        }
+                    }
+                    Ok(_) => {}
+                    Err(e) => r.errors.push(format!("resolving EC2NodeClass {name}: {e}")),
+                }
+            }
+        }
+        controller.set_class_catalogs(self.cloud.catalogs(now));
+
+        if now >= self.next_instances {
+            self.next_instances = now + INSTANCES_EVERY;
+            match self.cloud.refresh_instances().await {
+                Ok(list) => {
+                    // Garbage collection: instances no NodeClaim holds (the list came first, as upstream).
+                    let held: BTreeSet<String> =
+                        m.nodeclaims.iter().filter_map(|c| c.provider_id().map(str::to_string)).collect();
+                    for i in ec2::leaked(&list, &held, now / 1000) {
+                        match self.cloud.terminate(&i.provider_id()).await {
+                            Ok(_) => r.done.push(format!("terminated leaked instance {} (no NodeClaim)", i.id)),
+                            Err(e) => r.errors.push(e.to_string()),
+                        }
+                        let pid = i.provider_id();
+                        for n in m
+                            .nodes
+                            .iter()
+                            .filter(|n| n.spec.as_ref().and_then(|s| s.provider_id.as_deref()) == Some(pid.as_str()))
+                        {
+                            r.effects.push(Effect::DeleteNode { name: n.metadata.name.clone().unwrap_or_default() });
+                        }
+                    }
+                }
+                Err(e) => r.errors.push(e.to_string()),
+            }
+        }
+        if let Some(live) = self.cloud.live_provider_ids() {
+            controller.set_live_instances(live);
+        }
+        controller.set_class_drift(self.cloud.class_drift(&m.nodeclaims, now));
+
+        if now >= self.next_templates {
+            self.next_templates = now + TEMPLATES_EVERY;
+            match self.cloud.delete_unused_templates().await {
+                Ok(names) => r.done.extend(names.into_iter().map(|n| format!("deleted unused launch template {n}"))),
+                Err(e) => r.errors.push(e.to_string()),
+            }
+        }
+
+        if let Some(rx) = self.notices.as_mut() {
+            while let Ok((msg, answer)) = rx.try_recv() {
+                if msg.kind == Kind::SpotInterruption {
+                    for id in &msg.instance_ids {
+                        if let Some(c) = m
+                            .nodeclaims
+                            .iter()
+                            .find(|c| c.provider_id().is_some_and(|p| ec2::instance_id(p) == Some(id.as_str())))
+                        {
+                            let l = c.metadata.labels.clone().unwrap_or_default();
+                            if let (Some(t), Some(z)) = (l.get(labels::INSTANCE_TYPE), l.get(labels::ZONE)) {
+                                self.cloud.spot_interrupted(t, z);
+                            }
+                        }
+                    }
+                }
+                r.effects.extend(controller.interruption(m, &msg, now));
+                r.answers.push(answer);
+            }
+        }
+        r
+    }
+}
+
+/// The queue's side: each parsed message is handed to the acting loop, and the poll waits for its answer (a loop
+/// that is not acting just now leaves the message to come back later).
+pub struct Forward {
+    pub tx: mpsc::UnboundedSender<Notice>,
+    pub wait: std::time::Duration,
+}
+
+impl crate::aws::sqs::AsyncHandler for Forward {
+    async fn handle(&mut self, m: &Message) -> Result<(), String> {
+        let (answer, result) = oneshot::channel();
+        self.tx.send((m.clone(), answer)).map_err(|_| "the controller stopped".to_string())?;
+        match tokio::time::timeout(self.wait, result).await {
+            Ok(Ok(r)) => r,
+            Ok(Err(_)) => Err("the controller dropped the notice".into()),
+            Err(_) => Err("the controller is not acting now".into()),
+        }
+    }
+}
+
+/// Polls the queue until the process ends; each message goes to the acting loop through `tx`.
+pub async fn poll_queue(queue: crate::aws::sqs::Queue, tx: mpsc::UnboundedSender<Notice>) {
+    loop {
+        let forward = Forward { tx: tx.clone(), wait: std::time::Duration::from_secs(15) };
+        match queue.poll(forward).await {
+            Ok(report) if report.received > 0 => {
+                tracing::info!(queue = %queue.name, handled = report.handled.len(), malformed = report.malformed.len(), retried = report.retried.len(), "interruption messages");
+            }
+            Ok(_) => {}
+            Err(e) => {
+                tracing::warn!(queue = %queue.name, "polling the interruption queue: {e}");
+                tokio::time::sleep(std::time::Duration::from_secs(5)).await;
+            }
+        }
+        if tx.is_closed() {
+            return;
+        }
+    }
+}

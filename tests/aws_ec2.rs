@@ -1,0 +1,319 @@
+//! The AWS cloud provider against moto through the real SDK: discovery computed by the embedded catalog's
+//! formulas, prices with their fallbacks, EC2NodeClass resolution gating launches, launch templates created,
+//! reused and deleted when unused, CreateFleet launches tagged for this cluster, adoption instead of a second
+//! launch, listing, garbage-collection candidates and termination. What moto can't do (capacity errors,
+//! throttling, the Pricing API) goes through a fault-injecting wrapper around the SDK's HTTP client.
+
+mod moto;
+
+use std::collections::BTreeSet;
+
+use aws_sdk_ec2::types::{ResourceType, Tag, TagSpecification};
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use karpenter_tui::aws::cloud::AwsCloud;
+use karpenter_tui::aws::ec2;
+use karpenter_tui::aws::launch::{ClusterInfo, TAG_NODECLAIM};
+use karpenter_tui::aws::nodeclass::AliasContext;
+use karpenter_tui::engine::api::common::NodeSelectorRequirementWithMinValues as Req;
+use karpenter_tui::engine::api::nodeclaim::NodeClaimSpec;
+use karpenter_tui::engine::api::{EC2NodeClass, NodeClaim};
+use karpenter_tui::engine::catalog::PriceSource;
+use karpenter_tui::engine::catalog::aws::aws_catalog;
+use karpenter_tui::engine::lifecycle::LaunchError;
+use moto::faults::{self, Faults};
+
+const CLUSTER: &str = "demo";
+
+fn cluster() -> ClusterInfo {
+    ClusterInfo {
+        name: CLUSTER.into(),
+        endpoint: Some("https://api.demo.example".into()),
+        ca_bundle: Some("Q0E=".into()),
+        service_cidr: Some("10.100.0.0/16".into()),
+    }
+}
+
+fn alias() -> AliasContext {
+    AliasContext { k8s_version: "1.33".into(), ssm_prefix: "/aws/service".into() }
+}
+
+fn tagged(kind: ResourceType) -> TagSpecification {
+    TagSpecification::builder()
+        .resource_type(kind)
+        .tags(Tag::builder().key("karpenter.sh/discovery").value(CLUSTER).build())
+        .build()
+}
+
+/// A VPC with tagged subnets in us-east-1a and -1b, a tagged security group, and the EC2NodeClass selecting them
+/// with one of moto's x86_64 Amazon images.
+async fn network(ec2c: &aws_sdk_ec2::Client) -> EC2NodeClass {
+    let vpc = ec2c.create_vpc().cidr_block("10.0.0.0/16").send().await.unwrap().vpc.unwrap().vpc_id.unwrap();
+    for (cidr, zone) in [("10.0.16.0/20", "us-east-1a"), ("10.0.32.0/20", "us-east-1b")] {
+        ec2c.create_subnet()
+            .vpc_id(&vpc)
+            .cidr_block(cidr)
+            .availability_zone(zone)
+            .tag_specifications(tagged(ResourceType::Subnet))
+            .send()
+            .await
+            .unwrap();
+    }
+    ec2c.create_security_group()
+        .group_name("nodes")
+        .description("nodes")
+        .vpc_id(&vpc)
+        .tag_specifications(tagged(ResourceType::SecurityGroup))
+        .send()
+        .await
+        .unwrap();
+    let images = ec2c.describe_images().owners("amazon").send().await.unwrap().images.unwrap();
+    let ami = images
+        .iter()
+        .find(|i| i.architecture.as_ref().map(|a| a.as_str()) == Some("x86_64"))
+        .and_then(|i| i.image_id.clone())
+        .unwrap();
+    let yaml = format!(
+        r#"
+apiVersion: karpenter.k8s.aws/v1
+kind: EC2NodeClass
+metadata: {{name: default, generation: 1}}
+spec:
+  role: KarpenterNodeRole
+  subnetSelectorTerms: [{{tags: {{karpenter.sh/discovery: {CLUSTER}}}}}]
+  securityGroupSelectorTerms: [{{tags: {{karpenter.sh/discovery: {CLUSTER}}}}}]
+  amiSelectorTerms: [{{id: {ami}}}]
+  tags: {{team: web}}
+"#
+    );
+    serde_yaml::from_str(&yaml).unwrap()
+}
+
+fn req(key: &str, values: &[&str]) -> Req {
+    Req {
+        key: key.into(),
+        operator: "In".into(),
+        values: values.iter().map(|v| v.to_string()).collect(),
+        min_values: None,
+    }
+}
+
+fn claim(name: &str, reqs: Vec<Req>) -> NodeClaim {
+    let mut c = NodeClaim::new(name, NodeClaimSpec::default());
+    c.metadata.uid = Some(format!("uid-{name}"));
+    c.metadata.labels = Some([("karpenter.sh/nodepool".to_string(), "default".to_string())].into());
+    c.spec.node_class_ref.name = "default".into();
+    c.spec.node_class_ref.kind = "EC2NodeClass".into();
+    c.spec.node_class_ref.group = "karpenter.k8s.aws".into();
+    let mut all = vec![req("kubernetes.io/arch", &["amd64"])];
+    all.extend(reqs);
+    c.spec.requirements = all;
+    c.spec.resources.requests = [("cpu".to_string(), Quantity("1".into()))].into();
+    c
+}
+
+async fn ready_cloud(sdk: &aws_config::SdkConfig) -> AwsCloud {
+    let cloud = AwsCloud::new(sdk, cluster(), alias());
+    cloud.refresh_types().await.expect("instance types");
+    let nc = network(&cloud.ec2).await;
+    let st = cloud.resolve_nodeclass(&nc).await.expect("resolves");
+    assert!(st.conditions.iter().any(|c| c.type_ == "Ready" && c.status == "True"), "{:?}", st.conditions);
+    cloud
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn discovery_uses_the_embedded_formulas_and_prices_fall_back() {
+    let moto = moto::Moto::start();
+    let faults = Faults::default();
+    let sdk = moto.sdk_with(&faults).await;
+    let cloud = AwsCloud::new(&sdk, cluster(), alias());
+    assert!(cloud.catalog_for(None, 0).is_none(), "nothing before the first discovery");
+    let n = cloud.refresh_types().await.unwrap();
+    assert!(n > 1300, "moto lists its whole catalogue ({n})");
+
+    let live = cloud.catalog_for(None, 0).unwrap().unwrap();
+    let zones: Vec<String> = (b'a'..=b'f').map(|z| format!("us-east-1{}", z as char)).collect();
+    let embedded = aws_catalog("us-east-1", Some(&zones), None, 0).unwrap();
+    let m5 = live.get("m5.large").expect("m5.large");
+    assert_eq!(m5.capacity.pods, 29);
+    assert_eq!(m5.allocatable().get("cpu"), 1930);
+    assert_eq!(m5.allocatable().get("memory"), 6903 * 1024 * 1024);
+    let mut same = 0;
+    for t in &live.instance_types {
+        if let Some(e) = embedded.get(&t.name) {
+            assert_eq!((&t.capacity, &t.overhead), (&e.capacity, &e.overhead), "{}", t.name);
+            for (k, r) in t.requirements.iter() {
+                // The embedded snapshot has no EbsOptimizedInfo, so only the live catalog knows EBS bandwidth.
+                if k != "karpenter.k8s.aws/instance-ebs-bandwidth" {
+                    assert_eq!(Some(r), e.requirements.get_ref(k), "{} {k}", t.name);
+                }
+            }
+            same += 1;
+        }
+    }
+    assert!(same > 1300, "the same types by the same formulas ({same})");
+
+    // moto has no Pricing API: spot prices are live, on-demand come from the embedded table, and the catalog says so.
+    let errors = cloud.refresh_prices().await;
+    assert_eq!(errors.len(), 1, "{errors:?}");
+    assert!(errors[0].to_string().contains("GetProducts"), "{}", errors[0]);
+    let live = cloud.catalog_for(None, 0).unwrap().unwrap();
+    assert!(matches!(live.price_source, PriceSource::LiveSpot { .. }), "{:?}", live.price_source);
+    let m5 = live.get("m5.large").unwrap();
+    let od = m5.offerings.iter().find(|o| o.capacity_type == "on-demand").unwrap().price;
+    let spot = m5.offerings.iter().find(|o| o.capacity_type == "spot").unwrap().price;
+    assert_eq!(od, 0.096);
+    assert_eq!(spot, 0.00001, "moto's spot price");
+
+    // With a Pricing answer, on-demand prices are live too.
+    let entry = serde_json::json!({
+        "product": {"attributes": {"instanceType": "m5.large"}},
+        "terms": {"OnDemand": {"a": {"priceDimensions": {"b": {"pricePerUnit": {"USD": "0.1010000000"}}}}}}
+    })
+    .to_string();
+    let answer = serde_json::json!({"FormatVersion": "aws_v1", "PriceList": [entry]}).to_string();
+    for _ in 0..2 {
+        let a = answer.clone();
+        faults.queue("GetProducts", Box::new(move |_| (200, a.clone())));
+    }
+    assert!(cloud.refresh_prices().await.is_empty());
+    let live = cloud.catalog_for(None, 0).unwrap().unwrap();
+    assert!(matches!(live.price_source, PriceSource::Live { .. }));
+    let od = live.get("m5.large").unwrap().offerings.iter().find(|o| o.capacity_type == "on-demand").unwrap().price;
+    assert_eq!(od, 0.101);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn launch_adopt_list_terminate_and_templates() {
+    let moto = moto::Moto::start();
+    let sdk = moto.sdk().await;
+    let cloud = AwsCloud::new(&sdk, cluster(), alias());
+
+    // A claim before its NodeClass is resolved is refused as not ready (the engine deletes it and retries).
+    let c = claim("default-aaaaa", vec![req("karpenter.sh/capacity-type", &["on-demand"])]);
+    assert!(matches!(cloud.launch(&c).await, Err(LaunchError::NodeClassNotReady(_))));
+
+    cloud.refresh_types().await.unwrap();
+    let nc = network(&cloud.ec2).await;
+    cloud.resolve_nodeclass(&nc).await.unwrap();
+    let r = cloud.launch(&c).await.expect("launched");
+    let id = ec2::instance_id(&r.provider_id).expect("aws:///zone/i-...").to_string();
+    assert!(r.provider_id.starts_with("aws:///us-east-1"), "{}", r.provider_id);
+    assert_eq!(r.capacity_type, "on-demand");
+    assert!(r.allocatable.get("cpu") >= 1000, "fits the claim's request");
+    assert_eq!(r.labels.get("karpenter.k8s.aws/instance-family").map(|s| s.is_empty()), Some(false));
+
+    let listed = cloud.refresh_instances().await.unwrap();
+    assert_eq!(listed.len(), 1);
+    let i = &listed[0];
+    assert_eq!(i.id, id);
+    for (k, v) in [
+        ("karpenter.sh/nodepool", "default"),
+        (TAG_NODECLAIM, "default-aaaaa"),
+        ("karpenter.k8s.aws/ec2nodeclass", "default"),
+        ("eks:eks-cluster-name", CLUSTER),
+        ("kubernetes.io/cluster/demo", "owned"),
+        ("team", "web"),
+    ] {
+        assert_eq!(i.tags.get(k).map(String::as_str), Some(v), "tag {k}");
+    }
+    assert!(cloud.live_provider_ids().unwrap().contains(&r.provider_id));
+
+    // Launching the same claim again (a restart lost track of it) adopts the instance.
+    let again = cloud.launch(&c).await.unwrap();
+    assert_eq!(again.provider_id, r.provider_id);
+    assert_eq!(cloud.refresh_instances().await.unwrap().len(), 1, "no second instance");
+
+    // One template per configuration (AMI and max pods), reused by the next claim of the pool.
+    let names = cloud.template_names().await;
+    assert!(!names.is_empty());
+    for n in &names {
+        let lts = cloud.ec2.describe_launch_templates().launch_template_names(n).send().await.unwrap();
+        assert_eq!(lts.launch_templates().len(), 1, "{n} exists");
+    }
+    let c2 = claim("default-bbbbb", vec![req("karpenter.sh/capacity-type", &["on-demand"])]);
+    let r2 = cloud.launch(&c2).await.unwrap();
+    assert_ne!(r2.provider_id, r.provider_id);
+    assert_eq!(cloud.template_names().await, names, "the template is reused");
+
+    // Garbage collection: an instance no claim holds, older than 30 s, is leaked.
+    let listed = cloud.refresh_instances().await.unwrap();
+    let held: BTreeSet<String> = [r.provider_id.clone()].into();
+    let later = chrono::Utc::now().timestamp() + 60;
+    let leaked: Vec<&str> = ec2::leaked(&listed, &held, later).iter().map(|i| i.id.as_str()).collect();
+    assert_eq!(leaked, vec![ec2::instance_id(&r2.provider_id).unwrap()]);
+    assert!(ec2::leaked(&listed, &held, chrono::Utc::now().timestamp()).is_empty(), "too young to collect");
+
+    // Termination: gone from the list; terminating again says it is gone.
+    assert!(cloud.terminate(&r2.provider_id).await.unwrap());
+    assert!(!cloud.terminate(&r2.provider_id).await.unwrap(), "already gone");
+    let listed = cloud.refresh_instances().await.unwrap();
+    assert_eq!(listed.iter().map(|i| i.id.as_str()).collect::<Vec<_>>(), vec![id.as_str()]);
+
+    // Unused templates are deleted (after a minute without use).
+    let mut templates = ec2::Templates::default();
+    assert_eq!(templates.hydrate(&cloud.ec2, CLUSTER, 0).await.unwrap(), names.len());
+    assert!(templates.delete_unused(&cloud.ec2, 30).await.unwrap().is_empty(), "used recently");
+    assert_eq!(templates.delete_unused(&cloud.ec2, 61).await.unwrap(), names);
+    for n in &names {
+        let gone = cloud.ec2.describe_launch_templates().launch_template_names(n).send().await;
+        assert!(gone.is_err(), "{n} deleted");
+    }
+    // The provider recreates a template deleted behind its back (retrying CreateFleet once).
+    let c3 = claim("default-ccccc", vec![req("karpenter.sh/capacity-type", &["on-demand"])]);
+    cloud.launch(&c3).await.expect("template recreated");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn capacity_errors_fall_back_and_throttling_never_doubles_a_launch() {
+    let moto = moto::Moto::start();
+    let faults = Faults::default();
+    let sdk = moto.sdk_with(&faults).await;
+    let cloud = ready_cloud(&sdk).await;
+    let two = || {
+        vec![
+            req("karpenter.sh/capacity-type", &["on-demand"]),
+            req("node.kubernetes.io/instance-type", &["m5.large", "m5.xlarge"]),
+        ]
+    };
+
+    // EC2 has no m5.large anywhere: nothing launches, the offerings are kept out, the engine is told it's capacity.
+    faults.queue("CreateFleet", faults::fleet_errors("InsufficientInstanceCapacity", |t| t == "m5.large"));
+    let c = claim("default-ice01", two());
+    let err = cloud.launch(&c).await.unwrap_err();
+    assert!(matches!(err, LaunchError::InsufficientCapacity(ref m) if m.contains("m5.large")), "{err}");
+    let now = chrono::Utc::now().timestamp_millis();
+    let catalog = cloud.catalog_for(None, now).unwrap().unwrap();
+    let m5 = catalog.get("m5.large").unwrap();
+    for z in ["us-east-1a", "us-east-1b"] {
+        assert!(m5.offerings.iter().any(|o| o.zone == z && o.capacity_type == "on-demand" && !o.available), "{z}");
+    }
+    // A claim that only m5.large fits has nothing left to try for three minutes.
+    let only = claim(
+        "default-ice02",
+        vec![req("karpenter.sh/capacity-type", &["on-demand"]), req("node.kubernetes.io/instance-type", &["m5.large"])],
+    );
+    let calls = faults.calls("CreateFleet");
+    assert!(matches!(cloud.launch(&only).await, Err(LaunchError::InsufficientCapacity(_))), "no offering left");
+    assert_eq!(faults.calls("CreateFleet"), calls, "not even asked");
+    // The next attempt with both types goes to the one with capacity.
+    let c = claim("default-ice03", two());
+    let r = cloud.launch(&c).await.expect("falls back");
+    assert_eq!(r.instance_type, "m5.xlarge");
+
+    // Throttled twice, CreateFleet is retried by the SDK with the same client token: one instance.
+    faults.queue("CreateFleet", faults::throttled());
+    faults.queue("CreateFleet", faults::throttled());
+    let before = faults.calls("CreateFleet");
+    let c = claim("default-thr01", two());
+    let r = cloud.launch(&c).await.expect("launched after throttling");
+    assert_eq!(faults.calls("CreateFleet") - before, 3, "two throttled attempts and one that went through");
+    let ours: Vec<_> = cloud
+        .refresh_instances()
+        .await
+        .unwrap()
+        .into_iter()
+        .filter(|i| i.tags.get(TAG_NODECLAIM).map(String::as_str) == Some("default-thr01"))
+        .collect();
+    assert_eq!(ours.len(), 1);
+    assert_eq!(ours[0].provider_id(), r.provider_id);
+}

@@ -1,0 +1,151 @@
+//! EC2NodeClass resolution against moto's EC2 and SSM through the real SDK: subnets, security groups and AMIs found by
+//! tags, ids, names, an SSM parameter and an alias (moto lacks the EKS parameters, so the alias prefix is injected),
+//! turned into the status upstream writes; a selector that matches nothing is named in its condition.
+
+mod moto;
+
+use aws_sdk_ec2::types::{ResourceType, Tag, TagSpecification};
+use karpenter_tui::aws::nodeclass::{AliasContext, resolve, status};
+use karpenter_tui::engine::api::EC2NodeClass;
+
+fn tags(pairs: &[(&str, &str)]) -> TagSpecification {
+    let mut b = TagSpecification::builder();
+    for (k, v) in pairs {
+        b = b.tags(Tag::builder().key(*k).value(*v).build());
+    }
+    b.build()
+}
+
+fn class(yaml: &str) -> EC2NodeClass {
+    serde_yaml::from_str(yaml).expect("an EC2NodeClass")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn selectors_resolve_to_status_and_empty_ones_are_named() {
+    let moto = moto::Moto::start();
+    let sdk = moto.sdk().await;
+    let ec2 = aws_sdk_ec2::Client::new(&sdk);
+    let ssm = aws_sdk_ssm::Client::new(&sdk);
+
+    let vpc = ec2.create_vpc().cidr_block("10.0.0.0/16").send().await.unwrap().vpc.unwrap().vpc_id.unwrap();
+    let subnet = |cidr: &'static str, zone: &'static str, tagged: bool| {
+        let ec2 = ec2.clone();
+        let vpc = vpc.clone();
+        async move {
+            let mut b = ec2.create_subnet().vpc_id(vpc).cidr_block(cidr).availability_zone(zone);
+            if tagged {
+                let mut spec = tags(&[("karpenter.sh/discovery", "demo")]);
+                spec.resource_type = Some(ResourceType::Subnet);
+                b = b.tag_specifications(spec);
+            }
+            b.send().await.unwrap().subnet.unwrap().subnet_id.unwrap()
+        }
+    };
+    let small = subnet("10.0.1.0/24", "us-east-1a", true).await;
+    let big = subnet("10.0.16.0/20", "us-east-1b", true).await;
+    let _other = subnet("10.0.2.0/24", "us-east-1c", false).await;
+
+    let mut sg_tags = tags(&[("karpenter.sh/discovery", "demo")]);
+    sg_tags.resource_type = Some(ResourceType::SecurityGroup);
+    let sg = ec2
+        .create_security_group()
+        .group_name("nodes")
+        .description("karpenter nodes")
+        .vpc_id(&vpc)
+        .tag_specifications(sg_tags)
+        .send()
+        .await
+        .unwrap()
+        .group_id
+        .unwrap();
+
+    // Two of moto's built-in Amazon images: one behind a custom SSM parameter, one behind the injected alias path.
+    let images = ec2.describe_images().owners("amazon").send().await.unwrap().images.unwrap();
+    let x86: Vec<_> = images.iter().filter(|i| i.architecture.as_ref().map(|a| a.as_str()) == Some("x86_64")).collect();
+    let (param_ami, alias_ami) = (x86[0].image_id.clone().unwrap(), x86[1].image_id.clone().unwrap());
+    ssm.put_parameter()
+        .name("/team/node-ami")
+        .value(&param_ami)
+        .r#type(aws_sdk_ssm::types::ParameterType::String)
+        .send()
+        .await
+        .unwrap();
+    ssm.put_parameter()
+        .name("/fake/eks/optimized-ami/1.33/amazon-linux-2023/x86_64/standard/recommended/image_id")
+        .value(&alias_ami)
+        .r#type(aws_sdk_ssm::types::ParameterType::String)
+        .send()
+        .await
+        .unwrap();
+    let ctx = AliasContext { k8s_version: "1.33".into(), ssm_prefix: "/fake".into() };
+
+    let good = class(
+        r#"
+apiVersion: karpenter.k8s.aws/v1
+kind: EC2NodeClass
+metadata: {name: default}
+spec:
+  role: KarpenterNodeRole
+  subnetSelectorTerms: [{tags: {karpenter.sh/discovery: demo}}]
+  securityGroupSelectorTerms: [{name: nodes}]
+  amiSelectorTerms: [{ssmParameter: /team/node-ami}]
+"#,
+    );
+    let r = resolve(&ec2, &ssm, &good, &ctx).await.expect("resolves");
+    let st = status(&r, "2026-11-24T12:00:00Z");
+    let ids: Vec<&str> = st.subnets.iter().map(|s| s.id.as_str()).collect();
+    assert_eq!(ids, vec![big.as_str(), small.as_str()], "tagged subnets only, most free addresses first");
+    assert_eq!(st.subnets[0].zone, "us-east-1b");
+    assert_eq!(st.security_groups.iter().map(|g| g.id.as_str()).collect::<Vec<_>>(), vec![sg.as_str()]);
+    assert_eq!(st.amis.len(), 1);
+    assert_eq!(st.amis[0].id, param_ami);
+    assert!(
+        st.amis[0].requirements.iter().any(|q| q.key == "kubernetes.io/arch" && q.values == vec!["amd64".to_string()])
+    );
+    let ready = st.conditions.iter().find(|c| c.type_ == "Ready").unwrap();
+    assert_eq!(ready.status, "True", "{:?}", st.conditions);
+
+    // An alias resolves through the (injected) EKS parameter path; variants without a parameter are skipped.
+    let aliased = class(
+        r#"
+apiVersion: karpenter.k8s.aws/v1
+kind: EC2NodeClass
+metadata: {name: aliased}
+spec:
+  role: KarpenterNodeRole
+  subnetSelectorTerms: [{id: SUBNET}]
+  securityGroupSelectorTerms: [{tags: {karpenter.sh/discovery: demo}}]
+  amiSelectorTerms: [{alias: al2023@latest}]
+"#
+        .replace("SUBNET", &small)
+        .as_str(),
+    );
+    let st = status(&resolve(&ec2, &ssm, &aliased, &ctx).await.unwrap(), "t");
+    assert_eq!(st.subnets.iter().map(|s| s.id.as_str()).collect::<Vec<_>>(), vec![small.as_str()]);
+    assert_eq!(st.amis.iter().map(|a| a.id.as_str()).collect::<Vec<_>>(), vec![alias_ami.as_str()]);
+    assert!(
+        st.amis[0].requirements.iter().any(|q| q.key.ends_with("instance-gpu-count") && q.operator == "DoesNotExist")
+    );
+
+    // Selectors that match nothing: each part's condition names its terms, Ready is False.
+    let empty = class(
+        r#"
+apiVersion: karpenter.k8s.aws/v1
+kind: EC2NodeClass
+metadata: {name: empty}
+spec:
+  role: KarpenterNodeRole
+  subnetSelectorTerms: [{tags: {karpenter.sh/discovery: nowhere}}]
+  securityGroupSelectorTerms: [{name: nodes}]
+  amiSelectorTerms: [{name: no-such-image-*}]
+"#,
+    );
+    let st = status(&resolve(&ec2, &ssm, &empty, &ctx).await.unwrap(), "t");
+    let cond = |t: &str| st.conditions.iter().find(|c| c.type_ == t).unwrap().clone();
+    assert_eq!(cond("SubnetsReady").status, "False");
+    assert!(cond("SubnetsReady").message.unwrap().contains("nowhere"), "the message names the term");
+    assert_eq!(cond("SecurityGroupsReady").status, "True");
+    assert_eq!(cond("AMIsReady").status, "False");
+    assert!(cond("AMIsReady").message.unwrap().contains("no-such-image-*"));
+    assert_eq!(cond("Ready").status, "False");
+}
