@@ -182,7 +182,7 @@ async fn pending_pods_to_ec2_instances_and_back_to_zero() {
         .image_id
         .unwrap();
     let nc: EC2NodeClass = serde_yaml::from_str(&format!(
-        "apiVersion: karpenter.k8s.aws/v1\nkind: EC2NodeClass\nmetadata: {{name: default}}\nspec:\n  role: NodeRole\n  subnetSelectorTerms: [{{tags: {{karpenter.sh/discovery: demo}}}}]\n  securityGroupSelectorTerms: [{{tags: {{karpenter.sh/discovery: demo}}}}]\n  amiSelectorTerms: [{{id: {image}}}]\n"
+        "apiVersion: karpenter.k8s.aws/v1\nkind: EC2NodeClass\nmetadata: {{name: default}}\nspec:\n  instanceProfile: NodeProfile\n  subnetSelectorTerms: [{{tags: {{karpenter.sh/discovery: demo}}}}]\n  securityGroupSelectorTerms: [{{tags: {{karpenter.sh/discovery: demo}}}}]\n  amiSelectorTerms: [{{id: {image}}}]\n"
     ))
     .unwrap();
     cloud.resolve_nodeclass(&nc).await.unwrap();

@@ -46,7 +46,11 @@ fn tagged(kind: ResourceType) -> TagSpecification {
 
 /// A VPC with tagged subnets in us-east-1a and -1b, a tagged security group, and the EC2NodeClass selecting them
 /// with one of moto's x86_64 Amazon images.
-async fn network(ec2c: &aws_sdk_ec2::Client) -> EC2NodeClass {
+async fn network(ec2c: &aws_sdk_ec2::Client, iam: &aws_sdk_iam::Client) -> EC2NodeClass {
+    let trust = r#"{"Version":"2012-10-17","Statement":[{"Effect":"Allow","Principal":{"Service":"ec2.amazonaws.com"},"Action":"sts:AssumeRole"}]}"#;
+    for role in ["KarpenterNodeRole", "OtherNodeRole"] {
+        iam.create_role().role_name(role).assume_role_policy_document(trust).send().await.unwrap();
+    }
     let vpc = ec2c.create_vpc().cidr_block("10.0.0.0/16").send().await.unwrap().vpc.unwrap().vpc_id.unwrap();
     for (cidr, zone) in [("10.0.16.0/20", "us-east-1a"), ("10.0.32.0/20", "us-east-1b")] {
         ec2c.create_subnet()
@@ -76,7 +80,7 @@ async fn network(ec2c: &aws_sdk_ec2::Client) -> EC2NodeClass {
         r#"
 apiVersion: karpenter.k8s.aws/v1
 kind: EC2NodeClass
-metadata: {{name: default, generation: 1}}
+metadata: {{name: default, generation: 1, uid: 5f0c8f2e-0000-4000-8000-000000000001}}
 spec:
   role: KarpenterNodeRole
   subnetSelectorTerms: [{{tags: {{karpenter.sh/discovery: {CLUSTER}}}}}]
@@ -114,7 +118,7 @@ fn claim(name: &str, reqs: Vec<Req>) -> NodeClaim {
 async fn ready_cloud(sdk: &aws_config::SdkConfig) -> AwsCloud {
     let cloud = AwsCloud::new(sdk, cluster(), alias());
     cloud.refresh_types().await.expect("instance types");
-    let nc = network(&cloud.ec2).await;
+    let nc = network(&cloud.ec2, &cloud.iam).await;
     let st = cloud.resolve_nodeclass(&nc).await.expect("resolves");
     assert!(st.conditions.iter().any(|c| c.type_ == "Ready" && c.status == "True"), "{:?}", st.conditions);
     cloud
@@ -193,7 +197,27 @@ async fn launch_adopt_list_terminate_and_templates() {
     assert!(matches!(cloud.launch(&c).await, Err(LaunchError::NodeClassNotReady(_))));
 
     cloud.refresh_types().await.unwrap();
-    let nc = network(&cloud.ec2).await;
+    let mut nc = network(&cloud.ec2, &cloud.iam).await;
+    let st = cloud.resolve_nodeclass(&nc).await.unwrap();
+
+    // `role` gets an instance profile holding exactly that role; a changed role is swapped in.
+    let profile = st.instance_profile.clone().expect("an instance profile");
+    assert!(profile.starts_with("demo_"), "{profile}");
+    let roles = |p: aws_sdk_iam::operation::get_instance_profile::GetInstanceProfileOutput| {
+        p.instance_profile.unwrap().roles.into_iter().map(|r| r.role_name).collect::<Vec<_>>()
+    };
+    let got = cloud.iam.get_instance_profile().instance_profile_name(&profile).send().await.unwrap();
+    assert_eq!(roles(got), vec!["KarpenterNodeRole".to_string()]);
+    nc.spec.role = Some("OtherNodeRole".into());
+    assert_eq!(cloud.resolve_nodeclass(&nc).await.unwrap().instance_profile.as_deref(), Some(profile.as_str()));
+    let got = cloud.iam.get_instance_profile().instance_profile_name(&profile).send().await.unwrap();
+    assert_eq!(roles(got), vec!["OtherNodeRole".to_string()]);
+    nc.spec.role = Some("NoSuchRole".into());
+    let st = cloud.resolve_nodeclass(&nc).await.unwrap();
+    let ready = st.conditions.iter().find(|c| c.type_ == "Ready").unwrap();
+    assert_eq!(ready.status, "False", "a role that can't be added keeps the class from launching");
+    assert!(ready.message.as_deref().unwrap_or("").contains("NoSuchRole"), "{ready:?}");
+    nc.spec.role = Some("KarpenterNodeRole".into());
     cloud.resolve_nodeclass(&nc).await.unwrap();
     let r = cloud.launch(&c).await.expect("launched");
     let id = ec2::instance_id(&r.provider_id).expect("aws:///zone/i-...").to_string();
@@ -316,4 +340,23 @@ async fn capacity_errors_fall_back_and_throttling_never_doubles_a_launch() {
         .collect();
     assert_eq!(ours.len(), 1);
     assert_eq!(ours[0].provider_id(), r.provider_id);
+
+    // Three claims with the same request share one CreateFleet for three instances, each tagged with its claim.
+    let batch: Vec<NodeClaim> =
+        ["default-bat01", "default-bat02", "default-bat03"].iter().map(|n| claim(n, two())).collect();
+    let before = faults.calls("CreateFleet");
+    let results = cloud.launch_batch(&batch).await;
+    assert_eq!(faults.calls("CreateFleet") - before, 1, "one call for the batch");
+    let ids: BTreeSet<String> = results.iter().map(|r| r.as_ref().expect("launched").provider_id.clone()).collect();
+    assert_eq!(ids.len(), 3, "three distinct instances");
+    let listed = cloud.refresh_instances().await.unwrap();
+    for (c, r) in batch.iter().zip(&results) {
+        let i = listed.iter().find(|i| i.provider_id() == r.as_ref().unwrap().provider_id).unwrap();
+        assert_eq!(i.tags.get(TAG_NODECLAIM).map(String::as_str), Some(c.name()));
+    }
+    // The same batch again (the process lost track of it) adopts all three and launches nothing.
+    let again = cloud.launch_batch(&batch).await;
+    assert_eq!(faults.calls("CreateFleet") - before, 1);
+    let again_ids: BTreeSet<String> = again.iter().map(|r| r.as_ref().unwrap().provider_id.clone()).collect();
+    assert_eq!(again_ids, ids);
 }

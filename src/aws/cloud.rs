@@ -16,14 +16,30 @@ use crate::engine::lifecycle::{LaunchError, LaunchResult};
 use crate::engine::provisioning::Millis;
 
 use super::config::AwsError;
-use super::ec2::{self, Ec2Instance, FleetOutcome, Templates};
+use super::ec2::{self, Ec2Instance, Templates};
 use super::instancetypes::{Discovered, discover};
-use super::launch::{ClusterInfo, plan};
+use super::launch::{ClusterInfo, FleetPlan, TAG_NODECLAIM, plan};
 use super::nodeclass::{AliasContext, resolve, status};
 use super::pricing::{PriceBook, on_demand_prices, spot_prices};
 use super::unavailable::{Unavailable, is_capacity_error};
 
 pub const PROVIDER_PREFIX: &str = "aws:///";
+
+/// Claims whose fleet requests are the same (templates, overrides, capacity type, tags but the claim's own) can
+/// share one CreateFleet.
+fn request_key(f: &FleetPlan) -> String {
+    let mut key = f.capacity_type.clone();
+    for (t, overrides) in &f.configs {
+        key.push_str(&t.name());
+        for o in overrides {
+            key.push_str(&format!("|{}/{}/{}/{}/{}", o.instance_type, o.subnet_id, o.zone, o.image_id, o.priority));
+        }
+    }
+    for (k, v) in f.tags.iter().filter(|(k, _)| *k != TAG_NODECLAIM) {
+        key.push_str(&format!("|{k}={v}"));
+    }
+    key
+}
 
 /// What the provider has learnt, readable without an await.
 #[derive(Default)]
@@ -40,6 +56,7 @@ struct Known {
 pub struct AwsCloud {
     pub ec2: aws_sdk_ec2::Client,
     pub ssm: aws_sdk_ssm::Client,
+    pub iam: aws_sdk_iam::Client,
     pub sdk: SdkConfig,
     pub region: String,
     pub cluster: ClusterInfo,
@@ -57,6 +74,7 @@ impl AwsCloud {
         AwsCloud {
             ec2: aws_sdk_ec2::Client::new(sdk),
             ssm: aws_sdk_ssm::Client::new(sdk),
+            iam: aws_sdk_iam::Client::new(sdk),
             sdk: sdk.clone(),
             region: sdk.region().map(|r| r.to_string()).unwrap_or_default(),
             cluster,
@@ -134,9 +152,21 @@ impl AwsCloud {
         &self,
         nc: &EC2NodeClass,
     ) -> Result<crate::engine::api::ec2nodeclass::EC2NodeClassStatus, AwsError> {
-        let r = resolve(&self.ec2, &self.ssm, nc, &self.alias).await.map_err(|e| match e {
+        let mut r = resolve(&self.ec2, &self.ssm, nc, &self.alias).await.map_err(|e| match e {
             super::nodeclass::ResolveError::Aws(a) => a,
         })?;
+        match (&nc.spec.instance_profile, &nc.spec.role) {
+            (Some(p), _) => r.instance_profile = Some(p.clone()),
+            (None, Some(role)) => {
+                match super::instanceprofile::ensure(&self.iam, &self.cluster.name, &self.region, nc, role).await {
+                    Ok(name) => r.instance_profile = Some(name),
+                    Err(e) => {
+                        r.problems.push(("InstanceProfileReady", format!("instance profile for role {role}: {e}")))
+                    }
+                }
+            }
+            (None, None) => r.problems.push(("InstanceProfileReady", "neither role nor instanceProfile is set".into())),
+        }
         let now = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
         let mut st = status(&r, &now);
         // Keep transition times of conditions whose status did not change (status writes stay quiet).
@@ -182,7 +212,7 @@ impl AwsCloud {
         self.known().unavailable.mark(labels::CAPACITY_SPOT, instance_type, zone, now_ms());
     }
 
-    fn result(&self, claim: &NodeClaim, nc: &EC2NodeClass, catalog: &Catalog, i: &Ec2Instance) -> LaunchResult {
+    fn result(&self, nc: &EC2NodeClass, catalog: &Catalog, i: &Ec2Instance) -> LaunchResult {
         let t = catalog.get(&i.instance_type);
         let mut labels_out = t.map(|t| t.requirements.single_valued_labels()).unwrap_or_default();
         labels_out.insert(labels::ZONE.into(), i.zone.clone());
@@ -193,7 +223,6 @@ impl AwsCloud {
         {
             labels_out.insert(crate::engine::catalog::aws::ZONE_ID.into(), zone_id);
         }
-        let _ = claim;
         LaunchResult {
             provider_id: i.provider_id(),
             instance_type: i.instance_type.clone(),
@@ -206,34 +235,97 @@ impl AwsCloud {
         }
     }
 
-    /// The cloud provider's Create: adopt an instance an earlier attempt launched, else plan and CreateFleet.
+    /// The cloud provider's Create for one claim (see [`AwsCloud::launch_batch`]).
     pub async fn launch(&self, claim: &NodeClaim) -> Result<LaunchResult, LaunchError> {
+        self.launch_batch(std::slice::from_ref(claim))
+            .await
+            .pop()
+            .unwrap_or_else(|| Err(LaunchError::Other("nothing launched".into())))
+    }
+
+    /// The cloud provider's Create for several claims, one result per claim in order: instances earlier attempts
+    /// launched are adopted; the rest are planned, and claims whose requests are the same go in one CreateFleet
+    /// for as many instances (upstream's batching), each instance then tagged with its claim.
+    pub async fn launch_batch(&self, claims: &[NodeClaim]) -> Vec<Result<LaunchResult, LaunchError>> {
         let now = now_ms();
-        let nc_name = claim.spec.node_class_ref.name.clone();
-        let Some(nc) = self.nodeclass(&nc_name) else {
-            return Err(LaunchError::NodeClassNotReady(format!("EC2NodeClass {nc_name} has not been resolved yet")));
+        let mut results: Vec<Option<Result<LaunchResult, LaunchError>>> = vec![None; claims.len()];
+        let names: Vec<&str> = claims.iter().map(|c| c.name()).collect();
+        let adopted = match ec2::find_for_claims(&self.ec2, &self.cluster.name, &names).await {
+            Ok(a) => a,
+            Err(e) => return claims.iter().map(|_| Err(LaunchError::Other(e.to_string()))).collect(),
         };
-        let catalog = match self.catalog_for(Some(&nc), now) {
-            None => return Err(LaunchError::Other("instance types have not been discovered yet".into())),
-            Some(Err(e)) => return Err(LaunchError::NodeClassNotReady(e.to_string())),
-            Some(Ok(c)) => c,
-        };
-        let other = |e: AwsError| LaunchError::Other(e.to_string());
-        if let Some(i) = ec2::find_for_claim(&self.ec2, &self.cluster.name, claim.name()).await.map_err(other)? {
-            tracing::info!(nodeclaim = claim.name(), instance = %i.id, "adopting the instance an earlier launch made");
-            return Ok(self.result(claim, &nc, &catalog, &i));
+        // (request key) → (plan, claim indexes, class, catalog)
+        let mut groups: BTreeMap<String, (FleetPlan, Vec<usize>, EC2NodeClass, Arc<Catalog>)> = BTreeMap::new();
+        for (i, claim) in claims.iter().enumerate() {
+            let class_name = claim.spec.node_class_ref.name.clone();
+            let Some(nc) = self.nodeclass(&class_name) else {
+                results[i] = Some(Err(LaunchError::NodeClassNotReady(format!(
+                    "EC2NodeClass {class_name} has not been resolved yet"
+                ))));
+                continue;
+            };
+            let catalog = match self.catalog_for(Some(&nc), now) {
+                None => {
+                    results[i] = Some(Err(LaunchError::Other("instance types have not been discovered yet".into())));
+                    continue;
+                }
+                Some(Err(e)) => {
+                    results[i] = Some(Err(LaunchError::NodeClassNotReady(e.to_string())));
+                    continue;
+                }
+                Some(Ok(c)) => Arc::new(c),
+            };
+            if let Some(inst) = adopted.get(claim.name()) {
+                tracing::info!(nodeclaim = claim.name(), instance = %inst.id, "adopting the instance an earlier launch made");
+                results[i] = Some(Ok(self.result(&nc, &catalog, inst)));
+                continue;
+            }
+            match plan(claim, &nc, &catalog, &self.cluster) {
+                Err(e) => results[i] = Some(Err(e)),
+                Ok(fleet) => {
+                    let key = request_key(&fleet);
+                    groups.entry(key).or_insert_with(|| (fleet, Vec::new(), nc, catalog)).1.push(i);
+                }
+            }
         }
-        let fleet = plan(claim, &nc, &catalog, &self.cluster)?;
-        let token = ec2::client_token(claim.metadata.uid.as_deref().unwrap_or(claim.name()), &fleet);
+        for (_, (fleet, members, nc, catalog)) in groups {
+            let batch: Vec<&NodeClaim> = members.iter().map(|&i| &claims[i]).collect();
+            let outcome = self.fleet(&fleet, &batch, &nc, &catalog, now).await;
+            for (i, r) in members.into_iter().zip(outcome) {
+                results[i] = Some(r);
+            }
+        }
+        results.into_iter().map(|r| r.unwrap_or_else(|| Err(LaunchError::Other("not launched".into())))).collect()
+    }
+
+    /// One CreateFleet for claims with the same request.
+    async fn fleet(
+        &self,
+        fleet: &FleetPlan,
+        claims: &[&NodeClaim],
+        nc: &EC2NodeClass,
+        catalog: &Catalog,
+        now: Millis,
+    ) -> Vec<Result<LaunchResult, LaunchError>> {
+        let fail = |e: LaunchError| claims.iter().map(|_| Err(e.clone())).collect::<Vec<_>>();
+        let uids: Vec<&str> = claims.iter().map(|c| c.metadata.uid.as_deref().unwrap_or(c.name())).collect();
+        let token = ec2::client_token(&uids, fleet);
+        // A single claim's instance carries its name from the start; a batch's get theirs right after.
+        let mut tags = fleet.tags.clone();
+        if claims.len() > 1 {
+            tags.remove(TAG_NODECLAIM);
+        }
         let mut retried = false;
-        loop {
+        let answer = loop {
             {
                 let mut templates = self.templates.lock().await;
                 for (t, _) in &fleet.configs {
-                    templates.ensure(&self.ec2, t, &self.cluster.name, now / 1000).await.map_err(other)?;
+                    if let Err(e) = templates.ensure(&self.ec2, t, &self.cluster.name, now / 1000).await {
+                        return fail(LaunchError::Other(e.to_string()));
+                    }
                 }
             }
-            let outcome = match ec2::create_fleet(&self.ec2, &fleet, &token).await {
+            match ec2::create_fleet(&self.ec2, fleet, &tags, claims.len(), &token).await {
                 Err(AwsError::Call { message, .. })
                     if !retried && message.contains("InvalidLaunchTemplateName.NotFound") =>
                 {
@@ -243,48 +335,57 @@ impl AwsCloud {
                         templates.forget(&t.name());
                     }
                     retried = true;
-                    continue;
                 }
-                other_result => other_result.map_err(other)?,
-            };
-            return match outcome {
-                FleetOutcome::Launched { instance_id, instance_type, zone, image_id } => {
-                    let i = Ec2Instance {
-                        id: instance_id,
-                        instance_type,
-                        zone,
-                        state: "pending".into(),
-                        launched_at: Some(now / 1000),
-                        spot: fleet.capacity_type == labels::CAPACITY_SPOT,
-                        image_id,
-                        subnet_id: None,
-                        security_groups: Vec::new(),
-                        tags: fleet.tags.clone(),
-                    };
-                    Ok(self.result(claim, &nc, &catalog, &i))
+                Err(e) => return fail(LaunchError::Other(e.to_string())),
+                Ok(a) => break a,
+            }
+        };
+        {
+            let mut k = self.known();
+            for (code, _, t, z) in &answer.errors {
+                if let (true, Some(t), Some(z)) = (is_capacity_error(code), t, z) {
+                    k.unavailable.mark(&fleet.capacity_type, t, z, now);
                 }
-                FleetOutcome::Failed { errors } => {
-                    {
-                        let mut k = self.known();
-                        for (code, _, t, z) in &errors {
-                            if let (true, Some(t), Some(z)) = (is_capacity_error(code), t, z) {
-                                k.unavailable.mark(&fleet.capacity_type, t, z, now);
-                            }
-                            if code == "AuthFailure.ServiceLinkedRoleCreationNotPermitted" {
-                                k.unavailable.mark_capacity_type(labels::CAPACITY_SPOT, now);
-                            }
-                        }
-                    }
-                    let summary = errors.iter().map(|(c, m, ..)| format!("{c}: {m}")).collect::<Vec<_>>().join("; ");
-                    let outcome = FleetOutcome::Failed { errors };
-                    if outcome.all_capacity_errors() {
-                        Err(LaunchError::InsufficientCapacity(format!("CreateFleet: {summary}")))
-                    } else {
-                        Err(LaunchError::Other(format!("CreateFleet launched nothing: {summary}")))
-                    }
+                if code == "AuthFailure.ServiceLinkedRoleCreationNotPermitted" {
+                    k.unavailable.mark_capacity_type(labels::CAPACITY_SPOT, now);
                 }
-            };
+            }
         }
+        let summary = answer.errors.iter().map(|(c, m, ..)| format!("{c}: {m}")).collect::<Vec<_>>().join("; ");
+        let mut out = Vec::new();
+        let mut launched = answer.launched.iter();
+        for claim in claims {
+            let Some(l) = launched.next() else {
+                out.push(Err(if answer.all_capacity_errors() {
+                    LaunchError::InsufficientCapacity(format!("CreateFleet: {summary}"))
+                } else if summary.is_empty() {
+                    LaunchError::Other("CreateFleet returned too few instances".into())
+                } else {
+                    LaunchError::Other(format!("CreateFleet launched nothing for this claim: {summary}"))
+                }));
+                continue;
+            };
+            if claims.len() > 1
+                && let Err(e) = ec2::tag(&self.ec2, &l.instance_id, TAG_NODECLAIM, claim.name()).await
+            {
+                // The instance is there and the claim will record it; the tag only helps adoption after a crash.
+                tracing::warn!(nodeclaim = claim.name(), "tagging instance {}: {e}", l.instance_id);
+            }
+            let i = Ec2Instance {
+                id: l.instance_id.clone(),
+                instance_type: l.instance_type.clone(),
+                zone: l.zone.clone(),
+                state: "pending".into(),
+                launched_at: Some(now / 1000),
+                spot: fleet.capacity_type == labels::CAPACITY_SPOT,
+                image_id: l.image_id.clone(),
+                subnet_id: None,
+                security_groups: Vec::new(),
+                tags: tags.clone(),
+            };
+            out.push(Ok(self.result(nc, catalog, &i)));
+        }
+        out
     }
 
     /// The annotations a launch for `claim` stamps (the NodeClass spec hash, for drift).

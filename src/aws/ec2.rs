@@ -242,41 +242,43 @@ impl Templates {
     }
 }
 
-/// What one CreateFleet did.
+/// One instance CreateFleet launched.
 #[derive(Debug, Clone, PartialEq)]
-pub enum FleetOutcome {
-    Launched {
-        instance_id: String,
-        instance_type: String,
-        zone: String,
-        image_id: Option<String>,
-    },
-    /// No instance: each error as (code, message, instance type, zone).
-    Failed {
-        errors: Vec<(String, String, Option<String>, Option<String>)>,
-    },
+pub struct Launched {
+    pub instance_id: String,
+    pub instance_type: String,
+    pub zone: String,
+    pub image_id: Option<String>,
 }
 
-impl FleetOutcome {
+/// What one CreateFleet did: the instances, and each error as (code, message, instance type, zone).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct FleetAnswer {
+    pub launched: Vec<Launched>,
+    pub errors: Vec<(String, String, Option<String>, Option<String>)>,
+}
+
+impl FleetAnswer {
     /// Every error said "no capacity".
     pub fn all_capacity_errors(&self) -> bool {
-        match self {
-            FleetOutcome::Failed { errors } => !errors.is_empty() && errors.iter().all(|(c, ..)| is_capacity_error(c)),
-            FleetOutcome::Launched { .. } => false,
-        }
+        !self.errors.is_empty() && self.errors.iter().all(|(c, ..)| is_capacity_error(c))
     }
 }
 
-/// A client token for the request: the same request (as a retry sends it) gets the same token.
-pub fn client_token(claim_uid: &str, plan: &FleetPlan) -> String {
+/// A client token for the request: the same request (as a retry sends it) gets the same token. `claims` are the
+/// UIDs of the claims it launches for.
+pub fn client_token(claims: &[&str], plan: &FleetPlan) -> String {
     let mut h: u64 = 0xcbf2_9ce4_8422_2325;
     let mut feed = |s: &str| {
         for b in s.as_bytes() {
             h ^= u64::from(*b);
             h = h.wrapping_mul(0x0000_0100_0000_01b3);
         }
+        h ^= 0xff;
     };
-    feed(claim_uid);
+    for c in claims {
+        feed(c);
+    }
     feed(&plan.capacity_type);
     for (t, overrides) in &plan.configs {
         feed(&t.name());
@@ -288,8 +290,14 @@ pub fn client_token(claim_uid: &str, plan: &FleetPlan) -> String {
     format!("karpenter-tui-{h:016x}")
 }
 
-/// CreateFleet (instant, one instance) over the ensured templates (`ids`: name → id).
-pub async fn create_fleet(ec2: &Client, plan: &FleetPlan, token: &str) -> Result<FleetOutcome, AwsError> {
+/// CreateFleet (instant) for `count` instances over the plan's ensured templates, tagged with `tags`.
+pub async fn create_fleet(
+    ec2: &Client,
+    plan: &FleetPlan,
+    tags: &BTreeMap<String, String>,
+    count: usize,
+    token: &str,
+) -> Result<FleetAnswer, AwsError> {
     let spot = plan.capacity_type == "spot";
     let mut req = ec2
         .create_fleet()
@@ -297,7 +305,7 @@ pub async fn create_fleet(ec2: &Client, plan: &FleetPlan, token: &str) -> Result
         .client_token(token)
         .target_capacity_specification(
             TargetCapacitySpecificationRequest::builder()
-                .total_target_capacity(1)
+                .total_target_capacity(i32::try_from(count).unwrap_or(i32::MAX))
                 .default_target_capacity_type(if spot {
                     DefaultTargetCapacityType::Spot
                 } else {
@@ -305,9 +313,9 @@ pub async fn create_fleet(ec2: &Client, plan: &FleetPlan, token: &str) -> Result
                 })
                 .build(),
         )
-        .tag_specifications(tag_spec(ResourceType::Instance, &plan.tags))
-        .tag_specifications(tag_spec(ResourceType::Volume, &plan.tags))
-        .tag_specifications(tag_spec(ResourceType::Fleet, &plan.tags));
+        .tag_specifications(tag_spec(ResourceType::Instance, tags))
+        .tag_specifications(tag_spec(ResourceType::Volume, tags))
+        .tag_specifications(tag_spec(ResourceType::Fleet, tags));
     req = if spot {
         req.spot_options(
             SpotOptionsRequest::builder().allocation_strategy(SpotAllocationStrategy::PriceCapacityOptimized).build(),
@@ -338,8 +346,8 @@ pub async fn create_fleet(ec2: &Client, plan: &FleetPlan, token: &str) -> Result
         req = req.launch_template_configs(c.build());
     }
     let out = req.send().await.map_err(|e| AwsError::call("CreateFleet", e))?;
+    let mut answer = FleetAnswer::default();
     for i in out.instances() {
-        let Some(id) = i.instance_ids().first() else { continue };
         let ov = i.launch_template_and_overrides().and_then(|l| l.overrides());
         let instance_type = i
             .instance_type()
@@ -347,14 +355,16 @@ pub async fn create_fleet(ec2: &Client, plan: &FleetPlan, token: &str) -> Result
             .or_else(|| ov.and_then(|o| o.instance_type.as_ref()).map(|t| t.as_str().to_string()))
             .unwrap_or_default();
         let zone = ov.and_then(|o| o.availability_zone.clone()).or_else(|| i.availability_zone().map(str::to_string));
-        return Ok(FleetOutcome::Launched {
-            instance_id: id.clone(),
-            instance_type,
-            zone: zone.unwrap_or_default(),
-            image_id: ov.and_then(|o| o.image_id.clone()),
-        });
+        for id in i.instance_ids() {
+            answer.launched.push(Launched {
+                instance_id: id.clone(),
+                instance_type: instance_type.clone(),
+                zone: zone.clone().unwrap_or_default(),
+                image_id: ov.and_then(|o| o.image_id.clone()),
+            });
+        }
     }
-    let errors = out
+    answer.errors = out
         .errors()
         .iter()
         .map(|e| {
@@ -367,7 +377,18 @@ pub async fn create_fleet(ec2: &Client, plan: &FleetPlan, token: &str) -> Result
             )
         })
         .collect();
-    Ok(FleetOutcome::Failed { errors })
+    Ok(answer)
+}
+
+/// Tags one instance (the NodeClaim name of a batched launch).
+pub async fn tag(ec2: &Client, id: &str, key: &str, value: &str) -> Result<(), AwsError> {
+    ec2.create_tags()
+        .resources(id)
+        .tags(Tag::builder().key(key).value(value).build())
+        .send()
+        .await
+        .map(drop)
+        .map_err(|e| AwsError::call(format!("CreateTags {id}"), e))
 }
 
 async fn describe(ec2: &Client, filters: Vec<Filter>) -> Result<Vec<Ec2Instance>, AwsError> {
@@ -397,18 +418,22 @@ pub async fn list(ec2: &Client, cluster: &str) -> Result<Vec<Ec2Instance>, AwsEr
     .await
 }
 
-/// A live instance launched for this NodeClaim, if an earlier launch got that far.
-pub async fn find_for_claim(ec2: &Client, cluster: &str, claim: &str) -> Result<Option<Ec2Instance>, AwsError> {
+/// Live instances launched for these NodeClaims (by their tag), if earlier launches got that far: claim → instance.
+pub async fn find_for_claims(
+    ec2: &Client,
+    cluster: &str,
+    claims: &[&str],
+) -> Result<BTreeMap<String, Ec2Instance>, AwsError> {
     let found = describe(
         ec2,
         vec![
-            filter(&format!("tag:{TAG_NODECLAIM}"), &[claim]),
+            filter(&format!("tag:{TAG_NODECLAIM}"), claims),
             filter(&format!("tag:{TAG_CLUSTER_NAME}"), &[cluster]),
             filter("instance-state-name", &LIVE_STATES),
         ],
     )
     .await?;
-    Ok(found.into_iter().next())
+    Ok(found.into_iter().filter_map(|i| Some((i.tags.get(TAG_NODECLAIM)?.clone(), i))).collect())
 }
 
 /// One instance by id; `None` when it is gone (not found, or terminated).

@@ -37,8 +37,9 @@ pub struct ClusterInfo {
     pub service_cidr: Option<String>,
 }
 
-/// Everything a launch template holds; its hash names it, so equal configurations share one template.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+/// Everything a launch template holds; its hash names it, so equal configurations share one template. Its Debug
+/// leaves the user data out: it can carry secrets.
+#[derive(Clone, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Template {
     pub image_id: String,
@@ -54,6 +55,18 @@ pub struct Template {
     pub associate_public_ip: Option<bool>,
     pub tags: BTreeMap<String, String>,
     pub spot: bool,
+}
+
+impl std::fmt::Debug for Template {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Template")
+            .field("image_id", &self.image_id)
+            .field("user_data", &format_args!("<{} bytes>", self.user_data.len()))
+            .field("security_groups", &self.security_groups)
+            .field("instance_profile", &self.instance_profile)
+            .field("spot", &self.spot)
+            .finish_non_exhaustive()
+    }
 }
 
 impl Template {
@@ -293,7 +306,7 @@ pub fn plan(
             image_id: image_id.clone(),
             user_data: userdata::render(&boot),
             security_groups: status.security_groups.iter().map(|g| g.id.clone()).collect(),
-            instance_profile: nc.spec.instance_profile.clone().or_else(|| status.instance_profile.clone()),
+            instance_profile: status.instance_profile.clone().or_else(|| nc.spec.instance_profile.clone()),
             block_devices: block_devices.clone(),
             http_endpoint: metadata.http_endpoint.clone().unwrap_or_else(|| "enabled".into()),
             http_protocol_ipv6: metadata.http_protocol_ipv6.clone().unwrap_or_else(|| "disabled".into()),

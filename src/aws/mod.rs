@@ -9,6 +9,7 @@ pub mod cloud;
 pub mod config;
 pub mod drift;
 pub mod ec2;
+pub mod instanceprofile;
 pub mod instancetypes;
 pub mod interruption;
 pub mod launch;

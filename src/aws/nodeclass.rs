@@ -239,6 +239,8 @@ pub struct Resolved {
     pub subnets: Vec<Subnet>,
     pub security_groups: Vec<(String, Option<String>)>,
     pub amis: Vec<Ami>,
+    /// The instance profile nodes launch with (`instanceProfile`, or the one made for `role`).
+    pub instance_profile: Option<String>,
     /// Why a part is empty or failed: (condition, message).
     pub problems: Vec<(&'static str, String)>,
 }
@@ -406,6 +408,7 @@ pub fn status(r: &Resolved, now: &str) -> EC2NodeClassStatus {
         ("SubnetsReady", "SubnetsNotFound"),
         ("SecurityGroupsReady", "SecurityGroupsNotFound"),
         ("AMIsReady", "AMINotFound"),
+        ("InstanceProfileReady", "InstanceProfileNotReady"),
     ] {
         match r.problems.iter().find(|(c, _)| *c == type_) {
             Some((_, m)) => conditions.push(condition(type_, false, reason, m, now)),
@@ -445,8 +448,7 @@ pub fn status(r: &Resolved, now: &str) -> EC2NodeClassStatus {
                 deprecated: a.deprecated.then_some(true),
             })
             .collect(),
-        // Instance profiles (created from `role`) are not managed yet.
-        instance_profile: None,
+        instance_profile: r.instance_profile.clone(),
         conditions,
     }
 }

@@ -27,6 +27,8 @@ use crate::ui::model::Leadership;
 const MIN_VIEW_GAP: Duration = Duration::from_secs(1);
 /// ...and at least this often while it doesn't (ages, budget windows).
 const MAX_VIEW_GAP: Duration = Duration::from_secs(5);
+/// A cloud with live prices (AWS) gives the dashboard a fresh catalog this often.
+const CATALOG_EVERY: Duration = Duration::from_secs(60);
 
 pub struct LiveDriver {
     pub cache: Arc<Mutex<Cache>>,
@@ -93,6 +95,7 @@ impl LiveDriver {
         let mut dirty = true;
         let mut last_view: Option<Instant> = None;
         let mut latest: Option<Read> = None;
+        let mut catalog_at: Option<Instant> = None;
         let mut tick = tokio::time::interval(MIN_VIEW_GAP);
         loop {
             tokio::select! {
@@ -137,6 +140,15 @@ impl LiveDriver {
                 if !report.done.is_empty() {
                     dirty = true;
                 }
+            }
+            // With AWS the dashboard prices nodes from the live catalog and says where its prices came from.
+            if let Some(crate::runtime::controller::execute::Cloud::Aws(aws)) = self.acting.as_ref().map(|a| &a.cloud)
+                && catalog_at.is_none_or(|t| t.elapsed() >= CATALOG_EVERY)
+                && let Some(Ok(c)) = aws.catalog_for(None, now_ms())
+            {
+                self.catalog = Arc::new(c);
+                catalog_at = Some(Instant::now());
+                dirty = true;
             }
             let due = match last_view {
                 None => true,

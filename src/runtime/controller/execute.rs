@@ -5,7 +5,7 @@
 use std::sync::Arc;
 
 use crate::engine::catalog::Catalog;
-use crate::engine::lifecycle::{self, LaunchError, LifecycleAction, apply_launch, launch_failed};
+use crate::engine::lifecycle::{self, LaunchError, LaunchResult, LifecycleAction, apply_launch, launch_failed};
 use crate::engine::provisioning::Millis;
 use crate::kube::writer::{Eviction, WriteError, Writer};
 
@@ -31,11 +31,30 @@ pub struct Report {
     pub done: Vec<String>,
 }
 
+/// Launches an AWS batch already made, by claim name.
+type Launches = std::collections::BTreeMap<String, Result<LaunchResult, LaunchError>>;
+
 pub async fn execute(effects: Vec<Effect>, writer: &Writer, cloud: &Cloud, now: Millis) -> Report {
     let mut report = Report::default();
+    // Every launch of this batch first, so claims with the same request share one CreateFleet.
+    let mut launches = Launches::new();
+    if let Cloud::Aws(aws) = cloud {
+        let claims: Vec<crate::engine::api::NodeClaim> = effects
+            .iter()
+            .filter_map(|e| match e {
+                Effect::Launch { claim } => Some((**claim).clone()),
+                _ => None,
+            })
+            .collect();
+        if !claims.is_empty() {
+            for (c, r) in claims.iter().zip(aws.launch_batch(&claims).await) {
+                launches.insert(c.name().to_string(), r);
+            }
+        }
+    }
     for e in effects {
         let what = e.describe();
-        match run_one(e, writer, cloud, now, &mut report.outcomes).await {
+        match run_one(e, writer, cloud, now, &mut report.outcomes, &mut launches).await {
             Ok(Some(note)) => report.done.push(note),
             Ok(None) => report.done.push(what),
             Err(err) if err.is_conflict() => tracing::debug!("{what}: conflict, retried next tick"),
@@ -54,6 +73,7 @@ async fn run_one(
     cloud: &Cloud,
     now: Millis,
     outcomes: &mut Vec<Outcome>,
+    launches: &mut Launches,
 ) -> Result<Option<String>, WriteError> {
     match e {
         Effect::CreateNodeClaim { claim, purpose } => match writer.create_nodeclaim(&claim).await {
@@ -79,7 +99,10 @@ async fn run_one(
                 },
                 // The instance registers its own Node (user data); the claim records the launch and the NodeClass
                 // hash it launched with.
-                Cloud::Aws(aws) => aws.launch(&claim).await.map(|r| (r, aws.launch_annotations(&claim))),
+                Cloud::Aws(aws) => launches
+                    .remove(claim.name())
+                    .unwrap_or_else(|| Err(LaunchError::Other("not launched".into())))
+                    .map(|r| (r, aws.launch_annotations(&claim))),
             };
             match launched {
                 Ok((result, annotations)) => {

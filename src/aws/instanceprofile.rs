@@ -1,0 +1,93 @@
+//! The IAM instance profile an EC2NodeClass with `role` launches with (aws.md §4.1): `<cluster>_<hash>` under
+//! `/karpenter/<region>/<cluster>/<nodeclass uid>/`, tagged as this cluster's, holding exactly that role (a changed
+//! role is swapped in). A NodeClass naming `instanceProfile` uses it as it is.
+
+use aws_sdk_iam::Client;
+use aws_sdk_iam::types::Tag;
+
+use crate::engine::api::EC2NodeClass;
+
+use super::config::AwsError;
+
+/// The profile's name and path for a NodeClass.
+pub fn name_and_path(cluster: &str, region: &str, nc: &EC2NodeClass) -> (String, String) {
+    let uid = nc.metadata.uid.clone().unwrap_or_else(|| nc.metadata.name.clone().unwrap_or_default());
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in format!("{region}/{cluster}/{uid}").as_bytes() {
+        h ^= u64::from(*b);
+        h = h.wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    (format!("{cluster}_{h}"), format!("/karpenter/{region}/{cluster}/{uid}/"))
+}
+
+/// Creates the profile if missing and makes `role` its only role; returns the profile's name.
+pub async fn ensure(
+    iam: &Client,
+    cluster: &str,
+    region: &str,
+    nc: &EC2NodeClass,
+    role: &str,
+) -> Result<String, AwsError> {
+    let (name, path) = name_and_path(cluster, region, nc);
+    let existing = match iam.get_instance_profile().instance_profile_name(&name).send().await {
+        Ok(out) => out.instance_profile,
+        Err(e) if e.as_service_error().is_some_and(|s| s.is_no_such_entity_exception()) => None,
+        Err(e) => return Err(AwsError::call(format!("GetInstanceProfile {name}"), e)),
+    };
+    let roles: Vec<String> = match existing {
+        Some(p) => p.roles.iter().map(|r| r.role_name.clone()).collect(),
+        None => {
+            let tag = |k: String, v: &str| Tag::builder().key(k).value(v).build();
+            let tags = [
+                (format!("kubernetes.io/cluster/{cluster}"), "owned"),
+                ("eks:eks-cluster-name".to_string(), cluster),
+                (crate::engine::labels::NODECLASS_EC2.to_string(), nc.metadata.name.as_deref().unwrap_or("")),
+                (crate::engine::labels::REGION.to_string(), region),
+            ];
+            let mut req = iam.create_instance_profile().instance_profile_name(&name).path(&path);
+            for (k, v) in tags {
+                req = req.tags(tag(k, v).map_err(|e| AwsError::call("CreateInstanceProfile tag", e))?);
+            }
+            req.send().await.map_err(|e| AwsError::call(format!("CreateInstanceProfile {name}"), e))?;
+            Vec::new()
+        }
+    };
+    if roles.iter().any(|r| r == role) && roles.len() == 1 {
+        return Ok(name);
+    }
+    for r in roles.iter().filter(|r| *r != role) {
+        iam.remove_role_from_instance_profile()
+            .instance_profile_name(&name)
+            .role_name(r)
+            .send()
+            .await
+            .map_err(|e| AwsError::call(format!("RemoveRoleFromInstanceProfile {name} {r}"), e))?;
+    }
+    if !roles.iter().any(|r| r == role) {
+        iam.add_role_to_instance_profile()
+            .instance_profile_name(&name)
+            .role_name(role)
+            .send()
+            .await
+            .map_err(|e| AwsError::call(format!("AddRoleToInstanceProfile {name} {role}"), e))?;
+    }
+    Ok(name)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::api::EC2NodeClassSpec;
+
+    #[test]
+    fn names_are_stable_per_class_and_cluster() {
+        let mut nc = EC2NodeClass::new("default", EC2NodeClassSpec::default());
+        nc.metadata.uid = Some("u-1".into());
+        let (n, p) = name_and_path("demo", "us-east-1", &nc);
+        assert!(n.starts_with("demo_"));
+        assert_eq!(p, "/karpenter/us-east-1/demo/u-1/");
+        assert_eq!(name_and_path("demo", "us-east-1", &nc).0, n);
+        nc.metadata.uid = Some("u-2".into());
+        assert_ne!(name_and_path("demo", "us-east-1", &nc).0, n);
+    }
+}
