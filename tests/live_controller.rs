@@ -204,3 +204,30 @@ status:
     let effects = h.controller.plan(&m, h.now + 1_000, generation(&m));
     assert!(effects.is_empty(), "{:?}", effects.iter().map(Effect::describe).collect::<Vec<_>>());
 }
+
+#[test]
+fn nodes_that_cannot_be_disrupted_say_why_in_events_without_repeats() {
+    let mut h = Harness::new(Mode::Approve);
+    h.run_until("all pods bound", 120, Harness::all_bound);
+    let (key, node) =
+        h.cluster.pods.iter().find_map(|(k, p)| Some((k.clone(), p.spec.as_ref()?.node_name.clone()?))).unwrap();
+    let pod = h.cluster.pods.get_mut(&key).unwrap();
+    pod.metadata
+        .annotations
+        .get_or_insert_with(Default::default)
+        .insert(labels::ANNOTATION_DO_NOT_DISRUPT.into(), "true".into());
+    for _ in 0..400 {
+        h.tick();
+    }
+    // KWOK nodes are named after their claims: one event on each object, once in 400 s, naming the pod.
+    for kind in ["Node", "NodeClaim"] {
+        let prefix = format!("Cannot disrupt {kind}:");
+        let blocked: Vec<_> = h
+            .events
+            .iter()
+            .filter(|(o, r, m)| o == &node && r == "DisruptionBlocked" && m.starts_with(&prefix))
+            .collect();
+        assert_eq!(blocked.len(), 1, "once, not every round: {blocked:?}");
+        assert!(blocked[0].2.contains(&key.1), "{}", blocked[0].2);
+    }
+}

@@ -25,7 +25,7 @@ use crate::engine::disruption::consolidation::{Outlook, explain_nodes, pass};
 use crate::engine::disruption::gate::{Gate, Mode};
 use crate::engine::disruption::queue::{self, InFlight, Step};
 use crate::engine::disruption::validation::validate;
-use crate::engine::disruption::{Command, Context, DisruptionOptions, Method};
+use crate::engine::disruption::{Blocker, Command, Context, DisruptionOptions, Method};
 use crate::engine::drift;
 use crate::engine::labels;
 use crate::engine::lifecycle::{self, DeleteReason, FinalizeAction, LifecycleAction, LifecycleSettings, set_condition};
@@ -53,6 +53,8 @@ const POD_REQUEUE: Millis = 10 * SECOND;
 const POD_EVENT_DEDUPE: Millis = 10 * SECOND;
 /// The same Kubernetes Event is sent again at most this often.
 const EVENT_REPEAT: Millis = 10 * 60 * SECOND;
+/// Why nodes are not disrupted is published as Events this often (a full single-node pass over every node).
+const EXPLAIN_EVERY: Millis = 5 * 60 * SECOND;
 
 /// Where a disruption command is, for the dashboard.
 #[derive(Debug, Clone, PartialEq)]
@@ -118,6 +120,8 @@ pub struct Controller {
     live_instances: Option<BTreeSet<String>>,
     /// Per NodeClaim, why it no longer matches its node class, as the cloud judges it (fed into drift).
     class_drift: BTreeMap<String, String>,
+    /// When the next `DisruptionBlocked`/`Unconsolidatable` round is due.
+    next_explain: Millis,
 }
 
 /// The cloud's node-class drift verdicts, as the engine's drift hook.
@@ -180,6 +184,7 @@ impl Controller {
             class_catalogs: None,
             live_instances: None,
             class_drift: BTreeMap::new(),
+            next_explain: now + 60 * SECOND,
         }
     }
 
@@ -328,7 +333,67 @@ impl Controller {
         self.pod_events(m, now, &mut out);
         self.drift(m, now, &mut out);
         self.disruption(m, now, generation, &mut out);
+        self.blocked_events(m, now, &mut out);
         out.finish(m)
+    }
+
+    /// `DisruptionBlocked` (something protects the node: do-not-disrupt, a PDB, a budget, ...) and
+    /// `Unconsolidatable` (consolidation found nothing better) Events on our nodes and their NodeClaims, as upstream
+    /// publishes them, every few minutes and without repeats. Waits that end by themselves (consolidateAfter,
+    /// nominations, commands in flight) are not events.
+    fn blocked_events(&mut self, m: &Manifests, now: Millis, out: &mut Out) {
+        if now < self.next_explain || !self.in_flight.is_empty() {
+            return;
+        }
+        self.next_explain = now + EXPLAIN_EVERY;
+        for (node, outlook) in self.explain(m, now) {
+            let Outlook::Blocked(blockers) = outlook else { continue };
+            let Some(b) = blockers.first() else { continue };
+            let reason = match b {
+                Blocker::NodeDoNotDisrupt
+                | Blocker::PodDoNotDisrupt { .. }
+                | Blocker::MalformedDoNotDisrupt { .. }
+                | Blocker::PdbBlocks { .. }
+                | Blocker::MultiplePdbs { .. }
+                | Blocker::NotInitialized
+                | Blocker::NodePoolMissing { .. }
+                | Blocker::Budget { .. } => "DisruptionBlocked",
+                Blocker::NoCheaperReplacement { .. }
+                | Blocker::SpotToSpotDisabled
+                | Blocker::SpotToSpotTooFewOptions { .. }
+                | Blocker::PodsWouldNotFit { .. }
+                | Blocker::WouldCreate { .. }
+                | Blocker::MinValues { .. }
+                | Blocker::UninitializedDestination { .. } => "Unconsolidatable",
+                _ => continue,
+            };
+            let Some(n) = m.nodes.iter().find(|n| n.metadata.name.as_deref() == Some(node.as_str())) else { continue };
+            let pid = n.spec.as_ref().and_then(|s| s.provider_id.as_deref());
+            if !self.ours(pid) {
+                continue;
+            }
+            let message =
+                if reason == "DisruptionBlocked" { format!("Cannot disrupt Node: {b}") } else { b.to_string() };
+            let node_ref = ObjectReference {
+                kind: Some("Node".into()),
+                api_version: Some("v1".into()),
+                name: Some(node.clone()),
+                uid: n.metadata.uid.clone(),
+                ..Default::default()
+            };
+            self.event(node_ref, false, reason, message.clone(), now, out);
+            if let Some(c) = m.nodeclaims.iter().find(|c| pid.is_some() && c.provider_id() == pid) {
+                let claim_ref = ObjectReference {
+                    kind: Some("NodeClaim".into()),
+                    api_version: Some("karpenter.sh/v1".into()),
+                    name: Some(c.name().to_string()),
+                    uid: c.metadata.uid.clone(),
+                    ..Default::default()
+                };
+                let message = message.replacen("Cannot disrupt Node", "Cannot disrupt NodeClaim", 1);
+                self.event(claim_ref, false, reason, message, now, out);
+            }
+        }
     }
 
     fn provisioning(&mut self, m: &Manifests, now: Millis, out: &mut Out) {
