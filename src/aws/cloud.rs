@@ -51,7 +51,15 @@ struct Known {
     instances: Option<Vec<Ec2Instance>>,
     /// EC2NodeClasses as last resolved (status filled in), by name.
     nodeclasses: BTreeMap<String, EC2NodeClass>,
+    /// Bumped whenever something a catalog is built from changes.
+    generation: u64,
 }
+
+/// Catalogs by NodeClass name, with the generation and time they were built at.
+type BuiltCatalogs = (u64, Millis, Arc<BTreeMap<String, Arc<Catalog>>>);
+
+/// Catalogs are rebuilt when their inputs change, and at least this often (unavailable offerings expire by time).
+const CATALOG_TTL: Millis = 10_000;
 
 pub struct AwsCloud {
     pub ec2: aws_sdk_ec2::Client,
@@ -63,6 +71,8 @@ pub struct AwsCloud {
     pub alias: AliasContext,
     known: Mutex<Known>,
     templates: tokio::sync::Mutex<Templates>,
+    /// The per-NodeClass catalogs as last built: (generation, when, catalogs).
+    catalogs: Mutex<Option<BuiltCatalogs>>,
 }
 
 fn now_ms() -> Millis {
@@ -81,6 +91,7 @@ impl AwsCloud {
             alias,
             known: Mutex::new(Known::default()),
             templates: tokio::sync::Mutex::new(Templates::default()),
+            catalogs: Mutex::new(None),
         }
     }
 
@@ -93,7 +104,9 @@ impl AwsCloud {
     pub async fn refresh_types(&self) -> Result<usize, AwsError> {
         let d = discover(&self.ec2).await?;
         let n = d.types.len();
-        self.known().discovered = Some(Arc::new(d));
+        let mut k = self.known();
+        k.discovered = Some(Arc::new(d));
+        k.generation += 1;
         Ok(n)
     }
 
@@ -103,11 +116,19 @@ impl AwsCloud {
         let mut errors = Vec::new();
         let at = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
         match spot_prices(&self.ec2).await {
-            Ok(p) => self.known().prices.merge_spot(p, at.clone()),
+            Ok(p) => {
+                let mut k = self.known();
+                k.prices.merge_spot(p, at.clone());
+                k.generation += 1;
+            }
             Err(e) => errors.push(e),
         }
         match on_demand_prices(&self.sdk, &self.region).await {
-            Ok(p) => self.known().prices.merge_on_demand(p, at),
+            Ok(p) => {
+                let mut k = self.known();
+                k.prices.merge_on_demand(p, at);
+                k.generation += 1;
+            }
             Err(e) => errors.push(e),
         }
         errors
@@ -135,16 +156,30 @@ impl AwsCloud {
         }))
     }
 
-    /// Catalogs per resolved NodeClass, for the planner.
+    /// Catalogs per resolved NodeClass, for the planner: rebuilt when what they are built from changed, else at
+    /// most every 10 s (the planner asks every tick).
     pub fn catalogs(&self, now: Millis) -> BTreeMap<String, Arc<Catalog>> {
-        let classes: Vec<EC2NodeClass> = self.known().nodeclasses.values().cloned().collect();
-        classes
+        let (generation, classes) = {
+            let k = self.known();
+            (k.generation, k.nodeclasses.values().cloned().collect::<Vec<EC2NodeClass>>())
+        };
+        let mut cache = self.catalogs.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some((g, at, c)) = cache.as_ref()
+            && *g == generation
+            && now - at < CATALOG_TTL
+            && now >= *at
+        {
+            return (**c).clone();
+        }
+        let built: BTreeMap<String, Arc<Catalog>> = classes
             .iter()
             .filter_map(|nc| {
                 let c = self.catalog_for(Some(nc), now)?.ok()?;
                 Some((nc.metadata.name.clone().unwrap_or_default(), Arc::new(c)))
             })
-            .collect()
+            .collect();
+        *cache = Some((generation, now, Arc::new(built.clone())));
+        built
     }
 
     /// Resolves a NodeClass's selectors and returns the status to write; the resolved class is kept for launches.
@@ -182,13 +217,24 @@ impl AwsCloud {
         }
         let mut resolved = nc.clone();
         resolved.status = Some(st.clone());
-        self.known().nodeclasses.insert(nc.metadata.name.clone().unwrap_or_default(), resolved);
+        let mut k = self.known();
+        let name = nc.metadata.name.clone().unwrap_or_default();
+        if k.nodeclasses.get(&name).map(|o| (&o.spec, &o.status)) != Some((&resolved.spec, &resolved.status)) {
+            k.nodeclasses.insert(name, resolved);
+            k.generation += 1;
+        }
+        drop(k);
         Ok(st)
     }
 
     /// Forgets NodeClasses no longer in the cluster.
     pub fn retain_nodeclasses(&self, names: &BTreeSet<String>) {
-        self.known().nodeclasses.retain(|n, _| names.contains(n));
+        let mut k = self.known();
+        let before = k.nodeclasses.len();
+        k.nodeclasses.retain(|n, _| names.contains(n));
+        if k.nodeclasses.len() != before {
+            k.generation += 1;
+        }
     }
 
     pub fn nodeclass(&self, name: &str) -> Option<EC2NodeClass> {
@@ -209,7 +255,9 @@ impl AwsCloud {
 
     /// An interruption for a spot instance keeps its offering out for a while, as a capacity error does.
     pub fn spot_interrupted(&self, instance_type: &str, zone: &str) {
-        self.known().unavailable.mark(labels::CAPACITY_SPOT, instance_type, zone, now_ms());
+        let mut k = self.known();
+        k.unavailable.mark(labels::CAPACITY_SPOT, instance_type, zone, now_ms());
+        k.generation += 1;
     }
 
     fn result(&self, nc: &EC2NodeClass, catalog: &Catalog, i: &Ec2Instance) -> LaunchResult {
@@ -342,6 +390,9 @@ impl AwsCloud {
         };
         {
             let mut k = self.known();
+            if !answer.errors.is_empty() {
+                k.generation += 1;
+            }
             for (code, _, t, z) in &answer.errors {
                 if let (true, Some(t), Some(z)) = (is_capacity_error(code), t, z) {
                     k.unavailable.mark(&fleet.capacity_type, t, z, now);
