@@ -110,8 +110,27 @@ fn cluster_role_grants_every_right_the_engine_checks() {
 }
 
 #[test]
-fn controller_deployment_runs_the_controller_with_the_rbac_service_account_and_probes() {
-    let text = std::fs::read_to_string(deploy("controller.yaml")).expect("deploy/controller.yaml");
+fn controller_deployments_run_the_controller_with_the_rbac_service_account_and_probes() {
+    for file in ["controller.yaml", "controller-aws.yaml"] {
+        check_controller(file);
+    }
+    let policy: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(deploy("iam-policy.json")).unwrap()).expect("valid JSON");
+    let actions: Vec<&str> = policy["Statement"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|s| s["Action"].as_array().unwrap().iter().filter_map(|a| a.as_str()))
+        .collect();
+    for needed in
+        ["ec2:CreateFleet", "ec2:TerminateInstances", "iam:PassRole", "sqs:ReceiveMessage", "ssm:GetParameter"]
+    {
+        assert!(actions.contains(&needed), "iam-policy.json lacks {needed}");
+    }
+}
+
+fn check_controller(file: &str) {
+    let text = std::fs::read_to_string(deploy(file)).expect(file);
     let d: k8s_openapi::api::apps::v1::Deployment = serde_yaml::from_str(&text).expect("a Deployment");
     let rbac = std::fs::read_to_string(deploy("rbac.yaml")).unwrap();
     let sa = serde_yaml::Deserializer::from_str(&rbac)
