@@ -8,15 +8,14 @@ mod moto;
 
 use std::collections::BTreeSet;
 
-use aws_sdk_ec2::types::{ResourceType, Tag, TagSpecification};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use karpenter_tui::aws::cloud::AwsCloud;
 use karpenter_tui::aws::ec2;
 use karpenter_tui::aws::launch::{ClusterInfo, TAG_NODECLAIM};
 use karpenter_tui::aws::nodeclass::AliasContext;
+use karpenter_tui::engine::api::NodeClaim;
 use karpenter_tui::engine::api::common::NodeSelectorRequirementWithMinValues as Req;
 use karpenter_tui::engine::api::nodeclaim::NodeClaimSpec;
-use karpenter_tui::engine::api::{EC2NodeClass, NodeClaim};
 use karpenter_tui::engine::catalog::PriceSource;
 use karpenter_tui::engine::catalog::aws::aws_catalog;
 use karpenter_tui::engine::lifecycle::LaunchError;
@@ -35,61 +34,6 @@ fn cluster() -> ClusterInfo {
 
 fn alias() -> AliasContext {
     AliasContext { k8s_version: "1.33".into(), ssm_prefix: "/aws/service".into() }
-}
-
-fn tagged(kind: ResourceType) -> TagSpecification {
-    TagSpecification::builder()
-        .resource_type(kind)
-        .tags(Tag::builder().key("karpenter.sh/discovery").value(CLUSTER).build())
-        .build()
-}
-
-/// A VPC with tagged subnets in us-east-1a and -1b, a tagged security group, and the EC2NodeClass selecting them
-/// with one of moto's x86_64 Amazon images.
-async fn network(ec2c: &aws_sdk_ec2::Client, iam: &aws_sdk_iam::Client) -> EC2NodeClass {
-    let trust = r#"{"Version":"2012-10-17","Statement":[{"Effect":"Allow","Principal":{"Service":"ec2.amazonaws.com"},"Action":"sts:AssumeRole"}]}"#;
-    for role in ["KarpenterNodeRole", "OtherNodeRole"] {
-        iam.create_role().role_name(role).assume_role_policy_document(trust).send().await.unwrap();
-    }
-    let vpc = ec2c.create_vpc().cidr_block("10.0.0.0/16").send().await.unwrap().vpc.unwrap().vpc_id.unwrap();
-    for (cidr, zone) in [("10.0.16.0/20", "us-east-1a"), ("10.0.32.0/20", "us-east-1b")] {
-        ec2c.create_subnet()
-            .vpc_id(&vpc)
-            .cidr_block(cidr)
-            .availability_zone(zone)
-            .tag_specifications(tagged(ResourceType::Subnet))
-            .send()
-            .await
-            .unwrap();
-    }
-    ec2c.create_security_group()
-        .group_name("nodes")
-        .description("nodes")
-        .vpc_id(&vpc)
-        .tag_specifications(tagged(ResourceType::SecurityGroup))
-        .send()
-        .await
-        .unwrap();
-    let images = ec2c.describe_images().owners("amazon").send().await.unwrap().images.unwrap();
-    let ami = images
-        .iter()
-        .find(|i| i.architecture.as_ref().map(|a| a.as_str()) == Some("x86_64"))
-        .and_then(|i| i.image_id.clone())
-        .unwrap();
-    let yaml = format!(
-        r#"
-apiVersion: karpenter.k8s.aws/v1
-kind: EC2NodeClass
-metadata: {{name: default, generation: 1, uid: 5f0c8f2e-0000-4000-8000-000000000001}}
-spec:
-  role: KarpenterNodeRole
-  subnetSelectorTerms: [{{tags: {{karpenter.sh/discovery: {CLUSTER}}}}}]
-  securityGroupSelectorTerms: [{{tags: {{karpenter.sh/discovery: {CLUSTER}}}}}]
-  amiSelectorTerms: [{{id: {ami}}}]
-  tags: {{team: web}}
-"#
-    );
-    serde_yaml::from_str(&yaml).unwrap()
 }
 
 fn req(key: &str, values: &[&str]) -> Req {
@@ -118,7 +62,7 @@ fn claim(name: &str, reqs: Vec<Req>) -> NodeClaim {
 async fn ready_cloud(sdk: &aws_config::SdkConfig) -> AwsCloud {
     let cloud = AwsCloud::new(sdk, cluster(), alias());
     cloud.refresh_types().await.expect("instance types");
-    let nc = network(&cloud.ec2, &cloud.iam).await;
+    let nc = moto::network(&cloud.ec2, &cloud.iam, CLUSTER).await;
     let st = cloud.resolve_nodeclass(&nc).await.expect("resolves");
     assert!(st.conditions.iter().any(|c| c.type_ == "Ready" && c.status == "True"), "{:?}", st.conditions);
     cloud
@@ -197,7 +141,7 @@ async fn launch_adopt_list_terminate_and_templates() {
     assert!(matches!(cloud.launch(&c).await, Err(LaunchError::NodeClassNotReady(_))));
 
     cloud.refresh_types().await.unwrap();
-    let mut nc = network(&cloud.ec2, &cloud.iam).await;
+    let mut nc = moto::network(&cloud.ec2, &cloud.iam, CLUSTER).await;
     let st = cloud.resolve_nodeclass(&nc).await.unwrap();
 
     // `role` gets an instance profile holding exactly that role; a changed role is swapped in.

@@ -173,6 +173,11 @@ impl Harness {
                         self.delete_node(&node);
                     }
                 }
+                Effect::UpdateNodeClassStatus { name, status } => {
+                    if let Some(c) = self.cluster.nodeclasses.get_mut(&name) {
+                        c.status = Some(*status);
+                    }
+                }
                 Effect::Evict { namespace, name } | Effect::DeletePod { namespace, name, .. } => {
                     self.cluster.pods.remove(&(namespace, name));
                 }

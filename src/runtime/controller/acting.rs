@@ -32,7 +32,7 @@ impl Acting {
     pub async fn tick(&mut self, m: &Manifests, now: Millis) -> Report {
         let mut pre = Report::default();
         if let Some(upkeep) = self.upkeep.as_mut() {
-            let r = upkeep.run(m, &self.writer, &mut self.controller, now).await;
+            let r = upkeep.run(m, &mut self.controller, now).await;
             let ran = self.run(r.effects, now).await;
             let outcome = if ran.errors.is_empty() { Ok(()) } else { Err(ran.errors.join("; ")) };
             for answer in r.answers {

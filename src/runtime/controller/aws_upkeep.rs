@@ -14,7 +14,6 @@ use crate::aws::ec2;
 use crate::aws::interruption::{Kind, Message};
 use crate::engine::labels;
 use crate::engine::provisioning::Millis;
-use crate::kube::writer::Writer;
 use crate::sim::manifests::Manifests;
 
 use super::{Controller, Effect};
@@ -64,13 +63,8 @@ impl AwsUpkeep {
         }
     }
 
-    pub async fn run(
-        &mut self,
-        m: &Manifests,
-        writer: &Writer,
-        controller: &mut Controller,
-        now: Millis,
-    ) -> UpkeepReport {
+    /// One round: whatever is due, on the cache as it is. What the cluster must change comes back as effects.
+    pub async fn run(&mut self, m: &Manifests, controller: &mut Controller, now: Millis) -> UpkeepReport {
         let mut r = UpkeepReport::default();
         if now >= self.next_types {
             self.next_types = now + TYPES_EVERY;
@@ -94,10 +88,7 @@ impl AwsUpkeep {
                 let name = nc.metadata.name.clone().unwrap_or_default();
                 match self.cloud.resolve_nodeclass(nc).await {
                     Ok(st) if nc.status.as_ref() != Some(&st) => {
-                        match writer.update_ec2nodeclass_status(&name, &st).await {
-                            Ok(()) => r.done.push(format!("EC2NodeClass {name} resolved")),
-                            Err(e) => r.errors.push(e.to_string()),
-                        }
+                        r.effects.push(Effect::UpdateNodeClassStatus { name, status: Box::new(st) })
                     }
                     Ok(_) => {}
                     Err(e) => r.errors.push(format!("resolving EC2NodeClass {name}: {e}")),

@@ -82,6 +82,11 @@ pub enum Effect {
         name: String,
         grace_seconds: u32,
     },
+    /// What the cloud resolved for an EC2NodeClass (subnets, security groups, AMIs, instance profile, conditions).
+    UpdateNodeClassStatus {
+        name: String,
+        status: Box<crate::engine::api::EC2NodeClassStatus>,
+    },
 }
 
 impl Effect {
@@ -105,6 +110,7 @@ impl Effect {
             Effect::DeleteInstance { provider_id } => format!("terminate instance {provider_id}"),
             Effect::Evict { namespace, name } => format!("evict pod {namespace}/{name}"),
             Effect::DeletePod { namespace, name, .. } => format!("delete pod {namespace}/{name}"),
+            Effect::UpdateNodeClassStatus { name, .. } => format!("update the status of EC2NodeClass {name}"),
             Effect::Event { regarding, reason, .. } => {
                 format!(
                     "event {reason} on {}/{}",

@@ -158,6 +158,10 @@ async fn run_one(
         Effect::Event { regarding, warning, reason, message } => {
             writer.event(*regarding, warning, &reason, &message).await.map(|()| None)
         }
+        Effect::UpdateNodeClassStatus { name, status } => writer
+            .update_ec2nodeclass_status(&name, &status)
+            .await
+            .map(|()| Some(format!("EC2NodeClass {name} resolved"))),
         Effect::DeletePod { namespace, name, grace_seconds } => {
             writer.delete_pod(&namespace, &name, grace_seconds).await.map(|()| None)
         }

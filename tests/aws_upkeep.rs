@@ -1,0 +1,117 @@
+//! The AWS cloud's periodic work as the acting loop runs it (`runtime::controller::aws_upkeep`), against moto: an
+//! EC2NodeClass resolved into a status effect (and not again while it is unchanged), the planner handed the
+//! class's catalog and the live instances, a leaked instance terminated with its Node, and an interruption from the
+//! queue turned into the NodeClaim's deletion with its spot offering kept out.
+
+mod moto;
+
+use std::sync::Arc;
+
+use karpenter_tui::aws::cloud::{AwsCloud, PROVIDER_PREFIX};
+use karpenter_tui::aws::interruption::{Kind, Message};
+use karpenter_tui::aws::launch::ClusterInfo;
+use karpenter_tui::aws::nodeclass::AliasContext;
+use karpenter_tui::engine::api::NodeClaim;
+use karpenter_tui::engine::catalog::aws::aws_catalog;
+use karpenter_tui::engine::disruption::gate::Mode;
+use karpenter_tui::engine::labels;
+use karpenter_tui::engine::lifecycle::apply_launch;
+use karpenter_tui::runtime::controller::aws_upkeep::AwsUpkeep;
+use karpenter_tui::runtime::controller::{Controller, Effect};
+use karpenter_tui::sim::manifests::Manifests;
+
+fn claim(name: &str) -> NodeClaim {
+    let c: NodeClaim = serde_yaml::from_str(&format!(
+        "apiVersion: karpenter.sh/v1\nkind: NodeClaim\nmetadata: {{name: {name}, uid: uid-{name}, labels: {{karpenter.sh/nodepool: default}}}}\nspec:\n  nodeClassRef: {{group: karpenter.k8s.aws, kind: EC2NodeClass, name: default}}\n  requirements:\n    - {{key: kubernetes.io/arch, operator: In, values: [amd64]}}\n    - {{key: karpenter.sh/capacity-type, operator: In, values: [spot]}}\n    - {{key: node.kubernetes.io/instance-type, operator: In, values: [m5.large]}}\n  resources: {{requests: {{cpu: '1'}}}}\n"
+    ))
+    .unwrap();
+    c
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn upkeep_resolves_classes_collects_leaks_and_handles_interruptions() {
+    let moto = moto::Moto::start();
+    let sdk = moto.sdk().await;
+    let cluster = ClusterInfo { name: "demo".into(), service_cidr: Some("10.100.0.0/16".into()), ..Default::default() };
+    let cloud = Arc::new(AwsCloud::new(
+        &sdk,
+        cluster,
+        AliasContext { k8s_version: "1.33".into(), ssm_prefix: "/aws/service".into() },
+    ));
+    cloud.refresh_types().await.unwrap();
+    let nc = moto::network(&cloud.ec2, &cloud.iam, "demo").await;
+    let now = chrono::Utc::now().timestamp_millis();
+    let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+    let mut upkeep = AwsUpkeep::new(cloud.clone(), now, Some(rx));
+    let fallback = Arc::new(aws_catalog("us-east-1", None, None, 0).unwrap());
+    let mut controller = Controller::new(fallback, Mode::Approve, now).with_provider_prefix(PROVIDER_PREFIX);
+
+    // The class is resolved and its status comes back as an effect for the cluster.
+    let mut m = Manifests { nodeclasses: vec![nc.clone()], ..Default::default() };
+    let r = upkeep.run(&m, &mut controller, now).await;
+    assert!(r.errors.is_empty(), "{:?}", r.errors);
+    let status = r
+        .effects
+        .iter()
+        .find_map(|e| match e {
+            Effect::UpdateNodeClassStatus { name, status } if name == "default" => Some(status.clone()),
+            _ => None,
+        })
+        .expect("a status for the class");
+    assert!(status.conditions.iter().any(|c| c.type_ == "Ready" && c.status == "True"), "{:?}", status.conditions);
+    assert!(cloud.catalogs(now).contains_key("default"), "the planner gets the class's catalog");
+    // Once the cluster holds that status, the next round (a minute later) writes nothing.
+    m.nodeclasses[0].status = Some(*status);
+    let r = upkeep.run(&m, &mut controller, now + 61_000).await;
+    assert!(!r.effects.iter().any(|e| matches!(e, Effect::UpdateNodeClassStatus { .. })), "{:?}", r.effects);
+
+    // Two instances: one held by a NodeClaim in the cluster, one nobody holds (a crash between launch and create).
+    let held = claim("default-held1");
+    let launched = cloud.launch(&held).await.unwrap();
+    let mut held_stored = held.clone();
+    apply_launch(&mut held_stored, &launched, now);
+    let leaked = cloud.launch(&claim("default-gone1")).await.unwrap();
+    let node: k8s_openapi::api::core::v1::Node =
+        serde_yaml::from_str(&format!("metadata: {{name: ip-leaked}}\nspec: {{providerID: '{}'}}", leaked.provider_id))
+            .unwrap();
+    m.nodeclaims = vec![held_stored.clone()];
+    m.nodes = vec![node];
+    // Thirty seconds later the stray one is collected, with its Node; the held one stays.
+    let later = now + 120_000;
+    let r = upkeep.run(&m, &mut controller, later).await;
+    assert!(r.done.iter().any(|d| d.contains("leaked")), "{:?}", r.done);
+    assert!(r.effects.iter().any(|e| matches!(e, Effect::DeleteNode { name } if name == "ip-leaked")));
+    let live: Vec<String> = cloud.refresh_instances().await.unwrap().iter().map(|i| i.provider_id()).collect();
+    assert_eq!(live, vec![launched.provider_id.clone()]);
+
+    // A spot interruption for the held instance: its claim is deleted, the offering kept out, the notice answered.
+    let id = launched.provider_id.rsplit('/').next().unwrap().to_string();
+    let (answer, result) = tokio::sync::oneshot::channel();
+    let msg = Message {
+        kind: Kind::SpotInterruption,
+        id: "evt-1".into(),
+        time: "2026-11-24T00:00:00Z".into(),
+        instance_ids: vec![id],
+    };
+    tx.send((msg, answer)).unwrap();
+    let r = upkeep.run(&m, &mut controller, later + 1_000).await;
+    assert!(
+        r.effects.iter().any(|e| matches!(e, Effect::DeleteNodeClaim { name, .. } if name == "default-held1")),
+        "{:?}",
+        r.effects
+    );
+    assert_eq!(r.answers.len(), 1);
+    for a in r.answers {
+        a.send(Ok(())).unwrap();
+    }
+    assert_eq!(result.await.unwrap(), Ok(()));
+    let labels_of = held_stored.metadata.labels.clone().unwrap();
+    let zone = labels_of.get(labels::ZONE).unwrap();
+    let catalog = cloud.catalog_for(None, chrono::Utc::now().timestamp_millis()).unwrap().unwrap();
+    let m5 = catalog.get("m5.large").unwrap();
+    assert!(
+        m5.offerings.iter().any(|o| &o.zone == zone && o.capacity_type == "spot" && !o.available),
+        "kept out for 3 minutes"
+    );
+    assert_eq!(controller.interruptions.len(), 1, "recorded for the Interruptions pane");
+}
