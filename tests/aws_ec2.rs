@@ -303,4 +303,11 @@ async fn capacity_errors_fall_back_and_throttling_never_doubles_a_launch() {
     assert_eq!(faults.calls("CreateFleet") - before, 1);
     let again_ids: BTreeSet<String> = again.iter().map(|r| r.as_ref().unwrap().provider_id.clone()).collect();
     assert_eq!(again_ids, ids);
+
+    // A 5xx is retried by the SDK; a refused call is reported with the call and the service's code.
+    faults.queue("DescribeInstances", Box::new(|_| (500, "<Response><Errors><Error><Code>InternalError</Code><Message>injected</Message></Error></Errors><RequestID>x</RequestID></Response>".into())));
+    assert!(!cloud.refresh_instances().await.unwrap().is_empty(), "retried after a 500");
+    faults.queue("DescribeInstanceTypes", Box::new(|_| (403, "<Response><Errors><Error><Code>UnauthorizedOperation</Code><Message>You are not authorized to perform this operation.</Message></Error></Errors><RequestID>x</RequestID></Response>".into())));
+    let err = cloud.refresh_types().await.unwrap_err().to_string();
+    assert!(err.contains("DescribeInstanceTypes") && err.contains("not authorized"), "{err}");
 }

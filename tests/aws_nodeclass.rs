@@ -149,3 +149,70 @@ spec:
     assert!(cond("AMIsReady").message.unwrap().contains("no-such-image-*"));
     assert_eq!(cond("Ready").status, "False");
 }
+
+/// The EKS parameters moto lacks, answered at the real `/aws/service` path by the fault-injecting wrapper: the
+/// alias resolves without any test-only prefix, and variants EKS doesn't publish are skipped.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn eks_aliases_resolve_through_the_real_parameter_paths() {
+    let moto = moto::Moto::start();
+    let faults = moto::faults::Faults::default();
+    let sdk = moto.sdk_with(&faults).await;
+    let ec2 = aws_sdk_ec2::Client::new(&sdk);
+    let ssm = aws_sdk_ssm::Client::new(&sdk);
+    let images = ec2.describe_images().owners("amazon").send().await.unwrap().images.unwrap();
+    let arch = |a: &str| {
+        images
+            .iter()
+            .find(|i| i.architecture.as_ref().map(|x| x.as_str()) == Some(a))
+            .unwrap()
+            .image_id
+            .clone()
+            .unwrap()
+    };
+    let (x86, arm) = (arch("x86_64"), arch("arm64"));
+    let published = [
+        ("/aws/service/eks/optimized-ami/1.33/amazon-linux-2023/x86_64/standard/recommended/image_id", x86.clone()),
+        ("/aws/service/eks/optimized-ami/1.33/amazon-linux-2023/arm64/standard/recommended/image_id", arm.clone()),
+    ];
+    faults.rule(
+        "GetParameter",
+        Box::new(move |body| {
+            let name = serde_json::from_str::<serde_json::Value>(body).ok()?["Name"].as_str()?.to_string();
+            let value = published.iter().find(|(n, _)| *n == name).map(|(_, v)| v.clone());
+            Some(match value {
+                Some(v) => (
+                    200,
+                    serde_json::json!({"Parameter": {"Name": name, "Type": "String", "Value": v, "Version": 1}})
+                        .to_string(),
+                ),
+                None => (
+                    400,
+                    serde_json::json!({"__type": "ParameterNotFound", "message": format!("{name} not found")})
+                        .to_string(),
+                ),
+            })
+        }),
+    );
+    let nc = class(
+        r#"
+apiVersion: karpenter.k8s.aws/v1
+kind: EC2NodeClass
+metadata: {name: aliased}
+spec:
+  role: KarpenterNodeRole
+  subnetSelectorTerms: [{id: subnet-x}]
+  securityGroupSelectorTerms: [{id: sg-x}]
+  amiSelectorTerms: [{alias: al2023@latest}]
+"#,
+    );
+    let ctx = AliasContext { k8s_version: "1.33".into(), ssm_prefix: "/aws/service".into() };
+    let st = status(&resolve(&ec2, &ssm, &nc, &ctx).await.unwrap(), "t");
+    let mut ids: Vec<&str> = st.amis.iter().map(|a| a.id.as_str()).collect();
+    ids.sort();
+    let mut want = vec![x86.as_str(), arm.as_str()];
+    want.sort();
+    assert_eq!(ids, want, "standard x86_64 and arm64; the nvidia and neuron variants are not published here");
+    assert!(faults.calls("GetParameter") >= 5, "every variant was asked for");
+    let cond = st.conditions.iter().find(|c| c.type_ == "AMIsReady").unwrap();
+    assert_eq!(cond.status, "True");
+}

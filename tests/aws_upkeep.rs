@@ -114,4 +114,53 @@ async fn upkeep_resolves_classes_collects_leaks_and_handles_interruptions() {
         "kept out for 3 minutes"
     );
     assert_eq!(controller.interruptions.len(), 1, "recorded for the Interruptions pane");
+
+    // The same through the queue: a rebalance recommendation for the held instance is sent to SQS, the poller hands
+    // it to the loop, the loop answers, and the message is deleted (it never comes back).
+    let sqs = aws_sdk_sqs::Client::new(&sdk);
+    let url = sqs.create_queue().queue_name("interruptions").send().await.unwrap().queue_url.unwrap();
+    let queue = karpenter_tui::aws::sqs::Queue::resolve(&sdk, "interruptions").await.unwrap();
+    let poller = tokio::spawn(karpenter_tui::runtime::controller::aws_upkeep::poll_queue(queue, tx.clone()));
+    let body = serde_json::json!({
+        "version": "0", "id": "evt-2", "detail-type": "EC2 Instance Rebalance Recommendation", "source": "aws.ec2",
+        "account": "123456789012", "time": "2026-11-24T12:00:00Z", "region": "us-east-1", "resources": [],
+        "detail": {"instance-id": launched.provider_id.rsplit('/').next().unwrap()},
+    });
+    sqs.send_message().queue_url(&url).message_body(body.to_string()).send().await.unwrap();
+    let mut answered = 0;
+    for i in 0..100 {
+        let r = upkeep.run(&m, &mut controller, later + 2_000 + i * 100).await;
+        for a in r.answers {
+            a.send(Ok(())).unwrap();
+            answered += 1;
+        }
+        if answered > 0 {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    assert_eq!(answered, 1, "the poller handed the message to the loop");
+    assert_eq!(controller.interruptions.len(), 2);
+    let mut gone = false;
+    for _ in 0..50 {
+        let attrs = sqs
+            .get_queue_attributes()
+            .queue_url(&url)
+            .attribute_names(aws_sdk_sqs::types::QueueAttributeName::All)
+            .send()
+            .await
+            .unwrap()
+            .attributes
+            .unwrap_or_default();
+        let count = |k: aws_sdk_sqs::types::QueueAttributeName| attrs.get(&k).map(|v| v.as_str()) == Some("0");
+        if count(aws_sdk_sqs::types::QueueAttributeName::ApproximateNumberOfMessages)
+            && count(aws_sdk_sqs::types::QueueAttributeName::ApproximateNumberOfMessagesNotVisible)
+        {
+            gone = true;
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    assert!(gone, "the handled message was deleted");
+    poller.abort();
 }

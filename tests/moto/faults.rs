@@ -16,8 +16,13 @@ use aws_smithy_types::body::SdkBody;
 /// Answers a request (its body as text) with a status and a body.
 pub type Answer = Box<dyn Fn(&str) -> (u16, String) + Send + Sync>;
 
+/// A standing rule: answers the requests it recognises, lets the rest through.
+pub type Rule = Box<dyn Fn(&str) -> Option<(u16, String)> + Send + Sync>;
+
 #[derive(Default)]
 struct State {
+    /// action → rules consulted on every request, after the queued faults.
+    rules: BTreeMap<String, Vec<Rule>>,
     /// action → faults still to fire, first first.
     queued: BTreeMap<String, Vec<Answer>>,
     /// action → how many requests were sent for it (faulted or not).
@@ -45,6 +50,11 @@ impl Faults {
     /// The next `action` request gets `answer` instead of reaching moto.
     pub fn queue(&self, action: &str, answer: Answer) {
         self.0.lock().unwrap().queued.entry(action.to_string()).or_default().push(answer);
+    }
+
+    /// Every `action` request that `rule` answers gets that answer; the others reach moto.
+    pub fn rule(&self, action: &str, rule: Rule) {
+        self.0.lock().unwrap().rules.entry(action.to_string()).or_default().push(rule);
     }
 
     pub fn calls(&self, action: &str) -> usize {
@@ -85,14 +95,16 @@ impl HttpConnector for Connector {
     fn call(&self, request: HttpRequest) -> HttpConnectorFuture {
         let body = request.body().bytes().map(|b| String::from_utf8_lossy(b).into_owned()).unwrap_or_default();
         let action = action(&request, &body);
-        let fault = {
+        let answered = {
             let mut s = self.faults.0.lock().unwrap();
             *s.calls.entry(action.clone()).or_insert(0) += 1;
-            s.queued.get_mut(&action).and_then(|q| (!q.is_empty()).then(|| q.remove(0)))
+            match s.queued.get_mut(&action).and_then(|q| (!q.is_empty()).then(|| q.remove(0))) {
+                Some(answer) => Some(answer(&body)),
+                None => s.rules.get(&action).and_then(|rules| rules.iter().find_map(|r| r(&body))),
+            }
         };
-        match fault {
-            Some(answer) => {
-                let (status, text) = answer(&body);
+        match answered {
+            Some((status, text)) => {
                 let mut resp = Response::new(StatusCode::try_from(status).unwrap(), SdkBody::from(text.clone()));
                 let ct = if text.trim_start().starts_with('{') { "application/x-amz-json-1.1" } else { "text/xml" };
                 resp.headers_mut().insert("content-type", ct);
