@@ -41,6 +41,8 @@ const SECOND: Millis = 1_000;
 const CREATE_SETTLE: Millis = 30 * SECOND;
 /// A launch not yet visible in the cache is not repeated for this long.
 const LAUNCH_SETTLE: Millis = 30 * SECOND;
+/// An instance still listed after it was asked to terminate is asked again after this long.
+const TERMINATE_AGAIN: Millis = 30 * SECOND;
 /// Disruption passes run at most this often (upstream polls every 10 s).
 const DISRUPTION_POLL: Millis = 10 * SECOND;
 /// Consolidation commands are validated again after this long before they start (upstream: 15 s).
@@ -88,6 +90,9 @@ pub struct Controller {
     creating: usize,
     /// Claims whose launch was started, until the cache shows a provider id.
     launching: BTreeMap<String, Millis>,
+    /// Instances asked to terminate, and when: the cloud is asked again only after [`TERMINATE_AGAIN`] while its
+    /// list still shows them (an EC2 instance shuts down for a minute or so).
+    terminating: BTreeMap<String, Millis>,
     /// When each node's drain began (re-learned after a restart: the drain starts again, which is harmless).
     drains: BTreeMap<String, Millis>,
     gate: Gate,
@@ -165,6 +170,7 @@ impl Controller {
             created: BTreeMap::new(),
             creating: 0,
             launching: BTreeMap::new(),
+            terminating: BTreeMap::new(),
             drains: BTreeMap::new(),
             gate: Gate::new(mode),
             validating: None,
@@ -325,6 +331,13 @@ impl Controller {
             claim_names.contains(n.as_str()) && !visible && now - *at < LAUNCH_SETTLE
         });
         self.nominated.retain(|_, until| *until > now);
+        let deleting: BTreeSet<&str> = m
+            .nodeclaims
+            .iter()
+            .filter(|c| c.metadata.deletion_timestamp.is_some())
+            .filter_map(|c| c.provider_id())
+            .collect();
+        self.terminating.retain(|pid, _| deleting.contains(pid.as_str()));
         self.provisioning(m, now, &mut out);
         self.nodeclaims(m, now, &mut out);
         self.terminations(m, now, &mut out);
@@ -557,7 +570,10 @@ impl Controller {
                     }
                 }
                 FinalizeAction::DeleteInstance => {
-                    if let Some(pid) = claim.provider_id() {
+                    if let Some(pid) = claim.provider_id()
+                        && self.terminating.get(pid).is_none_or(|at| now - at >= TERMINATE_AGAIN)
+                    {
+                        self.terminating.insert(pid.to_string(), now);
                         out.push(Effect::DeleteInstance { provider_id: pid.to_string() });
                     }
                 }
