@@ -229,6 +229,34 @@ async fn launch_adopt_list_terminate_and_templates() {
     // The provider recreates a template deleted behind its back (retrying CreateFleet once).
     let c3 = claim("default-ccccc", vec![req("karpenter.sh/capacity-type", &["on-demand"])]);
     cloud.launch(&c3).await.expect("template recreated");
+
+    // Instance profiles of deleted classes are collected: not while the class exists, not within the first hour,
+    // not while an instance uses it.
+    use karpenter_tui::aws::instanceprofile::collect;
+    let uid = nc.metadata.uid.clone().unwrap();
+    let now = chrono::Utc::now().timestamp();
+    let arn = cloud
+        .iam
+        .get_instance_profile()
+        .instance_profile_name(&profile)
+        .send()
+        .await
+        .unwrap()
+        .instance_profile
+        .unwrap()
+        .arn;
+    let none = BTreeSet::new();
+    assert!(collect(&cloud.iam, CLUSTER, "us-east-1", &[uid].into(), &none, now + 7200).await.unwrap().is_empty());
+    assert!(collect(&cloud.iam, CLUSTER, "us-east-1", &none, &none, now).await.unwrap().is_empty(), "protected");
+    assert!(
+        collect(&cloud.iam, CLUSTER, "us-east-1", &none, &[arn].into(), now + 7200).await.unwrap().is_empty(),
+        "in use"
+    );
+    assert_eq!(
+        collect(&cloud.iam, CLUSTER, "us-east-1", &none, &none, now + 7200).await.unwrap(),
+        vec![profile.clone()]
+    );
+    assert!(cloud.iam.get_instance_profile().instance_profile_name(&profile).send().await.is_err(), "deleted");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

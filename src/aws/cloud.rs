@@ -433,6 +433,7 @@ impl AwsCloud {
                 subnet_id: None,
                 security_groups: Vec::new(),
                 tags: tags.clone(),
+                instance_profile_arn: None,
             };
             out.push(Ok(self.result(nc, catalog, &i)));
         }
@@ -474,6 +475,18 @@ impl AwsCloud {
     pub async fn terminate(&self, provider_id: &str) -> Result<bool, AwsError> {
         let Some(id) = ec2::instance_id(provider_id) else { return Ok(false) };
         ec2::terminate(&self.ec2, id).await
+    }
+
+    /// Deletes this cluster's instance profiles whose EC2NodeClass (by uid) is gone and that no live instance uses.
+    pub async fn collect_instance_profiles(
+        &self,
+        class_uids: &BTreeSet<String>,
+        now_secs: i64,
+    ) -> Result<Vec<String>, AwsError> {
+        let in_use: BTreeSet<String> =
+            self.known().instances.iter().flatten().filter_map(|i| i.instance_profile_arn.clone()).collect();
+        super::instanceprofile::collect(&self.iam, &self.cluster.name, &self.region, class_uids, &in_use, now_secs)
+            .await
     }
 
     /// Deletes launch templates unused for a minute.

@@ -138,6 +138,7 @@ mod tests {
             subnet_id: Some(subnet.into()),
             security_groups: sgs.iter().map(|s| s.to_string()).collect(),
             tags: BTreeMap::new(),
+            instance_profile_arn: None,
         }
     }
 

@@ -45,6 +45,8 @@ pub struct Ec2Instance {
     pub subnet_id: Option<String>,
     pub security_groups: Vec<String>,
     pub tags: BTreeMap<String, String>,
+    /// The ARN of its IAM instance profile.
+    pub instance_profile_arn: Option<String>,
 }
 
 impl Ec2Instance {
@@ -78,6 +80,7 @@ fn instance(i: &Instance) -> Option<Ec2Instance> {
         subnet_id: i.subnet_id.clone(),
         security_groups: i.security_groups().iter().filter_map(|g| g.group_id.clone()).collect(),
         tags: i.tags().iter().filter_map(|t| Some((t.key.clone()?, t.value.clone().unwrap_or_default()))).collect(),
+        instance_profile_arn: i.iam_instance_profile.as_ref().and_then(|p| p.arn.clone()),
     })
 }
 
@@ -493,6 +496,7 @@ mod tests {
             subnet_id: None,
             security_groups: vec![],
             tags: BTreeMap::new(),
+            instance_profile_arn: None,
         }
     }
 

@@ -1,6 +1,7 @@
 //! The IAM instance profile an EC2NodeClass with `role` launches with (aws.md §4.1): `<cluster>_<hash>` under
 //! `/karpenter/<region>/<cluster>/<nodeclass uid>/`, tagged as this cluster's, holding exactly that role (a changed
-//! role is swapped in). A NodeClass naming `instanceProfile` uses it as it is.
+//! role is swapped in). A NodeClass naming `instanceProfile` uses it as it is. Profiles whose class is gone are
+//! collected (aws.md §6), as upstream's instance-profile garbage collection does.
 
 use aws_sdk_iam::Client;
 use aws_sdk_iam::types::Tag;
@@ -72,6 +73,55 @@ pub async fn ensure(
             .map_err(|e| AwsError::call(format!("AddRoleToInstanceProfile {name} {role}"), e))?;
     }
     Ok(name)
+}
+
+/// New profiles are never collected within this window (a NodeClass being created may not be cached yet).
+pub const PROTECTION_SECS: i64 = 60 * 60;
+
+/// Deletes this cluster's instance profiles whose EC2NodeClass is gone (by the uid in their path), unless younger
+/// than an hour or used by a live instance (`in_use`: profile ARNs). Returns the names deleted.
+pub async fn collect(
+    iam: &Client,
+    cluster: &str,
+    region: &str,
+    class_uids: &std::collections::BTreeSet<String>,
+    in_use: &std::collections::BTreeSet<String>,
+    now_secs: i64,
+) -> Result<Vec<String>, AwsError> {
+    let prefix = format!("/karpenter/{region}/{cluster}/");
+    let mut pages = iam.list_instance_profiles().path_prefix(&prefix).into_paginator().send();
+    let mut stale = Vec::new();
+    while let Some(page) = pages.next().await {
+        let page = page.map_err(|e| AwsError::call("ListInstanceProfiles", e))?;
+        for p in page.instance_profiles() {
+            let uid = p.path().trim_start_matches(&prefix).trim_end_matches('/');
+            let young = now_secs - p.create_date().secs() < PROTECTION_SECS;
+            if uid.is_empty() || class_uids.contains(uid) || young || in_use.contains(p.arn()) {
+                continue;
+            }
+            stale.push((
+                p.instance_profile_name().to_string(),
+                p.roles().iter().map(|r| r.role_name.clone()).collect::<Vec<_>>(),
+            ));
+        }
+    }
+    let mut deleted = Vec::new();
+    for (name, roles) in stale {
+        for r in roles {
+            iam.remove_role_from_instance_profile()
+                .instance_profile_name(&name)
+                .role_name(&r)
+                .send()
+                .await
+                .map_err(|e| AwsError::call(format!("RemoveRoleFromInstanceProfile {name} {r}"), e))?;
+        }
+        match iam.delete_instance_profile().instance_profile_name(&name).send().await {
+            Ok(_) => deleted.push(name),
+            Err(e) if e.as_service_error().is_some_and(|s| s.is_no_such_entity_exception()) => {}
+            Err(e) => return Err(AwsError::call(format!("DeleteInstanceProfile {name}"), e)),
+        }
+    }
+    Ok(deleted)
 }
 
 #[cfg(test)]

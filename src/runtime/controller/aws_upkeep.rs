@@ -23,6 +23,7 @@ const CLASSES_EVERY: Millis = 60 * SECOND;
 const INSTANCES_EVERY: Millis = 10 * SECOND;
 const TEMPLATES_EVERY: Millis = 30 * SECOND;
 const TYPES_EVERY: Millis = 12 * 60 * 60 * SECOND;
+const PROFILES_EVERY: Millis = 30 * 60 * SECOND;
 
 /// An interruption from the queue, with where to say whether it was handled (unhandled ones come back).
 pub type Notice = (Message, oneshot::Sender<Result<(), String>>);
@@ -35,6 +36,7 @@ pub struct AwsUpkeep {
     next_instances: Millis,
     next_templates: Millis,
     next_types: Millis,
+    next_profiles: Millis,
     pub notices: Option<mpsc::UnboundedReceiver<Notice>>,
 }
 
@@ -59,6 +61,7 @@ impl AwsUpkeep {
             next_instances: now,
             next_templates: now + TEMPLATES_EVERY,
             next_types: now + TYPES_EVERY,
+            next_profiles: now + PROFILES_EVERY,
             notices,
         }
     }
@@ -131,6 +134,18 @@ impl AwsUpkeep {
             self.next_templates = now + TEMPLATES_EVERY;
             match self.cloud.delete_unused_templates().await {
                 Ok(names) => r.done.extend(names.into_iter().map(|n| format!("deleted unused launch template {n}"))),
+                Err(e) => r.errors.push(e.to_string()),
+            }
+        }
+
+        // Instance profiles of deleted NodeClasses (after the instance list, so profiles in use are known).
+        if now >= self.next_profiles && self.cloud.live_provider_ids().is_some() {
+            self.next_profiles = now + PROFILES_EVERY;
+            let uids: BTreeSet<String> = m.nodeclasses.iter().filter_map(|c| c.metadata.uid.clone()).collect();
+            match self.cloud.collect_instance_profiles(&uids, now / 1000).await {
+                Ok(names) => r.done.extend(
+                    names.into_iter().map(|n| format!("deleted instance profile {n} (its EC2NodeClass is gone)")),
+                ),
                 Err(e) => r.errors.push(e.to_string()),
             }
         }
