@@ -338,4 +338,28 @@ async fn capacity_errors_fall_back_and_throttling_never_doubles_a_launch() {
     faults.queue("DescribeInstanceTypes", Box::new(|_| (403, "<Response><Errors><Error><Code>UnauthorizedOperation</Code><Message>You are not authorized to perform this operation.</Message></Error></Errors><RequestID>x</RequestID></Response>".into())));
     let err = cloud.refresh_types().await.unwrap_err().to_string();
     assert!(err.contains("DescribeInstanceTypes") && err.contains("not authorized"), "{err}");
+
+    // NodeClass validation: CreateFleet refused in its dry run keeps the class from being Ready, saying why.
+    let mut nc = cloud.nodeclass("default").unwrap();
+    nc.metadata.generation = Some(2);
+    faults.queue(
+        "CreateFleet",
+        Box::new(|_| {
+            (
+                403,
+                "<Response><Errors><Error><Code>UnauthorizedOperation</Code><Message>You are not authorized to \
+                 perform: ec2:CreateFleet</Message></Error></Errors><RequestID>x</RequestID></Response>"
+                    .into(),
+            )
+        }),
+    );
+    let st = cloud.resolve_nodeclass(&nc).await.unwrap();
+    let cond = |t: &str| st.conditions.iter().find(|c| c.type_ == t).unwrap().clone();
+    assert_eq!(cond("ValidationSucceeded").status, "False");
+    assert!(
+        cond("Ready").message.unwrap().contains("CreateFleet dry run: UnauthorizedOperation"),
+        "{:?}",
+        st.conditions
+    );
+    assert!(matches!(cloud.launch(&claim("default-val01", two())).await, Err(LaunchError::NodeClassNotReady(_))));
 }

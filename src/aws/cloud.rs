@@ -73,7 +73,12 @@ pub struct AwsCloud {
     templates: tokio::sync::Mutex<Templates>,
     /// The per-NodeClass catalogs as last built: (generation, when, catalogs).
     catalogs: Mutex<Option<BuiltCatalogs>>,
+    /// NodeClass validations by what was resolved: (when, the problem if any).
+    validations: Mutex<BTreeMap<String, (Millis, Option<String>)>>,
 }
+
+/// A NodeClass validation is trusted this long.
+const VALIDATION_TTL: Millis = 30 * 60 * 1000;
 
 fn now_ms() -> Millis {
     chrono::Utc::now().timestamp_millis()
@@ -92,6 +97,7 @@ impl AwsCloud {
             known: Mutex::new(Known::default()),
             templates: tokio::sync::Mutex::new(Templates::default()),
             catalogs: Mutex::new(None),
+            validations: Mutex::new(BTreeMap::new()),
         }
     }
 
@@ -202,6 +208,11 @@ impl AwsCloud {
             }
             (None, None) => r.problems.push(("InstanceProfileReady", "neither role nor instanceProfile is set".into())),
         }
+        if r.problems.is_empty()
+            && let Some(problem) = self.validate(nc, &r).await
+        {
+            r.problems.push(("ValidationSucceeded", problem));
+        }
         let now = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
         let mut st = status(&r, &now);
         // Keep transition times of conditions whose status did not change (status writes stay quiet).
@@ -225,6 +236,47 @@ impl AwsCloud {
         }
         drop(k);
         Ok(st)
+    }
+
+    /// Upstream's NodeClass validation: with everything resolved, may this account create the launch template and
+    /// launch from it? A real template for a probe claim, then CreateFleet and RunInstances as dry runs. The answer
+    /// is kept for 30 minutes per resolution; `None` is fine (or not checkable yet: no instance types).
+    async fn validate(&self, nc: &EC2NodeClass, r: &super::nodeclass::Resolved) -> Option<String> {
+        let now = now_ms();
+        let key = format!(
+            "{}/{:?}/{:?}/{:?}/{:?}/{:?}",
+            nc.metadata.name.as_deref().unwrap_or(""),
+            nc.metadata.generation,
+            r.instance_profile,
+            r.amis.iter().map(|a| &a.id).collect::<Vec<_>>(),
+            r.security_groups,
+            r.subnets.iter().map(|s| &s.id).collect::<Vec<_>>()
+        );
+        if let Some((at, answer)) = self.validations.lock().unwrap_or_else(|p| p.into_inner()).get(&key)
+            && now - at < VALIDATION_TTL
+        {
+            return answer.clone();
+        }
+        let mut probe = nc.clone();
+        probe.status = Some(status(r, ""));
+        let catalog = self.catalog_for(Some(&probe), now)?.ok()?;
+        let mut claim = NodeClaim::new("validation", Default::default());
+        claim.metadata.labels = Some([(labels::NODEPOOL.to_string(), "karpenter-tui-validation".to_string())].into());
+        claim.spec.node_class_ref.name = nc.metadata.name.clone().unwrap_or_default();
+        // Nothing fits or is offered: a capacity question, not a permission one.
+        let fleet = plan(&claim, &probe, &catalog, &self.cluster).ok()?;
+        let answer = async {
+            let mut templates = self.templates.lock().await;
+            for (t, _) in fleet.configs.iter().take(1) {
+                templates.ensure(&self.ec2, t, &self.cluster.name, now / 1000).await.map_err(|e| e.to_string())?;
+            }
+            drop(templates);
+            ec2::dry_run(&self.ec2, &fleet).await
+        }
+        .await
+        .err();
+        self.validations.lock().unwrap_or_else(|p| p.into_inner()).insert(key, (now, answer.clone()));
+        answer
     }
 
     /// Forgets NodeClasses no longer in the cluster.

@@ -383,6 +383,77 @@ pub async fn create_fleet(
     Ok(answer)
 }
 
+/// What a dry run said: `DryRunOperation` is success; anything else (`UnauthorizedOperation` above all) is the
+/// problem, named with the call.
+fn dry_run_outcome<T, E>(what: &str, r: Result<T, aws_sdk_ec2::error::SdkError<E>>) -> Result<(), String>
+where
+    E: aws_sdk_ec2::error::ProvideErrorMetadata + std::error::Error + 'static,
+{
+    match r {
+        // Some emulators ignore DryRun; a success is still a yes.
+        Ok(_) => Ok(()),
+        Err(e) => match e.as_service_error().and_then(|s| s.code()) {
+            Some("DryRunOperation") => Ok(()),
+            Some(code) => {
+                Err(format!("{what} dry run: {code}: {}", e.as_service_error().and_then(|s| s.message()).unwrap_or("")))
+            }
+            None => Err(AwsError::call(format!("{what} dry run"), e).to_string()),
+        },
+    }
+}
+
+/// Whether this account may launch what the plan asks for (upstream's NodeClass validation): CreateFleet and
+/// RunInstances as dry runs with the plan's first template and override.
+pub async fn dry_run(ec2: &Client, plan: &FleetPlan) -> Result<(), String> {
+    let Some((t, o)) = plan.configs.iter().find_map(|(t, o)| o.first().map(|o| (t, o))) else { return Ok(()) };
+    let fleet = ec2
+        .create_fleet()
+        .dry_run(true)
+        .r#type(FleetType::Instant)
+        .target_capacity_specification(
+            TargetCapacitySpecificationRequest::builder()
+                .total_target_capacity(1)
+                .default_target_capacity_type(DefaultTargetCapacityType::OnDemand)
+                .build(),
+        )
+        .launch_template_configs(
+            FleetLaunchTemplateConfigRequest::builder()
+                .launch_template_specification(
+                    FleetLaunchTemplateSpecificationRequest::builder()
+                        .launch_template_name(t.name())
+                        .version("$Latest")
+                        .build(),
+                )
+                .overrides(
+                    FleetLaunchTemplateOverridesRequest::builder()
+                        .instance_type(InstanceType::from(o.instance_type.as_str()))
+                        .subnet_id(&o.subnet_id)
+                        .image_id(&o.image_id)
+                        .build(),
+                )
+                .build(),
+        )
+        .send()
+        .await;
+    dry_run_outcome("CreateFleet", fleet)?;
+    let run = ec2
+        .run_instances()
+        .dry_run(true)
+        .launch_template(
+            aws_sdk_ec2::types::LaunchTemplateSpecification::builder()
+                .launch_template_name(t.name())
+                .version("$Latest")
+                .build(),
+        )
+        .instance_type(InstanceType::from(o.instance_type.as_str()))
+        .subnet_id(&o.subnet_id)
+        .min_count(1)
+        .max_count(1)
+        .send()
+        .await;
+    dry_run_outcome("RunInstances", run)
+}
+
 /// Tags one instance (the NodeClaim name of a batched launch).
 pub async fn tag(ec2: &Client, id: &str, key: &str, value: &str) -> Result<(), AwsError> {
     ec2.create_tags()

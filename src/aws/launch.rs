@@ -219,6 +219,17 @@ pub fn plan(
             claim.name()
         )));
     }
+    // Types no selected AMI can boot go first: a cheap family of another architecture must neither set the spot
+    // price ceiling nor crowd the types that can launch out of the 60.
+    types.retain(|t| ami_for(nc, t).is_some());
+    if types.is_empty() {
+        return Err(LaunchError::InsufficientCapacity(format!(
+            "no AMI of EC2NodeClass {} matches an instance type that fits NodeClaim {} (check amiSelectorTerms and \
+             status.amis)",
+            nc.metadata.name.as_deref().unwrap_or(""),
+            claim.name()
+        )));
+    }
     if !has_min_values && types.iter().any(|t| !is_exotic(t)) {
         types.retain(|t| !is_exotic(t));
     }

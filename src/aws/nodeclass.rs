@@ -409,6 +409,7 @@ pub fn status(r: &Resolved, now: &str) -> EC2NodeClassStatus {
         ("SecurityGroupsReady", "SecurityGroupsNotFound"),
         ("AMIsReady", "AMINotFound"),
         ("InstanceProfileReady", "InstanceProfileNotReady"),
+        ("ValidationSucceeded", "ValidationFailed"),
     ] {
         match r.problems.iter().find(|(c, _)| *c == type_) {
             Some((_, m)) => conditions.push(condition(type_, false, reason, m, now)),
