@@ -107,8 +107,11 @@ async fn status_updates_are_merge_patches_of_the_status_subresource() {
     claim["status"] = json!({"conditions": [{"type": "Launched", "status": "Unknown", "reason": "Pending",
                              "lastTransitionTime": "2024-08-20T12:00:00Z"}]});
     fake.put(NODECLAIMS, claim);
-    fake.put(NODECLASSES, json!({"apiVersion": "karpenter.k8s.aws/v1", "kind": "EC2NodeClass",
-                                 "metadata": {"name": "default"}, "spec": {"role": "r"}}));
+    fake.put(
+        NODECLASSES,
+        json!({"apiVersion": "karpenter.k8s.aws/v1", "kind": "EC2NodeClass",
+                                 "metadata": {"name": "default"}, "spec": {"role": "r"}}),
+    );
 
     let status = NodeClaimStatus {
         provider_id: Some("kwok://default-x7k2p".into()),
@@ -123,7 +126,10 @@ async fn status_updates_are_merge_patches_of_the_status_subresource() {
     };
     w.update_nodeclaim_status("default-x7k2p", &status).await.unwrap();
     let r = only(&fake);
-    assert_eq!((r.method.as_str(), r.path.as_str()), ("PATCH", "/apis/karpenter.sh/v1/nodeclaims/default-x7k2p/status"));
+    assert_eq!(
+        (r.method.as_str(), r.path.as_str()),
+        ("PATCH", "/apis/karpenter.sh/v1/nodeclaims/default-x7k2p/status")
+    );
     assert_eq!(r.content_type.as_deref(), Some("application/merge-patch+json"));
     assert_eq!(r.body, json!({"status": serde_json::to_value(&status).unwrap()}));
     let stored = fake.get(NODECLAIMS, None, "default-x7k2p").unwrap();
@@ -138,7 +144,10 @@ async fn status_updates_are_merge_patches_of_the_status_subresource() {
     };
     w.update_ec2nodeclass_status("default", &class_status).await.unwrap();
     let r = only(&fake);
-    assert_eq!((r.method.as_str(), r.path.as_str()), ("PATCH", "/apis/karpenter.k8s.aws/v1/ec2nodeclasses/default/status"));
+    assert_eq!(
+        (r.method.as_str(), r.path.as_str()),
+        ("PATCH", "/apis/karpenter.k8s.aws/v1/ec2nodeclasses/default/status")
+    );
     assert_eq!(r.content_type.as_deref(), Some("application/merge-patch+json"));
     assert_eq!(r.body["status"]["subnets"], json!([{"id": "subnet-1", "zone": "us-west-2a"}]));
     assert_eq!(fake.get(NODECLASSES, None, "default").unwrap()["status"]["instanceProfile"], "profile");
@@ -197,6 +206,7 @@ async fn sync_node_full_sends_everything_in_one_guarded_patch() {
     assert!(err.is_conflict(), "a stale resourceVersion is a conflict: {err}");
     assert!(matches!(err, WriteError::Api { code: 409, .. }));
     assert_eq!(fake.get(NODES, None, "n1").unwrap()["metadata"]["finalizers"], json!([TERMINATION_FINALIZER]));
+    fake.clear_requests();
 
     // Without a resourceVersion the patch is unguarded (null, which a merge patch ignores).
     w.sync_node_full("n1", None, &l, &a, &[], &[]).await.unwrap();
@@ -219,13 +229,27 @@ async fn evict_uses_the_eviction_subresource_and_maps_429_and_404() {
 
     fake.put(PODS, pod("team", "p2"));
     let pdb = "Cannot evict pod as it would violate the pod's disruption budget.";
-    fake.script("POST", "/api/v1/namespaces/team/pods/p2/eviction", false, 429, status(429, "TooManyRequests", pdb), None);
+    fake.script(
+        "POST",
+        "/api/v1/namespaces/team/pods/p2/eviction",
+        false,
+        429,
+        status(429, "TooManyRequests", pdb),
+        None,
+    );
     assert_eq!(w.evict("team", "p2").await.unwrap(), Eviction::Blocked(pdb.into()));
     assert!(fake.get(PODS, Some("team"), "p2").is_some(), "a PDB keeps it");
 
     assert_eq!(w.evict("team", "p1").await.unwrap(), Eviction::Gone, "404: already gone");
 
-    fake.script("POST", "/api/v1/namespaces/team/pods/p3/eviction", false, 500, status(500, "InternalError", "x"), None);
+    fake.script(
+        "POST",
+        "/api/v1/namespaces/team/pods/p3/eviction",
+        false,
+        500,
+        status(500, "InternalError", "x"),
+        None,
+    );
     let err = w.evict("team", "p3").await.unwrap_err();
     assert!(matches!(err, WriteError::Api { code: 500, .. }), "{err}");
     assert!(err.to_string().contains("evict pod team/p3"), "{err}");
@@ -241,10 +265,17 @@ async fn a_pdb_blocked_eviction_is_answered_at_once() {
     let (fake, w) = setup().await;
     fake.put(PODS, pod("team", "p"));
     let pdb = "Cannot evict pod as it would violate the pod's disruption budget.";
-    fake.script("POST", "/api/v1/namespaces/team/pods/p/eviction", false, 429, status(429, "TooManyRequests", pdb), None);
+    fake.script(
+        "POST",
+        "/api/v1/namespaces/team/pods/p/eviction",
+        false,
+        429,
+        status(429, "TooManyRequests", pdb),
+        None,
+    );
     let answer = tokio::time::timeout(Duration::from_secs(2), w.evict("team", "p")).await;
     let evictions = fake.writes().len();
-    assert_eq!(answer.ok().map(Result::unwrap), Some(Eviction::Blocked(pdb.into())));
+    assert_eq!(answer.ok().map(Result::unwrap), Some(Eviction::Blocked(pdb.into())), "{evictions} requests in 2 s");
     assert_eq!(evictions, 1, "one eviction request per attempt");
 }
 
@@ -309,7 +340,10 @@ async fn remove_nodeclaim_finalizer_is_a_json_patch_guarded_by_a_test_op() {
     // Decided on an old version: the test op fails and nothing is removed.
     let err = w.remove_nodeclaim_finalizer(&stored, "example.com/other").await.unwrap_err();
     assert!(matches!(err, WriteError::Api { code: 422, .. }), "{err}");
-    assert_eq!(fake.get(NODECLAIMS, None, "default-x7k2p").unwrap()["metadata"]["finalizers"], json!(["example.com/other"]));
+    assert_eq!(
+        fake.get(NODECLAIMS, None, "default-x7k2p").unwrap()["metadata"]["finalizers"],
+        json!(["example.com/other"])
+    );
 }
 
 /// The API server answers a failed JSON-patch `test` with 422 (k8s.io/apiserver handlers/patch.go), not 409, so the
@@ -341,10 +375,7 @@ async fn apply_nodepool_server_side_applies_after_a_dry_run() {
     let r = only(&fake);
     assert_eq!((r.method.as_str(), r.path.as_str()), ("PATCH", path));
     assert_eq!(r.content_type.as_deref(), Some("application/apply-patch+yaml"));
-    assert_eq!(
-        (r.q("fieldManager"), r.q("force"), r.q("dryRun")),
-        (Some(FIELD_MANAGER), Some("true"), Some("All"))
-    );
+    assert_eq!((r.q("fieldManager"), r.q("force"), r.q("dryRun")), (Some(FIELD_MANAGER), Some("true"), Some("All")));
     assert_eq!((r.body["apiVersion"].as_str(), r.body["kind"].as_str()), (Some("karpenter.sh/v1"), Some("NodePool")));
     assert_eq!(r.body["metadata"], json!({"name": "minimal", "labels": {"team": "a"}}), "intent only");
     assert!(r.body.get("status").is_none(), "{}", r.body);
@@ -370,17 +401,28 @@ async fn apply_nodepool_server_side_applies_after_a_dry_run() {
 #[tokio::test]
 async fn events_are_created_in_the_namespace_of_what_they_regard() {
     let (fake, w) = setup().await;
-    let meta = ObjectMeta { name: Some("p1".into()), namespace: Some("team".into()), uid: Some("u1".into()), ..Default::default() };
+    let meta = ObjectMeta {
+        name: Some("p1".into()),
+        namespace: Some("team".into()),
+        uid: Some("u1".into()),
+        ..Default::default()
+    };
     w.event(reference("Pod", "v1", &meta), true, "FailedScheduling", "no NodePool fits").await.unwrap();
     let r = only(&fake);
     assert_eq!((r.method.as_str(), r.path.as_str()), ("POST", "/api/v1/namespaces/team/events"));
     assert_eq!(r.content_type.as_deref(), Some("application/json"));
     let b = &r.body;
     assert!(b["metadata"]["name"].as_str().unwrap().starts_with("p1."), "{b}");
-    assert_eq!(b["involvedObject"], json!({"kind": "Pod", "apiVersion": "v1", "name": "p1", "namespace": "team", "uid": "u1"}));
+    assert_eq!(
+        b["involvedObject"],
+        json!({"kind": "Pod", "apiVersion": "v1", "name": "p1", "namespace": "team", "uid": "u1"})
+    );
     assert_eq!((b["type"].as_str(), b["reason"].as_str()), (Some("Warning"), Some("FailedScheduling")));
     assert_eq!(b["message"], "no NodePool fits");
-    assert_eq!((b["source"]["component"].as_str(), b["reportingComponent"].as_str()), (Some(FIELD_MANAGER), Some(FIELD_MANAGER)));
+    assert_eq!(
+        (b["source"]["component"].as_str(), b["reportingComponent"].as_str()),
+        (Some(FIELD_MANAGER), Some(FIELD_MANAGER))
+    );
     assert_eq!(b["count"], 1);
 
     // A cluster-scoped object's events go to `default`.
@@ -409,7 +451,8 @@ async fn create_node_counts_an_existing_node_as_created() {
 async fn patch_nodeclaim_metadata_merges_labels_and_annotations_and_replaces_finalizers() {
     let (fake, w) = setup().await;
     fake.put(NODECLAIMS, serde_json::to_value(claim_fixture()).unwrap());
-    let (l, a) = (labels(&[("karpenter.sh/registered", "true")]), labels(&[("karpenter.sh/termination-timestamp", "t")]));
+    let (l, a) =
+        (labels(&[("karpenter.sh/registered", "true")]), labels(&[("karpenter.sh/termination-timestamp", "t")]));
 
     w.patch_nodeclaim_metadata("default-x7k2p", &l, &a, Some(&[TERMINATION_FINALIZER.to_string()])).await.unwrap();
     let r = only(&fake);
@@ -472,7 +515,10 @@ async fn access_check_asks_one_review_per_right_and_reports_denials() {
     let reqs = fake.requests();
     assert_eq!(reqs.len(), access::needs().len());
     for (r, n) in reqs.iter().zip(access::needs()) {
-        assert_eq!((r.method.as_str(), r.path.as_str()), ("POST", "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews"));
+        assert_eq!(
+            (r.method.as_str(), r.path.as_str()),
+            ("POST", "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews")
+        );
         let ra = &r.body["spec"]["resourceAttributes"];
         assert_eq!((ra["verb"].as_str(), ra["resource"].as_str()), (Some(n.verb), Some(n.resource.as_str())));
         assert_eq!(ra["group"].as_str(), Some(n.group.as_str()));
@@ -494,7 +540,14 @@ async fn access_check_asks_one_review_per_right_and_reports_denials() {
     assert!(blind.summary().unwrap().contains("watch pods"));
 
     // The review API itself failing is an error, not a denial.
-    fake.script("POST", "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews", false, 500, status(500, "InternalError", "x"), None);
+    fake.script(
+        "POST",
+        "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews",
+        false,
+        500,
+        status(500, "InternalError", "x"),
+        None,
+    );
     assert!(access::check(&fake.client()).await.is_err());
 }
 
@@ -508,7 +561,10 @@ async fn the_elector_takes_a_free_lease_follows_a_fresh_one_and_hands_it_over() 
     assert_eq!(me.round().await.unwrap(), Role::Leader);
     let reqs = fake.requests();
     assert_eq!((reqs[0].method.as_str(), reqs[0].path.as_str()), ("GET", path.as_str()));
-    assert_eq!((reqs[1].method.as_str(), reqs[1].path.as_str()), ("POST", "/apis/coordination.k8s.io/v1/namespaces/kube-system/leases"));
+    assert_eq!(
+        (reqs[1].method.as_str(), reqs[1].path.as_str()),
+        ("POST", "/apis/coordination.k8s.io/v1/namespaces/kube-system/leases")
+    );
     assert_eq!(reqs[1].body["metadata"]["name"], LEASE_NAME);
     assert_eq!(reqs[1].body["spec"]["holderIdentity"], "me");
     assert_eq!(reqs[1].body["spec"]["leaseDurationSeconds"], 15);
@@ -539,7 +595,10 @@ async fn the_elector_takes_a_free_lease_follows_a_fresh_one_and_hands_it_over() 
     assert_eq!(lease["spec"]["leaseDurationSeconds"], 1);
     assert_eq!(them.round().await.unwrap(), Role::Leader);
     let lease = fake.get(LEASES, Some("kube-system"), LEASE_NAME).unwrap();
-    assert_eq!((lease["spec"]["holderIdentity"].as_str(), lease["spec"]["leaseTransitions"].as_i64()), (Some("them"), Some(1)));
+    assert_eq!(
+        (lease["spec"]["holderIdentity"].as_str(), lease["spec"]["leaseTransitions"].as_i64()),
+        (Some("them"), Some(1))
+    );
     fake.clear_requests();
 
     // Releasing a lease someone else holds touches nothing.

@@ -214,7 +214,8 @@ impl State {
     }
 
     fn take_script(&mut self, r: &Recorded) -> Option<(u16, Value)> {
-        let i = self.scripts.iter().position(|s| s.method == r.method && s.path == r.path && s.watch == r.is_watch())?;
+        let i =
+            self.scripts.iter().position(|s| s.method == r.method && s.path == r.path && s.watch == r.is_watch())?;
         let s = &mut self.scripts[i];
         let answer = (s.code, s.body.clone());
         if let Some(n) = s.times.as_mut() {
@@ -415,8 +416,11 @@ async fn handle(st: &Arc<Mutex<State>>, req: Request<Incoming>) -> Response<Body
                 .map(|(_, o)| o.clone())
                 .filter(|o| matches_selector(o, rec.query.get("labelSelector")))
                 .collect();
-            reply(200, &json!({"kind": "List", "apiVersion": "v1",
-                               "metadata": {"resourceVersion": s.rv.to_string()}, "items": items}))
+            reply(
+                200,
+                &json!({"kind": "List", "apiVersion": "v1",
+                               "metadata": {"resourceVersion": s.rv.to_string()}, "items": items}),
+            )
         }
         (&Method::GET, Some(name), None) => match s.objects.get(&State::key(&t, name)) {
             Some(o) => reply(200, o),
@@ -450,7 +454,8 @@ async fn handle(st: &Arc<Mutex<State>>, req: Request<Incoming>) -> Response<Body
             let key = State::key(&t, name);
             let Some(current) = s.objects.get(&key).cloned() else { return not_found(&t) };
             let sent_rv = rec.body.pointer("/metadata/resourceVersion").and_then(Value::as_str);
-            if sent_rv.is_some_and(|rv| Some(rv) != current.pointer("/metadata/resourceVersion").and_then(Value::as_str))
+            if sent_rv
+                .is_some_and(|rv| Some(rv) != current.pointer("/metadata/resourceVersion").and_then(Value::as_str))
             {
                 return reply(409, &status(409, "Conflict", "the object has been modified"));
             }
@@ -465,7 +470,8 @@ async fn handle(st: &Arc<Mutex<State>>, req: Request<Incoming>) -> Response<Body
         (&Method::DELETE, Some(name), None) => {
             let key = State::key(&t, name);
             let Some(mut obj) = s.objects.get(&key).cloned() else { return not_found(&t) };
-            let finalizers = obj.pointer("/metadata/finalizers").and_then(Value::as_array).is_some_and(|f| !f.is_empty());
+            let finalizers =
+                obj.pointer("/metadata/finalizers").and_then(Value::as_array).is_some_and(|f| !f.is_empty());
             if finalizers {
                 if obj.pointer("/metadata/deletionTimestamp").is_none() {
                     obj["metadata"]["deletionTimestamp"] = json!("2026-01-01T00:00:00Z");
@@ -519,7 +525,8 @@ fn patch(s: &mut State, t: &Target, name: &str, sub: Option<&str>, rec: &Recorde
         (_, None) => return not_found(t),
         ("application/merge-patch+json" | "application/apply-patch+yaml", Some(current)) => {
             let sent_rv = rec.body.pointer("/metadata/resourceVersion").and_then(Value::as_str);
-            if sent_rv.is_some_and(|rv| Some(rv) != current.pointer("/metadata/resourceVersion").and_then(Value::as_str))
+            if sent_rv
+                .is_some_and(|rv| Some(rv) != current.pointer("/metadata/resourceVersion").and_then(Value::as_str))
             {
                 return conflict();
             }
