@@ -746,6 +746,29 @@ async fn a_410_gone_makes_the_watch_relist() {
 }
 
 #[tokio::test]
+async fn an_ended_watch_resumes_from_its_resource_version_without_a_relist() {
+    let fake = FakeApi::start().await;
+    let mut w = watch::spawn(fake.client());
+    w.wait_synced(Duration::from_secs(5)).await.unwrap();
+    eventually(5, "pods watched", || fake.watching(PODS) == 1).await;
+    fake.put(PODS, pod("team", "p1"));
+    let cache = w.cache.clone();
+    eventually(5, "p1 seen", || cache.lock().unwrap().pods.items.contains_key("team/p1")).await;
+    let seen_rv = cache.lock().unwrap().pods.items["team/p1"].metadata.resource_version.clone();
+
+    // The stream ends (a watch timeout); a pod created meanwhile is replayed by the next watch.
+    fake.end_watches();
+    fake.put(PODS, pod("team", "p2"));
+    eventually(5, "p2 seen", || cache.lock().unwrap().pods.items.contains_key("team/p2")).await;
+    let watches: Vec<Recorded> =
+        fake.requests().into_iter().filter(|r| r.path == "/api/v1/pods" && r.is_watch()).collect();
+    assert_eq!(watches.len(), 2, "{watches:#?}");
+    assert_eq!(watches[1].q("resourceVersion"), seen_rv.as_deref(), "resumed from the last event seen");
+    assert_eq!(lists_of(&fake, PODS), 1, "no relist");
+    assert!(cache.lock().unwrap().failing().is_empty());
+}
+
+#[tokio::test]
 async fn a_missing_crd_counts_as_synced_and_empty_unless_it_is_required() {
     let fake = FakeApi::start().await;
     fake.missing(NODECLASSES);

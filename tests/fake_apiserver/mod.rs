@@ -137,11 +137,17 @@ struct Watcher {
     tx: mpsc::UnboundedSender<Bytes>,
 }
 
+/// (collection, namespace or "", name).
+type Key = (String, String, String);
+
+fn key(collection: &str, namespace: Option<&str>, name: &str) -> Key {
+    (collection.to_string(), namespace.unwrap_or_default().to_string(), name.to_string())
+}
+
 #[derive(Default)]
 struct State {
     requests: Vec<Recorded>,
-    /// (collection, namespace or "", name) → object.
-    objects: BTreeMap<(String, String, String), Value>,
+    objects: BTreeMap<Key, Value>,
     rv: u64,
     log: Vec<Logged>,
     /// Watches from a resourceVersion at or below this get 410 Gone.
@@ -186,17 +192,13 @@ impl State {
         self.rv
     }
 
-    fn key(t: &Target, name: &str) -> (String, String, String) {
-        (t.collection.clone(), t.namespace.clone().unwrap_or_default(), name.to_string())
-    }
-
     /// Stores an object under a new resourceVersion and tells the watchers.
     fn store(&mut self, collection: &str, mut obj: Value, event: &str) -> Value {
         let rv = self.bump();
         obj["metadata"]["resourceVersion"] = json!(rv.to_string());
         let ns = obj.pointer("/metadata/namespace").and_then(Value::as_str).map(String::from);
         let name = obj.pointer("/metadata/name").and_then(Value::as_str).unwrap_or_default().to_string();
-        let key = (collection.to_string(), ns.clone().unwrap_or_default(), name);
+        let key = key(collection, ns.as_deref(), &name);
         if event == "DELETED" {
             self.objects.remove(&key);
         } else {
@@ -289,11 +291,8 @@ impl FakeApi {
     /// its collection without namespace: `api/v1/pods`, `apis/karpenter.sh/v1/nodeclaims`.
     pub fn put(&self, collection: &str, obj: Value) -> Value {
         let mut s = self.state();
-        let key = (
-            collection.to_string(),
-            obj.pointer("/metadata/namespace").and_then(Value::as_str).unwrap_or_default().to_string(),
-            obj.pointer("/metadata/name").and_then(Value::as_str).unwrap_or_default().to_string(),
-        );
+        let meta = |f: &str| obj["metadata"][f].as_str().map(String::from);
+        let key = key(collection, meta("namespace").as_deref(), &meta("name").unwrap_or_default());
         let event = if s.objects.contains_key(&key) { "MODIFIED" } else { "ADDED" };
         s.store(collection, obj, event)
     }
@@ -301,8 +300,7 @@ impl FakeApi {
     /// Deletes an object as another client would, telling the watchers.
     pub fn remove(&self, collection: &str, namespace: Option<&str>, name: &str) {
         let mut s = self.state();
-        let key = (collection.to_string(), namespace.unwrap_or_default().to_string(), name.to_string());
-        if let Some(obj) = s.objects.get(&key).cloned() {
+        if let Some(obj) = s.objects.get(&key(collection, namespace, name)).cloned() {
             s.store(collection, obj, "DELETED");
         }
     }
@@ -310,13 +308,12 @@ impl FakeApi {
     /// Deletes an object without any watch event: only a relist can notice.
     pub fn remove_silently(&self, collection: &str, namespace: Option<&str>, name: &str) {
         let mut s = self.state();
-        s.objects.remove(&(collection.to_string(), namespace.unwrap_or_default().to_string(), name.to_string()));
+        s.objects.remove(&key(collection, namespace, name));
         s.bump();
     }
 
     pub fn get(&self, collection: &str, namespace: Option<&str>, name: &str) -> Option<Value> {
-        let s = self.state();
-        s.objects.get(&(collection.to_string(), namespace.unwrap_or_default().to_string(), name.to_string())).cloned()
+        self.state().objects.get(&key(collection, namespace, name)).cloned()
     }
 
     /// Compacts history: every open watch gets a `410 Gone` ERROR event and ends, and watches from an older
@@ -328,6 +325,11 @@ impl FakeApi {
         for w in s.watchers.drain(..) {
             let _ = w.tx.send(line.clone());
         }
+    }
+
+    /// Ends every open watch stream without an error, as an API server does when a watch times out.
+    pub fn end_watches(&self) {
+        self.state().watchers.clear();
     }
 
     /// Answers the next `times` (None: every) matching request with `code` and `body` instead of handling it.
@@ -422,7 +424,7 @@ async fn handle(st: &Arc<Mutex<State>>, req: Request<Incoming>) -> Response<Body
                                "metadata": {"resourceVersion": s.rv.to_string()}, "items": items}),
             )
         }
-        (&Method::GET, Some(name), None) => match s.objects.get(&State::key(&t, name)) {
+        (&Method::GET, Some(name), None) => match s.objects.get(&key(&t.collection, t.namespace.as_deref(), name)) {
             Some(o) => reply(200, o),
             None => not_found(&t),
         },
@@ -441,7 +443,7 @@ async fn handle(st: &Arc<Mutex<State>>, req: Request<Incoming>) -> Response<Body
         }
         (&Method::POST, None, _) => create(&mut s, &t, rec.body.clone(), dry_run),
         (&Method::POST, Some(name), Some("eviction")) => {
-            let key = State::key(&t, name);
+            let key = key(&t.collection, t.namespace.as_deref(), name);
             match s.objects.get(&key).cloned() {
                 Some(pod) => {
                     s.store(&t.collection, pod, "DELETED");
@@ -451,7 +453,7 @@ async fn handle(st: &Arc<Mutex<State>>, req: Request<Incoming>) -> Response<Body
             }
         }
         (&Method::PUT, Some(name), None) => {
-            let key = State::key(&t, name);
+            let key = key(&t.collection, t.namespace.as_deref(), name);
             let Some(current) = s.objects.get(&key).cloned() else { return not_found(&t) };
             let sent_rv = rec.body.pointer("/metadata/resourceVersion").and_then(Value::as_str);
             if sent_rv
@@ -468,7 +470,7 @@ async fn handle(st: &Arc<Mutex<State>>, req: Request<Incoming>) -> Response<Body
         }
         (&Method::PATCH, Some(name), sub) => patch(&mut s, &t, name, sub, &rec, dry_run),
         (&Method::DELETE, Some(name), None) => {
-            let key = State::key(&t, name);
+            let key = key(&t.collection, t.namespace.as_deref(), name);
             let Some(mut obj) = s.objects.get(&key).cloned() else { return not_found(&t) };
             let finalizers =
                 obj.pointer("/metadata/finalizers").and_then(Value::as_array).is_some_and(|f| !f.is_empty());
@@ -499,7 +501,7 @@ fn create(s: &mut State, t: &Target, mut obj: Value, dry_run: bool) -> Response<
         obj["metadata"]["namespace"] = json!(ns);
     }
     let name = obj["metadata"]["name"].as_str().unwrap().to_string();
-    if s.objects.contains_key(&State::key(t, &name)) {
+    if s.objects.contains_key(&key(&t.collection, t.namespace.as_deref(), &name)) {
         return reply(409, &status(409, "AlreadyExists", &format!("\"{name}\" already exists")));
     }
     obj["metadata"]["uid"] = json!(format!("uid-{name}"));
@@ -512,7 +514,7 @@ fn create(s: &mut State, t: &Target, mut obj: Value, dry_run: bool) -> Response<
 }
 
 fn patch(s: &mut State, t: &Target, name: &str, sub: Option<&str>, rec: &Recorded, dry_run: bool) -> Response<Body> {
-    let key = State::key(t, name);
+    let key = key(&t.collection, t.namespace.as_deref(), name);
     let current = s.objects.get(&key).cloned();
     let ct = rec.content_type.as_deref().unwrap_or_default();
     let conflict = || reply(409, &status(409, "Conflict", "the object has been modified; please apply your changes"));
