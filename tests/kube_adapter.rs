@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use fake_apiserver::{FakeApi, Recorded, eventually, status};
 use k8s_openapi::api::core::v1::{Node, Taint};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use karpenter_tui::engine::api::ec2nodeclass::{EC2NodeClassStatus, SubnetStatus};
 use karpenter_tui::engine::api::{Condition, NodeClaim, NodeClaimStatus, NodePool};
 use karpenter_tui::engine::labels::TERMINATION_FINALIZER;
@@ -78,6 +78,14 @@ async fn create_nodeclaim_posts_a_generate_name_and_the_termination_finalizer() 
     claim.metadata.name = None;
     claim.metadata.generate_name = Some("default-".into());
     claim.metadata.finalizers = Some(vec![TERMINATION_FINALIZER.into()]);
+    claim.metadata.owner_references = Some(vec![OwnerReference {
+        api_version: "karpenter.sh/v1".into(),
+        kind: "NodePool".into(),
+        name: "default".into(),
+        uid: "uid-pool".into(),
+        block_owner_deletion: Some(true),
+        ..Default::default()
+    }]);
     claim.status = None;
 
     let created = w.create_nodeclaim(&claim).await.unwrap();
@@ -92,6 +100,8 @@ async fn create_nodeclaim_posts_a_generate_name_and_the_termination_finalizer() 
     assert_eq!(r.body["metadata"]["generateName"], "default-");
     assert!(r.body["metadata"].get("name").is_none(), "the server names it: {}", r.body["metadata"]);
     assert_eq!(r.body["metadata"]["finalizers"], json!([TERMINATION_FINALIZER]));
+    let owner = &r.body["metadata"]["ownerReferences"][0];
+    assert_eq!((owner["kind"].as_str(), owner["name"].as_str()), (Some("NodePool"), Some("default")));
     assert_eq!(r.body["spec"]["nodeClassRef"]["name"], "default");
     assert!(fake.get(NODECLAIMS, None, &name).is_some());
 
