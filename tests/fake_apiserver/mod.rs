@@ -1,0 +1,596 @@
+//! A small in-process fake Kubernetes API server for the kube adapter's tests (hyper 1, HTTP/1.1 on 127.0.0.1).
+//!
+//! It records every request and answers from an object store with enough API-server semantics for the adapter:
+//! create (generateName, 409 on an existing name, `dryRun=All`), get, replace (resourceVersion checked), merge,
+//! JSON and apply patches (a merge patch carrying a stale `metadata.resourceVersion` is a 409, a failing JSON patch
+//! `test` a 422), the status subresource (only `status` changes), delete (finalizers → `deletionTimestamp`),
+//! `pods/eviction`, SelfSubjectAccessReviews answered from a deny list, list, and watch from a resourceVersion with
+//! the events since then replayed. Watches are ended with a `410 Gone` ERROR event by [`FakeApi::expire_watches`],
+//! as an API server does after compaction. Any request can be answered by a scripted status instead
+//! ([`FakeApi::script`]); a collection can be made unknown (404, a CRD not installed) with [`FakeApi::missing`].
+
+#![allow(dead_code)]
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use bytes::Bytes;
+use http_body_util::combinators::UnsyncBoxBody;
+use http_body_util::{BodyExt, Full, StreamBody};
+use hyper::body::{Frame, Incoming};
+use hyper::{Method, Request, Response, StatusCode};
+use serde_json::{Value, json};
+use tokio::sync::mpsc;
+
+type Body = UnsyncBoxBody<Bytes, Infallible>;
+
+/// One request as the server received it.
+#[derive(Debug, Clone)]
+pub struct Recorded {
+    pub method: String,
+    pub path: String,
+    pub query: BTreeMap<String, String>,
+    pub content_type: Option<String>,
+    /// The body parsed as JSON (YAML for apply patches); `Null` when empty.
+    pub body: Value,
+}
+
+impl Recorded {
+    pub fn q(&self, key: &str) -> Option<&str> {
+        self.query.get(key).map(String::as_str)
+    }
+
+    pub fn is_watch(&self) -> bool {
+        self.q("watch") == Some("true")
+    }
+}
+
+/// A canned answer for requests matching a method and a path.
+struct Script {
+    method: String,
+    path: String,
+    watch: bool,
+    code: u16,
+    body: Value,
+    times: Option<usize>,
+}
+
+/// Where a request points: `/api/v1/namespaces/ns/pods/name/eviction` → collection `api/v1/pods`, ...
+#[derive(Debug, Clone)]
+struct Target {
+    collection: String,
+    namespace: Option<String>,
+    name: Option<String>,
+    sub: Option<String>,
+}
+
+fn parse_path(path: &str) -> Option<Target> {
+    let segs: Vec<&str> = path.trim_matches('/').split('/').collect();
+    let (prefix, rest) = match segs.as_slice() {
+        ["api", v, rest @ ..] => (format!("api/{v}"), rest),
+        ["apis", g, v, rest @ ..] => (format!("apis/{g}/{v}"), rest),
+        _ => return None,
+    };
+    let (namespace, rest) = match rest {
+        ["namespaces", ns, rest @ ..] if !rest.is_empty() => (Some(ns.to_string()), rest),
+        _ => (None, rest),
+    };
+    let (resource, name, sub) = match rest {
+        [r] => (r, None, None),
+        [r, n] => (r, Some(n.to_string()), None),
+        [r, n, s] => (r, Some(n.to_string()), Some(s.to_string())),
+        _ => return None,
+    };
+    Some(Target { collection: format!("{prefix}/{resource}"), namespace, name, sub })
+}
+
+fn percent_decode(s: &str) -> String {
+    let bytes = s.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        match bytes[i] {
+            b'%' if i + 2 < bytes.len() => {
+                let hex = std::str::from_utf8(&bytes[i + 1..i + 3]).ok().and_then(|h| u8::from_str_radix(h, 16).ok());
+                match hex {
+                    Some(b) => {
+                        out.push(b);
+                        i += 3;
+                        continue;
+                    }
+                    None => out.push(b'%'),
+                }
+            }
+            b'+' => out.push(b' '),
+            b => out.push(b),
+        }
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+fn parse_query(q: Option<&str>) -> BTreeMap<String, String> {
+    q.unwrap_or_default()
+        .split('&')
+        .filter(|p| !p.is_empty())
+        .map(|p| {
+            let (k, v) = p.split_once('=').unwrap_or((p, ""));
+            (percent_decode(k), percent_decode(v))
+        })
+        .collect()
+}
+
+/// A watch event as it went out, kept so a watch from an older resourceVersion can be replayed.
+struct Logged {
+    rv: u64,
+    collection: String,
+    namespace: Option<String>,
+    line: Bytes,
+}
+
+struct Watcher {
+    collection: String,
+    namespace: Option<String>,
+    tx: mpsc::UnboundedSender<Bytes>,
+}
+
+/// (collection, namespace or "", name).
+type Key = (String, String, String);
+
+fn key(collection: &str, namespace: Option<&str>, name: &str) -> Key {
+    (collection.to_string(), namespace.unwrap_or_default().to_string(), name.to_string())
+}
+
+#[derive(Default)]
+struct State {
+    requests: Vec<Recorded>,
+    objects: BTreeMap<Key, Value>,
+    rv: u64,
+    log: Vec<Logged>,
+    /// Watches from a resourceVersion at or below this get 410 Gone.
+    compacted: u64,
+    watchers: Vec<Watcher>,
+    scripts: Vec<Script>,
+    missing: BTreeSet<String>,
+    /// SelfSubjectAccessReviews denied: (verb, resource, subresource).
+    denied: Vec<(String, String, Option<String>)>,
+    generated: u64,
+}
+
+pub fn status(code: u16, reason: &str, message: &str) -> Value {
+    json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+           "message": message, "reason": reason, "code": code})
+}
+
+fn reply(code: u16, body: &Value) -> Response<Body> {
+    Response::builder()
+        .status(StatusCode::from_u16(code).unwrap())
+        .header("content-type", "application/json")
+        .body(Full::new(Bytes::from(body.to_string())).boxed_unsync())
+        .unwrap()
+}
+
+fn not_found(t: &Target) -> Response<Body> {
+    let what = t.name.clone().unwrap_or_else(|| t.collection.clone());
+    reply(404, &status(404, "NotFound", &format!("{} \"{what}\" not found", t.collection)))
+}
+
+fn matches_selector(obj: &Value, selector: Option<&String>) -> bool {
+    let Some(sel) = selector.filter(|s| !s.is_empty()) else { return true };
+    sel.split(',').all(|term| match term.split_once('=') {
+        Some((k, v)) => obj.pointer("/metadata/labels").and_then(|l| l.get(k)).and_then(Value::as_str) == Some(v),
+        None => obj.pointer("/metadata/labels").and_then(|l| l.get(term)).is_some(),
+    })
+}
+
+impl State {
+    fn bump(&mut self) -> u64 {
+        self.rv += 1;
+        self.rv
+    }
+
+    /// Stores an object under a new resourceVersion and tells the watchers.
+    fn store(&mut self, collection: &str, mut obj: Value, event: &str) -> Value {
+        let rv = self.bump();
+        obj["metadata"]["resourceVersion"] = json!(rv.to_string());
+        let ns = obj.pointer("/metadata/namespace").and_then(Value::as_str).map(String::from);
+        let name = obj.pointer("/metadata/name").and_then(Value::as_str).unwrap_or_default().to_string();
+        let key = key(collection, ns.as_deref(), &name);
+        if event == "DELETED" {
+            self.objects.remove(&key);
+        } else {
+            self.objects.insert(key, obj.clone());
+        }
+        let line = Bytes::from(format!("{}\n", json!({"type": event, "object": obj})));
+        self.log.push(Logged { rv, collection: collection.into(), namespace: ns.clone(), line: line.clone() });
+        self.watchers.retain(|w| {
+            if w.collection != collection || (w.namespace.is_some() && w.namespace != ns) {
+                return true;
+            }
+            w.tx.send(line.clone()).is_ok()
+        });
+        obj
+    }
+
+    fn take_script(&mut self, r: &Recorded) -> Option<(u16, Value)> {
+        let i =
+            self.scripts.iter().position(|s| s.method == r.method && s.path == r.path && s.watch == r.is_watch())?;
+        let s = &mut self.scripts[i];
+        let answer = (s.code, s.body.clone());
+        if let Some(n) = s.times.as_mut() {
+            *n -= 1;
+            if *n == 0 {
+                self.scripts.remove(i);
+            }
+        }
+        Some(answer)
+    }
+}
+
+/// The fake API server; dropping it stops serving.
+pub struct FakeApi {
+    pub addr: SocketAddr,
+    state: Arc<Mutex<State>>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for FakeApi {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+impl FakeApi {
+    pub async fn start() -> FakeApi {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let state = Arc::new(Mutex::new(State::default()));
+        let st = state.clone();
+        let task = tokio::spawn(async move {
+            loop {
+                let Ok((stream, _)) = listener.accept().await else { return };
+                let st = st.clone();
+                tokio::spawn(async move {
+                    let svc = hyper::service::service_fn(move |req| {
+                        let st = st.clone();
+                        async move { Ok::<_, Infallible>(handle(&st, req).await) }
+                    });
+                    let io = hyper_util::rt::TokioIo::new(stream);
+                    let _ = hyper::server::conn::http1::Builder::new().serve_connection(io, svc).await;
+                });
+            }
+        });
+        FakeApi { addr, state, task }
+    }
+
+    /// A client for this server, as `kube::Client::try_default` would give one for a kubeconfig pointing here.
+    /// Like the live backend's, kube-rs's default retry of 429, 503 and 504 included.
+    pub fn client(&self) -> kube::Client {
+        kube::Client::try_from(self.config()).unwrap()
+    }
+
+    /// A client that returns 429, 503 and 504 at once instead of retrying them.
+    pub fn client_without_retries(&self) -> kube::Client {
+        let mut config = self.config();
+        config.default_retry = false;
+        kube::Client::try_from(config).unwrap()
+    }
+
+    fn config(&self) -> kube::Config {
+        kube::Config::new(format!("http://{}", self.addr).parse().unwrap())
+    }
+
+    fn state(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap()
+    }
+
+    /// Stores (or replaces) an object as another client would, telling the watchers. `collection` is the path of
+    /// its collection without namespace: `api/v1/pods`, `apis/karpenter.sh/v1/nodeclaims`.
+    pub fn put(&self, collection: &str, obj: Value) -> Value {
+        let mut s = self.state();
+        let meta = |f: &str| obj["metadata"][f].as_str().map(String::from);
+        let key = key(collection, meta("namespace").as_deref(), &meta("name").unwrap_or_default());
+        let event = if s.objects.contains_key(&key) { "MODIFIED" } else { "ADDED" };
+        s.store(collection, obj, event)
+    }
+
+    /// Deletes an object as another client would, telling the watchers.
+    pub fn remove(&self, collection: &str, namespace: Option<&str>, name: &str) {
+        let mut s = self.state();
+        if let Some(obj) = s.objects.get(&key(collection, namespace, name)).cloned() {
+            s.store(collection, obj, "DELETED");
+        }
+    }
+
+    /// Deletes an object without any watch event: only a relist can notice.
+    pub fn remove_silently(&self, collection: &str, namespace: Option<&str>, name: &str) {
+        let mut s = self.state();
+        s.objects.remove(&key(collection, namespace, name));
+        s.bump();
+    }
+
+    pub fn get(&self, collection: &str, namespace: Option<&str>, name: &str) -> Option<Value> {
+        self.state().objects.get(&key(collection, namespace, name)).cloned()
+    }
+
+    /// Compacts history: every open watch gets a `410 Gone` ERROR event and ends, and watches from an older
+    /// resourceVersion are refused the same way.
+    pub fn expire_watches(&self) {
+        let mut s = self.state();
+        s.compacted = s.rv;
+        let line = Bytes::from(format!("{}\n", json!({"type": "ERROR", "object": gone()})));
+        for w in s.watchers.drain(..) {
+            let _ = w.tx.send(line.clone());
+        }
+    }
+
+    /// Ends every open watch stream without an error, as an API server does when a watch times out.
+    pub fn end_watches(&self) {
+        self.state().watchers.clear();
+    }
+
+    /// Answers the next `times` (None: every) matching request with `code` and `body` instead of handling it.
+    /// `watch` selects watch requests (`?watch=true`) of a collection rather than its lists.
+    pub fn script(&self, method: &str, path: &str, watch: bool, code: u16, body: Value, times: Option<usize>) {
+        let (method, path) = (method.to_string(), path.to_string());
+        self.state().scripts.push(Script { method, path, watch, code, body, times });
+    }
+
+    /// Makes a collection unknown to the server (404 for everything in it), like a CRD that is not installed.
+    pub fn missing(&self, collection: &str) {
+        self.state().missing.insert(collection.to_string());
+    }
+
+    /// SelfSubjectAccessReviews for this verb and resource (and subresource) answer "denied".
+    pub fn deny(&self, verb: &str, resource: &str, subresource: Option<&str>) {
+        self.state().denied.push((verb.into(), resource.into(), subresource.map(Into::into)));
+    }
+
+    pub fn requests(&self) -> Vec<Recorded> {
+        self.state().requests.clone()
+    }
+
+    /// Requests other than lists and watches: what a writer sent.
+    pub fn writes(&self) -> Vec<Recorded> {
+        self.requests().into_iter().filter(|r| r.method != "GET").collect()
+    }
+
+    pub fn clear_requests(&self) {
+        self.state().requests.clear();
+    }
+
+    /// The number of open watch streams on a collection.
+    pub fn watching(&self, collection: &str) -> usize {
+        let mut s = self.state();
+        s.watchers.retain(|w| !w.tx.is_closed());
+        s.watchers.iter().filter(|w| w.collection == collection).count()
+    }
+}
+
+fn gone() -> Value {
+    status(410, "Expired", "too old resource version")
+}
+
+/// Waits for a condition, polling every 10 ms, failing the test after `secs` seconds.
+pub async fn eventually(secs: u64, what: &str, mut cond: impl FnMut() -> bool) {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(secs);
+    while !cond() {
+        assert!(tokio::time::Instant::now() < deadline, "timed out waiting for: {what}");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+async fn handle(st: &Arc<Mutex<State>>, req: Request<Incoming>) -> Response<Body> {
+    let method = req.method().clone();
+    let path = req.uri().path().to_string();
+    let query = parse_query(req.uri().query());
+    let content_type = req.headers().get("content-type").and_then(|v| v.to_str().ok()).map(String::from);
+    let bytes = req.into_body().collect().await.map(|b| b.to_bytes()).unwrap_or_default();
+    let body: Value = if bytes.is_empty() {
+        Value::Null
+    } else {
+        serde_json::from_slice(&bytes)
+            .or_else(|_| serde_yaml::from_slice(&bytes))
+            .unwrap_or_else(|_| Value::String(String::from_utf8_lossy(&bytes).into_owned()))
+    };
+    let rec = Recorded { method: method.to_string(), path: path.clone(), query, content_type, body };
+    let mut s = st.lock().unwrap();
+    s.requests.push(rec.clone());
+    if let Some((code, body)) = s.take_script(&rec) {
+        return reply(code, &body);
+    }
+    let Some(t) = parse_path(&path) else { return reply(404, &status(404, "NotFound", "no such path")) };
+    if s.missing.contains(&t.collection) {
+        return not_found(&t);
+    }
+    let dry_run = rec.q("dryRun") == Some("All");
+    match (&method, &t.name, t.sub.as_deref()) {
+        (&Method::GET, None, _) if rec.is_watch() => watch(&mut s, &t, &rec),
+        (&Method::GET, None, _) => {
+            let ns = t.namespace.clone();
+            let items: Vec<Value> = s
+                .objects
+                .iter()
+                .filter(|((c, n, _), _)| *c == t.collection && ns.as_ref().is_none_or(|ns| ns == n))
+                .map(|(_, o)| o.clone())
+                .filter(|o| matches_selector(o, rec.query.get("labelSelector")))
+                .collect();
+            reply(
+                200,
+                &json!({"kind": "List", "apiVersion": "v1",
+                               "metadata": {"resourceVersion": s.rv.to_string()}, "items": items}),
+            )
+        }
+        (&Method::GET, Some(name), None) => match s.objects.get(&key(&t.collection, t.namespace.as_deref(), name)) {
+            Some(o) => reply(200, o),
+            None => not_found(&t),
+        },
+        (&Method::POST, None, _) if t.collection.ends_with("/selfsubjectaccessreviews") => {
+            let ra = &rec.body["spec"]["resourceAttributes"];
+            let field = |k: &str| ra[k].as_str().unwrap_or_default().to_string();
+            let sub = ra["subresource"].as_str().filter(|s| !s.is_empty()).map(String::from);
+            let denied = s.denied.iter().any(|(v, r, sr)| *v == field("verb") && *r == field("resource") && *sr == sub);
+            let mut answer = rec.body.clone();
+            answer["status"] = if denied {
+                json!({"allowed": false, "reason": "RBAC: not allowed by the test"})
+            } else {
+                json!({"allowed": true})
+            };
+            reply(201, &answer)
+        }
+        (&Method::POST, None, _) => create(&mut s, &t, rec.body.clone(), dry_run),
+        (&Method::POST, Some(name), Some("eviction")) => {
+            let key = key(&t.collection, t.namespace.as_deref(), name);
+            match s.objects.get(&key).cloned() {
+                Some(pod) => {
+                    s.store(&t.collection, pod, "DELETED");
+                    reply(201, &json!({"kind": "Status", "apiVersion": "v1", "status": "Success", "code": 201}))
+                }
+                None => not_found(&t),
+            }
+        }
+        (&Method::PUT, Some(name), None) => {
+            let key = key(&t.collection, t.namespace.as_deref(), name);
+            let Some(current) = s.objects.get(&key).cloned() else { return not_found(&t) };
+            let sent_rv = rec.body.pointer("/metadata/resourceVersion").and_then(Value::as_str);
+            if sent_rv
+                .is_some_and(|rv| Some(rv) != current.pointer("/metadata/resourceVersion").and_then(Value::as_str))
+            {
+                return reply(409, &status(409, "Conflict", "the object has been modified"));
+            }
+            let mut obj = rec.body.clone();
+            if let Some(ns) = &t.namespace {
+                obj["metadata"]["namespace"] = json!(ns);
+            }
+            let obj = s.store(&t.collection, obj, "MODIFIED");
+            reply(200, &obj)
+        }
+        (&Method::PATCH, Some(name), sub) => patch(&mut s, &t, name, sub, &rec, dry_run),
+        (&Method::DELETE, Some(name), None) => {
+            let key = key(&t.collection, t.namespace.as_deref(), name);
+            let Some(mut obj) = s.objects.get(&key).cloned() else { return not_found(&t) };
+            let finalizers =
+                obj.pointer("/metadata/finalizers").and_then(Value::as_array).is_some_and(|f| !f.is_empty());
+            if finalizers {
+                if obj.pointer("/metadata/deletionTimestamp").is_none() {
+                    obj["metadata"]["deletionTimestamp"] = json!("2026-01-01T00:00:00Z");
+                    obj = s.store(&t.collection, obj, "MODIFIED");
+                }
+                reply(200, &obj)
+            } else {
+                s.store(&t.collection, obj.clone(), "DELETED");
+                reply(200, &obj)
+            }
+        }
+        _ => reply(405, &status(405, "MethodNotAllowed", "not supported by the fake API server")),
+    }
+}
+
+fn create(s: &mut State, t: &Target, mut obj: Value, dry_run: bool) -> Response<Body> {
+    if obj.pointer("/metadata/name").and_then(Value::as_str).is_none_or(str::is_empty) {
+        let Some(prefix) = obj.pointer("/metadata/generateName").and_then(Value::as_str).map(String::from) else {
+            return reply(422, &status(422, "Invalid", "name or generateName is required"));
+        };
+        s.generated += 1;
+        obj["metadata"]["name"] = json!(format!("{prefix}{:05x}", s.generated));
+    }
+    if let Some(ns) = &t.namespace {
+        obj["metadata"]["namespace"] = json!(ns);
+    }
+    let name = obj["metadata"]["name"].as_str().unwrap().to_string();
+    if s.objects.contains_key(&key(&t.collection, t.namespace.as_deref(), &name)) {
+        return reply(409, &status(409, "AlreadyExists", &format!("\"{name}\" already exists")));
+    }
+    obj["metadata"]["uid"] = json!(format!("uid-{name}"));
+    obj["metadata"]["creationTimestamp"] = json!("2026-01-01T00:00:00Z");
+    if dry_run {
+        return reply(201, &obj);
+    }
+    let obj = s.store(&t.collection, obj, "ADDED");
+    reply(201, &obj)
+}
+
+fn patch(s: &mut State, t: &Target, name: &str, sub: Option<&str>, rec: &Recorded, dry_run: bool) -> Response<Body> {
+    let key = key(&t.collection, t.namespace.as_deref(), name);
+    let current = s.objects.get(&key).cloned();
+    let ct = rec.content_type.as_deref().unwrap_or_default();
+    let conflict = || reply(409, &status(409, "Conflict", "the object has been modified; please apply your changes"));
+    let mut obj = match (ct, current) {
+        ("application/apply-patch+yaml", None) => {
+            let mut obj = rec.body.clone();
+            obj["metadata"]["uid"] = json!(format!("uid-{name}"));
+            obj
+        }
+        (_, None) => return not_found(t),
+        ("application/merge-patch+json" | "application/apply-patch+yaml", Some(current)) => {
+            let sent_rv = rec.body.pointer("/metadata/resourceVersion").and_then(Value::as_str);
+            if sent_rv
+                .is_some_and(|rv| Some(rv) != current.pointer("/metadata/resourceVersion").and_then(Value::as_str))
+            {
+                return conflict();
+            }
+            let mut patched = current.clone();
+            match sub {
+                Some("status") => json_patch::merge(&mut patched["status"], &rec.body["status"]),
+                _ => json_patch::merge(&mut patched, &rec.body),
+            }
+            patched
+        }
+        ("application/json-patch+json", Some(current)) => {
+            let Ok(ops) = serde_json::from_value::<json_patch::Patch>(rec.body.clone()) else {
+                return reply(400, &status(400, "BadRequest", "not a JSON patch"));
+            };
+            let mut patched = current.clone();
+            if let Err(e) = json_patch::patch(&mut patched, &ops) {
+                return reply(422, &status(422, "Invalid", &e.to_string()));
+            }
+            if sub == Some("status") {
+                let mut only_status = current.clone();
+                only_status["status"] = patched["status"].take();
+                patched = only_status;
+            }
+            patched
+        }
+        _ => return reply(415, &status(415, "UnsupportedMediaType", ct)),
+    };
+    if dry_run {
+        return reply(200, &obj);
+    }
+    // A finalized object whose last finalizer is removed goes away.
+    let deleting = obj.pointer("/metadata/deletionTimestamp").is_some();
+    let finalizers = obj.pointer("/metadata/finalizers").and_then(Value::as_array).is_some_and(|f| !f.is_empty());
+    if deleting && !finalizers {
+        let obj = s.store(&t.collection, obj, "DELETED");
+        return reply(200, &obj);
+    }
+    obj["metadata"]["name"] = json!(name);
+    let obj = s.store(&t.collection, obj, if s.objects.contains_key(&key) { "MODIFIED" } else { "ADDED" });
+    reply(200, &obj)
+}
+
+fn watch(s: &mut State, t: &Target, rec: &Recorded) -> Response<Body> {
+    let (tx, rx) = mpsc::unbounded_channel::<Bytes>();
+    let from: u64 = rec.q("resourceVersion").and_then(|v| v.parse().ok()).unwrap_or(s.rv);
+    if from < s.compacted {
+        let _ = tx.send(Bytes::from(format!("{}\n", json!({"type": "ERROR", "object": gone()}))));
+        drop(tx);
+    } else {
+        for e in s.log.iter().filter(|e| e.rv > from && e.collection == t.collection) {
+            if t.namespace.is_none() || t.namespace == e.namespace {
+                let _ = tx.send(e.line.clone());
+            }
+        }
+        s.watchers.push(Watcher { collection: t.collection.clone(), namespace: t.namespace.clone(), tx });
+    }
+    let stream = futures_util::stream::unfold(rx, |mut rx| async move {
+        rx.recv().await.map(|line| (Ok::<_, Infallible>(Frame::data(line)), rx))
+    });
+    Response::builder()
+        .status(200)
+        .header("content-type", "application/json")
+        .body(StreamBody::new(stream).boxed_unsync())
+        .unwrap()
+}
