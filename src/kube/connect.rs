@@ -30,6 +30,14 @@ pub struct Connection {
     pub ca_bundle: Option<String>,
 }
 
+/// The client settings every connection uses. kube-rs's default retry repeats 429, 503 and 504 for minutes; the
+/// engine is level-triggered (a failed write is decided again on the next tick, watches back off on their own),
+/// and a 429 from the Eviction API is an answer (a PodDisruptionBudget says not now), not a hiccup.
+pub fn client_config(mut config: Config) -> Config {
+    config.default_retry = false;
+    config
+}
+
 /// DER certificates as base64 of a PEM bundle.
 pub fn ca_bundle_of(certs: &[Vec<u8>]) -> Option<String> {
     use base64::Engine as _;
@@ -139,6 +147,7 @@ pub async fn connect(opts: &ConnectOptions) -> Result<Connection, ConnectError> 
     };
     let server = config.cluster_url.to_string();
     let ca_bundle = config.root_cert.as_deref().and_then(ca_bundle_of);
+    let config = client_config(config);
     let cluster_name = opts.cluster_name.clone().unwrap_or_else(|| {
         let n = cluster_name_from(&entry);
         if n.is_empty() { context.clone() } else { n }

@@ -52,37 +52,58 @@ pub fn spawn(client: kube::Client) -> Watches {
     Watches { cache, changed: rx, tasks }
 }
 
+/// First wait after a failed watch before listing again; doubled up to [`MAX_RESTART`] while failures repeat.
+const FIRST_RESTART: Duration = Duration::from_millis(500);
+const MAX_RESTART: Duration = Duration::from_secs(30);
+
 async fn run_one(client: kube::Client, kind: Kind, cache: Arc<Mutex<Cache>>, tx: Arc<watch::Sender<u64>>) {
     let ar = kind.api_resource();
     let api: Api<DynamicObject> = Api::all_with(client, &ar);
-    let mut stream = watcher(api, watcher::Config::default()).default_backoff().boxed();
-    while let Some(item) = stream.next().await {
-        let notify = {
-            let Ok(mut c) = cache.lock() else { return };
-            match item {
-                Ok(event) => {
-                    let notify = !matches!(event, watcher::Event::Init | watcher::Event::InitApply(_));
-                    if let Some(p) = c.apply(kind, event) {
-                        tracing::warn!(kind = %kind.resource_name(), key = %p.key, "object skipped: {}", p.message);
+    let mut wait = FIRST_RESTART;
+    loop {
+        // A failed list or watch starts over with a fresh list: only a completed list says the kind is in sync
+        // again (kube-runtime alone would resume the watch quietly, and a quiet kind would look failing forever).
+        let mut stream = watcher(api.clone(), watcher::Config::default()).default_backoff().boxed();
+        while let Some(item) = stream.next().await {
+            let (notify, failed) = {
+                let Ok(mut c) = cache.lock() else { return };
+                match item {
+                    Ok(event) => {
+                        let listed = matches!(event, watcher::Event::InitDone);
+                        let notify = !matches!(event, watcher::Event::Init | watcher::Event::InitApply(_));
+                        if let Some(p) = c.apply(kind, event) {
+                            tracing::warn!(kind = %kind.resource_name(), key = %p.key, "object skipped: {}", p.message);
+                        }
+                        if listed {
+                            wait = FIRST_RESTART;
+                        }
+                        (notify, false)
                     }
-                    notify
-                }
-                Err(e) => {
-                    let code = status_code(&e);
-                    // 410 is routine: the watcher relists at once.
-                    if code != Some(410) {
-                        tracing::warn!(kind = %kind.resource_name(), "watch failed: {e}");
-                        c.watch_failed(kind, code, e.to_string());
-                        true
-                    } else {
-                        false
+                    Err(e) => {
+                        let code = status_code(&e);
+                        // 410 is routine: the watcher relists by itself.
+                        if code != Some(410) {
+                            tracing::warn!(kind = %kind.resource_name(), "watch failed: {e}");
+                            c.watch_failed(kind, code, e.to_string());
+                            (true, true)
+                        } else {
+                            (false, false)
+                        }
                     }
                 }
+            };
+            if notify {
+                tx.send_modify(|g| *g += 1);
             }
-        };
-        if notify {
-            tx.send_modify(|g| *g += 1);
+            if failed {
+                break;
+            }
         }
+        if tx.is_closed() {
+            return;
+        }
+        tokio::time::sleep(wait).await;
+        wait = (wait * 2).min(MAX_RESTART);
     }
 }
 

@@ -175,18 +175,13 @@ impl Writer {
         let name = claim.metadata.name.clone().unwrap_or_default();
         let what = self.guard(|| format!("remove finalizer {finalizer} from NodeClaim {name}"))?;
         let rest: Vec<&String> = claim.metadata.finalizers.iter().flatten().filter(|f| *f != finalizer).collect();
-        let ops = json!([
-            {"op": "test", "path": "/metadata/resourceVersion", "value": claim.metadata.resource_version},
-            {"op": "replace", "path": "/metadata/finalizers", "value": rest},
-        ]);
-        let patch: json_patch::Patch = serde_json::from_value(ops).map_err(|e| WriteError::Api {
-            what: what.clone(),
-            code: 0,
-            reason: "Encode".into(),
-            message: e.to_string(),
-        })?;
+        // The resourceVersion is a precondition: decided on an old copy, the API server answers 409 (a conflict,
+        // retried next tick) and nothing is removed. (A JSON-patch `test` would fail with 422 instead.)
+        let patch = json!({
+            "metadata": {"resourceVersion": claim.metadata.resource_version, "finalizers": rest},
+        });
         let api: Api<NodeClaim> = Api::all(self.client.clone());
-        api.patch(&name, &PatchParams::default(), &Patch::Json::<()>(patch))
+        api.patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
             .await
             .map(drop)
             .map_err(|e| WriteError::from_kube(what, e))

@@ -268,15 +268,9 @@ impl FakeApi {
 
     /// A client for this server, as `kube::Client::try_default` would give one for a kubeconfig pointing here.
     /// Like the live backend's, kube-rs's default retry of 429, 503 and 504 included.
+    /// A client set up as `kube::connect` sets up every connection.
     pub fn client(&self) -> kube::Client {
-        kube::Client::try_from(self.config()).unwrap()
-    }
-
-    /// A client that returns 429, 503 and 504 at once instead of retrying them.
-    pub fn client_without_retries(&self) -> kube::Client {
-        let mut config = self.config();
-        config.default_retry = false;
-        kube::Client::try_from(config).unwrap()
+        kube::Client::try_from(karpenter_tui::kube::connect::client_config(self.config())).unwrap()
     }
 
     fn config(&self) -> kube::Config {
