@@ -27,12 +27,7 @@ pub fn spec_hash(nc: &EC2NodeClass) -> String {
     spec.ami_selector_terms.clear();
     spec.ami_family = None;
     let json = serde_json::to_string(&spec).unwrap_or_default();
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for b in json.as_bytes() {
-        h ^= u64::from(*b);
-        h = h.wrapping_mul(0x0000_0100_0000_01b3);
-    }
-    h.to_string()
+    super::stable_hash(&[json.as_bytes()]).to_string()
 }
 
 /// The annotations a launch stamps on its NodeClaim.

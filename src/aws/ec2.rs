@@ -271,26 +271,17 @@ impl FleetAnswer {
 /// A client token for the request: the same request (as a retry sends it) gets the same token. `claims` are the
 /// UIDs of the claims it launches for.
 pub fn client_token(claims: &[&str], plan: &FleetPlan) -> String {
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    let mut feed = |s: &str| {
-        for b in s.as_bytes() {
-            h ^= u64::from(*b);
-            h = h.wrapping_mul(0x0000_0100_0000_01b3);
-        }
-        h ^= 0xff;
-    };
-    for c in claims {
-        feed(c);
-    }
-    feed(&plan.capacity_type);
-    for (t, overrides) in &plan.configs {
-        feed(&t.name());
+    let mut parts: Vec<&[u8]> = claims.iter().map(|c| c.as_bytes()).collect();
+    parts.push(plan.capacity_type.as_bytes());
+    let names: Vec<String> = plan.configs.iter().map(|(t, _)| t.name()).collect();
+    for ((_, overrides), name) in plan.configs.iter().zip(&names) {
+        parts.push(name.as_bytes());
         for o in overrides {
-            feed(&o.instance_type);
-            feed(&o.subnet_id);
+            parts.push(o.instance_type.as_bytes());
+            parts.push(o.subnet_id.as_bytes());
         }
     }
-    format!("karpenter-tui-{h:016x}")
+    format!("karpenter-tui-{:016x}", super::stable_hash(&parts))
 }
 
 /// CreateFleet (instant) for `count` instances over the plan's ensured templates, tagged with `tags`.

@@ -13,11 +13,7 @@ use super::config::AwsError;
 /// The profile's name and path for a NodeClass.
 pub fn name_and_path(cluster: &str, region: &str, nc: &EC2NodeClass) -> (String, String) {
     let uid = nc.metadata.uid.clone().unwrap_or_else(|| nc.metadata.name.clone().unwrap_or_default());
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for b in format!("{region}/{cluster}/{uid}").as_bytes() {
-        h ^= u64::from(*b);
-        h = h.wrapping_mul(0x0000_0100_0000_01b3);
-    }
+    let h = super::stable_hash(&[region.as_bytes(), cluster.as_bytes(), uid.as_bytes()]);
     (format!("{cluster}_{h}"), format!("/karpenter/{region}/{cluster}/{uid}/"))
 }
 

@@ -73,12 +73,7 @@ impl Template {
     /// `karpenter.k8s.aws/<hash of the configuration>`: stable across processes and releases of this tool.
     pub fn name(&self) -> String {
         let json = serde_json::to_string(self).unwrap_or_default();
-        let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-        for b in json.as_bytes() {
-            h ^= u64::from(*b);
-            h = h.wrapping_mul(0x0000_0100_0000_01b3);
-        }
-        format!("karpenter.k8s.aws/{h}")
+        format!("karpenter.k8s.aws/{}", super::stable_hash(&[json.as_bytes()]))
     }
 }
 
