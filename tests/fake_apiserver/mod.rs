@@ -266,9 +266,7 @@ impl FakeApi {
         FakeApi { addr, state, task }
     }
 
-    /// A client for this server, as `kube::Client::try_default` would give one for a kubeconfig pointing here.
-    /// Like the live backend's, kube-rs's default retry of 429, 503 and 504 included.
-    /// A client set up as `kube::connect` sets up every connection.
+    /// A client for this server, set up as `kube::connect` sets up every connection.
     pub fn client(&self) -> kube::Client {
         kube::Client::try_from(karpenter_tui::kube::connect::client_config(self.config())).unwrap()
     }
