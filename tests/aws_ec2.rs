@@ -363,3 +363,43 @@ async fn capacity_errors_fall_back_and_throttling_never_doubles_a_launch() {
     );
     assert!(matches!(cloud.launch(&claim("default-val01", two())).await, Err(LaunchError::NodeClassNotReady(_))));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn launches_spread_over_a_zones_subnets_as_their_addresses_are_taken() {
+    let moto = moto::Moto::start();
+    let sdk = moto.sdk().await;
+    let cloud = AwsCloud::new(&sdk, cluster(), alias());
+    cloud.refresh_types().await.unwrap();
+    let mut nc = moto::network(&cloud.ec2, &cloud.iam, CLUSTER).await;
+    // Only two small subnets, both in us-east-1a: a /26 (59 free addresses) and a /27 (27).
+    let vpc = cloud.ec2.create_vpc().cidr_block("10.1.0.0/16").send().await.unwrap().vpc.unwrap().vpc_id.unwrap();
+    let mut ids = Vec::new();
+    for cidr in ["10.1.0.0/26", "10.1.1.0/27"] {
+        let s = cloud.ec2.create_subnet().vpc_id(&vpc).cidr_block(cidr).availability_zone("us-east-1a").send().await;
+        ids.push(s.unwrap().subnet.unwrap().subnet_id.unwrap());
+    }
+    nc.spec.subnet_selector_terms =
+        ids.iter().map(|id| serde_yaml::from_str(&format!("{{id: {id}}}")).unwrap()).collect();
+    cloud.resolve_nodeclass(&nc).await.unwrap();
+    // m5.large takes 29 pods' addresses: two fit the /26's 59 before it has fewer left than the /27.
+    let mut used = Vec::new();
+    for n in 0..3 {
+        let c = claim(
+            &format!("default-ip{n:03}"),
+            vec![
+                req("karpenter.sh/capacity-type", &["on-demand"]),
+                req("node.kubernetes.io/instance-type", &["m5.large"]),
+            ],
+        );
+        let r = cloud.launch(&c).await.unwrap();
+        let listed = cloud.refresh_instances().await.unwrap();
+        used.push(listed.into_iter().find(|i| i.provider_id() == r.provider_id).unwrap().subnet_id.unwrap());
+    }
+    assert_eq!(used, vec![ids[0].clone(), ids[0].clone(), ids[1].clone()]);
+    // A fresh DescribeSubnets (the next resolution) starts counting from what EC2 says again.
+    cloud.resolve_nodeclass(&nc).await.unwrap();
+    let c = claim("default-ip100", vec![req("node.kubernetes.io/instance-type", &["m5.large"])]);
+    let r = cloud.launch(&c).await.unwrap();
+    let listed = cloud.refresh_instances().await.unwrap();
+    assert_eq!(listed.into_iter().find(|i| i.provider_id() == r.provider_id).unwrap().subnet_id, Some(ids[0].clone()));
+}

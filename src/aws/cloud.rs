@@ -53,6 +53,10 @@ struct Known {
     nodeclasses: BTreeMap<String, EC2NodeClass>,
     /// Bumped whenever something a catalog is built from changes.
     generation: u64,
+    /// Free addresses per subnet at the last DescribeSubnets, and what launches since then will take (the pods of
+    /// each instance, as upstream predicts), so launches spread over a zone's subnets before the next refresh.
+    free_ips: BTreeMap<String, i64>,
+    in_flight_ips: BTreeMap<String, i64>,
 }
 
 /// Catalogs by NodeClass name, with the generation and time they were built at.
@@ -196,6 +200,13 @@ impl AwsCloud {
         let mut r = resolve(&self.ec2, &self.ssm, nc, &self.alias).await.map_err(|e| match e {
             super::nodeclass::ResolveError::Aws(a) => a,
         })?;
+        {
+            let mut k = self.known();
+            for sn in &r.subnets {
+                k.free_ips.insert(sn.id.clone(), i64::from(sn.available_ips));
+                k.in_flight_ips.remove(&sn.id);
+            }
+        }
         match (&nc.spec.instance_profile, &nc.spec.role) {
             (Some(p), _) => r.instance_profile = Some(p.clone()),
             (None, Some(role)) => {
@@ -380,7 +391,7 @@ impl AwsCloud {
                 results[i] = Some(Ok(self.result(&nc, &catalog, inst)));
                 continue;
             }
-            match plan(claim, &nc, &catalog, &self.cluster) {
+            match plan(claim, &self.by_free_addresses(&nc), &catalog, &self.cluster) {
                 Err(e) => results[i] = Some(Err(e)),
                 Ok(fleet) => {
                     let key = request_key(&fleet);
@@ -396,6 +407,21 @@ impl AwsCloud {
             }
         }
         results.into_iter().map(|r| r.unwrap_or_else(|| Err(LaunchError::Other("not launched".into())))).collect()
+    }
+
+    /// The class with its subnets ordered by free addresses less those launches since the last refresh will take
+    /// (ties keep the status order), so each zone's emptiest subnet is chosen.
+    fn by_free_addresses(&self, nc: &EC2NodeClass) -> EC2NodeClass {
+        let k = self.known();
+        let mut out = nc.clone();
+        if let Some(st) = out.status.as_mut() {
+            let free =
+                |id: &str| k.free_ips.get(id).copied().unwrap_or(0) - k.in_flight_ips.get(id).copied().unwrap_or(0);
+            if st.subnets.iter().any(|s| k.free_ips.contains_key(&s.id)) {
+                st.subnets.sort_by_key(|s| std::cmp::Reverse(free(&s.id)));
+            }
+        }
+        out
     }
 
     /// One CreateFleet for claims with the same request.
@@ -487,7 +513,12 @@ impl AwsCloud {
                 tags: tags.clone(),
                 instance_profile_arn: None,
             };
-            out.push(Ok(self.result(nc, catalog, &i)));
+            let result = self.result(nc, catalog, &i);
+            // The subnet this zone's overrides named takes the instance's pods (upstream's in-flight prediction).
+            if let Some(o) = fleet.configs.iter().flat_map(|(_, o)| o).find(|o| o.zone == l.zone) {
+                *self.known().in_flight_ips.entry(o.subnet_id.clone()).or_insert(0) += result.capacity.pods.max(1);
+            }
+            out.push(Ok(result));
         }
         out
     }
