@@ -536,6 +536,8 @@ impl AwsCloud {
         let k = self.known();
         let instances: BTreeMap<String, &Ec2Instance> =
             k.instances.iter().flatten().map(|i| (i.provider_id(), i)).collect();
+        let hashes: BTreeMap<&String, String> =
+            k.nodeclasses.iter().map(|(n, nc)| (n, super::drift::spec_hash(nc))).collect();
         let mut out = BTreeMap::new();
         for c in claims {
             let Some(pid) = c.provider_id().filter(|p| p.starts_with(PROVIDER_PREFIX)) else { continue };
@@ -547,7 +549,8 @@ impl AwsCloud {
                 .as_ref()
                 .and_then(|l| l.get(labels::INSTANCE_TYPE))
                 .and_then(|t| catalogs.get(class_name).and_then(|cat| cat.get(t)).cloned());
-            if let Some(why) = super::drift::drifted(c, nc, instances.get(pid).copied(), t.as_deref()) {
+            let hash = hashes.get(class_name).map(String::as_str).unwrap_or_default();
+            if let Some(why) = super::drift::drifted(c, nc, hash, instances.get(pid).copied(), t.as_deref()) {
                 out.insert(c.name().to_string(), why);
             }
         }

@@ -48,11 +48,13 @@ fn reqs_of(r: &[crate::engine::api::NodeSelectorRequirementWithMinValues]) -> Re
     out
 }
 
-/// Why `claim` no longer matches its NodeClass, or `None`. `instance` is the claim's instance as last listed and
-/// `instance_type` its type from the catalog (for the AMI check); either may be unknown.
+/// Why `claim` no longer matches its NodeClass, or `None`. `class_hash` is [`spec_hash`] of `nc` (computed once
+/// per class, not per claim), `instance` the claim's instance as last listed and `instance_type` its type from the
+/// catalog (for the AMI check); either may be unknown.
 pub fn drifted(
     claim: &NodeClaim,
     nc: &EC2NodeClass,
+    class_hash: &str,
     instance: Option<&Ec2Instance>,
     instance_type: Option<&InstanceType>,
 ) -> Option<String> {
@@ -61,7 +63,7 @@ pub fn drifted(
     let get = |k: &str| ann.and_then(|a| a.get(k)).map(String::as_str);
     if get(ANNOTATION_HASH_VERSION) == Some(HASH_VERSION)
         && let Some(h) = get(ANNOTATION_HASH)
-        && h != spec_hash(nc)
+        && h != class_hash
     {
         return Some(format!("EC2NodeClass {name}'s spec changed since launch"));
     }
@@ -146,31 +148,33 @@ mod tests {
         claim.metadata.annotations = Some(launch_annotations(&class));
         claim.status = Some(NodeClaimStatus { image_id: Some("ami-new".into()), ..Default::default() });
         let ok = instance("subnet-1", &["sg-1"]);
-        assert_eq!(drifted(&claim, &class, Some(&ok), Some(m5)), None);
+        assert_eq!(drifted(&claim, &class, &spec_hash(&class), Some(&ok), Some(m5)), None);
         // moto reports no security groups for fleet instances: not a drift.
-        assert_eq!(drifted(&claim, &class, Some(&instance("subnet-1", &[])), Some(m5)), None);
+        assert_eq!(drifted(&claim, &class, &spec_hash(&class), Some(&instance("subnet-1", &[])), Some(m5)), None);
 
         let mut edited = class.clone();
         edited.spec.detailed_monitoring = Some(true);
-        assert!(drifted(&claim, &edited, Some(&ok), Some(m5)).unwrap().contains("spec changed"));
+        assert!(drifted(&claim, &edited, &spec_hash(&edited), Some(&ok), Some(m5)).unwrap().contains("spec changed"));
         // Selector terms are not part of the hash: what they select is checked instead.
         let mut reselected = class.clone();
         reselected.spec.subnet_selector_terms.push(Default::default());
-        assert_eq!(drifted(&claim, &reselected, Some(&ok), Some(m5)), None);
+        assert_eq!(drifted(&claim, &reselected, &spec_hash(&reselected), Some(&ok), Some(m5)), None);
 
         let mut old_image = claim.clone();
         old_image.status.as_mut().unwrap().image_id = Some("ami-old".into());
         assert_eq!(
-            drifted(&old_image, &class, Some(&ok), Some(m5)).unwrap(),
+            drifted(&old_image, &class, &spec_hash(&class), Some(&ok), Some(m5)).unwrap(),
             "image ami-old → ami-new (EC2NodeClass default's AMIs changed)"
         );
         assert!(
-            drifted(&claim, &class, Some(&instance("subnet-1", &["sg-2"])), Some(m5))
+            drifted(&claim, &class, &spec_hash(&class), Some(&instance("subnet-1", &["sg-2"])), Some(m5))
                 .unwrap()
                 .contains("[sg-2] → [sg-1]")
         );
         assert!(
-            drifted(&claim, &class, Some(&instance("subnet-9", &["sg-1"])), Some(m5)).unwrap().contains("subnet-9")
+            drifted(&claim, &class, &spec_hash(&class), Some(&instance("subnet-9", &["sg-1"])), Some(m5))
+                .unwrap()
+                .contains("subnet-9")
         );
     }
 }
