@@ -8,4 +8,5 @@ pub mod manifests;
 pub mod report;
 pub mod run;
 pub mod scenario;
+pub mod watch;
 pub mod world;

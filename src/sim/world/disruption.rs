@@ -295,9 +295,13 @@ impl World {
                 continue;
             }
             let pid = self.cluster.nodes.get(&node).and_then(|n| n.spec.as_ref()).and_then(|s| s.provider_id.clone());
-            if let Some(c) =
-                self.cluster.nodeclaims.values_mut().find(|c| pid.is_some() && c.provider_id() == pid.as_deref())
-            {
+            let claim = self
+                .cluster
+                .nodeclaims
+                .iter()
+                .find(|(_, c)| pid.is_some() && c.provider_id() == pid.as_deref())
+                .map(|(k, _)| k.clone());
+            if let Some(c) = claim.and_then(|k| self.cluster.nodeclaims.get_mut(&k)) {
                 c.status.get_or_insert_with(Default::default).last_pod_event_time = Some(lifecycle::rfc3339(now));
                 self.disruption.last_pod_event.insert(node, now);
             }
