@@ -40,6 +40,7 @@ use crate::engine::scheduling::pod::{self, PodData};
 use crate::engine::scheduling::volumes::VolumeIndex;
 use crate::engine::scheduling::{ExistingNode, Input, SchedulerOptions, solve};
 use crate::sim::manifests::Manifests;
+use crate::sim::replicas::Replicas;
 use crate::sim::watch::{Event, EventType, Versions, Watched};
 
 /// Namespaced key.
@@ -196,6 +197,8 @@ pub struct Cluster {
     /// The seeded generator behind generated pod names.
     pub name_seed: u64,
     synced: Synced,
+    /// Live pods per ReplicaSet owner, from the pods' events.
+    replicas: Replicas,
     /// The store-wide resourceVersion every kind above shares.
     versions: Versions,
 }
@@ -219,6 +222,7 @@ impl Default for Cluster {
             next_uid: 0,
             name_seed: 0,
             synced: Synced::default(),
+            replicas: Replicas::default(),
             versions: v,
         }
     }
@@ -508,33 +512,10 @@ impl Cluster {
 
     /// Whether every Deployment has exactly its replicas live and no live pod is owned by two of them: then
     /// [`Cluster::reconcile_deployments`] has nothing to do. Pods change all the time (bindings, status) while
-    /// the replica counts rarely do, and this check copies nothing.
-    fn deployments_balanced(&self) -> bool {
-        let mut live: BTreeMap<(&str, &str), usize> =
-            self.deployments.keys().map(|(ns, name)| ((ns.as_str(), name.as_str()), 0)).collect();
-        for (k, p) in &self.pods {
-            if p.metadata.deletion_timestamp.is_some() {
-                continue;
-            }
-            let mut owner: Option<(&str, &str)> = None;
-            for o in p.metadata.owner_references.iter().flatten().filter(|o| o.kind == "ReplicaSet") {
-                let d = (k.0.as_str(), o.name.as_str());
-                if !live.contains_key(&d) {
-                    continue;
-                }
-                match owner {
-                    None => owner = Some(d),
-                    Some(first) if first == d => {}
-                    Some(_) => return false,
-                }
-            }
-            if let Some(count) = owner.and_then(|d| live.get_mut(&d)) {
-                *count += 1;
-            }
-        }
-        self.deployments.iter().all(|((ns, name), d)| {
-            live.get(&(ns.as_str(), name.as_str())).copied() == Some(d.spec.replicas.unwrap_or(1).max(0) as usize)
-        })
+    /// the replica counts rarely do: the counts follow the pods' watch events ([`Replicas`]).
+    fn deployments_balanced(&mut self) -> bool {
+        self.replicas.sync(&self.pods);
+        self.replicas.balanced(&self.deployments)
     }
 
     /// The DaemonSet controller: one pod per Ready node the daemon's pod tolerates and selects, bound directly

@@ -5,6 +5,7 @@ pub mod cloud;
 pub mod cluster;
 pub mod dashboard;
 pub mod manifests;
+pub mod replicas;
 pub mod report;
 pub mod run;
 pub mod scenario;
