@@ -355,6 +355,27 @@ fn approve_mode_waits_for_an_operator_and_reject_is_remembered() {
     assert!(err.contains("d-99"), "{err}");
 }
 
+/// A pass that finds only a command already proposed or rejected has nothing new to say until the cluster changes:
+/// it goes quiet like a pass that finds nothing, instead of looking again every simulated second.
+#[test]
+fn passes_go_quiet_while_the_only_command_is_already_proposed_or_rejected() {
+    let pool = objects("      disruption: {budgets: [{nodes: \"100%\"}]}", ON_DEMAND_ONLY, 0);
+    let header = "name: gate\nuntil: 2h\nsettings: {disruption: approve}\n";
+    // Open and never decided; rejected, then a change that leaves the state generation (and so the rejection)
+    // as it was: a no-op scale.
+    let no_op = "    scale: {kind: Deployment, namespace: default, name: app, replicas: 0}\n";
+    for rest in ["".to_string(), format!("events:\n  - at: 5m\n    reject: all\n  - at: 6m\n{no_op}")] {
+        let s =
+            parse_scenario(&scenario_text(header, TYPES, &pool, &format!("{EMPTY_NODES}{rest}")), "q.yaml").unwrap();
+        let w = run_world(&s, None).unwrap();
+        let passes = w.disruption.passes.len();
+        // Two hours at one pass per 10 s would be 720; the few here are the first pass, the proposal's and the
+        // state refreshes.
+        assert!(passes < 40, "{passes} passes with nothing new to find ({rest:?})");
+        assert_eq!(w.record.decisions.len(), 1, "still proposed once ({rest:?})");
+    }
+}
+
 #[test]
 fn dry_run_only_shows() {
     let pool = objects("", ON_DEMAND_ONLY, 0);

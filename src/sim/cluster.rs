@@ -7,14 +7,13 @@
 //! code that decides Karpenter's placements checks resources, taints, selectors, affinity, topology spread and host
 //! ports, so the two never disagree about whether a pod fits.
 //!
-//! ## Change stamps instead of indexes
-//! The world reconciles by running every controller until nothing changes, many times per simulated minute, while
-//! most of the time nothing has changed since the last pass. Rather than indexes that every mutation would have to
-//! keep consistent, each store map is a [`Tracked`] map: it reads like the `BTreeMap` it wraps (through `Deref`), and
-//! any mutable access (`insert`, `remove`, `get_mut`, `values_mut`, ... through `DerefMut`) gives it a fresh stamp
-//! from a process-wide counter. Stamps are unique, so equal stamps mean an unchanged map, and no code can mutate the
-//! store without it being noticed: code elsewhere (scenario events, a future disruption controller) needs no care
-//! beyond not calling `get_mut` for mere reads, which is only a missed skip, never a wrong result.
+//! ## Watches and change stamps
+//! Each store map is a [`Watched`] kind (src/sim/watch.rs): reads go to the `BTreeMap` it wraps, and every write
+//! gets the next store-wide resourceVersion and an event in the kind's log. The snapshot mirror the engine reads
+//! follows those events instead of comparing maps ([`Mirror`]). Every write also gives the kind a fresh stamp, so
+//! equal stamps mean an unchanged kind, and no code can write to the store without it being noticed: code elsewhere
+//! (scenario events, the disruption controller) needs no care beyond not calling `get_mut` for mere reads, which
+//! is only a spurious event and a missed skip, never a wrong result.
 //!
 //! The controllers here remember the stamps of their inputs as they left them (`Synced`) and return at once when
 //! those are unchanged, because each is idempotent: run again on the state it produced, it does nothing. The
@@ -24,9 +23,7 @@
 //! often the same outcome is recomputed.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::ops::{Deref, DerefMut};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 
 use k8s_openapi::api::apps::v1::{DaemonSet, Deployment};
 use k8s_openapi::api::core::v1::{
@@ -43,6 +40,8 @@ use crate::engine::scheduling::pod::{self, PodData};
 use crate::engine::scheduling::volumes::VolumeIndex;
 use crate::engine::scheduling::{ExistingNode, Input, SchedulerOptions, solve};
 use crate::sim::manifests::Manifests;
+use crate::sim::replicas::Replicas;
+use crate::sim::watch::{Event, EventType, Versions, Watched};
 
 /// Namespaced key.
 pub type Key = (String, String);
@@ -51,91 +50,17 @@ fn key_of(meta: &ObjectMeta) -> Key {
     (meta.namespace.clone().unwrap_or_else(|| "default".into()), meta.name.clone().unwrap_or_default())
 }
 
-/// The source of [`Tracked`] stamps. Stamps are only ever compared for equality, so sharing one counter between
-/// worlds (or test threads) costs nothing in determinism.
-static STAMPS: AtomicU64 = AtomicU64::new(1);
-
-fn next_stamp() -> u64 {
-    STAMPS.fetch_add(1, Ordering::Relaxed)
-}
-
-/// A value that gets a fresh, process-unique stamp whenever it is borrowed mutably (see the module docs). Reads go
-/// through `Deref`, so a `Tracked<BTreeMap<..>>` is used like the map itself.
-#[derive(Debug, Clone)]
-pub struct Tracked<T> {
-    value: T,
-    stamp: u64,
-}
-
-impl<T> Tracked<T> {
-    pub fn new(value: T) -> Tracked<T> {
-        Tracked { value, stamp: next_stamp() }
-    }
-
-    /// Equal stamps mean no mutable access in between.
-    pub fn stamp(&self) -> u64 {
-        self.stamp
-    }
-}
-
-impl<T: Default> Default for Tracked<T> {
-    fn default() -> Self {
-        Tracked::new(T::default())
-    }
-}
-
-impl<T> From<T> for Tracked<T> {
-    fn from(value: T) -> Self {
-        Tracked::new(value)
-    }
-}
-
-impl<T> Deref for Tracked<T> {
-    type Target = T;
-    fn deref(&self) -> &T {
-        &self.value
-    }
-}
-
-impl<T> DerefMut for Tracked<T> {
-    fn deref_mut(&mut self) -> &mut T {
-        self.stamp = next_stamp();
-        &mut self.value
-    }
-}
-
-impl<'a, T> IntoIterator for &'a Tracked<T>
-where
-    &'a T: IntoIterator,
-{
-    type Item = <&'a T as IntoIterator>::Item;
-    type IntoIter = <&'a T as IntoIterator>::IntoIter;
-    fn into_iter(self) -> Self::IntoIter {
-        self.value.into_iter()
-    }
-}
-
-impl<'a, T> IntoIterator for &'a mut Tracked<T>
-where
-    &'a mut T: IntoIterator,
-{
-    type Item = <&'a mut T as IntoIterator>::Item;
-    type IntoIter = <&'a mut T as IntoIterator>::IntoIter;
-    fn into_iter(self) -> Self::IntoIter {
-        self.deref_mut().into_iter()
-    }
-}
-
-/// A copy of one store map in key order, kept up to date by [`Mirror::sync`].
+/// A copy of one store kind in key order, kept up to date from the kind's watch events by [`Mirror::sync`].
 ///
 /// Engine passes read the store as slices ([`ClusterSnapshot`]), and copying 10,000 pods (and dropping the copy)
 /// for every pass used to cost a fifth of a busy simulation, while most objects had not changed since the last
-/// copy. Syncing walks the map and the previous copy side by side and keeps every object that compares equal, so
-/// the copy is always equal to the map; only new or changed objects are cloned.
+/// copy. A sync copies only the objects written since the last one; a mirror that has never synced, or has fallen
+/// behind the kind's event log (410 Gone), relists: it walks the map and its previous copy side by side and keeps
+/// every object that compares equal. Either way the copy equals the map.
 #[derive(Debug)]
 struct Mirror<K, V> {
-    /// The stamp of the map the copy was last synced with.
-    stamp: Option<u64>,
+    /// The kind's resourceVersion the copy is current to (None: never listed).
+    seen: Option<u64>,
     keys: Vec<K>,
     values: Vec<V>,
     /// Per value: a version that changes whenever the value does (a kept value keeps its version), so what the
@@ -146,28 +71,70 @@ struct Mirror<K, V> {
 
 impl<K, V> Default for Mirror<K, V> {
     fn default() -> Self {
-        Mirror { stamp: None, keys: Vec::new(), values: Vec::new(), versions: Vec::new(), next_version: 0 }
+        Mirror { seen: None, keys: Vec::new(), values: Vec::new(), versions: Vec::new(), next_version: 0 }
     }
 }
 
-impl<K: Ord + Clone, V: Clone + PartialEq> Mirror<K, V> {
-    fn sync(&mut self, map: &Tracked<BTreeMap<K, V>>) {
-        if self.stamp == Some(map.stamp()) {
+impl<K: Ord + Clone, V: Clone + PartialEq + kube::Resource> Mirror<K, V> {
+    fn sync(&mut self, kind: &Watched<K, V>) {
+        let current = kind.resource_version();
+        if self.seen == Some(current) {
             return;
         }
-        // The common case: objects changed but none came or went. Update in place (no new vectors: for 10,000
-        // pods those are megabytes of fresh pages on every sync).
-        if self.keys.len() == map.len() && self.keys.iter().zip(map.keys()).all(|(a, b)| a == b) {
-            for ((value, version), v) in self.values.iter_mut().zip(&mut self.versions).zip(map.values()) {
-                if value != v {
-                    value.clone_from(v);
-                    self.next_version += 1;
-                    *version = self.next_version;
-                }
+        match self.seen.map(|seen| kind.events_since(seen)) {
+            Some(Ok(events)) => self.apply(events),
+            // Never listed, or too far behind: list again.
+            _ => self.relist(kind),
+        }
+        self.seen = Some(current);
+    }
+
+    fn bump(&mut self) -> u64 {
+        self.next_version += 1;
+        self.next_version
+    }
+
+    /// Applies watch events: in place when objects only changed (no new vectors: for 10,000 pods those are
+    /// megabytes of fresh pages on every sync), else one merge that moves unchanged objects without comparing them.
+    fn apply(&mut self, mut events: Vec<Event<'_, K, V>>) {
+        if events.iter().all(|e| e.type_ == EventType::Modified) {
+            for e in &events {
+                let Ok(i) = self.keys.binary_search(e.key) else { continue };
+                self.values[i].clone_from(e.object);
+                self.versions[i] = self.bump();
             }
-            self.stamp = Some(map.stamp());
             return;
         }
+        events.sort_by(|a, b| a.key.cmp(b.key));
+        let old_keys = std::mem::take(&mut self.keys).into_iter();
+        let old_values = std::mem::take(&mut self.values).into_iter();
+        let mut old = old_keys.zip(old_values).zip(std::mem::take(&mut self.versions)).peekable();
+        let n = old.len() + events.len();
+        let (mut keys, mut values, mut versions) =
+            (Vec::with_capacity(n), Vec::with_capacity(n), Vec::with_capacity(n));
+        for e in events {
+            while let Some(((k, v), version)) = old.next_if(|((k, _), _)| k < e.key) {
+                keys.push(k);
+                values.push(v);
+                versions.push(version);
+            }
+            // The copy of a written object is replaced (or dropped, for a deletion).
+            old.next_if(|((k, _), _)| k == e.key);
+            if e.type_ != EventType::Deleted {
+                keys.push(e.key.clone());
+                values.push(e.object.clone());
+                versions.push(self.bump());
+            }
+        }
+        for ((k, v), version) in old {
+            keys.push(k);
+            values.push(v);
+            versions.push(version);
+        }
+        (self.keys, self.values, self.versions) = (keys, values, versions);
+    }
+
+    fn relist(&mut self, map: &BTreeMap<K, V>) {
         let old_keys = std::mem::take(&mut self.keys).into_iter();
         let old_values = std::mem::take(&mut self.values).into_iter();
         let mut old = old_keys.zip(old_values).zip(std::mem::take(&mut self.versions)).peekable();
@@ -186,12 +153,11 @@ impl<K: Ord + Clone, V: Clone + PartialEq> Mirror<K, V> {
                 None => {
                     keys.push(k.clone());
                     values.push(v.clone());
-                    self.next_version += 1;
-                    versions.push(self.next_version);
+                    versions.push(self.bump());
                 }
             }
         }
-        (self.keys, self.values, self.versions, self.stamp) = (keys, values, versions, Some(map.stamp()));
+        (self.keys, self.values, self.versions) = (keys, values, versions);
     }
 }
 
@@ -213,24 +179,53 @@ pub struct SnapshotMirror {
 }
 
 /// Every object of the simulated cluster, in ordered maps so iteration (and so every decision) is deterministic.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug)]
 pub struct Cluster {
-    pub nodepools: Tracked<BTreeMap<String, NodePool>>,
-    pub nodeclaims: Tracked<BTreeMap<String, NodeClaim>>,
-    pub nodeclasses: Tracked<BTreeMap<String, EC2NodeClass>>,
-    pub nodes: Tracked<BTreeMap<String, Node>>,
-    pub pods: Tracked<BTreeMap<Key, Pod>>,
-    pub deployments: Tracked<BTreeMap<Key, Deployment>>,
-    pub daemonsets: Tracked<BTreeMap<Key, DaemonSet>>,
-    pub pdbs: Tracked<BTreeMap<Key, PodDisruptionBudget>>,
-    pub pvcs: Tracked<BTreeMap<Key, PersistentVolumeClaim>>,
-    pub pvs: Tracked<BTreeMap<String, PersistentVolume>>,
-    pub storage_classes: Tracked<BTreeMap<String, StorageClass>>,
-    pub namespaces: Tracked<BTreeMap<String, Namespace>>,
+    pub nodepools: Watched<String, NodePool>,
+    pub nodeclaims: Watched<String, NodeClaim>,
+    pub nodeclasses: Watched<String, EC2NodeClass>,
+    pub nodes: Watched<String, Node>,
+    pub pods: Watched<Key, Pod>,
+    pub deployments: Watched<Key, Deployment>,
+    pub daemonsets: Watched<Key, DaemonSet>,
+    pub pdbs: Watched<Key, PodDisruptionBudget>,
+    pub pvcs: Watched<Key, PersistentVolumeClaim>,
+    pub pvs: Watched<String, PersistentVolume>,
+    pub storage_classes: Watched<String, StorageClass>,
+    pub namespaces: Watched<String, Namespace>,
     next_uid: u64,
     /// The seeded generator behind generated pod names.
     pub name_seed: u64,
     synced: Synced,
+    /// Live pods per ReplicaSet owner, from the pods' events.
+    replicas: Replicas,
+    /// The store-wide resourceVersion every kind above shares.
+    versions: Versions,
+}
+
+impl Default for Cluster {
+    fn default() -> Self {
+        let v = Versions::default();
+        Cluster {
+            nodepools: Watched::new(v.clone()),
+            nodeclaims: Watched::new(v.clone()),
+            nodeclasses: Watched::new(v.clone()),
+            nodes: Watched::new(v.clone()),
+            pods: Watched::new(v.clone()),
+            deployments: Watched::new(v.clone()),
+            daemonsets: Watched::new(v.clone()),
+            pdbs: Watched::new(v.clone()),
+            pvcs: Watched::new(v.clone()),
+            pvs: Watched::new(v.clone()),
+            storage_classes: Watched::new(v.clone()),
+            namespaces: Watched::new(v.clone()),
+            next_uid: 0,
+            name_seed: 0,
+            synced: Synced::default(),
+            replicas: Replicas::default(),
+            versions: v,
+        }
+    }
 }
 
 /// The input stamps each controller left behind on its last pass (module docs).
@@ -359,6 +354,11 @@ impl Cluster {
         for o in &m.namespaces {
             self.namespaces.insert(o.metadata.name.clone().unwrap_or_default(), o.clone());
         }
+    }
+
+    /// The store-wide resourceVersion of the last write.
+    pub fn resource_version(&self) -> u64 {
+        self.versions.current()
     }
 
     /// The stamps of every map of the store: equal stamps mean no object changed in between (even if a whole map
@@ -512,33 +512,10 @@ impl Cluster {
 
     /// Whether every Deployment has exactly its replicas live and no live pod is owned by two of them: then
     /// [`Cluster::reconcile_deployments`] has nothing to do. Pods change all the time (bindings, status) while
-    /// the replica counts rarely do, and this check copies nothing.
-    fn deployments_balanced(&self) -> bool {
-        let mut live: BTreeMap<(&str, &str), usize> =
-            self.deployments.keys().map(|(ns, name)| ((ns.as_str(), name.as_str()), 0)).collect();
-        for (k, p) in &self.pods {
-            if p.metadata.deletion_timestamp.is_some() {
-                continue;
-            }
-            let mut owner: Option<(&str, &str)> = None;
-            for o in p.metadata.owner_references.iter().flatten().filter(|o| o.kind == "ReplicaSet") {
-                let d = (k.0.as_str(), o.name.as_str());
-                if !live.contains_key(&d) {
-                    continue;
-                }
-                match owner {
-                    None => owner = Some(d),
-                    Some(first) if first == d => {}
-                    Some(_) => return false,
-                }
-            }
-            if let Some(count) = owner.and_then(|d| live.get_mut(&d)) {
-                *count += 1;
-            }
-        }
-        self.deployments.iter().all(|((ns, name), d)| {
-            live.get(&(ns.as_str(), name.as_str())).copied() == Some(d.spec.replicas.unwrap_or(1).max(0) as usize)
-        })
+    /// the replica counts rarely do: the counts follow the pods' watch events ([`Replicas`]).
+    fn deployments_balanced(&mut self) -> bool {
+        self.replicas.sync(&self.pods);
+        self.replicas.balanced(&self.deployments)
     }
 
     /// The DaemonSet controller: one pod per Ready node the daemon's pod tolerates and selects, bound directly
@@ -835,29 +812,49 @@ mod tests {
         assert_eq!(c.schedule_pending().len(), 2);
     }
 
+    /// The mirror the engine reads follows the store's events (and relists when behind) and always equals a
+    /// fresh snapshot; objects not written keep their mirror version (their digests are reused).
     #[test]
-    fn tracked_maps_are_stamped_on_every_mutable_access() {
-        let mut m: Tracked<BTreeMap<String, u32>> = Tracked::default();
-        let s0 = m.stamp();
-        let _ = m.get("a");
-        let _ = m.iter().count();
-        for _ in &m {}
-        assert_eq!(m.stamp(), s0, "reads keep the stamp");
-        m.insert("a".into(), 1);
-        let s1 = m.stamp();
-        assert_ne!(s1, s0);
-        if let Some(v) = m.get_mut("a") {
-            *v += 1;
+    fn the_snapshot_mirror_follows_the_watch_and_relists_when_behind() {
+        let mut c = Cluster::default();
+        c.apply(&Manifests::parse(MANIFESTS, "m.yaml").unwrap());
+        c.reconcile_deployments();
+        c.nodes.insert("n1".into(), node("n1", "8", true, vec![]));
+        let mut mirror = SnapshotMirror::default();
+        let same = |c: &Cluster, m: &mut SnapshotMirror| {
+            let fresh = c.snapshot();
+            let view = c.snapshot_into(m);
+            assert_eq!(view.pods, &fresh.pods[..]);
+            assert_eq!(view.nodes, &fresh.nodes[..]);
+        };
+        same(&c, &mut mirror);
+        let versions = mirror.pods.versions.clone();
+        let seen = mirror.pods.seen;
+        assert_eq!(seen, Some(c.pods.resource_version()));
+        // A binding (Modified) is copied in place; the other pods keep their versions.
+        c.schedule_pending();
+        same(&c, &mut mirror);
+        assert_eq!(mirror.pods.versions.len(), versions.len());
+        let changed = mirror.pods.versions.iter().zip(&versions).filter(|(a, b)| a != b).count();
+        assert_eq!(changed, 3, "the three bound pods only");
+        // Pods come and go (Added/Deleted): merged.
+        let versions = mirror.pods.versions.clone();
+        let first = c.pods.keys().next().cloned().unwrap();
+        c.pods.remove(&first);
+        c.reconcile_deployments();
+        same(&c, &mut mirror);
+        assert_eq!(mirror.pods.versions.iter().filter(|v| versions.contains(v)).count(), 2);
+        // More writes than the log keeps: the mirror is behind (410) and relists, keeping equal objects.
+        let versions = mirror.pods.versions.clone();
+        // (The log keeps LOG_CAPACITY events: one more write pushes out the last one the mirror saw.)
+        for _ in 0..=crate::sim::watch::LOG_CAPACITY {
+            c.nodes.get_mut("n1");
         }
-        assert_ne!(m.stamp(), s1);
-        let s2 = m.stamp();
-        for (_, v) in &mut m {
-            *v += 1;
-        }
-        assert_ne!(m.stamp(), s2);
-        assert_ne!(
-            Tracked::new(BTreeMap::<String, u32>::new()).stamp(),
-            Tracked::<BTreeMap<String, u32>>::default().stamp()
-        );
+        assert!(c.nodes.events_since(mirror.nodes.seen.unwrap()).is_err());
+        same(&c, &mut mirror);
+        assert_eq!(mirror.pods.versions, versions, "pods were not written");
+        // Every object carries the store-wide resourceVersion of its last write.
+        let node_rv = c.nodes["n1"].metadata.resource_version.clone();
+        assert_eq!(node_rv, Some(c.resource_version().to_string()));
     }
 }

@@ -607,8 +607,8 @@ impl World {
     /// Deletes a NodeClaim (finalization drains and terminates it) and records why.
     pub fn delete_nodeclaim(&mut self, name: &str, reason: DeleteReason) {
         let now = self.now;
-        if let Some(c) = self.cluster.nodeclaims.get_mut(name)
-            && c.metadata.deletion_timestamp.is_none()
+        if self.cluster.nodeclaims.get(name).is_some_and(|c| c.metadata.deletion_timestamp.is_none())
+            && let Some(c) = self.cluster.nodeclaims.get_mut(name)
         {
             c.metadata.deletion_timestamp = Some(lifecycle::ms_time(now));
             let id = self.decision_id("d");
@@ -911,11 +911,16 @@ impl World {
             .collect();
         for name in deleting {
             let started = *self.drains.entry(name.clone()).or_insert(now);
-            if let Some(n) = self.cluster.nodes.get_mut(&name) {
+            // Looked at before writing: every mutable access is a write the store's watchers see.
+            let tainted = self.cluster.nodes.get(&name).is_some_and(|n| {
+                n.spec
+                    .as_ref()
+                    .and_then(|s| s.taints.as_ref())
+                    .is_some_and(|ts| ts.iter().any(|t| t.key == labels::TAINT_DISRUPTED))
+            });
+            if !tainted && let Some(n) = self.cluster.nodes.get_mut(&name) {
                 let taints = n.spec.get_or_insert_with(NodeSpec::default).taints.get_or_insert_with(Vec::new);
-                if !taints.iter().any(|t| t.key == labels::TAINT_DISRUPTED) {
-                    taints.push(crate::engine::termination::disrupted_taint());
-                }
+                taints.push(crate::engine::termination::disrupted_taint());
             }
             let Some(node) = self.cluster.nodes.get(&name).cloned() else { continue };
             let deadline = self
@@ -977,10 +982,10 @@ impl World {
     /// Deletes a pod: it gets a deletion timestamp now and is gone after its grace period.
     pub fn delete_pod(&mut self, key: &Key, grace: Option<Millis>) {
         let now = self.now;
-        let Some(p) = self.cluster.pods.get_mut(key) else { return };
-        if p.metadata.deletion_timestamp.is_some() {
+        if self.cluster.pods.get(key).is_none_or(|p| p.metadata.deletion_timestamp.is_some()) {
             return;
         }
+        let Some(p) = self.cluster.pods.get_mut(key) else { return };
         p.metadata.deletion_timestamp = Some(lifecycle::ms_time(now));
         let g = grace.unwrap_or_else(|| {
             p.spec

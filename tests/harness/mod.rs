@@ -142,12 +142,15 @@ impl Harness {
                     }
                 }
                 Effect::SyncNode { name, resource_version, labels: l, annotations, taints, finalizers } => {
-                    let rv = self.bump();
-                    let Some(n) = self.cluster.nodes.get_mut(&name) else { continue };
-                    if n.metadata.resource_version.is_some() && n.metadata.resource_version != resource_version {
+                    // The store versions every write itself (sim::watch): compare before writing.
+                    let Some(current) = self.cluster.nodes.get(&name).map(|n| n.metadata.resource_version.clone())
+                    else {
+                        continue;
+                    };
+                    if current.is_some() && current != resource_version {
                         continue; // 409: decided on a stale copy
                     }
-                    n.metadata.resource_version = rv;
+                    let Some(n) = self.cluster.nodes.get_mut(&name) else { continue };
                     n.metadata.labels.get_or_insert_with(BTreeMap::new).extend(l);
                     n.metadata.annotations.get_or_insert_with(BTreeMap::new).extend(annotations);
                     n.spec.get_or_insert_with(Default::default).taints = Some(taints);

@@ -295,9 +295,13 @@ impl World {
                 continue;
             }
             let pid = self.cluster.nodes.get(&node).and_then(|n| n.spec.as_ref()).and_then(|s| s.provider_id.clone());
-            if let Some(c) =
-                self.cluster.nodeclaims.values_mut().find(|c| pid.is_some() && c.provider_id() == pid.as_deref())
-            {
+            let claim = self
+                .cluster
+                .nodeclaims
+                .iter()
+                .find(|(_, c)| pid.is_some() && c.provider_id() == pid.as_deref())
+                .map(|(k, _)| k.clone());
+            if let Some(c) = claim.and_then(|k| self.cluster.nodeclaims.get_mut(&k)) {
                 c.status.get_or_insert_with(Default::default).last_pod_event_time = Some(lifecycle::rfc3339(now));
                 self.disruption.last_pod_event.insert(node, now);
             }
@@ -330,18 +334,25 @@ impl World {
         }
         let Some(cmd) = result.command else {
             // Nothing to do, and nothing will change until the store does or a timed input moves.
-            let until = self.quiet_until(result.recheck_at);
-            self.disruption.quiet = Some((self.cluster.stamps(), until));
-            if until < Millis::MAX {
-                self.at(until, Timer::Wake);
-            }
+            self.go_quiet(result.recheck_at);
             return;
         };
+        let mode = self.disruption.gate.mode();
+        let suppressed = mode != Mode::Auto && {
+            let state = self.state_generation();
+            self.disruption.gate.suppressed(&cmd, state)
+        };
+        if suppressed {
+            // Only what is already proposed or was rejected: as good as nothing until the store changes (which
+            // also lifts a rejection) or the gate does (`reject`, `approve`, `set_mode` clear this).
+            self.go_quiet(result.recheck_at);
+            return;
+        }
         self.disruption.quiet = None;
         // A command: look again soon, like upstream's immediate requeue.
         self.disruption.next_pass = now + SECOND;
         self.at(now + SECOND, Timer::Wake);
-        match self.disruption.gate.mode() {
+        match mode {
             Mode::Auto => {
                 let id = self.decision_id("d");
                 self.record_disruption(&id, &cmd, DisruptionState::Validating);
@@ -354,16 +365,21 @@ impl World {
                 }
             }
             mode => {
-                let state = self.state_generation();
-                if self.disruption.gate.suppressed(&cmd, state) {
-                    return;
-                }
                 let id = self.decision_id("d");
                 let state =
                     if mode == Mode::DryRun { DisruptionState::DryRun } else { DisruptionState::AwaitingApproval };
                 self.record_disruption(&id, &cmd, state);
                 self.disruption.gate.propose(id, cmd, now);
             }
+        }
+    }
+
+    /// Skips passes while the store's stamps hold and no timed input has moved (see `quiet`).
+    fn go_quiet(&mut self, recheck_at: Option<Millis>) {
+        let until = self.quiet_until(recheck_at);
+        self.disruption.quiet = Some((self.cluster.stamps(), until));
+        if until < Millis::MAX {
+            self.at(until, Timer::Wake);
         }
     }
 
@@ -440,6 +456,8 @@ impl World {
     pub fn approve(&mut self, id: &str) -> Result<bool, String> {
         let now = self.now;
         let cmd = self.disruption.gate.approve(id, now)?;
+        // Its nodes are no longer held by an open proposal: the next pass may find something else.
+        self.disruption.quiet = None;
         match self.validate_now(&cmd) {
             Ok(()) => {
                 self.start_command(id.to_string(), cmd);
@@ -456,6 +474,8 @@ impl World {
         let generation = self.state_generation();
         self.disruption.gate.reject(id, generation, self.now)?;
         self.set_state(id, DisruptionState::Rejected);
+        // The proposal's nodes are free again: the next pass may find another command with them.
+        self.disruption.quiet = None;
         Ok(())
     }
 

@@ -1,0 +1,173 @@
+//! Live pods per ReplicaSet owner, kept from the pods' watch events: what the Deployment controller checks before
+//! doing anything ([`Replicas::balanced`]).
+//!
+//! Pods change at nearly every step of a busy simulation (bindings, status) while replica counts rarely do, and
+//! counting them meant walking every pod after every change. Like an informer's index, this keeps each pod's
+//! contribution and, on each sync, replaces the contributions of the pods written since the last one.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::Pod;
+
+use crate::sim::cluster::Key;
+use crate::sim::watch::{EventType, Watched};
+
+/// What a pod counts for: the distinct ReplicaSet owners of a live pod, in its namespace.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Owners {
+    One(Key),
+    /// Two or more: which of them are Deployments is decided when checking (Deployments come and go).
+    Many(Vec<Key>),
+}
+
+fn owners(key: &Key, p: &Pod) -> Option<Owners> {
+    if p.metadata.deletion_timestamp.is_some() {
+        return None;
+    }
+    let mut names: Vec<&str> = p
+        .metadata
+        .owner_references
+        .iter()
+        .flatten()
+        .filter(|o| o.kind == "ReplicaSet")
+        .map(|o| o.name.as_str())
+        .collect();
+    names.sort_unstable();
+    names.dedup();
+    let mut keys = names.into_iter().map(|n| (key.0.clone(), n.to_string()));
+    match (keys.next(), keys.next()) {
+        (None, _) => None,
+        (Some(one), None) => Some(Owners::One(one)),
+        (Some(a), Some(b)) => Some(Owners::Many([a, b].into_iter().chain(keys).collect())),
+    }
+}
+
+#[derive(Debug, Default)]
+pub struct Replicas {
+    /// The pods' resourceVersion the index is current to (None: never listed).
+    seen: Option<u64>,
+    by_pod: BTreeMap<Key, Owners>,
+    /// Live pods with exactly one ReplicaSet owner, per owner.
+    single: BTreeMap<Key, usize>,
+    /// Live pods with several owners (rare): checked one by one.
+    many: BTreeMap<Key, Vec<Key>>,
+}
+
+impl Replicas {
+    fn set(&mut self, key: &Key, new: Option<Owners>) {
+        match self.by_pod.remove(key) {
+            Some(Owners::One(o)) => {
+                if let Some(n) = self.single.get_mut(&o) {
+                    *n -= 1;
+                    if *n == 0 {
+                        self.single.remove(&o);
+                    }
+                }
+            }
+            Some(Owners::Many(_)) => {
+                self.many.remove(key);
+            }
+            None => {}
+        }
+        match new {
+            Some(Owners::One(o)) => {
+                *self.single.entry(o.clone()).or_insert(0) += 1;
+                self.by_pod.insert(key.clone(), Owners::One(o));
+            }
+            Some(Owners::Many(os)) => {
+                self.many.insert(key.clone(), os.clone());
+                self.by_pod.insert(key.clone(), Owners::Many(os));
+            }
+            None => {}
+        }
+    }
+
+    /// Brings the index up to date with the pods: their events since the last sync, or a relist.
+    pub fn sync(&mut self, pods: &Watched<Key, Pod>) {
+        let current = pods.resource_version();
+        if self.seen == Some(current) {
+            return;
+        }
+        match self.seen.map(|seen| pods.events_since(seen)) {
+            Some(Ok(events)) => {
+                for e in events {
+                    let new = if e.type_ == EventType::Deleted { None } else { owners(e.key, e.object) };
+                    self.set(e.key, new);
+                }
+            }
+            _ => {
+                *self = Replicas::default();
+                for (k, p) in pods.iter() {
+                    let new = owners(k, p);
+                    self.set(k, new);
+                }
+            }
+        }
+        self.seen = Some(current);
+    }
+
+    /// Whether every Deployment has exactly its replicas live and no live pod is owned by two of them (as the
+    /// last [`Replicas::sync`] saw the pods).
+    pub fn balanced(&self, deployments: &BTreeMap<Key, Deployment>) -> bool {
+        let mut extra: BTreeMap<&Key, usize> = BTreeMap::new();
+        for os in self.many.values() {
+            let mut mine = os.iter().filter(|o| deployments.contains_key(*o));
+            match (mine.next(), mine.next()) {
+                (Some(_), Some(_)) => return false,
+                (Some(d), None) => *extra.entry(d).or_insert(0) += 1,
+                _ => {}
+            }
+        }
+        deployments.iter().all(|(k, d)| {
+            let live = self.single.get(k).copied().unwrap_or(0) + extra.get(k).copied().unwrap_or(0);
+            live == d.spec.replicas.unwrap_or(1).max(0) as usize
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::lifecycle::ms_time;
+    use crate::sim::cluster::Cluster;
+    use crate::sim::manifests::Manifests;
+
+    const WEB: &str = "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: web}\nspec:\n  replicas: 3\n  selector: {matchLabels: {app: web}}\n  template:\n    metadata: {labels: {app: web}}\n    spec:\n      containers: [{name: c, image: x}]\n";
+
+    #[test]
+    fn counts_follow_the_pods_events_and_agree_with_a_relist() {
+        let mut c = Cluster::default();
+        c.apply(&Manifests::parse(WEB, "m.yaml").unwrap());
+        let mut r = Replicas::default();
+        r.sync(&c.pods);
+        assert!(!r.balanced(&c.deployments), "no pods yet");
+        c.reconcile_deployments();
+        r.sync(&c.pods);
+        assert!(r.balanced(&c.deployments));
+        // A pod being deleted is no longer live; the controller replaces it.
+        let first = c.pods.keys().next().cloned().unwrap();
+        c.pods.get_mut(&first).unwrap().metadata.deletion_timestamp = Some(ms_time(0));
+        r.sync(&c.pods);
+        assert!(!r.balanced(&c.deployments));
+        assert_eq!(c.reconcile_deployments().0.len(), 1);
+        c.pods.remove(&first);
+        r.sync(&c.pods);
+        assert!(r.balanced(&c.deployments));
+        // A live pod owned by a second Deployment too unbalances both.
+        let second = c.pods.keys().next().cloned().unwrap();
+        let mut other = c.deployments[&("default".to_string(), "web".to_string())].clone();
+        other.metadata.name = Some("api".into());
+        other.spec.replicas = Some(1);
+        c.deployments.insert(("default".into(), "api".into()), other);
+        let p = c.pods.get_mut(&second).unwrap();
+        let mut owner = p.metadata.owner_references.as_ref().unwrap()[0].clone();
+        owner.name = "api".into();
+        p.metadata.owner_references.as_mut().unwrap().push(owner);
+        r.sync(&c.pods);
+        assert!(!r.balanced(&c.deployments));
+        let mut fresh = Replicas::default();
+        fresh.sync(&c.pods);
+        assert_eq!((&fresh.by_pod, &fresh.single, &fresh.many), (&r.by_pod, &r.single, &r.many));
+    }
+}
