@@ -439,20 +439,7 @@ impl Cluster {
         // One pass over the pods: the live replicas of each Deployment, by its (namespace, ReplicaSet name).
         let mut replicas: BTreeMap<Key, Vec<(bool, String, Key)>> = BTreeMap::new();
         for (k, p) in &self.pods {
-            if p.metadata.deletion_timestamp.is_some() {
-                continue;
-            }
-            let mut owners: Vec<&str> = p
-                .metadata
-                .owner_references
-                .iter()
-                .flatten()
-                .filter(|o| o.kind == "ReplicaSet")
-                .map(|o| o.name.as_str())
-                .collect();
-            owners.sort_unstable();
-            owners.dedup();
-            for owner in owners {
+            for owner in crate::sim::replicas::replicaset_owners(p) {
                 let deployment = (k.0.clone(), owner.to_string());
                 if self.deployments.contains_key(&deployment) {
                     let bound = p.spec.as_ref().and_then(|s| s.node_name.as_ref()).is_some();

@@ -21,9 +21,11 @@ enum Owners {
     Many(Vec<Key>),
 }
 
-fn owners(key: &Key, p: &Pod) -> Option<Owners> {
+/// The ReplicaSets (by name, sorted, once each) owning a pod that is not being deleted: the Deployment controller
+/// counts such a pod as a replica of each.
+pub fn replicaset_owners(p: &Pod) -> Vec<&str> {
     if p.metadata.deletion_timestamp.is_some() {
-        return None;
+        return Vec::new();
     }
     let mut names: Vec<&str> = p
         .metadata
@@ -35,6 +37,11 @@ fn owners(key: &Key, p: &Pod) -> Option<Owners> {
         .collect();
     names.sort_unstable();
     names.dedup();
+    names
+}
+
+fn owners(key: &Key, p: &Pod) -> Option<Owners> {
+    let names = replicaset_owners(p);
     let mut keys = names.into_iter().map(|n| (key.0.clone(), n.to_string()));
     match (keys.next(), keys.next()) {
         (None, _) => None,
