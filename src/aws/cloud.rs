@@ -147,7 +147,9 @@ impl AwsCloud {
     /// The catalog for a NodeClass (its subnets' zones, its kubelet and AMI family), with unavailable offerings
     /// marked; `None` before the first discovery.
     pub fn catalog_for(&self, nodeclass: Option<&EC2NodeClass>, now: Millis) -> Option<Result<Catalog, CatalogError>> {
-        let k = self.known();
+        let mut k = self.known();
+        // Expired marks go, so the cache holds only what is still kept out.
+        k.unavailable.expire(now);
         let d = k.discovered.clone()?;
         let zones = d.zones();
         let offered = d.offered();
@@ -367,6 +369,7 @@ impl AwsCloud {
         };
         // (request key) → (plan, claim indexes, class, catalog)
         let mut groups: BTreeMap<String, (FleetPlan, Vec<usize>, EC2NodeClass, Arc<Catalog>)> = BTreeMap::new();
+        let catalogs = self.catalogs(now);
         for (i, claim) in claims.iter().enumerate() {
             let class_name = claim.spec.node_class_ref.name.clone();
             let Some(nc) = self.nodeclass(&class_name) else {
@@ -375,16 +378,21 @@ impl AwsCloud {
                 ))));
                 continue;
             };
-            let catalog = match self.catalog_for(Some(&nc), now) {
-                None => {
-                    results[i] = Some(Err(LaunchError::Other("instance types have not been discovered yet".into())));
-                    continue;
-                }
-                Some(Err(e)) => {
-                    results[i] = Some(Err(LaunchError::NodeClassNotReady(e.to_string())));
-                    continue;
-                }
-                Some(Ok(c)) => Arc::new(c),
+            // The planner's cached catalog of the class; built here only when it has none (to say why).
+            let catalog = match catalogs.get(&class_name) {
+                Some(c) => c.clone(),
+                None => match self.catalog_for(Some(&nc), now) {
+                    None => {
+                        results[i] =
+                            Some(Err(LaunchError::Other("instance types have not been discovered yet".into())));
+                        continue;
+                    }
+                    Some(Err(e)) => {
+                        results[i] = Some(Err(LaunchError::NodeClassNotReady(e.to_string())));
+                        continue;
+                    }
+                    Some(Ok(c)) => Arc::new(c),
+                },
             };
             if let Some(inst) = adopted.get(claim.name()) {
                 tracing::info!(nodeclaim = claim.name(), instance = %inst.id, "adopting the instance an earlier launch made");

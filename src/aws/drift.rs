@@ -7,7 +7,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use crate::engine::api::{EC2NodeClass, NodeClaim};
 use crate::engine::catalog::InstanceType;
-use crate::engine::requirements::{Operator, Requirement, Requirements};
+use crate::sim::cloud::selector_requirements;
 
 use super::ec2::Ec2Instance;
 
@@ -36,18 +36,6 @@ pub fn launch_annotations(nc: &EC2NodeClass) -> BTreeMap<String, String> {
         .into()
 }
 
-fn reqs_of(r: &[crate::engine::api::NodeSelectorRequirementWithMinValues]) -> Requirements {
-    let mut out = Requirements::new();
-    for q in r {
-        if let Some(op) = Operator::parse(&q.operator)
-            && let Ok(req) = Requirement::new(op, &q.values)
-        {
-            out.add(&q.key, req);
-        }
-    }
-    out
-}
-
 /// Why `claim` no longer matches its NodeClass, or `None`. `class_hash` is [`spec_hash`] of `nc` (computed once
 /// per class, not per claim), `instance` the claim's instance as last listed and `instance_type` its type from the
 /// catalog (for the AMI check); either may be unknown.
@@ -72,7 +60,7 @@ pub fn drifted(
         let wanted: Vec<&str> = status
             .amis
             .iter()
-            .filter(|a| t.requirements.intersects(&reqs_of(&a.requirements)).is_ok())
+            .filter(|a| t.requirements.intersects(&selector_requirements(&a.requirements)).is_ok())
             .map(|a| a.id.as_str())
             .collect();
         if !wanted.is_empty() && !wanted.contains(&image) {

@@ -14,9 +14,7 @@ use crate::engine::catalog::aws::{AmiFamily, INSTANCE_ACCELERATOR_COUNT, INSTANC
 use crate::engine::catalog::{Catalog, InstanceType};
 use crate::engine::labels;
 use crate::engine::lifecycle::LaunchError;
-use crate::engine::requirements::{Operator, Requirement, Requirements};
-use crate::engine::resources::{Resources, parse_quantity};
-use crate::sim::cloud::claim_requirements;
+use crate::sim::cloud::{claim_requests, claim_requirements, selector_requirements};
 
 use super::userdata::{self, Bootstrap};
 
@@ -132,16 +130,6 @@ pub fn restricted_tag(key: &str) -> bool {
         || [labels::NODEPOOL, TAG_CLUSTER_NAME, labels::NODECLASS_EC2, TAG_NODECLAIM].contains(&key)
 }
 
-fn requests(claim: &NodeClaim) -> Resources {
-    let mut r = Resources::default();
-    for (k, q) in &claim.spec.resources.requests {
-        if let Ok(v) = parse_quantity(&q.0) {
-            r.set(k, v);
-        }
-    }
-    r
-}
-
 fn is_exotic(t: &InstanceType) -> bool {
     let has = |k: &str| t.requirements.get_ref(k).is_some_and(|r| !r.complement && !r.values.is_empty());
     t.name.contains("metal") || has(INSTANCE_GPU_COUNT) || has(INSTANCE_ACCELERATOR_COUNT)
@@ -151,17 +139,7 @@ fn is_exotic(t: &InstanceType) -> bool {
 fn ami_for<'a>(nc: &'a EC2NodeClass, t: &InstanceType) -> Option<&'a str> {
     let amis = nc.status.as_ref().map(|s| s.amis.as_slice()).unwrap_or_default();
     amis.iter()
-        .find(|a| {
-            let mut reqs = Requirements::new();
-            for r in &a.requirements {
-                if let Some(op) = Operator::parse(&r.operator)
-                    && let Ok(req) = Requirement::new(op, &r.values)
-                {
-                    reqs.add(&r.key, req);
-                }
-            }
-            t.requirements.intersects(&reqs).is_ok()
-        })
+        .find(|a| t.requirements.intersects(&selector_requirements(&a.requirements)).is_ok())
         .map(|a| a.id.as_str())
 }
 
@@ -196,7 +174,7 @@ pub fn plan(
     ready(nc)?;
     let status = nc.status.clone().unwrap_or_default();
     let reqs = claim_requirements(claim);
-    let want = requests(claim);
+    let want = claim_requests(claim);
     let has_min_values = claim.spec.requirements.iter().any(|r| r.min_values.is_some());
 
     // Compatible, fitting, with an available compatible offering.

@@ -114,8 +114,14 @@ fn quantities(map: &BTreeMap<String, k8s_openapi::apimachinery::pkg::api::resour
 /// A NodeClaim's requirements as the algebra sees them (unparseable entries are skipped: the claim was built by
 /// the engine or validated on the way in).
 pub fn claim_requirements(claim: &NodeClaim) -> Requirements {
+    selector_requirements(&claim.spec.requirements)
+}
+
+/// Node selector requirements (a claim's, an AMI's in an EC2NodeClass status) as a requirement set; unparseable
+/// entries are skipped.
+pub fn selector_requirements(list: &[crate::engine::api::NodeSelectorRequirementWithMinValues]) -> Requirements {
     let mut reqs = Requirements::new();
-    for r in &claim.spec.requirements {
+    for r in list {
         if let Some(op) = Operator::parse(&r.operator)
             && let Ok(req) = Requirement::new(op, &r.values)
         {
@@ -123,6 +129,11 @@ pub fn claim_requirements(claim: &NodeClaim) -> Requirements {
         }
     }
     reqs
+}
+
+/// A NodeClaim's resource requests (unparseable quantities skipped).
+pub fn claim_requests(claim: &NodeClaim) -> Resources {
+    quantities(&claim.spec.resources.requests)
 }
 
 impl SimCloud {

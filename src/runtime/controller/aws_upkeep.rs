@@ -83,7 +83,10 @@ impl AwsUpkeep {
             .iter()
             .map(|c| (c.metadata.name.clone().unwrap_or_default(), c.metadata.generation.unwrap_or(0)))
             .collect();
+        // Node-class drift is judged again only when what it reads changed: the classes or the instance list.
+        let mut drift_inputs_changed = false;
         if now >= self.next_classes || classes != self.seen_classes {
+            drift_inputs_changed = true;
             self.next_classes = now + CLASSES_EVERY;
             self.seen_classes = classes.clone();
             self.cloud.retain_nodeclasses(&classes.iter().map(|(n, _)| n.clone()).collect());
@@ -102,6 +105,7 @@ impl AwsUpkeep {
 
         if now >= self.next_instances {
             self.next_instances = now + INSTANCES_EVERY;
+            drift_inputs_changed = true;
             match self.cloud.refresh_instances().await {
                 Ok(list) => {
                     // Garbage collection: instances no NodeClaim holds (the list came first, as upstream).
@@ -128,7 +132,9 @@ impl AwsUpkeep {
         if let Some(live) = self.cloud.live_provider_ids() {
             controller.set_live_instances(live);
         }
-        controller.set_class_drift(self.cloud.class_drift(&m.nodeclaims, now));
+        if drift_inputs_changed {
+            controller.set_class_drift(self.cloud.class_drift(&m.nodeclaims, now));
+        }
 
         if now >= self.next_templates {
             self.next_templates = now + TEMPLATES_EVERY;

@@ -14,8 +14,8 @@ use crate::engine::api::NodeClaim;
 use crate::engine::catalog::{Catalog, InstanceType, Offering};
 use crate::engine::labels;
 use crate::engine::lifecycle::{LaunchError, LaunchResult};
-use crate::engine::resources::{Resources, parse_quantity};
-use crate::sim::cloud::claim_requirements;
+use crate::engine::resources::Resources;
+use crate::sim::cloud::{claim_requests, claim_requirements};
 
 pub const KWOK_ANNOTATION: &str = "kwok.x-k8s.io/node";
 pub const PROVIDER_PREFIX: &str = "kwok://";
@@ -23,12 +23,7 @@ pub const PROVIDER_PREFIX: &str = "kwok://";
 /// The cheapest offering a claim may launch as: reserved, then spot, then on-demand, as the simulated EC2 picks.
 pub fn pick(catalog: &Catalog, claim: &NodeClaim) -> Result<(Arc<InstanceType>, Offering), LaunchError> {
     let reqs = claim_requirements(claim);
-    let mut requests = Resources::default();
-    for (k, q) in &claim.spec.resources.requests {
-        if let Ok(v) = parse_quantity(&q.0) {
-            requests.set(k, v);
-        }
-    }
+    let requests = claim_requests(claim);
     let rank = |ct: &str| match ct {
         labels::CAPACITY_RESERVED => 0,
         labels::CAPACITY_SPOT => 1,
