@@ -81,6 +81,26 @@ fn dashboard_bench(c: &mut Criterion) {
     let world_rss = mem_mib("VmRSS:");
     let world_live = live_mib();
     let world_peak = mem_mib("VmHWM:");
+    if std::env::var_os("HEAP_EXIT_AFTER_WORLD").is_some() {
+        eprintln!("world live {world_live:.0} MiB");
+        use k8s_openapi::api::core::v1::*;
+        use std::mem::size_of;
+        eprintln!(
+            "Pod {} PodSpec {} PodStatus {} Container {} ObjectMeta {} Node {} PodCondition {} OwnerRef {} Resources {}",
+            size_of::<Pod>(),
+            size_of::<PodSpec>(),
+            size_of::<PodStatus>(),
+            size_of::<Container>(),
+            size_of::<k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta>(),
+            size_of::<Node>(),
+            size_of::<PodCondition>(),
+            size_of::<k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference>(),
+            size_of::<ResourceRequirements>()
+        );
+        let (k, p) = w.cluster.pods.iter().next().unwrap();
+        eprintln!("{k:?} {}", serde_json::to_string(&**p).unwrap());
+        std::process::exit(0);
+    }
     let source = Source { context: "bench".into(), cluster: "bench".into(), clock: "simulated".into() };
     let view = Arc::new(dashboard::view(&mut w, source.clone(), 1));
     assert_eq!(view.nodes.len(), nodes);

@@ -15,10 +15,10 @@ const WALKTHROUGH: &str = include_str!("../scenarios/walkthrough.yaml");
 /// What a watch cache of the world's cluster would hold.
 fn cache_of(w: &World) -> Manifests {
     Manifests {
-        nodepools: w.cluster.nodepools.values().cloned().collect(),
-        nodeclaims: w.cluster.nodeclaims.values().cloned().collect(),
-        nodes: w.cluster.nodes.values().cloned().collect(),
-        pods: w.cluster.pods.values().cloned().collect(),
+        nodepools: w.cluster.nodepools.values().map(|o| (**o).clone()).collect(),
+        nodeclaims: w.cluster.nodeclaims.values().map(|o| (**o).clone()).collect(),
+        nodes: w.cluster.nodes.values().map(|o| (**o).clone()).collect(),
+        pods: w.cluster.pods.values().map(|o| (**o).clone()).collect(),
         ..Default::default()
     }
 }

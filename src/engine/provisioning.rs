@@ -21,6 +21,7 @@ use crate::engine::api::{NodeClaim, NodeClaimSpec, NodePool};
 use crate::engine::catalog::InstanceType;
 use crate::engine::explain::PodIgnored;
 use crate::engine::labels::{self, LabelPolicy};
+use crate::engine::objects::Objects;
 use crate::engine::resources::{Resources, parse_quantity};
 use crate::engine::scheduling::pod::{self, PodData};
 use crate::engine::scheduling::selector::Selector;
@@ -212,11 +213,12 @@ pub fn pod_digests(
 
 /// The objects a provisioning pass reads. Everything is borrowed: building this is free.
 #[derive(Clone, Copy)]
+/// The kinds with many objects (pods, nodes, NodeClaims) are [`Objects`], so a store can lend its shared copies.
 pub struct ClusterSnapshot<'a> {
     pub nodepools: &'a [NodePool],
-    pub nodeclaims: &'a [NodeClaim],
-    pub nodes: &'a [Node],
-    pub pods: &'a [Pod],
+    pub nodeclaims: Objects<'a, NodeClaim>,
+    pub nodes: Objects<'a, Node>,
+    pub pods: Objects<'a, Pod>,
     pub daemonsets: &'a [DaemonSet],
     pub pdbs: &'a [PodDisruptionBudget],
     pub pvcs: &'a [PersistentVolumeClaim],
@@ -247,9 +249,9 @@ impl Snapshot {
     pub fn view(&self) -> ClusterSnapshot<'_> {
         ClusterSnapshot {
             nodepools: &self.nodepools,
-            nodeclaims: &self.nodeclaims,
-            nodes: &self.nodes,
-            pods: &self.pods,
+            nodeclaims: (&self.nodeclaims).into(),
+            nodes: (&self.nodes).into(),
+            pods: (&self.pods).into(),
             daemonsets: &self.daemonsets,
             pdbs: &self.pdbs,
             pvcs: &self.pvcs,

@@ -322,7 +322,58 @@ impl Incompatibility {
 /// A set of requirements keyed by (normalised) label key. Keys iterate in sorted order, so output is stable.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Default)]
 pub struct Requirements {
-    map: BTreeMap<String, Requirement>,
+    map: SortedMap,
+}
+
+/// The few keys of a requirement set, sorted in one vector: sets are small (a pod's selector has one or two keys, an
+/// instance type's a few dozen), so a search in one allocation beats a B-tree, whose smallest node is a kilobyte
+/// here — and every pod digest and instance type holds such sets.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Default)]
+struct SortedMap(Vec<(String, Requirement)>);
+
+impl SortedMap {
+    fn find(&self, key: &str) -> Result<usize, usize> {
+        self.0.binary_search_by(|(k, _)| k.as_str().cmp(key))
+    }
+
+    fn get(&self, key: &str) -> Option<&Requirement> {
+        self.find(key).ok().map(|i| &self.0[i].1)
+    }
+
+    fn get_mut(&mut self, key: &str) -> Option<&mut Requirement> {
+        self.find(key).ok().map(|i| &mut self.0[i].1)
+    }
+
+    fn contains_key(&self, key: &str) -> bool {
+        self.find(key).is_ok()
+    }
+
+    fn insert(&mut self, key: String, req: Requirement) {
+        match self.find(&key) {
+            Ok(i) => self.0[i].1 = req,
+            Err(i) => self.0.insert(i, (key, req)),
+        }
+    }
+
+    fn remove(&mut self, key: &str) -> Option<Requirement> {
+        self.find(key).ok().map(|i| self.0.remove(i).1)
+    }
+
+    fn iter(&self) -> impl Iterator<Item = (&String, &Requirement)> {
+        self.0.iter().map(|(k, r)| (k, r))
+    }
+
+    fn keys(&self) -> impl Iterator<Item = &String> {
+        self.0.iter().map(|(k, _)| k)
+    }
+
+    fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
 }
 
 impl Requirements {
@@ -354,7 +405,7 @@ impl Requirements {
     }
 
     pub fn add_all(&mut self, other: &Requirements) {
-        for (k, r) in &other.map {
+        for (k, r) in other.map.iter() {
             self.add(k, r.clone());
         }
     }
@@ -409,7 +460,7 @@ impl Requirements {
         // Walk the smaller map and probe the larger.
         let (small, large, swapped) =
             if self.map.len() <= other.map.len() { (self, other, false) } else { (other, self, true) };
-        for (key, a) in &small.map {
+        for (key, a) in small.map.iter() {
             let Some(b) = large.map.get(key) else { continue };
             if a.has_intersection(b) {
                 continue;
@@ -435,7 +486,7 @@ impl Requirements {
         other: &Requirements,
         allow_undefined: Option<&LabelPolicy>,
     ) -> Result<(), Incompatibility> {
-        for (key, r) in &other.map {
+        for (key, r) in other.map.iter() {
             if self.map.contains_key(key) || r.operator().is_negative() {
                 continue;
             }

@@ -50,28 +50,37 @@ fn key_of(meta: &ObjectMeta) -> Key {
     (meta.namespace.clone().unwrap_or_else(|| "default".into()), meta.name.clone().unwrap_or_default())
 }
 
-/// A copy of one store kind in key order, kept up to date from the kind's watch events by [`Mirror::sync`].
+/// One store kind in key order as a vector, kept up to date from the kind's watch events by [`Mirror::sync`].
 ///
-/// Engine passes read the store as slices ([`ClusterSnapshot`]), and copying 10,000 pods (and dropping the copy)
-/// for every pass used to cost a fifth of a busy simulation, while most objects had not changed since the last
-/// copy. A sync copies only the objects written since the last one; a mirror that has never synced, or has fallen
-/// behind the kind's event log (410 Gone), relists: it walks the map and its previous copy side by side and keeps
-/// every object that compares equal. Either way the copy equals the map.
+/// Engine passes read the store as slices ([`ClusterSnapshot`]). The mirror shares the store's objects (`Arc`s),
+/// so it costs a pointer per object, and a sync touches only the objects written since the last one; a mirror that
+/// has never synced, or has fallen behind the kind's event log (410 Gone), relists: it walks the map and its
+/// previous state side by side and keeps every object that is the same. Either way the vector equals the map.
 #[derive(Debug)]
 struct Mirror<K, V> {
     /// The kind's resourceVersion the copy is current to (None: never listed).
     seen: Option<u64>,
     keys: Vec<K>,
-    values: Vec<V>,
+    values: Vec<Arc<V>>,
     /// Per value: a version that changes whenever the value does (a kept value keeps its version), so what the
     /// engine derives from a value can be kept too ([`PodDigests`]).
     versions: Vec<u64>,
     next_version: u64,
+    /// For kinds with few objects that the engine reads as plain slices: a copy of `values`, made again after
+    /// each sync that changed something ([`Mirror::sync_plain`]).
+    plain: Vec<V>,
 }
 
 impl<K, V> Default for Mirror<K, V> {
     fn default() -> Self {
-        Mirror { seen: None, keys: Vec::new(), values: Vec::new(), versions: Vec::new(), next_version: 0 }
+        Mirror {
+            seen: None,
+            keys: Vec::new(),
+            values: Vec::new(),
+            versions: Vec::new(),
+            next_version: 0,
+            plain: Vec::new(),
+        }
     }
 }
 
@@ -89,18 +98,31 @@ impl<K: Ord + Clone, V: Clone + PartialEq + kube::Resource> Mirror<K, V> {
         self.seen = Some(current);
     }
 
+    /// [`Mirror::sync`], keeping a plain copy too ([`Mirror::plain`]).
+    fn sync_plain(&mut self, kind: &Watched<K, V>) {
+        let before = self.seen;
+        self.sync(kind);
+        if self.seen != before {
+            self.plain = self.values.iter().map(|v| V::clone(v)).collect();
+        }
+    }
+
+    fn plain(&self) -> &[V] {
+        &self.plain
+    }
+
     fn bump(&mut self) -> u64 {
         self.next_version += 1;
         self.next_version
     }
 
-    /// Applies watch events: in place when objects only changed (no new vectors: for 10,000 pods those are
-    /// megabytes of fresh pages on every sync), else one merge that moves unchanged objects without comparing them.
+    /// Applies watch events: in place when objects only changed (no new vectors), else one merge that moves
+    /// unchanged objects without comparing them.
     fn apply(&mut self, mut events: Vec<Event<'_, K, V>>) {
         if events.iter().all(|e| e.type_ == EventType::Modified) {
             for e in &events {
                 let Ok(i) = self.keys.binary_search(e.key) else { continue };
-                self.values[i].clone_from(e.object);
+                self.values[i] = e.object.clone();
                 self.versions[i] = self.bump();
             }
             return;
@@ -134,7 +156,7 @@ impl<K: Ord + Clone, V: Clone + PartialEq + kube::Resource> Mirror<K, V> {
         (self.keys, self.values, self.versions) = (keys, values, versions);
     }
 
-    fn relist(&mut self, map: &BTreeMap<K, V>) {
+    fn relist(&mut self, map: &BTreeMap<K, Arc<V>>) {
         let old_keys = std::mem::take(&mut self.keys).into_iter();
         let old_values = std::mem::take(&mut self.values).into_iter();
         let mut old = old_keys.zip(old_values).zip(std::mem::take(&mut self.versions)).peekable();
@@ -144,7 +166,7 @@ impl<K: Ord + Clone, V: Clone + PartialEq + kube::Resource> Mirror<K, V> {
         for (k, v) in map.iter() {
             // Both sides are in key order: entries before `k` in the copy are gone from the map.
             while old.next_if(|((ok, _), _)| ok < k).is_some() {}
-            match old.next_if(|((ok, ov), _)| ok == k && ov == v) {
+            match old.next_if(|((ok, ov), _)| ok == k && (Arc::ptr_eq(ov, v) || ov == v)) {
                 Some(((ok, ov), version)) => {
                     keys.push(ok);
                     values.push(ov);
@@ -382,16 +404,16 @@ impl Cluster {
 
     pub fn snapshot(&self) -> Snapshot {
         Snapshot {
-            nodepools: self.nodepools.values().cloned().collect(),
-            nodeclaims: self.nodeclaims.values().cloned().collect(),
-            nodes: self.nodes.values().cloned().collect(),
-            pods: self.pods.values().cloned().collect(),
-            daemonsets: self.daemonsets.values().cloned().collect(),
-            pdbs: self.pdbs.values().cloned().collect(),
-            pvcs: self.pvcs.values().cloned().collect(),
-            pvs: self.pvs.values().cloned().collect(),
-            storage_classes: self.storage_classes.values().cloned().collect(),
-            namespaces: self.namespaces.values().cloned().collect(),
+            nodepools: self.nodepools.values().map(|o| (**o).clone()).collect(),
+            nodeclaims: self.nodeclaims.values().map(|o| (**o).clone()).collect(),
+            nodes: self.nodes.values().map(|o| (**o).clone()).collect(),
+            pods: self.pods.values().map(|o| (**o).clone()).collect(),
+            daemonsets: self.daemonsets.values().map(|o| (**o).clone()).collect(),
+            pdbs: self.pdbs.values().map(|o| (**o).clone()).collect(),
+            pvcs: self.pvcs.values().map(|o| (**o).clone()).collect(),
+            pvs: self.pvs.values().map(|o| (**o).clone()).collect(),
+            storage_classes: self.storage_classes.values().map(|o| (**o).clone()).collect(),
+            namespaces: self.namespaces.values().map(|o| (**o).clone()).collect(),
         }
     }
 
@@ -399,27 +421,27 @@ impl Cluster {
     /// of those only changed objects are copied (see [`Mirror`]). The view equals [`Cluster::snapshot`]'s.
     pub fn snapshot_into<'m>(&self, mirror: &'m mut SnapshotMirror) -> ClusterSnapshot<'m> {
         let m = mirror;
-        m.nodepools.sync(&self.nodepools);
+        m.nodepools.sync_plain(&self.nodepools);
         m.nodeclaims.sync(&self.nodeclaims);
         m.nodes.sync(&self.nodes);
         m.pods.sync(&self.pods);
-        m.daemonsets.sync(&self.daemonsets);
-        m.pdbs.sync(&self.pdbs);
-        m.pvcs.sync(&self.pvcs);
-        m.pvs.sync(&self.pvs);
-        m.storage_classes.sync(&self.storage_classes);
-        m.namespaces.sync(&self.namespaces);
+        m.daemonsets.sync_plain(&self.daemonsets);
+        m.pdbs.sync_plain(&self.pdbs);
+        m.pvcs.sync_plain(&self.pvcs);
+        m.pvs.sync_plain(&self.pvs);
+        m.storage_classes.sync_plain(&self.storage_classes);
+        m.namespaces.sync_plain(&self.namespaces);
         ClusterSnapshot {
-            nodepools: &m.nodepools.values,
-            nodeclaims: &m.nodeclaims.values,
-            nodes: &m.nodes.values,
-            pods: &m.pods.values,
-            daemonsets: &m.daemonsets.values,
-            pdbs: &m.pdbs.values,
-            pvcs: &m.pvcs.values,
-            pvs: &m.pvs.values,
-            storage_classes: &m.storage_classes.values,
-            namespaces: &m.namespaces.values,
+            nodepools: m.nodepools.plain(),
+            nodeclaims: (&m.nodeclaims.values).into(),
+            nodes: (&m.nodes.values).into(),
+            pods: (&m.pods.values).into(),
+            daemonsets: m.daemonsets.plain(),
+            pdbs: m.pdbs.plain(),
+            pvcs: m.pvcs.plain(),
+            pvs: m.pvs.plain(),
+            storage_classes: m.storage_classes.plain(),
+            namespaces: m.namespaces.plain(),
             digests: Some((&m.pods.versions, &m.digests)),
         }
     }
@@ -448,7 +470,7 @@ impl Cluster {
                 }
             }
         }
-        let deployments: Vec<(Key, Deployment)> =
+        let deployments: Vec<(Key, Arc<Deployment>)> =
             self.deployments.iter().map(|(k, d)| (k.clone(), d.clone())).collect();
         for ((ns, name), d) in deployments {
             let want = d.spec.replicas.unwrap_or(1).max(0) as usize;
@@ -512,7 +534,7 @@ impl Cluster {
         if self.synced.daemonsets == Some([self.daemonsets.stamp(), self.nodes.stamp(), self.pods.stamp()]) {
             return created;
         }
-        let sets: Vec<(Key, DaemonSet)> = self.daemonsets.iter().map(|(k, d)| (k.clone(), d.clone())).collect();
+        let sets: Vec<(Key, Arc<DaemonSet>)> = self.daemonsets.iter().map(|(k, d)| (k.clone(), d.clone())).collect();
         for ((ns, name), ds) in sets {
             let template_spec = ds.spec.template.spec.clone().unwrap_or_default();
             let probe = Pod {
@@ -696,7 +718,11 @@ impl Cluster {
 
     /// Pods bound to a node.
     pub fn pods_on(&self, node: &str) -> Vec<&Pod> {
-        self.pods.values().filter(|p| p.spec.as_ref().and_then(|s| s.node_name.as_deref()) == Some(node)).collect()
+        self.pods
+            .values()
+            .filter(|p| p.spec.as_ref().and_then(|s| s.node_name.as_deref()) == Some(node))
+            .map(|p| &**p)
+            .collect()
     }
 
     /// Whether a node is Karpenter-managed and registered.
@@ -811,8 +837,8 @@ mod tests {
         let same = |c: &Cluster, m: &mut SnapshotMirror| {
             let fresh = c.snapshot();
             let view = c.snapshot_into(m);
-            assert_eq!(view.pods, &fresh.pods[..]);
-            assert_eq!(view.nodes, &fresh.nodes[..]);
+            assert!(view.pods.iter().eq(&fresh.pods));
+            assert!(view.nodes.iter().eq(&fresh.nodes));
         };
         same(&c, &mut mirror);
         let versions = mirror.pods.versions.clone();

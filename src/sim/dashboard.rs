@@ -33,10 +33,10 @@ pub fn view(w: &mut World, source: Source, generation: u64) -> ClusterView {
     let prices: BTreeMap<&str, f64> = w.record.nodes.iter().map(|n| (n.name.as_str(), n.price)).collect();
 
     let objects = Objects {
-        nodes: w.cluster.nodes.values().collect(),
-        nodeclaims: w.cluster.nodeclaims.values().collect(),
-        pods: w.cluster.pods.values().collect(),
-        nodepools: w.cluster.nodepools.values().collect(),
+        nodes: w.cluster.nodes.values().map(|o| &**o).collect(),
+        nodeclaims: w.cluster.nodeclaims.values().map(|o| &**o).collect(),
+        pods: w.cluster.pods.values().map(|o| &**o).collect(),
+        nodepools: w.cluster.nodepools.values().map(|o| &**o).collect(),
     };
     let pods_on = picture::pods_by_node(&objects.pods);
     let busy: BTreeSet<String> = w

@@ -6,6 +6,7 @@
 //! contribution and, on each sync, replaces the contributions of the pods written since the last one.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::Pod;
@@ -116,7 +117,7 @@ impl Replicas {
 
     /// Whether every Deployment has exactly its replicas live and no live pod is owned by two of them (as the
     /// last [`Replicas::sync`] saw the pods).
-    pub fn balanced(&self, deployments: &BTreeMap<Key, Deployment>) -> bool {
+    pub fn balanced(&self, deployments: &BTreeMap<Key, Arc<Deployment>>) -> bool {
         let mut extra: BTreeMap<&Key, usize> = BTreeMap::new();
         for os in self.many.values() {
             let mut mine = os.iter().filter(|o| deployments.contains_key(*o));
@@ -163,7 +164,7 @@ mod tests {
         assert!(r.balanced(&c.deployments));
         // A live pod owned by a second Deployment too unbalances both.
         let second = c.pods.keys().next().cloned().unwrap();
-        let mut other = c.deployments[&("default".to_string(), "web".to_string())].clone();
+        let mut other = Deployment::clone(&c.deployments[&("default".to_string(), "web".to_string())]);
         other.metadata.name = Some("api".into());
         other.spec.replicas = Some(1);
         c.deployments.insert(("default".into(), "api".into()), other);

@@ -323,7 +323,7 @@ fn apply_event(w: &mut World, action: &Action) -> Result<(), String> {
             macro_rules! patch_in {
                 ($map:expr, $k:expr) => {{
                     let obj = $map.get($k).ok_or_else(missing)?;
-                    let new = patched(obj, &p.patch)?;
+                    let new = patched(&**obj, &p.patch)?;
                     $map.insert($k.clone(), new);
                 }};
             }

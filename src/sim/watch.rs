@@ -15,6 +15,10 @@
 //!
 //! Reads go through `Deref` to the `BTreeMap`, so iteration stays in key order and every decision deterministic.
 //! There is no `DerefMut`: writes go through the methods here, so none can escape the log.
+//!
+//! Objects are kept behind `Arc`s so that one copy serves the map, the log of deletions and the consumers that
+//! mirror the kind (the engine's snapshot): at 20,000 pods a copy is over a hundred megabytes. A write copies the
+//! object only when a consumer still holds the old state (`Arc::make_mut`).
 
 use std::borrow::Borrow;
 use std::collections::{BTreeMap, VecDeque};
@@ -65,7 +69,8 @@ pub struct Event<'a, K, V> {
     pub type_: EventType,
     pub resource_version: u64,
     pub key: &'a K,
-    pub object: &'a V,
+    /// Shared, so a consumer can keep the object without copying it.
+    pub object: &'a Arc<V>,
 }
 
 /// The watcher's resourceVersion is older than the log reaches: list again.
@@ -88,7 +93,7 @@ struct Entry<K, V> {
 /// One kind of the store: an ordered map whose every write is versioned and logged (module docs).
 #[derive(Debug)]
 pub struct Watched<K, V> {
-    map: BTreeMap<K, V>,
+    map: BTreeMap<K, Arc<V>>,
     /// A process-unique stamp, fresh on every write: equal stamps mean no write in between, whatever the map.
     stamp: u64,
     versions: Versions,
@@ -99,15 +104,15 @@ pub struct Watched<K, V> {
 }
 
 impl<K, V> Deref for Watched<K, V> {
-    type Target = BTreeMap<K, V>;
-    fn deref(&self) -> &BTreeMap<K, V> {
+    type Target = BTreeMap<K, Arc<V>>;
+    fn deref(&self) -> &BTreeMap<K, Arc<V>> {
         &self.map
     }
 }
 
 impl<'a, K, V> IntoIterator for &'a Watched<K, V> {
-    type Item = (&'a K, &'a V);
-    type IntoIter = std::collections::btree_map::Iter<'a, K, V>;
+    type Item = (&'a K, &'a Arc<V>);
+    type IntoIter = std::collections::btree_map::Iter<'a, K, Arc<V>>;
     fn into_iter(self) -> Self::IntoIter {
         self.map.iter()
     }
@@ -166,12 +171,12 @@ fn set_version<V: Resource>(object: &mut V, resource_version: u64) {
     object.meta_mut().resource_version = Some(resource_version.to_string());
 }
 
-impl<K: Ord + Clone, V: Resource> Watched<K, V> {
+impl<K: Ord + Clone, V: Resource + Clone> Watched<K, V> {
     /// Creates or replaces an object (`Added` or `Modified`). Returns the replaced object.
-    pub fn insert(&mut self, key: K, mut object: V) -> Option<V> {
+    pub fn insert(&mut self, key: K, mut object: V) -> Option<Arc<V>> {
         let rv = self.write();
         set_version(&mut object, rv);
-        let old = self.map.insert(key.clone(), object);
+        let old = self.map.insert(key.clone(), Arc::new(object));
         self.push(rv, if old.is_some() { EventType::Modified } else { EventType::Added }, key, None);
         old
     }
@@ -185,7 +190,7 @@ impl<K: Ord + Clone, V: Resource> Watched<K, V> {
         let owned = self.map.get_key_value(key)?.0.clone();
         let rv = self.write();
         self.push(rv, EventType::Modified, owned, None);
-        let object = self.map.get_mut(key)?;
+        let object = Arc::make_mut(self.map.get_mut(key)?);
         set_version(object, rv);
         Some(object)
     }
@@ -198,8 +203,7 @@ impl<K: Ord + Clone, V: Resource> Watched<K, V> {
     {
         let (key, mut object) = self.map.remove_entry(key)?;
         let rv = self.write();
-        set_version(&mut object, rv);
-        let object = Arc::new(object);
+        set_version(Arc::make_mut(&mut object), rv);
         self.push(rv, EventType::Deleted, key, Some(object.clone()));
         Some(object)
     }
@@ -218,11 +222,11 @@ impl<K: Ord + Clone, V: Resource> Watched<K, V> {
         for key in keys {
             let rv = self.write();
             if let Some(object) = self.map.get_mut(&key) {
-                set_version(object, rv);
+                set_version(Arc::make_mut(object), rv);
             }
             self.push(rv, EventType::Modified, key, None);
         }
-        self.map.values_mut()
+        self.map.values_mut().map(Arc::make_mut)
     }
 
     /// What changed after resourceVersion `since`, in the order of each object's last write (module docs), or
@@ -246,7 +250,7 @@ impl<K: Ord + Clone, V: Resource> Watched<K, V> {
             let (type_, object) = match (&e.deleted, first) {
                 // Came and went in between: the watcher never knew it.
                 (Some(_), EventType::Added) => continue,
-                (Some(gone), _) => (EventType::Deleted, &**gone),
+                (Some(gone), _) => (EventType::Deleted, gone),
                 (None, _) => {
                     let Some(object) = self.map.get(&e.key) else { continue };
                     (if first == EventType::Added { EventType::Added } else { EventType::Modified }, object)

@@ -540,7 +540,7 @@ impl World {
         let started = Instant::now();
         let result = provision(&snap, &catalogs, &self.catalog.label_policy, self.options.clone());
         let millis = started.elapsed().as_secs_f64() * 1000.0;
-        let pools: Vec<NodePool> = self.cluster.nodepools.values().cloned().collect();
+        let pools: Vec<NodePool> = self.cluster.nodepools.values().map(|o| (**o).clone()).collect();
         let objects = result.nodeclaims(&pools);
         let mut names = Vec::new();
         for (nc, decided) in objects.into_iter().zip(&result.results.new_claims) {
@@ -928,7 +928,7 @@ impl World {
                 .nodeclaims
                 .values()
                 .find(|c| c.provider_id() == node.spec.as_ref().and_then(|s| s.provider_id.as_deref()))
-                .and_then(lifecycle::annotated_deadline);
+                .and_then(|c| lifecycle::annotated_deadline(c));
             let plan = crate::engine::termination::drain_plan(
                 &node,
                 &self.cluster.pods_on(&name),
@@ -936,13 +936,13 @@ impl World {
                 Some(started),
                 now,
             );
-            let pdbs: Vec<_> = self.cluster.pdbs.values().cloned().collect();
+            let pdbs: Vec<_> = self.cluster.pdbs.values().map(|o| (**o).clone()).collect();
             for (ns, pod) in plan.evict {
                 let key = (ns, pod);
                 // Each eviction sees the ones before it (PDBs count pods being deleted).
                 let allowed = {
                     let Some(p) = self.cluster.pods.get(&key) else { continue };
-                    let all: Vec<&Pod> = self.cluster.pods.values().collect();
+                    let all: Vec<&Pod> = self.cluster.pods.values().map(|o| &**o).collect();
                     crate::engine::pdb::check_eviction(p, &pdbs, &all).is_ok()
                 };
                 if allowed {
@@ -1064,12 +1064,12 @@ impl World {
             .nodeclaims
             .values()
             .filter(|c| c.provider_id().is_none_or(|p| !ids.contains(p)))
-            .cloned()
+            .map(|o| (**o).clone())
             .collect();
         if claims.is_empty() {
             return;
         }
-        let nodes: Vec<Node> = self.cluster.nodes.values().cloned().collect();
+        let nodes: Vec<Node> = self.cluster.nodes.values().map(|o| (**o).clone()).collect();
         for name in lifecycle::garbage_collect(&claims, &nodes, &ids) {
             self.delete_nodeclaim(&name, DeleteReason::GarbageCollected);
         }

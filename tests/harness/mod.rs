@@ -57,11 +57,11 @@ pub struct Harness {
 
 pub fn manifests(c: &Cluster) -> Manifests {
     Manifests {
-        nodepools: c.nodepools.values().cloned().collect(),
-        nodeclaims: c.nodeclaims.values().cloned().collect(),
-        nodes: c.nodes.values().cloned().collect(),
-        pods: c.pods.values().cloned().collect(),
-        deployments: c.deployments.values().cloned().collect(),
+        nodepools: c.nodepools.values().map(|o| (**o).clone()).collect(),
+        nodeclaims: c.nodeclaims.values().map(|o| (**o).clone()).collect(),
+        nodes: c.nodes.values().map(|o| (**o).clone()).collect(),
+        pods: c.pods.values().map(|o| (**o).clone()).collect(),
+        deployments: c.deployments.values().map(|o| (**o).clone()).collect(),
         ..Default::default()
     }
 }

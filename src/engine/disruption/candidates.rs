@@ -13,6 +13,7 @@ use crate::engine::api::nodepool::POLICY_WHEN_EMPTY;
 use crate::engine::api::{NodeClaim, NodePool};
 use crate::engine::labels;
 use crate::engine::lifecycle::{duration_ms, parse_rfc3339, time_ms};
+use crate::engine::objects::Objects;
 use crate::engine::pdb;
 use crate::engine::provisioning::{Millis, StateNode, is_currently_reschedulable, state_nodes};
 use crate::engine::termination::{do_not_disrupt_active, do_not_disrupt_malformed};
@@ -161,7 +162,7 @@ struct Pdbs<'a> {
 }
 
 impl<'a> Pdbs<'a> {
-    fn new(pdbs: &'a [PodDisruptionBudget], pods: &'a [Pod]) -> Self {
+    fn new(pdbs: &'a [PodDisruptionBudget], pods: Objects<'a, Pod>) -> Self {
         let mut by_ns: BTreeMap<&str, Vec<&Pod>> = BTreeMap::new();
         for p in pods {
             by_ns.entry(p.metadata.namespace.as_deref().unwrap_or("")).or_default().push(p);

@@ -2,8 +2,6 @@
 //! only then are its candidates deleted; a replacement that disappears, or a command that takes too long, fails
 //! it and the candidates are given back.
 
-use std::collections::BTreeMap;
-
 use super::Command;
 use crate::engine::api::NodeClaim;
 use crate::engine::api::nodeclaim::COND_INITIALIZED;
@@ -37,10 +35,10 @@ pub fn command_timeout(queue_len: usize) -> Millis {
     n.saturating_mul(80).clamp(10 * 60_000, 60 * 60_000)
 }
 
-pub fn step(f: &InFlight, claims: &BTreeMap<String, NodeClaim>, now: Millis, queue_len: usize) -> Step {
+pub fn step<'c>(f: &InFlight, claim: impl Fn(&str) -> Option<&'c NodeClaim>, now: Millis, queue_len: usize) -> Step {
     let mut ready = true;
     for name in &f.replacements {
-        match claims.get(name) {
+        match claim(name) {
             None => return Step::Fail(format!("replacement NodeClaim {name} was deleted before it initialized")),
             Some(c) if c.metadata.deletion_timestamp.is_some() => {
                 return Step::Fail(format!("replacement NodeClaim {name} is being deleted"));
@@ -60,6 +58,8 @@ pub fn step(f: &InFlight, claims: &BTreeMap<String, NodeClaim>, now: Millis, que
 
 #[cfg(test)]
 mod tests {
+    use std::collections::BTreeMap;
+
     use super::*;
     use crate::engine::disruption::Method;
     use crate::engine::lifecycle::set_condition;
@@ -91,18 +91,18 @@ mod tests {
     fn waits_for_initialization_then_deletes() {
         let f = flight(&["r1"]);
         let claims: BTreeMap<_, _> = [claim("r1", false)].into();
-        assert_eq!(step(&f, &claims, 1_000, 1), Step::Wait);
+        assert_eq!(step(&f, |n| claims.get(n), 1_000, 1), Step::Wait);
         let claims: BTreeMap<_, _> = [claim("r1", true)].into();
-        assert_eq!(step(&f, &claims, 1_000, 1), Step::DeleteCandidates);
-        assert_eq!(step(&flight(&[]), &BTreeMap::new(), 0, 1), Step::DeleteCandidates);
+        assert_eq!(step(&f, |n| claims.get(n), 1_000, 1), Step::DeleteCandidates);
+        assert_eq!(step(&flight(&[]), |_| None, 0, 1), Step::DeleteCandidates);
     }
 
     #[test]
     fn a_vanished_replacement_or_timeout_fails_the_command() {
         let f = flight(&["r1"]);
-        assert!(matches!(step(&f, &BTreeMap::new(), 1_000, 1), Step::Fail(m) if m.contains("r1")));
+        assert!(matches!(step(&f, |_| None, 1_000, 1), Step::Fail(m) if m.contains("r1")));
         let claims: BTreeMap<_, _> = [claim("r1", false)].into();
-        assert!(matches!(step(&f, &claims, 10 * 60_000, 1), Step::Fail(m) if m.contains("10m")));
+        assert!(matches!(step(&f, |n| claims.get(n), 10 * 60_000, 1), Step::Fail(m) if m.contains("10m")));
         assert_eq!(command_timeout(100_000), 60 * 60_000);
     }
 }

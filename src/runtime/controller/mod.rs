@@ -720,7 +720,7 @@ impl Controller {
                 keep.push(f);
                 continue;
             }
-            match queue::step(&f, &claims, now, n) {
+            match queue::step(&f, |n| claims.get(n), now, n) {
                 Step::Wait => keep.push(f),
                 Step::DeleteCandidates => {
                     for c in &f.command.candidates {

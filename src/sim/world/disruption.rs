@@ -209,7 +209,7 @@ impl World {
             .cluster
             .nodes
             .values()
-            .filter_map(|n| n.spec.as_ref().and_then(|s| s.provider_id.as_deref()).map(|p| (p, n)))
+            .filter_map(|n| n.spec.as_ref().and_then(|s| s.provider_id.as_deref()).map(|p| (p, &**n)))
             .collect();
         let mut pool_hashes: BTreeMap<&str, u64> = BTreeMap::new();
         // Claims being deleted are not checked again; forget them so they never look due.
@@ -397,7 +397,7 @@ impl World {
             until = until.min((self.now.div_euclid(MINUTE) + 1) * MINUTE);
         }
         // Pods' timed do-not-disrupt runs out.
-        let expiries = self.cluster.pods.values().filter_map(crate::engine::termination::do_not_disrupt_expiry);
+        let expiries = self.cluster.pods.values().filter_map(|p| crate::engine::termination::do_not_disrupt_expiry(p));
         if let Some(end) = expiries.filter(|end| *end > self.now).min() {
             until = until.min(end);
         }
@@ -593,7 +593,7 @@ impl World {
         let n = self.disruption.in_flight.len();
         let flights = std::mem::take(&mut self.disruption.in_flight);
         for f in flights {
-            match queue::step(&f, &self.cluster.nodeclaims, now, n) {
+            match queue::step(&f, |c| self.cluster.nodeclaims.get(c).map(|c| &**c), now, n) {
                 Step::Wait => {
                     self.at(now + SECOND, Timer::Wake);
                     self.disruption.in_flight.push(f);
