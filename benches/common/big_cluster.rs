@@ -112,7 +112,11 @@ fn scenario_text(nodes_per_pool: usize) -> String {
 
 pub fn world(nodes_per_pool: usize) -> World {
     let text = scenario_text(nodes_per_pool);
-    let s = parse_scenario(&text, "consolidation-bench.yaml").unwrap_or_else(|e| panic!("{e}"));
+    // Parsed on a thread of its own, as `demo` does (src/cli/demo.rs), so what the parser frees can be handed back.
+    let s =
+        std::thread::spawn(move || parse_scenario(&text, "consolidation-bench.yaml").unwrap_or_else(|e| panic!("{e}")))
+            .join()
+            .expect("parse thread");
     let mut w = run_world(&s, Some(Duration::ZERO)).unwrap_or_else(|e| panic!("{e}"));
     // The pass at t=0 proposed something; rejected, its nodes are candidates again like all the others.
     for id in w.awaiting_approval() {

@@ -450,6 +450,11 @@ impl Requirements {
         self.map.len()
     }
 
+    /// Drops spare capacity: for sets built once and kept (a pod's digest, an instance type).
+    pub fn shrink_to_fit(&mut self) {
+        self.map.0.shrink_to_fit();
+    }
+
     pub fn is_empty(&self) -> bool {
         self.map.is_empty()
     }

@@ -95,11 +95,16 @@ fn key_of(obj: &DynamicObject) -> String {
 }
 
 /// The object as its typed form, with the type fields a list response leaves out put back (k8s-openapi checks them).
+/// `managedFields` is dropped: nothing here reads it, and on a busy cluster it is often the largest part of a pod,
+/// kept for every pod for the life of the cache.
 fn parse<T: DeserializeOwned>(ar: &ApiResource, obj: &DynamicObject) -> Result<T, String> {
     let mut value = serde_json::to_value(obj).map_err(|e| e.to_string())?;
     if let Some(map) = value.as_object_mut() {
         map.insert("apiVersion".into(), ar.api_version.clone().into());
         map.insert("kind".into(), ar.kind.clone().into());
+        if let Some(meta) = map.get_mut("metadata").and_then(|m| m.as_object_mut()) {
+            meta.remove("managedFields");
+        }
     }
     serde_path_to_error::deserialize(value).map_err(|e| {
         let path = e.path().to_string();
@@ -484,5 +489,17 @@ mod tests {
         }));
         assert!(list(&mut c, Kind::NodePool, &[np]).is_empty());
         assert_eq!(c.nodepools.items["default"].spec.template.spec.requirements.len(), 1);
+    }
+
+    #[test]
+    fn managed_fields_are_not_kept() {
+        let mut c = Cache::default();
+        let mut p = pod("a", "n1", json!("1"));
+        p.metadata.managed_fields = Some(vec![Default::default()]);
+        p.metadata.labels = Some([("app".to_string(), "web".to_string())].into());
+        assert!(list(&mut c, Kind::Pod, &[p]).is_empty());
+        let kept = &c.pods.items["default/a"].metadata;
+        assert_eq!(kept.managed_fields, None);
+        assert_eq!(kept.labels.as_ref().map(|l| l["app"].as_str()), Some("web"), "the rest of the metadata stays");
     }
 }

@@ -8,6 +8,7 @@ pub mod controller;
 pub mod dashboard;
 pub mod live_driver;
 pub mod live_view;
+pub mod memory;
 pub mod passes;
 pub mod picture;
 pub mod sim_driver;

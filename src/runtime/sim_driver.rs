@@ -23,6 +23,8 @@ const STEP: Duration = Duration::from_millis(50);
 /// the clock in the header move).
 const MIN_VIEW_GAP: Duration = Duration::from_millis(200);
 const MAX_VIEW_GAP: Duration = Duration::from_secs(1);
+/// How often the simulation thread hands freed heap memory back to the system (cheap: a walk of free lists).
+const TRIM_PERIOD: Duration = Duration::from_secs(10);
 
 pub struct SimDriver {
     playback: Playback,
@@ -60,8 +62,12 @@ impl SimDriver {
 
     /// Runs until `Shutdown` or until the UI goes away.
     pub fn run(mut self, commands: Receiver<Command>, events: UnboundedSender<Event>) {
+        // What building the world freed goes back to the system now, and what passes free, every few seconds.
+        crate::runtime::memory::release_free_memory();
+        let mut trimmer = crate::runtime::memory::Trimmer::new(TRIM_PERIOD);
         self.send_view(&events, true);
         loop {
+            trimmer.tick();
             match commands.recv_timeout(STEP) {
                 Ok(Command::Shutdown) => break,
                 Ok(cmd) => {

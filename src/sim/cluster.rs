@@ -274,6 +274,7 @@ fn unschedulable(p: &mut Pod) {
     let status = p.status.get_or_insert_with(PodStatus::default);
     let conds = status.conditions.get_or_insert_with(Vec::new);
     conds.retain(|c| c.type_ != "PodScheduled");
+    conds.reserve_exact(1);
     conds.push(unschedulable_condition());
 }
 

@@ -656,6 +656,7 @@ fn requirements(f: &TypeFacts, region: &str, zones: &[&str], cfg: &NodeConfig) -
     for (key, value) in opt {
         r.add(key, value.map_or_else(Requirement::does_not_exist, one));
     }
+    r.shrink_to_fit();
     r
 }
 

@@ -455,6 +455,7 @@ pub fn pod_data(pod: &Pod, namespaces: &[(String, BTreeMap<String, String>)]) ->
         .find(|o| o.kind == "DaemonSet" && o.controller != Some(false))
         .map(|o| o.name.clone());
 
+    node_selector.shrink_to_fit();
     Ok(PodData {
         uid,
         namespace,
