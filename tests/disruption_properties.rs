@@ -150,7 +150,7 @@ fn budgets_hold_pods_keep_a_place_and_approve_mode_waits() {
                 let on = pod.spec.as_ref().and_then(|s| s.node_name.clone()).unwrap_or_default();
                 if names.contains(&on) {
                     moved.push(pod.metadata.name.clone().unwrap());
-                    mark_pending(pod);
+                    mark_pending(std::sync::Arc::make_mut(pod));
                 }
             }
             let catalogs: BTreeMap<_, _> = snap

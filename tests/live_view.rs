@@ -18,7 +18,7 @@ fn cache_of(w: &World) -> Manifests {
         nodepools: w.cluster.nodepools.values().map(|o| (**o).clone()).collect(),
         nodeclaims: w.cluster.nodeclaims.values().map(|o| (**o).clone()).collect(),
         nodes: w.cluster.nodes.values().map(|o| (**o).clone()).collect(),
-        pods: w.cluster.pods.values().map(|o| (**o).clone()).collect(),
+        pods: w.cluster.pods.values().cloned().collect(),
         ..Default::default()
     }
 }
@@ -95,7 +95,7 @@ fn empty_nodes_show_as_a_dry_run_emptiness_proposal_and_nothing_is_awaiting_appr
 fn pending_pods_carry_the_engine_reasons() {
     let (w, _) = world_at(20.0);
     let mut m = cache_of(&w);
-    let mut pod = m.pods[0].clone();
+    let mut pod = k8s_openapi::api::core::v1::Pod::clone(&m.pods[0]);
     pod.metadata.name = Some("needs-gpu-zone".into());
     pod.metadata.uid = Some("uid-needs-gpu-zone".into());
     let spec = pod.spec.as_mut().unwrap();
@@ -111,7 +111,7 @@ fn pending_pods_carry_the_engine_reasons() {
         }]),
         ..Default::default()
     });
-    m.pods.push(pod);
+    m.pods.push(std::sync::Arc::new(pod));
     let v = picture(&m, w.catalog(), w.now, &info(), &[], 1, None);
     let p = v.pending.iter().find(|p| p.name == "needs-gpu-zone").expect("the pending pod");
     assert_eq!(p.cpu_millis, 500);

@@ -19,7 +19,11 @@ use karpenter_tui::engine::labels;
 use karpenter_tui::engine::requirements::Requirement;
 
 fn world(pods: Vec<k8s_openapi::api::core::v1::Pod>) -> World {
-    World { nodepools: vec![nodepool("default")], pods, ..Default::default() }
+    World {
+        nodepools: vec![nodepool("default")],
+        pods: pods.into_iter().map(std::sync::Arc::new).collect(),
+        ..Default::default()
+    }
 }
 
 #[test]
@@ -138,7 +142,11 @@ fn case11_weights_order_nodepools() {
     c.spec.weight = Some(100);
     a.spec.weight = None;
     let pods = vec![pod("p1"), pod("p2"), with_node_selector(pod("p3"), &[(labels::NODEPOOL, "a")])];
-    let w = World { nodepools: vec![a, b, c], pods, ..Default::default() };
+    let w = World {
+        nodepools: vec![a, b, c],
+        pods: pods.into_iter().map(std::sync::Arc::new).collect(),
+        ..Default::default()
+    };
     let r = w.provision(&fake::fake_catalog());
     let mut by_pool: BTreeMap<String, usize> = BTreeMap::new();
     for cl in &r.results.new_claims {

@@ -17,7 +17,11 @@ use karpenter_tui::engine::provisioning::Batcher;
 use karpenter_tui::engine::scheduling::{MinValuesPolicy, SchedulerOptions};
 
 fn world(pods: Vec<Pod>) -> World {
-    World { nodepools: vec![nodepool("default")], pods, ..Default::default() }
+    World {
+        nodepools: vec![nodepool("default")],
+        pods: pods.into_iter().map(std::sync::Arc::new).collect(),
+        ..Default::default()
+    }
 }
 
 fn requirement(key: &str, op: &str, values: &[&str], min: Option<i64>) -> NodeSelectorRequirementWithMinValues {

@@ -236,7 +236,8 @@ pub struct Snapshot {
     pub nodepools: Vec<NodePool>,
     pub nodeclaims: Vec<NodeClaim>,
     pub nodes: Vec<Node>,
-    pub pods: Vec<Pod>,
+    /// Shared: snapshots of a watch cache or a manifest set point at the same pods.
+    pub pods: Vec<Arc<Pod>>,
     pub daemonsets: Vec<DaemonSet>,
     pub pdbs: Vec<PodDisruptionBudget>,
     pub pvcs: Vec<PersistentVolumeClaim>,

@@ -8,6 +8,7 @@
 //! strength of a partial picture.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 
 use kube::api::DynamicObject;
 use kube::core::ApiResource;
@@ -18,11 +19,12 @@ use super::kinds::Kind;
 use crate::engine::labels;
 use crate::sim::manifests::Manifests;
 
-/// One kind's objects by `namespace/name` (or `name`), plus the buffer of a relist in progress.
+/// One kind's objects by `namespace/name` (or `name`), plus the buffer of a relist in progress. Objects are shared
+/// (`Arc`), so a read of the cache for an engine pass copies pointers, not pods.
 #[derive(Debug, Clone)]
 pub struct Typed<T> {
-    pub items: BTreeMap<String, T>,
-    relist: Option<BTreeMap<String, T>>,
+    pub items: BTreeMap<String, Arc<T>>,
+    relist: Option<BTreeMap<String, Arc<T>>>,
     pub synced: bool,
 }
 
@@ -34,6 +36,10 @@ impl<T> Default for Typed<T> {
 
 impl<T: Clone> Typed<T> {
     fn values(&self) -> Vec<T> {
+        self.items.values().map(|v| T::clone(v)).collect()
+    }
+
+    fn shared(&self) -> Vec<Arc<T>> {
         self.items.values().cloned().collect()
     }
 }
@@ -301,7 +307,7 @@ impl Cache {
             nodeclaims: self.nodeclaims.values(),
             nodeclasses: self.nodeclasses.values(),
             nodes,
-            pods: self.pods.values(),
+            pods: self.pods.shared(),
             deployments: Vec::new(),
             daemonsets: self.daemonsets.values(),
             pdbs: self.pdbs.values(),
@@ -324,7 +330,7 @@ fn step_into<T: Clone>(t: &mut Typed<T>, _kind: Kind, step: Step<T>) -> (Option<
             let relist = t.relist.get_or_insert_default();
             match parsed {
                 Ok(v) => {
-                    relist.insert(key, v);
+                    relist.insert(key, Arc::new(v));
                     (None, false)
                 }
                 Err(e) => {
@@ -343,7 +349,7 @@ fn step_into<T: Clone>(t: &mut Typed<T>, _kind: Kind, step: Step<T>) -> (Option<
         }
         Step::Applied(key, parsed) => match parsed {
             Ok(v) => {
-                t.items.insert(key, v);
+                t.items.insert(key, Arc::new(v));
                 (None, false)
             }
             Err(e) => (Some(e), false),

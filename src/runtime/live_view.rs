@@ -94,7 +94,7 @@ pub fn picture(
     let objects = Objects {
         nodes: m.nodes.iter().collect(),
         nodeclaims: m.nodeclaims.iter().collect(),
-        pods: m.pods.iter().collect(),
+        pods: m.pods.iter().map(|p| &**p).collect(),
         nodepools: m.nodepools.iter().collect(),
     };
     let pods_on = picture::pods_by_node(&objects.pods);

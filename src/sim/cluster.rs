@@ -343,7 +343,7 @@ impl Cluster {
             self.nodes.insert(o.metadata.name.clone().unwrap_or_default(), o.clone());
         }
         for o in &m.pods {
-            let mut p = o.clone();
+            let mut p = Pod::clone(o);
             self.stamp(&mut p.metadata);
             self.pods.insert(key_of(&p.metadata), p);
         }
@@ -408,7 +408,7 @@ impl Cluster {
             nodepools: self.nodepools.values().map(|o| (**o).clone()).collect(),
             nodeclaims: self.nodeclaims.values().map(|o| (**o).clone()).collect(),
             nodes: self.nodes.values().map(|o| (**o).clone()).collect(),
-            pods: self.pods.values().map(|o| (**o).clone()).collect(),
+            pods: self.pods.values().cloned().collect(),
             daemonsets: self.daemonsets.values().map(|o| (**o).clone()).collect(),
             pdbs: self.pdbs.values().map(|o| (**o).clone()).collect(),
             pvcs: self.pvcs.values().map(|o| (**o).clone()).collect(),
@@ -838,7 +838,7 @@ mod tests {
         let same = |c: &Cluster, m: &mut SnapshotMirror| {
             let fresh = c.snapshot();
             let view = c.snapshot_into(m);
-            assert!(view.pods.iter().eq(&fresh.pods));
+            assert!(view.pods.iter().eq(fresh.pods.iter().map(|p| &**p)));
             assert!(view.nodes.iter().eq(&fresh.nodes));
         };
         same(&c, &mut mirror);

@@ -7,6 +7,8 @@ use k8s_openapi::api::core::v1::{
 };
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::storage::v1::StorageClass;
+use std::sync::Arc;
+
 use serde::Deserialize;
 use thiserror::Error;
 
@@ -23,14 +25,16 @@ pub struct ManifestError {
     pub message: String,
 }
 
-/// Every object kind the engine reads.
+/// Every object kind the engine reads. Pods, by far the most numerous, are shared (`Arc`): the live backend reads
+/// its watch cache into one of these for every pass, and at tens of thousands of pods a copy would be the largest
+/// thing in the process.
 #[derive(Debug, Clone, Default)]
 pub struct Manifests {
     pub nodepools: Vec<NodePool>,
     pub nodeclaims: Vec<NodeClaim>,
     pub nodeclasses: Vec<EC2NodeClass>,
     pub nodes: Vec<Node>,
-    pub pods: Vec<Pod>,
+    pub pods: Vec<Arc<Pod>>,
     pub deployments: Vec<Deployment>,
     pub daemonsets: Vec<DaemonSet>,
     pub pdbs: Vec<PodDisruptionBudget>,
@@ -97,7 +101,7 @@ impl Manifests {
                     out.nodeclasses.push(EC2NodeClass::deserialize(doc).map_err(err)?)
                 }
                 ("v1", "Node") => out.nodes.push(Node::deserialize(doc).map_err(err)?),
-                ("v1", "Pod") => out.pods.push(Pod::deserialize(doc).map_err(err)?),
+                ("v1", "Pod") => out.pods.push(Arc::new(Pod::deserialize(doc).map_err(err)?)),
                 ("apps/v1", "Deployment") => out.deployments.push(Deployment::deserialize(doc).map_err(err)?),
                 ("apps/v1", "DaemonSet") => out.daemonsets.push(DaemonSet::deserialize(doc).map_err(err)?),
                 ("policy/v1", "PodDisruptionBudget") => {
@@ -139,8 +143,9 @@ impl Manifests {
     }
 
     /// Pods as a scheduler would see them before Karpenter acts: Deployment replicas expanded (`<name>-<i>`), and
-    /// every unbound pod marked `PodScheduled=False/Unschedulable`, as kube-scheduler does when no node fits.
-    pub fn pending_view(&self) -> Vec<Pod> {
+    /// every unbound pod marked `PodScheduled=False/Unschedulable`, as kube-scheduler does when no node fits. Pods
+    /// left as they are stay shared with `self`.
+    pub fn pending_view(&self) -> Vec<Arc<Pod>> {
         let mut pods = self.pods.clone();
         for d in &self.deployments {
             let name = d.metadata.name.clone().unwrap_or_default();
@@ -160,16 +165,21 @@ impl Manifests {
                     controller: Some(true),
                     block_owner_deletion: None,
                 }]);
-                pods.push(Pod { metadata: meta, spec: spec.template.spec.clone(), status: None });
+                pods.push(Arc::new(Pod { metadata: meta, spec: spec.template.spec.clone(), status: None }));
             }
         }
         for p in &mut pods {
             if p.metadata.namespace.is_none() {
-                p.metadata.namespace = Some("default".into());
+                Arc::make_mut(p).metadata.namespace = Some("default".into());
             }
             let bound = p.spec.as_ref().and_then(|s| s.node_name.as_deref()).is_some_and(|n| !n.is_empty());
-            if !bound {
-                let status = p.status.get_or_insert_with(PodStatus::default);
+            let marked = p
+                .status
+                .as_ref()
+                .and_then(|s| s.conditions.as_ref())
+                .is_some_and(|cs| cs.iter().any(|c| c.type_ == "PodScheduled"));
+            if !bound && !marked {
+                let status = Arc::make_mut(p).status.get_or_insert_with(PodStatus::default);
                 let conds = status.conditions.get_or_insert_with(Vec::new);
                 if !conds.iter().any(|c| c.type_ == "PodScheduled") {
                     conds.push(PodCondition {

@@ -60,7 +60,7 @@ pub fn manifests(c: &Cluster) -> Manifests {
         nodepools: c.nodepools.values().map(|o| (**o).clone()).collect(),
         nodeclaims: c.nodeclaims.values().map(|o| (**o).clone()).collect(),
         nodes: c.nodes.values().map(|o| (**o).clone()).collect(),
-        pods: c.pods.values().map(|o| (**o).clone()).collect(),
+        pods: c.pods.values().cloned().collect(),
         deployments: c.deployments.values().map(|o| (**o).clone()).collect(),
         ..Default::default()
     }

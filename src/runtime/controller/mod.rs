@@ -410,7 +410,7 @@ impl Controller {
     }
 
     fn provisioning(&mut self, m: &Manifests, now: Millis, out: &mut Out) {
-        let pending: Vec<&Pod> = m.pods.iter().filter(|p| is_provisionable(p)).collect();
+        let pending: Vec<&Pod> = m.pods.iter().map(|p| &**p).filter(|p| is_provisionable(p)).collect();
         // A pending pod opens a batch when first seen and again every 10 s while it stays pending (upstream's
         // requeue), so a pod nothing can take doesn't cost a solve per tick.
         for p in &pending {
@@ -621,6 +621,7 @@ impl Controller {
                 .pods
                 .iter()
                 .filter(|p| p.spec.as_ref().and_then(|s| s.node_name.as_deref()) == Some(name.as_str()))
+                .map(|p| &**p)
                 .collect();
             let plan = drain_plan(node, &pods, deadline, Some(started), now);
             for (namespace, pod) in plan.evict {
