@@ -100,17 +100,44 @@ fn key_of(obj: &DynamicObject) -> String {
     }
 }
 
-/// The object as its typed form, with the type fields a list response leaves out put back (k8s-openapi checks them).
-/// `managedFields` is dropped: nothing here reads it, and on a busy cluster it is often the largest part of a pod,
-/// kept for every pod for the life of the cache.
+/// The container fields anything here reads (requests, host ports, sidecar restart policy) or shows.
+const CONTAINER_FIELDS: [&str; 6] = ["name", "image", "resources", "ports", "restartPolicy", "resizePolicy"];
+
+/// Drops what nothing here reads from an object as it arrives, since the cache keeps every object for its whole life:
+/// `managedFields` of every kind (on a busy cluster often the largest part of an object), and of pods the container
+/// fields besides [`CONTAINER_FIELDS`] (environment, commands, probes, mounts, security contexts) and the container
+/// statuses. Pods are most of a cluster's objects, and real ones carry kilobytes of these.
+fn trim(kind: &str, map: &mut serde_json::Map<String, serde_json::Value>) {
+    if let Some(meta) = map.get_mut("metadata").and_then(|m| m.as_object_mut()) {
+        meta.remove("managedFields");
+    }
+    if kind != "Pod" {
+        return;
+    }
+    if let Some(spec) = map.get_mut("spec").and_then(|s| s.as_object_mut()) {
+        for list in ["containers", "initContainers", "ephemeralContainers"] {
+            for c in spec.get_mut(list).and_then(|l| l.as_array_mut()).into_iter().flatten() {
+                if let Some(c) = c.as_object_mut() {
+                    c.retain(|k, _| CONTAINER_FIELDS.contains(&k.as_str()));
+                }
+            }
+        }
+    }
+    if let Some(status) = map.get_mut("status").and_then(|s| s.as_object_mut()) {
+        for list in ["containerStatuses", "initContainerStatuses", "ephemeralContainerStatuses"] {
+            status.remove(list);
+        }
+    }
+}
+
+/// The object as its typed form, with the type fields a list response leaves out put back (k8s-openapi checks
+/// them), [`trim`]med.
 fn parse<T: DeserializeOwned>(ar: &ApiResource, obj: &DynamicObject) -> Result<T, String> {
     let mut value = serde_json::to_value(obj).map_err(|e| e.to_string())?;
     if let Some(map) = value.as_object_mut() {
         map.insert("apiVersion".into(), ar.api_version.clone().into());
         map.insert("kind".into(), ar.kind.clone().into());
-        if let Some(meta) = map.get_mut("metadata").and_then(|m| m.as_object_mut()) {
-            meta.remove("managedFields");
-        }
+        trim(&ar.kind, map);
     }
     serde_path_to_error::deserialize(value).map_err(|e| {
         let path = e.path().to_string();
@@ -495,6 +522,56 @@ mod tests {
         }));
         assert!(list(&mut c, Kind::NodePool, &[np]).is_empty());
         assert_eq!(c.nodepools.items["default"].spec.template.spec.requirements.len(), 1);
+    }
+
+    #[test]
+    fn pods_keep_what_the_engine_reads_and_nothing_else() {
+        let full = json!({
+            "metadata": {"name": "web-1", "namespace": "default", "resourceVersion": "7", "uid": "u1",
+                "labels": {"app": "web"}, "annotations": {"karpenter.sh/do-not-disrupt": "true"},
+                "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "web", "uid": "r",
+                    "controller": true}],
+                "managedFields": [{"manager": "kubectl", "operation": "Apply"}]},
+            "spec": {
+                "nodeSelector": {"team": "a"},
+                "tolerations": [{"key": "gpu", "operator": "Exists"}],
+                "topologySpreadConstraints": [{"maxSkew": 1, "topologyKey": "topology.kubernetes.io/zone",
+                    "whenUnsatisfiable": "DoNotSchedule", "labelSelector": {"matchLabels": {"app": "web"}}}],
+                "volumes": [{"name": "data", "persistentVolumeClaim": {"claimName": "data"}}],
+                "priority": 100,
+                "overhead": {"cpu": "50m"},
+                "initContainers": [
+                    {"name": "proxy", "image": "envoy", "restartPolicy": "Always",
+                        "resources": {"requests": {"cpu": "100m"}}, "env": [{"name": "A", "value": "1"}]},
+                    {"name": "migrate", "image": "m", "command": ["migrate"], "resources": {"requests": {"cpu": "2"}}}],
+                "containers": [{"name": "app", "image": "web:1", "command": ["serve"], "args": ["--port=8080"],
+                    "env": [{"name": "GREETING", "value": "hello"}],
+                    "ports": [{"containerPort": 8080, "hostPort": 8080}],
+                    "resources": {"requests": {"cpu": "1", "memory": "1Gi"}},
+                    "livenessProbe": {"httpGet": {"path": "/healthz", "port": 8080}},
+                    "volumeMounts": [{"name": "data", "mountPath": "/data"}]}]},
+            "status": {"phase": "Pending",
+                "conditions": [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}],
+                "containerStatuses": [{"name": "app", "image": "web:1", "imageID": "", "ready": false,
+                    "restartCount": 3}]}
+        });
+        let mut c = Cache::default();
+        assert!(list(&mut c, Kind::Pod, &[dynamic(full.clone())]).is_empty());
+        let kept = &c.pods.items["default/web-1"];
+        let mut untouched = full;
+        untouched["apiVersion"] = json!("v1");
+        untouched["kind"] = json!("Pod");
+        let untouched: k8s_openapi::api::core::v1::Pod = serde_json::from_value(untouched).unwrap();
+        let digest = |p| crate::engine::scheduling::pod::pod_data(p, &[]).unwrap();
+        assert_eq!(digest(kept), digest(&untouched), "the scheduler sees the same pod");
+        let app = &kept.spec.as_ref().unwrap().containers[0];
+        assert_eq!((app.env.as_ref(), app.command.as_ref(), app.liveness_probe.as_ref()), (None, None, None));
+        assert_eq!(app.image.as_deref(), Some("web:1"));
+        let status = kept.status.as_ref().unwrap();
+        assert_eq!(status.container_statuses, None);
+        assert_eq!(status.conditions, untouched.status.as_ref().unwrap().conditions, "conditions stay");
+        assert_eq!(kept.metadata.annotations, untouched.metadata.annotations);
+        assert_eq!(kept.metadata.managed_fields, None);
     }
 
     #[test]
