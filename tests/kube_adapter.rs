@@ -823,3 +823,76 @@ async fn a_watch_that_recovers_is_no_longer_failing() {
     eventually(5, "event applied", || cache.lock().unwrap().nodes.items.contains_key("n1")).await;
     eventually(5, "no kind failing", || cache.lock().unwrap().failing().is_empty()).await;
 }
+
+/// The next picture the live backend sends, skipping other events, within `secs`.
+async fn next_view(
+    events: &mut tokio::sync::mpsc::UnboundedReceiver<karpenter_tui::runtime::backend::Event>,
+    secs: u64,
+) -> std::sync::Arc<karpenter_tui::ui::model::ClusterView> {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(secs);
+    loop {
+        match tokio::time::timeout_at(deadline, events.recv()).await {
+            Ok(Some(karpenter_tui::runtime::backend::Event::View(v))) => return v,
+            Ok(Some(_)) => continue,
+            Ok(None) => panic!("the live backend stopped"),
+            Err(_) => panic!("no picture within {secs} s"),
+        }
+    }
+}
+
+// Multi-threaded: the backend builds pictures in place on its worker (`block_in_place`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_live_backend_sends_a_picture_then_follows_the_cluster_and_stops_on_shutdown() {
+    use karpenter_tui::runtime::backend::{Command, Event};
+    use karpenter_tui::runtime::live_driver::LiveDriver;
+    use karpenter_tui::runtime::live_view::LiveInfo;
+    use karpenter_tui::ui::model::Leadership;
+
+    let fake = FakeApi::start().await;
+    fake.put(NODES, node("n1"));
+    fake.put(PODS, pod("team", "p1"));
+    let mut w = watch::spawn(fake.client());
+    w.wait_synced(Duration::from_secs(5)).await.unwrap();
+    let (_role_tx, role) = tokio::sync::watch::channel(Role::Unknown);
+    let driver = LiveDriver {
+        cache: w.cache.clone(),
+        changed: w.changed.clone(),
+        writer: Writer::new(fake.client(), true),
+        catalog: std::sync::Arc::new(karpenter_tui::engine::catalog::fake::fake_catalog()),
+        info: LiveInfo {
+            context: "test".into(),
+            cluster: "test".into(),
+            leadership: Leadership::Observing("read-only".into()),
+            clock: "live".into(),
+        },
+        acting: None,
+        role,
+    };
+    let (commands, crx) = tokio::sync::mpsc::unbounded_channel();
+    let (etx, mut events) = tokio::sync::mpsc::unbounded_channel();
+    let backend = tokio::spawn(driver.run(crx, etx));
+
+    let names = |v: &karpenter_tui::ui::model::ClusterView| v.nodes.iter().map(|n| n.name.clone()).collect::<Vec<_>>();
+    let first = next_view(&mut events, 5).await;
+    assert_eq!(names(&first), ["n1"]);
+    assert_eq!(first.source.context, "test");
+
+    // A node joins: a later picture shows it (pictures follow the cache, at most about once a second).
+    fake.put(NODES, node("n2"));
+    let mut seen = Vec::new();
+    for _ in 0..5 {
+        let v = next_view(&mut events, 7).await;
+        assert!(v.generation > first.generation);
+        seen = names(&v);
+        if seen.len() == 2 {
+            break;
+        }
+    }
+    assert_eq!(seen, ["n1", "n2"]);
+
+    commands.send(Command::Shutdown).unwrap();
+    tokio::time::timeout(Duration::from_secs(5), backend).await.expect("stops on Shutdown").unwrap();
+    while let Ok(e) = events.try_recv() {
+        assert!(!matches!(e, Event::Stopped(Some(_))), "no error on the way out");
+    }
+}

@@ -23,7 +23,9 @@ use crate::sim::manifests::Manifests;
 use crate::ui::editor::validate_nodepool_text;
 use crate::ui::model::Leadership;
 
-/// Pictures are built at most this often while the cluster changes...
+/// Pictures are built at most this often while the cluster changes (and, on a cluster so large that a picture takes
+/// long to build, no more often than four times the time the last one took, so pictures never use more than about a
+/// fifth of a core)...
 const MIN_VIEW_GAP: Duration = Duration::from_secs(1);
 /// ...and at least this often while it doesn't (ages, budget windows).
 const MAX_VIEW_GAP: Duration = Duration::from_secs(5);
@@ -94,6 +96,7 @@ impl LiveDriver {
         let mut generation = 0u64;
         let mut dirty = true;
         let mut last_view: Option<Instant> = None;
+        let mut last_build = Duration::ZERO;
         let mut latest: Option<Read> = None;
         let mut catalog_at: Option<Instant> = None;
         let mut tick = tokio::time::interval(MIN_VIEW_GAP);
@@ -120,6 +123,17 @@ impl LiveDriver {
                 }
                 _ = self.role.changed() => dirty = true,
                 _ = tick.tick() => {}
+            }
+            let min_gap = MIN_VIEW_GAP.max(last_build * 4);
+            let due = |dirty: bool, last_view: Option<Instant>| match last_view {
+                None => true,
+                Some(t) => (dirty && t.elapsed() >= min_gap) || t.elapsed() >= MAX_VIEW_GAP.max(min_gap),
+            };
+            // Only an acting engine needs the cache on every change; an observing dashboard reads it when a picture
+            // is due (a read shares the pods but still costs milliseconds at tens of thousands of them, and a busy
+            // cluster changes all the time).
+            if !self.leading() && !due(dirty, last_view) {
+                continue;
             }
             let Some(read) = self.read() else {
                 let _ = events.send(Event::Stopped(Some("the watch cache is poisoned".into())));
@@ -150,11 +164,7 @@ impl LiveDriver {
                 catalog_at = Some(Instant::now());
                 dirty = true;
             }
-            let due = match last_view {
-                None => true,
-                Some(t) => (dirty && t.elapsed() >= MIN_VIEW_GAP) || t.elapsed() >= MAX_VIEW_GAP,
-            };
-            if !due {
+            if !due(dirty, last_view) {
                 continue;
             }
             latest = Some(read.clone());
@@ -170,9 +180,11 @@ impl LiveDriver {
             // Building a picture runs two engine passes: off the async workers' hot path, but with the engine's
             // state borrowed, so in place rather than on another thread.
             let engine = self.acting.as_ref().filter(|_| self.leading()).map(|a| &a.controller);
+            let started = Instant::now();
             let view = tokio::task::block_in_place(|| {
                 picture(&read.manifests, &self.catalog, now_ms(), &info, &read.skipped, generation, engine)
             });
+            last_build = started.elapsed();
             if events.send(Event::View(Arc::new(view))).is_err() {
                 return;
             }
