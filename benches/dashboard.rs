@@ -85,6 +85,10 @@ fn dashboard_bench(c: &mut Criterion) {
     // What the demo does once its world is built: hand what building it freed back to the system.
     memory::release_free_memory();
     let world_rss = mem_mib("VmRSS:");
+    // ...and every 10 s after that, on the simulation thread: what that costs once the heap is this large.
+    let trim = std::time::Instant::now();
+    memory::release_free_memory();
+    eprintln!("handing freed memory back with the world built takes {:.1} ms", trim.elapsed().as_secs_f64() * 1e3);
     let source = Source { context: "bench".into(), cluster: "bench".into(), clock: "simulated".into() };
     let view = Arc::new(dashboard::view(&mut w, source.clone(), 1));
     assert_eq!(view.nodes.len(), nodes);
