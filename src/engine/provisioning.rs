@@ -151,6 +151,8 @@ struct DigestCache {
     /// The namespaces (name, labels) the digests were computed with (affinity namespace selectors read them).
     namespaces: Vec<(String, BTreeMap<String, String>)>,
     by_version: FxHashMap<u64, Result<Arc<PodData>, pod::PodError>>,
+    /// One copy of each distinct label set the kept digests carry (20,000 pods of a few workloads have a few sets).
+    labels: rustc_hash::FxHashSet<Arc<BTreeMap<String, String>>>,
 }
 
 /// Digests the pods of one snapshot, through the caller's [`PodDigests`] when there is one.
@@ -188,7 +190,18 @@ impl<'a> Digester<'a> {
         if let Some(d) = self.used.get(&v) {
             return d.clone();
         }
-        let d = inner.by_version.remove(&v).unwrap_or_else(|| pod::pod_data(p, self.namespaces).map(Arc::new));
+        let d = match inner.by_version.remove(&v) {
+            Some(d) => d,
+            None => pod::pod_data(p, self.namespaces).map(|mut d| {
+                match inner.labels.get(&*d.labels) {
+                    Some(same) => d.labels = same.clone(),
+                    None => {
+                        inner.labels.insert(d.labels.clone());
+                    }
+                }
+                Arc::new(d)
+            }),
+        };
         self.used.insert(v, d.clone());
         d
     }
@@ -198,6 +211,8 @@ impl Drop for Digester<'_> {
     fn drop(&mut self) {
         if let Some((_, inner)) = &mut self.cache {
             inner.by_version = std::mem::take(&mut self.used);
+            // Label sets no kept digest carries any more.
+            inner.labels.retain(|l| Arc::strong_count(l) > 1);
         }
     }
 }

@@ -829,6 +829,29 @@ mod tests {
     /// The mirror the engine reads follows the store's events (and relists when behind) and always equals a
     /// fresh snapshot; objects not written keep their mirror version (their digests are reused).
     #[test]
+    fn kept_digests_share_one_label_map_per_distinct_set() {
+        let mut c = Cluster::default();
+        c.apply(&Manifests::parse(MANIFESTS, "m.yaml").unwrap());
+        c.reconcile_deployments();
+        let mut mirror = SnapshotMirror::default();
+        let digests = |c: &Cluster, m: &mut SnapshotMirror| {
+            let view = c.snapshot_into(m);
+            pod_digests(&view, &[]).into_iter().map(|d| d.unwrap()).collect::<Vec<_>>()
+        };
+        let d = digests(&c, &mut mirror);
+        assert_eq!(d.len(), 3, "the Deployment's three replicas");
+        assert!(d.iter().all(|x| *x.labels == *d[0].labels));
+        assert!(d.iter().all(|x| Arc::ptr_eq(&x.labels, &d[0].labels)), "one map for the three");
+        // A replica relabelled gets its own map; the others keep sharing theirs.
+        let first = c.pods.keys().next().cloned().unwrap();
+        c.pods.get_mut(&first).unwrap().metadata.labels.get_or_insert_default().insert("canary".into(), "1".into());
+        let e = digests(&c, &mut mirror);
+        assert_eq!(e[0].labels.get("canary").map(String::as_str), Some("1"));
+        assert!(!Arc::ptr_eq(&e[0].labels, &e[1].labels));
+        assert!(Arc::ptr_eq(&e[1].labels, &e[2].labels) && Arc::ptr_eq(&e[1].labels, &d[1].labels));
+    }
+
+    #[test]
     fn the_snapshot_mirror_follows_the_watch_and_relists_when_behind() {
         let mut c = Cluster::default();
         c.apply(&Manifests::parse(MANIFESTS, "m.yaml").unwrap());

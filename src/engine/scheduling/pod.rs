@@ -3,6 +3,7 @@
 //! this form.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::{Container, NodeSelectorTerm, Pod, PodAffinityTerm, ResourceRequirements, Toleration};
 use thiserror::Error;
@@ -85,7 +86,9 @@ pub struct PodData {
     pub uid: String,
     pub namespace: String,
     pub name: String,
-    pub labels: BTreeMap<String, String>,
+    /// Shared: a digest is cloned for every solve that moves the pod, and the pods of one workload carry the same
+    /// labels (a cache of digests keeps one map per distinct set, see `provisioning::PodDigests`).
+    pub labels: Arc<BTreeMap<String, String>>,
     /// Seconds since the epoch, for queue order.
     pub created: i64,
     pub requests: Resources,
@@ -460,7 +463,7 @@ pub fn pod_data(pod: &Pod, namespaces: &[(String, BTreeMap<String, String>)]) ->
         uid,
         namespace,
         name,
-        labels,
+        labels: Arc::new(labels),
         created: created_seconds(pod),
         requests,
         tolerations: spec.tolerations.clone().unwrap_or_default(),

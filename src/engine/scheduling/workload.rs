@@ -30,7 +30,7 @@ fn base(i: usize, rng: &mut Lcg, labels_: &[(&str, String)]) -> PodData {
         uid: format!("pod-{i:06}"),
         namespace: "default".into(),
         name: format!("pod-{i:06}"),
-        labels: labels_.iter().map(|(k, v)| (k.to_string(), v.clone())).collect(),
+        labels: std::sync::Arc::new(labels_.iter().map(|(k, v)| (k.to_string(), v.clone())).collect()),
         created: 0,
         requests,
         tolerations: Vec::new(),
