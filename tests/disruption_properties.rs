@@ -106,7 +106,14 @@ fn mark_pending(p: &mut Pod) {
 
 #[test]
 fn budgets_hold_pods_keep_a_place_and_approve_mode_waits() {
-    let mut runner = proptest::test_runner::TestRunner::new(ProptestConfig { cases: 32, ..ProptestConfig::default() });
+    // A fixed seed: besides the properties, this test checks that its generator produces replacements at all, and
+    // with a random seed some 32-cluster samples (about one run in thirty) happen to have none.
+    let config = ProptestConfig {
+        cases: 32,
+        rng_seed: proptest::test_runner::RngSeed::Fixed(0x6b74_7569),
+        ..ProptestConfig::default()
+    };
+    let mut runner = proptest::test_runner::TestRunner::new(config);
     let proposals = std::cell::Cell::new(0usize);
     let replacements = std::cell::Cell::new(0usize);
     let outcome = runner.run(&cluster(), |c| {
