@@ -10,12 +10,12 @@
 
 #[path = "common/big_cluster.rs"]
 mod big_cluster;
+#[path = "common/heap.rs"]
+mod heap;
 
-use std::alloc::{GlobalAlloc, Layout, System};
 use std::collections::BTreeMap;
 use std::hint::black_box;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
 
 use criterion::{Criterion, criterion_group, criterion_main};
 use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
@@ -30,47 +30,8 @@ use ratatui::backend::TestBackend;
 
 use big_cluster::{PODS_PER_NODE, POOLS, nodes_per_pool, world};
 
-/// Counts live heap bytes, so the benchmark can say what the world and the dashboard hold, apart from what the
-/// allocator keeps after the generated scenario is parsed and dropped (resident memory includes that).
-struct Counting;
-
-static LIVE: AtomicUsize = AtomicUsize::new(0);
-
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        // SAFETY: forwarded unchanged to the system allocator.
-        let p = unsafe { System.alloc(layout) };
-        if !p.is_null() {
-            LIVE.fetch_add(layout.size(), Ordering::Relaxed);
-        }
-        p
-    }
-
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        // SAFETY: forwarded unchanged to the system allocator.
-        unsafe { System.dealloc(ptr, layout) };
-        LIVE.fetch_sub(layout.size(), Ordering::Relaxed);
-    }
-}
-
 #[global_allocator]
-static GLOBAL: Counting = Counting;
-
-fn live_mib() -> f64 {
-    LIVE.load(Ordering::Relaxed) as f64 / (1024.0 * 1024.0)
-}
-
-/// A memory figure of this process from /proc (Linux), in MiB: `VmRSS` now, `VmHWM` the peak.
-fn mem_mib(field: &str) -> f64 {
-    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
-    let kib: f64 = status
-        .lines()
-        .find(|l| l.starts_with(field))
-        .and_then(|l| l.split_whitespace().nth(1))
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(0.0);
-    kib / 1024.0
-}
+static GLOBAL: heap::Counting = heap::Counting;
 
 fn press(s: &mut AppState, c: char) {
     update(s, Msg::Key(KeyEvent::new(KeyCode::Char(c), KeyModifiers::NONE)));
@@ -79,12 +40,12 @@ fn press(s: &mut AppState, c: char) {
 fn dashboard_bench(c: &mut Criterion) {
     let nodes = POOLS * nodes_per_pool();
     let mut w = world(nodes_per_pool());
-    let world_live = live_mib();
-    let built_peak = mem_mib("VmHWM:");
-    let built_rss = mem_mib("VmRSS:");
+    let world_live = heap::live_mib();
+    let built_peak = heap::status_mib("VmHWM:");
+    let built_rss = heap::status_mib("VmRSS:");
     // What the demo does once its world is built: hand what building it freed back to the system.
     memory::release_free_memory();
-    let world_rss = mem_mib("VmRSS:");
+    let world_rss = heap::status_mib("VmRSS:");
     // ...and every 10 s after that, on the simulation thread: what that costs once the heap is this large.
     let trim = std::time::Instant::now();
     memory::release_free_memory();
@@ -98,9 +59,9 @@ fn dashboard_bench(c: &mut Criterion) {
     update(&mut state, Msg::View(view.clone()));
     let mut first = Terminal::new(TestBackend::new(200, 60)).expect("terminal");
     first.draw(|f| f.render_widget(&state, f.area())).expect("draw");
-    let dashboard_live = live_mib() - world_live;
+    let dashboard_live = heap::live_mib() - world_live;
     memory::release_free_memory();
-    let with_dashboard = mem_mib("VmRSS:");
+    let with_dashboard = heap::status_mib("VmRSS:");
     eprintln!(
         "live heap for {nodes} nodes: {world_live:.0} MiB held by the simulated world; {dashboard_live:.1} MiB more for \
          the picture, the dashboard state and a drawn frame"
@@ -133,7 +94,7 @@ fn dashboard_bench(c: &mut Criterion) {
         b.iter(|| tabs.draw(|f| f.render_widget(&state, f.area())).map(|_| ()).expect("draw"))
     });
     group.finish();
-    eprintln!("peak resident memory of the whole benchmark: {:.0} MiB", mem_mib("VmHWM:"));
+    eprintln!("peak resident memory of the whole benchmark: {:.0} MiB", heap::status_mib("VmHWM:"));
 }
 
 criterion_group!(benches, dashboard_bench);

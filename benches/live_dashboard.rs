@@ -13,12 +13,12 @@
 
 #[path = "common/big_cluster.rs"]
 mod big_cluster;
+#[path = "common/heap.rs"]
+mod heap;
 
-use std::alloc::{GlobalAlloc, Layout, System};
 use std::collections::BTreeMap;
 use std::hint::black_box;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
 
 use criterion::{Criterion, criterion_group};
 use karpenter_tui::engine::catalog::Catalog;
@@ -40,45 +40,8 @@ use ratatui::backend::TestBackend;
 
 use big_cluster::{PODS_PER_NODE, POOLS, nodes_per_pool, world};
 
-/// Counts live heap bytes (see benches/dashboard.rs).
-struct Counting;
-
-static LIVE: AtomicUsize = AtomicUsize::new(0);
-
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        // SAFETY: forwarded unchanged to the system allocator.
-        let p = unsafe { System.alloc(layout) };
-        if !p.is_null() {
-            LIVE.fetch_add(layout.size(), Ordering::Relaxed);
-        }
-        p
-    }
-
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        // SAFETY: forwarded unchanged to the system allocator.
-        unsafe { System.dealloc(ptr, layout) };
-        LIVE.fetch_sub(layout.size(), Ordering::Relaxed);
-    }
-}
-
 #[global_allocator]
-static GLOBAL: Counting = Counting;
-
-fn live_mib() -> f64 {
-    LIVE.load(Ordering::Relaxed) as f64 / (1024.0 * 1024.0)
-}
-
-fn rss_mib() -> f64 {
-    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
-    let kib: f64 = status
-        .lines()
-        .find(|l| l.starts_with("VmRSS:"))
-        .and_then(|l| l.split_whitespace().nth(1))
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(0.0);
-    kib / 1024.0
-}
+static GLOBAL: heap::Counting = heap::Counting;
 
 /// Where the child process writes the wire form.
 const WIRE_OUT: &str = "KTUI_BENCH_WIRE_OUT";
@@ -162,10 +125,10 @@ fn listed_cache() -> (Cache, Catalog, Millis) {
 
 fn live_dashboard_bench(c: &mut Criterion) {
     let nodes = POOLS * nodes_per_pool();
-    let (base_live, base_rss) = (live_mib(), rss_mib());
+    let (base_live, base_rss) = (heap::live_mib(), heap::rss_mib());
     let (cache, catalog, now) = listed_cache();
     memory::release_free_memory();
-    let (cache_live, cache_rss) = (live_mib(), rss_mib());
+    let (cache_live, cache_rss) = (heap::live_mib(), heap::rss_mib());
     assert_eq!(cache.pods.items.len(), nodes * PODS_PER_NODE);
 
     let info = LiveInfo {
@@ -182,9 +145,9 @@ fn live_dashboard_bench(c: &mut Criterion) {
     update(&mut state, Msg::View(view.clone()));
     let mut term = Terminal::new(TestBackend::new(200, 60)).expect("terminal");
     term.draw(|f| f.render_widget(&state, f.area())).expect("draw");
-    let peak_rss = rss_mib();
+    let peak_rss = heap::rss_mib();
     memory::release_free_memory();
-    let (all_live, all_rss) = (live_mib(), rss_mib());
+    let (all_live, all_rss) = (heap::live_mib(), heap::rss_mib());
     eprintln!(
         "live dashboard, {nodes} nodes and {} pods: the catalog and the watch cache hold {:.0} MiB of live heap; the read of the \
          cache, the picture, the dashboard state and a drawn frame {:.1} MiB more",

@@ -270,12 +270,17 @@ fn unschedulable_condition() -> PodCondition {
     }
 }
 
-fn unschedulable(p: &mut Pod) {
-    let status = p.status.get_or_insert_with(PodStatus::default);
-    let conds = status.conditions.get_or_insert_with(Vec::new);
-    conds.retain(|c| c.type_ != "PodScheduled");
+/// Sets a pod condition, replacing any of its type.
+pub(crate) fn set_pod_condition(p: &mut Pod, condition: PodCondition) {
+    let conds = p.status.get_or_insert_with(PodStatus::default).conditions.get_or_insert_with(Vec::new);
+    conds.retain(|c| c.type_ != condition.type_);
+    // Most pods carry one or two conditions: no room for four (a pod costs enough already at 20,000).
     conds.reserve_exact(1);
-    conds.push(unschedulable_condition());
+    conds.push(condition);
+}
+
+fn unschedulable(p: &mut Pod) {
+    set_pod_condition(p, unschedulable_condition());
 }
 
 /// Whether [`unschedulable`] would leave the pod as it is (so there is no need to borrow it mutably).

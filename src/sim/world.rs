@@ -1095,10 +1095,7 @@ impl World {
     }
 
     fn mark_pod_condition(p: &mut Pod, type_: &str, status: &str) {
-        let conds = p.status.get_or_insert_with(Default::default).conditions.get_or_insert_with(Vec::new);
-        conds.retain(|c| c.type_ != type_);
-        // Most pods carry one or two conditions: no room for four (a pod costs enough already at 20,000).
-        conds.reserve_exact(1);
-        conds.push(PodCondition { type_: type_.into(), status: status.into(), ..Default::default() });
+        let condition = PodCondition { type_: type_.into(), status: status.into(), ..Default::default() };
+        crate::sim::cluster::set_pod_condition(p, condition);
     }
 }
