@@ -7,10 +7,11 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::{Pod, PodCondition};
+use k8s_openapi::api::core::v1::PodCondition;
 use karpenter_tui::engine::lifecycle::ms_time;
 use karpenter_tui::engine::provisioning::provision;
 use karpenter_tui::engine::scheduling::SchedulerOptions;
+use karpenter_tui::engine::stored_pod::StoredPod;
 use karpenter_tui::sim::report::{DecisionDetail, DecisionState};
 use karpenter_tui::sim::run::{run, run_world};
 use karpenter_tui::sim::scenario::parse_scenario;
@@ -90,10 +91,8 @@ fn allowed(budget: &str, n: usize) -> usize {
     }
 }
 
-fn mark_pending(p: &mut Pod) {
-    if let Some(s) = p.spec.as_mut() {
-        s.node_name = None;
-    }
+fn mark_pending(p: &mut StoredPod) {
+    p.node_name = None;
     let st = p.status.get_or_insert_with(Default::default);
     st.phase = Some("Pending".into());
     st.conditions = Some(vec![PodCondition {
@@ -154,7 +153,7 @@ fn budgets_hold_pods_keep_a_place_and_approve_mode_waits() {
             }
             let mut moved = Vec::new();
             for pod in snap.pods.iter_mut() {
-                let on = pod.spec.as_ref().and_then(|s| s.node_name.clone()).unwrap_or_default();
+                let on = pod.node_name.clone().unwrap_or_default();
                 if names.contains(&on) {
                     moved.push(pod.metadata.name.clone().unwrap());
                     mark_pending(std::sync::Arc::make_mut(pod));

@@ -242,7 +242,7 @@ fn the_preview_view_shows_the_diff_and_the_what_if() {
     let live: karpenter_tui::engine::api::NodePool = serde_yaml::from_str(LIVE).unwrap();
     let edited: karpenter_tui::engine::api::NodePool = serde_yaml::from_str(&edited_text).unwrap();
     // A pending pod that does not tolerate the new taint.
-    let pods = vec![std::sync::Arc::new(common::with_requests(common::pod("web"), Some("1"), Some("1Gi")))];
+    let pods = vec![std::sync::Arc::new(common::with_requests(common::pod("web"), Some("1"), Some("1Gi")).into())];
     let snapshot = Snapshot { nodepools: vec![live], pods, ..Snapshot::default() };
     let preview = preview_nodepool_edit(&snapshot, &fake_catalog(), 1_700_000_000_000, &edited);
 

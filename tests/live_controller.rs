@@ -87,9 +87,7 @@ status:
   conditions: [{type: PodScheduled, status: "False", reason: Unschedulable}]
 "#;
     h.cluster.apply(&Manifests::parse(text, "huge.yaml").unwrap());
-    h.run_until("the others bound", 120, |h| {
-        h.cluster.pods.values().filter(|p| p.spec.as_ref().and_then(|s| s.node_name.as_ref()).is_some()).count() == 6
-    });
+    h.run_until("the others bound", 120, |h| h.cluster.pods.values().filter(|p| p.node_name.is_some()).count() == 6);
     for _ in 0..30 {
         h.tick();
     }
@@ -209,8 +207,7 @@ status:
 fn nodes_that_cannot_be_disrupted_say_why_in_events_without_repeats() {
     let mut h = Harness::new(Mode::Approve);
     h.run_until("all pods bound", 120, Harness::all_bound);
-    let (key, node) =
-        h.cluster.pods.iter().find_map(|(k, p)| Some((k.clone(), p.spec.as_ref()?.node_name.clone()?))).unwrap();
+    let (key, node) = h.cluster.pods.iter().find_map(|(k, p)| Some((k.clone(), p.node_name.clone()?))).unwrap();
     let pod = h.cluster.pods.get_mut(&key).unwrap();
     pod.metadata
         .annotations

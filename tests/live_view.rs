@@ -71,7 +71,7 @@ fn empty_nodes_show_as_a_dry_run_emptiness_proposal_and_nothing_is_awaiting_appr
         .nodes
         .iter()
         .map(|n| n.metadata.name.clone().unwrap())
-        .filter(|n| !m.pods.iter().any(|p| p.spec.as_ref().and_then(|s| s.node_name.as_deref()) == Some(n)))
+        .filter(|n| !m.pods.iter().any(|p| p.node_name() == Some(n)))
         .collect();
     assert!(!empty.is_empty(), "nodes are still there, empty");
     // Looked at five minutes later, they are past consolidateAfter.
@@ -95,7 +95,7 @@ fn empty_nodes_show_as_a_dry_run_emptiness_proposal_and_nothing_is_awaiting_appr
 fn pending_pods_carry_the_engine_reasons() {
     let (w, _) = world_at(20.0);
     let mut m = cache_of(&w);
-    let mut pod = k8s_openapi::api::core::v1::Pod::clone(&m.pods[0]);
+    let mut pod = m.pods[0].to_pod();
     pod.metadata.name = Some("needs-gpu-zone".into());
     pod.metadata.uid = Some("uid-needs-gpu-zone".into());
     let spec = pod.spec.as_mut().unwrap();
@@ -111,7 +111,7 @@ fn pending_pods_carry_the_engine_reasons() {
         }]),
         ..Default::default()
     });
-    m.pods.push(std::sync::Arc::new(pod));
+    m.pods.push(std::sync::Arc::new(pod.into()));
     let v = picture(&m, w.catalog(), w.now, &info(), &[], 1, None);
     let p = v.pending.iter().find(|p| p.name == "needs-gpu-zone").expect("the pending pod");
     assert_eq!(p.cpu_millis, 500);

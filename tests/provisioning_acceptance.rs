@@ -21,7 +21,7 @@ use karpenter_tui::engine::requirements::Requirement;
 fn world(pods: Vec<k8s_openapi::api::core::v1::Pod>) -> World {
     World {
         nodepools: vec![nodepool("default")],
-        pods: pods.into_iter().map(std::sync::Arc::new).collect(),
+        pods: pods.into_iter().map(|p| std::sync::Arc::new(p.into())).collect(),
         ..Default::default()
     }
 }
@@ -144,7 +144,7 @@ fn case11_weights_order_nodepools() {
     let pods = vec![pod("p1"), pod("p2"), with_node_selector(pod("p3"), &[(labels::NODEPOOL, "a")])];
     let w = World {
         nodepools: vec![a, b, c],
-        pods: pods.into_iter().map(std::sync::Arc::new).collect(),
+        pods: pods.into_iter().map(|p| std::sync::Arc::new(p.into())).collect(),
         ..Default::default()
     };
     let r = w.provision(&fake::fake_catalog());

@@ -19,7 +19,7 @@ use karpenter_tui::engine::scheduling::{MinValuesPolicy, SchedulerOptions};
 fn world(pods: Vec<Pod>) -> World {
     World {
         nodepools: vec![nodepool("default")],
-        pods: pods.into_iter().map(std::sync::Arc::new).collect(),
+        pods: pods.into_iter().map(|p| std::sync::Arc::new(p.into())).collect(),
         ..Default::default()
     }
 }

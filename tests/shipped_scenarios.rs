@@ -169,7 +169,7 @@ impl Run {
     fn workload_requests(&self) -> Vec<(String, String, Resources)> {
         let requests = |t: &PodTemplateSpec| {
             let pod = Pod { metadata: t.metadata.clone().unwrap_or_default(), spec: t.spec.clone(), status: None };
-            pod_requests(&pod).unwrap_or_else(|e| panic!("{e:?}"))
+            pod_requests(&pod.into()).unwrap_or_else(|e| panic!("{e:?}"))
         };
         let objects = &self.s.objects;
         let deployments = objects.deployments.iter().map(|d| (&d.metadata, &d.spec.template));

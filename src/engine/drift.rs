@@ -646,8 +646,11 @@ spec:
     /// launch of `small-instance-type` in test-zone-1 (on-demand) at `created`.
     fn launched_claim(pool: &NodePool, created: Millis) -> NodeClaim {
         let catalog = fake_catalog();
-        let snap =
-            Snapshot { nodepools: vec![pool.clone()], pods: vec![Arc::new(pending_pod())], ..Default::default() };
+        let snap = Snapshot {
+            nodepools: vec![pool.clone()],
+            pods: vec![Arc::new(pending_pod().into())],
+            ..Default::default()
+        };
         let catalogs = BTreeMap::from([(pool.name().to_string(), catalog.instance_types.clone())]);
         let result = provision(&snap.view(), &catalogs, &catalog.label_policy, SchedulerOptions::default());
         let mut claim = result.nodeclaims(&snap.nodepools).into_iter().next().expect("one NodeClaim");

@@ -14,5 +14,6 @@ pub mod provisioning;
 pub mod requirements;
 pub mod resources;
 pub mod scheduling;
+pub mod stored_pod;
 pub mod termination;
 pub mod whatif;

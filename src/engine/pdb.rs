@@ -7,12 +7,12 @@
 
 use std::collections::BTreeMap;
 
-use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use thiserror::Error;
 
 use crate::engine::scheduling::selector::Selector;
+use crate::engine::stored_pod::StoredPod;
 
 /// The computed status of one PDB.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -46,7 +46,7 @@ impl EvictionDenied {
 
 /// The PDB selects the pod: same namespace and the selector matches. A missing selector selects nothing; an empty
 /// one selects every pod of the namespace (policy/v1).
-pub fn selects(pdb: &PodDisruptionBudget, pod: &Pod) -> bool {
+pub fn selects(pdb: &PodDisruptionBudget, pod: &StoredPod) -> bool {
     if pdb.metadata.namespace.as_deref().unwrap_or("") != pod.metadata.namespace.as_deref().unwrap_or("") {
         return false;
     }
@@ -56,7 +56,7 @@ pub fn selects(pdb: &PodDisruptionBudget, pod: &Pod) -> bool {
 }
 
 /// Healthy for budget purposes: not being deleted, phase `Running`, condition `Ready=True`.
-pub fn is_healthy(pod: &Pod) -> bool {
+pub fn is_healthy(pod: &StoredPod) -> bool {
     let Some(status) = pod.status.as_ref() else { return false };
     pod.metadata.deletion_timestamp.is_none()
         && status.phase.as_deref() == Some("Running")
@@ -83,8 +83,8 @@ fn scaled_up(v: &IntOrString, total: i32) -> Option<i32> {
 /// The budget's status over `pods` (any namespace; only selected pods count). A PDB with neither `minAvailable`
 /// nor `maxUnavailable`, or with a malformed percentage, allows nothing (upstream either expects no pods or fails
 /// to compute, and an uncomputed budget allows no disruption).
-pub fn status(pdb: &PodDisruptionBudget, pods: &[&Pod]) -> PdbStatus {
-    let selected: Vec<&Pod> = pods.iter().copied().filter(|p| selects(pdb, p)).collect();
+pub fn status(pdb: &PodDisruptionBudget, pods: &[&StoredPod]) -> PdbStatus {
+    let selected: Vec<&StoredPod> = pods.iter().copied().filter(|p| selects(pdb, p)).collect();
     let expected = i32::try_from(selected.len()).unwrap_or(i32::MAX);
     let current_healthy = i32::try_from(selected.iter().filter(|p| is_healthy(p)).count()).unwrap_or(i32::MAX);
     let spec = pdb.spec.as_ref();
@@ -103,7 +103,7 @@ pub fn status(pdb: &PodDisruptionBudget, pods: &[&Pod]) -> PdbStatus {
 }
 
 /// `status.disruptionsAllowed` as the disruption controller would compute it.
-pub fn disruptions_allowed(pdb: &PodDisruptionBudget, pods_in_namespace: &[&Pod]) -> i32 {
+pub fn disruptions_allowed(pdb: &PodDisruptionBudget, pods_in_namespace: &[&StoredPod]) -> i32 {
     status(pdb, pods_in_namespace).disruptions_allowed
 }
 
@@ -115,7 +115,11 @@ fn pdb_name(pdb: &PodDisruptionBudget) -> String {
 /// already being deleted are always evictable (upstream `canIgnorePDB`). More than one matching PDB is an error.
 /// An unhealthy pod is let through when its PDB says `unhealthyPodEvictionPolicy: AlwaysAllow`, or under the
 /// default `IfHealthyBudget` when the budget is currently met (currentHealthy ≥ desiredHealthy).
-pub fn check_eviction(pod: &Pod, pdbs: &[PodDisruptionBudget], pods: &[&Pod]) -> Result<(), EvictionDenied> {
+pub fn check_eviction(
+    pod: &StoredPod,
+    pdbs: &[PodDisruptionBudget],
+    pods: &[&StoredPod],
+) -> Result<(), EvictionDenied> {
     let phase = pod.status.as_ref().and_then(|s| s.phase.as_deref());
     if pod.metadata.deletion_timestamp.is_some() || matches!(phase, Some("Succeeded" | "Failed" | "Pending")) {
         return Ok(());
@@ -144,7 +148,7 @@ pub fn check_eviction(pod: &Pod, pdbs: &[PodDisruptionBudget], pods: &[&Pod]) ->
 
 /// A PDB that blocks disruption of `pod` for candidate purposes (engine.md §5.2): it selects the pod and allows no
 /// disruption — unless the pod is not Ready and the PDB says `AlwaysAllow`.
-pub fn blocks(pdb: &PodDisruptionBudget, pod: &Pod, pods: &[&Pod]) -> bool {
+pub fn blocks(pdb: &PodDisruptionBudget, pod: &StoredPod, pods: &[&StoredPod]) -> bool {
     if !selects(pdb, pod) {
         return false;
     }
@@ -164,7 +168,7 @@ mod tests {
         serde_json::from_value(json!({"metadata": {"name": name, "namespace": "default"}, "spec": spec})).unwrap()
     }
 
-    fn pod(name: &str, ready: bool) -> Pod {
+    fn pod(name: &str, ready: bool) -> StoredPod {
         serde_json::from_value(json!({
             "metadata": {"name": name, "namespace": "default", "labels": {"app": "web"}},
             "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": if ready { "True" } else { "False" }}]}
@@ -172,7 +176,7 @@ mod tests {
         .unwrap()
     }
 
-    fn pods(healthy: usize, unhealthy: usize) -> Vec<Pod> {
+    fn pods(healthy: usize, unhealthy: usize) -> Vec<StoredPod> {
         (0..healthy)
             .map(|i| pod(&format!("h{i}"), true))
             .chain((0..unhealthy).map(|i| pod(&format!("u{i}"), false)))
@@ -185,7 +189,7 @@ mod tests {
 
     fn allowed(spec: serde_json::Value, healthy: usize, unhealthy: usize) -> i32 {
         let ps = pods(healthy, unhealthy);
-        let refs: Vec<&Pod> = ps.iter().collect();
+        let refs: Vec<&StoredPod> = ps.iter().collect();
         disruptions_allowed(&pdb("b", spec), &refs)
     }
 
@@ -220,7 +224,7 @@ mod tests {
     #[test]
     fn selectors() {
         let ps = pods(2, 0);
-        let refs: Vec<&Pod> = ps.iter().collect();
+        let refs: Vec<&StoredPod> = ps.iter().collect();
         assert_eq!(status(&pdb("b", json!({"maxUnavailable": 1})), &refs).expected, 0, "no selector selects nothing");
         assert_eq!(
             status(&pdb("b", json!({"selector": {}, "maxUnavailable": 1})), &refs).expected,
@@ -237,7 +241,7 @@ mod tests {
     #[test]
     fn eviction_case_21_denied_at_zero() {
         let ps = pods(2, 0);
-        let refs: Vec<&Pod> = ps.iter().collect();
+        let refs: Vec<&StoredPod> = ps.iter().collect();
         let b = pdb("web", json!({"selector": sel(), "maxUnavailable": 0}));
         let err = check_eviction(&ps[0], std::slice::from_ref(&b), &refs).unwrap_err();
         assert_eq!(err.status_code(), 429);
@@ -252,7 +256,7 @@ mod tests {
     #[test]
     fn unhealthy_pod_eviction_policy() {
         let ps = pods(2, 1);
-        let refs: Vec<&Pod> = ps.iter().collect();
+        let refs: Vec<&StoredPod> = ps.iter().collect();
         let sick = &ps[2];
         // minAvailable 3 with 2 healthy: budget not met, IfHealthyBudget refuses the unhealthy pod.
         let strict = pdb("b", json!({"selector": sel(), "minAvailable": 3}));
@@ -271,7 +275,7 @@ mod tests {
     #[test]
     fn terminal_and_pending_pods_ignore_budgets() {
         let ps = pods(1, 0);
-        let refs: Vec<&Pod> = ps.iter().collect();
+        let refs: Vec<&StoredPod> = ps.iter().collect();
         let b = pdb("b", json!({"selector": sel(), "maxUnavailable": 0}));
         let mut done = ps[0].clone();
         done.status.as_mut().unwrap().phase = Some("Succeeded".into());

@@ -6,8 +6,10 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use rustc_hash::FxHashMap;
 
+use crate::engine::stored_pod::StoredPod;
+
 use k8s_openapi::api::apps::v1::DaemonSet;
-use k8s_openapi::api::core::v1::{Namespace, Node, PersistentVolume, PersistentVolumeClaim, Pod, PodSpec};
+use k8s_openapi::api::core::v1::{Namespace, Node, PersistentVolume, PersistentVolumeClaim, Pod};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::storage::v1::StorageClass;
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
@@ -77,30 +79,29 @@ impl Batcher {
 
 /// Upstream `IsProvisionable`: kube-scheduler marked the pod unschedulable, it isn't bound or preempting, and it
 /// isn't a DaemonSet or static pod.
-pub fn is_provisionable(p: &Pod) -> bool {
+pub fn is_provisionable(p: &StoredPod) -> bool {
     let unschedulable = p.status.as_ref().and_then(|s| s.conditions.as_ref()).is_some_and(|cs| {
         cs.iter()
             .any(|c| c.type_ == "PodScheduled" && c.status == "False" && c.reason.as_deref() == Some("Unschedulable"))
     });
-    let spec = p.spec.as_ref();
     unschedulable
-        && spec.and_then(|s| s.node_name.as_deref()).is_none_or(str::is_empty)
+        && p.node_name().is_none_or(str::is_empty)
         && p.status.as_ref().and_then(|s| s.nominated_node_name.as_deref()).is_none_or(str::is_empty)
         && !owned_by(p, "DaemonSet")
         && !owned_by(p, "Node")
 }
 
-fn owned_by(p: &Pod, kind: &str) -> bool {
+fn owned_by(p: &StoredPod, kind: &str) -> bool {
     p.metadata.owner_references.iter().flatten().any(|o| o.kind == kind)
 }
 
-fn is_terminal(p: &Pod) -> bool {
+fn is_terminal(p: &StoredPod) -> bool {
     matches!(p.status.as_ref().and_then(|s| s.phase.as_deref()), Some("Succeeded" | "Failed"))
 }
 
 /// Pods of a deleting node that must be re-homed: active (StatefulSet pods even while terminating), not daemon or
 /// static, no do-not-disrupt, not covered by a fully blocking PDB.
-pub fn is_currently_reschedulable(p: &Pod, pdbs: &[PodDisruptionBudget]) -> bool {
+pub fn is_currently_reschedulable(p: &StoredPod, pdbs: &[PodDisruptionBudget]) -> bool {
     let terminating = p.metadata.deletion_timestamp.is_some();
     if is_terminal(p) || (terminating && !owned_by(p, "StatefulSet")) {
         return false;
@@ -119,7 +120,7 @@ pub fn is_currently_reschedulable(p: &Pod, pdbs: &[PodDisruptionBudget]) -> bool
     !pdbs.iter().any(|pdb| fully_blocks(pdb, p))
 }
 
-fn fully_blocks(pdb: &PodDisruptionBudget, p: &Pod) -> bool {
+fn fully_blocks(pdb: &PodDisruptionBudget, p: &StoredPod) -> bool {
     if pdb.metadata.namespace != p.metadata.namespace {
         return false;
     }
@@ -182,7 +183,7 @@ impl<'a> Digester<'a> {
     }
 
     /// The digest of `snap.pods[i]`.
-    fn get(&mut self, i: usize, p: &Pod) -> Result<Arc<PodData>, pod::PodError> {
+    fn get(&mut self, i: usize, p: &StoredPod) -> Result<Arc<PodData>, pod::PodError> {
         let Some((versions, inner)) = &mut self.cache else {
             return pod::pod_data(p, self.namespaces).map(Arc::new);
         };
@@ -233,7 +234,7 @@ pub struct ClusterSnapshot<'a> {
     pub nodepools: &'a [NodePool],
     pub nodeclaims: Objects<'a, NodeClaim>,
     pub nodes: Objects<'a, Node>,
-    pub pods: Objects<'a, Pod>,
+    pub pods: Objects<'a, StoredPod>,
     pub daemonsets: &'a [DaemonSet],
     pub pdbs: &'a [PodDisruptionBudget],
     pub pvcs: &'a [PersistentVolumeClaim],
@@ -252,7 +253,7 @@ pub struct Snapshot {
     pub nodeclaims: Vec<NodeClaim>,
     pub nodes: Vec<Node>,
     /// Shared: snapshots of a watch cache or a manifest set point at the same pods.
-    pub pods: Vec<Arc<Pod>>,
+    pub pods: Vec<Arc<StoredPod>>,
     pub daemonsets: Vec<DaemonSet>,
     pub pdbs: Vec<PodDisruptionBudget>,
     pub pvcs: Vec<PersistentVolumeClaim>,
@@ -481,7 +482,7 @@ pub fn daemonset_pods(snap: &ClusterSnapshot<'_>, namespaces: &[(String, BTreeMa
             .max_by_key(|p| (pod::created_seconds(p), p.metadata.name.clone()));
         let mut shape = match newest {
             Some(p) => p.clone(),
-            None => Pod {
+            None => StoredPod::from(Pod {
                 metadata: ObjectMeta {
                     name: Some(format!("{name}-template")),
                     namespace: Some(ns.clone()),
@@ -490,16 +491,12 @@ pub fn daemonset_pods(snap: &ClusterSnapshot<'_>, namespaces: &[(String, BTreeMa
                 },
                 spec: template.spec.clone(),
                 status: None,
-            },
+            }),
         };
-        if let Some(spec) = shape.spec.as_mut() {
-            let tpl_affinity = template.spec.as_ref().and_then(|s| s.affinity.clone());
-            let node_affinity = tpl_affinity.and_then(|a| a.node_affinity);
-            let aff = spec.affinity.get_or_insert_with(Default::default);
-            aff.node_affinity = node_affinity;
-        } else {
-            shape.spec = Some(PodSpec::default());
-        }
+        let tpl_affinity = template.spec.as_ref().and_then(|s| s.affinity.clone());
+        let node_affinity = tpl_affinity.and_then(|a| a.node_affinity);
+        let aff = shape.spec_mut().affinity.get_or_insert_with(Default::default);
+        aff.node_affinity = node_affinity;
         if let Ok(mut d) = pod::pod_data(&shape, namespaces) {
             d.daemonset = Some(name.clone());
             out.push(d);
@@ -591,7 +588,7 @@ impl ClusterState {
         let mut bound: Vec<(Arc<PodData>, String)> = Vec::new();
         let mut digests = Digester::new(snap, &namespaces);
         for (i, p) in snap.pods.iter().enumerate() {
-            let node = p.spec.as_ref().and_then(|s| s.node_name.clone()).filter(|n| !n.is_empty());
+            let node = p.node_name.clone().filter(|n| !n.is_empty());
             match node {
                 Some(node) => {
                     if is_terminal(p) {

@@ -2,12 +2,13 @@
 //! NodeClaim's termination grace period is running out, and when the node counts as drained. Pure: the caller
 //! records when the drain started and passes the deadline read from the NodeClaim annotation.
 
-use k8s_openapi::api::core::v1::{Node, Pod, Taint};
+use k8s_openapi::api::core::v1::{Node, Taint};
 
 use crate::engine::labels;
 use crate::engine::lifecycle::{SECOND, duration_ms, time_ms};
 use crate::engine::provisioning::Millis;
 use crate::engine::scheduling::taints::tolerates;
+use crate::engine::stored_pod::StoredPod;
 
 /// `Drained=True` needs at least this long since the drain started (catches pods bound just before the taint).
 pub const MIN_DRAIN_TIME: Millis = 5 * SECOND;
@@ -38,50 +39,47 @@ pub fn disrupted_taint() -> Taint {
     Taint { key: labels::TAINT_DISRUPTED.into(), value: None, effect: "NoSchedule".into(), time_added: None }
 }
 
-fn key(p: &Pod) -> PodKey {
+fn key(p: &StoredPod) -> PodKey {
     (p.metadata.namespace.clone().unwrap_or_default(), p.metadata.name.clone().unwrap_or_default())
 }
 
-fn owned_by(p: &Pod, kind: &str) -> bool {
+fn owned_by(p: &StoredPod, kind: &str) -> bool {
     p.metadata.owner_references.iter().flatten().any(|o| o.kind == kind)
 }
 
-fn is_terminal(p: &Pod) -> bool {
+fn is_terminal(p: &StoredPod) -> bool {
     matches!(p.status.as_ref().and_then(|s| s.phase.as_deref()), Some("Succeeded" | "Failed"))
 }
 
-fn deleted_at(p: &Pod) -> Option<Millis> {
+fn deleted_at(p: &StoredPod) -> Option<Millis> {
     p.metadata.deletion_timestamp.as_ref().map(time_ms)
 }
 
 /// `priorityClassName` is `system-cluster-critical` or `system-node-critical`.
-pub fn is_critical(p: &Pod) -> bool {
-    matches!(
-        p.spec.as_ref().and_then(|s| s.priority_class_name.as_deref()),
-        Some("system-cluster-critical" | "system-node-critical")
-    )
+pub fn is_critical(p: &StoredPod) -> bool {
+    matches!(p.spec().priority_class_name.as_deref(), Some("system-cluster-critical" | "system-node-critical"))
 }
 
-fn tolerates_disrupted(p: &Pod) -> bool {
+fn tolerates_disrupted(p: &StoredPod) -> bool {
     let taint = disrupted_taint();
-    p.spec.as_ref().and_then(|s| s.tolerations.as_ref()).is_some_and(|ts| ts.iter().any(|t| tolerates(t, &taint)))
+    p.spec().tolerations.as_ref().is_some_and(|ts| ts.iter().any(|t| tolerates(t, &taint)))
 }
 
 /// Upstream `IsStuckTerminating`: deleted, and more than a minute past the deletion timestamp.
-pub fn is_stuck_terminating(p: &Pod, now: Millis) -> bool {
+pub fn is_stuck_terminating(p: &StoredPod, now: Millis) -> bool {
     deleted_at(p).is_some_and(|d| now.saturating_sub(d) > STUCK_TERMINATING)
 }
 
 /// Pods the drain waits for: not terminal, not tolerating `karpenter.sh/disrupted:NoSchedule`, not stuck
 /// terminating, not mirror (static) pods.
-pub fn is_waiting_eviction(p: &Pod, now: Millis) -> bool {
+pub fn is_waiting_eviction(p: &StoredPod, now: Millis) -> bool {
     !is_terminal(p) && !tolerates_disrupted(p) && !is_stuck_terminating(p, now) && !owned_by(p, "Node")
 }
 
 /// `karpenter.sh/do-not-disrupt` is active: `"true"`, or a positive Go duration still running since
 /// `status.startTime` (a missing start time counts as active). `"false"` and zero durations are not; a value that is
 /// none of these fails closed (active).
-pub fn do_not_disrupt_active(p: &Pod, now: Millis) -> bool {
+pub fn do_not_disrupt_active(p: &StoredPod, now: Millis) -> bool {
     let Some(v) = p.metadata.annotations.as_ref().and_then(|a| a.get(labels::ANNOTATION_DO_NOT_DISRUPT)) else {
         return false;
     };
@@ -96,7 +94,7 @@ pub fn do_not_disrupt_active(p: &Pod, now: Millis) -> bool {
 }
 
 /// When a timed `karpenter.sh/do-not-disrupt` (a positive duration counted from `status.startTime`) runs out.
-pub fn do_not_disrupt_expiry(p: &Pod) -> Option<Millis> {
+pub fn do_not_disrupt_expiry(p: &StoredPod) -> Option<Millis> {
     let v = p.metadata.annotations.as_ref()?.get(labels::ANNOTATION_DO_NOT_DISRUPT)?;
     let d = duration_ms(v).filter(|d| *d > 0)?;
     let start = p.status.as_ref()?.start_time.as_ref()?;
@@ -108,13 +106,13 @@ pub fn do_not_disrupt_malformed(v: &str) -> bool {
     v != "true" && v != "false" && duration_ms(v).is_none()
 }
 
-fn grace_seconds(p: &Pod) -> i64 {
-    p.spec.as_ref().and_then(|s| s.termination_grace_period_seconds).unwrap_or(DEFAULT_POD_GRACE_SECONDS)
+fn grace_seconds(p: &StoredPod) -> i64 {
+    p.spec().termination_grace_period_seconds.unwrap_or(DEFAULT_POD_GRACE_SECONDS)
 }
 
 /// Force deletion is due: `now > deadline − pod TGP`, or the pod is already terminating with a deletion time past
 /// the deadline.
-fn force_delete_due(p: &Pod, deadline: Millis, now: Millis) -> bool {
+fn force_delete_due(p: &StoredPod, deadline: Millis, now: Millis) -> bool {
     let start = deadline.saturating_sub(grace_seconds(p).saturating_mul(SECOND));
     now > start || deleted_at(p).is_some_and(|d| d > deadline)
 }
@@ -129,16 +127,16 @@ fn force_delete_due(p: &Pod, deadline: Millis, now: Millis) -> bool {
 /// namespace/name.
 pub fn drain_plan(
     node: &Node,
-    pods: &[&Pod],
+    pods: &[&StoredPod],
     deadline: Option<Millis>,
     drain_started: Option<Millis>,
     now: Millis,
 ) -> DrainPlan {
     let node_name = node.metadata.name.as_deref().unwrap_or("");
     let mut plan = DrainPlan::default();
-    let mut tiers: [Vec<&Pod>; 4] = Default::default();
+    let mut tiers: [Vec<&StoredPod>; 4] = Default::default();
     for p in pods.iter().copied() {
-        let bound = p.spec.as_ref().and_then(|s| s.node_name.as_deref()).unwrap_or("");
+        let bound = p.node_name().unwrap_or("");
         if !bound.is_empty() && !node_name.is_empty() && bound != node_name {
             continue;
         }
@@ -188,7 +186,7 @@ mod tests {
         serde_json::from_value(json!({"metadata": {"name": "n1"}})).unwrap()
     }
 
-    fn pod(name: &str, extra: serde_json::Value) -> Pod {
+    fn pod(name: &str, extra: serde_json::Value) -> StoredPod {
         let mut v = json!({"metadata": {"name": name, "namespace": "default"},
                            "spec": {"nodeName": "n1", "containers": []},
                            "status": {"phase": "Running"}});
@@ -240,7 +238,7 @@ mod tests {
         let done = pod("done", json!({"status": {"phase": "Succeeded"}}));
         let n = node();
         let mut all = vec![&crit_ds, &crit, &daemon, &app, &mirror, &tolerant, &done];
-        let step = |pods: &[&Pod]| drain_plan(&n, pods, None, Some(T0), T0 + MINUTE);
+        let step = |pods: &[&StoredPod]| drain_plan(&n, pods, None, Some(T0), T0 + MINUTE);
 
         let p = step(&all);
         assert_eq!(names(&p.evict), ["app"]);

@@ -72,7 +72,7 @@ impl std::fmt::Display for Problem {
 
 #[derive(Debug, Clone, Default)]
 pub struct Cache {
-    pub pods: Typed<k8s_openapi::api::core::v1::Pod>,
+    pub pods: Typed<crate::engine::stored_pod::StoredPod>,
     pub nodes: Typed<k8s_openapi::api::core::v1::Node>,
     pub nodepools: Typed<crate::engine::api::NodePool>,
     pub nodeclaims: Typed<crate::engine::api::NodeClaim>,
@@ -391,6 +391,7 @@ fn step_into<T: Clone>(t: &mut Typed<T>, _kind: Kind, step: Step<T>) -> (Option<
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::engine::stored_pod::StoredPod;
     use serde_json::json;
 
     fn dynamic(v: serde_json::Value) -> DynamicObject {
@@ -505,7 +506,7 @@ mod tests {
         list(&mut c, Kind::Pod, &[pod("a", "n1", json!("1"))]);
         assert!(c.apply(Kind::Pod, Event::Apply(pod("a", "n1", json!([1])))).is_some());
         let p = &c.pods.items["default/a"];
-        assert_eq!(p.spec.as_ref().unwrap().node_name.as_deref(), Some("n1"));
+        assert_eq!(p.node_name(), Some("n1"));
         // ...also through a relist.
         let problems = list(&mut c, Kind::Pod, &[pod("a", "n1", json!([1]))]);
         assert!(problems.is_empty(), "already reported");
@@ -561,10 +562,10 @@ mod tests {
         let mut untouched = full;
         untouched["apiVersion"] = json!("v1");
         untouched["kind"] = json!("Pod");
-        let untouched: k8s_openapi::api::core::v1::Pod = serde_json::from_value(untouched).unwrap();
+        let untouched: StoredPod = serde_json::from_value(untouched).unwrap();
         let digest = |p| crate::engine::scheduling::pod::pod_data(p, &[]).unwrap();
         assert_eq!(digest(kept), digest(&untouched), "the scheduler sees the same pod");
-        let app = &kept.spec.as_ref().unwrap().containers[0];
+        let app = &kept.spec().containers[0];
         assert_eq!((app.env.as_ref(), app.command.as_ref(), app.liveness_probe.as_ref()), (None, None, None));
         assert_eq!(app.image.as_deref(), Some("web:1"));
         let status = kept.status.as_ref().unwrap();

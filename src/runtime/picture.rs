@@ -6,7 +6,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use chrono::{DateTime, Utc};
-use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::core::v1::Node;
 
 use crate::engine::api::nodeclaim::{COND_INITIALIZED, COND_LAUNCHED};
 use crate::engine::api::{NodeClaim, NodePool};
@@ -19,6 +19,7 @@ use crate::engine::lifecycle::time_ms;
 use crate::engine::provisioning::Millis;
 use crate::engine::resources::{Resources, parse_quantity};
 use crate::engine::scheduling::pod::pod_requests;
+use crate::engine::stored_pod::StoredPod;
 use crate::ui::model::*;
 
 /// Above this many nodes the per-node "why not consolidated" verdicts (a full single-node pass) are skipped in
@@ -29,7 +30,7 @@ pub const EXPLAIN_MAX_NODES: usize = 300;
 pub struct Objects<'a> {
     pub nodes: Vec<&'a Node>,
     pub nodeclaims: Vec<&'a NodeClaim>,
-    pub pods: Vec<&'a Pod>,
+    pub pods: Vec<&'a StoredPod>,
     pub nodepools: Vec<&'a NodePool>,
 }
 
@@ -37,7 +38,7 @@ fn quantity(q: Option<&k8s_openapi::apimachinery::pkg::api::resource::Quantity>,
     q.and_then(|q| parse_quantity(&q.0).ok()).map(|v| if cpu { v.milli() } else { v.value() }).unwrap_or(0)
 }
 
-pub fn requests(p: &Pod) -> Resources {
+pub fn requests(p: &StoredPod) -> Resources {
     pod_requests(p).unwrap_or_default()
 }
 
@@ -66,10 +67,10 @@ pub fn catalog_price(catalog: &Catalog, node_labels: &BTreeMap<String, String>) 
 }
 
 /// The pods bound to each node.
-pub fn pods_by_node<'a>(pods: &[&'a Pod]) -> BTreeMap<&'a str, Vec<&'a Pod>> {
-    let mut out: BTreeMap<&str, Vec<&Pod>> = BTreeMap::new();
+pub fn pods_by_node<'a>(pods: &[&'a StoredPod]) -> BTreeMap<&'a str, Vec<&'a StoredPod>> {
+    let mut out: BTreeMap<&str, Vec<&StoredPod>> = BTreeMap::new();
     for p in pods {
-        if let Some(n) = p.spec.as_ref().and_then(|s| s.node_name.as_deref()) {
+        if let Some(n) = p.node_name() {
             out.entry(n).or_default().push(p);
         }
     }
@@ -82,7 +83,7 @@ pub fn pods_by_node<'a>(pods: &[&'a Pod]) -> BTreeMap<&'a str, Vec<&'a Pod>> {
 pub fn fill_nodes(
     v: &mut ClusterView,
     o: &Objects<'_>,
-    pods_on: &BTreeMap<&str, Vec<&Pod>>,
+    pods_on: &BTreeMap<&str, Vec<&StoredPod>>,
     price: &dyn Fn(&str, &BTreeMap<String, String>) -> f64,
     disrupting: &BTreeSet<String>,
     outlook: Option<&BTreeMap<String, Outlook>>,
@@ -273,7 +274,12 @@ pub fn fill_nodepools(v: &mut ClusterView, nodepools: &[&NodePool]) {
 }
 
 /// A pending pod's row.
-pub fn pending_row(p: &Pod, reasons: Vec<(String, String)>, nominated: Option<String>, now: Millis) -> PendingPod {
+pub fn pending_row(
+    p: &StoredPod,
+    reasons: Vec<(String, String)>,
+    nominated: Option<String>,
+    now: Millis,
+) -> PendingPod {
     let r = requests(p);
     PendingPod {
         namespace: p.metadata.namespace.clone().unwrap_or_else(|| "default".into()),

@@ -26,6 +26,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use k8s_openapi::api::apps::v1::{DaemonSet, Deployment};
+
+use crate::engine::stored_pod::StoredPod;
 use k8s_openapi::api::core::v1::{
     Namespace, Node, PersistentVolume, PersistentVolumeClaim, Pod, PodCondition, PodStatus,
 };
@@ -189,7 +191,7 @@ pub struct SnapshotMirror {
     nodepools: Mirror<String, NodePool>,
     nodeclaims: Mirror<String, NodeClaim>,
     nodes: Mirror<String, Node>,
-    pods: Mirror<Key, Pod>,
+    pods: Mirror<Key, StoredPod>,
     daemonsets: Mirror<Key, DaemonSet>,
     pdbs: Mirror<Key, PodDisruptionBudget>,
     pvcs: Mirror<Key, PersistentVolumeClaim>,
@@ -207,7 +209,7 @@ pub struct Cluster {
     pub nodeclaims: Watched<String, NodeClaim>,
     pub nodeclasses: Watched<String, EC2NodeClass>,
     pub nodes: Watched<String, Node>,
-    pub pods: Watched<Key, Pod>,
+    pub pods: Watched<Key, StoredPod>,
     pub deployments: Watched<Key, Deployment>,
     pub daemonsets: Watched<Key, DaemonSet>,
     pub pdbs: Watched<Key, PodDisruptionBudget>,
@@ -271,7 +273,7 @@ fn unschedulable_condition() -> PodCondition {
 }
 
 /// Sets a pod condition, replacing any of its type.
-pub(crate) fn set_pod_condition(p: &mut Pod, condition: PodCondition) {
+pub(crate) fn set_pod_condition(p: &mut StoredPod, condition: PodCondition) {
     let conds = p.status.get_or_insert_with(PodStatus::default).conditions.get_or_insert_with(Vec::new);
     conds.retain(|c| c.type_ != condition.type_);
     // Most pods carry one or two conditions: no room for four (a pod costs enough already at 20,000).
@@ -279,12 +281,12 @@ pub(crate) fn set_pod_condition(p: &mut Pod, condition: PodCondition) {
     conds.push(condition);
 }
 
-fn unschedulable(p: &mut Pod) {
+fn unschedulable(p: &mut StoredPod) {
     set_pod_condition(p, unschedulable_condition());
 }
 
 /// Whether [`unschedulable`] would leave the pod as it is (so there is no need to borrow it mutably).
-fn is_marked_unschedulable(p: &Pod) -> bool {
+fn is_marked_unschedulable(p: &StoredPod) -> bool {
     let conds = p.status.as_ref().and_then(|s| s.conditions.as_deref()).unwrap_or(&[]);
     conds.last() == Some(&unschedulable_condition()) && conds.iter().filter(|c| c.type_ == "PodScheduled").count() == 1
 }
@@ -348,7 +350,7 @@ impl Cluster {
             self.nodes.insert(o.metadata.name.clone().unwrap_or_default(), o.clone());
         }
         for o in &m.pods {
-            let mut p = Pod::clone(o);
+            let mut p = StoredPod::clone(o);
             self.stamp(&mut p.metadata);
             self.pods.insert(key_of(&p.metadata), p);
         }
@@ -470,7 +472,7 @@ impl Cluster {
             for owner in crate::sim::replicas::replicaset_owners(p) {
                 let deployment = (k.0.clone(), owner.to_string());
                 if self.deployments.contains_key(&deployment) {
-                    let bound = p.spec.as_ref().and_then(|s| s.node_name.as_ref()).is_some();
+                    let bound = p.node_name.is_some();
                     let uid = p.metadata.uid.clone().unwrap_or_default();
                     replicas.entry(deployment).or_default().push((bound, uid, k.clone()));
                 }
@@ -506,7 +508,7 @@ impl Cluster {
                     controller: Some(true),
                     block_owner_deletion: Some(true),
                 }]);
-                let mut p = Pod { metadata: meta, spec: d.spec.template.spec.clone(), status: None };
+                let mut p = StoredPod::from(Pod { metadata: meta, spec: d.spec.template.spec.clone(), status: None });
                 self.stamp(&mut p.metadata);
                 let key = (ns.clone(), pname);
                 self.pods.insert(key.clone(), p);
@@ -543,11 +545,11 @@ impl Cluster {
         let sets: Vec<(Key, Arc<DaemonSet>)> = self.daemonsets.iter().map(|(k, d)| (k.clone(), d.clone())).collect();
         for ((ns, name), ds) in sets {
             let template_spec = ds.spec.template.spec.clone().unwrap_or_default();
-            let probe = Pod {
+            let probe = StoredPod::from(Pod {
                 metadata: ds.spec.template.metadata.clone().unwrap_or_default(),
                 spec: Some(template_spec.clone()),
                 status: None,
-            };
+            });
             let Ok(shape) = pod::pod_data(&probe, &[]) else { continue };
             // The nodes that need this daemon, in name order (their pod names differ, so creating one pod cannot
             // change whether another is needed).
@@ -590,7 +592,7 @@ impl Cluster {
                 }]);
                 let mut spec = template_spec.clone();
                 spec.node_name = Some(node_name);
-                let mut p = Pod { metadata: meta, spec: Some(spec), status: None };
+                let mut p = StoredPod::from(Pod { metadata: meta, spec: Some(spec), status: None });
                 self.stamp(&mut p.metadata);
                 self.pods.insert(key.clone(), p);
                 created.push(key);
@@ -616,10 +618,7 @@ impl Cluster {
         let pending: BTreeSet<Key> = self
             .pods
             .iter()
-            .filter(|(_, p)| {
-                p.metadata.deletion_timestamp.is_none()
-                    && p.spec.as_ref().and_then(|s| s.node_name.as_deref()).is_none_or(str::is_empty)
-            })
+            .filter(|(_, p)| p.metadata.deletion_timestamp.is_none() && p.node_name().is_none_or(str::is_empty))
             .map(|(k, _)| k.clone())
             .collect();
         if pending.is_empty() {
@@ -662,7 +661,7 @@ impl Cluster {
         // The snapshot's pods are the store's, in the same (key) order.
         for ((k, p), d) in self.pods.iter().zip(pod_digests(&view, &namespaces)) {
             let Ok(d) = d else { continue };
-            match p.spec.as_ref().and_then(|s| s.node_name.clone()).filter(|n| !n.is_empty()) {
+            match p.node_name.clone().filter(|n| !n.is_empty()) {
                 Some(node) if p.metadata.deletion_timestamp.is_none() => bound.push((d, node)),
                 Some(_) => {}
                 None if pending.contains(k) => {
@@ -699,9 +698,7 @@ impl Cluster {
         }
         for (key, node) in &bindings {
             if let Some(p) = self.pods.get_mut(key) {
-                if let Some(spec) = p.spec.as_mut() {
-                    spec.node_name = Some(node.clone());
-                }
+                p.node_name = Some(node.clone());
                 let status = p.status.get_or_insert_with(PodStatus::default);
                 status.nominated_node_name = None;
                 let conds = status.conditions.get_or_insert_with(Vec::new);
@@ -723,12 +720,8 @@ impl Cluster {
     }
 
     /// Pods bound to a node.
-    pub fn pods_on(&self, node: &str) -> Vec<&Pod> {
-        self.pods
-            .values()
-            .filter(|p| p.spec.as_ref().and_then(|s| s.node_name.as_deref()) == Some(node))
-            .map(|p| &**p)
-            .collect()
+    pub fn pods_on(&self, node: &str) -> Vec<&StoredPod> {
+        self.pods.values().filter(|p| p.node_name() == Some(node)).map(|p| &**p).collect()
     }
 
     /// Whether a node is Karpenter-managed and registered.

@@ -3,11 +3,10 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use k8s_openapi::api::core::v1::Pod;
-
 use crate::engine::api::nodeclaim::COND_INITIALIZED;
 use crate::engine::disruption::Method;
 use crate::engine::provisioning::Millis;
+use crate::engine::stored_pod::StoredPod;
 use crate::runtime::picture::{self, Objects};
 use crate::sim::cloud::InterruptionKind;
 use crate::sim::world::{Decision, DisruptionState, World};
@@ -237,7 +236,7 @@ pub fn view(w: &mut World, source: Source, generation: u64) -> ClusterView {
 }
 
 /// Where a started command is: its replacements, then the candidates draining.
-fn progress_of(w: &World, id: &str, candidates: &[String], pods_on: &BTreeMap<&str, Vec<&Pod>>) -> String {
+fn progress_of(w: &World, id: &str, candidates: &[String], pods_on: &BTreeMap<&str, Vec<&StoredPod>>) -> String {
     let mut parts = Vec::new();
     if let Some(f) = w.disruption.in_flight.iter().find(|f| f.id == id) {
         let ready = f

@@ -2,6 +2,8 @@
 //! column. Used by `plan --file` now and by the scenario loader.
 
 use k8s_openapi::api::apps::v1::{DaemonSet, Deployment};
+
+use crate::engine::stored_pod::StoredPod;
 use k8s_openapi::api::core::v1::{
     Namespace, Node, PersistentVolume, PersistentVolumeClaim, Pod, PodCondition, PodStatus,
 };
@@ -34,7 +36,7 @@ pub struct Manifests {
     pub nodeclaims: Vec<NodeClaim>,
     pub nodeclasses: Vec<EC2NodeClass>,
     pub nodes: Vec<Node>,
-    pub pods: Vec<Arc<Pod>>,
+    pub pods: Vec<Arc<StoredPod>>,
     pub deployments: Vec<Deployment>,
     pub daemonsets: Vec<DaemonSet>,
     pub pdbs: Vec<PodDisruptionBudget>,
@@ -101,7 +103,7 @@ impl Manifests {
                     out.nodeclasses.push(EC2NodeClass::deserialize(doc).map_err(err)?)
                 }
                 ("v1", "Node") => out.nodes.push(Node::deserialize(doc).map_err(err)?),
-                ("v1", "Pod") => out.pods.push(Arc::new(Pod::deserialize(doc).map_err(err)?)),
+                ("v1", "Pod") => out.pods.push(Arc::new(Pod::deserialize(doc).map_err(err)?.into())),
                 ("apps/v1", "Deployment") => out.deployments.push(Deployment::deserialize(doc).map_err(err)?),
                 ("apps/v1", "DaemonSet") => out.daemonsets.push(DaemonSet::deserialize(doc).map_err(err)?),
                 ("policy/v1", "PodDisruptionBudget") => {
@@ -145,7 +147,7 @@ impl Manifests {
     /// Pods as a scheduler would see them before Karpenter acts: Deployment replicas expanded (`<name>-<i>`), and
     /// every unbound pod marked `PodScheduled=False/Unschedulable`, as kube-scheduler does when no node fits. Pods
     /// left as they are stay shared with `self`.
-    pub fn pending_view(&self) -> Vec<Arc<Pod>> {
+    pub fn pending_view(&self) -> Vec<Arc<StoredPod>> {
         let mut pods = self.pods.clone();
         for d in &self.deployments {
             let name = d.metadata.name.clone().unwrap_or_default();
@@ -165,14 +167,18 @@ impl Manifests {
                     controller: Some(true),
                     block_owner_deletion: None,
                 }]);
-                pods.push(Arc::new(Pod { metadata: meta, spec: spec.template.spec.clone(), status: None }));
+                pods.push(Arc::new(StoredPod::from(Pod {
+                    metadata: meta,
+                    spec: spec.template.spec.clone(),
+                    status: None,
+                })));
             }
         }
         for p in &mut pods {
             if p.metadata.namespace.is_none() {
                 Arc::make_mut(p).metadata.namespace = Some("default".into());
             }
-            let bound = p.spec.as_ref().and_then(|s| s.node_name.as_deref()).is_some_and(|n| !n.is_empty());
+            let bound = p.node_name().is_some_and(|n| !n.is_empty());
             let marked = p
                 .status
                 .as_ref()

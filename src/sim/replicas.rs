@@ -9,8 +9,8 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::core::v1::Pod;
 
+use crate::engine::stored_pod::StoredPod;
 use crate::sim::cluster::Key;
 use crate::sim::watch::{EventType, Watched};
 
@@ -24,7 +24,7 @@ enum Owners {
 
 /// The ReplicaSets (by name, sorted, once each) owning a pod that is not being deleted: the Deployment controller
 /// counts such a pod as a replica of each.
-pub fn replicaset_owners(p: &Pod) -> Vec<&str> {
+pub fn replicaset_owners(p: &StoredPod) -> Vec<&str> {
     if p.metadata.deletion_timestamp.is_some() {
         return Vec::new();
     }
@@ -41,7 +41,7 @@ pub fn replicaset_owners(p: &Pod) -> Vec<&str> {
     names
 }
 
-fn owners(key: &Key, p: &Pod) -> Option<Owners> {
+fn owners(key: &Key, p: &StoredPod) -> Option<Owners> {
     let names = replicaset_owners(p);
     let mut keys = names.into_iter().map(|n| (key.0.clone(), n.to_string()));
     match (keys.next(), keys.next()) {
@@ -92,7 +92,7 @@ impl Replicas {
     }
 
     /// Brings the index up to date with the pods: their events since the last sync, or a relist.
-    pub fn sync(&mut self, pods: &Watched<Key, Pod>) {
+    pub fn sync(&mut self, pods: &Watched<Key, StoredPod>) {
         let current = pods.resource_version();
         if self.seen == Some(current) {
             return;

@@ -12,7 +12,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Instant;
 
-use k8s_openapi::api::core::v1::{Node, NodeCondition, NodeSpec, NodeStatus, Pod, PodCondition, Taint};
+use k8s_openapi::api::core::v1::{Node, NodeCondition, NodeSpec, NodeStatus, PodCondition, Taint};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
@@ -25,6 +25,7 @@ use crate::engine::lifecycle::{
 };
 use crate::engine::provisioning::{Batcher, Millis, is_provisionable, provision};
 use crate::engine::scheduling::SchedulerOptions;
+use crate::engine::stored_pod::StoredPod;
 use crate::sim::cloud::{CloudError, InterruptionKind, SimCloud};
 use crate::sim::cluster::{Cluster, Key};
 
@@ -363,8 +364,7 @@ impl World {
         {
             return fp;
         }
-        let bound =
-            self.cluster.pods.values().filter(|p| p.spec.as_ref().and_then(|s| s.node_name.as_ref()).is_some()).count();
+        let bound = self.cluster.pods.values().filter(|p| p.node_name.is_some()).count();
         let deleting = self.cluster.pods.values().filter(|p| p.metadata.deletion_timestamp.is_some()).count();
         use std::hash::{Hash, Hasher};
         let mut h = rustc_hash::FxHasher::default();
@@ -415,7 +415,7 @@ impl World {
             if self.record.pods.contains_key(k) {
                 continue;
             }
-            let node = p.spec.as_ref().and_then(|s| s.node_name.clone());
+            let node = p.node_name.clone();
             self.record.pods.insert(
                 k.clone(),
                 PodRecord { created_at: now, bound_at: node.as_ref().map(|_| now), node, deleted_at: None },
@@ -434,7 +434,7 @@ impl World {
             }
         }
         for k in self.cluster.reconcile_daemonsets() {
-            let node = self.cluster.pods.get(&k).and_then(|p| p.spec.as_ref()).and_then(|s| s.node_name.clone());
+            let node = self.cluster.pods.get(&k).and_then(|p| p.node_name.clone());
             self.record.pods.entry(k).or_insert(PodRecord {
                 created_at: self.now,
                 node: node.clone(),
@@ -455,7 +455,7 @@ impl World {
                     let running = p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running");
                     !running
                         && p.metadata.deletion_timestamp.is_none()
-                        && p.spec.as_ref().and_then(|s| s.node_name.as_deref()).is_some_and(|n| ready.contains(n))
+                        && p.node_name().is_some_and(|n| ready.contains(n))
                 })
                 .map(|(k, _)| k.clone())
                 .collect();
@@ -942,7 +942,7 @@ impl World {
                 // Each eviction sees the ones before it (PDBs count pods being deleted).
                 let allowed = {
                     let Some(p) = self.cluster.pods.get(&key) else { continue };
-                    let all: Vec<&Pod> = self.cluster.pods.values().map(|o| &**o).collect();
+                    let all: Vec<&StoredPod> = self.cluster.pods.values().map(|o| &**o).collect();
                     crate::engine::pdb::check_eviction(p, &pdbs, &all).is_ok()
                 };
                 if allowed {
@@ -988,10 +988,7 @@ impl World {
         let Some(p) = self.cluster.pods.get_mut(key) else { return };
         p.metadata.deletion_timestamp = Some(lifecycle::ms_time(now));
         let g = grace.unwrap_or_else(|| {
-            p.spec
-                .as_ref()
-                .and_then(|s| s.termination_grace_period_seconds)
-                .map_or(DEFAULT_POD_GRACE, |s| s.max(0) * SECOND)
+            p.spec().termination_grace_period_seconds.map_or(DEFAULT_POD_GRACE, |s| s.max(0) * SECOND)
         });
         self.at(now + g, Timer::PodGone { key: key.clone() });
     }
@@ -1013,7 +1010,7 @@ impl World {
                 .cluster
                 .pods
                 .iter()
-                .filter(|(_, p)| p.spec.as_ref().and_then(|s| s.node_name.as_deref()) == Some(node.as_str()))
+                .filter(|(_, p)| p.node_name() == Some(node.as_str()))
                 .filter(|(_, p)| {
                     !p.metadata
                         .owner_references
@@ -1077,12 +1074,7 @@ impl World {
 
     /// Pods still unbound, and the initialized-node count (for tests and reports).
     pub fn pending_pods(&self) -> Vec<Key> {
-        self.cluster
-            .pods
-            .iter()
-            .filter(|(_, p)| p.spec.as_ref().and_then(|s| s.node_name.as_deref()).is_none())
-            .map(|(k, _)| k.clone())
-            .collect()
+        self.cluster.pods.iter().filter(|(_, p)| p.node_name().is_none()).map(|(k, _)| k.clone()).collect()
     }
 
     pub fn initialized_claims(&self) -> usize {
@@ -1094,7 +1086,7 @@ impl World {
         &self.catalog
     }
 
-    fn mark_pod_condition(p: &mut Pod, type_: &str, status: &str) {
+    fn mark_pod_condition(p: &mut StoredPod, type_: &str, status: &str) {
         let condition = PodCondition { type_: type_.into(), status: status.into(), ..Default::default() };
         crate::sim::cluster::set_pod_condition(p, condition);
     }

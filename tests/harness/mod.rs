@@ -101,7 +101,7 @@ impl Harness {
         } else {
             self.cluster.nodes.remove(name);
             // The pod garbage collector removes pods bound to a node that is gone.
-            self.cluster.pods.retain(|_, p| p.spec.as_ref().and_then(|s| s.node_name.as_deref()) != Some(name));
+            self.cluster.pods.retain(|_, p| p.node_name() != Some(name));
         }
     }
 
@@ -216,8 +216,7 @@ impl Harness {
     }
 
     pub fn all_bound(&self) -> bool {
-        !self.cluster.pods.is_empty()
-            && self.cluster.pods.values().all(|p| p.spec.as_ref().and_then(|s| s.node_name.as_ref()).is_some())
+        !self.cluster.pods.is_empty() && self.cluster.pods.values().all(|p| p.node_name.is_some())
     }
 
     pub fn scale(&mut self, replicas: i32) {

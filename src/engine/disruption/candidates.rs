@@ -3,7 +3,6 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 
 use super::budgets::PoolCounts;
@@ -16,6 +15,7 @@ use crate::engine::lifecycle::{duration_ms, parse_rfc3339, time_ms};
 use crate::engine::objects::Objects;
 use crate::engine::pdb;
 use crate::engine::provisioning::{Millis, StateNode, is_currently_reschedulable, state_nodes};
+use crate::engine::stored_pod::StoredPod;
 use crate::engine::termination::{do_not_disrupt_active, do_not_disrupt_malformed};
 
 /// A pod a disruption would evict, with the PDB that covers it and that PDB's headroom.
@@ -132,7 +132,7 @@ pub struct Survey {
 }
 
 /// `clamp(1 + deletionCost/2²⁷ + priority/2²⁵, −10, 10)`.
-pub fn eviction_cost(p: &Pod) -> f64 {
+pub fn eviction_cost(p: &StoredPod) -> f64 {
     let deletion_cost = p
         .metadata
         .annotations
@@ -140,19 +140,19 @@ pub fn eviction_cost(p: &Pod) -> f64 {
         .and_then(|a| a.get("controller.kubernetes.io/pod-deletion-cost"))
         .and_then(|v| v.trim().parse::<i32>().ok())
         .unwrap_or(0);
-    let priority = p.spec.as_ref().and_then(|s| s.priority).unwrap_or(0);
+    let priority = p.spec().priority.unwrap_or(0);
     (1.0 + f64::from(deletion_cost) / 2f64.powi(27) + f64::from(priority) / 2f64.powi(25)).clamp(-10.0, 10.0)
 }
 
-fn is_terminal(p: &Pod) -> bool {
+fn is_terminal(p: &StoredPod) -> bool {
     matches!(p.status.as_ref().and_then(|s| s.phase.as_deref()), Some("Succeeded" | "Failed"))
 }
 
-fn owned_by(p: &Pod, kind: &str) -> bool {
+fn owned_by(p: &StoredPod, kind: &str) -> bool {
     p.metadata.owner_references.iter().flatten().any(|o| o.kind == kind)
 }
 
-fn pod_key(p: &Pod) -> String {
+fn pod_key(p: &StoredPod) -> String {
     format!("{}/{}", p.metadata.namespace.as_deref().unwrap_or("default"), p.metadata.name.as_deref().unwrap_or(""))
 }
 
@@ -162,8 +162,8 @@ struct Pdbs<'a> {
 }
 
 impl<'a> Pdbs<'a> {
-    fn new(pdbs: &'a [PodDisruptionBudget], pods: Objects<'a, Pod>) -> Self {
-        let mut by_ns: BTreeMap<&str, Vec<&Pod>> = BTreeMap::new();
+    fn new(pdbs: &'a [PodDisruptionBudget], pods: Objects<'a, StoredPod>) -> Self {
+        let mut by_ns: BTreeMap<&str, Vec<&StoredPod>> = BTreeMap::new();
         for p in pods {
             by_ns.entry(p.metadata.namespace.as_deref().unwrap_or("")).or_default().push(p);
         }
@@ -178,7 +178,7 @@ impl<'a> Pdbs<'a> {
     }
 
     /// The PDBs selecting `p`, with headroom.
-    fn for_pod(&self, p: &Pod) -> Vec<(String, i32, &'a PodDisruptionBudget)> {
+    fn for_pod(&self, p: &StoredPod) -> Vec<(String, i32, &'a PodDisruptionBudget)> {
         self.list
             .iter()
             .filter(|(b, _)| pdb::selects(b, p))
@@ -216,9 +216,9 @@ pub fn survey(ctx: &Context<'_>) -> Survey {
     let pools: BTreeMap<&str, &NodePool> = snap.nodepools.iter().map(|p| (p.name(), p)).collect();
     let pdbs = Pdbs::new(snap.pdbs, snap.pods);
     // Only looked up by name, never iterated: a hash map keeps the per-pass cost of 10,000 pods down.
-    let mut pods_by_node: rustc_hash::FxHashMap<&str, Vec<&Pod>> = rustc_hash::FxHashMap::default();
+    let mut pods_by_node: rustc_hash::FxHashMap<&str, Vec<&StoredPod>> = rustc_hash::FxHashMap::default();
     for p in snap.pods {
-        if let Some(n) = p.spec.as_ref().and_then(|s| s.node_name.as_deref()).filter(|n| !n.is_empty()) {
+        if let Some(n) = p.node_name().filter(|n| !n.is_empty()) {
             pods_by_node.entry(n).or_default().push(p);
         }
     }
@@ -237,8 +237,8 @@ pub fn survey(ctx: &Context<'_>) -> Survey {
         if matches!(wait, Some(Blocker::ConsolidateAfter { .. })) {
             out.settling.insert(name.clone());
         }
-        let pods: &[&Pod] = pods_by_node.get(name.as_str()).map_or(&[], Vec::as_slice);
-        let active: Vec<&Pod> =
+        let pods: &[&StoredPod] = pods_by_node.get(name.as_str()).map_or(&[], Vec::as_slice);
+        let active: Vec<&StoredPod> =
             pods.iter().copied().filter(|p| !is_terminal(p) && p.metadata.deletion_timestamp.is_none()).collect();
         let pool_cost: f64 = 1.0 + active.iter().map(|p| eviction_cost(p).max(0.0)).sum::<f64>();
 

@@ -5,13 +5,14 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use k8s_openapi::api::core::v1::{Container, NodeSelectorTerm, Pod, PodAffinityTerm, ResourceRequirements, Toleration};
+use k8s_openapi::api::core::v1::{Container, NodeSelectorTerm, PodAffinityTerm, ResourceRequirements, Toleration};
 use thiserror::Error;
 
 use super::selector::Selector;
 use crate::engine::labels;
 use crate::engine::requirements::{Operator, Requirement, Requirements};
 use crate::engine::resources::{PODS, Resources, parse_quantity};
+use crate::engine::stored_pod::StoredPod;
 
 /// Why a pod can't even be considered (upstream: rejected by `Provisioner.Validate`).
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
@@ -206,12 +207,8 @@ fn container_requests(c_res: Option<&ResourceRequirements>, field: &str) -> Resu
 }
 
 /// Effective pod requests: max(init containers with sidecar semantics, Σ containers) + overhead, and `pods: 1`.
-pub fn pod_requests(pod: &Pod) -> Result<Resources, PodError> {
-    let Some(spec) = &pod.spec else {
-        let mut r = Resources::default();
-        r.set_value(PODS, 1);
-        return Ok(r);
-    };
+pub fn pod_requests(pod: &StoredPod) -> Result<Resources, PodError> {
+    let spec = pod.spec();
     let mut total = Resources::default();
     if let Some(pod_level) = &spec.resources
         && pod_level.requests.as_ref().is_some_and(|r| !r.is_empty())
@@ -274,7 +271,7 @@ pub fn term_requirements(term: &NodeSelectorTerm, field: &str) -> Result<Require
 fn affinity_term(
     t: &PodAffinityTerm,
     weight: i32,
-    pod: &Pod,
+    pod: &StoredPod,
     namespaces: &[(String, BTreeMap<String, String>)],
 ) -> AffinityTerm {
     let own_ns = pod.metadata.namespace.clone().unwrap_or_else(|| "default".into());
@@ -329,12 +326,12 @@ fn affinity_term(
 }
 
 /// Creation time in seconds since the epoch (0 when absent or unparsable: such pods sort first, deterministically).
-pub fn created_seconds(pod: &Pod) -> i64 {
+pub fn created_seconds(pod: &StoredPod) -> i64 {
     pod.metadata.creation_timestamp.as_ref().map_or(0, |t| t.0.as_second())
 }
 
 /// Extracts a pod's scheduling data. `namespaces` (name, labels) resolves affinity namespace selectors.
-pub fn pod_data(pod: &Pod, namespaces: &[(String, BTreeMap<String, String>)]) -> Result<PodData, PodError> {
+pub fn pod_data(pod: &StoredPod, namespaces: &[(String, BTreeMap<String, String>)]) -> Result<PodData, PodError> {
     let meta = &pod.metadata;
     let namespace = meta.namespace.clone().unwrap_or_else(|| "default".into());
     let name = meta.name.clone().unwrap_or_default();
@@ -342,14 +339,7 @@ pub fn pod_data(pod: &Pod, namespaces: &[(String, BTreeMap<String, String>)]) ->
     let labels = meta.labels.clone().unwrap_or_default();
     let requests = pod_requests(pod)?;
     // Borrowed, not copied: this runs for every pod of every snapshot.
-    let no_spec;
-    let spec = match &pod.spec {
-        Some(s) => s,
-        None => {
-            no_spec = k8s_openapi::api::core::v1::PodSpec::default();
-            &no_spec
-        }
-    };
+    let spec = pod.spec();
 
     let mut node_selector = Requirements::new();
     for (k, v) in spec.node_selector.iter().flatten() {

@@ -16,7 +16,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 
-use k8s_openapi::api::core::v1::{Node, ObjectReference, Pod};
+use k8s_openapi::api::core::v1::{Node, ObjectReference};
 
 use crate::engine::api::NodeClaim;
 use crate::engine::api::nodeclaim::{COND_DISRUPTION_REASON, COND_DRIFTED, COND_LAUNCHED};
@@ -31,6 +31,7 @@ use crate::engine::labels;
 use crate::engine::lifecycle::{self, DeleteReason, FinalizeAction, LifecycleAction, LifecycleSettings, set_condition};
 use crate::engine::provisioning::{Batcher, Millis, is_provisionable, provision};
 use crate::engine::scheduling::SchedulerOptions;
+use crate::engine::stored_pod::StoredPod;
 use crate::engine::termination::{disrupted_taint, drain_plan};
 use crate::sim::manifests::Manifests;
 
@@ -236,9 +237,7 @@ impl Controller {
                 .and_then(|n| n.metadata.labels.clone())
                 .or_else(|| claim.metadata.labels.clone())
                 .unwrap_or_default();
-            let pods = node_name.as_deref().map_or(0, |n| {
-                m.pods.iter().filter(|p| p.spec.as_ref().and_then(|s| s.node_name.as_deref()) == Some(n)).count()
-            });
+            let pods = node_name.as_deref().map_or(0, |n| m.pods.iter().filter(|p| p.node_name() == Some(n)).count());
             self.interruptions.push(InterruptionRecord {
                 at: now,
                 kind: msg.kind,
@@ -410,7 +409,7 @@ impl Controller {
     }
 
     fn provisioning(&mut self, m: &Manifests, now: Millis, out: &mut Out) {
-        let pending: Vec<&Pod> = m.pods.iter().map(|p| &**p).filter(|p| is_provisionable(p)).collect();
+        let pending: Vec<&StoredPod> = m.pods.iter().map(|p| &**p).filter(|p| is_provisionable(p)).collect();
         // A pending pod opens a batch when first seen and again every 10 s while it stays pending (upstream's
         // requeue), so a pod nothing can take doesn't cost a solve per tick.
         for p in &pending {
@@ -617,12 +616,8 @@ impl Controller {
                 .iter()
                 .find(|c| pid.is_some() && c.provider_id() == pid)
                 .and_then(lifecycle::annotated_deadline);
-            let pods: Vec<&Pod> = m
-                .pods
-                .iter()
-                .filter(|p| p.spec.as_ref().and_then(|s| s.node_name.as_deref()) == Some(name.as_str()))
-                .map(|p| &**p)
-                .collect();
+            let pods: Vec<&StoredPod> =
+                m.pods.iter().filter(|p| p.node_name() == Some(name.as_str())).map(|p| &**p).collect();
             let plan = drain_plan(node, &pods, deadline, Some(started), now);
             for (namespace, pod) in plan.evict {
                 out.push(Effect::Evict { namespace, name: pod });
@@ -647,7 +642,7 @@ impl Controller {
     fn pod_events(&mut self, m: &Manifests, now: Millis, out: &mut Out) {
         let mut counts: BTreeMap<String, usize> = BTreeMap::new();
         for p in &m.pods {
-            if let Some(n) = p.spec.as_ref().and_then(|s| s.node_name.as_deref()) {
+            if let Some(n) = p.node_name() {
                 *counts.entry(n.to_string()).or_insert(0) += 1;
             }
         }
@@ -1142,17 +1137,8 @@ pub fn generation(m: &Manifests) -> u64 {
     for c in &m.nodeclaims {
         (c.name(), c.metadata.deletion_timestamp.is_some()).hash(&mut h);
     }
-    let mut bound: Vec<(Option<&str>, Option<&str>, Option<&str>)> = m
-        .pods
-        .iter()
-        .map(|p| {
-            (
-                p.metadata.namespace.as_deref(),
-                p.metadata.name.as_deref(),
-                p.spec.as_ref().and_then(|s| s.node_name.as_deref()),
-            )
-        })
-        .collect();
+    let mut bound: Vec<(Option<&str>, Option<&str>, Option<&str>)> =
+        m.pods.iter().map(|p| (p.metadata.namespace.as_deref(), p.metadata.name.as_deref(), p.node_name())).collect();
     bound.sort();
     bound.hash(&mut h);
     h.finish()

@@ -273,7 +273,7 @@ impl World {
         // Counted with borrowed names: this runs whenever pods change, over every pod.
         let mut counts: rustc_hash::FxHashMap<&str, usize> = rustc_hash::FxHashMap::default();
         for p in self.cluster.pods.values() {
-            if let Some(n) = p.spec.as_ref().and_then(|s| s.node_name.as_deref()) {
+            if let Some(n) = p.node_name() {
                 *counts.entry(n).or_insert(0) += 1;
             }
         }
