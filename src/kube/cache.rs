@@ -103,10 +103,17 @@ fn key_of(obj: &DynamicObject) -> String {
 /// The container fields anything here reads (requests, host ports, sidecar restart policy) or shows.
 const CONTAINER_FIELDS: [&str; 6] = ["name", "image", "resources", "ports", "restartPolicy", "resizePolicy"];
 
+/// The kinds of pod volume anything here reads: claims (volume topology) and generic ephemeral volumes (claims made
+/// for the pod).
+const VOLUME_SOURCES: [&str; 2] = ["persistentVolumeClaim", "ephemeral"];
+
 /// Drops what nothing here reads from an object as it arrives, since the cache keeps every object for its whole life:
 /// `managedFields` of every kind (on a busy cluster often the largest part of an object), and of pods the container
-/// fields besides [`CONTAINER_FIELDS`] (environment, commands, probes, mounts, security contexts) and the container
-/// statuses. Pods are most of a cluster's objects, and real ones carry kilobytes of these.
+/// fields besides [`CONTAINER_FIELDS`] (environment, commands, probes, mounts, security contexts), the volumes of
+/// other sources than [`VOLUME_SOURCES`] and the container statuses. Pods are most of a cluster's objects, and real
+/// ones carry kilobytes of these. Dropping the other volumes also lets replicas share their spec (see
+/// [`StoredPod`](crate::engine::stored_pod::StoredPod)): the service-account token volume every pod gets is named
+/// per pod (`kube-api-access-x7k2p`).
 fn trim(kind: &str, map: &mut serde_json::Map<String, serde_json::Value>) {
     if let Some(meta) = map.get_mut("metadata").and_then(|m| m.as_object_mut()) {
         meta.remove("managedFields");
@@ -120,6 +127,12 @@ fn trim(kind: &str, map: &mut serde_json::Map<String, serde_json::Value>) {
                 if let Some(c) = c.as_object_mut() {
                     c.retain(|k, _| CONTAINER_FIELDS.contains(&k.as_str()));
                 }
+            }
+        }
+        if let Some(volumes) = spec.get_mut("volumes").and_then(|l| l.as_array_mut()) {
+            volumes.retain(|v| v.as_object().is_some_and(|v| VOLUME_SOURCES.iter().any(|s| v.contains_key(*s))));
+            if volumes.is_empty() {
+                spec.remove("volumes");
             }
         }
     }
@@ -538,7 +551,9 @@ mod tests {
                 "tolerations": [{"key": "gpu", "operator": "Exists"}],
                 "topologySpreadConstraints": [{"maxSkew": 1, "topologyKey": "topology.kubernetes.io/zone",
                     "whenUnsatisfiable": "DoNotSchedule", "labelSelector": {"matchLabels": {"app": "web"}}}],
-                "volumes": [{"name": "data", "persistentVolumeClaim": {"claimName": "data"}}],
+                "volumes": [{"name": "data", "persistentVolumeClaim": {"claimName": "data"}},
+                    {"name": "kube-api-access-x7k2p", "projected": {"sources": [{"serviceAccountToken": {"path": "token"}}]}},
+                    {"name": "scratch", "ephemeral": {"volumeClaimTemplate": {"spec": {"accessModes": ["ReadWriteOnce"]}}}}],
                 "priority": 100,
                 "overhead": {"cpu": "50m"},
                 "initContainers": [
@@ -573,6 +588,28 @@ mod tests {
         assert_eq!(status.conditions, untouched.status.as_ref().unwrap().conditions, "conditions stay");
         assert_eq!(kept.metadata.annotations, untouched.metadata.annotations);
         assert_eq!(kept.metadata.managed_fields, None);
+        let volumes: Vec<&str> = kept.spec().volumes.iter().flatten().map(|v| v.name.as_str()).collect();
+        assert_eq!(volumes, ["data", "scratch"], "claims and ephemeral volumes stay");
+    }
+
+    #[test]
+    fn replicas_share_one_spec_whatever_their_node_and_token_volume() {
+        let replica = |name: &str, node: &str, token: &str| {
+            dynamic(json!({
+                "metadata": {"name": name, "namespace": "default", "labels": {"app": "shared-spec"}},
+                "spec": {"nodeName": node,
+                    "volumes": [{"name": token, "projected": {"sources": [{"serviceAccountToken": {"path": "t"}}]}}],
+                    "containers": [{"name": "app", "image": "shared-spec:1",
+                        "volumeMounts": [{"name": token, "mountPath": "/var/run/secrets"}],
+                        "resources": {"requests": {"cpu": "1"}}}]}
+            }))
+        };
+        let mut c = Cache::default();
+        let objs = [replica("a", "n1", "kube-api-access-abcde"), replica("b", "n2", "kube-api-access-fghij")];
+        assert!(list(&mut c, Kind::Pod, &objs).is_empty());
+        let (a, b) = (&c.pods.items["default/a"], &c.pods.items["default/b"]);
+        assert!(a.shares_spec_with(b));
+        assert_eq!((a.node_name(), b.node_name()), (Some("n1"), Some("n2")));
     }
 
     #[test]
