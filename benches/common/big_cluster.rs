@@ -88,10 +88,18 @@ fn scenario_text(nodes_per_pool: usize) -> String {
             let hot = p % 4 == 0;
             let load = if hot { 85 + rng.next(10) } else { 30 + rng.next(60) } as f64 / 100.0;
             let (bigs, big) = if hot { (2, 0.38) } else { (0, 0.0) };
+            // The pods of a node share one spec, as replicas of a workload do (see `engine::stored_pod`). The worst
+            // case for memory, every pod with a spec of its own, is measured with KTUI_BENCH_DISTINCT_SPECS=1 (a
+            // container name of its own: nothing else changes).
             for k in 0..PODS_PER_NODE {
                 let share = if k < bigs { big } else { (load - big * bigs as f64) / (PODS_PER_NODE - bigs) as f64 };
                 let cpu = (share * vcpu * 1000.0) as u64;
                 let mem = (share * gib * 1024.0 * 0.85) as u64;
+                let container = if std::env::var_os("KTUI_BENCH_DISTINCT_SPECS").is_some() {
+                    format!("c-{node}-{k:02}")
+                } else {
+                    "c".into()
+                };
                 objects.push_str(&format!(
                     "  - apiVersion: v1
     kind: Pod
@@ -99,7 +107,7 @@ fn scenario_text(nodes_per_pool: usize) -> String {
     spec:
       nodeName: {node}
       nodeSelector: {{team: t{p:02}}}
-      containers: [{{name: c, image: x, resources: {{requests: {{cpu: {cpu}m, memory: {mem}Mi}}}}}}]
+      containers: [{{name: {container}, image: x, resources: {{requests: {{cpu: {cpu}m, memory: {mem}Mi}}}}}}]
 "
                 ));
             }

@@ -7,6 +7,7 @@
 //! difference between about 130 MiB and about 40. Converting to and from `Pod` loses nothing, and the serde form is
 //! the upstream one.
 
+use std::borrow::Cow;
 use std::hash::Hasher;
 use std::io;
 use std::sync::{Arc, LazyLock, Mutex, Weak};
@@ -22,7 +23,7 @@ use serde::{Deserialize, Serialize};
 #[serde(from = "Pod", into = "Pod")]
 pub struct StoredPod {
     pub metadata: ObjectMeta,
-    /// Shared and interned; its `node_name` is always `None`.
+    /// Shared, interned unless made by [`StoredPod::unshared`]; its `node_name` is always `None`.
     spec: Arc<PodSpec>,
     /// `spec.nodeName` of the pod.
     pub node_name: Option<String>,
@@ -57,6 +58,25 @@ impl StoredPod {
         Pod { metadata: self.metadata.clone(), spec: Some(spec), status: self.status.clone() }
     }
 
+    /// A stored pod whose spec is its own: neither looked up in nor entered into the shared table. For objects that
+    /// live briefly, like a parsed scenario dropped once its world is built: specs entered from there would be
+    /// shared by the world's pods and keep the parser's memory pages in use (they sit among its garbage).
+    pub fn unshared(p: Pod) -> Self {
+        let mut spec = p.spec.unwrap_or_default();
+        let node_name = spec.node_name.take();
+        StoredPod { metadata: p.metadata, spec: Arc::new(spec), node_name, status: p.status }
+    }
+
+    /// A copy whose spec comes from the shared table (a new copy made here if no equal spec is in it).
+    pub fn interned(&self) -> Self {
+        StoredPod {
+            metadata: self.metadata.clone(),
+            spec: intern(Cow::Borrowed(&self.spec)),
+            node_name: self.node_name.clone(),
+            status: self.status.clone(),
+        }
+    }
+
     /// Whether two pods share one spec allocation (for tests of the interning).
     pub fn shares_spec_with(&self, other: &StoredPod) -> bool {
         Arc::ptr_eq(&self.spec, &other.spec)
@@ -67,7 +87,7 @@ impl From<Pod> for StoredPod {
     fn from(p: Pod) -> Self {
         let mut spec = p.spec.unwrap_or_default();
         let node_name = spec.node_name.take();
-        StoredPod { metadata: p.metadata, spec: intern(spec), node_name, status: p.status }
+        StoredPod { metadata: p.metadata, spec: intern(Cow::Owned(spec)), node_name, status: p.status }
     }
 }
 
@@ -142,20 +162,20 @@ fn hash_of(spec: &PodSpec) -> u64 {
     w.0.finish()
 }
 
-/// The shared copy of `spec`, made shared if it is the first of its kind.
-fn intern(spec: PodSpec) -> Arc<PodSpec> {
+/// The shared copy of `spec`, made shared (owned here, copied if borrowed) if it is the first of its kind.
+fn intern(spec: Cow<'_, PodSpec>) -> Arc<PodSpec> {
     let h = hash_of(&spec);
     // A poisoned table is still a valid table: every entry is either a live spec or a dead weak pointer.
     let mut t = SPECS.lock().unwrap_or_else(|e| e.into_inner());
     let bucket = t.by_hash.entry(h).or_default();
     let before = bucket.len();
     bucket.retain(|w| w.strong_count() > 0);
-    let found = bucket.iter().filter_map(Weak::upgrade).find(|s| **s == spec);
+    let found = bucket.iter().filter_map(Weak::upgrade).find(|s| **s == *spec);
     let removed = before - bucket.len();
     let shared = match found {
         Some(s) => s,
         None => {
-            let s = Arc::new(spec);
+            let s = Arc::new(spec.into_owned());
             bucket.push(Arc::downgrade(&s));
             t.entries += 1;
             s
@@ -200,6 +220,18 @@ mod tests {
         assert_eq!(a.node_name(), Some("n1"));
         assert_eq!(b.node_name(), Some("n2"));
         assert_eq!(a.spec().node_name, None, "the shared spec names no node");
+    }
+
+    #[test]
+    fn unshared_specs_stay_out_of_the_table_until_interned() {
+        let a = StoredPod::unshared(pod("a", Some("n1"), "unshared-test"));
+        let b = StoredPod::unshared(pod("b", Some("n1"), "unshared-test"));
+        assert!(!a.shares_spec_with(&b));
+        let (a2, b2) = (a.interned(), b.interned());
+        assert!(a2.shares_spec_with(&b2));
+        assert!(!a2.shares_spec_with(&a), "the interned copy is a copy");
+        assert_eq!((a2.to_pod(), b2.to_pod()), (a.to_pod(), b.to_pod()));
+        assert!(StoredPod::from(pod("c", None, "unshared-test")).shares_spec_with(&a2));
     }
 
     #[test]

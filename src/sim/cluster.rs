@@ -350,7 +350,8 @@ impl Cluster {
             self.nodes.insert(o.metadata.name.clone().unwrap_or_default(), o.clone());
         }
         for o in &m.pods {
-            let mut p = StoredPod::clone(o);
+            // The world's own copy, spec shared among the world's pods (see `StoredPod::unshared`).
+            let mut p = o.interned();
             self.stamp(&mut p.metadata);
             self.pods.insert(key_of(&p.metadata), p);
         }

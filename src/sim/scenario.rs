@@ -829,7 +829,8 @@ fn add_object(
         ("v1", "Pod") => {
             let pod: Pod = typed(cx, body, path)?;
             node_name = pod.spec.as_ref().and_then(|s| s.node_name.clone()).filter(|n| !n.is_empty());
-            out.pods.push(std::sync::Arc::new(pod.into()));
+            // Not shared: the scenario is dropped once its world is built, and the world's pods intern their own.
+            out.pods.push(std::sync::Arc::new(crate::engine::stored_pod::StoredPod::unshared(pod)));
         }
         ("apps/v1", "Deployment") => out.deployments.push(typed::<Deployment>(cx, body, path)?),
         ("apps/v1", "DaemonSet") => out.daemonsets.push(typed::<DaemonSet>(cx, body, path)?),
