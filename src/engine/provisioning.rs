@@ -85,7 +85,7 @@ pub fn is_provisionable(p: &StoredPod) -> bool {
             .any(|c| c.type_ == "PodScheduled" && c.status == "False" && c.reason.as_deref() == Some("Unschedulable"))
     });
     unschedulable
-        && p.node_name().is_none_or(str::is_empty)
+        && p.bound_node().is_none()
         && p.status.as_ref().and_then(|s| s.nominated_node_name.as_deref()).is_none_or(str::is_empty)
         && !owned_by(p, "DaemonSet")
         && !owned_by(p, "Node")
@@ -588,7 +588,7 @@ impl ClusterState {
         let mut bound: Vec<(Arc<PodData>, String)> = Vec::new();
         let mut digests = Digester::new(snap, &namespaces);
         for (i, p) in snap.pods.iter().enumerate() {
-            let node = p.node_name.clone().filter(|n| !n.is_empty());
+            let node = p.bound_node().map(str::to_string);
             match node {
                 Some(node) => {
                     if is_terminal(p) {

@@ -136,7 +136,9 @@ static SPECS: LazyLock<Mutex<Interner>> = LazyLock::new(|| Mutex::new(Interner::
 #[derive(Default)]
 struct Interner {
     by_hash: FxHashMap<u64, Vec<Weak<PodSpec>>>,
-    /// Entries, dead ones included; when it doubles since the last sweep, dead ones are swept.
+    /// Entries, dead ones included; when it doubles since the last sweep, dead ones are swept. A dead entry still
+    /// holds its spec's 1.5 KB block (a weak pointer keeps the allocation), so sweeping keeps the dead to about as
+    /// many as the living; a lookup also drops the dead of its own bucket.
     entries: usize,
     sweep_at: usize,
 }

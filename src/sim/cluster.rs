@@ -619,7 +619,7 @@ impl Cluster {
         let pending: BTreeSet<Key> = self
             .pods
             .iter()
-            .filter(|(_, p)| p.metadata.deletion_timestamp.is_none() && p.node_name().is_none_or(str::is_empty))
+            .filter(|(_, p)| p.metadata.deletion_timestamp.is_none() && p.bound_node().is_none())
             .map(|(k, _)| k.clone())
             .collect();
         if pending.is_empty() {
@@ -662,7 +662,7 @@ impl Cluster {
         // The snapshot's pods are the store's, in the same (key) order.
         for ((k, p), d) in self.pods.iter().zip(pod_digests(&view, &namespaces)) {
             let Ok(d) = d else { continue };
-            match p.node_name.clone().filter(|n| !n.is_empty()) {
+            match p.bound_node().map(str::to_string) {
                 Some(node) if p.metadata.deletion_timestamp.is_none() => bound.push((d, node)),
                 Some(_) => {}
                 None if pending.contains(k) => {

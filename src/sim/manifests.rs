@@ -178,7 +178,7 @@ impl Manifests {
             if p.metadata.namespace.is_none() {
                 Arc::make_mut(p).metadata.namespace = Some("default".into());
             }
-            let bound = p.node_name().is_some_and(|n| !n.is_empty());
+            let bound = p.bound_node().is_some();
             let marked = p
                 .status
                 .as_ref()

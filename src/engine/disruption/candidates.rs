@@ -218,7 +218,7 @@ pub fn survey(ctx: &Context<'_>) -> Survey {
     // Only looked up by name, never iterated: a hash map keeps the per-pass cost of 10,000 pods down.
     let mut pods_by_node: rustc_hash::FxHashMap<&str, Vec<&StoredPod>> = rustc_hash::FxHashMap::default();
     for p in snap.pods {
-        if let Some(n) = p.node_name().filter(|n| !n.is_empty()) {
+        if let Some(n) = p.bound_node() {
             pods_by_node.entry(n).or_default().push(p);
         }
     }
