@@ -6,8 +6,6 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use rustc_hash::FxHashMap;
 
-use crate::engine::stored_pod::StoredPod;
-
 use k8s_openapi::api::apps::v1::DaemonSet;
 use k8s_openapi::api::core::v1::{Namespace, Node, PersistentVolume, PersistentVolumeClaim, Pod};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
@@ -29,6 +27,7 @@ use crate::engine::scheduling::pod::{self, PodData};
 use crate::engine::scheduling::selector::Selector;
 use crate::engine::scheduling::volumes::VolumeIndex;
 use crate::engine::scheduling::{self, ExistingNode, Input, NewNodeClaim, Results, SchedulerOptions};
+use crate::engine::stored_pod::StoredPod;
 
 /// Milliseconds since the Unix epoch on the injected clock.
 pub type Millis = i64;
@@ -227,9 +226,9 @@ pub fn pod_digests(
     snap.pods.iter().enumerate().map(|(i, p)| digests.get(i, p)).collect()
 }
 
-/// The objects a provisioning pass reads. Everything is borrowed: building this is free.
+/// The objects a provisioning pass reads. Everything is borrowed: building this is free. The kinds with many objects
+/// (pods, nodes, NodeClaims) are [`Objects`], so a store can lend its shared copies.
 #[derive(Clone, Copy)]
-/// The kinds with many objects (pods, nodes, NodeClaims) are [`Objects`], so a store can lend its shared copies.
 pub struct ClusterSnapshot<'a> {
     pub nodepools: &'a [NodePool],
     pub nodeclaims: Objects<'a, NodeClaim>,
@@ -482,7 +481,8 @@ pub fn daemonset_pods(snap: &ClusterSnapshot<'_>, namespaces: &[(String, BTreeMa
             .max_by_key(|p| (pod::created_seconds(p), p.metadata.name.clone()));
         let mut shape = match newest {
             Some(p) => p.clone(),
-            None => StoredPod::from(Pod {
+            // A stand-in that lives for this call: its spec stays out of the shared table.
+            None => StoredPod::unshared(Pod {
                 metadata: ObjectMeta {
                     name: Some(format!("{name}-template")),
                     namespace: Some(ns.clone()),

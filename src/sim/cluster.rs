@@ -26,8 +26,6 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use k8s_openapi::api::apps::v1::{DaemonSet, Deployment};
-
-use crate::engine::stored_pod::StoredPod;
 use k8s_openapi::api::core::v1::{
     Namespace, Node, PersistentVolume, PersistentVolumeClaim, Pod, PodCondition, PodStatus,
 };
@@ -41,6 +39,7 @@ use crate::engine::provisioning::{ClusterSnapshot, PodDigests, Snapshot, StateNo
 use crate::engine::scheduling::pod::{self, PodData};
 use crate::engine::scheduling::volumes::VolumeIndex;
 use crate::engine::scheduling::{ExistingNode, Input, SchedulerOptions, solve};
+use crate::engine::stored_pod::StoredPod;
 use crate::sim::manifests::Manifests;
 use crate::sim::replicas::Replicas;
 use crate::sim::watch::{Event, EventType, Versions, Watched};
@@ -413,16 +412,16 @@ impl Cluster {
 
     pub fn snapshot(&self) -> Snapshot {
         Snapshot {
-            nodepools: self.nodepools.values().map(|o| (**o).clone()).collect(),
-            nodeclaims: self.nodeclaims.values().map(|o| (**o).clone()).collect(),
-            nodes: self.nodes.values().map(|o| (**o).clone()).collect(),
+            nodepools: self.nodepools.cloned_values(),
+            nodeclaims: self.nodeclaims.cloned_values(),
+            nodes: self.nodes.cloned_values(),
             pods: self.pods.values().cloned().collect(),
-            daemonsets: self.daemonsets.values().map(|o| (**o).clone()).collect(),
-            pdbs: self.pdbs.values().map(|o| (**o).clone()).collect(),
-            pvcs: self.pvcs.values().map(|o| (**o).clone()).collect(),
-            pvs: self.pvs.values().map(|o| (**o).clone()).collect(),
-            storage_classes: self.storage_classes.values().map(|o| (**o).clone()).collect(),
-            namespaces: self.namespaces.values().map(|o| (**o).clone()).collect(),
+            daemonsets: self.daemonsets.cloned_values(),
+            pdbs: self.pdbs.cloned_values(),
+            pvcs: self.pvcs.cloned_values(),
+            pvs: self.pvs.cloned_values(),
+            storage_classes: self.storage_classes.cloned_values(),
+            namespaces: self.namespaces.cloned_values(),
         }
     }
 
@@ -546,7 +545,7 @@ impl Cluster {
         let sets: Vec<(Key, Arc<DaemonSet>)> = self.daemonsets.iter().map(|(k, d)| (k.clone(), d.clone())).collect();
         for ((ns, name), ds) in sets {
             let template_spec = ds.spec.template.spec.clone().unwrap_or_default();
-            let probe = StoredPod::from(Pod {
+            let probe = StoredPod::unshared(Pod {
                 metadata: ds.spec.template.metadata.clone().unwrap_or_default(),
                 spec: Some(template_spec.clone()),
                 status: None,
@@ -700,11 +699,11 @@ impl Cluster {
         for (key, node) in &bindings {
             if let Some(p) = self.pods.get_mut(key) {
                 p.node_name = Some(node.clone());
-                let status = p.status.get_or_insert_with(PodStatus::default);
-                status.nominated_node_name = None;
-                let conds = status.conditions.get_or_insert_with(Vec::new);
-                conds.retain(|c| c.type_ != "PodScheduled");
-                conds.push(PodCondition { type_: "PodScheduled".into(), status: "True".into(), ..Default::default() });
+                p.status.get_or_insert_with(PodStatus::default).nominated_node_name = None;
+                set_pod_condition(
+                    p,
+                    PodCondition { type_: "PodScheduled".into(), status: "True".into(), ..Default::default() },
+                );
             }
         }
         for (i, key) in keys.iter().enumerate() {
@@ -825,8 +824,6 @@ mod tests {
         assert_eq!(c.schedule_pending().len(), 2);
     }
 
-    /// The mirror the engine reads follows the store's events (and relists when behind) and always equals a
-    /// fresh snapshot; objects not written keep their mirror version (their digests are reused).
     #[test]
     fn kept_digests_share_one_label_map_per_distinct_set() {
         let mut c = Cluster::default();
@@ -850,6 +847,8 @@ mod tests {
         assert!(Arc::ptr_eq(&e[1].labels, &e[2].labels) && Arc::ptr_eq(&e[1].labels, &d[1].labels));
     }
 
+    /// The mirror the engine reads follows the store's events (and relists when behind) and always equals a
+    /// fresh snapshot; objects not written keep their mirror version (their digests are reused).
     #[test]
     fn the_snapshot_mirror_follows_the_watch_and_relists_when_behind() {
         let mut c = Cluster::default();

@@ -1,21 +1,20 @@
 //! Loading Kubernetes and Karpenter manifests from multi-document YAML, with errors that name the file, line and
 //! column. Used by `plan --file` now and by the scenario loader.
 
-use k8s_openapi::api::apps::v1::{DaemonSet, Deployment};
+use std::sync::Arc;
 
-use crate::engine::stored_pod::StoredPod;
+use k8s_openapi::api::apps::v1::{DaemonSet, Deployment};
 use k8s_openapi::api::core::v1::{
     Namespace, Node, PersistentVolume, PersistentVolumeClaim, Pod, PodCondition, PodStatus,
 };
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::storage::v1::StorageClass;
-use std::sync::Arc;
-
 use serde::Deserialize;
 use thiserror::Error;
 
 use crate::engine::api::{EC2NodeClass, NodeClaim, NodePool};
 use crate::engine::provisioning::Snapshot;
+use crate::engine::stored_pod::StoredPod;
 
 /// A manifest problem, located.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]

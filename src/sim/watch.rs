@@ -172,6 +172,11 @@ fn set_version<V: Resource>(object: &mut V, resource_version: u64) {
 }
 
 impl<K: Ord + Clone, V: Resource + Clone> Watched<K, V> {
+    /// A plain copy of every object, in key order (for callers that want owned objects, not shared ones).
+    pub fn cloned_values(&self) -> Vec<V> {
+        self.map.values().map(|o| V::clone(o)).collect()
+    }
+
     /// Creates or replaces an object (`Added` or `Modified`). Returns the replaced object.
     pub fn insert(&mut self, key: K, mut object: V) -> Option<Arc<V>> {
         let rv = self.write();

@@ -540,7 +540,7 @@ impl World {
         let started = Instant::now();
         let result = provision(&snap, &catalogs, &self.catalog.label_policy, self.options.clone());
         let millis = started.elapsed().as_secs_f64() * 1000.0;
-        let pools: Vec<NodePool> = self.cluster.nodepools.values().map(|o| (**o).clone()).collect();
+        let pools: Vec<NodePool> = self.cluster.nodepools.cloned_values();
         let objects = result.nodeclaims(&pools);
         let mut names = Vec::new();
         for (nc, decided) in objects.into_iter().zip(&result.results.new_claims) {
@@ -936,7 +936,7 @@ impl World {
                 Some(started),
                 now,
             );
-            let pdbs: Vec<_> = self.cluster.pdbs.values().map(|o| (**o).clone()).collect();
+            let pdbs: Vec<_> = self.cluster.pdbs.cloned_values();
             for (ns, pod) in plan.evict {
                 let key = (ns, pod);
                 // Each eviction sees the ones before it (PDBs count pods being deleted).
@@ -1066,7 +1066,7 @@ impl World {
         if claims.is_empty() {
             return;
         }
-        let nodes: Vec<Node> = self.cluster.nodes.values().map(|o| (**o).clone()).collect();
+        let nodes: Vec<Node> = self.cluster.nodes.cloned_values();
         for name in lifecycle::garbage_collect(&claims, &nodes, &ids) {
             self.delete_nodeclaim(&name, DeleteReason::GarbageCollected);
         }
