@@ -193,13 +193,14 @@ async fn sync_node_replaces_taints_guarded_by_the_resource_version() {
 }
 
 #[tokio::test]
-async fn sync_node_full_sends_everything_in_one_guarded_patch() {
+async fn sync_node_full_guards_list_changes_and_merges_labels_unguarded() {
     let (fake, w) = setup().await;
     let rv = fake.put(NODES, node("n1"))["metadata"]["resourceVersion"].as_str().unwrap().to_string();
     let finalizers = vec![TERMINATION_FINALIZER.to_string()];
     let (l, a) = (labels(&[("karpenter.sh/registered", "true")]), labels(&[("note", "x")]));
 
-    w.sync_node_full("n1", Some(&rv), &l, &a, &[taint("karpenter.sh/disrupted")], &finalizers).await.unwrap();
+    let taints = [taint("karpenter.sh/disrupted")];
+    w.sync_node_full("n1", Some(&rv), &l, &a, Some(&taints), Some(&finalizers)).await.unwrap();
     let r = only(&fake);
     assert_eq!((r.method.as_str(), r.path.as_str()), ("PATCH", "/api/v1/nodes/n1"));
     assert_eq!(r.content_type.as_deref(), Some("application/merge-patch+json"));
@@ -212,15 +213,18 @@ async fn sync_node_full_sends_everything_in_one_guarded_patch() {
     let now = fake.get(NODES, None, "n1").unwrap();
     assert_eq!(now["metadata"]["finalizers"], json!([TERMINATION_FINALIZER]));
 
-    let err = w.sync_node_full("n1", Some(&rv), &l, &a, &[], &[]).await.unwrap_err();
+    let err = w.sync_node_full("n1", Some(&rv), &l, &a, Some(&[]), Some(&[])).await.unwrap_err();
     assert!(err.is_conflict(), "a stale resourceVersion is a conflict: {err}");
     assert!(matches!(err, WriteError::Api { code: 409, .. }));
     assert_eq!(fake.get(NODES, None, "n1").unwrap()["metadata"]["finalizers"], json!([TERMINATION_FINALIZER]));
     fake.clear_requests();
 
-    // Without a resourceVersion the patch is unguarded (null, which a merge patch ignores).
-    w.sync_node_full("n1", None, &l, &a, &[], &[]).await.unwrap();
-    assert_eq!(only(&fake).body["metadata"]["resourceVersion"], Value::Null);
+    // Labels and annotations alone are unguarded: a stale resourceVersion doesn't stop them.
+    w.sync_node_full("n1", Some(&rv), &l, &a, None, None).await.unwrap();
+    let r = only(&fake);
+    assert_eq!(r.body["metadata"]["resourceVersion"], Value::Null);
+    assert_eq!(r.body.get("spec"), None, "taints are left alone");
+    assert_eq!(r.body["metadata"].get("finalizers"), None, "finalizers are left alone");
 }
 
 #[tokio::test]
@@ -489,7 +493,7 @@ async fn read_only_refuses_every_write_without_sending_anything() {
         w.update_nodeclaim_status("c", &NodeClaimStatus::default()).await,
         w.update_ec2nodeclass_status("c", &EC2NodeClassStatus::default()).await,
         w.sync_node(&n, &m, &[]).await,
-        w.sync_node_full("n1", Some("1"), &m, &m, &[], &[]).await,
+        w.sync_node_full("n1", Some("1"), &m, &m, Some(&[]), Some(&[])).await,
         w.evict("ns", "p").await.map(drop),
         w.delete_pod("ns", "p", 0).await,
         w.delete_node("n1").await,

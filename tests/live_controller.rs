@@ -18,6 +18,7 @@ use karpenter_tui::sim::manifests::Manifests;
 fn pending_pods_get_nodeclaims_nodes_and_are_bound() {
     let mut h = Harness::new(Mode::Approve);
     h.run_until("all six pods bound", 120, Harness::all_bound);
+    h.run_until("every claim initialized", 10, |h| h.cluster.nodeclaims.values().all(|c| c.is_true(COND_INITIALIZED)));
     // 6 × 1 CPU on 4-CPU KWOK types: more than one node, and no more claims than nodes (no duplicates).
     assert!(h.cluster.nodeclaims.len() >= 2, "{:?}", h.cluster.nodeclaims.keys());
     assert_eq!(h.cluster.nodeclaims.len(), h.cluster.nodes.len());
@@ -61,7 +62,7 @@ fn scale_to_zero_proposes_then_approval_removes_the_nodes() {
     let (effects, msg) = h.controller.approve(&m, &rec.id, h.now).unwrap();
     assert!(msg.contains("started"), "{msg}");
     assert!(effects.iter().any(
-        |e| matches!(e, Effect::SyncNode { taints, .. } if taints.iter().any(|t| t.key == labels::TAINT_DISRUPTED))
+        |e| matches!(e, Effect::SyncNode { taints: Some(taints), .. } if taints.iter().any(|t| t.key == labels::TAINT_DISRUPTED))
     ));
     h.apply(effects);
     let candidates = rec.command.node_names();

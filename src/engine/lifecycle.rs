@@ -19,7 +19,9 @@ use k8s_openapi::jiff::Timestamp;
 use crate::engine::api::Condition;
 use crate::engine::api::NodeClaim;
 use crate::engine::api::duration::{NillableDuration, parse_go_duration};
-use crate::engine::api::nodeclaim::{COND_INITIALIZED, COND_INSTANCE_TERMINATING, COND_LAUNCHED, COND_REGISTERED};
+use crate::engine::api::nodeclaim::{
+    COND_INITIALIZED, COND_INSTANCE_TERMINATING, COND_LAUNCHED, COND_READY, COND_REGISTERED,
+};
 use crate::engine::labels;
 use crate::engine::provisioning::Millis;
 use crate::engine::resources::{Resources, parse_quantity};
@@ -167,6 +169,37 @@ fn transition_ms(c: &Condition) -> Option<Millis> {
 /// condition is new); reason and message are always updated.
 pub fn set_condition(claim: &mut NodeClaim, type_: &str, status: &str, reason: &str, message: &str, now: Millis) {
     let conditions = &mut claim.status.get_or_insert_with(Default::default).conditions;
+    set_in(conditions, type_, status, reason, message, now);
+    if READY_DEPENDENTS.contains(&type_) {
+        let (status, reason, message) = root_ready(conditions);
+        set_in(conditions, COND_READY, status, reason, &message, now);
+    }
+}
+
+/// The conditions the root `Ready` condition of a NodeClaim follows, as upstream's status conditions do.
+pub const READY_DEPENDENTS: [&str; 3] = [COND_LAUNCHED, COND_REGISTERED, COND_INITIALIZED];
+
+/// Upstream's root condition (operatorpkg `ConditionSet`): `True` once every dependent is, `False` as soon as one is
+/// `False`, `Unknown` otherwise, the message naming the dependents that are not `True` (`Registered=Unknown, ...`).
+/// A dependent not set yet counts as `Unknown`, as upstream initializes them.
+fn root_ready(conditions: &[Condition]) -> (&'static str, &'static str, String) {
+    let unhealthy: Vec<(&str, &str)> = READY_DEPENDENTS
+        .iter()
+        .map(|t| (*t, conditions.iter().find(|c| c.type_ == *t).map_or(STATUS_UNKNOWN, |c| c.status.as_str())))
+        .filter(|(_, s)| *s != STATUS_TRUE)
+        .collect();
+    if unhealthy.is_empty() {
+        return (STATUS_TRUE, COND_READY, String::new());
+    }
+    let message = unhealthy.iter().map(|(t, s)| format!("{t}={s}")).collect::<Vec<_>>().join(", ");
+    if unhealthy.iter().any(|(_, s)| *s == STATUS_FALSE) {
+        (STATUS_FALSE, "UnhealthyDependents", message)
+    } else {
+        (STATUS_UNKNOWN, "ReconcilingDependents", message)
+    }
+}
+
+fn set_in(conditions: &mut Vec<Condition>, type_: &str, status: &str, reason: &str, message: &str, now: Millis) {
     let reason = (!reason.is_empty()).then(|| reason.to_string());
     let message = (!message.is_empty()).then(|| message.to_string());
     match conditions.iter_mut().find(|c| c.type_ == type_) {
@@ -658,6 +691,31 @@ mod tests {
 
     fn cond(type_: &str, status: &str, at: Millis) -> serde_json::Value {
         json!({"type": type_, "status": status, "lastTransitionTime": rfc3339(at)})
+    }
+
+    #[test]
+    fn the_root_ready_condition_follows_launched_registered_and_initialized() {
+        let mut c = claim(json!({}));
+        let ready = |c: &NodeClaim| {
+            let r = c.condition(COND_READY).unwrap();
+            (r.status.clone(), r.reason.clone().unwrap_or_default(), r.message.clone().unwrap_or_default())
+        };
+        set_condition(&mut c, COND_LAUNCHED, STATUS_TRUE, "Launched", "", T0);
+        assert_eq!(
+            ready(&c),
+            ("Unknown".into(), "ReconcilingDependents".into(), "Registered=Unknown, Initialized=Unknown".into())
+        );
+        set_condition(&mut c, COND_REGISTERED, STATUS_FALSE, "MultipleNodesFound", "two", T0 + 1);
+        assert_eq!(
+            ready(&c),
+            ("False".into(), "UnhealthyDependents".into(), "Registered=False, Initialized=Unknown".into())
+        );
+        set_condition(&mut c, COND_REGISTERED, STATUS_TRUE, "Registered", "", T0 + 2);
+        set_condition(&mut c, crate::engine::api::nodeclaim::COND_DRIFTED, STATUS_TRUE, "NodePoolDrifted", "", T0 + 3);
+        assert_eq!(ready(&c).0, "Unknown", "Drifted is not a dependent");
+        set_condition(&mut c, COND_INITIALIZED, STATUS_TRUE, "Initialized", "", T0 + 4);
+        assert_eq!(ready(&c), ("True".into(), "Ready".into(), String::new()));
+        assert_eq!(c.condition(COND_READY).unwrap().last_transition_time, Some(rfc3339(T0 + 4)));
     }
 
     fn launched_claim(at: Millis) -> NodeClaim {

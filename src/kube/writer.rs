@@ -12,6 +12,7 @@ use serde_json::json;
 use thiserror::Error;
 
 use crate::engine::api::ec2nodeclass::EC2NodeClassStatus;
+use crate::engine::api::nodepool::NodePoolStatus;
 use crate::engine::api::{EC2NodeClass, NodeClaim, NodeClaimStatus, NodePool};
 
 mod controller_writes;
@@ -99,6 +100,18 @@ impl Writer {
     pub async fn update_nodeclaim_status(&self, name: &str, status: &NodeClaimStatus) -> Result<()> {
         let what = self.guard(|| format!("update the status of NodeClaim {name}"))?;
         let api: Api<NodeClaim> = Api::all(self.client.clone());
+        let patch = json!({"status": status});
+        api.patch_status(name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+            .map(drop)
+            .map_err(|e| WriteError::from_kube(what, e))
+    }
+
+    /// A NodePool's status (`resources`, `nodes`, conditions) through the status subresource, as upstream's
+    /// NodePool controllers write it; a merge patch replaces the conditions list whole.
+    pub async fn update_nodepool_status(&self, name: &str, status: &NodePoolStatus) -> Result<()> {
+        let what = self.guard(|| format!("update the status of NodePool {name}"))?;
+        let api: Api<NodePool> = Api::all(self.client.clone());
         let patch = json!({"status": status});
         api.patch_status(name, &PatchParams::default(), &Patch::Merge(&patch))
             .await

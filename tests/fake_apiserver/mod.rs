@@ -158,6 +158,12 @@ struct State {
     /// SelfSubjectAccessReviews denied: (verb, resource, subresource).
     denied: Vec<(String, String, Option<String>)>,
     generated: u64,
+    /// Collections where another writer (a kubelet's heartbeat) updates an object right after every write of ours.
+    interfere: BTreeSet<String>,
+    /// How many writes were refused with 409 for a stale resourceVersion.
+    conflicts: usize,
+    /// Every stored version of every object, in order: (resourceVersion, collection, object).
+    history: Vec<(u64, String, Value)>,
 }
 
 pub fn status(code: u16, reason: &str, message: &str) -> Value {
@@ -204,6 +210,7 @@ impl State {
         } else {
             self.objects.insert(key, obj.clone());
         }
+        self.history.push((rv, collection.to_string(), obj.clone()));
         let line = Bytes::from(format!("{}\n", json!({"type": event, "object": obj})));
         self.log.push(Logged { rv, collection: collection.into(), namespace: ns.clone(), line: line.clone() });
         self.watchers.retain(|w| {
@@ -339,6 +346,28 @@ impl FakeApi {
     /// SelfSubjectAccessReviews for this verb and resource (and subresource) answer "denied".
     pub fn deny(&self, verb: &str, resource: &str, subresource: Option<&str>) {
         self.state().denied.push((verb.into(), resource.into(), subresource.map(Into::into)));
+    }
+
+    /// After every write of ours to an object of `collection`, another writer updates it (a node's heartbeat in
+    /// `status.conditions[*].lastHeartbeatTime`, a bumped resourceVersion), as a kubelet or the node controller
+    /// does while a node joins: a write guarded by the resourceVersion read before it then conflicts.
+    pub fn interfere(&self, collection: &str) {
+        self.state().interfere.insert(collection.to_string());
+    }
+
+    /// Writes refused with 409 because their resourceVersion was stale.
+    pub fn conflicts(&self) -> usize {
+        self.state().conflicts
+    }
+
+    /// Every version `collection`/`name` was stored at, oldest first: (resourceVersion, object).
+    pub fn history(&self, collection: &str, name: &str) -> Vec<(u64, Value)> {
+        self.state()
+            .history
+            .iter()
+            .filter(|(_, c, o)| c == collection && o.pointer("/metadata/name").and_then(Value::as_str) == Some(name))
+            .map(|(rv, _, o)| (*rv, o.clone()))
+            .collect()
     }
 
     pub fn requests(&self) -> Vec<Recorded> {
@@ -509,7 +538,10 @@ fn patch(s: &mut State, t: &Target, name: &str, sub: Option<&str>, rec: &Recorde
     let key = key(&t.collection, t.namespace.as_deref(), name);
     let current = s.objects.get(&key).cloned();
     let ct = rec.content_type.as_deref().unwrap_or_default();
-    let conflict = || reply(409, &status(409, "Conflict", "the object has been modified; please apply your changes"));
+    let conflict = |s: &mut State| {
+        s.conflicts += 1;
+        reply(409, &status(409, "Conflict", "the object has been modified; please apply your changes"))
+    };
     let mut obj = match (ct, current) {
         ("application/apply-patch+yaml", None) => {
             let mut obj = rec.body.clone();
@@ -522,7 +554,7 @@ fn patch(s: &mut State, t: &Target, name: &str, sub: Option<&str>, rec: &Recorde
             if sent_rv
                 .is_some_and(|rv| Some(rv) != current.pointer("/metadata/resourceVersion").and_then(Value::as_str))
             {
-                return conflict();
+                return conflict(s);
             }
             let mut patched = current.clone();
             match sub {
@@ -560,6 +592,14 @@ fn patch(s: &mut State, t: &Target, name: &str, sub: Option<&str>, rec: &Recorde
     }
     obj["metadata"]["name"] = json!(name);
     let obj = s.store(&t.collection, obj, if s.objects.contains_key(&key) { "MODIFIED" } else { "ADDED" });
+    if s.interfere.contains(&t.collection) {
+        let mut other = obj.clone();
+        let beat = json!(format!("2026-01-01T00:{:02}:{:02}Z", (s.rv / 60) % 60, s.rv % 60));
+        for c in other.pointer_mut("/status/conditions").and_then(Value::as_array_mut).into_iter().flatten() {
+            c["lastHeartbeatTime"] = beat.clone();
+        }
+        s.store(&t.collection, other, "MODIFIED");
+    }
     reply(200, &obj)
 }
 

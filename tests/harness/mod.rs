@@ -147,17 +147,26 @@ impl Harness {
                     else {
                         continue;
                     };
-                    if current.is_some() && current != resource_version {
+                    if resource_version.is_some() && current.is_some() && current != resource_version {
                         continue; // 409: decided on a stale copy
                     }
                     let Some(n) = self.cluster.nodes.get_mut(&name) else { continue };
                     n.metadata.labels.get_or_insert_with(BTreeMap::new).extend(l);
                     n.metadata.annotations.get_or_insert_with(BTreeMap::new).extend(annotations);
-                    n.spec.get_or_insert_with(Default::default).taints = Some(taints);
-                    let deleting = n.metadata.deletion_timestamp.is_some();
-                    n.metadata.finalizers = Some(finalizers.clone());
-                    if deleting && finalizers.is_empty() {
-                        self.delete_node(&name);
+                    if let Some(taints) = taints {
+                        n.spec.get_or_insert_with(Default::default).taints = Some(taints);
+                    }
+                    if let Some(finalizers) = finalizers {
+                        let deleting = n.metadata.deletion_timestamp.is_some();
+                        n.metadata.finalizers = Some(finalizers.clone());
+                        if deleting && finalizers.is_empty() {
+                            self.delete_node(&name);
+                        }
+                    }
+                }
+                Effect::PatchNodePoolStatus { name, status } => {
+                    if let Some(p) = self.cluster.nodepools.get_mut(&name) {
+                        p.status = Some(*status);
                     }
                 }
                 Effect::DeleteNodeClaim { name, .. } => {

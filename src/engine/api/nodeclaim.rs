@@ -63,6 +63,9 @@ pub struct NodeClaimStatus {
     pub last_pod_event_time: Option<String>,
 }
 
+/// The root condition: `True` when Launched, Registered and Initialized all are (what `kubectl get nodeclaims` shows as
+/// READY).
+pub const COND_READY: &str = "Ready";
 pub const COND_LAUNCHED: &str = "Launched";
 pub const COND_REGISTERED: &str = "Registered";
 pub const COND_INITIALIZED: &str = "Initialized";

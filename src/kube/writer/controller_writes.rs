@@ -31,27 +31,21 @@ impl Writer {
             .map_err(|e| WriteError::from_kube(what, e))
     }
 
-    /// A node as the engine needs it: labels and annotations merged, taints and finalizers replaced, guarded by
-    /// the resourceVersion the decision was made on (409 when someone changed it since).
+    /// A node as the engine needs it: labels and annotations merged in, and taints and finalizers replaced when
+    /// given. Only a write that replaces a list carries `resource_version` (a 409 when someone changed the node since
+    /// it was read, so their change is never overwritten); labels and annotations are keys this tool owns and merge
+    /// without a guard, so a kubelet's status update in between doesn't make them fail.
     pub async fn sync_node_full(
         &self,
         name: &str,
         resource_version: Option<&str>,
         labels: &BTreeMap<String, String>,
         annotations: &BTreeMap<String, String>,
-        taints: &[Taint],
-        finalizers: &[String],
+        taints: Option<&[Taint]>,
+        finalizers: Option<&[String]>,
     ) -> Result<()> {
         let what = self.guard(|| format!("update node {name}"))?;
-        let patch = json!({
-            "metadata": {
-                "resourceVersion": resource_version,
-                "labels": labels,
-                "annotations": annotations,
-                "finalizers": finalizers,
-            },
-            "spec": {"taints": taints},
-        });
+        let patch = node_patch(resource_version, labels, annotations, taints, finalizers);
         let api: Api<Node> = Api::all(self.client.clone());
         api.patch(name, &PatchParams::default(), &Patch::Merge(&patch))
             .await
@@ -69,5 +63,54 @@ impl Writer {
             Err(kube::Error::Api(s)) if s.code == 409 => Ok(()),
             Err(e) => Err(WriteError::from_kube(what, e)),
         }
+    }
+}
+
+/// The merge patch of [`Writer::sync_node_full`]: only the parts that change, and the guard only with a list.
+fn node_patch(
+    resource_version: Option<&str>,
+    labels: &BTreeMap<String, String>,
+    annotations: &BTreeMap<String, String>,
+    taints: Option<&[Taint]>,
+    finalizers: Option<&[String]>,
+) -> serde_json::Value {
+    let mut meta = serde_json::Map::new();
+    if !labels.is_empty() {
+        meta.insert("labels".into(), json!(labels));
+    }
+    if !annotations.is_empty() {
+        meta.insert("annotations".into(), json!(annotations));
+    }
+    if let Some(f) = finalizers {
+        meta.insert("finalizers".into(), json!(f));
+    }
+    if (taints.is_some() || finalizers.is_some())
+        && let Some(rv) = resource_version
+    {
+        meta.insert("resourceVersion".into(), json!(rv));
+    }
+    let mut patch = json!({ "metadata": meta });
+    if let Some(t) = taints {
+        patch["spec"] = json!({ "taints": t });
+    }
+    patch
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_label_only_sync_carries_no_guard_and_a_list_sync_does() {
+        let labels: BTreeMap<String, String> = [("karpenter.sh/registered".to_string(), "true".to_string())].into();
+        let p = node_patch(Some("41"), &labels, &BTreeMap::new(), None, None);
+        assert_eq!(p, json!({"metadata": {"labels": {"karpenter.sh/registered": "true"}}}));
+        let f = vec!["karpenter.sh/termination".to_string()];
+        let p = node_patch(Some("41"), &BTreeMap::new(), &BTreeMap::new(), Some(&[]), Some(&f));
+        assert_eq!(
+            p,
+            json!({"metadata": {"finalizers": ["karpenter.sh/termination"], "resourceVersion": "41"},
+                   "spec": {"taints": []}})
+        );
     }
 }

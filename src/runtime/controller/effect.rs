@@ -41,15 +41,18 @@ pub enum Effect {
         annotations: BTreeMap<String, String>,
         finalizers: Option<Vec<String>>,
     },
-    /// The node as it must be: labels and annotations merged in, taints and finalizers replaced, guarded by the
-    /// resourceVersion it was read at.
+    /// What must change on a node: labels and annotations merged in (keys this tool owns, so no guard is needed and
+    /// another writer's change elsewhere on the node never makes it fail), and taints and finalizers replaced when
+    /// given. Lists are replaced whole, so a write that carries one is guarded by the resourceVersion the decision
+    /// was made on (`resource_version` is set exactly then): a concurrent change fails with 409 and the next tick
+    /// decides again from the fresh node instead of overwriting it.
     SyncNode {
         name: String,
         resource_version: Option<String>,
         labels: BTreeMap<String, String>,
         annotations: BTreeMap<String, String>,
-        taints: Vec<Taint>,
-        finalizers: Vec<String>,
+        taints: Option<Vec<Taint>>,
+        finalizers: Option<Vec<String>>,
     },
     DeleteNodeClaim {
         name: String,
@@ -82,6 +85,11 @@ pub enum Effect {
         name: String,
         grace_seconds: u32,
     },
+    /// A NodePool's status as upstream's NodePool controllers keep it (`resources`, `nodes`, conditions).
+    PatchNodePoolStatus {
+        name: String,
+        status: Box<crate::engine::api::nodepool::NodePoolStatus>,
+    },
     /// What the cloud resolved for an EC2NodeClass (subnets, security groups, AMIs, instance profile, conditions).
     UpdateNodeClassStatus {
         name: String,
@@ -111,6 +119,7 @@ impl Effect {
             Effect::Evict { namespace, name } => format!("evict pod {namespace}/{name}"),
             Effect::DeletePod { namespace, name, .. } => format!("delete pod {namespace}/{name}"),
             Effect::UpdateNodeClassStatus { name, .. } => format!("update the status of EC2NodeClass {name}"),
+            Effect::PatchNodePoolStatus { name, .. } => format!("update the status of NodePool {name}"),
             Effect::Event { regarding, reason, .. } => {
                 format!(
                     "event {reason} on {}/{}",

@@ -1,6 +1,7 @@
 //! Carries out the planner's effects through the cluster port ([`Writer`]) and the cloud. Effects run in order,
-//! one at a time; a failed one is reported and the rest still run (each is independent and the next tick decides
-//! again from what the cluster then says). Conflicts (409) are expected when the cache lags and are not errors.
+//! one at a time; a failed one is logged at warn and the rest still run (the planner never sends, in one tick, a
+//! write that depends on another write of the same tick succeeding; the next tick decides again from what the
+//! cluster then says). Conflicts (409) happen when another writer got there first: logged, not shown as errors.
 
 use std::sync::Arc;
 
@@ -57,9 +58,13 @@ pub async fn execute(effects: Vec<Effect>, writer: &Writer, cloud: &Cloud, now: 
         match run_one(e, writer, cloud, now, &mut report.outcomes, &mut launches).await {
             Ok(Some(note)) => report.done.push(note),
             Ok(None) => report.done.push(what),
-            Err(err) if err.is_conflict() => tracing::debug!("{what}: conflict, retried next tick"),
+            // Someone else changed the object since the cache read it: nothing was written, and the next tick
+            // plans again from the fresh object (nothing that depends on this write was written in this tick).
+            Err(err) if err.is_conflict() => {
+                tracing::warn!(effect = %what, "{err}; planned again from the fresh object on the next tick")
+            }
             Err(err) => {
-                tracing::warn!("{err}");
+                tracing::warn!(effect = %what, "{err}");
                 report.errors.push(err.to_string());
             }
         }
@@ -129,9 +134,19 @@ async fn run_one(
             writer.patch_nodeclaim_metadata(&name, &labels, &annotations, finalizers.as_deref()).await.map(|()| None)
         }
         Effect::SyncNode { name, resource_version, labels, annotations, taints, finalizers } => writer
-            .sync_node_full(&name, resource_version.as_deref(), &labels, &annotations, &taints, &finalizers)
+            .sync_node_full(
+                &name,
+                resource_version.as_deref(),
+                &labels,
+                &annotations,
+                taints.as_deref(),
+                finalizers.as_deref(),
+            )
             .await
             .map(|()| None),
+        Effect::PatchNodePoolStatus { name, status } => {
+            writer.update_nodepool_status(&name, &status).await.map(|()| None)
+        }
         Effect::DeleteNodeClaim { name, .. } => writer.delete_nodeclaim(&name).await.map(|()| None),
         Effect::FinalizeNodeClaim { claim } => writer
             .remove_nodeclaim_finalizer(&claim, crate::engine::labels::TERMINATION_FINALIZER)

@@ -19,7 +19,9 @@ use std::sync::Arc;
 use k8s_openapi::api::core::v1::{Node, ObjectReference};
 
 use crate::engine::api::NodeClaim;
-use crate::engine::api::nodeclaim::{COND_DISRUPTION_REASON, COND_DRIFTED, COND_LAUNCHED};
+use crate::engine::api::nodeclaim::{
+    COND_DISRUPTION_REASON, COND_DRIFTED, COND_INITIALIZED, COND_LAUNCHED, COND_REGISTERED,
+};
 use crate::engine::catalog::{Catalog, InstanceType};
 use crate::engine::disruption::consolidation::{Outlook, explain_nodes, pass};
 use crate::engine::disruption::gate::{Gate, Mode};
@@ -502,7 +504,11 @@ impl Controller {
                         finalizer,
                     } => {
                         if let Some(n) = nodes.iter().find(|n| n.metadata.name.as_deref() == Some(node.as_str())) {
-                            let mut taints = n.spec.as_ref().and_then(|s| s.taints.clone()).unwrap_or_default();
+                            let w = out.node(n);
+                            w.metadata.labels.get_or_insert_with(BTreeMap::new).extend(l);
+                            w.metadata.annotations.get_or_insert_with(BTreeMap::new).extend(annotations);
+                            let taints =
+                                w.spec.get_or_insert_with(Default::default).taints.get_or_insert_with(Vec::new);
                             for t in taints_to_add {
                                 if !taints.iter().any(|x| x.key == t.key && x.effect == t.effect) {
                                     taints.push(t);
@@ -511,20 +517,26 @@ impl Controller {
                             if remove_unregistered_taint {
                                 taints.retain(|t| t.key != labels::TAINT_UNREGISTERED);
                             }
-                            let mut finalizers = n.metadata.finalizers.clone().unwrap_or_default();
+                            let finalizers = w.metadata.finalizers.get_or_insert_with(Vec::new);
                             if finalizer && !finalizers.iter().any(|f| f == labels::TERMINATION_FINALIZER) {
                                 finalizers.push(labels::TERMINATION_FINALIZER.to_string());
                             }
-                            out.push(sync_node(n, l, annotations, taints, finalizers));
                         }
                     }
                     LifecycleAction::LabelNode { node, key, value } => {
                         if let Some(n) = nodes.iter().find(|n| n.metadata.name.as_deref() == Some(node.as_str())) {
-                            let taints = n.spec.as_ref().and_then(|s| s.taints.clone()).unwrap_or_default();
-                            let finalizers = n.metadata.finalizers.clone().unwrap_or_default();
-                            out.push(sync_node(n, [(key, value)].into(), BTreeMap::new(), taints, finalizers));
+                            out.node(n).metadata.labels.get_or_insert_with(BTreeMap::new).insert(key, value);
                         }
                     }
+                    // Registered and Initialized stand for what was done to the node: they are written only once
+                    // the cache shows the node as registration left it, never in the tick that sends the node's
+                    // update (which another writer may make fail with a conflict). Until then the next tick plans
+                    // registration again from the fresh node.
+                    LifecycleAction::SetCondition { ref type_, ref status, .. }
+                        if (type_ == COND_REGISTERED || type_ == COND_INITIALIZED)
+                            && status == "True"
+                            && nodes.iter().any(|n| out.node_changed(n)) => {}
+                    LifecycleAction::SetNodeName(_) if nodes.iter().any(|n| out.node_changed(n)) => {}
                     LifecycleAction::Delete { reason } => {
                         out.push(Effect::DeleteNodeClaim { name: claim.name().to_string(), reason });
                     }
@@ -605,10 +617,16 @@ impl Controller {
             }
             let name = node.metadata.name.clone().unwrap_or_default();
             let started = *self.drains.entry(name.clone()).or_insert(now);
-            let mut taints = node.spec.as_ref().and_then(|s| s.taints.clone()).unwrap_or_default();
-            if !taints.iter().any(|t| t.key == labels::TAINT_DISRUPTED) {
-                taints.push(disrupted_taint());
-                out.push(sync_node(node, BTreeMap::new(), BTreeMap::new(), taints, finalizers.clone()));
+            // Pods are evicted only from a node the cache shows tainted, so they can't land on it again; the taint
+            // is added first, and a conflicting write is planned again on the next tick.
+            if !has_taint(node, labels::TAINT_DISRUPTED) {
+                out.node(node)
+                    .spec
+                    .get_or_insert_with(Default::default)
+                    .taints
+                    .get_or_insert_with(Vec::new)
+                    .push(disrupted_taint());
+                continue;
             }
             let pid = node.spec.as_ref().and_then(|s| s.provider_id.as_deref());
             let deadline = m
@@ -631,8 +649,7 @@ impl Controller {
             }
             if plan.drained {
                 let rest: Vec<String> = finalizers.into_iter().filter(|f| f != labels::TERMINATION_FINALIZER).collect();
-                let taints = node.spec.as_ref().and_then(|s| s.taints.clone()).unwrap_or_default();
-                out.push(sync_node(node, BTreeMap::new(), BTreeMap::new(), taints, rest));
+                out.node(node).metadata.finalizers = Some(rest);
             }
         }
     }
@@ -761,15 +778,7 @@ impl Controller {
             if claim.is_some_and(deleting) {
                 continue;
             }
-            let mut taints = n.spec.as_ref().and_then(|s| s.taints.clone()).unwrap_or_default();
-            taints.retain(|t| t.key != labels::TAINT_DISRUPTED);
-            out.push(sync_node(
-                n,
-                BTreeMap::new(),
-                BTreeMap::new(),
-                taints,
-                n.metadata.finalizers.clone().unwrap_or_default(),
-            ));
+            remove_taint(out.node(n), labels::TAINT_DISRUPTED);
             if let Some(c) = claim
                 && let Some(status) = out.claim(c).status.as_mut()
             {
@@ -782,15 +791,7 @@ impl Controller {
     fn roll_back(&self, m: &Manifests, cmd: &Command, out: &mut Out) {
         for c in &cmd.candidates {
             if let Some(n) = m.nodes.iter().find(|n| n.metadata.name.as_deref() == Some(c.node.as_str())) {
-                let mut taints = n.spec.as_ref().and_then(|s| s.taints.clone()).unwrap_or_default();
-                taints.retain(|t| t.key != labels::TAINT_DISRUPTED);
-                out.push(sync_node(
-                    n,
-                    BTreeMap::new(),
-                    BTreeMap::new(),
-                    taints,
-                    n.metadata.finalizers.clone().unwrap_or_default(),
-                ));
+                remove_taint(out.node(n), labels::TAINT_DISRUPTED);
             }
             if let Some(claim) = m.nodeclaims.iter().find(|x| x.name() == c.nodeclaim)
                 && let Some(status) = out.claim(claim).status.as_mut()
@@ -957,17 +958,10 @@ impl Controller {
                 out,
             );
             if let Some(n) = m.nodes.iter().find(|n| n.metadata.name.as_deref() == Some(c.node.as_str())) {
-                let mut taints = n.spec.as_ref().and_then(|s| s.taints.clone()).unwrap_or_default();
+                let taints = out.node(n).spec.get_or_insert_with(Default::default).taints.get_or_insert_with(Vec::new);
                 if !taints.iter().any(|t| t.key == labels::TAINT_DISRUPTED) {
                     taints.push(disrupted_taint());
                 }
-                out.push(sync_node(
-                    n,
-                    BTreeMap::new(),
-                    BTreeMap::new(),
-                    taints,
-                    n.metadata.finalizers.clone().unwrap_or_default(),
-                ));
             }
             if let Some(claim) = m.nodeclaims.iter().find(|x| x.name() == c.nodeclaim) {
                 set_condition(
@@ -1070,11 +1064,14 @@ impl Controller {
 }
 
 /// The effects of one tick, with every status change to a NodeClaim gathered into one write per claim (a merge
-/// patch replaces the conditions list whole, so two patches from the same cached copy would undo each other).
+/// patch replaces the conditions list whole, so two patches from the same cached copy would undo each other), and
+/// every change to a node into one update per node (two updates guarded by the same resourceVersion would make the
+/// second fail).
 #[derive(Default)]
 struct Out {
     effects: Vec<Effect>,
     claims: BTreeMap<String, NodeClaim>,
+    nodes: BTreeMap<String, Node>,
 }
 
 impl Out {
@@ -1087,16 +1084,36 @@ impl Out {
         self.claims.entry(c.name().to_string()).or_insert_with(|| c.clone())
     }
 
-    fn finish(mut self, m: &Manifests) -> Vec<Effect> {
+    /// The tick's working copy of a node.
+    fn node(&mut self, n: &Node) -> &mut Node {
+        self.nodes.entry(n.metadata.name.clone().unwrap_or_default()).or_insert_with(|| n.clone())
+    }
+
+    /// Whether this tick changes the node (as the cache has it).
+    fn node_changed(&self, n: &Node) -> bool {
+        self.nodes.get(n.metadata.name.as_deref().unwrap_or_default()).is_some_and(|w| node_update(n, w).is_some())
+    }
+
+    /// Node updates go first: a node is tainted before replacements are created for it or its pods are evicted.
+    fn finish(self, m: &Manifests) -> Vec<Effect> {
+        let mut effects: Vec<Effect> = Vec::with_capacity(self.effects.len() + self.nodes.len() + self.claims.len());
+        for (name, w) in &self.nodes {
+            if let Some(before) = m.nodes.iter().find(|n| n.metadata.name.as_deref() == Some(name.as_str()))
+                && let Some(e) = node_update(before, w)
+            {
+                effects.push(e);
+            }
+        }
+        effects.extend(self.effects);
         for (name, c) in self.claims {
             let before = m.nodeclaims.iter().find(|x| x.name() == name).and_then(|x| x.status.as_ref());
             if let Some(status) = c.status
                 && before != Some(&status)
             {
-                self.effects.push(Effect::PatchClaimStatus { name, status: Box::new(status) });
+                effects.push(Effect::PatchClaimStatus { name, status: Box::new(status) });
             }
         }
-        self.effects
+        effects
     }
 }
 
@@ -1111,21 +1128,44 @@ fn pod_ref(namespace: &str, name: &str, uid: &str) -> ObjectReference {
     }
 }
 
-fn sync_node(
-    n: &Node,
-    labels: BTreeMap<String, String>,
-    annotations: BTreeMap<String, String>,
-    taints: Vec<k8s_openapi::api::core::v1::Taint>,
-    finalizers: Vec<String>,
-) -> Effect {
-    Effect::SyncNode {
-        name: n.metadata.name.clone().unwrap_or_default(),
-        resource_version: n.metadata.resource_version.clone(),
+fn has_taint(n: &Node, key: &str) -> bool {
+    n.spec.as_ref().and_then(|s| s.taints.as_ref()).is_some_and(|t| t.iter().any(|t| t.key == key))
+}
+
+fn remove_taint(n: &mut Node, key: &str) {
+    if let Some(t) = n.spec.as_mut().and_then(|s| s.taints.as_mut()) {
+        t.retain(|t| t.key != key);
+    }
+}
+
+/// The update that turns `before` into `after`: the labels and annotations that differ, and taints and finalizers
+/// only when they change (then guarded by `before`'s resourceVersion). `None` when nothing changes.
+fn node_update(before: &Node, after: &Node) -> Option<Effect> {
+    let changed = |b: Option<&BTreeMap<String, String>>, a: Option<&BTreeMap<String, String>>| {
+        a.into_iter()
+            .flatten()
+            .filter(|(k, v)| b.and_then(|b| b.get(*k)) != Some(*v))
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect::<BTreeMap<String, String>>()
+    };
+    let labels = changed(before.metadata.labels.as_ref(), after.metadata.labels.as_ref());
+    let annotations = changed(before.metadata.annotations.as_ref(), after.metadata.annotations.as_ref());
+    let taints_of = |n: &Node| n.spec.as_ref().and_then(|s| s.taints.clone()).unwrap_or_default();
+    let taints = Some(taints_of(after)).filter(|t| *t != taints_of(before));
+    let finalizers_of = |n: &Node| n.metadata.finalizers.clone().unwrap_or_default();
+    let finalizers = Some(finalizers_of(after)).filter(|f| *f != finalizers_of(before));
+    if labels.is_empty() && annotations.is_empty() && taints.is_none() && finalizers.is_none() {
+        return None;
+    }
+    let guarded = taints.is_some() || finalizers.is_some();
+    Some(Effect::SyncNode {
+        name: before.metadata.name.clone().unwrap_or_default(),
+        resource_version: before.metadata.resource_version.clone().filter(|_| guarded),
         labels,
         annotations,
         taints,
         finalizers,
-    }
+    })
 }
 
 /// A fingerprint of what disruption decisions depend on: nodes, claims and where pods are bound.

@@ -1,0 +1,226 @@
+//! Registration on a live API server while other writers change the Node: the acting controller (real watch cache,
+//! real writer, the KWOK cloud) against the fake API server, with objects shaped as an API server sends them
+//! (managedFields, kubelet status with heartbeats, images, nodeInfo). A kubelet's status update lands between the
+//! controller's read and its first write, and another writer updates the Node right after every write of ours.
+//! Registration must still complete, nothing anyone else wrote may be lost, and `Registered` may only be written
+//! once the Node shows what it stands for.
+
+mod fake_apiserver;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use fake_apiserver::{FakeApi, eventually};
+use karpenter_tui::engine::catalog::kwok::kwok_catalog;
+use karpenter_tui::engine::disruption::gate::Mode;
+use karpenter_tui::kube::watch;
+use karpenter_tui::kube::writer::Writer;
+use karpenter_tui::runtime::controller::Controller;
+use karpenter_tui::runtime::controller::acting::Acting;
+use karpenter_tui::runtime::controller::execute::Cloud;
+use serde_json::{Value, json};
+
+const NODES: &str = "api/v1/nodes";
+const NODECLAIMS: &str = "apis/karpenter.sh/v1/nodeclaims";
+const NODEPOOLS: &str = "apis/karpenter.sh/v1/nodepools";
+const NAME: &str = "default-x7k2p";
+
+fn nodepool() -> Value {
+    json!({
+        "apiVersion": "karpenter.sh/v1", "kind": "NodePool",
+        "metadata": {"name": "default", "uid": "9d5e-pool", "generation": 1,
+                     "creationTimestamp": "2026-01-01T00:00:00Z",
+                     "managedFields": [{"manager": "kubectl", "operation": "Apply", "apiVersion": "karpenter.sh/v1",
+                                        "fieldsType": "FieldsV1", "fieldsV1": {"f:spec": {"f:template": {}}}}]},
+        "spec": {
+            "disruption": {"consolidationPolicy": "WhenEmptyOrUnderutilized", "consolidateAfter": "0s",
+                           "budgets": [{"nodes": "10%"}]},
+            "template": {"spec": {
+                "nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"},
+                "expireAfter": "720h",
+                "requirements": [{"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["on-demand"]}]
+            }}
+        }
+    })
+}
+
+/// The NodeClaim as the controller left it after the launch.
+fn nodeclaim() -> Value {
+    let cond = |t: &str, s: &str, r: &str| json!({"type": t, "status": s, "reason": r, "message": "", "lastTransitionTime": "2026-01-01T00:00:05Z"});
+    json!({
+        "apiVersion": "karpenter.sh/v1", "kind": "NodeClaim",
+        "metadata": {
+            "name": NAME, "uid": "4f1c-claim", "generation": 1, "creationTimestamp": "2026-01-01T00:00:00Z",
+            "finalizers": ["karpenter.sh/termination"],
+            "labels": {"karpenter.sh/nodepool": "default", "karpenter.sh/capacity-type": "on-demand",
+                       "node.kubernetes.io/instance-type": "c-4x-amd64-linux",
+                       "topology.kubernetes.io/zone": "us-east-1a", "kubernetes.io/arch": "amd64"},
+            "annotations": {"karpenter.sh/nodepool-hash": "6821555240594823858", "karpenter.sh/nodepool-hash-version": "v3"},
+            "ownerReferences": [{"apiVersion": "karpenter.sh/v1", "kind": "NodePool", "name": "default",
+                                 "uid": "9d5e-pool", "blockOwnerDeletion": true}],
+            "managedFields": [{"manager": "karpenter-tui", "operation": "Update", "apiVersion": "karpenter.sh/v1",
+                               "fieldsType": "FieldsV1", "fieldsV1": {"f:status": {"f:conditions": {}}},
+                               "subresource": "status"}]
+        },
+        "spec": {
+            "nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"},
+            "expireAfter": "720h",
+            "requirements": [{"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["on-demand"]},
+                             {"key": "karpenter.sh/nodepool", "operator": "In", "values": ["default"]}],
+            "resources": {"requests": {"cpu": "1", "memory": "1Gi", "pods": "1"}}
+        },
+        "status": {
+            "providerID": format!("kwok://{NAME}"),
+            "capacity": {"cpu": "4", "memory": "16Gi", "pods": "110", "ephemeral-storage": "20Gi"},
+            "allocatable": {"cpu": "3920m", "memory": "15Gi", "pods": "110", "ephemeral-storage": "18Gi"},
+            "conditions": [cond("Launched", "True", "Launched"), cond("Registered", "Unknown", "NodeNotFound"),
+                           cond("Initialized", "Unknown", "NotLaunched")]
+        }
+    })
+}
+
+/// The Node as a kubelet registers it: the `karpenter.sh/unregistered` taint from its flags, Ready, heartbeats.
+fn node() -> Value {
+    let cond = |t: &str, s: &str, r: &str| {
+        json!({"type": t, "status": s, "reason": r, "message": format!("kubelet says {r}"),
+               "lastHeartbeatTime": "2026-01-01T00:00:30Z", "lastTransitionTime": "2026-01-01T00:00:20Z"})
+    };
+    json!({
+        "apiVersion": "v1", "kind": "Node",
+        "metadata": {
+            "name": NAME, "uid": "77aa-node", "creationTimestamp": "2026-01-01T00:00:20Z",
+            "labels": {"kubernetes.io/hostname": NAME, "kubernetes.io/os": "linux", "kubernetes.io/arch": "amd64",
+                       "node.kubernetes.io/instance-type": "c-4x-amd64-linux",
+                       "topology.kubernetes.io/zone": "us-east-1a"},
+            "annotations": {"node.alpha.kubernetes.io/ttl": "0",
+                            "volumes.kubernetes.io/controller-managed-attach-detach": "true",
+                            "kwok.x-k8s.io/node": "fake"},
+            "managedFields": [{"manager": "kubelet", "operation": "Update", "apiVersion": "v1",
+                               "time": "2026-01-01T00:00:30Z", "fieldsType": "FieldsV1",
+                               "fieldsV1": {"f:status": {"f:conditions": {}, "f:images": {}}},
+                               "subresource": "status"}]
+        },
+        "spec": {"providerID": format!("kwok://{NAME}"),
+                 "taints": [{"key": "karpenter.sh/unregistered", "effect": "NoExecute"}]},
+        "status": {
+            "capacity": {"cpu": "4", "memory": "16Gi", "pods": "110", "ephemeral-storage": "20Gi"},
+            "allocatable": {"cpu": "3920m", "memory": "15Gi", "pods": "110", "ephemeral-storage": "18Gi"},
+            "conditions": [cond("MemoryPressure", "False", "KubeletHasSufficientMemory"),
+                           cond("DiskPressure", "False", "KubeletHasNoDiskPressure"),
+                           cond("PIDPressure", "False", "KubeletHasSufficientPID"),
+                           cond("Ready", "True", "KubeletReady")],
+            "addresses": [{"type": "InternalIP", "address": "10.0.12.7"}, {"type": "Hostname", "address": NAME}],
+            "daemonEndpoints": {"kubeletEndpoint": {"Port": 10250}},
+            "nodeInfo": {"machineID": "ec2", "systemUUID": "ec2", "bootID": "b", "kernelVersion": "6.1.0",
+                         "osImage": "Bottlerocket OS 1.20.0", "containerRuntimeVersion": "containerd://1.7.20",
+                         "kubeletVersion": "v1.36.0", "kubeProxyVersion": "", "operatingSystem": "linux",
+                         "architecture": "amd64"},
+            "images": [{"names": ["public.ecr.aws/eks-distro/kubernetes/pause@sha256:0f2f", "public.ecr.aws/eks-distro/kubernetes/pause:3.9"],
+                        "sizeBytes": 299_000}]
+        }
+    })
+}
+
+fn taint_keys(n: &Value) -> Vec<String> {
+    n.pointer("/spec/taints")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(|t| t["key"].as_str().map(String::from))
+        .collect()
+}
+
+fn condition<'a>(obj: &'a Value, type_: &str) -> Option<&'a str> {
+    obj.pointer("/status/conditions")?.as_array()?.iter().find(|c| c["type"] == type_)?["status"].as_str()
+}
+
+/// What registration leaves on the Node.
+fn registered(n: &Value) -> bool {
+    let l = &n["metadata"]["labels"];
+    !taint_keys(n).iter().any(|k| k == "karpenter.sh/unregistered")
+        && l["karpenter.sh/registered"] == "true"
+        && l["karpenter.sh/nodepool"] == "default"
+        && n.pointer("/metadata/finalizers")
+            .and_then(Value::as_array)
+            .is_some_and(|f| f.contains(&json!("karpenter.sh/termination")))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn registration_completes_though_another_writer_updates_the_node_between_every_two_of_ours() {
+    let fake = FakeApi::start().await;
+    fake.put(NODEPOOLS, nodepool());
+    fake.put(NODECLAIMS, nodeclaim());
+    fake.put(NODES, node());
+    let mut watches = watch::spawn(fake.client());
+    watches.wait_synced(Duration::from_secs(10)).await.expect("synced");
+    let cache = watches.cache.clone();
+    fake.interfere(NODES);
+
+    let catalog = Arc::new(kwok_catalog("us-east-1"));
+    let mut now = 1_767_225_660_000; // 2026-01-01T00:01:00Z
+    let mut acting = Acting {
+        controller: Controller::new(catalog.clone(), Mode::Approve, now),
+        writer: Writer::new(fake.client(), false),
+        cloud: Cloud::Kwok { catalog },
+        upkeep: None,
+    };
+
+    // The controller reads the cluster, then the kubelet posts its status and an administrator adds a taint
+    // before the controller's first write lands: that write was planned on a stale Node.
+    let stale = cache.lock().unwrap().manifests();
+    let mut joined = fake.get(NODES, None, NAME).unwrap();
+    joined["spec"]["taints"]
+        .as_array_mut()
+        .unwrap()
+        .push(json!({"key": "example.com/dedicated", "value": "infra", "effect": "NoSchedule"}));
+    fake.put(NODES, joined);
+    acting.tick(&stale, now).await;
+    assert!(fake.conflicts() >= 1, "the first guarded write was refused");
+    let claim = fake.get(NODECLAIMS, None, NAME).unwrap();
+    assert_eq!(condition(&claim, "Registered"), Some("Unknown"), "not registered while the Node isn't: {claim:#}");
+
+    for _ in 0..20 {
+        // Each tick reads the cache once it has caught up with the API server, as the live loop does after the
+        // watch event that woke it.
+        let latest = fake.get(NODES, None, NAME).unwrap()["metadata"]["resourceVersion"].as_str().unwrap().to_string();
+        let c = cache.clone();
+        eventually(5, "the cache caught up", move || {
+            c.lock().unwrap().nodes.items.get(NAME).and_then(|n| n.metadata.resource_version.clone())
+                == Some(latest.clone())
+        })
+        .await;
+        now += 1_000;
+        let m = cache.lock().unwrap().manifests();
+        acting.tick(&m, now).await;
+        let claim = fake.get(NODECLAIMS, None, NAME).unwrap();
+        if condition(&claim, "Initialized") == Some("True") {
+            break;
+        }
+    }
+
+    let node = fake.get(NODES, None, NAME).unwrap();
+    let claim = fake.get(NODECLAIMS, None, NAME).unwrap();
+    assert!(registered(&node), "the Node as registration leaves it: {node:#}");
+    assert_eq!(node["metadata"]["labels"]["karpenter.sh/initialized"], "true");
+    assert!(taint_keys(&node).contains(&"example.com/dedicated".to_string()), "another writer's taint is kept");
+    assert_eq!(node["status"]["nodeInfo"]["kubeletVersion"], "v1.36.0", "the kubelet's status is untouched");
+    for (t, s) in [("Launched", "True"), ("Registered", "True"), ("Initialized", "True"), ("Ready", "True")] {
+        assert_eq!(condition(&claim, t), Some(s), "{t}: {claim:#}");
+    }
+    assert_eq!(claim["status"]["nodeName"], NAME);
+
+    // Registered=True was written only after the Node showed registration done.
+    let node_done = fake.history(NODES, NAME).into_iter().find(|(_, n)| registered(n)).map(|(rv, _)| rv).unwrap();
+    let claim_registered = fake
+        .history(NODECLAIMS, NAME)
+        .into_iter()
+        .find(|(_, c)| condition(c, "Registered") == Some("True"))
+        .map(|(rv, _)| rv)
+        .unwrap();
+    assert!(node_done < claim_registered, "Registered=True (rv {claim_registered}) after the Node (rv {node_done})");
+    // Every claim version on the way had a Ready condition following its dependents.
+    for (_, c) in fake.history(NODECLAIMS, NAME).into_iter().skip(1) {
+        let all = ["Launched", "Registered", "Initialized"].iter().all(|t| condition(&c, t) == Some("True"));
+        assert_eq!(condition(&c, "Ready") == Some("True"), all, "{c:#}");
+    }
+}
