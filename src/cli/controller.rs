@@ -12,20 +12,53 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use crate::kube::cache::Cache;
 use crate::kube::leader::Role;
 
-use super::live_dashboard::{LiveOptions, prepare};
+use super::live_dashboard::{LiveOptions, prepare_with, to_log};
 
 /// Reconciles at least this often (timeouts and drains move with the clock).
 const TICK: Duration = Duration::from_secs(1);
 
+/// Why the controller's loop woke.
+#[derive(Debug, PartialEq, Eq)]
+enum Wake {
+    /// SIGTERM or Ctrl-C.
+    Stop,
+    /// The cache changed, the role changed, or the tick: reconcile if leading.
+    Work,
+    /// The watches' sender is gone: the cache will never change again.
+    WatchesStopped,
+}
+
+/// Waits for the next reason to reconcile. A closed channel is an answer, not a reason to wake again at once: the
+/// role channel, once closed, is no longer polled (its last value stands), and closed watches end the loop.
+async fn next_wake(
+    stop: &mut (impl std::future::Future<Output = ()> + Unpin),
+    changed: &mut tokio::sync::watch::Receiver<u64>,
+    role: &mut tokio::sync::watch::Receiver<Role>,
+    role_open: &mut bool,
+    tick: &mut tokio::time::Interval,
+) -> Wake {
+    tokio::select! {
+        _ = stop => Wake::Stop,
+        r = changed.changed() => if r.is_err() { Wake::WatchesStopped } else { Wake::Work },
+        r = role.changed(), if *role_open => {
+            match r {
+                Ok(()) => tracing::info!(role = ?*role.borrow(), "leadership changed"),
+                Err(_) => *role_open = false,
+            }
+            Wake::Work
+        }
+        _ = tick.tick() => Wake::Work,
+    }
+}
+
 pub fn run_controller(opts: LiveOptions, health: SocketAddr) -> anyhow::Result<()> {
-    tracing_subscriber::fmt().with_writer(std::io::stderr).with_max_level(tracing::Level::INFO).try_init().ok();
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
         .build()
         .context("starting the async runtime")?;
     runtime.block_on(async move {
-        let mut p = prepare(&opts, |_| false).await?;
+        let mut p = prepare_with(&opts, |_| false, to_log).await?;
         let Some(mut acting) = p.acting.take() else {
             return Err(anyhow!(
                 "the controller cannot act in context {}: {}",
@@ -41,13 +74,16 @@ pub fn run_controller(opts: LiveOptions, health: SocketAddr) -> anyhow::Result<(
         let mut changed = p.watches.changed.clone();
         let mut role = p.role.clone();
         let mut tick = tokio::time::interval(TICK);
+        let mut role_open = true;
         let mut stop = Box::pin(shutdown_signal());
-        loop {
-            tokio::select! {
-                _ = &mut stop => break,
-                r = changed.changed() => if r.is_err() { break },
-                _ = role.changed() => tracing::info!(role = ?*role.borrow(), "leadership changed"),
-                _ = tick.tick() => {}
+        let failure = loop {
+            match next_wake(&mut stop, &mut changed, &mut role, &mut role_open, &mut tick).await {
+                Wake::Stop => break None,
+                Wake::WatchesStopped => break Some(anyhow!("the cluster watches stopped")),
+                Wake::Work => {}
+            }
+            if !p.electing() {
+                break Some(anyhow!("leader election stopped"));
             }
             if *role.borrow() != Role::Leader {
                 continue;
@@ -55,7 +91,7 @@ pub fn run_controller(opts: LiveOptions, health: SocketAddr) -> anyhow::Result<(
             let m = match p.watches.cache.lock() {
                 Ok(c) if c.synced() && c.failing().is_empty() => c.manifests(),
                 Ok(_) => continue,
-                Err(_) => return Err(anyhow!("the watch cache is poisoned")),
+                Err(_) => break Some(anyhow!("the watch cache is poisoned")),
             };
             let report = acting.tick(&m, chrono::Utc::now().timestamp_millis()).await;
             for d in &report.done {
@@ -64,10 +100,11 @@ pub fn run_controller(opts: LiveOptions, health: SocketAddr) -> anyhow::Result<(
             for e in &report.errors {
                 tracing::warn!("{e}");
             }
-        }
+        };
         tracing::info!("stopping: handing over the lease");
         p.release().await;
-        Ok(())
+        // The Lease is handed over first either way; a failure then exits non-zero so the pod is restarted.
+        failure.map_or(Ok(()), Err)
     })
 }
 
@@ -95,7 +132,15 @@ async fn shutdown_signal() {
 /// The two probes, over the smallest HTTP/1.1 that kubelet's probes need.
 async fn serve_health(listener: tokio::net::TcpListener, cache: Arc<Mutex<Cache>>) {
     loop {
-        let Ok((mut stream, _)) = listener.accept().await else { continue };
+        let mut stream = match listener.accept().await {
+            Ok((s, _)) => s,
+            Err(e) => {
+                // Out of file descriptors, say: retrying at once would spin a core until it passes.
+                tracing::warn!("health endpoint: accepting a connection: {e}");
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                continue;
+            }
+        };
         let cache = cache.clone();
         tokio::spawn(async move {
             let mut buf = [0u8; 1024];
@@ -131,5 +176,36 @@ mod tests {
         assert_eq!(health_answer("/readyz", false).0, "503 Service Unavailable");
         assert_eq!(health_answer("/readyz", true).0, "200 OK");
         assert_eq!(health_answer("/metrics", true).0, "404 Not Found");
+    }
+
+    /// The loop's wait with every sender dropped: it must answer once for the watches and never spin on the
+    /// closed role channel.
+    #[tokio::test]
+    async fn closed_channels_end_the_wait_instead_of_waking_it_forever() {
+        let (changed_tx, mut changed) = tokio::sync::watch::channel(0u64);
+        let (role_tx, mut role) = tokio::sync::watch::channel(Role::Leader);
+        let mut tick = tokio::time::interval(Duration::from_secs(3600));
+        tick.tick().await;
+        let mut stop = Box::pin(std::future::pending::<()>());
+        let mut role_open = true;
+
+        // The elector gone: one wake to notice, then the branch is off and the wait sleeps until the tick.
+        drop(role_tx);
+        assert_eq!(next_wake(&mut stop, &mut changed, &mut role, &mut role_open, &mut tick).await, Wake::Work);
+        assert!(!role_open);
+        let waited = tokio::time::timeout(
+            Duration::from_millis(300),
+            next_wake(&mut stop, &mut changed, &mut role, &mut role_open, &mut tick),
+        )
+        .await;
+        assert!(waited.is_err(), "woke with nothing to do: {waited:?}");
+        assert_eq!(*role.borrow(), Role::Leader, "the last role stands");
+
+        // The watches gone: the loop is told to end.
+        drop(changed_tx);
+        assert_eq!(
+            next_wake(&mut stop, &mut changed, &mut role, &mut role_open, &mut tick).await,
+            Wake::WatchesStopped
+        );
     }
 }

@@ -21,27 +21,13 @@ pub struct DemoOptions {
     pub speed: Option<f64>,
     pub readonly: bool,
     pub theme: Option<String>,
-}
-
-/// Sends tracing to the state directory's log file, never to the terminal the dashboard owns. The guard flushes
-/// on drop.
-pub fn init_logging(paths: &Paths) -> Option<tracing_appender::non_blocking::WorkerGuard> {
-    std::fs::create_dir_all(&paths.state_dir).ok()?;
-    let appender = tracing_appender::rolling::never(&paths.state_dir, "karpenter-tui.log");
-    let (writer, guard) = tracing_appender::non_blocking(appender);
-    tracing_subscriber::fmt()
-        .with_writer(writer)
-        .with_ansi(false)
-        .with_max_level(tracing::Level::INFO)
-        .try_init()
-        .ok()?;
-    Some(guard)
+    pub log_format: super::logging::LogFormat,
 }
 
 pub fn run_demo(opts: DemoOptions) -> anyhow::Result<()> {
     let paths = Paths::resolve();
     let config = Config::load(&paths.config_file())?;
-    let _guard = init_logging(&paths);
+    let _guard = super::logging::to_file(&paths, opts.log_format);
     let (name, text) = match &opts.scenario {
         Some(p) => {
             (p.display().to_string(), std::fs::read_to_string(p).with_context(|| format!("reading {}", p.display()))?)

@@ -73,6 +73,7 @@ async fn aws_acting(
     conn: &crate::kube::connect::Connection,
     writer: &Writer,
     mode: Mode,
+    progress: Progress,
 ) -> anyhow::Result<Acting> {
     use crate::aws::cloud::{AwsCloud, PROVIDER_PREFIX};
     use crate::aws::launch::ClusterInfo;
@@ -99,7 +100,7 @@ async fn aws_acting(
     let alias =
         AliasContext { k8s_version: version.unwrap_or_else(|_| "1.33".into()), ssm_prefix: "/aws/service".into() };
     let cloud = Arc::new(AwsCloud::new(&sdk, cluster, alias));
-    eprintln!("discovering EC2 instance types in {} ...", cloud.region);
+    progress(&format!("discovering EC2 instance types in {} ...", cloud.region));
     let n = cloud
         .refresh_types()
         .await
@@ -143,26 +144,65 @@ pub struct Prepared {
     pub rights_summary: Option<String>,
     pub acting: Option<Acting>,
     pub role: tokio::sync::watch::Receiver<Role>,
-    elector: Option<(tokio::task::JoinHandle<()>, Elector)>,
+    /// Kept so `role` stays open while this lives: a closed channel makes every `changed()` return at once,
+    /// and a loop selecting on it would spin (when observing nobody else holds the sender).
+    _role_tx: tokio::sync::watch::Sender<Role>,
+    elector: Option<Election>,
+}
+
+/// The task competing for the Lease, and how to hand the Lease over.
+struct Election {
+    /// Watches `task`: if the elector ever stops (a panic), this instance is demoted so it stops acting.
+    supervisor: tokio::task::JoinHandle<()>,
+    task: tokio::task::AbortHandle,
+    releaser: Elector,
 }
 
 impl Prepared {
     /// Stops competing for the Lease and hands it over if held.
     pub async fn release(self) {
-        if let Some((task, elector)) = self.elector {
-            task.abort();
-            if let Err(e) = elector.release().await {
-                tracing::warn!("handing over the lease: {e}");
+        if let Some(e) = self.elector {
+            e.supervisor.abort();
+            e.task.abort();
+            if let Err(err) = e.releaser.release().await {
+                tracing::warn!("handing over the lease: {err}");
             }
         }
     }
+
+    /// False once leader election has stopped for good (it only stops by panicking): the role is then a
+    /// follower's forever, and a headless controller should exit so it is restarted.
+    pub fn electing(&self) -> bool {
+        self.elector.as_ref().is_some_and(|e| !e.supervisor.is_finished())
+    }
+}
+
+/// Where progress before the dashboard goes: the plain terminal for the dashboard, the log for the controller.
+pub type Progress = fn(&str);
+
+fn to_terminal(line: &str) {
+    eprintln!("{line}");
+}
+
+/// Progress as log lines, so a controller's output stays in its log format.
+pub fn to_log(line: &str) {
+    tracing::info!("{line}");
 }
 
 /// Connects, checks rights, looks for upstream Karpenter, waits for the initial lists, and sets up acting
 /// (with leader election) when everything allows it. Fails before anything is shown, with what to do.
 pub async fn prepare(opts: &LiveOptions, config_readonly: impl Fn(&str) -> bool) -> anyhow::Result<Prepared> {
+    prepare_with(opts, config_readonly, to_terminal).await
+}
+
+/// `prepare`, saying what it does through `progress`.
+pub async fn prepare_with(
+    opts: &LiveOptions,
+    config_readonly: impl Fn(&str) -> bool,
+    progress: Progress,
+) -> anyhow::Result<Prepared> {
     let conn = connect(&opts.connect).await?;
-    eprintln!("connecting to {} (context {}) ...", conn.server, conn.context);
+    progress(&format!("connecting to {} (context {}) ...", conn.server, conn.context));
     let rights =
         access::check(&conn.client).await.with_context(|| format!("asking {} what this user may do", conn.server))?;
     if !rights.can_read() {
@@ -184,13 +224,14 @@ pub async fn prepare(opts: &LiveOptions, config_readonly: impl Fn(&str) -> bool)
     }
     let readonly = opts.readonly || config_readonly(&conn.context) || !rights.can_write();
     let observe_reason = if let Some(u) = upstream {
-        Some(format!("{u}; observing so the two never fight"))
+        Some(format!("{u}; hands off so the two never fight"))
     } else if opts.readonly || config_readonly(&conn.context) {
         Some("read-only".to_string())
     } else if let Some(missing) = rights.summary() {
         Some(format!("read-only: {missing}"))
     } else if opts.cloud.is_none() {
-        Some("observing: no cloud provider (start with --cloud aws, or --cloud kwok on a test cluster)".to_string())
+        // The header says "observing: " before the reason; the reason doesn't repeat it.
+        Some("no cloud provider (start with --cloud aws, or --cloud kwok on a test cluster)".to_string())
     } else {
         None
     };
@@ -209,24 +250,47 @@ pub async fn prepare(opts: &LiveOptions, config_readonly: impl Fn(&str) -> bool)
                         upkeep: None,
                     }
                 }
-                CloudChoice::Aws(aws) => aws_acting(aws, &conn, &writer, opts.mode).await?,
+                CloudChoice::Aws(aws) => aws_acting(aws, &conn, &writer, opts.mode, progress).await?,
             };
             let me = identity();
-            let task = tokio::spawn(
-                Elector::new(conn.client.clone(), &opts.lease_namespace, me.clone(), opts.takeover).run(tx),
-            );
+            let elector = Elector::new(conn.client.clone(), &opts.lease_namespace, me.clone(), opts.takeover);
             let releaser = Elector::new(conn.client.clone(), &opts.lease_namespace, me, false);
-            (Some(acting), Some((task, releaser)))
+            (Some(acting), Some(supervise(elector, tx.clone(), releaser)))
         }
         _ => (None, None),
     };
-    Ok(Prepared { conn, watches, readonly, observe_reason, rights_summary: rights.summary(), acting, role, elector })
+    Ok(Prepared {
+        conn,
+        watches,
+        readonly,
+        observe_reason,
+        rights_summary: rights.summary(),
+        acting,
+        role,
+        _role_tx: tx,
+        elector,
+    })
 }
 
-pub fn run_live(opts: LiveOptions) -> anyhow::Result<()> {
+/// Runs the elector; should it ever stop, the role says so and nothing acts on a Lease nobody renews.
+fn supervise(elector: Elector, tx: tokio::sync::watch::Sender<Role>, releaser: Elector) -> Election {
+    let inner = tokio::spawn(elector.run(tx.clone()));
+    let task = inner.abort_handle();
+    let supervisor = tokio::spawn(async move {
+        let why = match inner.await {
+            Err(e) if e.is_panic() => "panicked",
+            _ => "stopped",
+        };
+        tracing::error!("leader election {why}; this instance no longer acts");
+        tx.send_replace(Role::Follower { holder: format!("nobody known (leader election {why})") });
+    });
+    Election { supervisor, task, releaser }
+}
+
+pub fn run_live(opts: LiveOptions, log_format: super::logging::LogFormat) -> anyhow::Result<()> {
     let paths = Paths::resolve();
     let config = Config::load(&paths.config_file())?;
-    let _guard = super::demo::init_logging(&paths);
+    let _guard = super::logging::to_file(&paths, log_format);
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()

@@ -1,8 +1,10 @@
 //! Command implementations behind `main.rs` (which only parses arguments and wires).
 
+pub mod args;
 pub mod catalog;
 pub mod controller;
 pub mod demo;
 pub mod live;
 pub mod live_dashboard;
+pub mod logging;
 pub mod plan;

@@ -182,12 +182,23 @@ pub fn detail(v: &ClusterView, p: Pane, i: usize) -> (String, Vec<String>) {
             ));
             out.push(format!("Consolidation: {} after {}", r.consolidation_policy, r.consolidate_after));
             for u in &r.usage {
-                out.push(format!(
-                    "{}: {} of {}",
-                    u.resource,
-                    fmt_res(&u.resource, u.used),
-                    u.limit.map(|l| fmt_res(&u.resource, l)).unwrap_or_else(|| "no limit".into())
-                ));
+                let unit = match usage_unit(&u.resource) {
+                    "" => String::new(),
+                    unit => format!(" {unit}"),
+                };
+                let used = fmt_quantity(usage_scaled(&u.resource, u.used));
+                out.push(match u.limit {
+                    Some(l) if u.used > l => format!(
+                        "{}: {used} of {}{unit}, over by {}",
+                        u.resource,
+                        fmt_quantity(usage_scaled(&u.resource, l)),
+                        fmt_quantity(usage_scaled(&u.resource, u.used - l))
+                    ),
+                    Some(l) => {
+                        format!("{}: {used} of {}{unit}", u.resource, fmt_quantity(usage_scaled(&u.resource, l)))
+                    }
+                    None => format!("{}: {used}{unit}, no limit", u.resource),
+                });
             }
             for (reason, allowed, why) in &r.budgets {
                 match why {
@@ -321,5 +332,95 @@ pub fn fmt_res(resource: &str, v: i64) -> String {
         "cpu" => format_cpu(v),
         "memory" | "ephemeral-storage" => format_bytes_approx(v),
         _ => v.to_string(),
+    }
+}
+
+/// A NodePool's usage in the unit people set limits in: cores for cpu (stored in millicores), GiB for memory and
+/// storage (stored in bytes), counts otherwise.
+pub fn usage_scaled(resource: &str, v: i64) -> f64 {
+    match resource {
+        "cpu" => v as f64 / 1000.0,
+        "memory" | "ephemeral-storage" => v as f64 / (1u64 << 30) as f64,
+        _ => v as f64,
+    }
+}
+
+/// The unit `usage_scaled` gives.
+pub fn usage_unit(resource: &str) -> &'static str {
+    match resource {
+        "cpu" => "cores",
+        "memory" | "ephemeral-storage" => "GiB",
+        _ => "",
+    }
+}
+
+/// `used / limit` in `usage_scaled` units, with how far over the limit it is: `16,016 / 1,000, over by 15,016`.
+pub fn usage_text(resource: &str, used: i64, limit: Option<i64>) -> String {
+    let q = |v: i64| fmt_quantity(usage_scaled(resource, v));
+    match limit {
+        Some(l) if used > l => format!("{} / {}, over by {}", q(used), q(l), q(used - l)),
+        Some(l) => format!("{} / {}", q(used), q(l)),
+        None => q(used),
+    }
+}
+
+/// A quantity for reading at a glance: thousands separators, and fewer decimals as it grows (two below 10, one
+/// below 100, none from 100): `0.25`, `5.85`, `13.2`, `16,016`.
+pub fn fmt_quantity(x: f64) -> String {
+    let decimals = if x.abs() >= 100.0 {
+        0
+    } else if x.abs() >= 10.0 {
+        1
+    } else {
+        2
+    };
+    let text = format!("{x:.decimals$}");
+    let text = if text.contains('.') { text.trim_end_matches('0').trim_end_matches('.') } else { &text };
+    let (sign, digits) = match text.strip_prefix('-') {
+        Some(rest) => ("-", rest),
+        None => ("", text),
+    };
+    let (int, frac) = digits.split_once('.').map_or((digits, None), |(i, f)| (i, Some(f)));
+    let mut grouped = String::with_capacity(int.len() + int.len() / 3);
+    for (n, c) in int.chars().enumerate() {
+        if n > 0 && (int.len() - n) % 3 == 0 {
+            grouped.push(',');
+        }
+        grouped.push(c);
+    }
+    let sign = if grouped.chars().all(|c| c == '0' || c == ',') && frac.is_none() { "" } else { sign };
+    match frac {
+        Some(f) => format!("{sign}{grouped}.{f}"),
+        None => format!("{sign}{grouped}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn quantities_read_at_a_glance() {
+        assert_eq!(fmt_quantity(0.0), "0");
+        assert_eq!(fmt_quantity(0.25), "0.25");
+        assert_eq!(fmt_quantity(5.85), "5.85");
+        assert_eq!(fmt_quantity(64.0), "64");
+        assert_eq!(fmt_quantity(13.24), "13.2");
+        assert_eq!(fmt_quantity(999.4), "999");
+        assert_eq!(fmt_quantity(1000.0), "1,000");
+        assert_eq!(fmt_quantity(16_015.9), "16,016");
+        assert_eq!(fmt_quantity(1_234_567.0), "1,234,567");
+        assert_eq!(fmt_quantity(-15_015.9), "-15,016");
+        assert_eq!(fmt_quantity(-0.001), "0");
+    }
+
+    #[test]
+    fn usage_is_in_cores_and_gib_with_the_excess_over_the_limit() {
+        assert_eq!(usage_text("cpu", 16_015_900, Some(1_000_000)), "16,016 / 1,000, over by 15,016");
+        assert_eq!(usage_text("cpu", 5_850, Some(64_000)), "5.85 / 64");
+        assert_eq!(usage_text("cpu", 1_000_000, Some(1_000_000)), "1,000 / 1,000");
+        assert_eq!(usage_text("memory", 3 << 40, Some(1 << 40)), "3,072 / 1,024, over by 2,048");
+        assert_eq!(usage_text("memory", 14_173_392_076, None), "13.2");
+        assert_eq!(usage_text("nvidia.com/gpu", 4, Some(8)), "4 / 8");
     }
 }

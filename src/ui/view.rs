@@ -48,7 +48,9 @@ fn render_header(s: &AppState, area: Rect, buf: &mut Buffer) {
     });
     let lead = match &v.leadership {
         Leadership::Acting => Span::styled(" acting ", t.header()),
-        Leadership::Observing(why) => Span::styled(format!(" observing: {why} "), t.header().fg(t.warn)),
+        Leadership::Observing(why) => {
+            Span::styled(format!(" observing: {} ", observing_reason(why)), t.header().fg(t.warn))
+        }
     };
     let mut first = vec![
         Span::styled(" karpenter-tui ", t.header().add_modifier(Modifier::BOLD)),
@@ -70,6 +72,17 @@ fn render_header(s: &AppState, area: Rect, buf: &mut Buffer) {
         Span::styled(format!("· prices: {}", v.price_provenance), t.header()),
     ];
     Paragraph::new(vec![Line::from(first), Line::from(second)]).style(t.header()).render(area, buf);
+}
+
+/// The reason without an "observing:" of its own: the header says it once, whoever built the reason.
+fn observing_reason(why: &str) -> &str {
+    let mut rest = why.trim();
+    while let Some(prefix) = rest.get(..10)
+        && prefix.eq_ignore_ascii_case("observing:")
+    {
+        rest = rest[10..].trim_start();
+    }
+    rest
 }
 
 fn render_grid(s: &AppState, area: Rect, buf: &mut Buffer) {
@@ -312,5 +325,46 @@ fn render_overlay(s: &AppState, area: Rect, buf: &mut Buffer) {
                 .block(popup(s, format!("{title} — Esc closes, j/k scroll")))
                 .render(r, buf);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+    use std::sync::Arc;
+
+    use ratatui::Terminal;
+    use ratatui::backend::TestBackend;
+
+    use super::*;
+    use crate::ui::action::KeyMap;
+    use crate::ui::app::{Msg, update};
+    use crate::ui::model::ClusterView;
+    use crate::ui::theme::Theme;
+
+    fn header(leadership: Leadership) -> String {
+        let (km, _) = KeyMap::new(&BTreeMap::new(), false);
+        let mut s = AppState::new(km, Theme::default(), false, 1.0);
+        update(&mut s, Msg::View(Arc::new(ClusterView { leadership, ..Default::default() })));
+        let mut t = Terminal::new(TestBackend::new(160, 40)).unwrap();
+        t.draw(|f| f.render_widget(&s, f.area())).unwrap();
+        let buf = t.backend().buffer();
+        (0..160).map(|x| buf[(x, 0)].symbol()).collect()
+    }
+
+    #[test]
+    fn the_header_says_observing_once() {
+        let reasons = [
+            "no cloud provider (start with --cloud aws)",
+            "observing: no cloud provider (start with --cloud aws)",
+            "Observing:  observing: no cloud provider (start with --cloud aws)",
+        ];
+        for why in reasons {
+            let line = header(Leadership::Observing(why.into()));
+            assert_eq!(line.matches("observing").count(), 1, "{line}");
+            assert!(line.contains(" observing: no cloud provider (start with --cloud aws) "), "{line}");
+        }
+        assert!(header(Leadership::Observing("electing a leader".into())).contains(" observing: electing a leader "));
+        assert!(!header(Leadership::Acting).contains("observing"));
     }
 }

@@ -1,4 +1,5 @@
-//! NodePools: weight, nodes, usage against limits, cost, budgets allowed now per reason, drifted count.
+//! NodePools: weight, nodes, usage against limits (cores and GiB, as limits are written), cost, budgets allowed now
+//! per reason, drifted count.
 
 use ratatui::buffer::Buffer;
 use ratatui::layout::{Constraint, Rect};
@@ -8,7 +9,7 @@ use ratatui::widgets::Cell;
 use super::{Columns, limit_bar, table};
 use crate::ui::action::Pane;
 use crate::ui::app::AppState;
-use crate::ui::rows::fmt_res;
+use crate::ui::rows::usage_text;
 
 pub fn render(s: &AppState, area: Rect, buf: &mut Buffer) {
     let v = &s.view;
@@ -22,17 +23,14 @@ pub fn render(s: &AppState, area: Rect, buf: &mut Buffer) {
         Constraint::Length(12),
         Constraint::Length(5),
     ];
-    let header = ["NAME", "WT", "NODES", "CPU / LIMIT", "MEMORY / LIMIT", "$/H", "BUDGET E/D/U", "DRIFT"];
+    let header = ["NAME", "WT", "NODES", "CPU CORES / LIMIT", "MEMORY GiB / LIMIT", "$/H", "BUDGET E/D/U", "DRIFT"];
     table(s, Pane::NodePools, area, buf, Columns { header: &header, widths: &widths, empty: "no NodePools" }, |i| {
         let r = &v.nodepools[i];
         let usage = |res: &str| {
-            r.usage.iter().find(|u| u.resource == res).map(|u| {
-                let text = match u.limit {
-                    Some(l) => format!("{}/{}", fmt_res(res, u.used), fmt_res(res, l)),
-                    None => fmt_res(res, u.used),
-                };
-                limit_bar(&s.theme, u.used, u.limit, 6, text)
-            })
+            r.usage
+                .iter()
+                .find(|u| u.resource == res)
+                .map(|u| limit_bar(&s.theme, u.used, u.limit, 6, usage_text(res, u.used, u.limit)))
         };
         let budgets: Vec<Span> = r
             .budgets
@@ -59,4 +57,59 @@ pub fn render(s: &AppState, area: Rect, buf: &mut Buffer) {
             )),
         ]
     });
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+    use std::sync::Arc;
+
+    use ratatui::Terminal;
+    use ratatui::backend::TestBackend;
+
+    use crate::ui::action::KeyMap;
+    use crate::ui::app::{AppState, Msg, update};
+    use crate::ui::model::{ClusterView, NodePoolRow, ResourceUse};
+    use crate::ui::theme::Theme;
+
+    fn screen(view: ClusterView, w: u16, h: u16) -> Vec<String> {
+        let (km, _) = KeyMap::new(&BTreeMap::new(), false);
+        let mut s = AppState::new(km, Theme::default(), true, 1.0);
+        update(&mut s, Msg::View(Arc::new(view)));
+        // The NodePools pane, full width.
+        update(&mut s, Msg::Key(crossterm::event::KeyEvent::from(crossterm::event::KeyCode::Char('2'))));
+        let mut t = Terminal::new(TestBackend::new(w, h)).unwrap();
+        t.draw(|f| f.render_widget(&s, f.area())).unwrap();
+        let buf = t.backend().buffer();
+        (0..h).map(|y| (0..w).map(|x| buf[(x, y)].symbol()).collect::<String>()).collect()
+    }
+
+    #[test]
+    fn usage_over_the_limit_reads_in_cores_and_gib_with_a_capped_gauge() {
+        let pool = |name: &str, cpu: (i64, Option<i64>), mem: (i64, Option<i64>)| NodePoolRow {
+            name: name.into(),
+            usage: vec![
+                ResourceUse { resource: "cpu".into(), used: cpu.0, limit: cpu.1 },
+                ResourceUse { resource: "memory".into(), used: mem.0, limit: mem.1 },
+            ],
+            ..Default::default()
+        };
+        let view = ClusterView {
+            nodepools: vec![
+                pool("burst", (16_015_900, Some(1_000_000)), (40 << 40, Some(4 << 40))),
+                pool("steady", (5_850, Some(64_000)), (14_173_392_076, None)),
+            ],
+            ..Default::default()
+        };
+        let lines = screen(view, 160, 20);
+        let row = |name: &str| lines.iter().find(|l| l.contains(name)).cloned().unwrap_or_default();
+        let burst = row("burst");
+        assert!(burst.contains("██████ 16,016 / 1,000, over by 15,016"), "{burst}");
+        assert!(burst.contains("██████ 40,960 / 4,096, over by 36,864"), "{burst}");
+        assert!(!burst.contains("16015900m"), "{burst}");
+        let steady = row("steady");
+        assert!(steady.contains("█░░░░░ 5.85 / 64 "), "{steady}");
+        assert!(steady.contains("13.2 (no limit)"), "{steady}");
+        assert!(lines.iter().any(|l| l.contains("CPU CORES / LIMIT") && l.contains("MEMORY GiB / LIMIT")));
+    }
 }

@@ -1,0 +1,330 @@
+//! The command line against the README's Commands table: every flag the table lists for a command is one that
+//! command takes, every documented command line parses, flags where they mean nothing are refused, and accepted
+//! flags reach the options the command runs with.
+
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+use clap::error::ErrorKind;
+use clap::{CommandFactory, Parser};
+use karpenter_tui::cli::args::{Cli, CloudArg, Command, Output, Source};
+use karpenter_tui::cli::live_dashboard::{AwsChoice, CloudChoice};
+use karpenter_tui::cli::logging::LogFormat;
+use karpenter_tui::engine::disruption::gate::Mode;
+
+fn parse(line: &[&str]) -> Result<Cli, clap::Error> {
+    Cli::try_parse_from(std::iter::once("karpenter-tui").chain(line.iter().copied()))
+}
+
+fn parses(line: &[&str]) -> Cli {
+    parse(line).unwrap_or_else(|e| panic!("`karpenter-tui {}` does not parse:\n{e}", line.join(" ")))
+}
+
+fn refused(line: &[&str], kind: ErrorKind) -> String {
+    match parse(line) {
+        Ok(cli) => panic!("`karpenter-tui {}` was accepted: {cli:?}", line.join(" ")),
+        Err(e) => {
+            assert_eq!(e.kind(), kind, "`karpenter-tui {}`: {e}", line.join(" "));
+            e.to_string()
+        }
+    }
+}
+
+/// (command, flag) for every flag in the README's Commands table: `None` is the command without a subcommand.
+fn documented_flags() -> BTreeSet<(Option<String>, String)> {
+    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).expect("README.md");
+    let table = readme.split("## Commands").nth(1).expect("a Commands section");
+    let mut out = BTreeSet::new();
+    for row in table.lines().take_while(|l| !l.starts_with("## ")).filter(|l| l.starts_with("| `karpenter-tui")) {
+        let row = row.replace("\\|", "/");
+        let cells: Vec<&str> = row.split('|').map(str::trim).collect();
+        let (usage, what) = (cells[1], cells[2]);
+        // Each backticked usage in the first cell (`demo ...` and `--sim ...`); the second cell's flags belong to
+        // the first usage ("With `--cloud aws`: `--profile P`, ...").
+        let usages: Vec<&str> = usage.split('`').skip(1).step_by(2).collect();
+        let mut first_command = None;
+        for (n, u) in usages.iter().enumerate() {
+            let mut words = u.split_whitespace();
+            assert_eq!(words.next(), Some("karpenter-tui"), "{u}");
+            let rest: Vec<&str> = words.collect();
+            let command = rest.first().filter(|w| w.chars().all(|c| c.is_ascii_lowercase())).map(|w| w.to_string());
+            if n == 0 {
+                first_command = Some(command.clone());
+            }
+            for flag in flags_in(u) {
+                out.insert((command.clone(), flag));
+            }
+        }
+        let command = first_command.expect("a usage in the first cell");
+        for flag in flags_in(what) {
+            out.insert((command.clone(), flag));
+        }
+    }
+    out
+}
+
+/// `--long` and `-o` flags in a piece of README text.
+fn flags_in(text: &str) -> Vec<String> {
+    text.split(|c: char| !(c.is_ascii_alphanumeric() || c == '-'))
+        .filter(|w| (w.starts_with("--") && w.len() > 2) || *w == "-o")
+        .map(str::to_string)
+        .collect()
+}
+
+#[test]
+fn every_flag_in_the_readme_table_is_taken_by_its_command() {
+    let documented = documented_flags();
+    // The table is really being read: these come from its first row's text and from the controller row.
+    for expected in [(None, "--region"), (None, "--service-cidr"), (Some("controller"), "--health-addr")] {
+        let key = (expected.0.map(str::to_string), expected.1.to_string());
+        assert!(documented.contains(&key), "{key:?} not found in the README: {documented:?}");
+    }
+    let root = Cli::command();
+    let mut missing = Vec::new();
+    for (command, flag) in &documented {
+        let cmd = match command {
+            None => &root,
+            Some(name) => root.find_subcommand(name).unwrap_or_else(|| panic!("no `{name}` command")),
+        };
+        let takes = cmd.get_arguments().any(|a| match flag.strip_prefix("--") {
+            Some(long) => a.get_long() == Some(long),
+            None => a.get_short() == flag.strip_prefix('-').and_then(|s| s.chars().next()),
+        });
+        if !takes {
+            missing.push(format!("{} {flag}", command.as_deref().unwrap_or("(dashboard)")));
+        }
+    }
+    assert!(missing.is_empty(), "documented but not accepted: {missing:?}");
+}
+
+#[test]
+fn every_documented_command_line_parses() {
+    let aws = [
+        "--profile",
+        "prod",
+        "--region",
+        "eu-west-1",
+        "--cluster-name",
+        "blue",
+        "--interruption-queue",
+        "blue-interruptions",
+        "--cluster-endpoint",
+        "https://blue.example",
+        "--cluster-ca-bundle",
+        "Q0E=",
+        "--service-cidr",
+        "10.100.0.0/16",
+    ];
+    let lines: Vec<Vec<&str>> = vec![
+        vec![],
+        vec!["--kubeconfig", "k.yaml", "--context", "c", "--cloud", "aws", "--mode", "approve", "--takeover"],
+        vec!["--cloud", "kwok", "--mode", "auto", "--readonly"],
+        vec!["--mode", "dry-run", "--theme", "light", "--log-format", "json", "--sync-timeout-secs", "5"],
+        [&["--cloud", "aws"][..], &aws].concat(),
+        vec!["plan", "--kubeconfig", "k.yaml", "--context", "c", "-o", "table"],
+        vec!["plan", "-o", "json"],
+        vec!["plan", "--output", "json", "--log-format", "json"],
+        vec!["plan", "--cloud", "aws", "--profile", "prod", "--region", "eu-west-1"],
+        vec!["plan", "--cloud", "kwok"],
+        vec!["controller", "--in-cluster", "--cloud", "aws", "--mode", "auto", "--health-addr", "0.0.0.0:8081"],
+        vec!["controller", "--cloud", "kwok", "--kubeconfig", "k.yaml", "--context", "c", "--log-format", "plain"],
+        [&["controller", "--in-cluster", "--cloud", "aws"][..], &aws].concat(),
+        vec!["plan", "--file", "m.yaml", "--source", "aws", "--region", "eu-west-1", "-o", "json"],
+        vec!["plan", "-f", "m.yaml", "--source", "kwok", "-o", "table"],
+        vec!["simulate", "s.yaml", "-o", "json", "--until", "2h", "--seed", "7"],
+        vec!["simulate", "s.yaml"],
+        vec!["demo"],
+        vec!["demo", "s.yaml", "--speed", "20", "--readonly", "--theme", "high-contrast", "--log-format", "json"],
+        vec!["--sim"],
+        vec!["--sim", "s.yaml", "--readonly", "--theme", "dark"],
+        vec!["info"],
+        vec!["catalog", "--region", "eu-west-1", "--source", "kwok", "-o", "json"],
+        vec!["catalog"],
+    ];
+    for line in &lines {
+        parses(line);
+    }
+    // What the deploy/ manifests run.
+    for file in ["controller.yaml", "controller-aws.yaml"] {
+        let text = std::fs::read_to_string(format!("{}/deploy/{file}", env!("CARGO_MANIFEST_DIR"))).unwrap();
+        let args: Vec<String> = text
+            .lines()
+            .skip_while(|l| l.trim() != "args:")
+            .skip(1)
+            .map(str::trim)
+            .take_while(|l| l.starts_with("- ") || l.starts_with('#'))
+            .filter_map(|l| l.strip_prefix("- ").map(str::to_string))
+            .collect();
+        assert_eq!(args.first().map(String::as_str), Some("controller"), "{file}");
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        parses(&args);
+    }
+}
+
+#[test]
+fn flags_that_mean_nothing_for_a_command_are_refused() {
+    for line in [
+        &["simulate", "s.yaml", "--cloud", "aws"][..],
+        &["simulate", "s.yaml", "--kubeconfig", "k.yaml"],
+        &["catalog", "--kubeconfig", "k.yaml"],
+        &["catalog", "--log-format", "json"],
+        &["demo", "--cloud", "aws"],
+        &["demo", "--region", "eu-west-1"],
+        &["info", "--region", "eu-west-1"],
+        &["controller", "--cloud", "kwok", "--readonly"],
+        &["controller", "--cloud", "kwok", "--theme", "dark"],
+        &["plan", "--mode", "auto"],
+        &["plan", "--interruption-queue", "q"],
+        &["plan", "--theme", "dark"],
+    ] {
+        let e = refused(line, ErrorKind::UnknownArgument);
+        assert!(e.contains("unexpected argument"), "{e}");
+    }
+    for line in [
+        &["--sim", "--cloud", "aws"][..],
+        &["--sim", "--kubeconfig", "k.yaml"],
+        &["--sim", "--region", "eu-west-1"],
+        &["controller", "--in-cluster", "--kubeconfig", "k.yaml", "--cloud", "kwok"],
+        &["plan", "--file", "m.yaml", "--kubeconfig", "k.yaml"],
+        &["plan", "--file", "m.yaml", "--context", "c"],
+        &["plan", "--source", "kwok", "--cloud", "aws"],
+    ] {
+        refused(line, ErrorKind::ArgumentConflict);
+    }
+    // The dashboard's flags before a subcommand would be dropped by it: refused.
+    assert!(parse(&["--cloud", "aws", "plan"]).is_err());
+    assert!(parse(&["--readonly", "controller", "--cloud", "kwok"]).is_err());
+    let e = refused(&["controller"], ErrorKind::MissingRequiredArgument);
+    assert!(e.contains("--cloud"), "{e}");
+    let e = refused(&["--mode", "yolo"], ErrorKind::InvalidValue);
+    assert!(e.contains("dry-run"), "{e}");
+    refused(&["--log-format", "xml"], ErrorKind::InvalidValue);
+}
+
+#[test]
+fn controller_aws_flags_reach_its_options() {
+    let cli = parses(&[
+        "controller",
+        "--cloud",
+        "aws",
+        "--region",
+        "eu-west-1",
+        "--profile",
+        "prod",
+        "--cluster-name",
+        "blue",
+        "--interruption-queue",
+        "blue-interruptions",
+        "--cluster-endpoint",
+        "https://blue.example",
+        "--cluster-ca-bundle",
+        "Q0E=",
+        "--service-cidr",
+        "10.100.0.0/16",
+        "--kubeconfig",
+        "k.yaml",
+        "--context",
+        "c",
+        "--sync-timeout-secs",
+        "5",
+        "--takeover",
+        "--lease-namespace",
+        "karpenter-tui",
+        "--log-format",
+        "json",
+    ]);
+    let Some(Command::Controller { in_cluster, cloud, live, log, .. }) = cli.command else { panic!("controller") };
+    assert_eq!(log.log_format, LogFormat::Json);
+    let o = live.options(Some(cloud), in_cluster, Mode::Auto, None).expect("options");
+    assert_eq!(o.mode, Mode::Auto, "the controller's default mode");
+    assert_eq!(o.catalog.region, "eu-west-1");
+    assert_eq!(o.sync_timeout, Duration::from_secs(5));
+    assert!(o.takeover);
+    assert_eq!(o.lease_namespace, "karpenter-tui");
+    assert!(!o.readonly);
+    assert_eq!(o.connect.kubeconfig.as_deref(), Some(std::path::Path::new("k.yaml")));
+    assert_eq!(o.connect.context.as_deref(), Some("c"));
+    assert_eq!(o.connect.cluster_name.as_deref(), Some("blue"));
+    assert!(!o.connect.in_cluster);
+    let Some(CloudChoice::Aws(AwsChoice {
+        aws,
+        interruption_queue,
+        cluster_endpoint,
+        cluster_ca_bundle,
+        service_cidr,
+    })) = o.cloud
+    else {
+        panic!("--cloud aws: {:?}", o.cloud)
+    };
+    assert_eq!(aws.region.as_deref(), Some("eu-west-1"));
+    assert_eq!(aws.profile.as_deref(), Some("prod"));
+    assert_eq!(interruption_queue.as_deref(), Some("blue-interruptions"));
+    assert_eq!(cluster_endpoint.as_deref(), Some("https://blue.example"));
+    assert_eq!(cluster_ca_bundle.as_deref(), Some("Q0E="));
+    assert_eq!(service_cidr.as_deref(), Some("10.100.0.0/16"));
+}
+
+#[test]
+fn dashboard_flags_reach_its_options() {
+    let cli =
+        parses(&["--cloud", "kwok", "--region", "eu-west-1", "--readonly", "--theme", "light", "--mode", "dry-run"]);
+    let o = cli.live.options(cli.cloud, false, Mode::Approve, Some(&cli.ui)).expect("options");
+    assert_eq!(o.cloud, Some(CloudChoice::Kwok));
+    assert_eq!(o.mode, Mode::DryRun);
+    assert!(o.readonly);
+    assert_eq!(o.theme.as_deref(), Some("light"));
+    assert_eq!(o.catalog.region, "eu-west-1");
+    let kwok_types: BTreeSet<&str> = o.catalog.instance_types.iter().map(|t| t.name.as_str()).collect();
+    let aws = parses(&["--region", "eu-west-1"]);
+    let o = aws.live.options(aws.cloud, false, Mode::Approve, Some(&aws.ui)).expect("options");
+    assert_eq!((o.cloud, o.mode, o.readonly), (None, Mode::Approve, false), "observes, approve by default");
+    let aws_types: BTreeSet<&str> = o.catalog.instance_types.iter().map(|t| t.name.as_str()).collect();
+    assert_ne!(kwok_types, aws_types, "--cloud kwok plans with the KWOK catalog");
+
+    // AWS settings without the AWS cloud would be ignored: said instead.
+    for line in [&["--profile", "prod"][..], &["--cloud", "kwok", "--interruption-queue", "q"]] {
+        let cli = parses(line);
+        let Err(e) = cli.live.options(cli.cloud, false, Mode::Approve, Some(&cli.ui)) else { panic!("accepted") };
+        assert!(e.to_string().contains("only apply with --cloud aws"), "{e}");
+    }
+}
+
+#[test]
+fn sim_is_the_demo_with_the_dashboards_look() {
+    let mut cli = parses(&["--sim", "s.yaml", "--readonly", "--theme", "dark", "--log-format", "json"]);
+    let Some(Command::Demo { scenario, speed, ui, log }) = cli.sim_as_demo() else { panic!("demo") };
+    assert_eq!(scenario.as_deref(), Some("s.yaml"));
+    assert_eq!(speed, None);
+    assert!(ui.readonly);
+    assert_eq!(ui.theme.as_deref(), Some("dark"));
+    assert_eq!(log.log_format, LogFormat::Json);
+    let Some(Command::Demo { scenario: None, .. }) = parses(&["--sim"]).sim_as_demo() else { panic!("demo") };
+    assert!(parses(&[]).sim_as_demo().is_none());
+}
+
+#[test]
+fn plan_takes_its_catalog_flags() {
+    let Some(Command::Plan { file, source, cloud, profile, region, output, kube, .. }) =
+        parses(&["plan", "--cloud", "aws", "--profile", "prod", "--region", "eu-west-1", "-o", "json"]).command
+    else {
+        panic!("plan")
+    };
+    assert_eq!((file, source, cloud, output), (None, None, Some(CloudArg::Aws), Output::Json));
+    assert_eq!((profile.as_deref(), region.as_deref()), (Some("prod"), Some("eu-west-1")));
+    assert_eq!(kube.sync_timeout_secs, 30);
+    let Some(Command::Plan { file, source, .. }) = parses(&["plan", "-f", "m.yaml", "--source", "kwok"]).command else {
+        panic!("plan")
+    };
+    assert_eq!((file.as_deref(), source), (Some("m.yaml"), Some(Source::Kwok)));
+}
+
+#[test]
+fn plan_refuses_an_aws_profile_without_the_aws_cloud() {
+    let Err(e) = karpenter_tui::cli::args::plan_catalog(None, None, Some("prod".into()), None) else {
+        panic!("accepted")
+    };
+    assert!(e.to_string().contains("--profile only applies with --cloud aws"), "{e}");
+    let kwok = karpenter_tui::cli::args::plan_catalog(None, Some(CloudArg::Kwok), None, None).expect("kwok");
+    let source_kwok = karpenter_tui::cli::args::plan_catalog(Some(Source::Kwok), None, None, None).expect("kwok");
+    assert_eq!(kwok.instance_types.len(), source_kwok.instance_types.len());
+}
