@@ -871,6 +871,7 @@ async fn the_live_backend_sends_a_picture_then_follows_the_cluster_and_stops_on_
         },
         acting: None,
         role,
+        wakes: Default::default(),
     };
     let (commands, crx) = tokio::sync::mpsc::unbounded_channel();
     let (etx, mut events) = tokio::sync::mpsc::unbounded_channel();

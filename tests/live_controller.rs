@@ -201,7 +201,48 @@ status:
     h.cluster.nodeclaims.get_mut("default-ec2aa").unwrap().metadata.deletion_timestamp = Some(ms_time(h.now));
     let m = manifests(&h.cluster);
     let effects = h.controller.plan(&m, h.now + 1_000, generation(&m));
-    assert!(effects.is_empty(), "{:?}", effects.iter().map(Effect::describe).collect::<Vec<_>>());
+    // Only the NodePool's own status may change (its node count); nothing touches the claim or the node.
+    let touching: Vec<String> =
+        effects.iter().filter(|e| !matches!(e, Effect::PatchNodePoolStatus { .. })).map(Effect::describe).collect();
+    assert!(touching.is_empty(), "{touching:?}");
+    // Nor does this cloud write pod-event times on another provider's claim.
+    h.cluster.nodeclaims.get_mut("default-ec2aa").unwrap().metadata.deletion_timestamp = None;
+    h.cluster.nodes.get_mut("ip-10-0-0-1.ec2.internal").unwrap().metadata.deletion_timestamp = None;
+    let mut m = manifests(&h.cluster);
+    h.controller.plan(&m, h.now + 2_000, generation(&m));
+    let text = "apiVersion: v1\nkind: Pod\nmetadata: {name: web, namespace: default, uid: uid-web}\nspec:\n  nodeName: ip-10-0-0-1.ec2.internal\n  containers: [{name: c, image: x}]\nstatus: {phase: Running}\n";
+    m.pods.extend(Manifests::parse(text, "pod.yaml").unwrap().pods);
+    let effects = h.controller.plan(&m, h.now + 30_000, generation(&m));
+    assert!(
+        !effects.iter().any(|e| matches!(e, Effect::PatchClaimStatus { name, .. } if name == "default-ec2aa")),
+        "{:?}",
+        effects.iter().map(Effect::describe).collect::<Vec<_>>()
+    );
+}
+
+#[test]
+fn nodepools_get_upstreams_status_and_claims_a_ready_condition() {
+    let mut h = Harness::new(Mode::Approve);
+    h.run_until("all six pods bound", 120, Harness::all_bound);
+    h.run_until("every claim initialized", 10, |h| h.cluster.nodeclaims.values().all(|c| c.is_true(COND_INITIALIZED)));
+    h.tick();
+    let pool = &h.cluster.nodepools["default"];
+    let status = pool.status.as_ref().expect("a status");
+    assert_eq!(status.nodes, Some(h.cluster.nodes.len() as i64));
+    assert_eq!(status.resources.get("nodes").map(|q| q.0.clone()), Some(h.cluster.nodes.len().to_string()));
+    let cpu: i64 = h.cluster.nodes.len() as i64 * 4;
+    assert_eq!(status.resources.get("cpu").map(|q| q.0.clone()), Some(cpu.to_string()), "4-CPU KWOK nodes");
+    for t in ["ValidationSucceeded", "NodeClassReady", "NodeRegistrationHealthy", "Ready"] {
+        let c = status.conditions.iter().find(|c| c.type_ == t).unwrap_or_else(|| panic!("{t}"));
+        assert_eq!(c.status, "True", "{t}: {c:?}");
+    }
+    for c in h.cluster.nodeclaims.values() {
+        assert!(c.is_true("Ready"), "{} is Ready", c.name());
+    }
+    // Settled: the status is not written again while nothing changes.
+    let m = manifests(&h.cluster);
+    let effects = h.controller.plan(&m, h.now + 1_000, generation(&m));
+    assert!(!effects.iter().any(|e| matches!(e, Effect::PatchNodePoolStatus { .. })));
 }
 
 #[test]
@@ -228,4 +269,37 @@ fn nodes_that_cannot_be_disrupted_say_why_in_events_without_repeats() {
         assert_eq!(blocked.len(), 1, "once, not every round: {blocked:?}");
         assert!(blocked[0].2.contains(&key.1), "{}", blocked[0].2);
     }
+}
+
+#[test]
+fn events_stay_within_the_api_servers_limit_when_a_hundred_nodes_go_at_once() {
+    let objects = harness::OBJECTS
+        .replace("consolidateAfter: 30s}", "consolidateAfter: 30s, budgets: [{nodes: '100%'}]}")
+        .replace("replicas: 6", "replicas: 100")
+        .replace("cpu: \"1\", memory: 1Gi", "cpu: \"3\", memory: 1Gi");
+    let mut h = Harness::with_objects(Mode::Approve, &objects);
+    h.run_until("a hundred pods bound", 300, Harness::all_bound);
+    assert_eq!(h.cluster.nodes.len(), 100, "one 4-CPU node per 3-CPU pod");
+    h.scale(0);
+    h.run_until("an emptiness proposal", 120, |h| {
+        h.controller.records.iter().any(|r| r.state == CommandState::AwaitingApproval)
+    });
+    let rec = h.controller.records.iter().find(|r| r.state == CommandState::AwaitingApproval).unwrap().clone();
+    assert_eq!(rec.command.candidates.len(), 100);
+    let m = manifests(&h.cluster);
+    let (effects, _) = h.controller.approve(&m, &rec.id, h.now).unwrap();
+    let terminating: Vec<&String> = effects
+        .iter()
+        .filter_map(|e| match e {
+            Effect::Event { reason, message, .. } if reason == "DisruptionTerminating" => Some(message),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(terminating.len(), 100, "one per node");
+    for m in terminating {
+        assert!(m.chars().count() <= 1024, "{} characters: {m}", m.chars().count());
+        assert!(m.contains("and 97 other(s)"), "{m}");
+    }
+    let long = karpenter_tui::runtime::controller::fit_event_message("x".repeat(5_000));
+    assert!(long.chars().count() <= 1024 && long.ends_with("(4016 more characters)"), "{long}");
 }

@@ -328,6 +328,7 @@ pub fn run_live(opts: LiveOptions, log_format: super::logging::LogFormat) -> any
             info,
             acting: p.acting.take(),
             role: p.role.clone(),
+            wakes: Default::default(),
         };
         let backend = tokio::spawn(driver.run(crx, etx));
         let session = Session {

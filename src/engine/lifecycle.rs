@@ -169,10 +169,10 @@ fn transition_ms(c: &Condition) -> Option<Millis> {
 /// condition is new); reason and message are always updated.
 pub fn set_condition(claim: &mut NodeClaim, type_: &str, status: &str, reason: &str, message: &str, now: Millis) {
     let conditions = &mut claim.status.get_or_insert_with(Default::default).conditions;
-    set_in(conditions, type_, status, reason, message, now);
+    set_condition_in(conditions, type_, status, reason, message, now);
     if READY_DEPENDENTS.contains(&type_) {
         let (status, reason, message) = root_ready(conditions);
-        set_in(conditions, COND_READY, status, reason, &message, now);
+        set_condition_in(conditions, COND_READY, status, reason, &message, now);
     }
 }
 
@@ -199,7 +199,14 @@ fn root_ready(conditions: &[Condition]) -> (&'static str, &'static str, String) 
     }
 }
 
-fn set_in(conditions: &mut Vec<Condition>, type_: &str, status: &str, reason: &str, message: &str, now: Millis) {
+pub fn set_condition_in(
+    conditions: &mut Vec<Condition>,
+    type_: &str,
+    status: &str,
+    reason: &str,
+    message: &str,
+    now: Millis,
+) {
     let reason = (!reason.is_empty()).then(|| reason.to_string());
     let message = (!message.is_empty()).then(|| message.to_string());
     match conditions.iter_mut().find(|c| c.type_ == type_) {

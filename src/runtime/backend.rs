@@ -70,6 +70,8 @@ impl Command {
 pub enum Event {
     /// A fresh picture of the cluster.
     View(Arc<ClusterView>),
+    /// Only time passed: the last picture stands, seen at this time (ages, the header's clock).
+    Clock(crate::engine::provisioning::Millis),
     /// How a request ended: a sentence for the status line either way.
     Done { request: u64, outcome: Result<String, String> },
     /// The what-if of an edit (or why it could not be computed).

@@ -54,6 +54,7 @@ pub async fn run<S: CommandSink>(session: Session<S>) -> anyhow::Result<()> {
 fn backend_msg(e: Event) -> Msg {
     match e {
         Event::View(v) => Msg::View(v),
+        Event::Clock(now) => Msg::Clock(now),
         Event::Done { request, outcome } => Msg::Done { request, outcome },
         Event::Preview { request, result } => Msg::Preview { request, result },
         Event::Stopped(err) => Msg::BackendStopped(err),

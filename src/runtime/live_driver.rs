@@ -4,6 +4,7 @@
 //! also acts: the controller reconciles on every change and operators' approvals go through it. Without them it
 //! observes, and says why to every request that would need it to act.
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -25,10 +26,15 @@ use crate::ui::model::Leadership;
 
 /// Pictures are built at most this often while the cluster changes (and, on a cluster so large that a picture takes
 /// long to build, no more often than four times the time the last one took, so pictures never use more than about a
-/// fifth of a core)...
+/// fifth of a core).
 const MIN_VIEW_GAP: Duration = Duration::from_secs(1);
-/// ...and at least this often while it doesn't (ages, budget windows).
-const MAX_VIEW_GAP: Duration = Duration::from_secs(5);
+/// With nothing changed, the clock line and ages move this often, without any engine pass...
+const CLOCK_EVERY: Duration = Duration::from_secs(5);
+/// ...and the engine's parts of the picture are built again this often, for what moves with time alone (budget
+/// windows opening, consolidateAfter running out).
+const REFRESH_EVERY: Duration = Duration::from_secs(30);
+/// While leading, the controller reconciles at least this often (timeouts and drains move with the clock).
+const ACT_EVERY: Duration = Duration::from_secs(1);
 /// A cloud with live prices (AWS) gives the dashboard a fresh catalog this often.
 const CATALOG_EVERY: Duration = Duration::from_secs(60);
 
@@ -42,6 +48,8 @@ pub struct LiveDriver {
     pub acting: Option<Acting>,
     /// Leadership: only the Lease holder acts.
     pub role: watch::Receiver<Role>,
+    /// How many times the loop has woken up: what an idle dashboard costs, counted (and tested: it must not spin).
+    pub wakes: Arc<AtomicU64>,
 }
 
 /// What the cache held when it was last read.
@@ -91,16 +99,31 @@ impl LiveDriver {
         self.acting.is_some() && *self.role.borrow() == Role::Leader
     }
 
-    /// Runs until `Shutdown` or until the dashboard goes away.
+    /// Runs until `Shutdown` or until the dashboard goes away. It sleeps until something happens: a command, a
+    /// change in the cache, a change of leadership, or the next moment something is due (the controller's next
+    /// reconcile while leading, a picture held back by [`MIN_VIEW_GAP`], the clock line).
     pub async fn run(mut self, mut commands: UnboundedReceiver<Command>, events: UnboundedSender<Event>) {
         let mut generation = 0u64;
+        // Something the picture's engine passes read changed since the last picture.
         let mut dirty = true;
         let mut last_view: Option<Instant> = None;
+        let mut last_clock = Instant::now();
         let mut last_build = Duration::ZERO;
         let mut latest: Option<Read> = None;
         let mut catalog_at: Option<Instant> = None;
-        let mut tick = tokio::time::interval(MIN_VIEW_GAP);
+        // Without an elector nobody sends on the role channel; once its sender is gone, `changed()` answers at once,
+        // forever, so the branch is switched off instead of spinning.
+        let mut role_open = true;
         loop {
+            let min_gap = MIN_VIEW_GAP.max(last_build * 4);
+            let since = |t: Option<Instant>| t.map_or(Duration::MAX, |t| t.elapsed());
+            let wait = if self.leading() {
+                ACT_EVERY
+            } else if dirty {
+                min_gap.saturating_sub(since(last_view))
+            } else {
+                CLOCK_EVERY.saturating_sub(last_clock.elapsed()).min(REFRESH_EVERY.saturating_sub(since(last_view)))
+            };
             tokio::select! {
                 cmd = commands.recv() => match cmd {
                     None | Some(Command::Shutdown) => return,
@@ -121,18 +144,26 @@ impl LiveDriver {
                     }
                     dirty = true;
                 }
-                _ = self.role.changed() => dirty = true,
-                _ = tick.tick() => {}
+                changed = self.role.changed(), if role_open => {
+                    role_open = changed.is_ok();
+                    dirty = true;
+                }
+                _ = tokio::time::sleep(wait) => {}
             }
-            let min_gap = MIN_VIEW_GAP.max(last_build * 4);
-            let due = |dirty: bool, last_view: Option<Instant>| match last_view {
-                None => true,
-                Some(t) => (dirty && t.elapsed() >= min_gap) || t.elapsed() >= MAX_VIEW_GAP.max(min_gap),
+            self.wakes.fetch_add(1, Ordering::Relaxed);
+            let due = |dirty: bool, last_view: Option<Instant>| {
+                since(last_view) >= REFRESH_EVERY.max(min_gap) || (dirty && since(last_view) >= min_gap)
             };
             // Only an acting engine needs the cache on every change; an observing dashboard reads it when a picture
             // is due (a read shares the pods but still costs milliseconds at tens of thousands of them, and a busy
             // cluster changes all the time).
             if !self.leading() && !due(dirty, last_view) {
+                if last_clock.elapsed() >= CLOCK_EVERY {
+                    if events.send(Event::Clock(now_ms())).is_err() {
+                        return;
+                    }
+                    last_clock = Instant::now();
+                }
                 continue;
             }
             let Some(read) = self.read() else {
@@ -165,6 +196,12 @@ impl LiveDriver {
                 dirty = true;
             }
             if !due(dirty, last_view) {
+                if last_clock.elapsed() >= CLOCK_EVERY {
+                    if events.send(Event::Clock(now_ms())).is_err() {
+                        return;
+                    }
+                    last_clock = Instant::now();
+                }
                 continue;
             }
             latest = Some(read.clone());
@@ -189,6 +226,7 @@ impl LiveDriver {
                 return;
             }
             last_view = Some(Instant::now());
+            last_clock = Instant::now();
             dirty = false;
         }
     }

@@ -97,6 +97,8 @@ pub enum EditStage {
 pub enum Msg {
     Key(KeyEvent),
     View(Arc<ClusterView>),
+    /// The picture stands; only the backend's clock moved.
+    Clock(crate::engine::provisioning::Millis),
     Done {
         request: u64,
         outcome: Result<String, String>,
@@ -262,6 +264,11 @@ pub fn update(s: &mut AppState, msg: Msg) -> Vec<Effect> {
         Msg::View(v) => {
             s.view = v;
             s.refilter_all();
+            Vec::new()
+        }
+        Msg::Clock(now) => {
+            // The reducer holds the only reference to the picture once the backend sent it, so this is no copy.
+            Arc::make_mut(&mut s.view).now = now;
             Vec::new()
         }
         Msg::Done { request, outcome } => {

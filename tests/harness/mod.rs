@@ -61,7 +61,8 @@ pub fn manifests(c: &Cluster) -> Manifests {
         nodeclaims: c.nodeclaims.values().map(|o| (**o).clone()).collect(),
         nodes: c.nodes.values().map(|o| (**o).clone()).collect(),
         pods: c.pods.values().cloned().collect(),
-        deployments: c.deployments.values().map(|o| (**o).clone()).collect(),
+        // As the live watch cache: the engine would otherwise add the Deployments' pods to the ones that exist.
+        deployments: Vec::new(),
         ..Default::default()
     }
 }
@@ -123,7 +124,9 @@ impl Harness {
                     let (result, mut node) = kwok::launch(&self.catalog, &claim).unwrap();
                     node.metadata.creation_timestamp = Some(ms_time(now));
                     self.cluster.nodes.insert(node.metadata.name.clone().unwrap(), node);
+                    // The launch records the claim's status as the effect carries it (this tick's conditions).
                     let stored = self.cluster.nodeclaims.get_mut(claim.name()).unwrap();
+                    stored.status = claim.status.clone();
                     apply_launch(stored, &result, now);
                     self.controller.outcome(Outcome::Launched { claim: claim.name().to_string() }, now);
                 }

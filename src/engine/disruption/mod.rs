@@ -159,7 +159,24 @@ impl Command {
 
     /// One line: "single-node Underutilized: replace ip-a (m5.xlarge) with one of c5.large, … saving $0.05/h".
     pub fn summary(&self) -> String {
-        let nodes: Vec<String> = self.candidates.iter().map(|c| format!("{} ({})", c.node, c.instance_type)).collect();
+        self.summary_naming(usize::MAX)
+    }
+
+    /// The summary naming at most `max` candidates, then how many others (`a (m5.large), b (m5.large) and 98
+    /// other(s)`), as upstream's messages shorten their lists: for Events, which the API server caps at 1 KiB.
+    pub fn brief(&self) -> String {
+        self.summary_naming(3)
+    }
+
+    fn summary_naming(&self, max: usize) -> String {
+        let mut nodes: Vec<String> =
+            self.candidates.iter().take(max).map(|c| format!("{} ({})", c.node, c.instance_type)).collect();
+        if self.candidates.len() > max {
+            let others = format!("{} other(s)", self.candidates.len() - max);
+            if let Some(last) = nodes.last_mut() {
+                *last = format!("{last} and {others}");
+            }
+        }
         let what = if self.replacements.is_empty() {
             format!("delete {}", nodes.join(", "))
         } else {

@@ -11,6 +11,7 @@ pub mod aws_upkeep;
 pub mod effect;
 pub mod execute;
 pub mod kwok;
+pub mod nodepool_status;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::hash::{Hash, Hasher};
@@ -348,7 +349,43 @@ impl Controller {
         self.drift(m, now, &mut out);
         self.disruption(m, now, generation, &mut out);
         self.blocked_events(m, now, &mut out);
+        self.nodepool_statuses(m, now, &mut out);
         out.finish(m)
+    }
+
+    /// Each NodePool's status as upstream keeps it (see [`nodepool_status`]), written when it changes.
+    fn nodepool_statuses(&self, m: &Manifests, now: Millis, out: &mut Out) {
+        for pool in m.nodepools.iter().filter(|p| p.metadata.deletion_timestamp.is_none()) {
+            let class = match &self.class_catalogs {
+                None => nodepool_status::ClassReadiness::NotNeeded,
+                Some(_) => nodepool_status::ClassReadiness::Class(
+                    m.nodeclasses
+                        .iter()
+                        .find(|c| {
+                            c.metadata.name.as_deref() == Some(pool.spec.template.spec.node_class_ref.name.as_str())
+                        })
+                        .map(|c| {
+                            c.status
+                                .as_ref()
+                                .and_then(|s| s.conditions.iter().find(|c| c.type_ == "Ready"))
+                                .cloned()
+                                .unwrap_or(crate::engine::api::Condition {
+                                    type_: "Ready".into(),
+                                    status: lifecycle::STATUS_UNKNOWN.into(),
+                                    reason: Some("AwaitingReconciliation".into()),
+                                    message: Some("NodeClass is awaiting reconciliation".into()),
+                                    last_transition_time: None,
+                                    observed_generation: None,
+                                })
+                        }),
+                ),
+            };
+            let failure = out.registration_failures.get(pool.name());
+            let status = nodepool_status::desired(pool, m, &class, &self.catalog.label_policy, failure, now);
+            if pool.status.as_ref() != Some(&status) {
+                out.push(Effect::PatchNodePoolStatus { name: pool.name().to_string(), status: Box::new(status) });
+            }
+        }
     }
 
     /// `DisruptionBlocked` (something protects the node: do-not-disrupt, a PDB, a budget, ...) and
@@ -538,6 +575,12 @@ impl Controller {
                             && nodes.iter().any(|n| out.node_changed(n)) => {}
                     LifecycleAction::SetNodeName(_) if nodes.iter().any(|n| out.node_changed(n)) => {}
                     LifecycleAction::Delete { reason } => {
+                        if matches!(reason, DeleteReason::LaunchTimeout | DeleteReason::RegistrationTimeout)
+                            && let Some(pool) = claim.nodepool()
+                        {
+                            out.registration_failures
+                                .insert(pool.to_string(), nodepool_status::RegistrationFailure::of(claim));
+                        }
                         out.push(Effect::DeleteNodeClaim { name: claim.name().to_string(), reason });
                     }
                     LifecycleAction::RequeueAt(_) => {}
@@ -673,7 +716,10 @@ impl Controller {
                     continue;
                 }
                 let pid = n.spec.as_ref().and_then(|s| s.provider_id.as_deref());
-                if let Some(c) = m.nodeclaims.iter().find(|c| pid.is_some() && c.provider_id() == pid) {
+                // Only claims of this cloud: another provider's claim is its own controller's to keep.
+                if let Some(c) = m.nodeclaims.iter().find(|c| pid.is_some() && c.provider_id() == pid)
+                    && self.ours(c.provider_id())
+                {
                     out.claim(c).status.get_or_insert_with(Default::default).last_pod_event_time =
                         Some(lifecycle::rfc3339(now));
                     self.last_pod_event.insert(name.to_string(), now);
@@ -937,6 +983,7 @@ impl Controller {
         }
         self.events_sent.retain(|_, (_, at)| now - *at < EVENT_REPEAT);
         self.events_sent.insert(key, (message.clone(), now));
+        let message = fit_event_message(message);
         out.push(Effect::Event { regarding: Box::new(regarding), warning, reason: reason.to_string(), message });
     }
 
@@ -949,14 +996,7 @@ impl Controller {
                 name: Some(c.node.clone()),
                 ..Default::default()
             };
-            self.event(
-                node_ref,
-                false,
-                "DisruptionTerminating",
-                format!("Disrupting Node: {}", cmd.summary()),
-                now,
-                out,
-            );
+            self.event(node_ref, false, "DisruptionTerminating", format!("Disrupting Node: {}", cmd.brief()), now, out);
             if let Some(n) = m.nodes.iter().find(|n| n.metadata.name.as_deref() == Some(c.node.as_str())) {
                 let taints = out.node(n).spec.get_or_insert_with(Default::default).taints.get_or_insert_with(Vec::new);
                 if !taints.iter().any(|t| t.key == labels::TAINT_DISRUPTED) {
@@ -1072,6 +1112,8 @@ struct Out {
     effects: Vec<Effect>,
     claims: BTreeMap<String, NodeClaim>,
     nodes: BTreeMap<String, Node>,
+    /// Launch or registration timeouts acted on in this tick, by NodePool.
+    registration_failures: BTreeMap<String, nodepool_status::RegistrationFailure>,
 }
 
 impl Out {
@@ -1104,8 +1146,18 @@ impl Out {
                 effects.push(e);
             }
         }
-        effects.extend(self.effects);
-        for (name, c) in self.claims {
+        let mut claims = self.claims;
+        for mut e in self.effects {
+            // A launch writes the claim's status itself once the instance exists: it carries this tick's status, so
+            // a separate status write can't replace the conditions the launch records with stale ones.
+            if let Effect::Launch { claim } = &mut e
+                && let Some(w) = claims.remove(claim.name())
+            {
+                claim.status = w.status;
+            }
+            effects.push(e);
+        }
+        for (name, c) in claims {
             let before = m.nodeclaims.iter().find(|x| x.name() == name).and_then(|x| x.status.as_ref());
             if let Some(status) = c.status
                 && before != Some(&status)
@@ -1126,6 +1178,22 @@ fn pod_ref(namespace: &str, name: &str, uid: &str) -> ObjectReference {
         uid: (!uid.is_empty()).then(|| uid.to_string()),
         ..Default::default()
     }
+}
+
+/// The most an Event's message may hold: the API server refuses longer ones (422, "can have at most 1024
+/// characters"), and the Event is lost.
+pub const EVENT_MESSAGE_MAX: usize = 1024;
+
+/// A message cut to [`EVENT_MESSAGE_MAX`] characters, saying how much was left out.
+pub fn fit_event_message(message: String) -> String {
+    let total = message.chars().count();
+    if total <= EVENT_MESSAGE_MAX {
+        return message;
+    }
+    // The suffix is at most 40 characters: keep room for it.
+    let keep = EVENT_MESSAGE_MAX - 40;
+    let head: String = message.chars().take(keep).collect();
+    format!("{head}… ({} more characters)", total - keep)
 }
 
 fn has_taint(n: &Node, key: &str) -> bool {

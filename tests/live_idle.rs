@@ -1,0 +1,69 @@
+//! An observing dashboard on a cluster where nothing changes must sleep: the live backend over the fake API
+//! server, with no leader election at all (its role channel closed, as when observing read-only or beside upstream
+//! Karpenter), counted by its wake-ups rather than timed.
+
+mod fake_apiserver;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use fake_apiserver::FakeApi;
+use karpenter_tui::kube::leader::Role;
+use karpenter_tui::kube::watch;
+use karpenter_tui::kube::writer::Writer;
+use karpenter_tui::runtime::backend::{Command, Event};
+use karpenter_tui::runtime::live_driver::LiveDriver;
+use karpenter_tui::runtime::live_view::LiveInfo;
+use karpenter_tui::ui::model::Leadership;
+use serde_json::json;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_observing_dashboard_on_an_unchanging_cluster_wakes_a_handful_of_times() {
+    let fake = FakeApi::start().await;
+    for i in 0..3 {
+        fake.put(
+            "api/v1/nodes",
+            json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": format!("n{i}")},
+                   "status": {"allocatable": {"cpu": "4", "memory": "16Gi", "pods": "110"},
+                              "conditions": [{"type": "Ready", "status": "True"}]}}),
+        );
+    }
+    let mut w = watch::spawn(fake.client());
+    w.wait_synced(Duration::from_secs(5)).await.unwrap();
+    // No elector: the role's sender is gone before the backend starts.
+    let (role_tx, role) = tokio::sync::watch::channel(Role::Unknown);
+    drop(role_tx);
+    let wakes = Arc::new(AtomicU64::new(0));
+    let driver = LiveDriver {
+        cache: w.cache.clone(),
+        changed: w.changed.clone(),
+        writer: Writer::new(fake.client(), true),
+        catalog: Arc::new(karpenter_tui::engine::catalog::fake::fake_catalog()),
+        info: LiveInfo {
+            context: "test".into(),
+            cluster: "test".into(),
+            leadership: Leadership::Observing("read-only".into()),
+            clock: "live".into(),
+        },
+        acting: None,
+        role,
+        wakes: wakes.clone(),
+    };
+    let (commands, crx) = tokio::sync::mpsc::unbounded_channel();
+    let (etx, mut events) = tokio::sync::mpsc::unbounded_channel();
+    let backend = tokio::spawn(driver.run(crx, etx));
+
+    tokio::time::sleep(Duration::from_millis(2_500)).await;
+    let woke = wakes.load(Ordering::Relaxed);
+    let mut views = 0;
+    while let Ok(e) = events.try_recv() {
+        views += usize::from(matches!(e, Event::View(_)));
+    }
+    assert_eq!(views, 1, "one picture: nothing changed after it");
+    // The first picture, perhaps a clock line: a spinning loop would have woken millions of times.
+    assert!(woke <= 5, "woke {woke} times in 2.5 s on an unchanging cluster");
+
+    commands.send(Command::Shutdown).unwrap();
+    tokio::time::timeout(Duration::from_secs(5), backend).await.expect("stops on Shutdown").unwrap();
+}
