@@ -745,6 +745,96 @@ mod tests {
         assert!(alias_parameters("al2023", "1.33", "/p").is_err());
     }
 
+    fn conds(r: &Resolved) -> Vec<(String, String, String, String)> {
+        conditions(r, "t")
+            .into_iter()
+            .map(|c| (c.type_, c.status, c.reason.unwrap_or_default(), c.message.unwrap_or_default()))
+            .collect()
+    }
+
+    #[test]
+    fn validation_waits_on_its_dependencies_and_ready_names_what_is_not_true() {
+        let all_true = conds(&Resolved::default());
+        assert!(all_true.iter().all(|(t, s, reason, m)| s == "True" && reason == t && m.is_empty()), "{all_true:?}");
+
+        let r = Resolved {
+            problems: vec![Problem::new(SUBNETS_READY, "SubnetsNotFound", "SubnetSelector did not match any Subnets")],
+            ..Default::default()
+        };
+        let c = conds(&r);
+        assert_eq!(c[4].1, "False");
+        assert_eq!(c[4].2, DEPENDENCIES_NOT_READY);
+        assert_eq!(
+            c[5],
+            (
+                "Ready".into(),
+                "False".into(),
+                "UnhealthyDependents".into(),
+                "SubnetsReady=False, ValidationSucceeded=False".into()
+            )
+        );
+
+        // Only an undecided dependency: validation and Ready are Unknown, as upstream's are.
+        let r = Resolved {
+            problems: vec![Problem::unknown(INSTANCE_PROFILE_READY, "InstanceProfileNotReady", "throttled")],
+            ..Default::default()
+        };
+        let c = conds(&r);
+        assert_eq!((c[3].1.as_str(), c[4].1.as_str()), ("Unknown", "Unknown"));
+        assert_eq!(
+            (c[5].1.as_str(), c[5].2.as_str(), c[5].3.as_str()),
+            ("Unknown", "ReconcilingDependents", "InstanceProfileReady=Unknown, ValidationSucceeded=Unknown")
+        );
+
+        // Dependencies fine, validation refused: its own reason, and Ready names it alone.
+        let r = Resolved {
+            problems: vec![Problem::new(
+                VALIDATION_SUCCEEDED,
+                "CreateFleetAuthCheckFailed",
+                "Controller isn't authorized to call ec2:CreateFleet",
+            )],
+            ..Default::default()
+        };
+        let c = conds(&r);
+        assert_eq!(c[4].2, "CreateFleetAuthCheckFailed");
+        assert_eq!(c[5].3, "ValidationSucceeded=False");
+    }
+
+    #[test]
+    fn terms_and_parameter_misses_read_as_written() {
+        let subnet_terms = vec![
+            term(&[("karpenter.sh/discovery", "demo"), ("tier", "*")], None, None),
+            term(&[], Some("subnet-1"), None),
+        ];
+        assert_eq!(
+            describe_selector_terms(&subnet_terms),
+            "[{tags: {karpenter.sh/discovery: demo, tier: *}}, {id: subnet-1}]"
+        );
+        let ami_terms =
+            vec![AmiSelectorTerm { name: Some("my-ami-*".into()), owner: Some("self".into()), ..Default::default() }];
+        let report = ParameterReport {
+            term: "alias al2023@latest (Kubernetes 1.33)".into(),
+            invalid: None,
+            misses: vec![
+                ("/p/a".into(), ParameterMiss::NotFound),
+                ("/p/b".into(), ParameterMiss::Failed("AccessDeniedException: no".into())),
+                ("/p/c".into(), ParameterMiss::NotFound),
+            ],
+        };
+        assert_eq!(
+            ami_not_found_message(&ami_terms, &[report]),
+            "AMISelector did not match any AMIs (amiSelectorTerms: [{name: my-ami-*, owner: self}]); alias \
+             al2023@latest (Kubernetes 1.33): SSM parameters /p/a, /p/c do not exist; SSM parameter /p/b could not \
+             be read (AccessDeniedException: no)"
+        );
+        let invalid = ParameterReport {
+            invalid: Some("alias ubuntu@latest: family ubuntu is not supported".into()),
+            ..Default::default()
+        };
+        assert_eq!(invalid.describe().as_deref(), Some("alias ubuntu@latest: family ubuntu is not supported"));
+        assert_eq!(ParameterReport::default().describe(), None);
+    }
+
     #[test]
     fn the_newest_usable_image_wins_per_requirement_set() {
         let ami = |id: &str, date: &str, arch: &str, deprecated: bool| Ami {
