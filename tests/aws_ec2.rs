@@ -160,7 +160,10 @@ async fn launch_adopt_list_terminate_and_templates() {
     let st = cloud.resolve_nodeclass(&nc).await.unwrap();
     let ready = st.conditions.iter().find(|c| c.type_ == "Ready").unwrap();
     assert_eq!(ready.status, "False", "a role that can't be added keeps the class from launching");
-    assert!(ready.message.as_deref().unwrap_or("").contains("NoSuchRole"), "{ready:?}");
+    let ip = st.conditions.iter().find(|c| c.type_ == "InstanceProfileReady").unwrap();
+    assert!(ip.message.as_deref().unwrap_or("").contains("NoSuchRole"), "{ip:?}");
+    let got = cloud.iam.get_instance_profile().instance_profile_name(&profile).send().await.unwrap();
+    assert_eq!(roles(got), vec!["OtherNodeRole".to_string()], "the role it held is put back");
     nc.spec.role = Some("KarpenterNodeRole".into());
     cloud.resolve_nodeclass(&nc).await.unwrap();
     let r = cloud.launch(&c).await.expect("launched");
@@ -355,12 +358,10 @@ async fn capacity_errors_fall_back_and_throttling_never_doubles_a_launch() {
     );
     let st = cloud.resolve_nodeclass(&nc).await.unwrap();
     let cond = |t: &str| st.conditions.iter().find(|c| c.type_ == t).unwrap().clone();
-    assert_eq!(cond("ValidationSucceeded").status, "False");
-    assert!(
-        cond("Ready").message.unwrap().contains("CreateFleet dry run: UnauthorizedOperation"),
-        "{:?}",
-        st.conditions
-    );
+    let v = cond("ValidationSucceeded");
+    assert_eq!((v.status.as_str(), v.reason.as_deref()), ("False", Some("CreateFleetAuthCheckFailed")));
+    assert_eq!(v.message.as_deref(), Some("Controller isn't authorized to call ec2:CreateFleet"));
+    assert_eq!(cond("Ready").message.as_deref(), Some("ValidationSucceeded=False"), "{:?}", st.conditions);
     assert!(matches!(cloud.launch(&claim("default-val01", two())).await, Err(LaunchError::NodeClassNotReady(_))));
 }
 

@@ -17,13 +17,23 @@ use crate::engine::provisioning::Millis;
 
 use super::config::AwsError;
 use super::ec2::{self, Ec2Instance, Templates};
+use super::instanceprofile::ProfileError;
 use super::instancetypes::{Discovered, discover};
 use super::launch::{ClusterInfo, FleetPlan, TAG_NODECLAIM, plan};
-use super::nodeclass::{AliasContext, resolve, status};
-use super::pricing::{PriceBook, on_demand_prices, spot_prices};
+use super::nodeclass::{AliasContext, INSTANCE_PROFILE_READY, Problem, VALIDATION_SUCCEEDED, resolve, status};
+use super::pricing::{PriceBook, PriceError, on_demand_prices, spot_prices};
 use super::unavailable::{Unavailable, is_capacity_error};
 
 pub const PROVIDER_PREFIX: &str = "aws:///";
+
+/// Whether a NodeClaim is this cloud's to launch and judge: its `nodeClassRef` names an EC2NodeClass (an unset
+/// group or kind counts, as claims written before they were defaulted have none). Claims of another provider's
+/// class (a KWOKNodeClass, say) are left alone even when a class of the same name exists here.
+pub fn is_ec2_claim(claim: &NodeClaim) -> bool {
+    let r = &claim.spec.node_class_ref;
+    (r.group.is_empty() || r.group == crate::engine::catalog::aws::DOMAIN)
+        && (r.kind.is_empty() || r.kind == "EC2NodeClass")
+}
 
 /// Claims whose fleet requests are the same (templates, overrides, capacity type, tags but the claim's own) can
 /// share one CreateFleet.
@@ -78,7 +88,7 @@ pub struct AwsCloud {
     /// The per-NodeClass catalogs as last built: (generation, when, catalogs).
     catalogs: Mutex<Option<BuiltCatalogs>>,
     /// NodeClass validations by what was resolved: (when, the problem if any).
-    validations: Mutex<BTreeMap<String, (Millis, Option<String>)>>,
+    validations: Mutex<BTreeMap<String, (Millis, Option<Problem>)>>,
 }
 
 /// A NodeClass validation is trusted this long.
@@ -121,8 +131,8 @@ impl AwsCloud {
     }
 
     /// Spot prices, then on-demand prices; a failure keeps the last prices (on-demand falls back to the embedded
-    /// table) and is returned for the log.
-    pub async fn refresh_prices(&self) -> Vec<AwsError> {
+    /// table) and is returned, saying what stands in, to be logged at warn.
+    pub async fn refresh_prices(&self) -> Vec<PriceError> {
         let mut errors = Vec::new();
         let at = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
         match spot_prices(&self.ec2).await {
@@ -131,7 +141,7 @@ impl AwsCloud {
                 k.prices.merge_spot(p, at.clone());
                 k.generation += 1;
             }
-            Err(e) => errors.push(e),
+            Err(error) => errors.push(PriceError::Spot { error, last_read: self.known().prices.spot_at.clone() }),
         }
         match on_demand_prices(&self.sdk, &self.region).await {
             Ok(p) => {
@@ -139,7 +149,11 @@ impl AwsCloud {
                 k.prices.merge_on_demand(p, at);
                 k.generation += 1;
             }
-            Err(e) => errors.push(e),
+            Err(error) => errors.push(PriceError::OnDemand {
+                error,
+                last_read: self.known().prices.on_demand_at.clone(),
+                table_date: crate::engine::catalog::aws::static_price_date(),
+            }),
         }
         errors
     }
@@ -214,17 +228,36 @@ impl AwsCloud {
             (None, Some(role)) => {
                 match super::instanceprofile::ensure(&self.iam, &self.cluster.name, &self.region, nc, role).await {
                     Ok(name) => r.instance_profile = Some(name),
-                    Err(e) => {
-                        r.problems.push(("InstanceProfileReady", format!("instance profile for role {role}: {e}")))
+                    Err(e @ ProfileError::RoleNotFound { .. }) => r.problems.push(Problem::new(
+                        INSTANCE_PROFILE_READY,
+                        "RoleNotFound",
+                        format!("{e}; nodes need an instance profile holding an existing role"),
+                    )),
+                    Err(e) if e.is_transient() => {
+                        r.problems.push(Problem::unknown(
+                            INSTANCE_PROFILE_READY,
+                            "InstanceProfileNotReady",
+                            format!("the instance profile for role {role} could not be made ready, retrying: {e}"),
+                        ));
                     }
+                    Err(e) => r.problems.push(Problem::new(
+                        INSTANCE_PROFILE_READY,
+                        "InstanceProfileNotReady",
+                        format!("the instance profile for role {role} could not be made ready: {e}"),
+                    )),
                 }
             }
-            (None, None) => r.problems.push(("InstanceProfileReady", "neither role nor instanceProfile is set".into())),
+            (None, None) => r.problems.push(Problem::new(
+                INSTANCE_PROFILE_READY,
+                "InstanceProfileNotReady",
+                "neither spec.role nor spec.instanceProfile is set",
+            )),
         }
-        if r.problems.is_empty()
+        // As upstream, the dry runs only run once everything they need resolved.
+        if r.dependencies_ready()
             && let Some(problem) = self.validate(nc, &r).await
         {
-            r.problems.push(("ValidationSucceeded", problem));
+            r.problems.push(problem);
         }
         let now = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
         let mut st = status(&r, &now);
@@ -252,18 +285,23 @@ impl AwsCloud {
     }
 
     /// Upstream's NodeClass validation: with everything resolved, may this account create the launch template and
-    /// launch from it? A real template for a probe claim, then CreateFleet and RunInstances as dry runs. The answer
-    /// is kept for 30 minutes per resolution; `None` is fine (or not checkable yet: no instance types).
-    async fn validate(&self, nc: &EC2NodeClass, r: &super::nodeclass::Resolved) -> Option<String> {
+    /// launch from it? A real template for a probe claim, then CreateFleet and RunInstances as dry runs. A refusal
+    /// is upstream's `...AuthCheckFailed` reason; it and a pass are kept for 30 minutes per resolution, while a
+    /// check that failed for another reason leaves the condition Unknown and is tried again at the next
+    /// resolution. `None` is fine (or not checkable yet: no instance types).
+    async fn validate(&self, nc: &EC2NodeClass, r: &super::nodeclass::Resolved) -> Option<Problem> {
         let now = now_ms();
+        let amis: Vec<&str> = r.amis.iter().map(|a| a.id.as_str()).collect();
+        let groups: Vec<&str> = r.security_groups.iter().map(|(id, _)| id.as_str()).collect();
+        let subnets: Vec<&str> = r.subnets.iter().map(|s| s.id.as_str()).collect();
         let key = format!(
-            "{}/{:?}/{:?}/{:?}/{:?}/{:?}",
+            "{}/{}/{}/{}/{}/{}",
             nc.metadata.name.as_deref().unwrap_or(""),
-            nc.metadata.generation,
-            r.instance_profile,
-            r.amis.iter().map(|a| &a.id).collect::<Vec<_>>(),
-            r.security_groups,
-            r.subnets.iter().map(|s| &s.id).collect::<Vec<_>>()
+            nc.metadata.generation.unwrap_or(0),
+            r.instance_profile.as_deref().unwrap_or(""),
+            amis.join(","),
+            groups.join(","),
+            subnets.join(",")
         );
         if let Some((at, answer)) = self.validations.lock().unwrap_or_else(|p| p.into_inner()).get(&key)
             && now - at < VALIDATION_TTL
@@ -278,16 +316,34 @@ impl AwsCloud {
         claim.spec.node_class_ref.name = nc.metadata.name.clone().unwrap_or_default();
         // Nothing fits or is offered: a capacity question, not a permission one.
         let fleet = plan(&claim, &probe, &catalog, &self.cluster).ok()?;
-        let answer = async {
+        let outcome = async {
             let mut templates = self.templates.lock().await;
             for (t, _) in fleet.configs.iter().take(1) {
-                templates.ensure(&self.ec2, t, &self.cluster.name, now / 1000).await.map_err(|e| e.to_string())?;
+                templates.ensure(&self.ec2, t, &self.cluster.name, now / 1000).await.map_err(|e| {
+                    let refused = e.code() == Some("UnauthorizedOperation");
+                    ec2::DryRunFailure { call: "CreateLaunchTemplate", refused, message: e.to_string() }
+                })?;
             }
             drop(templates);
             ec2::dry_run(&self.ec2, &fleet).await
         }
-        .await
-        .err();
+        .await;
+        let answer = match outcome {
+            Ok(()) => None,
+            Err(f) if f.refused => Some(Problem::new(
+                VALIDATION_SUCCEEDED,
+                f.reason(),
+                format!("Controller isn't authorized to call ec2:{}", f.call),
+            )),
+            Err(f) => {
+                // Not an answer about rights: say so, and ask again next time rather than keeping it.
+                return Some(Problem::unknown(
+                    VALIDATION_SUCCEEDED,
+                    f.reason(),
+                    format!("validating ec2:{} authorization failed, retrying: {}", f.call, f.message),
+                ));
+            }
+        };
         self.validations.lock().unwrap_or_else(|p| p.into_inner()).insert(key, (now, answer.clone()));
         answer
     }
@@ -353,7 +409,7 @@ impl AwsCloud {
         self.launch_batch(std::slice::from_ref(claim))
             .await
             .pop()
-            .unwrap_or_else(|| Err(LaunchError::Other("nothing launched".into())))
+            .unwrap_or_else(|| Err(LaunchError::Other(format!("no launch result for NodeClaim {}", claim.name()))))
     }
 
     /// The cloud provider's Create for several claims, one result per claim in order: instances earlier attempts
@@ -365,13 +421,27 @@ impl AwsCloud {
         let names: Vec<&str> = claims.iter().map(|c| c.name()).collect();
         let adopted = match ec2::find_for_claims(&self.ec2, &self.cluster.name, &names).await {
             Ok(a) => a,
-            Err(e) => return claims.iter().map(|_| Err(LaunchError::Other(e.to_string()))).collect(),
+            Err(e) => {
+                let why = format!("looking for instances earlier launches made: {e}");
+                return claims.iter().map(|_| Err(LaunchError::Other(why.clone()))).collect();
+            }
         };
         // (request key) → (plan, claim indexes, class, catalog)
         let mut groups: BTreeMap<String, (FleetPlan, Vec<usize>, EC2NodeClass, Arc<Catalog>)> = BTreeMap::new();
         let catalogs = self.catalogs(now);
         for (i, claim) in claims.iter().enumerate() {
             let class_name = claim.spec.node_class_ref.name.clone();
+            if !is_ec2_claim(claim) {
+                let r = &claim.spec.node_class_ref;
+                results[i] = Some(Err(LaunchError::Other(format!(
+                    "NodeClaim {} references {} {class_name} ({}), not an EC2NodeClass: this cloud launches only \
+                     EC2NodeClass claims",
+                    claim.name(),
+                    r.kind,
+                    r.group
+                ))));
+                continue;
+            }
             let Some(nc) = self.nodeclass(&class_name) else {
                 results[i] = Some(Err(LaunchError::NodeClassNotReady(format!(
                     "EC2NodeClass {class_name} has not been resolved yet"
@@ -414,7 +484,13 @@ impl AwsCloud {
                 results[i] = Some(r);
             }
         }
-        results.into_iter().map(|r| r.unwrap_or_else(|| Err(LaunchError::Other("not launched".into())))).collect()
+        results
+            .into_iter()
+            .zip(claims)
+            .map(|(r, c)| {
+                r.unwrap_or_else(|| Err(LaunchError::Other(format!("NodeClaim {} was not launched", c.name()))))
+            })
+            .collect()
     }
 
     /// The class with its subnets ordered by free addresses less those launches since the last refresh will take
@@ -549,6 +625,9 @@ impl AwsCloud {
         let mut out = BTreeMap::new();
         for c in claims {
             let Some(pid) = c.provider_id().filter(|p| p.starts_with(PROVIDER_PREFIX)) else { continue };
+            if !is_ec2_claim(c) {
+                continue;
+            }
             let class_name = &c.spec.node_class_ref.name;
             let Some(nc) = k.nodeclasses.get(class_name) else { continue };
             let t = c

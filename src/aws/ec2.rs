@@ -374,28 +374,52 @@ pub async fn create_fleet(
     Ok(answer)
 }
 
-/// What a dry run said: `DryRunOperation` is success; anything else (`UnauthorizedOperation` above all) is the
-/// problem, named with the call.
-fn dry_run_outcome<T, E>(what: &str, r: Result<T, aws_sdk_ec2::error::SdkError<E>>) -> Result<(), String>
+/// A validation call that did not pass: which call, whether EC2 refused it for lack of rights
+/// (`UnauthorizedOperation`, upstream's `...AuthCheckFailed`), and what it said.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DryRunFailure {
+    /// `CreateLaunchTemplate`, `CreateFleet` or `RunInstances`.
+    pub call: &'static str,
+    pub refused: bool,
+    pub message: String,
+}
+
+impl DryRunFailure {
+    /// Upstream's ValidationSucceeded reason for a refusal of this call.
+    pub fn reason(&self) -> &'static str {
+        match (self.refused, self.call) {
+            (true, "CreateFleet") => "CreateFleetAuthCheckFailed",
+            (true, "CreateLaunchTemplate") => "CreateLaunchTemplateAuthCheckFailed",
+            (true, _) => "RunInstancesAuthCheckFailed",
+            (false, _) => "ValidationCheckFailed",
+        }
+    }
+}
+
+/// What a dry run said: `DryRunOperation` is a pass, `UnauthorizedOperation` a refusal, anything else a check that
+/// could not be made.
+fn dry_run_outcome<T, E>(call: &'static str, r: Result<T, aws_sdk_ec2::error::SdkError<E>>) -> Result<(), DryRunFailure>
 where
     E: aws_sdk_ec2::error::ProvideErrorMetadata + std::error::Error + 'static,
 {
     match r {
         // Some emulators ignore DryRun; a success is still a yes.
         Ok(_) => Ok(()),
-        Err(e) => match e.as_service_error().and_then(|s| s.code()) {
-            Some("DryRunOperation") => Ok(()),
-            Some(code) => {
-                Err(format!("{what} dry run: {code}: {}", e.as_service_error().and_then(|s| s.message()).unwrap_or("")))
+        Err(e) => {
+            let e = AwsError::call(format!("{call} dry run"), e);
+            match e.code() {
+                Some("DryRunOperation") => Ok(()),
+                code => {
+                    Err(DryRunFailure { call, refused: code == Some("UnauthorizedOperation"), message: e.to_string() })
+                }
             }
-            None => Err(AwsError::call(format!("{what} dry run"), e).to_string()),
-        },
+        }
     }
 }
 
 /// Whether this account may launch what the plan asks for (upstream's NodeClass validation): CreateFleet and
 /// RunInstances as dry runs with the plan's first template and override.
-pub async fn dry_run(ec2: &Client, plan: &FleetPlan) -> Result<(), String> {
+pub async fn dry_run(ec2: &Client, plan: &FleetPlan) -> Result<(), DryRunFailure> {
     let Some((t, o)) = plan.configs.iter().find_map(|(t, o)| o.first().map(|o| (t, o))) else { return Ok(()) };
     let fleet = ec2
         .create_fleet()

@@ -5,6 +5,7 @@
 
 use aws_sdk_iam::Client;
 use aws_sdk_iam::types::Tag;
+use thiserror::Error;
 
 use crate::engine::api::EC2NodeClass;
 
@@ -17,20 +18,50 @@ pub fn name_and_path(cluster: &str, region: &str, nc: &EC2NodeClass) -> (String,
     (format!("{cluster}_{h}"), format!("/karpenter/{region}/{cluster}/{uid}/"))
 }
 
+/// Why a NodeClass's instance profile could not be made ready.
+#[derive(Debug, Error)]
+pub enum ProfileError {
+    /// IAM has no such role; whatever this call had changed was undone.
+    #[error("IAM role {role} (spec.role) was not found{}", undo_note(.undo))]
+    RoleNotFound { role: String, undo: Option<String> },
+    #[error(transparent)]
+    Aws(#[from] AwsError),
+}
+
+/// What the undo after a failed AddRoleToInstanceProfile left, if it did not go cleanly.
+fn undo_note(undo: &Option<String>) -> String {
+    match undo {
+        None => String::new(),
+        Some(left) => format!("; {left}"),
+    }
+}
+
+impl ProfileError {
+    pub fn is_transient(&self) -> bool {
+        matches!(self, ProfileError::Aws(e) if e.is_transient())
+    }
+}
+
 /// Creates the profile if missing and makes `role` its only role; returns the profile's name.
+///
+/// When `role` cannot be added (IAM has no such role, or adding it is refused), what this call changed is undone:
+/// a profile it created is deleted again, roles it removed are put back. That uses only rights the controller
+/// already needs (upstream's controller policy has no `iam:GetRole`, so checking the role first would fail for
+/// correctly configured users), and leaves neither an empty profile behind nor running nodes without their role.
 pub async fn ensure(
     iam: &Client,
     cluster: &str,
     region: &str,
     nc: &EC2NodeClass,
     role: &str,
-) -> Result<String, AwsError> {
+) -> Result<String, ProfileError> {
     let (name, path) = name_and_path(cluster, region, nc);
     let existing = match iam.get_instance_profile().instance_profile_name(&name).send().await {
         Ok(out) => out.instance_profile,
         Err(e) if e.as_service_error().is_some_and(|s| s.is_no_such_entity_exception()) => None,
-        Err(e) => return Err(AwsError::call(format!("GetInstanceProfile {name}"), e)),
+        Err(e) => return Err(AwsError::call(format!("GetInstanceProfile {name}"), e).into()),
     };
+    let created = existing.is_none();
     let roles: Vec<String> = match existing {
         Some(p) => p.roles.iter().map(|r| r.role_name.clone()).collect(),
         None => {
@@ -52,6 +83,7 @@ pub async fn ensure(
     if roles.iter().any(|r| r == role) && roles.len() == 1 {
         return Ok(name);
     }
+    let mut removed = Vec::new();
     for r in roles.iter().filter(|r| *r != role) {
         iam.remove_role_from_instance_profile()
             .instance_profile_name(&name)
@@ -59,16 +91,49 @@ pub async fn ensure(
             .send()
             .await
             .map_err(|e| AwsError::call(format!("RemoveRoleFromInstanceProfile {name} {r}"), e))?;
+        removed.push(r.clone());
     }
-    if !roles.iter().any(|r| r == role) {
-        iam.add_role_to_instance_profile()
-            .instance_profile_name(&name)
-            .role_name(role)
-            .send()
-            .await
-            .map_err(|e| AwsError::call(format!("AddRoleToInstanceProfile {name} {role}"), e))?;
+    if !roles.iter().any(|r| r == role)
+        && let Err(e) = iam.add_role_to_instance_profile().instance_profile_name(&name).role_name(role).send().await
+    {
+        let not_found = e.as_service_error().is_some_and(|s| s.is_no_such_entity_exception());
+        let failure = AwsError::call(format!("AddRoleToInstanceProfile {name} {role}"), e);
+        let undo = undo(iam, &name, created, &removed).await;
+        if not_found {
+            return Err(ProfileError::RoleNotFound { role: role.to_string(), undo });
+        }
+        return Err(match undo {
+            None => failure.into(),
+            Some(left) => {
+                AwsError::other(format!("AddRoleToInstanceProfile {name} {role}"), format!("{failure}; {left}")).into()
+            }
+        });
     }
     Ok(name)
+}
+
+/// Takes back what a failed [`ensure`] changed: deletes the profile it created, or puts back the roles it removed.
+/// `None` when that went cleanly, else what was left and why (logged, and said in the condition).
+async fn undo(iam: &Client, name: &str, created: bool, removed: &[String]) -> Option<String> {
+    if created {
+        return match iam.delete_instance_profile().instance_profile_name(name).send().await {
+            Ok(_) => None,
+            Err(e) => {
+                let e = AwsError::call(format!("DeleteInstanceProfile {name}"), e);
+                tracing::warn!(instance_profile = name, "the empty instance profile could not be deleted: {e}");
+                Some(format!("the empty instance profile {name} is left behind ({e})"))
+            }
+        };
+    }
+    let mut left = Vec::new();
+    for r in removed {
+        if let Err(e) = iam.add_role_to_instance_profile().instance_profile_name(name).role_name(r).send().await {
+            let e = AwsError::call(format!("AddRoleToInstanceProfile {name} {r}"), e);
+            tracing::warn!(instance_profile = name, role = %r, "the previous role could not be put back: {e}");
+            left.push(format!("role {r} could not be put back into instance profile {name} ({e})"));
+        }
+    }
+    (!left.is_empty()).then(|| left.join("; "))
 }
 
 /// New profiles are never collected within this window (a NodeClass being created may not be cached yet).

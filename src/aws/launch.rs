@@ -16,6 +16,7 @@ use crate::engine::labels;
 use crate::engine::lifecycle::LaunchError;
 use crate::sim::cloud::{claim_requests, claim_requirements, selector_requirements};
 
+use super::nodeclass::{DEPENDENCIES_NOT_READY, READY};
 use super::userdata::{self, Bootstrap};
 
 /// CreateFleet takes at most this many instance types per request.
@@ -101,12 +102,20 @@ type TypeOffers = (Arc<InstanceType>, Vec<(String, f64)>);
 fn ready(nc: &EC2NodeClass) -> Result<(), LaunchError> {
     let name = nc.metadata.name.as_deref().unwrap_or("");
     let conds: &[Condition] = nc.status.as_ref().map_or(&[], |s| s.conditions.as_slice());
-    match conds.iter().find(|c| c.type_ == "Ready") {
+    match conds.iter().find(|c| c.type_ == READY) {
         Some(c) if c.status == "True" => Ok(()),
-        Some(c) => Err(LaunchError::NodeClassNotReady(format!(
-            "EC2NodeClass {name} is not ready: {}",
-            c.message.clone().unwrap_or_default()
-        ))),
+        Some(c) => {
+            // Ready only names the parts that are not (upstream's `SubnetsReady=False`); their messages say why.
+            // Validation waiting on them adds nothing.
+            let why: Vec<String> = conds
+                .iter()
+                .filter(|d| d.type_ != READY && d.status != "True")
+                .filter(|d| d.reason.as_deref() != Some(DEPENDENCIES_NOT_READY))
+                .map(|d| format!("{}={}: {}", d.type_, d.status, d.message.as_deref().unwrap_or("")))
+                .collect();
+            let why = if why.is_empty() { c.message.clone().unwrap_or_default() } else { why.join("; ") };
+            Err(LaunchError::NodeClassNotReady(format!("EC2NodeClass {name} is not ready: {why}")))
+        }
         None => Err(LaunchError::NodeClassNotReady(format!("EC2NodeClass {name} has not been resolved yet"))),
     }
 }
@@ -360,12 +369,27 @@ mod tests {
                 AmiStatus { id: "ami-arm".into(), name: None, requirements: vec![arch("arm64")], deprecated: None },
             ],
             instance_profile: None,
-            conditions: vec![Condition {
-                type_: "Ready".into(),
-                status: if ready { "True" } else { "False" }.into(),
-                message: Some("no subnet matches".into()),
-                ..Default::default()
-            }],
+            conditions: vec![
+                Condition {
+                    type_: "SubnetsReady".into(),
+                    status: if ready { "True" } else { "False" }.into(),
+                    reason: Some(if ready { "SubnetsReady" } else { "SubnetsNotFound" }.into()),
+                    message: Some(if ready { "" } else { "SubnetSelector did not match any Subnets" }.into()),
+                    ..Default::default()
+                },
+                Condition {
+                    type_: "ValidationSucceeded".into(),
+                    status: if ready { "True" } else { "False" }.into(),
+                    reason: Some(if ready { "ValidationSucceeded" } else { "DependenciesNotReady" }.into()),
+                    ..Default::default()
+                },
+                Condition {
+                    type_: "Ready".into(),
+                    status: if ready { "True" } else { "False" }.into(),
+                    message: Some(if ready { "" } else { "SubnetsReady=False, ValidationSucceeded=False" }.into()),
+                    ..Default::default()
+                },
+            ],
         });
         nc
     }
@@ -427,9 +451,8 @@ mod tests {
         let p = plan(&c, &nodeclass(true), &catalog, &cluster()).unwrap();
         assert_eq!(p.capacity_type, "on-demand");
         assert!(p.configs.iter().all(|(t, _)| t.image_id == "ami-arm" && !t.spot));
-        assert!(
-            matches!(plan(&c, &nodeclass(false), &catalog, &cluster()), Err(LaunchError::NodeClassNotReady(m)) if m.contains("no subnet matches"))
-        );
+        assert!(matches!(plan(&c, &nodeclass(false), &catalog, &cluster()), Err(LaunchError::NodeClassNotReady(m))
+                if m == "EC2NodeClass default is not ready: SubnetsReady=False: SubnetSelector did not match any Subnets"));
         let huge = claim(vec![], "100000");
         assert!(matches!(
             plan(&huge, &nodeclass(true), &catalog, &cluster()),

@@ -83,7 +83,8 @@ pub fn ami_queries(terms: &[AmiSelectorTerm]) -> Vec<Query> {
 /// The SSM parameters an alias reads (`al2023@latest`), for this Kubernetes version, with their variant's
 /// requirements. `prefix` is `/aws/service` (injectable: moto doesn't carry the EKS parameters).
 pub fn alias_parameters(alias: &str, k8s: &str, prefix: &str) -> Result<Vec<(String, Vec<Req>)>, String> {
-    let (family, version) = alias.split_once('@').ok_or_else(|| format!("alias {alias:?}: expected family@version"))?;
+    let (family, version) =
+        alias.split_once('@').ok_or_else(|| format!("alias {alias} is not of the form family@version"))?;
     let standard = vec![Req::absent(GPU_COUNT), Req::absent(ACCEL_COUNT)];
     let nvidia = vec![Req::exists(GPU_COUNT)];
     let neuron = vec![Req::exists(ACCEL_COUNT)];
@@ -127,7 +128,7 @@ pub fn alias_parameters(alias: &str, k8s: &str, prefix: &str) -> Result<Vec<(Str
         "al2" => {
             let minor: u32 = k8s.split('.').nth(1).and_then(|m| m.parse().ok()).unwrap_or(0);
             if minor >= 33 {
-                return Err(format!("alias {alias:?}: AL2 has no AMIs for Kubernetes {k8s} (1.33 and later)"));
+                return Err(format!("alias {alias}: AL2 has no AMIs for Kubernetes {k8s} (1.33 and later)"));
             }
             [
                 ("amazon-linux-2", "amazon-eks-node", "x86_64", &standard),
@@ -143,7 +144,9 @@ pub fn alias_parameters(alias: &str, k8s: &str, prefix: &str) -> Result<Vec<(Str
             })
             .collect()
         }
-        other => return Err(format!("alias {alias:?}: family {other:?} is not supported (al2023, al2, bottlerocket)")),
+        other => {
+            return Err(format!("alias {alias}: family {other} is not supported (al2023, al2 and bottlerocket are)"));
+        }
     })
 }
 
@@ -151,7 +154,7 @@ const GPU_COUNT: &str = "karpenter.k8s.aws/instance-gpu-count";
 const ACCEL_COUNT: &str = "karpenter.k8s.aws/instance-accelerator-count";
 
 /// A requirement an AMI puts on the instance types it can boot.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
 pub struct Req {
     pub key: String,
     pub operator: &'static str,
@@ -205,9 +208,9 @@ fn chrono_now() -> String {
 
 /// Per distinct requirement set, the newest non-deprecated image (deprecated only when nothing else), ties by name.
 pub fn select_amis(found: Vec<Ami>) -> Vec<Ami> {
-    let mut best: BTreeMap<String, Ami> = BTreeMap::new();
+    let mut best: BTreeMap<Vec<Req>, Ami> = BTreeMap::new();
     for a in found {
-        let key = format!("{:?}", a.requirements);
+        let key = a.requirements.clone();
         let better = |b: &Ami| {
             (!a.deprecated, a.creation_date.as_str(), std::cmp::Reverse(a.name.as_str()))
                 > (!b.deprecated, b.creation_date.as_str(), std::cmp::Reverse(b.name.as_str()))
@@ -233,6 +236,40 @@ pub struct Subnet {
     pub available_ips: i32,
 }
 
+pub const SUBNETS_READY: &str = "SubnetsReady";
+pub const SECURITY_GROUPS_READY: &str = "SecurityGroupsReady";
+pub const AMIS_READY: &str = "AMIsReady";
+pub const INSTANCE_PROFILE_READY: &str = "InstanceProfileReady";
+pub const VALIDATION_SUCCEEDED: &str = "ValidationSucceeded";
+pub const READY: &str = "Ready";
+
+/// The conditions validation waits for (upstream's `requiredConditions`), in the order they are written.
+pub const DEPENDENCIES: [&str; 4] = [SUBNETS_READY, SECURITY_GROUPS_READY, AMIS_READY, INSTANCE_PROFILE_READY];
+
+/// Upstream's ValidationSucceeded while a dependency is not True.
+pub const DEPENDENCIES_NOT_READY: &str = "DependenciesNotReady";
+const AWAITING_DEPENDENCIES: &str = "Awaiting AMI, Instance Profile, Security Group, and Subnet resolution";
+
+/// Why one condition is not True: upstream's reason and a message for people. `unknown` when it could not be
+/// decided (the check itself failed, to be tried again), which upstream leaves Unknown rather than False.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Problem {
+    pub condition: &'static str,
+    pub reason: &'static str,
+    pub message: String,
+    pub unknown: bool,
+}
+
+impl Problem {
+    pub fn new(condition: &'static str, reason: &'static str, message: impl Into<String>) -> Problem {
+        Problem { condition, reason, message: message.into(), unknown: false }
+    }
+
+    pub fn unknown(condition: &'static str, reason: &'static str, message: impl Into<String>) -> Problem {
+        Problem { condition, reason, message: message.into(), unknown: true }
+    }
+}
+
 /// What resolving a NodeClass found.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Resolved {
@@ -241,8 +278,19 @@ pub struct Resolved {
     pub amis: Vec<Ami>,
     /// The instance profile nodes launch with (`instanceProfile`, or the one made for `role`).
     pub instance_profile: Option<String>,
-    /// Why a part is empty or failed: (condition, message).
-    pub problems: Vec<(&'static str, String)>,
+    /// Why a part is empty or failed, at most one per condition.
+    pub problems: Vec<Problem>,
+}
+
+impl Resolved {
+    pub fn problem(&self, condition: &str) -> Option<&Problem> {
+        self.problems.iter().find(|p| p.condition == condition)
+    }
+
+    /// Whether everything validation needs resolved (upstream validates only then).
+    pub fn dependencies_ready(&self) -> bool {
+        DEPENDENCIES.iter().all(|c| self.problem(c).is_none())
+    }
 }
 
 #[derive(Debug, Error)]
@@ -251,8 +299,116 @@ pub enum ResolveError {
     Aws(#[from] AwsError),
 }
 
-fn describe_terms<T: std::fmt::Debug>(terms: &[T]) -> String {
-    terms.iter().map(|t| format!("{t:?}")).collect::<Vec<_>>().join(", ")
+/// A tag map as written in YAML's flow style: `{karpenter.sh/discovery: demo}`.
+fn tags_flow(tags: &BTreeMap<String, String>) -> String {
+    let inner: Vec<String> = tags.iter().map(|(k, v)| format!("{k}: {v}")).collect();
+    format!("{{{}}}", inner.join(", "))
+}
+
+fn flow(fields: Vec<(&str, String)>) -> String {
+    let inner: Vec<String> = fields.into_iter().map(|(k, v)| format!("{k}: {v}")).collect();
+    format!("{{{}}}", inner.join(", "))
+}
+
+/// Subnet or security-group selector terms as the user wrote them: `[{tags: {a: b}}, {id: subnet-1}]`.
+pub fn describe_selector_terms(terms: &[SelectorTerm]) -> String {
+    let each: Vec<String> = terms
+        .iter()
+        .map(|t| {
+            let mut f = Vec::new();
+            if !t.tags.is_empty() {
+                f.push(("tags", tags_flow(&t.tags)));
+            }
+            f.extend(t.id.clone().map(|v| ("id", v)));
+            f.extend(t.name.clone().map(|v| ("name", v)));
+            f.extend(t.owner_id.clone().map(|v| ("ownerID", v)));
+            flow(f)
+        })
+        .collect();
+    format!("[{}]", each.join(", "))
+}
+
+/// AMI selector terms as the user wrote them: `[{alias: bottlerocket@latest}]`.
+pub fn describe_ami_terms(terms: &[AmiSelectorTerm]) -> String {
+    let each: Vec<String> = terms
+        .iter()
+        .map(|t| {
+            let mut f = Vec::new();
+            f.extend(t.alias.clone().map(|v| ("alias", v)));
+            f.extend(t.id.clone().map(|v| ("id", v)));
+            f.extend(t.name.clone().map(|v| ("name", v)));
+            f.extend(t.owner.clone().map(|v| ("owner", v)));
+            if !t.tags.is_empty() {
+                f.push(("tags", tags_flow(&t.tags)));
+            }
+            f.extend(t.ssm_parameter.clone().map(|v| ("ssmParameter", v)));
+            flow(f)
+        })
+        .collect();
+    format!("[{}]", each.join(", "))
+}
+
+/// What reading one SSM parameter of an alias or `ssmParameter` term came to, when it gave no image.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ParameterMiss {
+    /// SSM has no such parameter.
+    NotFound,
+    /// SSM refused or failed (not transiently): the service's code and message.
+    Failed(String),
+    /// The parameter names an image DescribeImages does not return (or not an x86_64/arm64 one).
+    NoImage(String),
+}
+
+/// One alias or `ssmParameter` term's parameters that gave no image: who read them, and what each came to.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ParameterReport {
+    /// `alias bottlerocket@latest (Kubernetes 1.31)` or `ssmParameter`.
+    pub term: String,
+    /// Why the term named no parameter at all (an alias this tool cannot resolve).
+    pub invalid: Option<String>,
+    pub misses: Vec<(String, ParameterMiss)>,
+}
+
+impl ParameterReport {
+    /// For people: the parameters not found in one list, each other failure with its reason.
+    pub fn describe(&self) -> Option<String> {
+        if let Some(why) = &self.invalid {
+            return Some(why.clone());
+        }
+        if self.misses.is_empty() {
+            return None;
+        }
+        let mut parts = Vec::new();
+        let missing: Vec<&str> =
+            self.misses.iter().filter(|(_, m)| *m == ParameterMiss::NotFound).map(|(n, _)| n.as_str()).collect();
+        match missing.len() {
+            0 => {}
+            1 => parts.push(format!("SSM parameter {} does not exist", missing[0])),
+            _ => parts.push(format!("SSM parameters {} do not exist", missing.join(", "))),
+        }
+        for (name, miss) in &self.misses {
+            match miss {
+                ParameterMiss::NotFound => {}
+                ParameterMiss::Failed(why) => parts.push(format!("SSM parameter {name} could not be read ({why})")),
+                ParameterMiss::NoImage(id) => parts.push(format!(
+                    "SSM parameter {name} names image {id}, which DescribeImages does not return as an x86_64 or \
+                     arm64 image"
+                )),
+            }
+        }
+        Some(format!("{}: {}", self.term, parts.join("; ")))
+    }
+}
+
+/// Upstream's AMIsReady message when nothing matched, with the terms and, for aliases and SSM parameters, which
+/// parameters were read and what each came to.
+pub fn ami_not_found_message(terms: &[AmiSelectorTerm], reports: &[ParameterReport]) -> String {
+    let mut m = format!("AMISelector did not match any AMIs (amiSelectorTerms: {})", describe_ami_terms(terms));
+    for r in reports.iter().filter_map(ParameterReport::describe) {
+        m.push_str("; ");
+        m.push_str(&r);
+    }
+    m
 }
 
 fn filters(q: &Query) -> Vec<Filter> {
@@ -266,7 +422,8 @@ pub struct AliasContext {
     pub ssm_prefix: String,
 }
 
-/// Resolves every selector of `class` against EC2 (and SSM for aliases and parameters).
+/// Resolves every selector of `class` against EC2 (and SSM for aliases and parameters). Failures worth retrying
+/// (no answer, throttling) are errors, so the status last written stands; the rest become conditions.
 pub async fn resolve(
     ec2: &aws_sdk_ec2::Client,
     ssm: &aws_sdk_ssm::Client,
@@ -300,9 +457,13 @@ pub async fn resolve(
     r.subnets = subnets.into_values().collect();
     r.subnets.sort_by(|a, b| b.available_ips.cmp(&a.available_ips).then_with(|| a.id.cmp(&b.id)));
     if r.subnets.is_empty() {
-        r.problems.push((
-            "SubnetsReady",
-            format!("no subnet matches subnetSelectorTerms [{}]", describe_terms(&spec.subnet_selector_terms)),
+        r.problems.push(Problem::new(
+            SUBNETS_READY,
+            "SubnetsNotFound",
+            format!(
+                "SubnetSelector did not match any Subnets (subnetSelectorTerms: {})",
+                describe_selector_terms(&spec.subnet_selector_terms)
+            ),
         ));
     }
 
@@ -321,53 +482,85 @@ pub async fn resolve(
         }
     }
     r.security_groups = groups.into_iter().collect();
-    if r.security_groups.is_empty() {
-        r.problems.push((
-            "SecurityGroupsReady",
+    if r.security_groups.is_empty() && !spec.security_group_selector_terms.is_empty() {
+        r.problems.push(Problem::new(
+            SECURITY_GROUPS_READY,
+            "SecurityGroupsNotFound",
             format!(
-                "no security group matches securityGroupSelectorTerms [{}]",
-                describe_terms(&spec.security_group_selector_terms)
+                "SecurityGroupSelector did not match any SecurityGroups (securityGroupSelectorTerms: {})",
+                describe_selector_terms(&spec.security_group_selector_terms)
             ),
         ));
     }
 
     // AMIs: aliases and SSM parameters give image ids (with the variant's requirements), the rest are queries.
-    let mut by_id: Vec<(String, Vec<Req>)> = Vec::new();
+    let mut reports: Vec<ParameterReport> = Vec::new();
+    let mut found = Vec::new();
     for t in &spec.ami_selector_terms {
-        let params = match (&t.alias, &t.ssm_parameter) {
-            (Some(a), _) => match alias_parameters(a, &alias.k8s_version, &alias.ssm_prefix) {
-                Ok(p) => p,
-                Err(e) => {
-                    r.problems.push(("AMIsReady", e));
-                    continue;
-                }
-            },
-            (None, Some(p)) => vec![(p.clone(), Vec::new())],
-            (None, None) => continue,
-        };
-        for (name, reqs) in params {
-            match ssm.get_parameter().name(&name).send().await {
-                Ok(out) => {
-                    if let Some(v) = out.parameter.and_then(|p| p.value) {
-                        by_id.push((v, reqs));
+        let (term, params) = match (&t.alias, &t.ssm_parameter) {
+            (Some(a), _) => {
+                let term = format!("alias {a} (Kubernetes {})", alias.k8s_version);
+                match alias_parameters(a, &alias.k8s_version, &alias.ssm_prefix) {
+                    Ok(p) => (term, p),
+                    Err(e) => {
+                        reports.push(ParameterReport { term, invalid: Some(e), misses: Vec::new() });
+                        continue;
                     }
                 }
-                // A variant this version doesn't publish (no neuron AMI, say) is simply absent.
-                Err(e) if e.as_service_error().is_some_and(|s| s.is_parameter_not_found()) => {}
-                Err(e) => return Err(AwsError::call(format!("GetParameter {name}"), e).into()),
             }
+            (None, Some(p)) => ("ssmParameter".to_string(), vec![(p.clone(), Vec::new())]),
+            (None, None) => continue,
+        };
+        let mut report = ParameterReport { term, ..Default::default() };
+        let before = found.len();
+        for (name, reqs) in params {
+            let id = match ssm.get_parameter().name(&name).send().await {
+                Ok(out) => match out.parameter.and_then(|p| p.value) {
+                    Some(v) => v,
+                    None => {
+                        report.misses.push((name, ParameterMiss::NotFound));
+                        continue;
+                    }
+                },
+                // A variant this version doesn't publish (no neuron AMI, say) is simply absent.
+                Err(e) if e.as_service_error().is_some_and(|s| s.is_parameter_not_found()) => {
+                    report.misses.push((name, ParameterMiss::NotFound));
+                    continue;
+                }
+                Err(e) => {
+                    let e = AwsError::call(format!("GetParameter {name}"), e);
+                    if e.is_transient() {
+                        return Err(e.into());
+                    }
+                    let why = match &e {
+                        AwsError::Call { message, .. } => message.clone(),
+                        other => other.to_string(),
+                    };
+                    report.misses.push((name, ParameterMiss::Failed(why)));
+                    continue;
+                }
+            };
+            let images = match ec2.describe_images().image_ids(&id).include_deprecated(true).send().await {
+                Ok(out) => out.images.unwrap_or_default(),
+                Err(e) => {
+                    let e = AwsError::call(format!("DescribeImages {id}"), e);
+                    // A parameter naming an image that is gone (or was never an image id) gives nothing.
+                    if !e.code().is_some_and(|c| c.starts_with("InvalidAMIID")) {
+                        return Err(e.into());
+                    }
+                    Vec::new()
+                }
+            };
+            let amis: Vec<Ami> = images.iter().filter_map(|i| ami_of(i, &reqs)).collect();
+            if amis.is_empty() {
+                report.misses.push((name, ParameterMiss::NoImage(id)));
+            }
+            found.extend(amis);
         }
-    }
-    let mut found = Vec::new();
-    for (id, reqs) in &by_id {
-        let out = ec2
-            .describe_images()
-            .image_ids(id)
-            .include_deprecated(true)
-            .send()
-            .await
-            .map_err(|e| AwsError::call(format!("DescribeImages {id}"), e))?;
-        found.extend(out.images.unwrap_or_default().iter().filter_map(|i| ami_of(i, reqs)));
+        // Only a term that gave nothing is reported: variants an alias does not publish are expected.
+        if found.len() == before {
+            reports.push(report);
+        }
     }
     for q in ami_queries(&spec.ami_selector_terms) {
         let out = ec2
@@ -381,19 +574,20 @@ pub async fn resolve(
         found.extend(out.images.unwrap_or_default().iter().filter_map(|i| ami_of(i, &[])));
     }
     r.amis = select_amis(found);
-    if r.amis.is_empty() && !r.problems.iter().any(|(c, _)| *c == "AMIsReady") {
-        r.problems.push((
-            "AMIsReady",
-            format!("no AMI matches amiSelectorTerms [{}]", describe_terms(&spec.ami_selector_terms)),
+    if r.amis.is_empty() {
+        r.problems.push(Problem::new(
+            AMIS_READY,
+            "AMINotFound",
+            ami_not_found_message(&spec.ami_selector_terms, &reports),
         ));
     }
     Ok(r)
 }
 
-fn condition(type_: &str, ok: bool, reason: &str, message: &str, now: &str) -> Condition {
+fn condition(type_: &str, status: &str, reason: &str, message: &str, now: &str) -> Condition {
     Condition {
         type_: type_.to_string(),
-        status: if ok { "True" } else { "False" }.to_string(),
+        status: status.to_string(),
         reason: Some(reason.to_string()),
         message: Some(message.to_string()),
         last_transition_time: Some(now.to_string()),
@@ -401,24 +595,54 @@ fn condition(type_: &str, ok: bool, reason: &str, message: &str, now: &str) -> C
     }
 }
 
-/// The status upstream writes for what was found: one condition per part and `Ready` over them.
-pub fn status(r: &Resolved, now: &str) -> EC2NodeClassStatus {
-    let mut conditions = Vec::new();
-    for (type_, reason) in [
-        ("SubnetsReady", "SubnetsNotFound"),
-        ("SecurityGroupsReady", "SecurityGroupsNotFound"),
-        ("AMIsReady", "AMINotFound"),
-        ("InstanceProfileReady", "InstanceProfileNotReady"),
-        ("ValidationSucceeded", "ValidationFailed"),
-    ] {
-        match r.problems.iter().find(|(c, _)| *c == type_) {
-            Some((_, m)) => conditions.push(condition(type_, false, reason, m, now)),
-            None => conditions.push(condition(type_, true, type_, "", now)),
+fn problem_condition(p: &Problem, now: &str) -> Condition {
+    condition(p.condition, if p.unknown { "Unknown" } else { "False" }, p.reason, &p.message, now)
+}
+
+/// The conditions upstream writes for what was found, in upstream's terms: one per part (True with the type as
+/// reason, else the part's reason and message); `ValidationSucceeded` waiting (`DependenciesNotReady`) while a
+/// part is not True; and `Ready` True only when all of them are, else `UnhealthyDependents` (or, with nothing
+/// False, `ReconcilingDependents`) naming them: `SubnetsReady=False, ValidationSucceeded=False`.
+pub fn conditions(r: &Resolved, now: &str) -> Vec<Condition> {
+    let mut out: Vec<Condition> = DEPENDENCIES
+        .iter()
+        .map(|c| match r.problem(c) {
+            Some(p) => problem_condition(p, now),
+            None => condition(c, "True", c, "", now),
+        })
+        .collect();
+    let waiting: Vec<&Condition> = out.iter().filter(|c| c.status != "True").collect();
+    out.push(if !waiting.is_empty() {
+        // Upstream: any dependency False makes validation False, else (some Unknown) Unknown.
+        let status = if waiting.iter().any(|c| c.status == "False") { "False" } else { "Unknown" };
+        condition(VALIDATION_SUCCEEDED, status, DEPENDENCIES_NOT_READY, AWAITING_DEPENDENCIES, now)
+    } else {
+        match r.problem(VALIDATION_SUCCEEDED) {
+            Some(p) => problem_condition(p, now),
+            None => condition(VALIDATION_SUCCEEDED, "True", VALIDATION_SUCCEEDED, "", now),
         }
-    }
-    let ready = r.problems.is_empty();
-    let why: Vec<String> = r.problems.iter().map(|(_, m)| m.clone()).collect();
-    conditions.push(condition("Ready", ready, if ready { "Ready" } else { "NotReady" }, &why.join("; "), now));
+    });
+    let unhealthy: Vec<&Condition> = out.iter().filter(|c| c.status != "True").collect();
+    let ready = if unhealthy.is_empty() {
+        condition(READY, "True", READY, "", now)
+    } else {
+        let any_false = unhealthy.iter().any(|c| c.status == "False");
+        let message: Vec<String> = unhealthy.iter().map(|c| format!("{}={}", c.type_, c.status)).collect();
+        condition(
+            READY,
+            if any_false { "False" } else { "Unknown" },
+            if any_false { "UnhealthyDependents" } else { "ReconcilingDependents" },
+            &message.join(", "),
+            now,
+        )
+    };
+    out.push(ready);
+    out
+}
+
+/// The status upstream writes for what was found: subnets, security groups, AMIs, the instance profile and the
+/// conditions (see [`conditions`]).
+pub fn status(r: &Resolved, now: &str) -> EC2NodeClassStatus {
     EC2NodeClassStatus {
         subnets: r
             .subnets
@@ -450,7 +674,7 @@ pub fn status(r: &Resolved, now: &str) -> EC2NodeClassStatus {
             })
             .collect(),
         instance_profile: r.instance_profile.clone(),
-        conditions,
+        conditions: conditions(r, now),
     }
 }
 
@@ -519,6 +743,96 @@ mod tests {
         assert!(alias_parameters("al2@latest", "1.32", "/p").is_ok());
         assert!(alias_parameters("ubuntu@latest", "1.33", "/p").is_err());
         assert!(alias_parameters("al2023", "1.33", "/p").is_err());
+    }
+
+    fn conds(r: &Resolved) -> Vec<(String, String, String, String)> {
+        conditions(r, "t")
+            .into_iter()
+            .map(|c| (c.type_, c.status, c.reason.unwrap_or_default(), c.message.unwrap_or_default()))
+            .collect()
+    }
+
+    #[test]
+    fn validation_waits_on_its_dependencies_and_ready_names_what_is_not_true() {
+        let all_true = conds(&Resolved::default());
+        assert!(all_true.iter().all(|(t, s, reason, m)| s == "True" && reason == t && m.is_empty()), "{all_true:?}");
+
+        let r = Resolved {
+            problems: vec![Problem::new(SUBNETS_READY, "SubnetsNotFound", "SubnetSelector did not match any Subnets")],
+            ..Default::default()
+        };
+        let c = conds(&r);
+        assert_eq!(c[4].1, "False");
+        assert_eq!(c[4].2, DEPENDENCIES_NOT_READY);
+        assert_eq!(
+            c[5],
+            (
+                "Ready".into(),
+                "False".into(),
+                "UnhealthyDependents".into(),
+                "SubnetsReady=False, ValidationSucceeded=False".into()
+            )
+        );
+
+        // Only an undecided dependency: validation and Ready are Unknown, as upstream's are.
+        let r = Resolved {
+            problems: vec![Problem::unknown(INSTANCE_PROFILE_READY, "InstanceProfileNotReady", "throttled")],
+            ..Default::default()
+        };
+        let c = conds(&r);
+        assert_eq!((c[3].1.as_str(), c[4].1.as_str()), ("Unknown", "Unknown"));
+        assert_eq!(
+            (c[5].1.as_str(), c[5].2.as_str(), c[5].3.as_str()),
+            ("Unknown", "ReconcilingDependents", "InstanceProfileReady=Unknown, ValidationSucceeded=Unknown")
+        );
+
+        // Dependencies fine, validation refused: its own reason, and Ready names it alone.
+        let r = Resolved {
+            problems: vec![Problem::new(
+                VALIDATION_SUCCEEDED,
+                "CreateFleetAuthCheckFailed",
+                "Controller isn't authorized to call ec2:CreateFleet",
+            )],
+            ..Default::default()
+        };
+        let c = conds(&r);
+        assert_eq!(c[4].2, "CreateFleetAuthCheckFailed");
+        assert_eq!(c[5].3, "ValidationSucceeded=False");
+    }
+
+    #[test]
+    fn terms_and_parameter_misses_read_as_written() {
+        let subnet_terms = vec![
+            term(&[("karpenter.sh/discovery", "demo"), ("tier", "*")], None, None),
+            term(&[], Some("subnet-1"), None),
+        ];
+        assert_eq!(
+            describe_selector_terms(&subnet_terms),
+            "[{tags: {karpenter.sh/discovery: demo, tier: *}}, {id: subnet-1}]"
+        );
+        let ami_terms =
+            vec![AmiSelectorTerm { name: Some("my-ami-*".into()), owner: Some("self".into()), ..Default::default() }];
+        let report = ParameterReport {
+            term: "alias al2023@latest (Kubernetes 1.33)".into(),
+            invalid: None,
+            misses: vec![
+                ("/p/a".into(), ParameterMiss::NotFound),
+                ("/p/b".into(), ParameterMiss::Failed("AccessDeniedException: no".into())),
+                ("/p/c".into(), ParameterMiss::NotFound),
+            ],
+        };
+        assert_eq!(
+            ami_not_found_message(&ami_terms, &[report]),
+            "AMISelector did not match any AMIs (amiSelectorTerms: [{name: my-ami-*, owner: self}]); alias \
+             al2023@latest (Kubernetes 1.33): SSM parameters /p/a, /p/c do not exist; SSM parameter /p/b could not \
+             be read (AccessDeniedException: no)"
+        );
+        let invalid = ParameterReport {
+            invalid: Some("alias ubuntu@latest: family ubuntu is not supported".into()),
+            ..Default::default()
+        };
+        assert_eq!(invalid.describe().as_deref(), Some("alias ubuntu@latest: family ubuntu is not supported"));
+        assert_eq!(ParameterReport::default().describe(), None);
     }
 
     #[test]

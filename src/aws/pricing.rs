@@ -7,6 +7,7 @@ use std::collections::HashMap;
 use aws_config::{Region, SdkConfig};
 use aws_sdk_pricing::types::{Filter as PricingFilter, FilterType};
 use serde_json::Value;
+use thiserror::Error;
 
 use crate::engine::catalog::PriceSource;
 use crate::engine::catalog::aws::{TypeFacts, static_on_demand_price, static_price_date};
@@ -63,6 +64,42 @@ impl PriceBook {
     }
 }
 
+/// A price refresh that failed, with what stands in for the prices it would have read: the warning it is logged
+/// with says both, so "the header says embedded prices" has its reason next to it.
+#[derive(Debug, Error)]
+pub enum PriceError {
+    #[error("{}", on_demand_fallback(.error, .last_read.as_deref(), .table_date.as_deref()))]
+    OnDemand { error: AwsError, last_read: Option<String>, table_date: Option<String> },
+    #[error("{}", spot_fallback(.error, .last_read.as_deref()))]
+    Spot { error: AwsError, last_read: Option<String> },
+}
+
+/// Why the Pricing API could not be read, and where on-demand prices come from meanwhile: the last live read
+/// when there was one (the embedded table for types it lacked), else the embedded table and its date.
+pub fn on_demand_fallback(error: &AwsError, last_read: Option<&str>, table_date: Option<&str>) -> String {
+    let table = match table_date {
+        Some(d) if !d.is_empty() => format!("the embedded table dated {d}"),
+        _ => "the embedded table".to_string(),
+    };
+    match last_read {
+        None => format!("the Pricing API could not be read ({error}); on-demand prices come from {table}"),
+        Some(at) => format!(
+            "the Pricing API could not be read ({error}); on-demand prices stay as read at {at} (from {table} for \
+             types that read lacked)"
+        ),
+    }
+}
+
+/// Why spot prices could not be read, and what spot offerings are priced at meanwhile.
+pub fn spot_fallback(error: &AwsError, last_read: Option<&str>) -> String {
+    match last_read {
+        None => format!(
+            "spot prices could not be read ({error}); spot offerings are priced like on-demand until they can be"
+        ),
+        Some(at) => format!("spot prices could not be read ({error}); spot prices stay as read at {at}"),
+    }
+}
+
 /// DescribeSpotPriceHistory for Linux from now on: the latest record per (type, zone). Records without a time or
 /// with an unreadable price are skipped; no record at all is an error (upstream treats it as one too).
 pub async fn spot_prices(ec2: &aws_sdk_ec2::Client) -> Result<HashMap<(String, String), f64>, AwsError> {
@@ -95,10 +132,7 @@ pub async fn spot_prices(ec2: &aws_sdk_ec2::Client) -> Result<HashMap<(String, S
         }
     }
     if latest.is_empty() {
-        return Err(AwsError::Call {
-            what: "DescribeSpotPriceHistory".into(),
-            message: "no spot price records returned".into(),
-        });
+        return Err(AwsError::other("DescribeSpotPriceHistory", "no spot price records returned"));
     }
     Ok(latest.into_iter().map(|(k, (_, p))| (k, p)).collect())
 }
@@ -142,7 +176,7 @@ fn term(field: &str, value: &str) -> Result<PricingFilter, AwsError> {
         .field(field)
         .value(value)
         .build()
-        .map_err(|e| AwsError::Call { what: "GetProducts filter".into(), message: e.to_string() })
+        .map_err(|e| AwsError::call("GetProducts filter", e))
 }
 
 /// On-demand Linux prices of `region` from the Pricing API (shared and dedicated-metal products). Either query
@@ -173,7 +207,7 @@ pub async fn on_demand_prices(sdk: &SdkConfig, region: &str) -> Result<HashMap<S
             .into_paginator()
             .send();
         while let Some(page) = pages.next().await {
-            let page = page.map_err(|e| AwsError::call("Pricing GetProducts", e))?;
+            let page = page.map_err(|e| AwsError::call("GetProducts", e))?;
             for entry in page.price_list() {
                 if let Some((t, p)) = parse_price_list_entry(entry, currency) {
                     all.insert(t, p);
@@ -182,10 +216,7 @@ pub async fn on_demand_prices(sdk: &SdkConfig, region: &str) -> Result<HashMap<S
             }
         }
         if found == 0 {
-            return Err(AwsError::Call {
-                what: "Pricing GetProducts".into(),
-                message: format!("no {tenancy} on-demand prices for {region}"),
-            });
+            return Err(AwsError::other("GetProducts", format!("no {tenancy} on-demand prices for {region}")));
         }
     }
     Ok(all)
@@ -227,6 +258,31 @@ mod tests {
         // A later spot fetch without a zone keeps the earlier record (merge, never shrink).
         book.merge_spot(HashMap::new(), "t3".into());
         assert_eq!(book.price(&facts("m5.large"), "spot", "us-east-1a"), Some(0.031));
+    }
+
+    #[test]
+    fn fallback_warnings_say_why_and_what_stands_in() {
+        let html = AwsError::other(
+            "GetProducts",
+            crate::aws::config::describe_foreign_answer(404, b"<html><title>404 Not Found</title></html>").unwrap(),
+        );
+        let first = PriceError::OnDemand { error: html, last_read: None, table_date: Some("2026-07-20".into()) };
+        assert_eq!(
+            first.to_string(),
+            "the Pricing API could not be read (GetProducts: HTTP 404 with an HTML page (\"404 Not Found\") instead \
+             of an AWS answer); on-demand prices come from the embedded table dated 2026-07-20"
+        );
+        let denied = || AwsError::other("GetProducts", "AccessDeniedException: not allowed");
+        let later =
+            PriceError::OnDemand { error: denied(), last_read: Some("2026-11-24T12:00:00Z".into()), table_date: None };
+        assert_eq!(
+            later.to_string(),
+            "the Pricing API could not be read (GetProducts: AccessDeniedException: not allowed); on-demand prices \
+             stay as read at 2026-11-24T12:00:00Z (from the embedded table for types that read lacked)"
+        );
+        let spot = PriceError::Spot { error: denied(), last_read: None };
+        assert!(spot.to_string().starts_with("spot prices could not be read (GetProducts: AccessDeniedException"));
+        assert!(spot.to_string().ends_with("priced like on-demand until they can be"));
     }
 
     #[test]

@@ -106,7 +106,7 @@ async fn aws_acting(
         .await
         .context("listing EC2 instance types (check the credentials' ec2:Describe* rights)")?;
     for e in cloud.refresh_prices().await {
-        tracing::info!("prices: {e} (the embedded on-demand table stands in)");
+        tracing::warn!("{e}");
     }
     if let Err(e) = cloud.hydrate_templates().await {
         tracing::warn!("listing this cluster's launch templates: {e}");

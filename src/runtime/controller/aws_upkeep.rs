@@ -72,10 +72,10 @@ impl AwsUpkeep {
         if now >= self.next_types {
             self.next_types = now + TYPES_EVERY;
             if let Err(e) = self.cloud.refresh_types().await {
-                r.errors.push(e.to_string());
+                r.errors.push(format!("refreshing instance types (the last ones stay): {e}"));
             }
             for e in self.cloud.refresh_prices().await {
-                tracing::info!("prices: {e}");
+                tracing::warn!("{e}");
             }
         }
         let classes: BTreeSet<(String, i64)> = m
@@ -114,7 +114,7 @@ impl AwsUpkeep {
                     for i in ec2::leaked(&list, &held, now / 1000) {
                         match self.cloud.terminate(&i.provider_id()).await {
                             Ok(_) => r.done.push(format!("terminated leaked instance {} (no NodeClaim)", i.id)),
-                            Err(e) => r.errors.push(e.to_string()),
+                            Err(e) => r.errors.push(format!("terminating leaked instance {}: {e}", i.id)),
                         }
                         let pid = i.provider_id();
                         for n in m
@@ -126,7 +126,7 @@ impl AwsUpkeep {
                         }
                     }
                 }
-                Err(e) => r.errors.push(e.to_string()),
+                Err(e) => r.errors.push(format!("listing this cluster's instances: {e}")),
             }
         }
         if let Some(live) = self.cloud.live_provider_ids() {
@@ -140,7 +140,7 @@ impl AwsUpkeep {
             self.next_templates = now + TEMPLATES_EVERY;
             match self.cloud.delete_unused_templates().await {
                 Ok(names) => r.done.extend(names.into_iter().map(|n| format!("deleted unused launch template {n}"))),
-                Err(e) => r.errors.push(e.to_string()),
+                Err(e) => r.errors.push(format!("deleting unused launch templates: {e}")),
             }
         }
 
@@ -152,7 +152,7 @@ impl AwsUpkeep {
                 Ok(names) => r.done.extend(
                     names.into_iter().map(|n| format!("deleted instance profile {n} (its EC2NodeClass is gone)")),
                 ),
-                Err(e) => r.errors.push(e.to_string()),
+                Err(e) => r.errors.push(format!("deleting instance profiles of deleted EC2NodeClasses: {e}")),
             }
         }
 
