@@ -185,9 +185,13 @@ async fn pending_pods_to_ec2_instances_and_back_to_zero() {
         "apiVersion: karpenter.k8s.aws/v1\nkind: EC2NodeClass\nmetadata: {{name: default}}\nspec:\n  instanceProfile: NodeProfile\n  subnetSelectorTerms: [{{tags: {{karpenter.sh/discovery: demo}}}}]\n  securityGroupSelectorTerms: [{{tags: {{karpenter.sh/discovery: demo}}}}]\n  amiSelectorTerms: [{{id: {image}}}]\n"
     ))
     .unwrap();
-    cloud.resolve_nodeclass(&nc).await.unwrap();
+    let status = cloud.resolve_nodeclass(&nc).await.unwrap();
 
     let mut h = Harness::with_objects(Mode::Approve, OBJECTS);
+    // The class as the API server holds it once the upkeep wrote its status: its NodePool's NodeClassReady reads it.
+    let mut nc = nc;
+    nc.status = Some(status);
+    h.cluster.nodeclasses.insert("default".into(), nc);
     let fallback = Arc::new(aws_catalog("us-east-1", None, None, 0).unwrap());
     h.controller = Controller::new(fallback, Mode::Approve, h.now).with_provider_prefix(PROVIDER_PREFIX);
 

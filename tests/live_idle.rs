@@ -60,9 +60,9 @@ async fn an_observing_dashboard_on_an_unchanging_cluster_wakes_a_handful_of_time
     while let Ok(e) = events.try_recv() {
         views += usize::from(matches!(e, Event::View(_)));
     }
-    assert_eq!(views, 1, "one picture: nothing changed after it");
-    // The first picture, perhaps a clock line: a spinning loop would have woken millions of times.
-    assert!(woke <= 5, "woke {woke} times in 2.5 s on an unchanging cluster");
+    assert!((1..=2).contains(&views), "a picture, perhaps one more for a late watch event: {views}");
+    // The first picture or two, perhaps a clock line: a spinning loop would have woken millions of times.
+    assert!(woke <= 8, "woke {woke} times in 2.5 s on an unchanging cluster");
 
     commands.send(Command::Shutdown).unwrap();
     tokio::time::timeout(Duration::from_secs(5), backend).await.expect("stops on Shutdown").unwrap();

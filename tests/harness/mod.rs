@@ -59,6 +59,7 @@ pub fn manifests(c: &Cluster) -> Manifests {
     Manifests {
         nodepools: c.nodepools.values().map(|o| (**o).clone()).collect(),
         nodeclaims: c.nodeclaims.values().map(|o| (**o).clone()).collect(),
+        nodeclasses: c.nodeclasses.values().map(|o| (**o).clone()).collect(),
         nodes: c.nodes.values().map(|o| (**o).clone()).collect(),
         pods: c.pods.values().cloned().collect(),
         // As the live watch cache: the engine would otherwise add the Deployments' pods to the ones that exist.

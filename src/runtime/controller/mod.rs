@@ -278,14 +278,26 @@ impl Controller {
             .map(|p| {
                 let types = match &self.class_catalogs {
                     None => types.clone(),
-                    Some(by_class) => by_class
-                        .get(&p.spec.template.spec.node_class_ref.name)
-                        .map(|c| c.instance_types.clone())
-                        .unwrap_or_default(),
+                    // Only pools of this cloud's class kind: a KWOKNodeClass that shares a name with an
+                    // EC2NodeClass gets nothing to launch here.
+                    Some(by_class) => {
+                        let r = &p.spec.template.spec.node_class_ref;
+                        let ours = self.manages(p);
+                        by_class.get(&r.name).filter(|_| ours).map(|c| c.instance_types.clone()).unwrap_or_default()
+                    }
                 };
                 (p.name().to_string(), types)
             })
             .collect()
+    }
+
+    /// Whether a NodePool is this cloud's, as upstream's `IsManaged`: with AWS, its class is an EC2NodeClass (an
+    /// empty group or kind counts as one); the KWOK cloud takes every pool.
+    fn manages(&self, pool: &crate::engine::api::NodePool) -> bool {
+        let r = &pool.spec.template.spec.node_class_ref;
+        self.class_catalogs.is_none()
+            || ((r.kind.is_empty() || r.kind == "EC2NodeClass")
+                && (r.group.is_empty() || r.group == "karpenter.k8s.aws"))
     }
 
     fn record(&mut self, id: &str, state: CommandState) {
@@ -355,7 +367,7 @@ impl Controller {
 
     /// Each NodePool's status as upstream keeps it (see [`nodepool_status`]), written when it changes.
     fn nodepool_statuses(&self, m: &Manifests, now: Millis, out: &mut Out) {
-        for pool in m.nodepools.iter().filter(|p| p.metadata.deletion_timestamp.is_none()) {
+        for pool in m.nodepools.iter().filter(|p| p.metadata.deletion_timestamp.is_none() && self.manages(p)) {
             let class = match &self.class_catalogs {
                 None => nodepool_status::ClassReadiness::NotNeeded,
                 Some(_) => nodepool_status::ClassReadiness::Class(
