@@ -367,6 +367,7 @@ impl Controller {
 
     /// Each NodePool's status as upstream keeps it (see [`nodepool_status`]), written when it changes.
     fn nodepool_statuses(&self, m: &Manifests, now: Millis, out: &mut Out) {
+        let nodes_by_id = nodepool_status::nodes_by_id(m);
         for pool in m.nodepools.iter().filter(|p| p.metadata.deletion_timestamp.is_none() && self.manages(p)) {
             let class = match &self.class_catalogs {
                 None => nodepool_status::ClassReadiness::NotNeeded,
@@ -393,7 +394,8 @@ impl Controller {
                 ),
             };
             let failure = out.registration_failures.get(pool.name());
-            let status = nodepool_status::desired(pool, m, &class, &self.catalog.label_policy, failure, now);
+            let status =
+                nodepool_status::desired(pool, m, &class, &self.catalog.label_policy, failure, &nodes_by_id, now);
             if pool.status.as_ref() != Some(&status) {
                 out.push(Effect::PatchNodePoolStatus { name: pool.name().to_string(), status: Box::new(status) });
             }

@@ -4,6 +4,9 @@
 //! `NodeRegistrationHealthy` (its last launch registered, or failed to), and the root `Ready`, which follows
 //! `ValidationSucceeded` and `NodeClassReady` as upstream's does. Pure: the status from the objects and the time.
 
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 
 use crate::engine::api::nodeclaim::{COND_LAUNCHED, COND_REGISTERED};
@@ -52,6 +55,13 @@ impl RegistrationFailure {
     }
 }
 
+/// Nodes by provider id, built once for every pool of a tick.
+pub type NodesById<'a> = BTreeMap<&'a str, &'a Node>;
+
+pub fn nodes_by_id(m: &Manifests) -> NodesById<'_> {
+    m.nodes.iter().filter_map(|n| Some((n.spec.as_ref()?.provider_id.as_deref()?, n))).collect()
+}
+
 /// The pool's claims that count: its own, not being deleted.
 fn claims_of<'a>(pool: &'a NodePool, m: &'a Manifests) -> impl Iterator<Item = &'a NodeClaim> + 'a {
     m.nodeclaims.iter().filter(move |c| c.nodepool() == Some(pool.name()) && c.metadata.deletion_timestamp.is_none())
@@ -59,13 +69,11 @@ fn claims_of<'a>(pool: &'a NodePool, m: &'a Manifests) -> impl Iterator<Item = &
 
 /// The capacity of the pool's nodes: each node's own capacity once it has registered, its claim's until then, plus
 /// `nodes`. Upstream always lists cpu, memory, pods, ephemeral-storage and nodes, zero or not.
-fn resources(pool: &NodePool, m: &Manifests) -> (std::collections::BTreeMap<String, Quantity>, i64) {
+fn resources(pool: &NodePool, m: &Manifests, nodes_by_id: &NodesById<'_>) -> (BTreeMap<String, Quantity>, i64) {
     let mut total = Resources::default();
     let mut nodes = 0i64;
     for c in claims_of(pool, m) {
-        let node = c.provider_id().and_then(|pid| {
-            m.nodes.iter().find(|n| n.spec.as_ref().and_then(|s| s.provider_id.as_deref()) == Some(pid))
-        });
+        let node = c.provider_id().and_then(|pid| nodes_by_id.get(pid));
         let node_capacity = node.and_then(|n| n.status.as_ref()).and_then(|s| s.capacity.as_ref());
         let parsed = match node_capacity {
             Some(cap) => Resources::from_quantities(cap.iter().map(|(k, q)| (k.as_str(), q.0.as_str()))),
@@ -77,7 +85,7 @@ fn resources(pool: &NodePool, m: &Manifests) -> (std::collections::BTreeMap<Stri
         total.add(&parsed.unwrap_or_default());
         nodes += 1;
     }
-    let mut out: std::collections::BTreeMap<String, Quantity> = ["cpu", "memory", "pods", "ephemeral-storage"]
+    let mut out: BTreeMap<String, Quantity> = ["cpu", "memory", "pods", "ephemeral-storage"]
         .into_iter()
         .map(|k| (k.to_string(), Quantity(format_resource(k, total.get(k)))))
         .collect();
@@ -96,10 +104,11 @@ pub fn desired(
     class: &ClassReadiness,
     policy: &LabelPolicy,
     failure: Option<&RegistrationFailure>,
+    nodes_by_id: &NodesById<'_>,
     now: Millis,
 ) -> NodePoolStatus {
     let mut status = pool.status.clone().unwrap_or_default();
-    let (resources, nodes) = resources(pool, m);
+    let (resources, nodes) = resources(pool, m, nodes_by_id);
     status.resources = resources;
     status.nodes = Some(nodes);
     let conditions = &mut status.conditions;
@@ -235,7 +244,7 @@ status: {capacity: {cpu: "4", memory: 15Gi, pods: "110", ephemeral-storage: 20Gi
         let m = objects(&format!("{POOL}{CLAIM}"));
         let pool = &m.nodepools[0];
         let policy = crate::engine::catalog::kwok::kwok_catalog("us-east-1").label_policy;
-        let s = desired(pool, &m, &ClassReadiness::NotNeeded, &policy, None, 1_767_225_600_000);
+        let s = desired(pool, &m, &ClassReadiness::NotNeeded, &policy, None, &nodes_by_id(&m), 1_767_225_600_000);
         assert_eq!(s.nodes, Some(2));
         let q = |k: &str| s.resources.get(k).map(|q| q.0.as_str());
         // The registered claim's node counts with the node's capacity, the other with its claim's.
@@ -246,7 +255,8 @@ status: {capacity: {cpu: "4", memory: 15Gi, pods: "110", ephemeral-storage: 20Gi
         assert_eq!(cond(&s, "Ready"), ("True", "Ready", ""));
         assert_eq!(cond(&s, "NodeRegistrationHealthy").0, "True", "a claim registered");
 
-        let missing = desired(pool, &m, &ClassReadiness::Class(None), &policy, None, 1_767_225_600_000);
+        let missing =
+            desired(pool, &m, &ClassReadiness::Class(None), &policy, None, &nodes_by_id(&m), 1_767_225_600_000);
         assert_eq!(
             cond(&missing, "NodeClassReady"),
             ("False", "NodeClassNotFound", "NodeClass default not found on cluster")
@@ -262,12 +272,12 @@ status: {capacity: {cpu: "4", memory: 15Gi, pods: "110", ephemeral-storage: 20Gi
         let failure = RegistrationFailure::of(&m.nodeclaims[0]);
         assert_eq!(failure.reason, "RegistrationFailed");
         let later = 1_767_225_600_000 + 3_600_000; // after the claim registered
-        let s = desired(&pool, &m, &ClassReadiness::NotNeeded, &policy, Some(&failure), later);
+        let s = desired(&pool, &m, &ClassReadiness::NotNeeded, &policy, Some(&failure), &nodes_by_id(&m), later);
         assert_eq!(cond(&s, "NodeRegistrationHealthy"), ("False", "RegistrationFailed", "Failed to register node"));
         assert_eq!(cond(&s, "Ready").0, "True", "registration health doesn't gate Ready");
         pool.status = Some(s);
         // The registration that happened before the failure doesn't heal it.
-        let s = desired(&pool, &m, &ClassReadiness::NotNeeded, &policy, None, later + 1_000);
+        let s = desired(&pool, &m, &ClassReadiness::NotNeeded, &policy, None, &nodes_by_id(&m), later + 1_000);
         assert_eq!(cond(&s, "NodeRegistrationHealthy").0, "False");
     }
 }
