@@ -5,9 +5,8 @@
 //! JSON and apply patches (a merge patch carrying a stale `metadata.resourceVersion` is a 409, a failing JSON patch
 //! `test` a 422), the status subresource (only `status` changes), delete (finalizers → `deletionTimestamp`),
 //! `pods/eviction`, SelfSubjectAccessReviews answered from a deny list, list (paged with `limit` and `continue`),
-//! and watch from a resourceVersion with
-//! the events since then replayed. Watches are ended with a `410 Gone` ERROR event by [`FakeApi::expire_watches`],
-//! as an API server does after compaction. Any request can be answered by a scripted status instead
+//! and watch from a resourceVersion with the events since then replayed. Watches are ended with a `410 Gone` ERROR
+//! event by [`FakeApi::expire_watches`], as an API server does after compaction. Any request can be answered by a scripted status instead
 //! ([`FakeApi::script`]); a collection can be made unknown (404, a CRD not installed) with [`FakeApi::missing`].
 
 #![allow(dead_code)]
