@@ -107,20 +107,43 @@ const CONTAINER_FIELDS: [&str; 6] = ["name", "image", "resources", "ports", "res
 /// for the pod).
 const VOLUME_SOURCES: [&str; 2] = ["persistentVolumeClaim", "ephemeral"];
 
+/// The pod status fields anything here reads: the phase (finished pods, PDB health), the conditions (unschedulable,
+/// ready), the nominated node (pending pods) and the start time (termination order); the reason and message are
+/// small and what `kubectl` shows beside the phase.
+const POD_STATUS_FIELDS: [&str; 6] = ["phase", "conditions", "nominatedNodeName", "startTime", "reason", "message"];
+
+/// The node status fields anything here reads: capacity and allocatable (what fits, initialization) and the
+/// conditions (Ready).
+const NODE_STATUS_FIELDS: [&str; 3] = ["capacity", "allocatable", "conditions"];
+
+/// What `kubectl apply` keeps of the last configuration it applied: the whole object again, as JSON text.
+const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
+
 /// Drops what nothing here reads from an object as it arrives, since the cache keeps every object for its whole life:
-/// `managedFields` of every kind (on a busy cluster often the largest part of an object), and of pods the container
-/// fields besides [`CONTAINER_FIELDS`] (environment, commands, probes, mounts, security contexts), the volumes of
-/// other sources than [`VOLUME_SOURCES`] and the container statuses. Pods are most of a cluster's objects, and real
-/// ones carry kilobytes of these. Dropping the other volumes also lets replicas share their spec (see
-/// [`StoredPod`](crate::engine::stored_pod::StoredPod)): the service-account token volume every pod gets is named
-/// per pod (`kube-api-access-x7k2p`).
+/// `managedFields` and kubectl's last-applied configuration of every kind (on a busy cluster often the largest part
+/// of an object), and of pods the container fields besides [`CONTAINER_FIELDS`] (environment, commands, probes,
+/// mounts, security contexts), the volumes of other sources than [`VOLUME_SOURCES`] and the status fields besides
+/// [`POD_STATUS_FIELDS`] (container statuses, IPs); of nodes the status fields besides [`NODE_STATUS_FIELDS`]
+/// (dozens of cached images, node info, addresses) and the heartbeat times of the conditions. Pods are most of a
+/// cluster's objects, and real ones carry kilobytes of these. Dropping the other volumes also lets replicas share
+/// their spec (see [`StoredPod`](crate::engine::stored_pod::StoredPod)): the service-account token volume every
+/// pod gets is named per pod (`kube-api-access-x7k2p`). Without heartbeat times, a node whose kubelet only said it
+/// is still there (every 10 seconds) is equal to the stored one, so it is no change (see [`Applied::changed`]).
 fn trim(kind: &str, map: &mut serde_json::Map<String, serde_json::Value>) {
     if let Some(meta) = map.get_mut("metadata").and_then(|m| m.as_object_mut()) {
         meta.remove("managedFields");
+        if let Some(annotations) = meta.get_mut("annotations").and_then(|a| a.as_object_mut()) {
+            annotations.remove(LAST_APPLIED);
+        }
     }
-    if kind != "Pod" {
-        return;
+    match kind {
+        "Pod" => trim_pod(map),
+        "Node" => trim_node(map),
+        _ => {}
     }
+}
+
+fn trim_pod(map: &mut serde_json::Map<String, serde_json::Value>) {
     if let Some(spec) = map.get_mut("spec").and_then(|s| s.as_object_mut()) {
         for list in ["containers", "initContainers", "ephemeralContainers"] {
             for c in spec.get_mut(list).and_then(|l| l.as_array_mut()).into_iter().flatten() {
@@ -137,25 +160,93 @@ fn trim(kind: &str, map: &mut serde_json::Map<String, serde_json::Value>) {
         }
     }
     if let Some(status) = map.get_mut("status").and_then(|s| s.as_object_mut()) {
-        for list in ["containerStatuses", "initContainerStatuses", "ephemeralContainerStatuses"] {
-            status.remove(list);
+        status.retain(|k, _| POD_STATUS_FIELDS.contains(&k.as_str()));
+    }
+}
+
+fn trim_node(map: &mut serde_json::Map<String, serde_json::Value>) {
+    if let Some(status) = map.get_mut("status").and_then(|s| s.as_object_mut()) {
+        status.retain(|k, _| NODE_STATUS_FIELDS.contains(&k.as_str()));
+        for c in status.get_mut("conditions").and_then(|l| l.as_array_mut()).into_iter().flatten() {
+            if let Some(c) = c.as_object_mut() {
+                c.remove("lastHeartbeatTime");
+            }
         }
     }
 }
 
 /// The object as its typed form, with the type fields a list response leaves out put back (k8s-openapi checks
-/// them), [`trim`]med.
-fn parse<T: DeserializeOwned>(ar: &ApiResource, obj: &DynamicObject) -> Result<T, String> {
-    let mut value = serde_json::to_value(obj).map_err(|e| e.to_string())?;
-    if let Some(map) = value.as_object_mut() {
-        map.insert("apiVersion".into(), ar.api_version.clone().into());
-        map.insert("kind".into(), ar.kind.clone().into());
-        trim(&ar.kind, map);
-    }
-    serde_path_to_error::deserialize(value).map_err(|e| {
+/// them), [`trim`]med. The object is taken apart rather than copied: at 20,000 pods listed in pages of 500, a copy
+/// of each as it is read is megabytes of garbage for the allocator to hold on to.
+fn parse<T: DeserializeOwned>(ar: &ApiResource, obj: DynamicObject) -> Result<T, String> {
+    let DynamicObject { metadata: mut meta, data, .. } = obj;
+    meta.managed_fields = None;
+    let mut map = match data {
+        serde_json::Value::Object(m) => m,
+        _ => serde_json::Map::new(),
+    };
+    map.insert("metadata".into(), serde_json::to_value(meta).map_err(|e| e.to_string())?);
+    map.insert("apiVersion".into(), ar.api_version.clone().into());
+    map.insert("kind".into(), ar.kind.clone().into());
+    trim(&ar.kind, &mut map);
+    serde_path_to_error::deserialize(serde_json::Value::Object(map)).map_err(|e| {
         let path = e.path().to_string();
         if path == "." { e.inner().to_string() } else { format!("{path}: {}", e.inner()) }
     })
+}
+
+/// What one watcher event did to the cache.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Applied {
+    /// An object that could not be read, the first time it is reported.
+    pub problem: Option<Problem>,
+    /// Whether anything the engine or the dashboard reads changed: an object added, deleted or changed in what is
+    /// kept of it (not only its resourceVersion, not only a node's heartbeat), an initial list completed, an object
+    /// becoming unreadable or readable again. Objects read during a relist count when the relist completes.
+    pub changed: bool,
+}
+
+/// Equality of what is kept of an object (see [`trim`]), resourceVersion included.
+trait Same {
+    fn same(&self, other: &Self) -> bool;
+}
+
+macro_rules! same_by_eq {
+    ($($t:ty),*) => {$(
+        impl Same for $t {
+            fn same(&self, other: &Self) -> bool {
+                self == other
+            }
+        }
+    )*};
+}
+
+same_by_eq!(
+    crate::engine::stored_pod::StoredPod,
+    k8s_openapi::api::core::v1::Node,
+    crate::engine::api::NodePool,
+    crate::engine::api::NodeClaim,
+    k8s_openapi::api::apps::v1::DaemonSet,
+    k8s_openapi::api::policy::v1::PodDisruptionBudget,
+    k8s_openapi::api::core::v1::PersistentVolumeClaim,
+    k8s_openapi::api::core::v1::PersistentVolume,
+    k8s_openapi::api::storage::v1::StorageClass,
+    k8s_openapi::api::core::v1::Namespace
+);
+
+// The EC2NodeClass root type doesn't derive `PartialEq`; its parts do.
+impl Same for crate::engine::api::EC2NodeClass {
+    fn same(&self, other: &Self) -> bool {
+        self.metadata == other.metadata && self.spec == other.spec && self.status == other.status
+    }
+}
+
+/// Whether `new` differs from `old` in more than its resourceVersion.
+fn differs<T: Same + kube::Resource>(old: &T, new: &mut T) -> bool {
+    let rv = std::mem::replace(&mut new.meta_mut().resource_version, old.meta().resource_version.clone());
+    let same = old.same(new);
+    new.meta_mut().resource_version = rv;
+    !same
 }
 
 enum Step<T> {
@@ -166,24 +257,47 @@ enum Step<T> {
     Deleted(String),
 }
 
+/// What a step did to a kind's map.
+struct Stepped {
+    /// The parse error, if any.
+    error: Option<String>,
+    /// An initial list completed.
+    done: bool,
+    /// The map changed in more than resourceVersions.
+    changed: bool,
+}
+
 impl Cache {
-    /// Takes one watcher event for `kind`. Returns a problem the first time an object fails to parse.
-    pub fn apply(&mut self, kind: Kind, event: Event<DynamicObject>) -> Option<Problem> {
+    /// Takes one watcher event for `kind`: what it changed, and a problem the first time an object fails to parse.
+    pub fn apply(&mut self, kind: Kind, event: Event<DynamicObject>) -> Applied {
         let ar = kind.api_resource();
+        // What the bookkeeping below needs of the object, before it is taken apart.
+        let key = match &event {
+            Event::InitApply(o) | Event::Apply(o) | Event::Delete(o) => Some(key_of(o)),
+            Event::Init | Event::InitDone => None,
+        };
+        let node_of = |o: &DynamicObject| {
+            o.data.pointer("/spec/nodeName").and_then(|v| v.as_str()).unwrap_or_default().to_string()
+        };
+        let pod_node = match &event {
+            Event::InitApply(o) | Event::Apply(o) if kind == Kind::Pod => node_of(o),
+            _ => String::new(),
+        };
+        // A relist starting, or one of its objects.
+        let listing = matches!(event, Event::Init | Event::InitApply(_));
         macro_rules! typed {
             ($field:ident) => {{
-                let step = match &event {
+                let step = match event {
                     Event::Init => Step::Restart,
-                    Event::InitApply(o) => Step::Listed(key_of(o), parse(&ar, o)),
+                    Event::InitApply(o) => Step::Listed(key_of(&o), parse(&ar, o)),
                     Event::InitDone => Step::Done,
-                    Event::Apply(o) => Step::Applied(key_of(o), parse(&ar, o)),
-                    Event::Delete(o) => Step::Deleted(key_of(o)),
+                    Event::Apply(o) => Step::Applied(key_of(&o), parse(&ar, o)),
+                    Event::Delete(o) => Step::Deleted(key_of(&o)),
                 };
-                let (problem, done) = step_into(&mut self.$field, kind, step);
-                (problem, done)
+                step_into(&mut self.$field, step)
             }};
         }
-        let (problem, done) = match kind {
+        let Stepped { error, done, changed } = match kind {
             Kind::Pod => typed!(pods),
             Kind::Node => typed!(nodes),
             Kind::NodePool => typed!(nodepools),
@@ -196,12 +310,12 @@ impl Cache {
             Kind::StorageClass => typed!(storage_classes),
             Kind::Namespace => typed!(namespaces),
         };
-        match &event {
-            Event::Init => {
+        match (&key, listing) {
+            (None, true) => {
                 self.relist_seen.insert(kind, BTreeSet::new());
             }
-            Event::InitApply(o) => {
-                self.relist_seen.entry(kind).or_default().insert(key_of(o));
+            (Some(k), true) => {
+                self.relist_seen.entry(kind).or_default().insert(k.clone());
             }
             _ => {}
         }
@@ -213,35 +327,24 @@ impl Cache {
                 self.unreadable_pods.retain(|k, _| seen.contains(k));
             }
         }
+        let Some(key) = key else { return Applied { problem: None, changed } };
         // Bookkeeping of unreadable objects.
-        let key = match &event {
-            Event::InitApply(o) | Event::Apply(o) | Event::Delete(o) => key_of(o),
-            _ => return None,
-        };
-        match (problem, &event) {
-            (_, Event::Delete(_)) => {
-                self.problems.remove(&(kind, key.clone()));
-                self.unreadable_pods.remove(&key);
-                None
+        match error {
+            None => {
+                let cleared = self.problems.remove(&(kind, key.clone())).is_some();
+                let unguarded = self.unreadable_pods.remove(&key).is_some();
+                Applied { problem: None, changed: changed || cleared || unguarded }
             }
-            (None, _) => {
-                self.problems.remove(&(kind, key.clone()));
-                self.unreadable_pods.remove(&key);
-                None
-            }
-            (Some(message), Event::InitApply(o) | Event::Apply(o)) => {
-                if kind == Kind::Pod && !self.pods.items.contains_key(&key) {
-                    let node = o.data.pointer("/spec/nodeName").and_then(|v| v.as_str()).unwrap_or_default();
-                    if !node.is_empty() {
-                        self.unreadable_pods.insert(key.clone(), node.to_string());
-                    }
+            Some(message) => {
+                let mut changed = changed;
+                if kind == Kind::Pod && !self.pods.items.contains_key(&key) && !pod_node.is_empty() {
+                    changed |= self.unreadable_pods.insert(key.clone(), pod_node).is_none();
                 }
                 let p = Problem { kind, key: key.clone(), message };
                 let new = self.problems.get(&(kind, key.clone())) != Some(&p);
                 self.problems.insert((kind, key), p.clone());
-                new.then_some(p)
+                Applied { problem: new.then_some(p), changed: changed || new }
             }
-            _ => None,
         }
     }
 
@@ -359,44 +462,48 @@ impl Cache {
     }
 }
 
-/// Applies one step to a kind's map; returns the parse error, if any, and whether an initial list completed.
-fn step_into<T: Clone>(t: &mut Typed<T>, _kind: Kind, step: Step<T>) -> (Option<String>, bool) {
+/// Applies one step to a kind's map.
+fn step_into<T: Same + kube::Resource>(t: &mut Typed<T>, step: Step<T>) -> Stepped {
+    let quiet = |error: Option<String>| Stepped { error, done: false, changed: false };
     match step {
         Step::Restart => {
             t.relist = Some(BTreeMap::new());
-            (None, false)
+            quiet(None)
         }
         Step::Listed(key, parsed) => {
             let relist = t.relist.get_or_insert_default();
             match parsed {
                 Ok(v) => {
                     relist.insert(key, Arc::new(v));
-                    (None, false)
+                    quiet(None)
                 }
                 Err(e) => {
                     // Keep the last good version through a relist.
                     if let Some(old) = t.items.get(&key) {
                         relist.insert(key, old.clone());
                     }
-                    (Some(e), false)
+                    quiet(Some(e))
                 }
             }
         }
         Step::Done => {
             t.items = t.relist.take().unwrap_or_default();
             t.synced = true;
-            (None, true)
+            Stepped { error: None, done: true, changed: true }
         }
         Step::Applied(key, parsed) => match parsed {
-            Ok(v) => {
+            Ok(mut v) => {
+                // The new version is stored even when only its resourceVersion moved: writers send it back as
+                // the precondition of their patches.
+                let changed = t.items.get(&key).is_none_or(|old| differs(&**old, &mut v));
                 t.items.insert(key, Arc::new(v));
-                (None, false)
+                Stepped { error: None, done: false, changed }
             }
-            Err(e) => (Some(e), false),
+            Err(e) => quiet(Some(e)),
         },
         Step::Deleted(key) => {
             t.items.remove(&key);
-            (None, false)
+            Stepped { error: None, done: false, changed: true }
         }
     }
 }
@@ -424,7 +531,7 @@ mod tests {
         let mut out = Vec::new();
         c.apply(kind, Event::Init);
         for o in objs {
-            out.extend(c.apply(kind, Event::InitApply(o.clone())));
+            out.extend(c.apply(kind, Event::InitApply(o.clone())).problem);
         }
         c.apply(kind, Event::InitDone);
         out
@@ -492,7 +599,7 @@ mod tests {
         assert_eq!(problems.len(), 1);
         assert_eq!(problems[0].key, "default/bad");
         assert!(problems[0].message.contains("spec.containers[0].resources.requests.cpu"), "{}", problems[0]);
-        assert_eq!(c.apply(Kind::Pod, Event::Apply(bad.clone())), None, "reported once");
+        assert_eq!(c.apply(Kind::Pod, Event::Apply(bad.clone())).problem, None, "reported once");
         assert_eq!(c.pods.items.len(), 1);
         let node = |name: &str| dynamic(json!({"metadata": {"name": name}}));
         list(&mut c, Kind::Node, &[node("n1"), node("n2")]);
@@ -517,7 +624,7 @@ mod tests {
     fn a_bad_update_keeps_the_last_good_version() {
         let mut c = Cache::default();
         list(&mut c, Kind::Pod, &[pod("a", "n1", json!("1"))]);
-        assert!(c.apply(Kind::Pod, Event::Apply(pod("a", "n1", json!([1])))).is_some());
+        assert!(c.apply(Kind::Pod, Event::Apply(pod("a", "n1", json!([1])))).problem.is_some());
         let p = &c.pods.items["default/a"];
         assert_eq!(p.node_name(), Some("n1"));
         // ...also through a relist.
@@ -566,8 +673,11 @@ mod tests {
                     "resources": {"requests": {"cpu": "1", "memory": "1Gi"}},
                     "livenessProbe": {"httpGet": {"path": "/healthz", "port": 8080}},
                     "volumeMounts": [{"name": "data", "mountPath": "/data"}]}]},
-            "status": {"phase": "Pending",
-                "conditions": [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}],
+            "status": {"phase": "Pending", "nominatedNodeName": "n2", "startTime": "2026-05-01T08:00:00Z",
+                "conditions": [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
+                    "lastTransitionTime": "2026-05-01T08:00:00Z"}],
+                "hostIP": "10.0.0.1", "hostIPs": [{"ip": "10.0.0.1"}], "podIP": "10.0.1.7", "podIPs": [{"ip": "10.0.1.7"}],
+                "qosClass": "Burstable",
                 "containerStatuses": [{"name": "app", "image": "web:1", "imageID": "", "ready": false,
                     "restartCount": 3}]}
         });
@@ -584,8 +694,15 @@ mod tests {
         assert_eq!((app.env.as_ref(), app.command.as_ref(), app.liveness_probe.as_ref()), (None, None, None));
         assert_eq!(app.image.as_deref(), Some("web:1"));
         let status = kept.status.as_ref().unwrap();
-        assert_eq!(status.container_statuses, None);
-        assert_eq!(status.conditions, untouched.status.as_ref().unwrap().conditions, "conditions stay");
+        let full_status = untouched.status.as_ref().unwrap();
+        let expected = k8s_openapi::api::core::v1::PodStatus {
+            phase: full_status.phase.clone(),
+            conditions: full_status.conditions.clone(),
+            nominated_node_name: full_status.nominated_node_name.clone(),
+            start_time: full_status.start_time.clone(),
+            ..Default::default()
+        };
+        assert_eq!(*status, expected, "phase, conditions, nominated node and start time stay; statuses and IPs go");
         assert_eq!(kept.metadata.annotations, untouched.metadata.annotations);
         assert_eq!(kept.metadata.managed_fields, None);
         let volumes: Vec<&str> = kept.spec().volumes.iter().flatten().map(|v| v.name.as_str()).collect();
@@ -622,5 +739,117 @@ mod tests {
         let kept = &c.pods.items["default/a"].metadata;
         assert_eq!(kept.managed_fields, None);
         assert_eq!(kept.labels.as_ref().map(|l| l["app"].as_str()), Some("web"), "the rest of the metadata stays");
+    }
+
+    /// A node as kubelet, the cloud provider and Karpenter keep it: heartbeats, images, node info, managed fields.
+    fn full_node(rv: &str, heartbeat: &str) -> serde_json::Value {
+        json!({
+            "metadata": {"name": "ip-10-0-0-1.ec2.internal", "resourceVersion": rv, "uid": "n1",
+                "labels": {"karpenter.sh/nodepool": "default", "node.kubernetes.io/instance-type": "m5.xlarge"},
+                "annotations": {"karpenter.sh/do-not-disrupt": "true", "node.alpha.kubernetes.io/ttl": "0",
+                    "kubectl.kubernetes.io/last-applied-configuration": "{\"apiVersion\":\"v1\",\"kind\":\"Node\"}"},
+                "finalizers": ["karpenter.sh/termination"],
+                "managedFields": [{"manager": "kubelet", "operation": "Update", "subresource": "status",
+                    "time": heartbeat, "fieldsType": "FieldsV1", "fieldsV1": {"f:status": {}}}]},
+            "spec": {"providerID": "aws:///us-east-1a/i-0abc", "unschedulable": true,
+                "taints": [{"key": "karpenter.sh/disrupted", "effect": "NoSchedule"}]},
+            "status": {
+                "capacity": {"cpu": "4", "memory": "16Gi", "pods": "58"},
+                "allocatable": {"cpu": "3920m", "memory": "15Gi", "pods": "58"},
+                "conditions": [
+                    {"type": "MemoryPressure", "status": "False", "lastHeartbeatTime": heartbeat,
+                        "lastTransitionTime": "2026-05-01T08:00:00Z", "reason": "KubeletHasSufficientMemory",
+                        "message": "kubelet has sufficient memory available"},
+                    {"type": "Ready", "status": "True", "lastHeartbeatTime": heartbeat,
+                        "lastTransitionTime": "2026-05-01T08:00:07Z", "reason": "KubeletReady",
+                        "message": "kubelet is posting ready status"}],
+                "addresses": [{"type": "InternalIP", "address": "10.0.0.1"}],
+                "daemonEndpoints": {"kubeletEndpoint": {"Port": 10250}},
+                "images": [{"names": ["registry/app@sha256:0123", "registry/app:v1"], "sizeBytes": 1000}],
+                "nodeInfo": {"architecture": "amd64", "bootID": "b", "containerRuntimeVersion": "containerd://2.0.5",
+                    "kernelVersion": "6.12", "kubeProxyVersion": "", "kubeletVersion": "v1.36.0", "machineID": "m",
+                    "operatingSystem": "linux", "osImage": "Amazon Linux 2023", "systemUUID": "ec2"},
+                "volumesInUse": ["kubernetes.io/csi/ebs.csi.aws.com^vol-1"]}
+        })
+    }
+
+    #[test]
+    fn nodes_keep_what_the_engine_reads_and_nothing_else() {
+        let full = full_node("7", "2026-05-01T10:00:00Z");
+        let mut c = Cache::default();
+        assert!(list(&mut c, Kind::Node, &[dynamic(full.clone())]).is_empty());
+        let kept = &c.nodes.items["ip-10-0-0-1.ec2.internal"];
+        let mut untouched = full;
+        untouched["apiVersion"] = json!("v1");
+        untouched["kind"] = json!("Node");
+        let untouched: k8s_openapi::api::core::v1::Node = serde_json::from_value(untouched).unwrap();
+        // Exactly these go: managed fields, kubectl's copy, the status fields nothing reads, heartbeat times.
+        let mut expected = untouched.clone();
+        expected.metadata.managed_fields = None;
+        expected.metadata.annotations.as_mut().unwrap().remove(LAST_APPLIED);
+        let status = expected.status.as_mut().unwrap();
+        (status.addresses, status.daemon_endpoints, status.images, status.node_info) = (None, None, None, None);
+        status.volumes_in_use = None;
+        for cond in status.conditions.iter_mut().flatten() {
+            cond.last_heartbeat_time = None;
+        }
+        assert_eq!(**kept, expected);
+        // What the engine reads is all there.
+        assert!(crate::engine::lifecycle::node_ready(kept));
+        assert_eq!(kept.metadata.labels, untouched.metadata.labels);
+        assert_eq!(kept.metadata.annotations.as_ref().unwrap()[labels::ANNOTATION_DO_NOT_DISRUPT], "true");
+        assert_eq!(kept.spec, untouched.spec, "provider ID, taints, unschedulable");
+        let (k, u) = (kept.status.as_ref().unwrap(), untouched.status.as_ref().unwrap());
+        assert_eq!((&k.capacity, &k.allocatable), (&u.capacity, &u.allocatable));
+        let conditions = |s: &k8s_openapi::api::core::v1::NodeStatus| {
+            s.conditions
+                .iter()
+                .flatten()
+                .map(|c| (c.type_.clone(), c.status.clone(), c.reason.clone(), c.last_transition_time.clone()))
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(conditions(k), conditions(u));
+    }
+
+    #[test]
+    fn a_heartbeat_is_no_change_but_its_resource_version_is_kept() {
+        let mut c = Cache::default();
+        list(&mut c, Kind::Node, &[dynamic(full_node("7", "2026-05-01T10:00:00Z"))]);
+        let stored_rv = |c: &Cache| c.nodes.items["ip-10-0-0-1.ec2.internal"].metadata.resource_version.clone();
+        let beat = c.apply(Kind::Node, Event::Apply(dynamic(full_node("8", "2026-05-01T10:00:10Z"))));
+        assert_eq!(beat, Applied { problem: None, changed: false });
+        assert_eq!(stored_rv(&c).as_deref(), Some("8"), "writers guard their patches with the latest version");
+        // Images pulled, a volume attached: nothing here reads them either.
+        let mut images = full_node("9", "2026-05-01T10:00:20Z");
+        images["status"]["images"] = json!([]);
+        images["status"]["volumesInUse"] = json!([]);
+        assert!(!c.apply(Kind::Node, Event::Apply(dynamic(images))).changed);
+        assert_eq!(stored_rv(&c).as_deref(), Some("9"));
+        let mut labelled = full_node("10", "2026-05-01T10:00:20Z");
+        labelled["metadata"]["labels"]["team"] = json!("a");
+        assert!(c.apply(Kind::Node, Event::Apply(dynamic(labelled.clone()))).changed, "a label is a change");
+        let mut not_ready = labelled;
+        not_ready["metadata"]["resourceVersion"] = json!("11");
+        not_ready["status"]["conditions"][1]["status"] = json!("False");
+        assert!(c.apply(Kind::Node, Event::Apply(dynamic(not_ready.clone()))).changed, "so is Ready");
+        assert!(c.apply(Kind::Node, Event::Delete(dynamic(not_ready))).changed, "and a deletion");
+    }
+
+    #[test]
+    fn what_a_watch_event_changed_is_reported() {
+        let mut c = Cache::default();
+        c.apply(Kind::Pod, Event::Init);
+        assert!(!c.apply(Kind::Pod, Event::InitApply(pod("a", "n1", json!("1")))).changed, "counted when listed");
+        assert!(c.apply(Kind::Pod, Event::InitDone).changed);
+        let mut same = pod("a", "n1", json!("1"));
+        same.metadata.resource_version = Some("2".into());
+        assert!(!c.apply(Kind::Pod, Event::Apply(same)).changed, "only the resourceVersion moved");
+        assert_eq!(c.pods.items["default/a"].metadata.resource_version.as_deref(), Some("2"));
+        assert!(c.apply(Kind::Pod, Event::Apply(pod("a", "n2", json!("1")))).changed, "rebound");
+        assert!(c.apply(Kind::Pod, Event::Apply(pod("b", "n2", json!("1")))).changed, "added");
+        // Unreadable: a change the first time (its node is guarded), and again when readable.
+        assert!(c.apply(Kind::Pod, Event::Apply(pod("bad", "n1", json!([1])))).changed);
+        assert!(!c.apply(Kind::Pod, Event::Apply(pod("bad", "n1", json!([1])))).changed, "same problem");
+        assert!(c.apply(Kind::Pod, Event::Apply(pod("bad", "n1", json!("1")))).changed);
     }
 }

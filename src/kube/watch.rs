@@ -17,7 +17,9 @@ use super::kinds::Kind;
 /// The running watchers. Dropping it stops them.
 pub struct Watches {
     pub cache: Arc<Mutex<Cache>>,
-    /// Bumped after every change to the cache that the engine could care about.
+    /// Bumped after every change to the cache that the engine or the dashboard could care about (see
+    /// [`Applied::changed`](super::cache::Applied::changed)): not after a node's heartbeat, nor after an update
+    /// that moved nothing but a resourceVersion.
     pub changed: watch::Receiver<u64>,
     tasks: Vec<JoinHandle<()>>,
 }
@@ -65,19 +67,19 @@ async fn run_one(client: kube::Client, kind: Kind, cache: Arc<Mutex<Cache>>, tx:
         // again (kube-runtime alone would resume the watch quietly, and a quiet kind would look failing forever).
         let mut stream = watcher(api.clone(), watcher::Config::default()).default_backoff().boxed();
         while let Some(item) = stream.next().await {
+            let listed = matches!(item, Ok(watcher::Event::InitDone));
             let (notify, failed) = {
                 let Ok(mut c) = cache.lock() else { return };
                 match item {
                     Ok(event) => {
-                        let listed = matches!(event, watcher::Event::InitDone);
-                        let notify = !matches!(event, watcher::Event::Init | watcher::Event::InitApply(_));
-                        if let Some(p) = c.apply(kind, event) {
+                        let applied = c.apply(kind, event);
+                        if let Some(p) = applied.problem {
                             tracing::warn!(kind = %kind.resource_name(), key = %p.key, "object skipped: {}", p.message);
                         }
                         if listed {
                             wait = FIRST_RESTART;
                         }
-                        (notify, false)
+                        (applied.changed, false)
                     }
                     Err(e) => {
                         let code = status_code(&e);
@@ -94,6 +96,11 @@ async fn run_one(client: kube::Client, kind: Kind, cache: Arc<Mutex<Cache>>, tx:
             };
             if notify {
                 tx.send_modify(|g| *g += 1);
+            }
+            if listed {
+                // A list leaves its pages' garbage (megabytes of JSON per 500 objects) spread over the allocator's
+                // arenas, among the objects kept: hand what is free back rather than keep it resident.
+                crate::runtime::memory::release_free_memory();
             }
             if failed {
                 break;

@@ -4,9 +4,9 @@
 //! create (generateName, 409 on an existing name, `dryRun=All`), get, replace (resourceVersion checked), merge,
 //! JSON and apply patches (a merge patch carrying a stale `metadata.resourceVersion` is a 409, a failing JSON patch
 //! `test` a 422), the status subresource (only `status` changes), delete (finalizers → `deletionTimestamp`),
-//! `pods/eviction`, SelfSubjectAccessReviews answered from a deny list, list, and watch from a resourceVersion with
-//! the events since then replayed. Watches are ended with a `410 Gone` ERROR event by [`FakeApi::expire_watches`],
-//! as an API server does after compaction. Any request can be answered by a scripted status instead
+//! `pods/eviction`, SelfSubjectAccessReviews answered from a deny list, list (paged with `limit` and `continue`),
+//! and watch from a resourceVersion with the events since then replayed. Watches are ended with a `410 Gone` ERROR
+//! event by [`FakeApi::expire_watches`], as an API server does after compaction. Any request can be answered by a scripted status instead
 //! ([`FakeApi::script`]); a collection can be made unknown (404, a CRD not installed) with [`FakeApi::missing`].
 
 #![allow(dead_code)]
@@ -432,18 +432,23 @@ async fn handle(st: &Arc<Mutex<State>>, req: Request<Incoming>) -> Response<Body
         (&Method::GET, None, _) if rec.is_watch() => watch(&mut s, &t, &rec),
         (&Method::GET, None, _) => {
             let ns = t.namespace.clone();
-            let items: Vec<Value> = s
+            // Pages as an API server serves them with `limit`: the continue token says how many items came before
+            // (a real one is opaque; only the watcher reads it).
+            let skip: usize = rec.q("continue").and_then(|c| c.parse().ok()).unwrap_or(0);
+            let limit: usize = rec.q("limit").and_then(|l| l.parse().ok()).filter(|&l| l > 0).unwrap_or(usize::MAX);
+            let mut matching = s
                 .objects
                 .iter()
                 .filter(|((c, n, _), _)| *c == t.collection && ns.as_ref().is_none_or(|ns| ns == n))
-                .map(|(_, o)| o.clone())
+                .map(|(_, o)| o)
                 .filter(|o| matches_selector(o, rec.query.get("labelSelector")))
-                .collect();
-            reply(
-                200,
-                &json!({"kind": "List", "apiVersion": "v1",
-                               "metadata": {"resourceVersion": s.rv.to_string()}, "items": items}),
-            )
+                .skip(skip);
+            let items: Vec<Value> = matching.by_ref().take(limit).cloned().collect();
+            let mut metadata = json!({"resourceVersion": s.rv.to_string()});
+            if matching.next().is_some() {
+                metadata["continue"] = json!((skip + items.len()).to_string());
+            }
+            reply(200, &json!({"kind": "List", "apiVersion": "v1", "metadata": metadata, "items": items}))
         }
         (&Method::GET, Some(name), None) => match s.objects.get(&key(&t.collection, t.namespace.as_deref(), name)) {
             Some(o) => reply(200, o),
