@@ -38,6 +38,7 @@ use karpenter_tui::kube::kinds::Kind;
 use karpenter_tui::kube::watch;
 use karpenter_tui::runtime::controller::{Controller, generation};
 use karpenter_tui::runtime::live_view::{LiveInfo, picture};
+use karpenter_tui::runtime::memory;
 use karpenter_tui::sim::run::build_catalog;
 use karpenter_tui::sim::scenario::parse_scenario;
 use karpenter_tui::ui::action::KeyMap;
@@ -180,6 +181,10 @@ fn per_kind(cache: &Cache) -> String {
 }
 
 fn live_dashboard_bench(c: &mut Criterion) {
+    // As the binary does first thing (src/main.rs), unless measuring the allocator's defaults.
+    if std::env::var_os("KTUI_BENCH_DEFAULT_ARENAS").is_none() {
+        memory::limit_arenas();
+    }
     let nodes = POOLS * nodes_per_pool();
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("runtime");
     let (base_live, base_rss) = (heap::live_mib(), heap::rss_mib());
@@ -225,6 +230,8 @@ fn live_dashboard_bench(c: &mut Criterion) {
     };
     let m = Arc::new(cache.lock().unwrap().manifests());
     let view = Arc::new(picture(&m, &catalog, now, &info, &[], 1, None));
+    // As the live backend does after every picture.
+    memory::release_free_memory();
     assert_eq!(view.nodes.len(), nodes);
     let (km, _) = KeyMap::new(&BTreeMap::new(), false);
     let mut state = AppState::new(km, Theme::default(), false, 1.0);
@@ -240,6 +247,7 @@ fn live_dashboard_bench(c: &mut Criterion) {
     let effects = controller.plan(&tick_read, now, generation(&tick_read));
     let acting_info = LiveInfo { leadership: Leadership::Acting, ..info.clone() };
     let acting_view = Arc::new(picture(&tick_read, &catalog, now, &acting_info, &[], 2, Some(&controller)));
+    memory::release_free_memory();
     update(&mut state, Msg::View(acting_view.clone()));
     term.draw(|f| f.render_widget(&state, f.area())).expect("draw");
     let (acting_live, acting_rss) = (heap::live_mib(), heap::rss_mib());

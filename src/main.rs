@@ -181,6 +181,8 @@ fn emit(text: &str) -> anyhow::Result<ExitCode> {
 }
 
 fn main() -> ExitCode {
+    // Before any thread exists: one allocator arena (see `memory::limit_arenas`).
+    karpenter_tui::runtime::memory::limit_arenas();
     match run(Cli::parse()) {
         Ok(code) => code,
         Err(e) => {

@@ -1,4 +1,4 @@
-//! An observing dashboard on a cluster where nothing changes must sleep: the live backend over the fake API
+//! An observing dashboard on a cluster where nothing changes, or only heartbeats, must sleep: the live backend over the fake API
 //! server, with no leader election at all (its role channel closed, as when observing read-only or beside upstream
 //! Karpenter), counted by its wake-ups rather than timed.
 
@@ -63,6 +63,33 @@ async fn an_observing_dashboard_on_an_unchanging_cluster_wakes_a_handful_of_time
     assert!((1..=2).contains(&views), "a picture, perhaps one more for a late watch event: {views}");
     // The first picture or two, perhaps a clock line: a spinning loop would have woken millions of times.
     assert!(woke <= 8, "woke {woke} times in 2.5 s on an unchanging cluster");
+
+    // Every node posts heartbeats: nothing the engine reads changed, so no picture is rebuilt.
+    for beat in 0..5 {
+        for i in 0..3 {
+            let mut n = fake.get("api/v1/nodes", None, &format!("n{i}")).unwrap();
+            n["status"]["conditions"][0]["lastHeartbeatTime"] = json!(format!("2026-01-01T00:00:0{beat}Z"));
+            fake.put("api/v1/nodes", n);
+        }
+    }
+    tokio::time::sleep(Duration::from_millis(1_500)).await;
+    let mut rebuilt = 0;
+    while let Ok(e) = events.try_recv() {
+        rebuilt += usize::from(matches!(e, Event::View(_)));
+    }
+    assert_eq!(rebuilt, 0, "heartbeats alone rebuild nothing");
+    // A change the engine reads does.
+    let mut n = fake.get("api/v1/nodes", None, "n1").unwrap();
+    n["metadata"]["labels"] = json!({"team": "a"});
+    fake.put("api/v1/nodes", n);
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+    loop {
+        match tokio::time::timeout_at(deadline, events.recv()).await {
+            Ok(Some(Event::View(_))) => break,
+            Ok(Some(_)) => continue,
+            other => panic!("no picture after a label change: {other:?}"),
+        }
+    }
 
     commands.send(Command::Shutdown).unwrap();
     tokio::time::timeout(Duration::from_secs(5), backend).await.expect("stops on Shutdown").unwrap();

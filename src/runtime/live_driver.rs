@@ -222,6 +222,8 @@ impl LiveDriver {
                 picture(&read.manifests, &self.catalog, now_ms(), &info, &read.skipped, generation, engine)
             });
             last_build = started.elapsed();
+            // The passes free tens of megabytes at this scale; hand them back rather than keep them resident.
+            crate::runtime::memory::release_free_memory();
             if events.send(Event::View(Arc::new(view))).is_err() {
                 return;
             }
