@@ -492,6 +492,7 @@ async fn read_only_refuses_every_write_without_sending_anything() {
         w.create_nodeclaim(&claim).await.map(drop),
         w.update_nodeclaim_status("c", &NodeClaimStatus::default()).await,
         w.update_ec2nodeclass_status("c", &EC2NodeClassStatus::default()).await,
+        w.update_nodepool_status("default", &Default::default()).await,
         w.sync_node(&n, &m, &[]).await,
         w.sync_node_full("n1", Some("1"), &m, &m, Some(&[]), Some(&[])).await,
         w.evict("ns", "p").await.map(drop),

@@ -51,6 +51,7 @@ pub fn needs() -> Vec<Need> {
         need("delete", k, "nodeclaims", None, false),
         need("patch", k, "nodeclaims", Some("status"), false),
         need("patch", k, "nodepools", None, false),
+        need("patch", k, "nodepools", Some("status"), false),
         need("patch", "", "nodes", None, false),
         need("delete", "", "nodes", None, false),
         need("create", "", "pods", Some("eviction"), false),
