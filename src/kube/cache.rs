@@ -114,6 +114,9 @@ const POD_STATUS_FIELDS: [&str; 6] = ["phase", "conditions", "nominatedNodeName"
 
 /// The node status fields anything here reads: capacity and allocatable (what fits, initialization) and the
 /// conditions (Ready).
+/// The pod condition types anything here reads.
+const POD_CONDITIONS: [&str; 2] = ["PodScheduled", "Ready"];
+
 const NODE_STATUS_FIELDS: [&str; 3] = ["capacity", "allocatable", "conditions"];
 
 /// What `kubectl apply` keeps of the last configuration it applied: the whole object again, as JSON text.
@@ -161,6 +164,11 @@ fn trim_pod(map: &mut serde_json::Map<String, serde_json::Value>) {
     }
     if let Some(status) = map.get_mut("status").and_then(|s| s.as_object_mut()) {
         status.retain(|k, _| POD_STATUS_FIELDS.contains(&k.as_str()));
+        // Of a pod's conditions only these two are read (pending pods, healthy pods for PDBs); the kubelet's others
+        // (Initialized, ContainersReady, PodReadyToStartContainers) are a third of a running pod's kept status.
+        if let Some(conditions) = status.get_mut("conditions").and_then(|l| l.as_array_mut()) {
+            conditions.retain(|c| c["type"].as_str().is_some_and(|t| POD_CONDITIONS.contains(&t)));
+        }
     }
 }
 
@@ -675,7 +683,11 @@ mod tests {
                     "volumeMounts": [{"name": "data", "mountPath": "/data"}]}]},
             "status": {"phase": "Pending", "nominatedNodeName": "n2", "startTime": "2026-05-01T08:00:00Z",
                 "conditions": [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
-                    "lastTransitionTime": "2026-05-01T08:00:00Z"}],
+                    "lastTransitionTime": "2026-05-01T08:00:00Z"},
+                    {"type": "Initialized", "status": "True", "lastTransitionTime": "2026-05-01T08:00:00Z"},
+                    {"type": "Ready", "status": "False", "reason": "ContainersNotReady",
+                     "lastTransitionTime": "2026-05-01T08:00:00Z"},
+                    {"type": "ContainersReady", "status": "False", "lastTransitionTime": "2026-05-01T08:00:00Z"}],
                 "hostIP": "10.0.0.1", "hostIPs": [{"ip": "10.0.0.1"}], "podIP": "10.0.1.7", "podIPs": [{"ip": "10.0.1.7"}],
                 "qosClass": "Burstable",
                 "containerStatuses": [{"name": "app", "image": "web:1", "imageID": "", "ready": false,
@@ -697,12 +709,18 @@ mod tests {
         let full_status = untouched.status.as_ref().unwrap();
         let expected = k8s_openapi::api::core::v1::PodStatus {
             phase: full_status.phase.clone(),
-            conditions: full_status.conditions.clone(),
+            conditions: full_status
+                .conditions
+                .clone()
+                .map(|cs| cs.into_iter().filter(|c| c.type_ == "PodScheduled" || c.type_ == "Ready").collect()),
             nominated_node_name: full_status.nominated_node_name.clone(),
             start_time: full_status.start_time.clone(),
             ..Default::default()
         };
-        assert_eq!(*status, expected, "phase, conditions, nominated node and start time stay; statuses and IPs go");
+        assert_eq!(
+            *status, expected,
+            "phase, the read conditions, nominated node and start time stay; statuses and IPs go"
+        );
         assert_eq!(kept.metadata.annotations, untouched.metadata.annotations);
         assert_eq!(kept.metadata.managed_fields, None);
         let volumes: Vec<&str> = kept.spec().volumes.iter().flatten().map(|v| v.name.as_str()).collect();

@@ -28,6 +28,10 @@ pub fn limit_arenas() {
     // SAFETY: mallopt only sets an allocator tunable; called before any other thread exists.
     unsafe {
         libc::mallopt(libc::M_ARENA_MAX, 1);
+        // A fixed threshold: blocks from 256 KiB up (a page of 500 listed objects, a picture's vectors) are mapped
+        // and unmapped on their own. glibc otherwise raises the threshold to the largest block freed, and such
+        // blocks then come from the heap, where the small objects allocated among them keep their pages resident.
+        libc::mallopt(libc::M_MMAP_THRESHOLD, 256 * 1024);
     }
 }
 
