@@ -181,9 +181,13 @@ fn emit(text: &str) -> anyhow::Result<ExitCode> {
 }
 
 fn main() -> ExitCode {
-    // Before any thread exists: one allocator arena (see `memory::limit_arenas`).
-    karpenter_tui::runtime::memory::limit_arenas();
-    match run(Cli::parse()) {
+    let cli = Cli::parse();
+    // Before any thread exists: one allocator arena for the commands that hold a cluster for long (see
+    // `memory::limit_arenas`); `simulate` is a batch run whose speed is measured, and keeps the allocator's defaults.
+    if !matches!(cli.command, Some(Command::Simulate { .. })) {
+        karpenter_tui::runtime::memory::limit_arenas();
+    }
+    match run(cli) {
         Ok(code) => code,
         Err(e) => {
             eprintln!("error: {e:#}");

@@ -16,7 +16,7 @@ pub fn release_free_memory() {
     }
 }
 
-/// Keeps glibc's allocator to one arena, set before any thread starts. By default it gives every thread that
+/// Keeps glibc's allocator to one arena, set before any thread starts (by `main`, for every command but `simulate`). By default it gives every thread that
 /// allocates concurrently an arena of its own (up to eight per core), and memory freed in one arena is only reused
 /// there: the watchers' tasks parse objects on every tokio worker, the picture is built on another, and each arena
 /// keeps its own high-water mark resident. Measured at 1,000 nodes / 20,000 pods with objects as an API server sends
