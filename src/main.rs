@@ -148,7 +148,7 @@ fn plan_live(
 }
 
 fn plan_manifests(
-    manifests: &karpenter_tui::sim::manifests::Manifests,
+    manifests: &karpenter_tui::engine::manifests::Manifests,
     catalog: &karpenter_tui::engine::catalog::Catalog,
     output: Output,
 ) -> anyhow::Result<ExitCode> {
@@ -185,7 +185,7 @@ fn main() -> ExitCode {
     // Before any thread exists: one allocator arena for the commands that hold a cluster for long (see
     // `memory::limit_arenas`); `simulate` is a batch run whose speed is measured, and keeps the allocator's defaults.
     if !matches!(cli.command, Some(Command::Simulate { .. })) {
-        karpenter_tui::runtime::memory::limit_arenas();
+        karpenter_tui::memory::limit_arenas();
     }
     match run(cli) {
         Ok(code) => code,

@@ -18,12 +18,12 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use karpenter_tui::aws::cloud::{AwsCloud, PROVIDER_PREFIX};
 use karpenter_tui::aws::launch::ClusterInfo;
 use karpenter_tui::aws::nodeclass::AliasContext;
+use karpenter_tui::controller::{CommandState, Controller, Effect, Outcome, generation};
 use karpenter_tui::engine::api::EC2NodeClass;
 use karpenter_tui::engine::catalog::aws::aws_catalog;
 use karpenter_tui::engine::disruption::gate::Mode;
 use karpenter_tui::engine::labels;
 use karpenter_tui::engine::lifecycle::{LaunchResult, apply_launch, ms_time};
-use karpenter_tui::runtime::controller::{CommandState, Controller, Effect, Outcome, generation};
 
 const OBJECTS: &str = r#"
 apiVersion: karpenter.sh/v1
@@ -212,7 +212,7 @@ async fn pending_pods_to_ec2_instances_and_back_to_zero() {
 
     h.scale(0);
     run_until(&mut h, &cloud, "an emptiness proposal", 180, |h| {
-        h.controller.records.iter().any(|r| r.state == CommandState::AwaitingApproval)
+        h.controller.records().iter().any(|r| r.state == CommandState::AwaitingApproval)
     })
     .await;
     // Approve each proposal as it comes (budgets may take the nodes a few at a time).
@@ -222,7 +222,7 @@ async fn pending_pods_to_ec2_instances_and_back_to_zero() {
         }
         let waiting: Vec<String> = h
             .controller
-            .records
+            .records()
             .iter()
             .filter(|r| r.state == CommandState::AwaitingApproval)
             .map(|r| r.id.clone())

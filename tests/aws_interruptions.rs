@@ -13,9 +13,9 @@ use harness::{Harness, manifests};
 use karpenter_tui::aws::config::AwsError;
 use karpenter_tui::aws::interruption::Kind;
 use karpenter_tui::aws::sqs::Queue;
+use karpenter_tui::controller::Controller;
 use karpenter_tui::engine::catalog::kwok::kwok_catalog;
 use karpenter_tui::engine::disruption::gate::Mode;
-use karpenter_tui::runtime::controller::Controller;
 
 /// Three EC2-backed NodeClaims with their nodes and a pod each.
 fn objects() -> String {

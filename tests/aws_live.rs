@@ -14,7 +14,7 @@ use karpenter_tui::cli::live_dashboard::{AwsChoice, CloudChoice, LiveOptions, pr
 use karpenter_tui::engine::catalog::aws::aws_catalog;
 use karpenter_tui::engine::disruption::gate::Mode;
 use karpenter_tui::kube::connect::ConnectOptions;
-use karpenter_tui::runtime::controller::execute::Cloud;
+use karpenter_tui::runtime::execute::Cloud;
 
 const NODECLASSES: &str = "apis/karpenter.k8s.aws/v1/ec2nodeclasses";
 

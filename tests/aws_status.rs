@@ -11,14 +11,14 @@ use karpenter_tui::aws::cloud::{AwsCloud, PROVIDER_PREFIX};
 use karpenter_tui::aws::interruption::{Kind, Message};
 use karpenter_tui::aws::launch::ClusterInfo;
 use karpenter_tui::aws::nodeclass::{AliasContext, resolve, status};
+use karpenter_tui::aws::upkeep::AwsUpkeep;
+use karpenter_tui::controller::{Controller, Effect};
 use karpenter_tui::engine::api::common::Condition;
 use karpenter_tui::engine::api::{EC2NodeClass, NodeClaim};
 use karpenter_tui::engine::catalog::aws::aws_catalog;
 use karpenter_tui::engine::disruption::gate::Mode;
 use karpenter_tui::engine::lifecycle::LaunchError;
-use karpenter_tui::runtime::controller::aws_upkeep::AwsUpkeep;
-use karpenter_tui::runtime::controller::{Controller, Effect};
-use karpenter_tui::sim::manifests::Manifests;
+use karpenter_tui::engine::manifests::Manifests;
 use moto::faults::Faults;
 
 const CLUSTER: &str = "demo";

@@ -1,4 +1,4 @@
-//! The AWS cloud's periodic work as the acting loop runs it (`runtime::controller::aws_upkeep`), against moto: an
+//! The AWS cloud's periodic work as the acting loop runs it (`aws::upkeep`), against moto: an
 //! EC2NodeClass resolved into a status effect (and not again while it is unchanged), the planner handed the
 //! class's catalog and the live instances, a leaked instance terminated with its Node, and an interruption from the
 //! queue turned into the NodeClaim's deletion with its spot offering kept out.
@@ -11,14 +11,14 @@ use karpenter_tui::aws::cloud::{AwsCloud, PROVIDER_PREFIX};
 use karpenter_tui::aws::interruption::{Kind, Message};
 use karpenter_tui::aws::launch::ClusterInfo;
 use karpenter_tui::aws::nodeclass::AliasContext;
+use karpenter_tui::aws::upkeep::AwsUpkeep;
+use karpenter_tui::controller::{Controller, Effect};
 use karpenter_tui::engine::api::NodeClaim;
 use karpenter_tui::engine::catalog::aws::aws_catalog;
 use karpenter_tui::engine::disruption::gate::Mode;
 use karpenter_tui::engine::labels;
 use karpenter_tui::engine::lifecycle::apply_launch;
-use karpenter_tui::runtime::controller::aws_upkeep::AwsUpkeep;
-use karpenter_tui::runtime::controller::{Controller, Effect};
-use karpenter_tui::sim::manifests::Manifests;
+use karpenter_tui::engine::manifests::Manifests;
 
 fn claim(name: &str) -> NodeClaim {
     let c: NodeClaim = serde_yaml::from_str(&format!(
@@ -120,7 +120,7 @@ async fn upkeep_resolves_classes_collects_leaks_and_handles_interruptions() {
     let sqs = aws_sdk_sqs::Client::new(&sdk);
     let url = sqs.create_queue().queue_name("interruptions").send().await.unwrap().queue_url.unwrap();
     let queue = karpenter_tui::aws::sqs::Queue::resolve(&sdk, "interruptions").await.unwrap();
-    let poller = tokio::spawn(karpenter_tui::runtime::controller::aws_upkeep::poll_queue(queue, tx.clone()));
+    let poller = tokio::spawn(karpenter_tui::aws::upkeep::poll_queue(queue, tx.clone()));
     let body = serde_json::json!({
         "version": "0", "id": "evt-2", "detail-type": "EC2 Instance Rebalance Recommendation", "source": "aws.ec2",
         "account": "123456789012", "time": "2026-11-24T12:00:00Z", "region": "us-east-1", "resources": [],

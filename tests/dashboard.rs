@@ -7,13 +7,13 @@ use std::sync::Arc;
 use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 use karpenter_tui::cli::demo::DEMO_SCENARIO;
 use karpenter_tui::engine::disruption::gate::Mode;
-use karpenter_tui::runtime::backend::{Command, Event};
+use karpenter_tui::protocol::view::{ClusterView, ProposalState};
+use karpenter_tui::protocol::{Command, Event};
 use karpenter_tui::runtime::sim_driver::SimDriver;
 use karpenter_tui::sim::run::Playback;
 use karpenter_tui::sim::scenario::parse_scenario;
 use karpenter_tui::ui::action::{KeyMap, Pane};
 use karpenter_tui::ui::app::{AppState, Effect, Msg, Overlay, update};
-use karpenter_tui::ui::model::{ClusterView, ProposalState};
 use karpenter_tui::ui::theme::Theme;
 use ratatui::Terminal;
 use ratatui::backend::TestBackend;
@@ -70,7 +70,7 @@ fn the_demo_shows_the_story_within_the_first_minute() {
     // At ×10, the first real minute is ten simulated minutes.
     let early = view_at(20);
     assert!(early.pending.iter().any(|p| p.name.starts_with("inflate")), "inflate pods are pending early on");
-    use karpenter_tui::ui::model::Lifecycle;
+    use karpenter_tui::protocol::view::Lifecycle;
     assert!(
         early.nodes.iter().any(|n| matches!(n.state, Lifecycle::Launching | Lifecycle::Launched)),
         "capacity for them is in flight: {:?}",

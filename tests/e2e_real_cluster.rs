@@ -16,6 +16,7 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomRe
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 
 use karpenter_tui::cli::live_dashboard::{CloudChoice, LiveOptions, Prepared, prepare};
+use karpenter_tui::controller::CommandState;
 use karpenter_tui::engine::api::nodeclaim::COND_DRIFTED;
 use karpenter_tui::engine::api::{NodeClaim, NodePool};
 use karpenter_tui::engine::catalog::kwok::kwok_catalog;
@@ -23,8 +24,7 @@ use karpenter_tui::engine::disruption::gate::Mode;
 use karpenter_tui::engine::labels;
 use karpenter_tui::kube::connect::ConnectOptions;
 use karpenter_tui::kube::leader::Role;
-use karpenter_tui::runtime::controller::CommandState;
-use karpenter_tui::runtime::controller::acting::Acting;
+use karpenter_tui::runtime::acting::Acting;
 
 const ENV: &str = "KARPENTER_TUI_E2E_KUBECONFIG";
 const MANAGER: &str = "karpenter-tui-e2e";
@@ -246,7 +246,7 @@ async fn scenario(client: kube::Client, connect: ConnectOptions, ns: String, poo
     }
     assert!(run_open(&run.acting), "no emptiness proposal within 4 minutes");
     let id =
-        run.acting.controller.records.iter().find(|r| r.state == CommandState::AwaitingApproval).unwrap().id.clone();
+        run.acting.controller.records().iter().find(|r| r.state == CommandState::AwaitingApproval).unwrap().id.clone();
     let m = run.p.watches.cache.lock().unwrap().manifests();
     let message = run.acting.approve(&m, &id, chrono::Utc::now().timestamp_millis()).await.expect("approve");
     eprintln!("e2e: {message}");
@@ -274,7 +274,7 @@ async fn scenario(client: kube::Client, connect: ConnectOptions, ns: String, poo
 
 fn run_open(a: &Acting) -> bool {
     a.controller
-        .records
+        .records()
         .iter()
         .any(|r| r.state == CommandState::AwaitingApproval && r.command.method.as_str() == "emptiness")
 }

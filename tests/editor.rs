@@ -86,7 +86,7 @@ fn editable_yaml_round_trips_without_status() {
     let pool: karpenter_tui::engine::api::NodePool = serde_yaml::from_str(LIVE).unwrap();
     let mut with_status = pool.clone();
     with_status.status = Some(Default::default());
-    let text = karpenter_tui::ui::editor::editable_yaml(&with_status).expect("serialises");
+    let text = karpenter_tui::engine::api::strict::editable_yaml(&with_status).expect("serialises");
     assert!(!text.contains("status"), "{text}");
     let e = NodePoolEditor::new("default", &text);
     assert!(e.is_valid(), "{:?}\n{text}", e.diagnostics());

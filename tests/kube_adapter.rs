@@ -831,13 +831,13 @@ async fn a_watch_that_recovers_is_no_longer_failing() {
 
 /// The next picture the live backend sends, skipping other events, within `secs`.
 async fn next_view(
-    events: &mut tokio::sync::mpsc::UnboundedReceiver<karpenter_tui::runtime::backend::Event>,
+    events: &mut tokio::sync::mpsc::UnboundedReceiver<karpenter_tui::protocol::Event>,
     secs: u64,
-) -> std::sync::Arc<karpenter_tui::ui::model::ClusterView> {
+) -> std::sync::Arc<karpenter_tui::protocol::view::ClusterView> {
     let deadline = tokio::time::Instant::now() + Duration::from_secs(secs);
     loop {
         match tokio::time::timeout_at(deadline, events.recv()).await {
-            Ok(Some(karpenter_tui::runtime::backend::Event::View(v))) => return v,
+            Ok(Some(karpenter_tui::protocol::Event::View(v))) => return v,
             Ok(Some(_)) => continue,
             Ok(None) => panic!("the live backend stopped"),
             Err(_) => panic!("no picture within {secs} s"),
@@ -848,10 +848,10 @@ async fn next_view(
 // Multi-threaded: the backend builds pictures in place on its worker (`block_in_place`).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_live_backend_sends_a_picture_then_follows_the_cluster_and_stops_on_shutdown() {
-    use karpenter_tui::runtime::backend::{Command, Event};
+    use karpenter_tui::protocol::view::Leadership;
+    use karpenter_tui::protocol::{Command, Event};
     use karpenter_tui::runtime::live_driver::LiveDriver;
     use karpenter_tui::runtime::live_view::LiveInfo;
-    use karpenter_tui::ui::model::Leadership;
 
     let fake = FakeApi::start().await;
     fake.put(NODES, node("n1"));
@@ -878,7 +878,8 @@ async fn the_live_backend_sends_a_picture_then_follows_the_cluster_and_stops_on_
     let (etx, mut events) = tokio::sync::mpsc::unbounded_channel();
     let backend = tokio::spawn(driver.run(crx, etx));
 
-    let names = |v: &karpenter_tui::ui::model::ClusterView| v.nodes.iter().map(|n| n.name.clone()).collect::<Vec<_>>();
+    let names =
+        |v: &karpenter_tui::protocol::view::ClusterView| v.nodes.iter().map(|n| n.name.clone()).collect::<Vec<_>>();
     let first = next_view(&mut events, 5).await;
     assert_eq!(names(&first), ["n1"]);
     assert_eq!(first.source.context, "test");

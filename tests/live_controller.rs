@@ -7,12 +7,12 @@
 mod harness;
 
 use harness::{Harness, manifests};
+use karpenter_tui::controller::{CommandState, Effect, generation};
 use karpenter_tui::engine::api::nodeclaim::{COND_DRIFTED, COND_INITIALIZED, COND_REGISTERED};
 use karpenter_tui::engine::disruption::gate::Mode;
 use karpenter_tui::engine::labels;
 use karpenter_tui::engine::lifecycle::ms_time;
-use karpenter_tui::runtime::controller::{CommandState, Effect, generation};
-use karpenter_tui::sim::manifests::Manifests;
+use karpenter_tui::engine::manifests::Manifests;
 
 #[test]
 fn pending_pods_get_nodeclaims_nodes_and_are_bound() {
@@ -48,7 +48,7 @@ fn scale_to_zero_proposes_then_approval_removes_the_nodes() {
     h.run_until("all pods bound", 120, Harness::all_bound);
     h.scale(0);
     h.run_until("an emptiness proposal", 120, |h| {
-        h.controller.records.iter().any(|r| r.state == CommandState::AwaitingApproval)
+        h.controller.records().iter().any(|r| r.state == CommandState::AwaitingApproval)
     });
     // Waiting for approval changes nothing.
     let nodes = h.cluster.nodes.len();
@@ -56,7 +56,7 @@ fn scale_to_zero_proposes_then_approval_removes_the_nodes() {
         h.tick();
     }
     assert_eq!(h.cluster.nodes.len(), nodes, "nothing is disrupted without approval");
-    let rec = h.controller.records.iter().find(|r| r.state == CommandState::AwaitingApproval).unwrap().clone();
+    let rec = h.controller.records().iter().find(|r| r.state == CommandState::AwaitingApproval).unwrap().clone();
     assert_eq!(rec.command.method.as_str(), "emptiness");
     let m = manifests(&h.cluster);
     let (effects, msg) = h.controller.approve(&m, &rec.id, h.now).unwrap();
@@ -68,7 +68,7 @@ fn scale_to_zero_proposes_then_approval_removes_the_nodes() {
     let candidates = rec.command.node_names();
     h.run_until("the candidates gone", 120, |h| candidates.iter().all(|c| !h.cluster.nodes.contains_key(c)));
     h.run_until("their claims finalized", 60, |h| h.cluster.nodeclaims.len() == h.cluster.nodes.len());
-    assert!(h.controller.records.iter().any(|r| r.id == rec.id && r.state == CommandState::Executed));
+    assert!(h.controller.records().iter().any(|r| r.id == rec.id && r.state == CommandState::Executed));
     for c in &candidates {
         assert!(h.events.iter().any(|(o, r, _)| o == c && r == "DisruptionTerminating"), "an event says why {c} went");
     }
@@ -139,8 +139,10 @@ fn a_disrupted_taint_left_by_a_stopped_process_is_removed_and_nodes_in_commands_
 
     // A node an approved command is draining keeps its taint.
     h.scale(0);
-    h.run_until("a proposal", 120, |h| h.controller.records.iter().any(|r| r.state == CommandState::AwaitingApproval));
-    let rec = h.controller.records.iter().find(|r| r.state == CommandState::AwaitingApproval).unwrap().clone();
+    h.run_until("a proposal", 120, |h| {
+        h.controller.records().iter().any(|r| r.state == CommandState::AwaitingApproval)
+    });
+    let rec = h.controller.records().iter().find(|r| r.state == CommandState::AwaitingApproval).unwrap().clone();
     let m = manifests(&h.cluster);
     let (effects, _) = h.controller.approve(&m, &rec.id, h.now).unwrap();
     h.apply(effects);
@@ -192,9 +194,9 @@ status:
     }
     assert!(h.cluster.nodeclaims["default-ec2aa"].metadata.deletion_timestamp.is_none());
     assert!(
-        h.controller.records.is_empty(),
+        h.controller.records().is_empty(),
         "{:?}",
-        h.controller.records.iter().map(|r| r.command.summary()).collect::<Vec<_>>()
+        h.controller.records().iter().map(|r| r.command.summary()).collect::<Vec<_>>()
     );
     // Even deleted by someone else, it is not drained or finalized by this cloud.
     h.cluster.nodes.get_mut("ip-10-0-0-1.ec2.internal").unwrap().metadata.deletion_timestamp = Some(ms_time(h.now));
@@ -282,9 +284,9 @@ fn events_stay_within_the_api_servers_limit_when_a_hundred_nodes_go_at_once() {
     assert_eq!(h.cluster.nodes.len(), 100, "one 4-CPU node per 3-CPU pod");
     h.scale(0);
     h.run_until("an emptiness proposal", 120, |h| {
-        h.controller.records.iter().any(|r| r.state == CommandState::AwaitingApproval)
+        h.controller.records().iter().any(|r| r.state == CommandState::AwaitingApproval)
     });
-    let rec = h.controller.records.iter().find(|r| r.state == CommandState::AwaitingApproval).unwrap().clone();
+    let rec = h.controller.records().iter().find(|r| r.state == CommandState::AwaitingApproval).unwrap().clone();
     assert_eq!(rec.command.candidates.len(), 100);
     let m = manifests(&h.cluster);
     let (effects, _) = h.controller.approve(&m, &rec.id, h.now).unwrap();
@@ -300,6 +302,6 @@ fn events_stay_within_the_api_servers_limit_when_a_hundred_nodes_go_at_once() {
         assert!(m.chars().count() <= 1024, "{} characters: {m}", m.chars().count());
         assert!(m.contains("and 97 other(s)"), "{m}");
     }
-    let long = karpenter_tui::runtime::controller::fit_event_message("x".repeat(5_000));
+    let long = karpenter_tui::controller::fit_event_message("x".repeat(5_000));
     assert!(long.chars().count() <= 1024 && long.ends_with("(4016 more characters)"), "{long}");
 }

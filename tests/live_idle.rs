@@ -12,10 +12,10 @@ use fake_apiserver::FakeApi;
 use karpenter_tui::kube::leader::Role;
 use karpenter_tui::kube::watch;
 use karpenter_tui::kube::writer::Writer;
-use karpenter_tui::runtime::backend::{Command, Event};
+use karpenter_tui::protocol::view::Leadership;
+use karpenter_tui::protocol::{Command, Event};
 use karpenter_tui::runtime::live_driver::LiveDriver;
 use karpenter_tui::runtime::live_view::LiveInfo;
-use karpenter_tui::ui::model::Leadership;
 use serde_json::json;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

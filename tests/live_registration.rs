@@ -11,13 +11,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use fake_apiserver::{FakeApi, eventually};
+use karpenter_tui::controller::Controller;
 use karpenter_tui::engine::catalog::kwok::kwok_catalog;
 use karpenter_tui::engine::disruption::gate::Mode;
 use karpenter_tui::kube::watch;
 use karpenter_tui::kube::writer::Writer;
-use karpenter_tui::runtime::controller::Controller;
-use karpenter_tui::runtime::controller::acting::Acting;
-use karpenter_tui::runtime::controller::execute::Cloud;
+use karpenter_tui::runtime::acting::Acting;
+use karpenter_tui::runtime::execute::Cloud;
 use serde_json::{Value, json};
 
 const NODES: &str = "api/v1/nodes";

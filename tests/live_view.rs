@@ -2,13 +2,13 @@
 //! simulated world part-way through the walkthrough (the closest thing to a real cluster's state the tests have),
 //! so the picture can be checked against what the world knows: prices, empty nodes, pending pods.
 
+use karpenter_tui::engine::manifests::Manifests;
 use karpenter_tui::engine::provisioning::Millis;
+use karpenter_tui::protocol::view::{Leadership, Lifecycle, ProposalState};
 use karpenter_tui::runtime::live_view::{LiveInfo, picture};
-use karpenter_tui::sim::manifests::Manifests;
 use karpenter_tui::sim::run::{Playback, run_world};
 use karpenter_tui::sim::scenario::parse_scenario;
 use karpenter_tui::sim::world::World;
-use karpenter_tui::ui::model::{Leadership, Lifecycle, ProposalState};
 
 const WALKTHROUGH: &str = include_str!("../scenarios/walkthrough.yaml");
 

@@ -186,7 +186,7 @@ proptest! {
             labels::ZONE,
         );
         // Either the manifests are rejected with a located error, or the engine runs; it never panics.
-        if let Ok(m) = karpenter_tui::sim::manifests::Manifests::parse(&text, "fuzz.yaml") {
+        if let Ok(m) = karpenter_tui::engine::manifests::Manifests::parse(&text, "fuzz.yaml") {
             let r = karpenter_tui::cli::plan::plan(&m, &fake::fake_catalog());
             let _ = karpenter_tui::cli::plan::to_table(&r);
             let _ = karpenter_tui::cli::plan::to_json(&m, &r);

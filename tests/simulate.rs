@@ -151,7 +151,7 @@ fn shipped_scenarios_run_deterministically() {
     for entry in std::fs::read_dir("scenarios").unwrap() {
         let path = entry.unwrap().path();
         let benchmark = path.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.starts_with("bench-"));
-        // Benchmark scenarios are for release builds (README performance section).
+        // Benchmark scenarios are for release builds (docs/performance.md).
         if path.extension().and_then(|e| e.to_str()) != Some("yaml") || benchmark {
             continue;
         }

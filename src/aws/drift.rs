@@ -7,7 +7,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use crate::engine::api::{EC2NodeClass, NodeClaim};
 use crate::engine::catalog::InstanceType;
-use crate::sim::cloud::selector_requirements;
+use crate::engine::requirements::selector_requirements;
 
 use super::ec2::Ec2Instance;
 

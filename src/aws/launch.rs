@@ -14,7 +14,7 @@ use crate::engine::catalog::aws::{AmiFamily, INSTANCE_ACCELERATOR_COUNT, INSTANC
 use crate::engine::catalog::{Catalog, InstanceType};
 use crate::engine::labels;
 use crate::engine::lifecycle::LaunchError;
-use crate::sim::cloud::{claim_requests, claim_requirements, selector_requirements};
+use crate::engine::requirements::{claim_requests, claim_requirements, selector_requirements};
 
 use super::nodeclass::{DEPENDENCIES_NOT_READY, READY};
 use super::userdata::{self, Bootstrap};

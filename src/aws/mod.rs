@@ -17,6 +17,7 @@ pub mod nodeclass;
 pub mod pricing;
 pub mod sqs;
 pub mod unavailable;
+pub mod upkeep;
 pub mod userdata;
 
 /// A stable 64-bit FNV-1a hash: names of launch templates and instance profiles, spec hashes and client tokens

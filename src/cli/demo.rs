@@ -5,13 +5,13 @@ use std::path::PathBuf;
 use anyhow::Context as _;
 
 use crate::config::{Config, Paths, load_theme};
-use crate::runtime::audit::AuditLog;
-use crate::runtime::dashboard::{Session, run};
 use crate::runtime::sim_driver::{SimDriver, spawn};
 use crate::sim::run::Playback;
 use crate::sim::scenario::parse_scenario;
 use crate::ui::action::KeyMap;
 use crate::ui::app::{AppState, Msg, update};
+use crate::ui::audit::AuditLog;
+use crate::ui::terminal::{Session, run};
 
 /// The built-in demo scenario.
 pub const DEMO_SCENARIO: &str = include_str!("../../scenarios/demo.yaml");
@@ -36,7 +36,7 @@ pub fn run_demo(opts: DemoOptions) -> anyhow::Result<()> {
     };
     // Parsed on a thread of its own: the parser's garbage then lives in that thread's heap arena, which is handed
     // back whole once the scenario is dropped, instead of leaving holes among the world's objects (at 20,000 pods
-    // about 70 MiB resident; see the README's performance section).
+    // about 70 MiB resident; see docs/performance.md).
     let scenario = std::thread::scope(|t| t.spawn(|| parse_scenario(&text, &name)).join())
         .map_err(|_| anyhow::anyhow!("the scenario parser panicked on {name}"))??;
     let playback = Playback::new(&scenario)?;

@@ -7,10 +7,10 @@ use anyhow::{Context as _, Result, anyhow};
 use serde_json::json;
 
 use crate::engine::catalog::Catalog;
+use crate::engine::manifests::Manifests;
 use crate::kube::cache::Problem;
 use crate::kube::connect::{ConnectOptions, connect};
 use crate::kube::watch;
-use crate::sim::manifests::Manifests;
 
 /// What a one-shot read of the cluster gives.
 pub struct ClusterRead {

@@ -8,22 +8,22 @@ use std::time::Duration;
 use anyhow::{Context as _, anyhow};
 
 use crate::config::{Config, Paths, load_theme};
+use crate::controller::Controller;
 use crate::engine::catalog::Catalog;
 use crate::engine::disruption::gate::Mode;
 use crate::kube::connect::{ConnectOptions, connect};
 use crate::kube::leader::{Elector, Role, identity};
 use crate::kube::writer::Writer;
 use crate::kube::{access, upstream, watch};
-use crate::runtime::audit::AuditLog;
-use crate::runtime::controller::Controller;
-use crate::runtime::controller::acting::Acting;
-use crate::runtime::controller::execute::Cloud;
-use crate::runtime::dashboard::{Session, run};
+use crate::protocol::view::Leadership;
+use crate::runtime::acting::Acting;
+use crate::runtime::execute::Cloud;
 use crate::runtime::live_driver::LiveDriver;
 use crate::runtime::live_view::LiveInfo;
 use crate::ui::action::KeyMap;
 use crate::ui::app::{AppState, Msg, update};
-use crate::ui::model::Leadership;
+use crate::ui::audit::AuditLog;
+use crate::ui::terminal::{Session, run};
 
 pub struct LiveOptions {
     pub connect: ConnectOptions,
@@ -78,7 +78,7 @@ async fn aws_acting(
     use crate::aws::cloud::{AwsCloud, PROVIDER_PREFIX};
     use crate::aws::launch::ClusterInfo;
     use crate::aws::nodeclass::AliasContext;
-    use crate::runtime::controller::aws_upkeep::{AwsUpkeep, poll_queue};
+    use crate::aws::upkeep::{AwsUpkeep, poll_queue};
     let sdk = crate::aws::config::load(&choice.aws).await?;
     let version = conn
         .client

@@ -10,9 +10,9 @@ use serde_json::json;
 
 use crate::engine::disruption::PassResult;
 use crate::engine::disruption::consolidation::Outlook;
+use crate::engine::manifests::Manifests;
 use crate::engine::provisioning::ProvisioningResult;
 use crate::engine::resources::describe_resource;
-use crate::sim::manifests::Manifests;
 
 pub use crate::runtime::passes::{disruption, plan};
 

@@ -8,6 +8,7 @@ pub mod drift;
 pub mod explain;
 pub mod labels;
 pub mod lifecycle;
+pub mod manifests;
 pub mod objects;
 pub mod pdb;
 pub mod provisioning;

@@ -542,6 +542,43 @@ impl FromIterator<(String, Requirement)> for Requirements {
     }
 }
 
+fn quantities(
+    map: &BTreeMap<String, k8s_openapi::apimachinery::pkg::api::resource::Quantity>,
+) -> crate::engine::resources::Resources {
+    let mut r = crate::engine::resources::Resources::default();
+    for (k, q) in map {
+        if let Ok(v) = crate::engine::resources::parse_quantity(&q.0) {
+            r.set(k, v);
+        }
+    }
+    r
+}
+
+/// A NodeClaim's requirements as the algebra sees them (unparseable entries are skipped: the claim was built by
+/// the engine or validated on the way in).
+pub fn claim_requirements(claim: &crate::engine::api::NodeClaim) -> Requirements {
+    selector_requirements(&claim.spec.requirements)
+}
+
+/// Node selector requirements (a claim's, an AMI's in an EC2NodeClass status) as a requirement set; unparseable
+/// entries are skipped.
+pub fn selector_requirements(list: &[crate::engine::api::NodeSelectorRequirementWithMinValues]) -> Requirements {
+    let mut reqs = Requirements::new();
+    for r in list {
+        if let Some(op) = Operator::parse(&r.operator)
+            && let Ok(req) = Requirement::new(op, &r.values)
+        {
+            reqs.add(&r.key, req);
+        }
+    }
+    reqs
+}
+
+/// A NodeClaim's resource requests (unparseable quantities skipped).
+pub fn claim_requests(claim: &crate::engine::api::NodeClaim) -> crate::engine::resources::Resources {
+    quantities(&claim.spec.resources.requests)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -83,8 +83,9 @@ pub fn do_not_disrupt_active(p: &StoredPod, now: Millis) -> bool {
     let Some(v) = p.metadata.annotations.as_ref().and_then(|a| a.get(labels::ANNOTATION_DO_NOT_DISRUPT)) else {
         return false;
     };
-    // A value we cannot read protects the pod: the owner meant something, and guessing "no" would evict it.
-    if v == "true" || do_not_disrupt_malformed(v) {
+    // A value that is neither `true` nor a duration is ignored, as upstream does since v1.12 (the controller says
+    // so in a warning event on the pod; see `crate::controller`).
+    if v == "true" {
         return true;
     }
     match duration_ms(v) {
@@ -316,12 +317,12 @@ mod tests {
             "annotations": {"karpenter.sh/do-not-disrupt": "5m"}}}),
         );
         assert!(do_not_disrupt_active(&no_start, T0 + 100 * MINUTE));
-        for (v, active) in [("false", false), ("0s", false), ("banana", true)] {
+        for (v, active) in [("false", false), ("0s", false), ("banana", false), ("true", true)] {
             let p = pod(
                 "p",
                 json!({"metadata": {"name": "p", "namespace": "default", "annotations": {"karpenter.sh/do-not-disrupt": v}}}),
             );
-            // An unreadable value fails closed.
+            // An unreadable value is ignored (upstream v1.12+).
             assert_eq!(do_not_disrupt_active(&p, T0), active, "{v}");
         }
     }

@@ -17,7 +17,7 @@ use serde::de::DeserializeOwned;
 
 use super::kinds::Kind;
 use crate::engine::labels;
-use crate::sim::manifests::Manifests;
+use crate::engine::manifests::Manifests;
 
 /// One kind's objects by `namespace/name` (or `name`), plus the buffer of a relist in progress. Objects are shared
 /// (`Arc`), so a read of the cache for an engine pass copies pointers, not pods.

@@ -7,6 +7,7 @@ pub mod access;
 pub mod cache;
 pub mod connect;
 pub mod kinds;
+pub mod kwok;
 pub mod leader;
 pub mod upstream;
 pub mod watch;

@@ -100,7 +100,7 @@ async fn run_one(client: kube::Client, kind: Kind, cache: Arc<Mutex<Cache>>, tx:
             if listed {
                 // A list leaves its pages' garbage (megabytes of JSON per 500 objects) spread over the allocator's
                 // arenas, among the objects kept: hand what is free back rather than keep it resident.
-                crate::runtime::memory::release_free_memory();
+                crate::memory::release_free_memory();
             }
             if failed {
                 break;

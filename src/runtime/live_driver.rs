@@ -11,18 +11,18 @@ use std::time::{Duration, Instant};
 use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender};
 use tokio::sync::watch;
 
+use crate::engine::api::strict::validate_nodepool_text;
 use crate::engine::catalog::Catalog;
+use crate::engine::manifests::Manifests;
 use crate::engine::provisioning::Millis;
 use crate::engine::whatif::preview_nodepool_edit;
 use crate::kube::cache::{Cache, Problem};
 use crate::kube::leader::Role;
 use crate::kube::writer::Writer;
-use crate::runtime::backend::{Command, Event};
-use crate::runtime::controller::acting::Acting;
+use crate::protocol::view::Leadership;
+use crate::protocol::{Command, Event};
+use crate::runtime::acting::Acting;
 use crate::runtime::live_view::{LiveInfo, picture};
-use crate::sim::manifests::Manifests;
-use crate::ui::editor::validate_nodepool_text;
-use crate::ui::model::Leadership;
 
 /// Pictures are built at most this often while the cluster changes (and, on a cluster so large that a picture takes
 /// long to build, no more often than four times the time the last one took, so pictures never use more than about a
@@ -187,7 +187,7 @@ impl LiveDriver {
                 }
             }
             // With AWS the dashboard prices nodes from the live catalog and says where its prices came from.
-            if let Some(crate::runtime::controller::execute::Cloud::Aws(aws)) = self.acting.as_ref().map(|a| &a.cloud)
+            if let Some(crate::runtime::execute::Cloud::Aws(aws)) = self.acting.as_ref().map(|a| &a.cloud)
                 && catalog_at.is_none_or(|t| t.elapsed() >= CATALOG_EVERY)
                 && let Some(Ok(c)) = aws.catalog_for(None, now_ms())
             {
@@ -223,7 +223,7 @@ impl LiveDriver {
             });
             last_build = started.elapsed();
             // The passes free tens of megabytes at this scale; hand them back rather than keep them resident.
-            crate::runtime::memory::release_free_memory();
+            crate::memory::release_free_memory();
             if events.send(Event::View(Arc::new(view))).is_err() {
                 return;
             }

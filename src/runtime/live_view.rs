@@ -4,17 +4,17 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use crate::controller::{CommandState, Controller};
 use crate::engine::catalog::Catalog;
 use crate::engine::disruption::Command;
 use crate::engine::disruption::consolidation::Outlook;
 use crate::engine::disruption::gate::Mode;
+use crate::engine::manifests::Manifests;
 use crate::engine::provisioning::{Millis, is_provisionable};
 use crate::kube::cache::Problem;
-use crate::runtime::controller::{CommandState, Controller};
+use crate::protocol::view::*;
 use crate::runtime::passes;
 use crate::runtime::picture::{self, Objects};
-use crate::sim::manifests::Manifests;
-use crate::ui::model::*;
 
 /// Who is looking, and why this instance observes rather than acts.
 #[derive(Debug, Clone, Default)]
@@ -102,12 +102,12 @@ pub fn picture(
     let outlook = (m.nodes.len() <= picture::EXPLAIN_MAX_NODES).then_some(&outlook);
     let disrupting: BTreeSet<String> = engine
         .iter()
-        .flat_map(|c| c.records.iter())
+        .flat_map(|c| c.records().iter())
         .filter(|r| r.state == CommandState::InProgress)
         .flat_map(|r| r.command.node_names())
         .collect();
     picture::fill_nodes(&mut v, &objects, &pods_on, &price, &disrupting, outlook.map(|o| o as _));
-    for r in engine.iter().flat_map(|c| c.records.iter()).rev() {
+    for r in engine.iter().flat_map(|c| c.records().iter()).rev() {
         let mut row = proposal_row(&r.command, &r.id, r.at, state_of(&r.state));
         row.detail = match &r.state {
             CommandState::Invalidated(why) | CommandState::Failed(why) => Some(why.clone()),

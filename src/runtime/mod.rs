@@ -1,14 +1,13 @@
-//! The async shell between the dashboard and a backend: the messages they exchange ([`backend`]), the simulated
-//! backend that plays a scenario in accelerated real time ([`sim_driver`]), the terminal event loop
-//! ([`dashboard`]) and the operator audit log ([`audit`]).
+//! The async shell: the backends behind the dashboard (the live one over kube-rs, [`live_driver`], and the
+//! simulated one that plays a scenario in accelerated real time, [`sim_driver`]), the pictures they build for it,
+//! and the acting loop that hands the controller's effects to the executor ([`acting`], [`execute`]). It speaks
+//! to the dashboard only through [`crate::protocol`].
 
-pub mod audit;
-pub mod backend;
-pub mod controller;
-pub mod dashboard;
+pub mod acting;
+pub mod execute;
 pub mod live_driver;
 pub mod live_view;
-pub mod memory;
 pub mod passes;
 pub mod picture;
 pub mod sim_driver;
+pub mod sim_view;

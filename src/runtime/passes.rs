@@ -7,10 +7,10 @@ use std::sync::Arc;
 use crate::engine::catalog::{Catalog, InstanceType};
 use crate::engine::disruption::consolidation::{self, Outlook};
 use crate::engine::disruption::{Context, DisruptionOptions, PassResult};
+use crate::engine::manifests::Manifests;
 use crate::engine::provisioning::Millis;
 use crate::engine::provisioning::{ProvisioningResult, provision};
 use crate::engine::scheduling::SchedulerOptions;
-use crate::sim::manifests::Manifests;
 
 /// The provisioning pass: what would be launched for the pending pods, and why the rest stay pending.
 pub fn plan(m: &Manifests, catalog: &Catalog) -> ProvisioningResult {

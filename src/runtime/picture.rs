@@ -20,7 +20,7 @@ use crate::engine::provisioning::Millis;
 use crate::engine::resources::{Resources, parse_quantity};
 use crate::engine::scheduling::pod::pod_requests;
 use crate::engine::stored_pod::StoredPod;
-use crate::ui::model::*;
+use crate::protocol::view::*;
 
 /// Above this many nodes the per-node "why not consolidated" verdicts (a full single-node pass) are skipped in
 /// periodic pictures: at 1,000 nodes the pass takes over a second and would stall the backend.
@@ -226,7 +226,7 @@ pub fn fill_nodepools(v: &mut ClusterView, nodepools: &[&NodePool]) {
             weight: pool.spec.weight.unwrap_or(0),
             consolidation_policy: pool.spec.disruption.consolidation_policy.clone(),
             consolidate_after: pool.spec.disruption.consolidate_after.clone(),
-            yaml: crate::ui::editor::editable_yaml(pool).unwrap_or_default(),
+            yaml: crate::engine::api::strict::editable_yaml(pool).unwrap_or_default(),
             ..Default::default()
         };
         let mut used = Resources::default();

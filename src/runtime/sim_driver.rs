@@ -10,12 +10,12 @@ use std::time::{Duration, Instant};
 use tokio::sync::mpsc::UnboundedSender;
 
 use crate::engine::api::NodePool;
+use crate::engine::api::strict::validate_nodepool_text;
 use crate::engine::provisioning::Millis;
-use crate::runtime::backend::{Command, Event};
-use crate::sim::dashboard;
+use crate::protocol::view::Source;
+use crate::protocol::{Command, Event};
+use crate::runtime::sim_view as dashboard;
 use crate::sim::run::Playback;
-use crate::ui::editor::validate_nodepool_text;
-use crate::ui::model::Source;
 
 /// How often the clock steps (real time).
 const STEP: Duration = Duration::from_millis(50);
@@ -63,8 +63,8 @@ impl SimDriver {
     /// Runs until `Shutdown` or until the UI goes away.
     pub fn run(mut self, commands: Receiver<Command>, events: UnboundedSender<Event>) {
         // What building the world freed goes back to the system now, and what passes free, every few seconds.
-        crate::runtime::memory::release_free_memory();
-        let mut trimmer = crate::runtime::memory::Trimmer::new(TRIM_PERIOD);
+        crate::memory::release_free_memory();
+        let mut trimmer = crate::memory::Trimmer::new(TRIM_PERIOD);
         self.send_view(&events, true);
         loop {
             trimmer.tick();
@@ -141,7 +141,7 @@ impl SimDriver {
         events.send(Event::View(Arc::new(view))).is_ok()
     }
 
-    pub fn view(&mut self) -> crate::ui::model::ClusterView {
+    pub fn view(&mut self) -> crate::protocol::view::ClusterView {
         self.generation += 1;
         let clock = if self.paused { "simulated (paused)".to_string() } else { format!("simulated ×{}", self.speed) };
         let source = Source { context: "demo".into(), cluster: self.name.clone(), clock };

@@ -7,12 +7,13 @@ use std::sync::Arc;
 
 use thiserror::Error;
 
+use crate::controller::interruption::Kind as InterruptionKind;
 use crate::engine::api::NodeClaim;
 use crate::engine::catalog::{Catalog, InstanceType, Offering};
 use crate::engine::labels;
 use crate::engine::provisioning::Millis;
-use crate::engine::requirements::{Operator, Requirement, Requirements};
-use crate::engine::resources::{Resources, parse_quantity};
+use crate::engine::requirements::claim_requirements;
+use crate::engine::resources::Resources;
 
 /// What a launch produced.
 #[derive(Debug, Clone, PartialEq)]
@@ -57,29 +58,6 @@ pub struct Instance {
     pub terminated_at: Option<Millis>,
 }
 
-/// The interruption notices AWS sends through EventBridge/SQS.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-pub enum InterruptionKind {
-    SpotInterruption,
-    RebalanceRecommendation,
-    ScheduledChange,
-    InstanceStopping,
-    InstanceTerminated,
-}
-
-impl InterruptionKind {
-    pub fn parse(s: &str) -> Option<Self> {
-        Some(match s {
-            "spot-interruption" => InterruptionKind::SpotInterruption,
-            "rebalance-recommendation" => InterruptionKind::RebalanceRecommendation,
-            "scheduled-change" => InterruptionKind::ScheduledChange,
-            "instance-stopping" => InterruptionKind::InstanceStopping,
-            "instance-terminated" => InterruptionKind::InstanceTerminated,
-            _ => return None,
-        })
-    }
-}
-
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Interruption {
     pub provider_id: String,
@@ -99,41 +77,6 @@ pub struct SimCloud {
     interruptions: Vec<Interruption>,
     next_id: u64,
     region: String,
-}
-
-fn quantities(map: &BTreeMap<String, k8s_openapi::apimachinery::pkg::api::resource::Quantity>) -> Resources {
-    let mut r = Resources::default();
-    for (k, q) in map {
-        if let Ok(v) = parse_quantity(&q.0) {
-            r.set(k, v);
-        }
-    }
-    r
-}
-
-/// A NodeClaim's requirements as the algebra sees them (unparseable entries are skipped: the claim was built by
-/// the engine or validated on the way in).
-pub fn claim_requirements(claim: &NodeClaim) -> Requirements {
-    selector_requirements(&claim.spec.requirements)
-}
-
-/// Node selector requirements (a claim's, an AMI's in an EC2NodeClass status) as a requirement set; unparseable
-/// entries are skipped.
-pub fn selector_requirements(list: &[crate::engine::api::NodeSelectorRequirementWithMinValues]) -> Requirements {
-    let mut reqs = Requirements::new();
-    for r in list {
-        if let Some(op) = Operator::parse(&r.operator)
-            && let Ok(req) = Requirement::new(op, &r.values)
-        {
-            reqs.add(&r.key, req);
-        }
-    }
-    reqs
-}
-
-/// A NodeClaim's resource requests (unparseable quantities skipped).
-pub fn claim_requests(claim: &NodeClaim) -> Resources {
-    quantities(&claim.spec.resources.requests)
 }
 
 impl SimCloud {
@@ -181,7 +124,7 @@ impl SimCloud {
     /// provider prefers when the claim allows them.
     pub fn create(&mut self, claim: &NodeClaim, now: Millis) -> Result<Launched, CloudError> {
         let reqs = claim_requirements(claim);
-        let requests = quantities(&claim.spec.resources.requests);
+        let requests = crate::engine::requirements::claim_requests(claim);
         let mut candidates: Vec<(&Arc<InstanceType>, &Offering)> = Vec::new();
         let mut compatible_types = 0;
         for t in self.types.values() {

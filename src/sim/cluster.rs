@@ -35,12 +35,12 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference}
 
 use crate::engine::api::{EC2NodeClass, NodeClaim, NodePool};
 use crate::engine::labels;
+use crate::engine::manifests::Manifests;
 use crate::engine::provisioning::{ClusterSnapshot, PodDigests, Snapshot, StateNode, pod_digests, state_nodes};
 use crate::engine::scheduling::pod::{self, PodData};
 use crate::engine::scheduling::volumes::VolumeIndex;
 use crate::engine::scheduling::{ExistingNode, Input, SchedulerOptions, solve};
 use crate::engine::stored_pod::StoredPod;
-use crate::sim::manifests::Manifests;
 use crate::sim::replicas::Replicas;
 use crate::sim::watch::{Event, EventType, Versions, Watched};
 

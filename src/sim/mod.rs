@@ -1,10 +1,8 @@
-//! The simulated world behind `simulate` and `demo` (arrives with the simulation issue), and the manifest loader
-//! they share with `plan --file`.
+//! The simulated world behind `simulate` and `demo`: the object store, the stand-ins for what a real cluster
+//! and cloud do on their own, the scenario loader and the report.
 
 pub mod cloud;
 pub mod cluster;
-pub mod dashboard;
-pub mod manifests;
 pub mod replicas;
 pub mod report;
 pub mod run;

@@ -138,8 +138,8 @@ impl Replicas {
 mod tests {
     use super::*;
     use crate::engine::lifecycle::ms_time;
+    use crate::engine::manifests::Manifests;
     use crate::sim::cluster::Cluster;
-    use crate::sim::manifests::Manifests;
 
     const WEB: &str = "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: web}\nspec:\n  replicas: 3\n  selector: {matchLabels: {app: web}}\n  template:\n    metadata: {labels: {app: web}}\n    spec:\n      containers: [{name: c, image: x}]\n";
 

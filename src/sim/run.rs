@@ -9,6 +9,7 @@ use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use thiserror::Error;
 
+use crate::controller::interruption::Kind as InterruptionKind;
 use crate::engine::api::NodeClaim;
 use crate::engine::api::common::NodeSelectorRequirementWithMinValues;
 use crate::engine::catalog::{Catalog, CatalogError, aws, inline, kwok};
@@ -16,7 +17,6 @@ use crate::engine::disruption::gate::Mode;
 use crate::engine::labels;
 use crate::engine::lifecycle::{self, DeleteReason, LaunchResult};
 use crate::engine::provisioning::Millis;
-use crate::sim::cloud::InterruptionKind;
 use crate::sim::report::Report;
 use crate::sim::scenario::{Action, CatalogSource, ObjectKind, Scenario, ScenarioError, Selection};
 use crate::sim::world::{self, Decision, World};
@@ -350,15 +350,7 @@ fn apply_event(w: &mut World, action: &Action) -> Result<(), String> {
                 .and_then(|n| n.spec.as_ref())
                 .and_then(|s| s.provider_id.clone())
                 .ok_or_else(|| format!("node {} does not exist or has no instance", i.node))?;
-            let kind = match i.kind {
-                crate::sim::scenario::InterruptionKind::SpotInterruption => InterruptionKind::SpotInterruption,
-                crate::sim::scenario::InterruptionKind::RebalanceRecommendation => {
-                    InterruptionKind::RebalanceRecommendation
-                }
-                crate::sim::scenario::InterruptionKind::ScheduledChange => InterruptionKind::ScheduledChange,
-                crate::sim::scenario::InterruptionKind::InstanceStopping => InterruptionKind::InstanceStopping,
-                crate::sim::scenario::InterruptionKind::InstanceTerminated => InterruptionKind::InstanceTerminated,
-            };
+            let kind = i.kind;
             let now = w.now;
             w.cloud.interrupt(&pid, kind, now).map_err(|e| e.to_string())?;
         }
@@ -566,6 +558,15 @@ fn build_report(s: &Scenario, w: &World, start: Millis, end: Millis, wall: Durat
         w.record.nodes.iter().filter_map(|n| n.nodeclaim.as_deref().map(|c| (c, n.name.as_str()))).collect();
     // Liveness deletions (launch/registration timeouts, insufficient capacity, GC) and rebalance notices are
     // lifecycle events, not decisions of the report's kinds.
+    let disruptions: BTreeMap<&str, crate::sim::world::DisruptionRecord> = w
+        .record
+        .decisions
+        .iter()
+        .filter_map(|d| match d {
+            Decision::Disruption(id) => Some((id.as_str(), w.disruption_record(id)?)),
+            _ => None,
+        })
+        .collect();
     r.decisions = w
         .record
         .decisions
@@ -573,7 +574,8 @@ fn build_report(s: &Scenario, w: &World, start: Millis, end: Millis, wall: Durat
         .filter(|d| match d {
             Decision::Delete { reason, .. } => *reason == DeleteReason::Expired,
             Decision::Interruption { kind, .. } => *kind != InterruptionKind::RebalanceRecommendation,
-            Decision::Provision { .. } | Decision::Disruption(_) => true,
+            Decision::Provision { .. } => true,
+            Decision::Disruption(id) => disruptions.contains_key(id.as_str()),
         })
         .map(|d| match d {
             Decision::Provision { id, at, nodeclaims, pods } => RDecision {
@@ -602,7 +604,8 @@ fn build_report(s: &Scenario, w: &World, start: Millis, end: Millis, wall: Durat
                     },
                 }
             }
-            Decision::Disruption(d) => {
+            Decision::Disruption(id) => {
+                let d = &disruptions[id.as_str()];
                 let (state, why) = match &d.state {
                     DisruptionState::Executed => (DecisionState::Executed, None),
                     DisruptionState::AwaitingApproval => (DecisionState::AwaitingApproval, None),

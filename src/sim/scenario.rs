@@ -18,7 +18,6 @@ use serde::de::{self, DeserializeOwned, Deserializer, Visitor};
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
-use super::manifests::Manifests;
 use crate::engine::api::duration::parse_go_duration;
 use crate::engine::api::strict::{Pos, YamlIndex, ignored_path};
 use crate::engine::api::validation::{FieldPath, PathSegment};
@@ -26,6 +25,7 @@ use crate::engine::api::{EC2NodeClass, NodePool};
 use crate::engine::catalog::aws::{aws_regions, aws_zones};
 use crate::engine::catalog::inline::{InlineInstanceType, inline_instance_types};
 use crate::engine::labels::CAPACITY_TYPES;
+use crate::engine::manifests::Manifests;
 
 /// `start` when the scenario doesn't set one.
 pub const DEFAULT_START: &str = "2026-01-01T00:00:00Z";
@@ -248,15 +248,7 @@ pub struct Patch {
     pub patch: serde_json::Value,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum InterruptionKind {
-    SpotInterruption,
-    RebalanceRecommendation,
-    ScheduledChange,
-    InstanceStopping,
-    InstanceTerminated,
-}
+pub use crate::controller::interruption::Kind as InterruptionKind;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Interrupt {

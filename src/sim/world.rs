@@ -16,6 +16,7 @@ use k8s_openapi::api::core::v1::{Node, NodeCondition, NodeSpec, NodeStatus, PodC
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
+use crate::controller::interruption::Kind as InterruptionKind;
 use crate::engine::api::nodeclaim::{COND_INITIALIZED, COND_LAUNCHED};
 use crate::engine::api::{NodeClaim, NodePool};
 use crate::engine::catalog::{Catalog, InstanceType};
@@ -26,7 +27,7 @@ use crate::engine::lifecycle::{
 use crate::engine::provisioning::{Batcher, Millis, is_provisionable, provision};
 use crate::engine::scheduling::SchedulerOptions;
 use crate::engine::stored_pod::StoredPod;
-use crate::sim::cloud::{CloudError, InterruptionKind, SimCloud};
+use crate::sim::cloud::{CloudError, SimCloud};
 use crate::sim::cluster::{Cluster, Key};
 
 mod disruption;
@@ -34,13 +35,8 @@ mod disruption;
 pub use self::disruption::{DisruptionRecord, DisruptionState, PassTiming};
 use crate::engine::disruption::gate::Mode;
 
-pub const SECOND: Millis = 1_000;
-pub const MINUTE: Millis = 60 * SECOND;
-/// Offerings that failed with insufficient capacity stay unavailable to the scheduler this long (AWS provider).
-pub const ICE_TTL: Millis = 3 * MINUTE;
+pub use crate::controller::timing::{ICE_TTL, MINUTE, POD_REQUEUE, SECOND};
 pub const GC_PERIOD: Millis = 2 * MINUTE;
-/// A pod that stays provisionable triggers provisioning again after this long.
-pub const POD_REQUEUE: Millis = 10 * SECOND;
 /// Default pod termination grace period.
 const DEFAULT_POD_GRACE: Millis = 30 * SECOND;
 
@@ -54,6 +50,20 @@ pub struct Settings {
     pub disruption_mode: Mode,
     pub validation_delay: Millis,
     pub spot_to_spot: bool,
+}
+
+impl Settings {
+    /// The controller's share of the settings (the rest are how the simulated cloud and kubelets behave).
+    pub fn controller(&self) -> crate::controller::Settings {
+        crate::controller::Settings {
+            mode: self.disruption_mode,
+            spot_to_spot: self.spot_to_spot,
+            batch_idle: self.batch_idle,
+            batch_max: self.batch_max,
+            validation_delay: self.validation_delay,
+            ..crate::controller::Settings::default()
+        }
+    }
 }
 
 impl Default for Settings {
@@ -141,8 +151,9 @@ pub enum Decision {
         /// Pods bound to the node when the notice came (DaemonSet pods excluded: they go with the node).
         displaced: Vec<Key>,
     },
-    /// A voluntary disruption command (emptiness, drift, consolidation), from computation to its end.
-    Disruption(DisruptionRecord),
+    /// A voluntary disruption command (emptiness, drift, consolidation), by id: [`World::disruption_record`]
+    /// says what it is and where it got to.
+    Disruption(String),
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -215,6 +226,8 @@ pub struct World {
     /// When each pod last triggered provisioning.
     last_trigger: BTreeMap<String, Millis>,
     next_decision: u64,
+    /// How many of the disruption controller's records are in `record.decisions`.
+    disruption_records_seen: usize,
     next_gc: Millis,
     caches: Caches,
 }
@@ -268,6 +281,7 @@ impl World {
             pending_reasons: BTreeMap::new(),
             last_trigger: BTreeMap::new(),
             next_decision: 0,
+            disruption_records_seen: 0,
             next_gc: start + GC_PERIOD,
             caches: Caches::default(),
         }
@@ -459,9 +473,13 @@ impl World {
                 })
                 .map(|(k, _)| k.clone())
                 .collect();
+            let now = self.now;
             for k in start {
                 if let Some(p) = self.cluster.pods.get_mut(&k) {
-                    p.status.get_or_insert_with(Default::default).phase = Some("Running".into());
+                    let status = p.status.get_or_insert_with(Default::default);
+                    status.phase = Some("Running".into());
+                    // As a kubelet does when it starts a pod (a timed do-not-disrupt counts from it).
+                    status.start_time.get_or_insert_with(|| lifecycle::ms_time(now));
                     World::mark_pod_condition(p, "Ready", "True");
                 }
             }

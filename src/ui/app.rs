@@ -10,10 +10,10 @@ use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 
 use crate::engine::disruption::gate::Mode;
 use crate::engine::whatif::EditPreview;
-use crate::runtime::backend::Command;
+use crate::protocol::Command;
+use crate::protocol::view::{ClusterView, ProposalState};
 use crate::ui::action::{Action, Key, KeyMap, Pane};
 use crate::ui::editor::{DiffLine, EditorEvent, NodePoolEditor, diff_lines};
-use crate::ui::model::{ClusterView, ProposalState};
 use crate::ui::rows;
 use crate::ui::theme::{self, Theme};
 
@@ -575,7 +575,10 @@ fn proposal_intent(s: &mut AppState, approve: bool) -> Vec<Effect> {
                     .join(", ")
             )
         };
-        body.push(format!("Node(s) {} will be tainted, drained and deleted; {repl}.", d.candidates.join(", ")));
+        body.push(format!(
+            "Node(s) {} will be tainted, drained and deleted; {repl}.",
+            crate::ui::rows::nodes_summary(&s.view, &d.candidates)
+        ));
         let pdb_limited = d.evictions.iter().filter(|(_, p)| p.as_ref().is_some_and(|(_, a)| *a <= 0)).count();
         body.push(format!(
             "{} pod(s) will be evicted through the Eviction API{}.",

@@ -4,9 +4,10 @@
 
 pub mod action;
 pub mod app;
+pub mod audit;
 pub mod editor;
-pub mod model;
 pub mod panes;
 pub mod rows;
+pub mod terminal;
 pub mod theme;
 pub mod view;

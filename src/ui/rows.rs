@@ -4,8 +4,8 @@
 
 use crate::engine::provisioning::Millis;
 use crate::engine::resources::{format_bytes_approx, format_cpu};
+use crate::protocol::view::ClusterView;
 use crate::ui::action::Pane;
-use crate::ui::model::ClusterView;
 
 pub fn count(v: &ClusterView, p: Pane) -> usize {
     match p {
@@ -257,7 +257,7 @@ pub fn detail(v: &ClusterView, p: Pane, i: usize) -> (String, Vec<String>) {
                 out.push(format!("Progress: {p}"));
             }
             out.push(String::new());
-            out.push(format!("Candidates: {}", r.candidates.join(", ")));
+            out.push(format!("Candidates: {}", nodes_summary(v, &r.candidates)));
             if r.replacements.is_empty() {
                 out.push("Replacements: none (delete only)".into());
             }
@@ -268,6 +268,9 @@ pub fn detail(v: &ClusterView, p: Pane, i: usize) -> (String, Vec<String>) {
             for (pool, n, allowed) in &r.budget_use {
                 out.push(format!("Budget: uses {n} of {allowed} allowed now on NodePool {pool}"));
             }
+            out.push(String::new());
+            out.push(format!("Candidate nodes ({}):", r.candidates.len()));
+            out.extend(nodes_table(v, &r.candidates));
             if !r.evictions.is_empty() {
                 out.push(String::new());
                 out.push(format!("Pods to evict ({}):", r.evictions.len()));
@@ -325,6 +328,50 @@ pub fn detail(v: &ClusterView, p: Pane, i: usize) -> (String, Vec<String>) {
         }
     };
     (title, out)
+}
+
+/// Names shown in full before a list of nodes is summarised.
+const NODES_NAMED: usize = 5;
+
+/// A list of nodes in one line: all of them when few, else how many, their instance types by count (most first)
+/// and the first few names (`100 nodes (60 m5.large, 40 c5.xlarge): a, b, c, d, e and 95 more`).
+pub fn nodes_summary(v: &ClusterView, names: &[String]) -> String {
+    if names.len() <= NODES_NAMED {
+        return names.join(", ");
+    }
+    let mut types: std::collections::BTreeMap<&str, usize> = std::collections::BTreeMap::new();
+    for n in names {
+        let t = v.nodes.iter().find(|r| &r.name == n).map_or("unknown type", |r| r.instance_type.as_str());
+        *types.entry(t).or_insert(0) += 1;
+    }
+    let mut types: Vec<(&str, usize)> = types.into_iter().collect();
+    types.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(b.0)));
+    let shown: Vec<String> = types.iter().take(3).map(|(t, n)| format!("{n} {t}")).collect();
+    let more_types = if types.len() > 3 { format!(", {} more types", types.len() - 3) } else { String::new() };
+    format!(
+        "{} nodes ({}{more_types}): {} and {} more",
+        names.len(),
+        shown.join(", "),
+        names[..NODES_NAMED].join(", "),
+        names.len() - NODES_NAMED
+    )
+}
+
+/// One line per node (name, type, zone, capacity type, $/h, pods), under a header: the candidates of a command as
+/// a table the detail view scrolls through.
+pub fn nodes_table(v: &ClusterView, names: &[String]) -> Vec<String> {
+    let mut out =
+        vec![format!("  {:<44} {:<16} {:<12} {:<10} {:>9} {:>5}", "NODE", "TYPE", "ZONE", "CAPACITY", "$/H", "PODS")];
+    for n in names {
+        out.push(match v.nodes.iter().find(|r| &r.name == n) {
+            Some(r) => format!(
+                "  {:<44} {:<16} {:<12} {:<10} {:>9.4} {:>5}",
+                r.name, r.instance_type, r.zone, r.capacity_type, r.price, r.pods
+            ),
+            None => format!("  {n:<44} (not in the picture)"),
+        });
+    }
+    out
 }
 
 pub fn fmt_res(resource: &str, v: i64) -> String {

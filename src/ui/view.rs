@@ -9,10 +9,10 @@ use ratatui::style::{Modifier, Style};
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, Borders, Clear, Paragraph, Widget, Wrap};
 
+use crate::protocol::view::Leadership;
 use crate::ui::action::{Pane, REGISTRY, Scope};
 use crate::ui::app::{AppState, EditSession, EditStage, Overlay, PALETTE};
 use crate::ui::editor::{EditorView, PreviewView};
-use crate::ui::model::Leadership;
 use crate::ui::panes;
 use crate::ui::rows::clock;
 
@@ -337,9 +337,9 @@ mod tests {
     use ratatui::backend::TestBackend;
 
     use super::*;
+    use crate::protocol::view::ClusterView;
     use crate::ui::action::KeyMap;
     use crate::ui::app::{Msg, update};
-    use crate::ui::model::ClusterView;
     use crate::ui::theme::Theme;
 
     fn header(leadership: Leadership) -> String {

@@ -6,16 +6,16 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+use karpenter_tui::controller::{Controller, Effect, Outcome, generation};
 use karpenter_tui::engine::catalog::Catalog;
 use karpenter_tui::engine::catalog::kwok::kwok_catalog;
 use karpenter_tui::engine::disruption::gate::Mode;
 use karpenter_tui::engine::labels;
 use karpenter_tui::engine::lifecycle::{apply_launch, ms_time};
+use karpenter_tui::engine::manifests::Manifests;
 use karpenter_tui::engine::provisioning::Millis;
-use karpenter_tui::runtime::controller::kwok;
-use karpenter_tui::runtime::controller::{Controller, Effect, Outcome, generation};
+use karpenter_tui::kube::kwok;
 use karpenter_tui::sim::cluster::Cluster;
-use karpenter_tui::sim::manifests::Manifests;
 
 pub const OBJECTS: &str = r#"
 apiVersion: karpenter.sh/v1

@@ -416,6 +416,69 @@ pub fn parse_ec2nodeclass_strict(yaml: &str, source_name: &str) -> Result<EC2Nod
     parse_strict(yaml, source_name, "karpenter.k8s.aws/v1", "EC2NodeClass", validate_ec2nodeclass)
 }
 
+/// Strictly parses `text` as the NodePool `pool_name`: the engine's strict parse plus "no renaming". Diagnostics
+/// are sorted by position and name `pool_name` as their file.
+pub fn validate_nodepool_text(
+    text: &str,
+    pool_name: &str,
+    policy: &crate::engine::labels::LabelPolicy,
+) -> Result<NodePool, Vec<Diagnostic>> {
+    if text.trim().is_empty() {
+        return Err(vec![Diagnostic {
+            file: pool_name.to_string(),
+            line: 1,
+            column: 1,
+            path: String::new(),
+            message: "the document is empty; a NodePool needs apiVersion, kind, metadata and spec".into(),
+            kind: DiagnosticKind::Syntax,
+        }]);
+    }
+    let result = parse_nodepool_strict_with(text, pool_name, policy);
+    let name = match &result {
+        Ok(p) => p.metadata.name.clone(),
+        // Still say "don't rename" when something else is wrong too, if the text is YAML at all.
+        Err(_) => serde_yaml::from_str::<serde_yaml::Value>(text)
+            .ok()
+            .and_then(|v| v.get("metadata")?.get("name")?.as_str().map(str::to_string)),
+    };
+    let rename = match name.as_deref() {
+        Some(n) if n == pool_name => None,
+        Some(n) => Some(format!(
+            "renaming is not supported: metadata.name must stay {pool_name:?} (got {n:?}); create a new NodePool instead"
+        )),
+        None if result.is_ok() => Some(format!("metadata.name is required and must stay {pool_name:?}")),
+        None => None,
+    };
+    let mut diagnostics = match result {
+        Ok(p) if rename.is_none() => return Ok(p),
+        Ok(_) => Vec::new(),
+        Err(d) => d,
+    };
+    if let Some(message) = rename {
+        let (line, column) = locate(text, "metadata.name").or_else(|| locate(text, "metadata")).unwrap_or((1, 1));
+        diagnostics.push(Diagnostic {
+            file: pool_name.to_string(),
+            line,
+            column,
+            path: "metadata.name".into(),
+            message,
+            kind: DiagnosticKind::Invalid,
+        });
+        diagnostics.sort_by_key(|d| (d.line, d.column));
+    }
+    Err(diagnostics)
+}
+
+/// The text to edit for a live NodePool: its YAML without `status` (the controller's, not the operator's) and
+/// without `metadata.managedFields` (bookkeeping nobody edits by hand). Everything else stays, so the diff against
+/// it shows exactly what the operator changed.
+pub fn editable_yaml(pool: &NodePool) -> Result<String, serde_yaml::Error> {
+    let mut p = pool.clone();
+    p.status = None;
+    p.metadata.managed_fields = None;
+    serde_yaml::to_string(&p)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -16,7 +16,7 @@ use crate::engine::objects::Objects;
 use crate::engine::pdb;
 use crate::engine::provisioning::{Millis, StateNode, is_currently_reschedulable, state_nodes};
 use crate::engine::stored_pod::StoredPod;
-use crate::engine::termination::{do_not_disrupt_active, do_not_disrupt_malformed};
+use crate::engine::termination::do_not_disrupt_active;
 
 /// A pod a disruption would evict, with the PDB that covers it and that PDB's headroom.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -282,13 +282,7 @@ pub fn survey(ctx: &Context<'_>) -> Survey {
         let mut reschedule_cost = 1.0;
         for p in pods.iter().copied().filter(|p| !is_terminal(p)) {
             if do_not_disrupt_active(p, ctx.now) {
-                let value = p.metadata.annotations.as_ref().and_then(|a| a.get(labels::ANNOTATION_DO_NOT_DISRUPT));
-                pod_blockers.push(match value.filter(|v| do_not_disrupt_malformed(v)) {
-                    Some(v) => {
-                        Blocker::MalformedDoNotDisrupt { object: format!("pod {}", pod_key(p)), value: v.clone() }
-                    }
-                    None => Blocker::PodDoNotDisrupt { pod: pod_key(p) },
-                });
+                pod_blockers.push(Blocker::PodDoNotDisrupt { pod: pod_key(p) });
             }
             let evictable = p.metadata.deletion_timestamp.is_none() && !owned_by(p, "Node");
             let covering = if evictable { pdbs.for_pod(p) } else { Vec::new() };
@@ -365,9 +359,6 @@ fn common_blocker(
         s.node.and_then(|n| n.metadata.annotations.as_ref()).and_then(|a| a.get(labels::ANNOTATION_DO_NOT_DISRUPT));
     if node_dnd.is_some_and(|v| v == "true") {
         return Some(Blocker::NodeDoNotDisrupt);
-    }
-    if let Some(v) = node_dnd.filter(|v| do_not_disrupt_malformed(v)) {
-        return Some(Blocker::MalformedDoNotDisrupt { object: "the node".into(), value: v.clone() });
     }
     let Some(pool_name) = pool_name else { return Some(Blocker::MissingLabel { key: labels::NODEPOOL.into() }) };
     let Some(pool) = pools.get(pool_name) else {

@@ -219,11 +219,6 @@ pub enum Blocker {
     PodDoNotDisrupt {
         pod: String,
     },
-    /// A `karpenter.sh/do-not-disrupt` value that can't be read: treated as do-not-disrupt (fail closed).
-    MalformedDoNotDisrupt {
-        object: String,
-        value: String,
-    },
     PdbBlocks {
         pod: String,
         pdb: String,
@@ -288,11 +283,6 @@ impl fmt::Display for Blocker {
             Blocker::NodePoolMissing { nodepool } => write!(f, "its NodePool {nodepool:?} does not exist"),
             Blocker::StaticNodePool => f.write_str("its NodePool is static (replicas set)"),
             Blocker::PodDoNotDisrupt { pod } => write!(f, "pod {pod} has karpenter.sh/do-not-disrupt"),
-            Blocker::MalformedDoNotDisrupt { object, value } => write!(
-                f,
-                "{object} has karpenter.sh/do-not-disrupt={value:?}, which is neither true, false nor a duration; \
-                 treated as do-not-disrupt"
-            ),
             Blocker::PdbBlocks { pod, pdb } => write!(f, "PDB {pdb} allows 0 disruptions (pod {pod})"),
             Blocker::MultiplePdbs { pod, pdbs } => {
                 write!(f, "pod {pod} is covered by more than one PDB ({}), which eviction refuses", pdbs.join(", "))

@@ -1,7 +1,8 @@
-//! The world's disruption controller: runs the engine's disruption passes on the clock, passes commands through
-//! the approval gate, validates them after the validation delay (auto mode) or at approval, starts them (taint
-//! and mark the candidates, launch replacements) and drives the orchestration queue until the candidates are
-//! deleted or the command fails and is rolled back.
+//! The world's side of disruption: it runs the controller's disruption state machine
+//! ([`crate::controller::disruption::Orchestrator`]: passes, approval gate, validation, orchestration queue) on the
+//! virtual clock and carries out what it asks on the store (taint and mark candidates, create replacements, delete
+//! or give back candidates). Drift detection and pod-event times are still kept here (see the module docs of
+//! [`crate::controller`] for what is shared so far).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::hash::{Hash, Hasher};
@@ -9,11 +10,12 @@ use std::time::Instant;
 
 use k8s_openapi::api::core::v1::NodeSpec;
 
-use super::{Decision, MINUTE, SECOND, Settings, Timer, World};
+use super::{Decision, SECOND, Settings, Timer, World};
+use crate::controller::disruption::{self, Act, Approval, Orchestrator, PassOutcome};
+use crate::controller::timing::POD_EVENT_DEDUPE;
 use crate::engine::api::nodeclaim::COND_DISRUPTION_REASON;
 use crate::engine::disruption::consolidation::Outlook;
-use crate::engine::disruption::gate::{Gate, Mode};
-use crate::engine::disruption::queue::{self, InFlight, Step};
+use crate::engine::disruption::gate::Mode;
 use crate::engine::disruption::validation::validate;
 use crate::engine::disruption::{Command, Context, DisruptionOptions, Method, explain_nodes, pass};
 use crate::engine::drift;
@@ -22,27 +24,7 @@ use crate::engine::lifecycle::{self, DeleteReason};
 use crate::engine::provisioning::Millis;
 use crate::engine::termination::disrupted_taint;
 
-/// Upstream's disruption polling period.
-const POLL: Millis = 10 * SECOND;
-/// The consolidation state refreshes itself at least this often (upstream 5 min).
-const STATE_REFRESH: Millis = 5 * MINUTE;
-/// lastPodEventTime is written at most this often per node (upstream dedupe).
-const POD_EVENT_DEDUPE: Millis = 10 * SECOND;
-
-#[derive(Debug, Clone, PartialEq)]
-pub enum DisruptionState {
-    /// Auto mode: waiting out the validation delay.
-    Validating,
-    AwaitingApproval,
-    /// Dry-run: shown, never started.
-    DryRun,
-    /// Started: replacements launching, or candidates draining.
-    InProgress,
-    Executed,
-    Rejected,
-    Invalidated(String),
-    Failed(String),
-}
+pub use crate::controller::disruption::CommandState as DisruptionState;
 
 /// A disruption decision as the report and the dashboard show it.
 #[derive(Debug, Clone, PartialEq)]
@@ -65,15 +47,8 @@ pub struct PassTiming {
 }
 
 pub struct Controller {
-    pub gate: Gate,
-    options: DisruptionOptions,
-    validation_delay: Millis,
-    pub in_flight: Vec<InFlight>,
-    /// Auto mode: the command being validated, and when.
-    validating: Option<(String, Command, Millis)>,
-    next_pass: Millis,
-    /// The consolidation methods found nothing at this generation; valid until the recheck time, if any.
-    consolidated: Option<(u64, Millis)>,
+    /// The controller's disruption state machine (shared with the live controller).
+    pub orchestrator: Orchestrator,
     /// Nodes nominated for pending pods, until when.
     pub nominated: BTreeMap<String, Millis>,
     /// Bound pods per node at the last pass, and when each node's claim last had its pod event time written.
@@ -86,10 +61,6 @@ pub struct Controller {
     /// Per NodeClaim: when drift was last checked, against which NodePool spec, and when the instance-type
     /// check last ran.
     drift_checked: BTreeMap<String, (Millis, u64, Millis)>,
-    /// After a pass that found nothing: the store's stamps then, and until when the same inputs give the same
-    /// answer (consolidateAfter and nominations running out, budget windows, offerings coming back). Passes are
-    /// skipped while both hold — the result could not differ.
-    quiet: Option<([u64; 12], Millis)>,
     /// Drift detection: the (nodepools, nodeclaims, nodes) stamps it last ran at, and when a claim's 5-minute
     /// recheck is next due.
     drift_seen: Option<[u64; 3]>,
@@ -98,14 +69,11 @@ pub struct Controller {
 
 impl Controller {
     pub fn new(s: &Settings) -> Self {
+        let c = s.controller();
+        let options =
+            DisruptionOptions { spot_to_spot: c.spot_to_spot, multi_node_cap: c.multi_node_cap, ..Default::default() };
         Controller {
-            gate: Gate::new(s.disruption_mode),
-            options: DisruptionOptions { spot_to_spot: s.spot_to_spot, ..Default::default() },
-            validation_delay: s.validation_delay,
-            in_flight: Vec::new(),
-            validating: None,
-            next_pass: Millis::MIN,
-            consolidated: None,
+            orchestrator: Orchestrator::new(c.mode, options, c.validation_delay),
             nominated: BTreeMap::new(),
             pods_per_node: BTreeMap::new(),
             pods_counted_at: None,
@@ -113,22 +81,9 @@ impl Controller {
             last_pod_event: BTreeMap::new(),
             passes: Vec::new(),
             drift_checked: BTreeMap::new(),
-            quiet: None,
             drift_seen: None,
             drift_due: Millis::MIN,
         }
-    }
-
-    /// Nodes in started commands, under validation or in open proposals.
-    fn busy(&self) -> BTreeSet<String> {
-        let mut b = self.gate.busy_nodes();
-        for f in &self.in_flight {
-            b.extend(f.command.candidates.iter().map(|c| c.node.clone()));
-        }
-        if let Some((_, c, _)) = &self.validating {
-            b.extend(c.candidates.iter().map(|c| c.node.clone()));
-        }
-        b
     }
 }
 
@@ -141,14 +96,16 @@ impl World {
         self.drift();
         self.orchestrate();
         self.finish_validation();
-        if self.now < self.disruption.next_pass || self.disruption.validating.is_some() {
-            return;
-        }
-        let unchanged =
-            self.disruption.quiet.is_some_and(|(stamps, until)| self.now < until && stamps == self.cluster.stamps());
-        if !unchanged {
+        if self.disruption.orchestrator.pass_due(self.now, self.quiet_key()) {
             self.disruption_pass();
         }
+    }
+
+    /// What a quiet period is keyed on: any write to the store ends it.
+    fn quiet_key(&self) -> u64 {
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        self.cluster.stamps().hash(&mut h);
+        h.finish()
     }
 
     /// A cheap summary of the cluster state disruption depends on: nodes, claims, pod bindings, NodePools, PDBs.
@@ -165,10 +122,7 @@ impl World {
 
     /// The consolidation state: the cluster's generation, also moving every 5 minutes by itself (upstream).
     fn generation(&mut self) -> u64 {
-        let mut h = std::collections::hash_map::DefaultHasher::new();
-        self.state_generation().hash(&mut h);
-        (self.now.div_euclid(STATE_REFRESH)).hash(&mut h);
-        h.finish()
+        disruption::consolidation_generation(self.state_generation(), self.now)
     }
 
     /// Drift detection when what it reads changed or a claim's recheck is due — on its own clock, so that a
@@ -312,183 +266,154 @@ impl World {
 
     fn disruption_pass(&mut self) {
         let now = self.now;
-        self.disruption.next_pass = now + POLL;
         self.disruption.nominated.retain(|_, until| *until > now);
         self.record_pod_events(true);
         self.withdraw_stale();
+        let generation = self.generation();
+        let options = self.disruption.orchestrator.begin_pass(now, generation);
         if !self.cluster.nodeclaims.values().any(|c| c.metadata.deletion_timestamp.is_none()) {
             return;
         }
-        let generation = self.generation();
-        let consolidated = self.disruption.consolidated.is_some_and(|(g, recheck)| g == generation && now < recheck);
-        let options = DisruptionOptions { consolidated, ..self.disruption.options.clone() };
-        let (result, millis) = self.with_disruption_context(Some(options), |ctx| {
+        let busy = self.disruption.orchestrator.busy();
+        let (result, millis) = self.context_with(busy, Some(options), true, |ctx| {
             let started = Instant::now();
             let result = pass(ctx);
             (result, started.elapsed().as_secs_f64() * 1000.0)
         });
         self.disruption.passes.push(PassTiming { at: now, candidates: result.candidates, millis });
-        if result.consolidated && !consolidated {
-            let recheck = result.recheck_at.unwrap_or(Millis::MAX);
-            self.disruption.consolidated = Some((generation, recheck));
+        let outcome = PassOutcome { result, generation, state: self.state_generation(), quiet_key: self.quiet_key() };
+        // Offerings out of capacity come back: an unchanged store may answer differently then.
+        let ice = self.ice.values().min().copied().unwrap_or(Millis::MAX);
+        let pools: Vec<_> = self.cluster.nodepools.cloned_values();
+        let pods = &self.cluster.pods;
+        let next_decision = &mut self.next_decision;
+        let acts = self.disruption.orchestrator.pass_done(
+            outcome,
+            now,
+            || {
+                *next_decision += 1;
+                format!("d-{next_decision}")
+            },
+            |recheck| disruption::quiet_until(now, recheck, &pools, pods.values().map(|p| &**p)).min(ice),
+        );
+        self.sync_disruption_records();
+        self.schedule_disruption_wakes();
+        self.carry_out(acts);
+    }
+
+    /// Wakes the world when the disruption controller next needs to look: a command found (upstream's immediate
+    /// requeue), a validation due, a quiet period ending.
+    fn schedule_disruption_wakes(&mut self) {
+        let o = &self.disruption.orchestrator;
+        let mut wakes = Vec::new();
+        if o.next_pass_at() > self.now && o.quiet().is_none() {
+            wakes.push(o.next_pass_at());
         }
-        let Some(cmd) = result.command else {
-            // Nothing to do, and nothing will change until the store does or a timed input moves.
-            self.go_quiet(result.recheck_at);
-            return;
-        };
-        let mode = self.disruption.gate.mode();
-        let suppressed = mode != Mode::Auto && {
-            let state = self.state_generation();
-            self.disruption.gate.suppressed(&cmd, state)
-        };
-        if suppressed {
-            // Only what is already proposed or was rejected: as good as nothing until the store changes (which
-            // also lifts a rejection) or the gate does (`reject`, `approve`, `set_mode` clear this).
-            self.go_quiet(result.recheck_at);
-            return;
+        if let Some(due) = o.validation_due_at() {
+            wakes.push(due);
         }
-        self.disruption.quiet = None;
-        // A command: look again soon, like upstream's immediate requeue.
-        self.disruption.next_pass = now + SECOND;
-        self.at(now + SECOND, Timer::Wake);
-        match mode {
-            Mode::Auto => {
-                let id = self.decision_id("d");
-                self.record_disruption(&id, &cmd, DisruptionState::Validating);
-                if cmd.method == Method::Drift {
-                    self.start_command(id, cmd);
-                } else {
-                    let due = now + self.disruption.validation_delay;
-                    self.disruption.validating = Some((id, cmd, due));
-                    self.at(due, Timer::Wake);
-                }
-            }
-            mode => {
-                let id = self.decision_id("d");
-                let state =
-                    if mode == Mode::DryRun { DisruptionState::DryRun } else { DisruptionState::AwaitingApproval };
-                self.record_disruption(&id, &cmd, state);
-                self.disruption.gate.propose(id, cmd, now);
-            }
+        if let Some((_, until)) = o.quiet()
+            && until < Millis::MAX
+        {
+            wakes.push(until);
+        }
+        for t in wakes {
+            self.at(t, Timer::Wake);
         }
     }
 
-    /// Skips passes while the store's stamps hold and no timed input has moved (see `quiet`).
-    fn go_quiet(&mut self, recheck_at: Option<Millis>) {
-        let until = self.quiet_until(recheck_at);
-        self.disruption.quiet = Some((self.cluster.stamps(), until));
-        if until < Millis::MAX {
-            self.at(until, Timer::Wake);
+    /// New disruption commands become decisions in the record, in the order the controller made them.
+    fn sync_disruption_records(&mut self) {
+        let records = &self.disruption.orchestrator.records;
+        for r in &records[self.disruption_records_seen.min(records.len())..] {
+            self.record.decisions.push(Decision::Disruption(r.id.clone()));
         }
+        self.disruption_records_seen = records.len();
     }
 
-    /// When a pass over an unchanged store could first answer differently.
-    fn quiet_until(&self, recheck_at: Option<Millis>) -> Millis {
-        let mut until = recheck_at.unwrap_or(Millis::MAX);
-        // Offerings out of capacity come back.
-        if let Some(t) = self.ice.values().min() {
-            until = until.min(*t);
-        }
-        // Scheduled budgets change at most once a minute (cron resolution).
-        let scheduled =
-            self.cluster.nodepools.values().any(|p| p.spec.disruption.budgets.iter().any(|b| b.schedule.is_some()));
-        if scheduled {
-            until = until.min((self.now.div_euclid(MINUTE) + 1) * MINUTE);
-        }
-        // Pods' timed do-not-disrupt runs out.
-        let expiries = self.cluster.pods.values().filter_map(|p| crate::engine::termination::do_not_disrupt_expiry(p));
-        if let Some(end) = expiries.filter(|end| *end > self.now).min() {
-            until = until.min(end);
-        }
-        // Drift has its own clock (`drift`): a changed condition changes the store.
-        until
-    }
-
-    fn record_disruption(&mut self, id: &str, cmd: &Command, state: DisruptionState) {
-        self.record.decisions.push(Decision::Disruption(DisruptionRecord {
-            id: id.to_string(),
-            at: self.now,
+    /// A disruption decision as the report and the dashboard show it.
+    pub fn disruption_record(&self, id: &str) -> Option<DisruptionRecord> {
+        let r = self.disruption.orchestrator.record_of(id)?;
+        let cmd = &r.command;
+        Some(DisruptionRecord {
+            id: r.id.clone(),
+            at: r.at,
             method: cmd.method,
             candidates: cmd.node_names(),
             replacements: cmd.replacements.iter().map(|r| r.instance_types.clone()).collect(),
             savings_per_hour: cmd.savings_per_hour,
-            state,
+            state: r.state.clone(),
             summary: cmd.summary(),
-        }));
+        })
     }
 
-    fn set_state(&mut self, id: &str, state: DisruptionState) {
-        for d in self.record.decisions.iter_mut().rev() {
-            if let Decision::Disruption(r) = d
-                && r.id == id
-            {
-                r.state = state;
-                return;
+    /// Carries out on the store what the disruption controller asks.
+    fn carry_out(&mut self, acts: Vec<Act>) {
+        for act in acts {
+            match act {
+                Act::Start { id, command } => self.start_command(&id, &command),
+                Act::DeleteCandidates { command, .. } => {
+                    for c in &command.candidates {
+                        self.delete_nodeclaim(&c.nodeclaim, DeleteReason::Disrupted);
+                    }
+                }
+                Act::RollBack { command, .. } => {
+                    for c in &command.candidates {
+                        if let Some(n) = self.cluster.nodes.get_mut(&c.node)
+                            && let Some(t) = n.spec.as_mut().and_then(|s| s.taints.as_mut())
+                        {
+                            t.retain(|t| t.key != labels::TAINT_DISRUPTED);
+                        }
+                        if let Some(st) = self.cluster.nodeclaims.get_mut(&c.nodeclaim).and_then(|c| c.status.as_mut())
+                        {
+                            st.conditions.retain(|c| c.type_ != COND_DISRUPTION_REASON);
+                        }
+                    }
+                }
             }
         }
     }
 
     /// The validation context without the command's own nodes counted as busy.
     fn validate_now(&mut self, cmd: &Command) -> Result<(), String> {
-        let mut busy = self.disruption.busy();
+        let mut busy = self.disruption.orchestrator.busy();
         for c in &cmd.candidates {
             busy.remove(&c.node);
         }
-        self.context_with(busy, None, |ctx| validate(ctx, cmd).map_err(|e| format!("{}: {e}", e.kind())))
+        self.context_with(busy, None, false, |ctx| validate(ctx, cmd).map_err(|e| format!("{}: {e}", e.kind())))
     }
 
     fn finish_validation(&mut self) {
-        let Some((_, _, due)) = &self.disruption.validating else { return };
-        if self.now < *due {
-            return;
-        }
-        let Some((id, cmd, _)) = self.disruption.validating.take() else { return };
-        match self.validate_now(&cmd) {
-            Ok(()) => self.start_command(id, cmd),
-            Err(why) => self.set_state(&id, DisruptionState::Invalidated(why)),
-        }
-        self.disruption.next_pass = self.now;
+        let Some((id, cmd)) = self.disruption.orchestrator.due_validation(self.now) else { return };
+        let verdict = self.validate_now(&cmd);
+        let acts = self.disruption.orchestrator.validated(id, cmd, verdict, self.now);
+        self.carry_out(acts);
     }
 
     /// Approves an open proposal: validated against the cluster as it is now, then started. `Ok(false)` when it
     /// no longer holds (recorded as invalidated with the reason).
     pub fn approve(&mut self, id: &str) -> Result<bool, String> {
-        let now = self.now;
-        let cmd = self.disruption.gate.approve(id, now)?;
-        // Its nodes are no longer held by an open proposal: the next pass may find something else.
-        self.disruption.quiet = None;
-        match self.validate_now(&cmd) {
-            Ok(()) => {
-                self.start_command(id.to_string(), cmd);
+        let verdict =
+            self.disruption.orchestrator.gate().get(id).map(|p| p.command.clone()).map(|c| self.validate_now(&c));
+        let approval = self.disruption.orchestrator.approve(id, self.now, |_| verdict.unwrap_or(Ok(())))?;
+        match approval {
+            Approval::Started { acts, .. } => {
+                self.carry_out(acts);
                 Ok(true)
             }
-            Err(why) => {
-                self.set_state(id, DisruptionState::Invalidated(why));
-                Ok(false)
-            }
+            Approval::Invalidated(_) => Ok(false),
         }
     }
 
     pub fn reject(&mut self, id: &str) -> Result<(), String> {
         let generation = self.state_generation();
-        self.disruption.gate.reject(id, generation, self.now)?;
-        self.set_state(id, DisruptionState::Rejected);
-        // The proposal's nodes are free again: the next pass may find another command with them.
-        self.disruption.quiet = None;
-        Ok(())
+        self.disruption.orchestrator.reject(id, generation, self.now)
     }
 
     /// Switches the disruption mode at run time (the dashboard's `:mode`). Open proposals are withdrawn, since
     /// they were made under the old mode's rules, and a pass runs at once under the new one.
     pub fn set_mode(&mut self, mode: Mode) {
-        let open: Vec<String> = self.disruption.gate.awaiting().map(|p| p.id.clone()).collect();
-        self.disruption.gate.set_mode(mode, self.now);
-        for id in open {
-            self.set_state(&id, DisruptionState::Invalidated(format!("disruption mode changed to {mode}")));
-        }
-        self.disruption.next_pass = self.now;
-        self.disruption.quiet = None;
+        self.disruption.orchestrator.set_mode(mode, self.now);
     }
 
     /// Why each node is (not) being disrupted right now: the "why won't this node consolidate" view.
@@ -503,19 +428,25 @@ impl World {
         options: Option<DisruptionOptions>,
         f: impl FnOnce(&Context<'_>) -> R,
     ) -> R {
-        let busy = self.disruption.busy();
-        self.context_with(busy, options, f)
+        let busy = self.disruption.orchestrator.busy();
+        self.context_with(busy, options, false, f)
     }
 
     fn context_with<R>(
         &mut self,
         busy: BTreeSet<String>,
         options: Option<DisruptionOptions>,
+        assume_pending: bool,
         f: impl FnOnce(&Context<'_>) -> R,
     ) -> R {
         let catalogs = self.catalogs();
-        let snap = self.cluster.snapshot_into(&mut self.caches.snapshot);
-        let options = options.unwrap_or_else(|| self.disruption.options.clone());
+        let mut snap = self.cluster.snapshot_into(&mut self.caches.snapshot);
+        let pending = if assume_pending { self.disruption.orchestrator.pending_commands() } else { Vec::new() };
+        let assumed = disruption::assumed_nodeclaims(snap.nodeclaims, &pending, self.now);
+        if let Some(claims) = &assumed {
+            snap.nodeclaims = claims.into();
+        }
+        let options = options.unwrap_or_else(|| self.disruption.orchestrator.options().clone());
         let ctx = Context {
             snap,
             catalogs: &catalogs,
@@ -530,39 +461,19 @@ impl World {
 
     /// Ids of proposals waiting for an operator.
     pub fn awaiting_approval(&self) -> Vec<String> {
-        if self.disruption.gate.mode() == Mode::DryRun {
-            return Vec::new();
-        }
-        self.disruption.gate.awaiting().map(|p| p.id.clone()).collect()
+        self.disruption.orchestrator.awaiting_approval()
     }
 
     /// Proposals whose nodes are gone or going are withdrawn.
     fn withdraw_stale(&mut self) {
-        let mut stale = Vec::new();
-        for p in self.disruption.gate.awaiting() {
-            for c in &p.command.candidates {
-                let gone = match self.cluster.nodes.get(&c.node) {
-                    None => Some(format!("node {} is gone", c.node)),
-                    Some(n) if n.metadata.deletion_timestamp.is_some() => {
-                        Some(format!("node {} is being deleted", c.node))
-                    }
-                    Some(_) => None,
-                };
-                if let Some(why) = gone {
-                    stale.push((p.id.clone(), why));
-                    break;
-                }
-            }
-        }
-        let now = self.now;
-        for (id, why) in stale {
-            self.disruption.gate.withdraw(&id, &why, now);
-            self.set_state(&id, DisruptionState::Invalidated(why));
-        }
+        let nodes = &self.cluster.nodes;
+        self.disruption
+            .orchestrator
+            .withdraw_stale(self.now, |name| nodes.get(name).map(|n| n.metadata.deletion_timestamp.is_some()));
     }
 
-    /// Starts a command: mark the candidates (taint + `DisruptionReason`), launch the replacements, queue it.
-    fn start_command(&mut self, id: String, cmd: Command) {
+    /// Starts a command: mark the candidates (taint + `DisruptionReason`), create the replacements.
+    fn start_command(&mut self, id: &str, cmd: &Command) {
         let now = self.now;
         for c in &cmd.candidates {
             if let Some(n) = self.cluster.nodes.get_mut(&c.node) {
@@ -576,49 +487,23 @@ impl World {
                 lifecycle::set_condition(claim, COND_DISRUPTION_REASON, "True", reason, &cmd.summary(), now);
             }
         }
-        let mut names = Vec::new();
         for r in &cmd.replacements {
-            names.push(self.create_nodeclaim(r.nodeclaim.clone(), &r.nodepool, r.instance_types.clone()));
+            let name = self.create_nodeclaim(r.nodeclaim.clone(), &r.nodepool, r.instance_types.clone());
+            self.disruption.orchestrator.replacement_created(id, Some(name));
         }
-        self.set_state(&id, DisruptionState::InProgress);
-        self.disruption.in_flight.push(InFlight { id, command: cmd, replacements: names, started_at: now });
     }
 
     /// Drives started commands: delete candidates once replacements are initialized, or roll back.
     fn orchestrate(&mut self) {
-        if self.disruption.in_flight.is_empty() {
+        if self.disruption.orchestrator.in_flight().is_empty() {
             return;
         }
         let now = self.now;
-        let n = self.disruption.in_flight.len();
-        let flights = std::mem::take(&mut self.disruption.in_flight);
-        for f in flights {
-            match queue::step(&f, |c| self.cluster.nodeclaims.get(c).map(|c| &**c), now, n) {
-                Step::Wait => {
-                    self.at(now + SECOND, Timer::Wake);
-                    self.disruption.in_flight.push(f);
-                }
-                Step::DeleteCandidates => {
-                    for c in &f.command.candidates {
-                        self.delete_nodeclaim(&c.nodeclaim, DeleteReason::Disrupted);
-                    }
-                    self.set_state(&f.id, DisruptionState::Executed);
-                }
-                Step::Fail(why) => {
-                    for c in &f.command.candidates {
-                        if let Some(n) = self.cluster.nodes.get_mut(&c.node)
-                            && let Some(t) = n.spec.as_mut().and_then(|s| s.taints.as_mut())
-                        {
-                            t.retain(|t| t.key != labels::TAINT_DISRUPTED);
-                        }
-                        if let Some(st) = self.cluster.nodeclaims.get_mut(&c.nodeclaim).and_then(|c| c.status.as_mut())
-                        {
-                            st.conditions.retain(|c| c.type_ != COND_DISRUPTION_REASON);
-                        }
-                    }
-                    self.set_state(&f.id, DisruptionState::Failed(why));
-                }
-            }
+        let claims = &self.cluster.nodeclaims;
+        let (acts, waiting) = self.disruption.orchestrator.orchestrate(now, |c| claims.get(c).map(|c| &**c));
+        if waiting {
+            self.at(now + SECOND, Timer::Wake);
         }
+        self.carry_out(acts);
     }
 }

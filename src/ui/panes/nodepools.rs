@@ -67,9 +67,9 @@ mod tests {
     use ratatui::Terminal;
     use ratatui::backend::TestBackend;
 
+    use crate::protocol::view::{ClusterView, NodePoolRow, ResourceUse};
     use crate::ui::action::KeyMap;
     use crate::ui::app::{AppState, Msg, update};
-    use crate::ui::model::{ClusterView, NodePoolRow, ResourceUse};
     use crate::ui::theme::Theme;
 
     fn screen(view: ClusterView, w: u16, h: u16) -> Vec<String> {

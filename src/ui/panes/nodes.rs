@@ -6,9 +6,9 @@ use ratatui::text::Span;
 use ratatui::widgets::Cell;
 
 use super::{Columns, bar, capacity_style, table};
+use crate::protocol::view::Lifecycle;
 use crate::ui::action::Pane;
 use crate::ui::app::AppState;
-use crate::ui::model::Lifecycle;
 use crate::ui::rows::age;
 
 pub fn render(s: &AppState, area: Rect, buf: &mut Buffer) {

@@ -10,8 +10,8 @@ use crate::engine::lifecycle::{self, LaunchError, LaunchResult, LifecycleAction,
 use crate::engine::provisioning::Millis;
 use crate::kube::writer::{Eviction, WriteError, Writer};
 
-use super::kwok;
-use super::{Effect, Outcome};
+use crate::controller::{Effect, Outcome};
+use crate::kube::kwok;
 
 /// Where instances come from.
 #[derive(Clone)]

@@ -3,12 +3,12 @@
 //! approval is validated against the same cache the planner reads.
 
 use crate::engine::disruption::gate::Mode;
+use crate::engine::manifests::Manifests;
 use crate::engine::provisioning::Millis;
 use crate::kube::writer::Writer;
-use crate::sim::manifests::Manifests;
 
-use super::execute::{Cloud, Report, execute};
-use super::{Controller, generation};
+use crate::controller::{Controller, Effect, generation};
+use crate::runtime::execute::{Cloud, Report, execute};
 
 pub struct Acting {
     pub controller: Controller,
@@ -16,11 +16,11 @@ pub struct Acting {
     pub cloud: Cloud,
     /// The AWS cloud's periodic work (NodeClass status, instance list and garbage collection, templates,
     /// interruptions); `None` for KWOK.
-    pub upkeep: Option<super::aws_upkeep::AwsUpkeep>,
+    pub upkeep: Option<crate::aws::upkeep::AwsUpkeep>,
 }
 
 impl Acting {
-    async fn run(&mut self, effects: Vec<super::Effect>, now: Millis) -> Report {
+    async fn run(&mut self, effects: Vec<Effect>, now: Millis) -> Report {
         let report = execute(effects, &self.writer, &self.cloud, now).await;
         for o in &report.outcomes {
             self.controller.outcome(o.clone(), now);

@@ -15,9 +15,9 @@ use crate::engine::api::validation::validate_nodepool;
 use crate::engine::api::{Condition, NodeClaim, NodePool};
 use crate::engine::labels::LabelPolicy;
 use crate::engine::lifecycle::{STATUS_FALSE, STATUS_TRUE, STATUS_UNKNOWN, parse_rfc3339, set_condition_in};
+use crate::engine::manifests::Manifests;
 use crate::engine::provisioning::Millis;
 use crate::engine::resources::{Resources, format_resource};
-use crate::sim::manifests::Manifests;
 
 pub const COND_VALIDATION_SUCCEEDED: &str = "ValidationSucceeded";
 pub const COND_NODECLASS_READY: &str = "NodeClassReady";

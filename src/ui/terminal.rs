@@ -10,9 +10,9 @@ use futures_util::StreamExt;
 use ratatui::DefaultTerminal;
 use tokio::sync::mpsc::UnboundedReceiver;
 
-use crate::runtime::audit::{AuditLog, AuditRecord};
-use crate::runtime::backend::{Command, Event};
+use crate::protocol::{Command, Event};
 use crate::ui::app::{AppState, Effect, Msg, update};
+use crate::ui::audit::{AuditLog, AuditRecord};
 
 /// How often the screen refreshes with nothing new (ages, the clock).
 const TICK: Duration = Duration::from_secs(1);

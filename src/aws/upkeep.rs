@@ -13,10 +13,10 @@ use crate::aws::cloud::AwsCloud;
 use crate::aws::ec2;
 use crate::aws::interruption::{Kind, Message};
 use crate::engine::labels;
+use crate::engine::manifests::Manifests;
 use crate::engine::provisioning::Millis;
-use crate::sim::manifests::Manifests;
 
-use super::{Controller, Effect};
+use crate::controller::{Controller, Effect};
 
 const SECOND: Millis = 1_000;
 const CLASSES_EVERY: Millis = 60 * SECOND;

@@ -14,11 +14,11 @@ use crate::engine::api::NodeClaim;
 use crate::engine::catalog::{Catalog, InstanceType, Offering};
 use crate::engine::labels;
 use crate::engine::lifecycle::{LaunchError, LaunchResult};
+use crate::engine::requirements::{claim_requests, claim_requirements};
 use crate::engine::resources::Resources;
-use crate::sim::cloud::{claim_requests, claim_requirements};
 
 pub const KWOK_ANNOTATION: &str = "kwok.x-k8s.io/node";
-pub const PROVIDER_PREFIX: &str = "kwok://";
+pub const PROVIDER_PREFIX: &str = crate::controller::KWOK_PROVIDER_PREFIX;
 
 /// The cheapest offering a claim may launch as: reserved, then spot, then on-demand, as the simulated EC2 picks.
 pub fn pick(catalog: &Catalog, claim: &NodeClaim) -> Result<(Arc<InstanceType>, Offering), LaunchError> {

@@ -6,12 +6,12 @@
 //! cache catches up with its own writes (claims created but not yet seen, launches in progress) and holds the
 //! operator-facing state of disruption commands (proposals, approvals, commands in flight).
 
-pub mod acting;
-pub mod aws_upkeep;
+pub mod disruption;
 pub mod effect;
-pub mod execute;
-pub mod kwok;
+pub mod interruption;
 pub mod nodepool_status;
+pub mod settings;
+pub mod timing;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::hash::{Hash, Hasher};
@@ -25,64 +25,38 @@ use crate::engine::api::nodeclaim::{
 };
 use crate::engine::catalog::{Catalog, InstanceType};
 use crate::engine::disruption::consolidation::{Outlook, explain_nodes, pass};
-use crate::engine::disruption::gate::{Gate, Mode};
-use crate::engine::disruption::queue::{self, InFlight, Step};
+use crate::engine::disruption::gate::Mode;
 use crate::engine::disruption::validation::validate;
-use crate::engine::disruption::{Blocker, Command, Context, DisruptionOptions, Method};
+use crate::engine::disruption::{Blocker, Command, Context, DisruptionOptions};
 use crate::engine::drift;
 use crate::engine::labels;
 use crate::engine::lifecycle::{self, DeleteReason, FinalizeAction, LifecycleAction, LifecycleSettings, set_condition};
+use crate::engine::manifests::Manifests;
 use crate::engine::provisioning::{Batcher, Millis, is_provisionable, provision};
 use crate::engine::scheduling::SchedulerOptions;
 use crate::engine::stored_pod::StoredPod;
 use crate::engine::termination::{disrupted_taint, drain_plan};
-use crate::sim::manifests::Manifests;
 
 pub use effect::{Effect, Purpose};
 
-const SECOND: Millis = 1_000;
+/// Provider ids of KWOK's nodes (the default cloud of a live cluster).
+pub const KWOK_PROVIDER_PREFIX: &str = "kwok://";
+
+pub use disruption::{Act, Approval, CommandRecord, CommandState, Orchestrator, PassOutcome};
+pub use settings::Settings;
+use timing::{POD_EVENT_DEDUPE, POD_REQUEUE, SECOND};
 /// Claims created but not yet in the cache hold provisioning back at most this long.
 const CREATE_SETTLE: Millis = 30 * SECOND;
 /// A launch not yet visible in the cache is not repeated for this long.
 const LAUNCH_SETTLE: Millis = 30 * SECOND;
 /// An instance still listed after it was asked to terminate is asked again after this long.
 const TERMINATE_AGAIN: Millis = 30 * SECOND;
-/// Disruption passes run at most this often (upstream polls every 10 s).
-const DISRUPTION_POLL: Millis = 10 * SECOND;
-/// Consolidation commands are validated again after this long before they start (upstream: 15 s).
-const VALIDATION_DELAY: Millis = 15 * SECOND;
 /// Nodes that received pending pods are left out of consolidation this long.
 const NOMINATION_HOLD: Millis = 20 * SECOND;
-/// A pod that stays pending asks for another provisioning pass this often.
-const POD_REQUEUE: Millis = 10 * SECOND;
-/// Pod events on one node are recorded at most this often.
-const POD_EVENT_DEDUPE: Millis = 10 * SECOND;
 /// The same Kubernetes Event is sent again at most this often.
 const EVENT_REPEAT: Millis = 10 * 60 * SECOND;
 /// Why nodes are not disrupted is published as Events this often (a full single-node pass over every node).
 const EXPLAIN_EVERY: Millis = 5 * 60 * SECOND;
-
-/// Where a disruption command is, for the dashboard.
-#[derive(Debug, Clone, PartialEq)]
-pub enum CommandState {
-    Validating,
-    AwaitingApproval,
-    DryRun,
-    InProgress,
-    Executed,
-    Rejected,
-    Invalidated(String),
-    Failed(String),
-}
-
-/// A disruption command as operators see it.
-#[derive(Debug, Clone)]
-pub struct CommandRecord {
-    pub id: String,
-    pub at: Millis,
-    pub command: Command,
-    pub state: CommandState,
-}
 
 pub struct Controller {
     catalog: Arc<Catalog>,
@@ -99,15 +73,10 @@ pub struct Controller {
     terminating: BTreeMap<String, Millis>,
     /// When each node's drain began (re-learned after a restart: the drain starts again, which is harmless).
     drains: BTreeMap<String, Millis>,
-    gate: Gate,
-    validating: Option<(String, Command, Millis)>,
-    in_flight: Vec<InFlight>,
-    /// Command ids whose replacements are still being created, with how many are outstanding.
-    replacements_pending: BTreeMap<String, usize>,
-    next_pass: Millis,
+    /// The disruption controller: passes, the approval gate, validation and the orchestration queue.
+    disruption: Orchestrator,
     nominated: BTreeMap<String, Millis>,
     next_id: u64,
-    pub records: Vec<CommandRecord>,
     /// Pods seen pending (by uid), and when each last opened a batch.
     seen_pending: BTreeMap<String, Millis>,
     /// Pods bound per node at the last tick (`None` before the first: a restart doesn't count as pod events).
@@ -146,7 +115,7 @@ impl drift::NodeClassDrift for ClassDrift<'_> {
 #[derive(Debug, Clone, PartialEq)]
 pub struct InterruptionRecord {
     pub at: Millis,
-    pub kind: crate::aws::interruption::Kind,
+    pub kind: interruption::Kind,
     pub instance_id: String,
     /// The node and NodeClaim it hit, when the instance is one of ours.
     pub node: Option<String>,
@@ -166,31 +135,39 @@ pub enum Outcome {
 }
 
 impl Controller {
+    /// A controller with the default settings in disruption mode `mode`.
     pub fn new(catalog: Arc<Catalog>, mode: Mode, now: Millis) -> Controller {
+        Controller::with_settings(catalog, Settings { mode, ..Settings::default() }, now)
+    }
+
+    pub fn with_settings(catalog: Arc<Catalog>, settings: Settings, now: Millis) -> Controller {
         Controller {
             catalog,
             lifecycle: LifecycleSettings::default(),
-            batcher: Batcher::new(SECOND, 10 * SECOND),
+            batcher: Batcher::new(settings.batch_idle, settings.batch_max),
             created: BTreeMap::new(),
             creating: 0,
             launching: BTreeMap::new(),
             terminating: BTreeMap::new(),
             drains: BTreeMap::new(),
-            gate: Gate::new(mode),
-            validating: None,
-            in_flight: Vec::new(),
-            replacements_pending: BTreeMap::new(),
-            next_pass: now,
+            disruption: Orchestrator::new(
+                settings.mode,
+                DisruptionOptions {
+                    spot_to_spot: settings.spot_to_spot,
+                    multi_node_cap: settings.multi_node_cap,
+                    ..Default::default()
+                },
+                settings.validation_delay,
+            ),
             nominated: BTreeMap::new(),
             next_id: 0,
-            records: Vec::new(),
             seen_pending: BTreeMap::new(),
             pods_per_node: None,
             last_pod_event: BTreeMap::new(),
             drift_checked: BTreeMap::new(),
             events_sent: BTreeMap::new(),
             interruptions: Vec::new(),
-            provider_prefix: kwok::PROVIDER_PREFIX.to_string(),
+            provider_prefix: KWOK_PROVIDER_PREFIX.to_string(),
             class_catalogs: None,
             live_instances: None,
             class_drift: BTreeMap::new(),
@@ -222,7 +199,7 @@ impl Controller {
     /// An interruption notice from the cloud: the instances' NodeClaims are deleted (their finalizer cordons and
     /// drains the nodes) unless the notice is informational, and every notice is recorded and published as an
     /// Event. Instances that are not ours are ignored, as upstream does.
-    pub fn interruption(&mut self, m: &Manifests, msg: &crate::aws::interruption::Message, now: Millis) -> Vec<Effect> {
+    pub fn interruption(&mut self, m: &Manifests, msg: &interruption::Message, now: Millis) -> Vec<Effect> {
         let mut out = Out::default();
         for id in &msg.instance_ids {
             let suffix = format!("/{id}");
@@ -268,7 +245,17 @@ impl Controller {
     }
 
     pub fn mode(&self) -> Mode {
-        self.gate.mode()
+        self.disruption.mode()
+    }
+
+    /// Every disruption command so far, oldest first, with where it is.
+    pub fn records(&self) -> &[CommandRecord] {
+        &self.disruption.records
+    }
+
+    /// The approval gate (open proposals, rejections, the operator log).
+    pub fn gate(&self) -> &crate::engine::disruption::gate::Gate {
+        self.disruption.gate()
     }
 
     fn catalogs(&self, m: &Manifests) -> BTreeMap<String, Vec<Arc<InstanceType>>> {
@@ -300,12 +287,6 @@ impl Controller {
                 && (r.group.is_empty() || r.group == "karpenter.k8s.aws"))
     }
 
-    fn record(&mut self, id: &str, state: CommandState) {
-        if let Some(r) = self.records.iter_mut().rev().find(|r| r.id == id) {
-            r.state = state;
-        }
-    }
-
     /// Whether a provider id (absent: not launched yet) belongs to this controller's cloud.
     fn ours(&self, provider_id: Option<&str>) -> bool {
         provider_id.is_none_or(|p| p.is_empty() || p.starts_with(&self.provider_prefix))
@@ -324,14 +305,7 @@ impl Controller {
 
     /// Nodes a command is working on or waiting for approval on.
     pub fn busy(&self) -> BTreeSet<String> {
-        let mut busy = self.gate.busy_nodes();
-        for f in &self.in_flight {
-            busy.extend(f.command.node_names());
-        }
-        if let Some((_, c, _)) = &self.validating {
-            busy.extend(c.node_names());
-        }
-        busy
+        self.disruption.busy()
     }
 
     /// Everything that should change now. `generation` identifies the cluster state (a rejected proposal is not
@@ -407,17 +381,17 @@ impl Controller {
     /// publishes them, every few minutes and without repeats. Waits that end by themselves (consolidateAfter,
     /// nominations, commands in flight) are not events.
     fn blocked_events(&mut self, m: &Manifests, now: Millis, out: &mut Out) {
-        if now < self.next_explain || !self.in_flight.is_empty() {
+        if now < self.next_explain || !self.disruption.in_flight().is_empty() {
             return;
         }
         self.next_explain = now + EXPLAIN_EVERY;
+        self.invalid_do_not_disrupt_events(m, now, out);
         for (node, outlook) in self.explain(m, now) {
             let Outlook::Blocked(blockers) = outlook else { continue };
             let Some(b) = blockers.first() else { continue };
             let reason = match b {
                 Blocker::NodeDoNotDisrupt
                 | Blocker::PodDoNotDisrupt { .. }
-                | Blocker::MalformedDoNotDisrupt { .. }
                 | Blocker::PdbBlocks { .. }
                 | Blocker::MultiplePdbs { .. }
                 | Blocker::NotInitialized
@@ -458,6 +432,32 @@ impl Controller {
                 let message = message.replacen("Cannot disrupt Node", "Cannot disrupt NodeClaim", 1);
                 self.event(claim_ref, false, reason, message, now, out);
             }
+        }
+    }
+
+    /// A pod's `karpenter.sh/do-not-disrupt` that is neither `true` nor a duration is ignored (upstream v1.12+);
+    /// its owner is told with a warning Event on the pod, since they meant something by it.
+    fn invalid_do_not_disrupt_events(&mut self, m: &Manifests, now: Millis, out: &mut Out) {
+        let ours: BTreeSet<&str> = m
+            .nodes
+            .iter()
+            .filter(|n| self.ours(n.spec.as_ref().and_then(|s| s.provider_id.as_deref())))
+            .filter_map(|n| n.metadata.name.as_deref())
+            .collect();
+        for p in m.pods.iter().filter(|p| p.node_name().is_some_and(|n| ours.contains(n))) {
+            let Some(v) = p.metadata.annotations.as_ref().and_then(|a| a.get(labels::ANNOTATION_DO_NOT_DISRUPT)) else {
+                continue;
+            };
+            if !crate::engine::termination::do_not_disrupt_malformed(v) {
+                continue;
+            }
+            let message = format!(
+                "Ignoring karpenter.sh/do-not-disrupt={v:?}: the value must be \"true\" or a duration such as \"30m\""
+            );
+            let ns = p.metadata.namespace.as_deref().unwrap_or("default");
+            let name = p.metadata.name.as_deref().unwrap_or_default();
+            let uid = p.metadata.uid.as_deref().unwrap_or_default();
+            self.event(pod_ref(ns, name, uid), true, "InvalidDoNotDisrupt", message, now, out);
         }
     }
 
@@ -784,33 +784,27 @@ impl Controller {
     }
 
     fn orchestrate(&mut self, m: &Manifests, now: Millis, out: &mut Out) {
-        let claims: BTreeMap<String, NodeClaim> =
-            m.nodeclaims.iter().map(|c| (c.name().to_string(), c.clone())).collect();
-        let n = self.in_flight.len();
-        let mut keep = Vec::new();
-        for f in std::mem::take(&mut self.in_flight) {
-            if self.replacements_pending.contains_key(&f.id) {
-                keep.push(f);
-                continue;
-            }
-            match queue::step(&f, |n| claims.get(n), now, n) {
-                Step::Wait => keep.push(f),
-                Step::DeleteCandidates => {
-                    for c in &f.command.candidates {
+        let claims: BTreeMap<&str, &NodeClaim> = m.nodeclaims.iter().map(|c| (c.name(), c)).collect();
+        let (acts, _) = self.disruption.orchestrate(now, |n| claims.get(n).copied());
+        self.carry_out(m, acts, now, out);
+    }
+
+    /// Does what the disruption controller asks (see [`disruption::Act`]).
+    fn carry_out(&mut self, m: &Manifests, acts: Vec<Act>, now: Millis, out: &mut Out) {
+        for act in acts {
+            match act {
+                Act::Start { id, command } => self.start(m, &id, &command, now, out),
+                Act::DeleteCandidates { command, .. } => {
+                    for c in &command.candidates {
                         out.push(Effect::DeleteNodeClaim {
                             name: c.nodeclaim.clone(),
                             reason: DeleteReason::Disrupted,
                         });
                     }
-                    self.record(&f.id, CommandState::Executed);
                 }
-                Step::Fail(why) => {
-                    self.roll_back(m, &f.command, out);
-                    self.record(&f.id, CommandState::Failed(why));
-                }
+                Act::RollBack { command, .. } => self.roll_back(m, &command, out),
             }
         }
-        self.in_flight = keep;
     }
 
     /// A `karpenter.sh/disrupted` taint on a node that no command of this instance holds and that is not being
@@ -868,11 +862,28 @@ impl Controller {
         busy: &BTreeSet<String>,
         f: impl FnOnce(&Context<'_>) -> R,
     ) -> R {
+        self.with_context_options(m, now, busy, self.disruption.options().clone(), false, f)
+    }
+
+    fn with_context_options<R>(
+        &self,
+        m: &Manifests,
+        now: Millis,
+        busy: &BTreeSet<String>,
+        options: DisruptionOptions,
+        assume_pending: bool,
+        f: impl FnOnce(&Context<'_>) -> R,
+    ) -> R {
         let catalogs = self.catalogs(m);
         let snap = m.snapshot();
-        let options = DisruptionOptions::default();
+        let pending = if assume_pending { self.disruption.pending_commands() } else { Vec::new() };
+        let assumed = disruption::assumed_nodeclaims((&snap.nodeclaims).into(), &pending, now);
+        let mut view = snap.view();
+        if let Some(claims) = &assumed {
+            view.nodeclaims = claims.into();
+        }
         let ctx = Context {
-            snap: snap.view(),
+            snap: view,
             catalogs: &catalogs,
             policy: &self.catalog.label_policy,
             now,
@@ -889,56 +900,44 @@ impl Controller {
     }
 
     fn disruption(&mut self, m: &Manifests, now: Millis, generation: u64, out: &mut Out) {
-        self.withdraw_stale(m, now);
         // A consolidation command waits out its validation delay, then is checked again before it starts.
-        if let Some((_, _, due)) = &self.validating {
-            if now < *due {
-                return;
-            }
-            if let Some((id, cmd, _)) = self.validating.take() {
-                match self.validate_now(m, now, &cmd) {
-                    Ok(()) => self.start(m, id, cmd, now, out),
-                    Err(why) => self.record(&id, CommandState::Invalidated(why)),
-                }
-            }
+        if let Some((id, cmd)) = self.disruption.due_validation(now) {
+            let verdict = self.validate_now(m, now, &cmd);
+            let acts = self.disruption.validated(id, cmd, verdict, now);
+            self.carry_out(m, acts, now, out);
+        }
+        if !self.disruption.pass_due(now, generation) {
             return;
         }
-        if now < self.next_pass || !self.in_flight.is_empty() {
-            return;
-        }
-        self.next_pass = now + DISRUPTION_POLL;
+        let consolidation_state = disruption::consolidation_generation(generation, now);
+        let options = self.disruption.begin_pass(now, consolidation_state);
+        self.disruption.withdraw_stale(now, |name| {
+            m.nodes
+                .iter()
+                .find(|n| n.metadata.name.as_deref() == Some(name))
+                .map(|n| n.metadata.deletion_timestamp.is_some())
+        });
         if !m.nodeclaims.iter().any(|c| c.metadata.deletion_timestamp.is_none()) {
             return;
         }
         let busy = self.busy_in(m);
-        let result = self.with_context(m, now, &busy, pass);
-        let Some(cmd) = result.command else { return };
-        let mode = self.gate.mode();
-        if mode != Mode::Auto && self.gate.suppressed(&cmd, generation) {
-            return;
-        }
-        // The same proposal already waiting is not proposed twice.
-        if self.gate.awaiting().any(|p| p.command.key() == cmd.key()) {
-            return;
-        }
-        if mode == Mode::DryRun
-            && self.records.iter().any(|r| r.state == CommandState::DryRun && r.command.key() == cmd.key())
-        {
-            return;
-        }
-        self.next_id += 1;
-        let id = format!("d-{}", self.next_id);
-        let state = match mode {
-            Mode::Auto => CommandState::Validating,
-            Mode::Approve => CommandState::AwaitingApproval,
-            Mode::DryRun => CommandState::DryRun,
-        };
-        self.records.push(CommandRecord { id: id.clone(), at: now, command: cmd.clone(), state });
-        match mode {
-            Mode::Auto if cmd.method == Method::Drift => self.start(m, id, cmd, now, out),
-            Mode::Auto => self.validating = Some((id, cmd, now + VALIDATION_DELAY)),
-            Mode::Approve | Mode::DryRun => self.gate.propose(id, cmd, now),
-        }
+        let result = self.with_context_options(m, now, &busy, options, true, pass);
+        let next_id = &mut self.next_id;
+        let acts = self.disruption.pass_done(
+            PassOutcome { result, generation: consolidation_state, state: generation, quiet_key: generation },
+            now,
+            || {
+                *next_id += 1;
+                format!("d-{next_id}")
+            },
+            // The live state hash leaves out the cloud's catalogs (offerings out of capacity come back): look
+            // again within a minute, as often as scheduled budgets can change.
+            |recheck| {
+                disruption::quiet_until(now, recheck, &m.nodepools, m.pods.iter().map(|p| &**p))
+                    .min(now + timing::MINUTE)
+            },
+        );
+        self.carry_out(m, acts, now, out);
     }
 
     fn validate_now(&self, m: &Manifests, now: Millis, cmd: &Command) -> Result<(), String> {
@@ -947,30 +946,6 @@ impl Controller {
             busy.remove(&c.node);
         }
         self.with_context(m, now, &busy, |ctx| validate(ctx, cmd).map_err(|e| format!("{}: {e}", e.kind())))
-    }
-
-    /// Proposals whose nodes are gone or going are withdrawn.
-    fn withdraw_stale(&mut self, m: &Manifests, now: Millis) {
-        let mut stale = Vec::new();
-        for p in self.gate.awaiting() {
-            for c in &p.command.candidates {
-                let gone = match m.nodes.iter().find(|n| n.metadata.name.as_deref() == Some(c.node.as_str())) {
-                    None => Some(format!("node {} is gone", c.node)),
-                    Some(n) if n.metadata.deletion_timestamp.is_some() => {
-                        Some(format!("node {} is being deleted", c.node))
-                    }
-                    Some(_) => None,
-                };
-                if let Some(why) = gone {
-                    stale.push((p.id.clone(), why));
-                    break;
-                }
-            }
-        }
-        for (id, why) in stale {
-            self.gate.withdraw(&id, &why, now);
-            self.record(&id, CommandState::Invalidated(why));
-        }
     }
 
     /// An event, unless the same one went out in the last 10 minutes.
@@ -1001,8 +976,8 @@ impl Controller {
         out.push(Effect::Event { regarding: Box::new(regarding), warning, reason: reason.to_string(), message });
     }
 
-    /// Starts a command: taint the candidates and mark their claims, create the replacements, queue it.
-    fn start(&mut self, m: &Manifests, id: String, cmd: Command, now: Millis, out: &mut Out) {
+    /// Starts a command: taint the candidates and mark their claims, create the replacements.
+    fn start(&mut self, m: &Manifests, id: &str, cmd: &Command, now: Millis, out: &mut Out) {
         for c in &cmd.candidates {
             let node_ref = ObjectReference {
                 kind: Some("Node".into()),
@@ -1031,14 +1006,9 @@ impl Controller {
         for r in &cmd.replacements {
             out.push(Effect::CreateNodeClaim {
                 claim: Box::new(r.nodeclaim.clone()),
-                purpose: Purpose::Replacement { id: id.clone() },
+                purpose: Purpose::Replacement { id: id.to_string() },
             });
         }
-        if !cmd.replacements.is_empty() {
-            self.replacements_pending.insert(id.clone(), cmd.replacements.len());
-        }
-        self.record(&id, CommandState::InProgress);
-        self.in_flight.push(InFlight { id, command: cmd, replacements: Vec::new(), started_at: now });
     }
 
     /// Takes in what the executor did.
@@ -1049,14 +1019,12 @@ impl Controller {
                 self.settle(&purpose, Some(name));
             }
             Outcome::CreateFailed { purpose, error } => {
-                self.settle(&purpose, None);
-                if let Purpose::Replacement { id } = &purpose
-                    && let Some(i) = self.in_flight.iter().position(|f| &f.id == id)
-                {
-                    // Without all its replacements the command can't go on; the candidates are given back on the
-                    // next tick by the queue (a replacement that doesn't exist fails the command).
-                    self.in_flight[i].replacements.push(format!("(failed: {error})"));
+                if let Purpose::Replacement { id } = &purpose {
+                    tracing::warn!(command = %id, %error, "a replacement NodeClaim could not be created");
                 }
+                // Without all its replacements a command can't go on: its candidates are given back on the next
+                // tick by the queue (a replacement that doesn't exist fails the command).
+                self.settle(&purpose, None);
             }
             Outcome::Launched { claim } => {
                 self.launching.insert(claim, now);
@@ -1067,53 +1035,35 @@ impl Controller {
     fn settle(&mut self, purpose: &Purpose, name: Option<String>) {
         match purpose {
             Purpose::Provisioning { .. } => self.creating = self.creating.saturating_sub(1),
-            Purpose::Replacement { id } => {
-                if let Some(f) = self.in_flight.iter_mut().find(|f| &f.id == id)
-                    && let Some(name) = name
-                {
-                    f.replacements.push(name);
-                }
-                if let Some(left) = self.replacements_pending.get_mut(id) {
-                    *left = left.saturating_sub(1);
-                    if *left == 0 {
-                        self.replacements_pending.remove(id);
-                    }
-                }
-            }
+            Purpose::Replacement { id } => self.disruption.replacement_created(id, name),
         }
     }
 
-    /// An operator approved proposal `id`: validated against the cluster as it is now, then started.
+    /// An operator approved proposal `id`: validated against the cluster as it is now, then started. `Err` when
+    /// it can't be approved (no such open proposal, dry-run) or no longer holds.
     pub fn approve(&mut self, m: &Manifests, id: &str, now: Millis) -> Result<(Vec<Effect>, String), String> {
-        let cmd = self.gate.approve(id, now)?;
-        let mut out = Out::default();
-        match self.validate_now(m, now, &cmd) {
-            Ok(()) => {
-                let summary = cmd.summary();
-                self.start(m, id.to_string(), cmd, now, &mut out);
+        // Validated first (the gate hands the command over only as it approves it): a proposal that is not open is
+        // refused by the gate either way.
+        let verdict = self.disruption.gate().get(id).map(|p| self.validate_now(m, now, &p.command.clone()));
+        let approval = self.disruption.approve(id, now, |_| verdict.unwrap_or(Ok(())))?;
+        match approval {
+            Approval::Started { acts, summary } => {
+                let mut out = Out::default();
+                self.carry_out(m, acts, now, &mut out);
                 Ok((out.finish(m), format!("{id} started: {summary}")))
             }
-            Err(why) => {
-                self.record(id, CommandState::Invalidated(why.clone()));
-                Err(format!("{id} no longer holds: {why}"))
-            }
+            Approval::Invalidated(why) => Err(format!("{id} no longer holds: {why}")),
         }
     }
 
     pub fn reject(&mut self, id: &str, generation: u64, now: Millis) -> Result<String, String> {
-        self.gate.reject(id, generation, now)?;
-        self.record(id, CommandState::Rejected);
+        self.disruption.reject(id, generation, now)?;
         Ok(format!("{id} rejected"))
     }
 
     /// Switches the disruption mode; open proposals were made under the old rules and are withdrawn.
     pub fn set_mode(&mut self, mode: Mode, now: Millis) {
-        let open: Vec<String> = self.gate.awaiting().map(|p| p.id.clone()).collect();
-        self.gate.set_mode(mode, now);
-        for id in open {
-            self.record(&id, CommandState::Invalidated(format!("disruption mode changed to {mode}")));
-        }
-        self.next_pass = now;
+        self.disruption.set_mode(mode, now);
     }
 }
 
@@ -1251,17 +1201,44 @@ fn node_update(before: &Node, after: &Node) -> Option<Effect> {
 }
 
 /// A fingerprint of what disruption decisions depend on: nodes, claims and where pods are bound.
+/// A hash of everything disruption decisions read that a controller or kubelet changes: nodes (deletion, taints,
+/// labels, readiness), NodeClaims (deletion, finalizers, provider id, conditions), where pods are bound, NodePool
+/// specs and PDBs. Equal hashes mean a pass would see the same cluster (a rejected proposal stays rejected, a
+/// pass that found nothing needn't run again); heartbeats don't move it.
 pub fn generation(m: &Manifests) -> u64 {
     let mut h = std::collections::hash_map::DefaultHasher::new();
     for n in &m.nodes {
         (n.metadata.name.as_deref(), n.metadata.deletion_timestamp.is_some()).hash(&mut h);
+        for t in n.spec.as_ref().and_then(|s| s.taints.as_ref()).into_iter().flatten() {
+            (&t.key, &t.effect).hash(&mut h);
+        }
+        n.metadata.labels.hash(&mut h);
+        lifecycle::node_ready(n).hash(&mut h);
     }
     for c in &m.nodeclaims {
-        (c.name(), c.metadata.deletion_timestamp.is_some()).hash(&mut h);
+        (c.name(), c.metadata.deletion_timestamp.is_some(), c.provider_id()).hash(&mut h);
+        c.metadata.finalizers.as_ref().map_or(0, Vec::len).hash(&mut h);
+        for cond in c.status.as_ref().map(|s| &s.conditions).into_iter().flatten() {
+            (&cond.type_, &cond.status).hash(&mut h);
+        }
     }
-    let mut bound: Vec<(Option<&str>, Option<&str>, Option<&str>)> =
-        m.pods.iter().map(|p| (p.metadata.namespace.as_deref(), p.metadata.name.as_deref(), p.node_name())).collect();
+    // (namespace, name, node, terminating) of every pod, in a stable order.
+    type Binding<'a> = (Option<&'a str>, Option<&'a str>, Option<&'a str>, bool);
+    let mut bound: Vec<Binding<'_>> = m
+        .pods
+        .iter()
+        .map(|p| {
+            let deleting = p.metadata.deletion_timestamp.is_some();
+            (p.metadata.namespace.as_deref(), p.metadata.name.as_deref(), p.node_name(), deleting)
+        })
+        .collect();
     bound.sort();
     bound.hash(&mut h);
+    for p in &m.nodepools {
+        (p.name(), serde_json::to_string(&p.spec).unwrap_or_default()).hash(&mut h);
+    }
+    for p in &m.pdbs {
+        serde_json::to_string(p).unwrap_or_default().hash(&mut h);
+    }
     h.finish()
 }

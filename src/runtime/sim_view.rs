@@ -1,16 +1,16 @@
-//! The dashboard's picture of the simulated world ([`crate::ui::model::ClusterView`]), read from the world's object
+//! The dashboard's picture of the simulated world ([`crate::protocol::view::ClusterView`]), read from the world's object
 //! store, its records and the engine's explanations. Read-only apart from the explanation cache the world keeps.
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use crate::controller::interruption::Kind as InterruptionKind;
 use crate::engine::api::nodeclaim::COND_INITIALIZED;
 use crate::engine::disruption::Method;
 use crate::engine::provisioning::Millis;
 use crate::engine::stored_pod::StoredPod;
+use crate::protocol::view::*;
 use crate::runtime::picture::{self, Objects};
-use crate::sim::cloud::InterruptionKind;
 use crate::sim::world::{Decision, DisruptionState, World};
-use crate::ui::model::*;
 
 /// Events kept in the picture.
 const MAX_EVENTS: usize = 500;
@@ -23,7 +23,7 @@ pub fn view(w: &mut World, source: Source, generation: u64) -> ClusterView {
     let mut v = ClusterView {
         source,
         now,
-        mode: w.disruption.gate.mode(),
+        mode: w.disruption.orchestrator.mode(),
         leadership: Leadership::Acting,
         price_provenance: picture::price_provenance(&catalog.price_source, &catalog.region),
         generation,
@@ -43,19 +43,21 @@ pub fn view(w: &mut World, source: Source, generation: u64) -> ClusterView {
         .decisions
         .iter()
         .filter_map(|d| match d {
-            Decision::Disruption(r) if r.state == DisruptionState::InProgress => Some(r),
+            Decision::Disruption(id) => w.disruption_record(id),
             _ => None,
         })
-        .flat_map(|r| r.candidates.iter().cloned())
+        .filter(|r| r.state == DisruptionState::InProgress)
+        .flat_map(|r| r.candidates)
         .collect();
     let price = |name: &str, _: &BTreeMap<String, String>| prices.get(name).copied().unwrap_or(0.0);
     picture::fill_nodes(&mut v, &objects, &pods_on, &price, &busy, outlook.as_ref());
 
     // Disruptions: the record holds every command from computation to its end.
     let awaiting: BTreeMap<String, &crate::engine::disruption::Command> =
-        w.disruption.gate.awaiting().map(|p| (p.id.clone(), &p.command)).collect();
+        w.disruption.orchestrator.gate().awaiting().map(|p| (p.id.clone(), &p.command)).collect();
     for d in w.record.decisions.iter().rev() {
-        let Decision::Disruption(r) = d else { continue };
+        let Decision::Disruption(id) = d else { continue };
+        let Some(r) = w.disruption_record(id) else { continue };
         let state = match &r.state {
             DisruptionState::Validating => ProposalState::Validating,
             DisruptionState::AwaitingApproval => ProposalState::AwaitingApproval,
@@ -140,7 +142,7 @@ pub fn view(w: &mut World, source: Source, generation: u64) -> ClusterView {
             }),
             Decision::Interruption { at, node, kind, displaced, .. } => {
                 let rec = node_records.get(node.as_str());
-                let kind_s = interruption_name(*kind);
+                let kind_s = InterruptionKind::reason(*kind);
                 // A displaced pod is running again once a pod of the same name (the controller's replacement, or
                 // the pod itself) is bound to another node after the notice.
                 let back: Vec<Option<Millis>> = displaced
@@ -188,13 +190,16 @@ pub fn view(w: &mut World, source: Source, generation: u64) -> ClusterView {
                     message: format!("{kind_s} notice for {node}"),
                 });
             }
-            Decision::Disruption(r) => v.events.push(EventRow {
-                at: r.at,
-                kind: "Normal".into(),
-                reason: format!("Disruption{}", capitalise(r.method.as_str())),
-                object: r.candidates.iter().map(|c| format!("node/{c}")).collect::<Vec<_>>().join(","),
-                message: format!("{} ({})", r.summary, state_word(&r.state)),
-            }),
+            Decision::Disruption(id) => {
+                let Some(r) = w.disruption_record(id) else { continue };
+                v.events.push(EventRow {
+                    at: r.at,
+                    kind: "Normal".into(),
+                    reason: format!("Disruption{}", capitalise(r.method.as_str())),
+                    object: r.candidates.iter().map(|c| format!("node/{c}")).collect::<Vec<_>>().join(","),
+                    message: format!("{} ({})", r.summary, state_word(&r.state)),
+                })
+            }
         }
     }
     // The cluster's side: nodes registering, becoming ready and going away.
@@ -238,7 +243,7 @@ pub fn view(w: &mut World, source: Source, generation: u64) -> ClusterView {
 /// Where a started command is: its replacements, then the candidates draining.
 fn progress_of(w: &World, id: &str, candidates: &[String], pods_on: &BTreeMap<&str, Vec<&StoredPod>>) -> String {
     let mut parts = Vec::new();
-    if let Some(f) = w.disruption.in_flight.iter().find(|f| f.id == id) {
+    if let Some(f) = w.disruption.orchestrator.in_flight().iter().find(|f| f.id == id) {
         let ready = f
             .replacements
             .iter()
@@ -270,15 +275,5 @@ fn state_word(s: &DisruptionState) -> String {
         DisruptionState::Invalidated(w) => format!("invalidated: {w}"),
         DisruptionState::Failed(w) => format!("failed: {w}"),
         other => format!("{other:?}").to_lowercase(),
-    }
-}
-
-fn interruption_name(k: InterruptionKind) -> &'static str {
-    match k {
-        InterruptionKind::SpotInterruption => "SpotInterrupted",
-        InterruptionKind::RebalanceRecommendation => "SpotRebalanceRecommendation",
-        InterruptionKind::ScheduledChange => "ScheduledChange",
-        InterruptionKind::InstanceStopping => "InstanceStopping",
-        InterruptionKind::InstanceTerminated => "InstanceTerminated",
     }
 }

@@ -1,11 +1,13 @@
 //! What the dashboard asks of a backend and what comes back. A backend owns the world (simulated or live) and the
-//! engine; the UI only ever sees [`crate::ui::model::ClusterView`] pictures and the outcomes of its requests.
+//! engine; the UI only ever sees [`crate::protocol::view::ClusterView`] pictures and the outcomes of its requests.
+
+pub mod view;
 
 use std::sync::Arc;
 
 use crate::engine::disruption::gate::Mode;
 use crate::engine::whatif::EditPreview;
-use crate::ui::model::ClusterView;
+use crate::protocol::view::ClusterView;
 
 /// A request from the operator, already confirmed in the UI. `request` ties the outcome to it.
 #[derive(Debug, Clone, PartialEq)]
