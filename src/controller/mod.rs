@@ -7,6 +7,8 @@
 //! operator-facing state of disruption commands (proposals, approvals, commands in flight).
 
 pub mod disruption;
+pub mod drift;
+pub mod pod_events;
 pub mod effect;
 pub mod interruption;
 pub mod nodepool_status;
@@ -28,7 +30,6 @@ use crate::engine::disruption::consolidation::{Outlook, explain_nodes, pass};
 use crate::engine::disruption::gate::Mode;
 use crate::engine::disruption::validation::validate;
 use crate::engine::disruption::{Blocker, Command, Context, DisruptionOptions};
-use crate::engine::drift;
 use crate::engine::labels;
 use crate::engine::lifecycle::{self, DeleteReason, FinalizeAction, LifecycleAction, LifecycleSettings, set_condition};
 use crate::engine::manifests::Manifests;
@@ -44,7 +45,9 @@ pub const KWOK_PROVIDER_PREFIX: &str = "kwok://";
 
 pub use disruption::{Act, Approval, CommandRecord, CommandState, Orchestrator, PassOutcome};
 pub use settings::Settings;
-use timing::{POD_EVENT_DEDUPE, POD_REQUEUE, SECOND};
+use drift::{DriftRead, DriftTracker};
+use pod_events::PodEventTracker;
+use timing::{POD_REQUEUE, SECOND};
 /// Claims created but not yet in the cache hold provisioning back at most this long.
 const CREATE_SETTLE: Millis = 30 * SECOND;
 /// A launch not yet visible in the cache is not repeated for this long.
@@ -79,11 +82,10 @@ pub struct Controller {
     next_id: u64,
     /// Pods seen pending (by uid), and when each last opened a batch.
     seen_pending: BTreeMap<String, Millis>,
-    /// Pods bound per node at the last tick (`None` before the first: a restart doesn't count as pod events).
-    pods_per_node: Option<BTreeMap<String, usize>>,
-    last_pod_event: BTreeMap<String, Millis>,
-    /// Per claim: when drift was last checked, against which NodePool spec (hash).
-    drift_checked: BTreeMap<String, (Millis, u64)>,
+    /// `lastPodEventTime` bookkeeping (a restart doesn't count as pod events).
+    pod_events: PodEventTracker,
+    /// When each claim's drift was last checked.
+    drift: DriftTracker,
     /// Provider ids this cloud owns start with this; claims and nodes of another provider (an EKS cluster's EC2
     /// nodes, say) are never launched, drained, finalized or disrupted by it.
     provider_prefix: String,
@@ -100,15 +102,6 @@ pub struct Controller {
     class_drift: BTreeMap<String, String>,
     /// When the next `DisruptionBlocked`/`Unconsolidatable` round is due.
     next_explain: Millis,
-}
-
-/// The cloud's node-class drift verdicts, as the engine's drift hook.
-struct ClassDrift<'a>(&'a BTreeMap<String, String>);
-
-impl drift::NodeClassDrift for ClassDrift<'_> {
-    fn drifted(&self, claim: &NodeClaim) -> Option<String> {
-        self.0.get(claim.name()).cloned()
-    }
 }
 
 /// An interruption notice as operators see it.
@@ -162,9 +155,8 @@ impl Controller {
             nominated: BTreeMap::new(),
             next_id: 0,
             seen_pending: BTreeMap::new(),
-            pods_per_node: None,
-            last_pod_event: BTreeMap::new(),
-            drift_checked: BTreeMap::new(),
+            pod_events: PodEventTracker::default(),
+            drift: DriftTracker::default(),
             events_sent: BTreeMap::new(),
             interruptions: Vec::new(),
             provider_prefix: KWOK_PROVIDER_PREFIX.to_string(),
@@ -714,72 +706,52 @@ impl Controller {
     /// `status.lastPodEventTime` on claims whose node gained or lost pods (consolidateAfter counts from it), at
     /// most once per 10 s per node, as upstream.
     fn pod_events(&mut self, m: &Manifests, now: Millis, out: &mut Out) {
-        let mut counts: BTreeMap<String, usize> = BTreeMap::new();
+        let mut counts: BTreeMap<&str, usize> = BTreeMap::new();
         for p in &m.pods {
             if let Some(n) = p.node_name() {
-                *counts.entry(n.to_string()).or_insert(0) += 1;
+                *counts.entry(n).or_insert(0) += 1;
             }
         }
-        if let Some(seen) = &self.pods_per_node {
-            for n in &m.nodes {
-                let name = n.metadata.name.as_deref().unwrap_or_default();
-                if counts.get(name) == seen.get(name) {
-                    continue;
-                }
-                if self.last_pod_event.get(name).is_some_and(|t| now - t < POD_EVENT_DEDUPE) {
-                    continue;
-                }
-                let pid = n.spec.as_ref().and_then(|s| s.provider_id.as_deref());
-                // Only claims of this cloud: another provider's claim is its own controller's to keep.
-                if let Some(c) = m.nodeclaims.iter().find(|c| pid.is_some() && c.provider_id() == pid)
-                    && self.ours(c.provider_id())
-                {
-                    out.claim(c).status.get_or_insert_with(Default::default).last_pod_event_time =
-                        Some(lifecycle::rfc3339(now));
-                    self.last_pod_event.insert(name.to_string(), now);
-                }
+        let due = self.pod_events.observe(&counts, m.nodes.iter().filter_map(|n| n.metadata.name.as_deref()), now);
+        for name in due {
+            let Some(n) = m.nodes.iter().find(|n| n.metadata.name.as_deref() == Some(name)) else { continue };
+            let pid = n.spec.as_ref().and_then(|s| s.provider_id.as_deref());
+            // Only claims of this cloud: another provider's claim is its own controller's to keep.
+            if let Some(c) = m.nodeclaims.iter().find(|c| pid.is_some() && c.provider_id() == pid)
+                && self.ours(c.provider_id())
+            {
+                out.claim(c).status.get_or_insert_with(Default::default).last_pod_event_time =
+                    Some(lifecycle::rfc3339(now));
+                self.pod_events.written(name, now);
             }
         }
-        self.last_pod_event.retain(|n, _| counts.contains_key(n));
-        self.pods_per_node = Some(counts);
     }
 
     /// `Drifted` on claims that no longer match their NodePool (engine.md §6): checked every 5 minutes, and at
-    /// once when the NodePool's spec changes.
+    /// once when the NodePool's spec or the cloud's verdict on the node class changes.
     fn drift(&mut self, m: &Manifests, now: Millis, out: &mut Out) {
         let catalogs = self.catalogs(m);
-        let live: BTreeSet<&str> =
-            m.nodeclaims.iter().filter(|c| c.metadata.deletion_timestamp.is_none()).map(|c| c.name()).collect();
-        self.drift_checked.retain(|k, _| live.contains(k.as_str()));
-        for claim in m.nodeclaims.iter().filter(|c| c.metadata.deletion_timestamp.is_none()) {
-            let Some(pool) = claim.nodepool().and_then(|p| m.nodepools.iter().find(|x| x.name() == p)) else {
-                continue;
-            };
-            let mut h = std::collections::hash_map::DefaultHasher::new();
-            serde_json::to_string(&pool.spec).unwrap_or_default().hash(&mut h);
-            // A new node-class verdict is looked at now, not at the next periodic check.
-            self.class_drift.get(claim.name()).hash(&mut h);
-            let hash = h.finish();
-            if self.drift_checked.get(claim.name()).is_some_and(|(at, h)| *h == hash && now - at < drift::DRIFT_REQUEUE)
-            {
-                continue;
+        let claims: Vec<&NodeClaim> = m.nodeclaims.iter().collect();
+        let pool = |name: &str| m.nodepools.iter().find(|p| p.name() == name);
+        let nodes_by_id: BTreeMap<&str, &Node> = m
+            .nodes
+            .iter()
+            .filter_map(|n| n.spec.as_ref().and_then(|s| s.provider_id.as_deref()).map(|p| (p, n)))
+            .collect();
+        let node_labels =
+            |c: &NodeClaim| c.provider_id().and_then(|pid| nodes_by_id.get(pid)).and_then(|n| n.metadata.labels.as_ref());
+        let types = |name: &str| catalogs.get(name).map_or(&[][..], Vec::as_slice);
+        let read = DriftRead {
+            claims: &claims,
+            pool: &pool,
+            node_labels: &node_labels,
+            types: &types,
+            class_drift: &self.class_drift,
+        };
+        for (name, status, reason, message) in self.drift.check(&read, now) {
+            if let Some(c) = m.nodeclaims.iter().find(|c| c.name() == name) {
+                set_condition(out.claim(c), COND_DRIFTED, status, &reason, &message, now);
             }
-            let node_labels = claim
-                .provider_id()
-                .and_then(|pid| {
-                    m.nodes.iter().find(|n| n.spec.as_ref().and_then(|s| s.provider_id.as_deref()) == Some(pid))
-                })
-                .and_then(|n| n.metadata.labels.as_ref());
-            let types = catalogs.get(pool.name()).map_or(&[][..], Vec::as_slice);
-            let class_drift = ClassDrift(&self.class_drift);
-            let mut input = drift::DriftInput::new(claim, pool, types, now);
-            input.node_labels = node_labels;
-            input.node_class = &class_drift;
-            let found = drift::detect(&input);
-            if let Some((status, reason, message)) = drift::condition_update(claim, found.as_ref()) {
-                set_condition(out.claim(claim), COND_DRIFTED, status, &reason, &message, now);
-            }
-            self.drift_checked.insert(claim.name().to_string(), (now, hash));
         }
     }
 

@@ -12,13 +12,13 @@ use k8s_openapi::api::core::v1::NodeSpec;
 
 use super::{Decision, SECOND, Settings, Timer, World};
 use crate::controller::disruption::{self, Act, Approval, Orchestrator, PassOutcome};
-use crate::controller::timing::POD_EVENT_DEDUPE;
+use crate::controller::drift::{DriftRead, DriftTracker};
+use crate::controller::pod_events::PodEventTracker;
 use crate::engine::api::nodeclaim::COND_DISRUPTION_REASON;
 use crate::engine::disruption::consolidation::Outlook;
 use crate::engine::disruption::gate::Mode;
 use crate::engine::disruption::validation::validate;
 use crate::engine::disruption::{Command, Context, DisruptionOptions, Method, explain_nodes, pass};
-use crate::engine::drift;
 use crate::engine::labels;
 use crate::engine::lifecycle::{self, DeleteReason};
 use crate::engine::provisioning::Millis;
@@ -51,16 +51,14 @@ pub struct Controller {
     pub orchestrator: Orchestrator,
     /// Nodes nominated for pending pods, until when.
     pub nominated: BTreeMap<String, Millis>,
-    /// Bound pods per node at the last pass, and when each node's claim last had its pod event time written.
-    pods_per_node: BTreeMap<String, usize>,
+    /// Pod events per node (shared with the live controller); the world starts from no pods at all.
+    pod_events: PodEventTracker,
     /// (pods, nodes) stamps `pods_per_node` was counted at, and when.
     pods_counted_at: Option<[u64; 2]>,
     pods_counted_time: Millis,
-    last_pod_event: BTreeMap<String, Millis>,
     pub passes: Vec<PassTiming>,
-    /// Per NodeClaim: when drift was last checked, against which NodePool spec, and when the instance-type
-    /// check last ran.
-    drift_checked: BTreeMap<String, (Millis, u64, Millis)>,
+    /// When each NodeClaim's drift was last checked (shared with the live controller).
+    drift: DriftTracker,
     /// Drift detection: the (nodepools, nodeclaims, nodes) stamps it last ran at, and when a claim's 5-minute
     /// recheck is next due.
     drift_seen: Option<[u64; 3]>,
@@ -75,12 +73,11 @@ impl Controller {
         Controller {
             orchestrator: Orchestrator::new(c.mode, options, c.validation_delay),
             nominated: BTreeMap::new(),
-            pods_per_node: BTreeMap::new(),
+            pod_events: PodEventTracker::from_empty(),
             pods_counted_at: None,
             pods_counted_time: Millis::MIN,
-            last_pod_event: BTreeMap::new(),
             passes: Vec::new(),
-            drift_checked: BTreeMap::new(),
+            drift: DriftTracker::default(),
             drift_seen: None,
             drift_due: Millis::MIN,
         }
@@ -135,77 +132,37 @@ impl World {
         self.detect_drift();
         self.disruption.drift_seen = Some(stamps(&self.cluster));
         // Every claim was just checked or is not due yet, so this is in the future.
-        let due = self
-            .disruption
-            .drift_checked
-            .values()
-            .map(|(at, _, _)| (at + drift::DRIFT_REQUEUE).max(self.now + 1))
-            .min();
+        let due = self.disruption.drift.next_due(self.now);
         self.disruption.drift_due = due.unwrap_or(Millis::MAX);
         if let Some(t) = due {
             self.at(t, Timer::Wake);
         }
     }
 
-    /// Sets `Drifted` on NodeClaims that no longer match their NodePool (engine.md §6): rechecked every 5 minutes
-    /// or as soon as the NodePool changes; the instance-type check at most every 30 minutes.
+    /// Sets `Drifted` on NodeClaims that no longer match their NodePool (engine.md §6), as the controller's drift
+    /// tracker says.
     fn detect_drift(&mut self) {
         let now = self.now;
         let catalogs = self.catalogs();
-        let pool_hash = |p: &crate::engine::api::NodePool| {
-            let mut h = std::collections::hash_map::DefaultHasher::new();
-            serde_json::to_string(&p.spec).unwrap_or_default().hash(&mut h);
-            h.finish()
-        };
-        let mut updates = Vec::new();
-        let names: Vec<String> = self.cluster.nodeclaims.keys().cloned().collect();
         let node_by_pid: BTreeMap<&str, &k8s_openapi::api::core::v1::Node> = self
             .cluster
             .nodes
             .values()
             .filter_map(|n| n.spec.as_ref().and_then(|s| s.provider_id.as_deref()).map(|p| (p, &**n)))
             .collect();
-        let mut pool_hashes: BTreeMap<&str, u64> = BTreeMap::new();
-        // Claims being deleted are not checked again; forget them so they never look due.
-        let nodeclaims = &self.cluster.nodeclaims;
-        self.disruption
-            .drift_checked
-            .retain(|k, _| nodeclaims.get(k).is_some_and(|c| c.metadata.deletion_timestamp.is_none()));
-        for name in names {
-            let Some(claim) = self.cluster.nodeclaims.get(&name) else { continue };
-            if claim.metadata.deletion_timestamp.is_some() {
-                continue;
-            }
-            let Some(pool) = claim.nodepool().and_then(|p| self.cluster.nodepools.get(p)) else { continue };
-            let hash = *pool_hashes.entry(pool.name()).or_insert_with(|| pool_hash(pool));
-            let last = self.disruption.drift_checked.get(&name).copied();
-            if last.is_some_and(|(at, h, _)| h == hash && now - at < drift::DRIFT_REQUEUE) {
-                continue;
-            }
-            let it_due = last.is_none_or(|(_, _, it)| now - it >= drift::INSTANCE_TYPE_CHECK_INTERVAL);
-            let node_labels =
-                claim.provider_id().and_then(|pid| node_by_pid.get(pid)).and_then(|n| n.metadata.labels.as_ref());
-            let types = catalogs.get(pool.name()).map_or(&[][..], Vec::as_slice);
-            let mut input = drift::DriftInput::new(claim, pool, types, now);
-            input.node_labels = node_labels;
-            input.check_instance_type = it_due;
-            let found = drift::detect(&input);
-            if let Some(u) = drift::condition_update(claim, found.as_ref()) {
-                updates.push((name.clone(), u));
-            }
-            let it_at = if it_due { now } else { last.map_or(now, |l| l.2) };
-            self.disruption.drift_checked.insert(name, (now, hash, it_at));
-        }
-        for (name, (status, reason, message)) in updates {
+        let claims: Vec<&crate::engine::api::NodeClaim> = self.cluster.nodeclaims.values().map(|c| &**c).collect();
+        let pools = &self.cluster.nodepools;
+        let pool = |name: &str| pools.get(name).map(|p| &**p);
+        let node_labels = |c: &crate::engine::api::NodeClaim| {
+            c.provider_id().and_then(|pid| node_by_pid.get(pid)).and_then(|n| n.metadata.labels.as_ref())
+        };
+        let types = |name: &str| catalogs.get(name).map_or(&[][..], Vec::as_slice);
+        let no_class_drift = BTreeMap::new();
+        let read = DriftRead { claims: &claims, pool: &pool, node_labels: &node_labels, types: &types, class_drift: &no_class_drift };
+        let updates = self.disruption.drift.check(&read, now);
+        for (name, status, reason, message) in updates {
             if let Some(c) = self.cluster.nodeclaims.get_mut(&name) {
-                lifecycle::set_condition(
-                    c,
-                    crate::engine::api::nodeclaim::COND_DRIFTED,
-                    status,
-                    &reason,
-                    &message,
-                    now,
-                );
+                lifecycle::set_condition(c, crate::engine::api::nodeclaim::COND_DRIFTED, status, &reason, &message, now);
             }
         }
     }
@@ -225,29 +182,21 @@ impl World {
             return;
         }
         // Counted with borrowed names: this runs whenever pods change, over every pod.
-        let mut counts: rustc_hash::FxHashMap<&str, usize> = rustc_hash::FxHashMap::default();
+        let mut counts: BTreeMap<&str, usize> = BTreeMap::new();
         for p in self.cluster.pods.values() {
             if let Some(n) = p.node_name() {
                 *counts.entry(n).or_insert(0) += 1;
             }
         }
         let now = self.now;
-        let seen = &self.disruption.pods_per_node;
-        let changed: Vec<String> = self
-            .cluster
-            .nodes
-            .keys()
-            .filter(|n| counts.get(n.as_str()).copied().unwrap_or(0) != seen.get(n.as_str()).copied().unwrap_or(0))
-            .cloned()
+        let due: Vec<String> = self
+            .disruption
+            .pod_events
+            .observe(&counts, self.cluster.nodes.keys().map(String::as_str), now)
+            .into_iter()
+            .map(str::to_string)
             .collect();
-        if !changed.is_empty() || counts.len() != seen.len() {
-            self.disruption.pods_per_node = counts.into_iter().map(|(k, v)| (k.to_string(), v)).collect();
-        }
-        for node in changed {
-            let recent = self.disruption.last_pod_event.get(&node).is_some_and(|t| now - t < POD_EVENT_DEDUPE);
-            if recent {
-                continue;
-            }
+        for node in due {
             let pid = self.cluster.nodes.get(&node).and_then(|n| n.spec.as_ref()).and_then(|s| s.provider_id.clone());
             let claim = self
                 .cluster
@@ -257,7 +206,7 @@ impl World {
                 .map(|(k, _)| k.clone());
             if let Some(c) = claim.and_then(|k| self.cluster.nodeclaims.get_mut(&k)) {
                 c.status.get_or_insert_with(Default::default).last_pod_event_time = Some(lifecycle::rfc3339(now));
-                self.disruption.last_pod_event.insert(node, now);
+                self.disruption.pod_events.written(&node, now);
             }
         }
         self.disruption.pods_counted_at = Some([self.cluster.pods.stamp(), self.cluster.nodes.stamp()]);
