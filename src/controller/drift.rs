@@ -48,12 +48,8 @@ impl DriftTracker {
     /// Checks the claims that are due and returns the conditions to write.
     pub fn check(&mut self, read: &DriftRead<'_, '_>, now: Millis) -> Vec<DriftUpdate> {
         // Claims gone or being deleted are not checked again; forget them so they never look due.
-        let live: BTreeMap<&str, &NodeClaim> = read
-            .claims
-            .iter()
-            .filter(|c| c.metadata.deletion_timestamp.is_none())
-            .map(|c| (c.name(), *c))
-            .collect();
+        let live: BTreeMap<&str, &NodeClaim> =
+            read.claims.iter().filter(|c| c.metadata.deletion_timestamp.is_none()).map(|c| (c.name(), *c)).collect();
         self.checked.retain(|k, _| live.contains_key(k.as_str()));
         let mut pool_hashes: BTreeMap<&str, u64> = BTreeMap::new();
         let class = ClassDrift(read.class_drift);

@@ -8,10 +8,10 @@
 
 pub mod disruption;
 pub mod drift;
-pub mod pod_events;
 pub mod effect;
 pub mod interruption;
 pub mod nodepool_status;
+pub mod pod_events;
 pub mod settings;
 pub mod timing;
 
@@ -44,9 +44,9 @@ pub use effect::{Effect, Purpose};
 pub const KWOK_PROVIDER_PREFIX: &str = "kwok://";
 
 pub use disruption::{Act, Approval, CommandRecord, CommandState, Orchestrator, PassOutcome};
-pub use settings::Settings;
 use drift::{DriftRead, DriftTracker};
 use pod_events::PodEventTracker;
+pub use settings::Settings;
 use timing::{POD_REQUEUE, SECOND};
 /// Claims created but not yet in the cache hold provisioning back at most this long.
 const CREATE_SETTLE: Millis = 30 * SECOND;
@@ -738,8 +738,9 @@ impl Controller {
             .iter()
             .filter_map(|n| n.spec.as_ref().and_then(|s| s.provider_id.as_deref()).map(|p| (p, n)))
             .collect();
-        let node_labels =
-            |c: &NodeClaim| c.provider_id().and_then(|pid| nodes_by_id.get(pid)).and_then(|n| n.metadata.labels.as_ref());
+        let node_labels = |c: &NodeClaim| {
+            c.provider_id().and_then(|pid| nodes_by_id.get(pid)).and_then(|n| n.metadata.labels.as_ref())
+        };
         let types = |name: &str| catalogs.get(name).map_or(&[][..], Vec::as_slice);
         let read = DriftRead {
             claims: &claims,

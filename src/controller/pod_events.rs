@@ -43,9 +43,10 @@ impl PodEventTracker {
                 }
             }
         }
-        let changed = self.seen.as_ref().is_none_or(|seen| {
-            seen.len() != counts.len() || counts.iter().any(|(n, c)| seen.get(*n) != Some(c))
-        });
+        let changed = self
+            .seen
+            .as_ref()
+            .is_none_or(|seen| seen.len() != counts.len() || counts.iter().any(|(n, c)| seen.get(*n) != Some(c)));
         if changed {
             self.seen = Some(counts.iter().map(|(n, c)| (n.to_string(), *c)).collect());
         }

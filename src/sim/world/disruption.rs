@@ -158,11 +158,24 @@ impl World {
         };
         let types = |name: &str| catalogs.get(name).map_or(&[][..], Vec::as_slice);
         let no_class_drift = BTreeMap::new();
-        let read = DriftRead { claims: &claims, pool: &pool, node_labels: &node_labels, types: &types, class_drift: &no_class_drift };
+        let read = DriftRead {
+            claims: &claims,
+            pool: &pool,
+            node_labels: &node_labels,
+            types: &types,
+            class_drift: &no_class_drift,
+        };
         let updates = self.disruption.drift.check(&read, now);
         for (name, status, reason, message) in updates {
             if let Some(c) = self.cluster.nodeclaims.get_mut(&name) {
-                lifecycle::set_condition(c, crate::engine::api::nodeclaim::COND_DRIFTED, status, &reason, &message, now);
+                lifecycle::set_condition(
+                    c,
+                    crate::engine::api::nodeclaim::COND_DRIFTED,
+                    status,
+                    &reason,
+                    &message,
+                    now,
+                );
             }
         }
     }
