@@ -12,6 +12,7 @@ pub mod effect;
 pub mod interruption;
 pub mod nodepool_status;
 pub mod pod_events;
+pub mod provisioning;
 pub mod settings;
 pub mod timing;
 
@@ -33,7 +34,7 @@ use crate::engine::disruption::{Blocker, Command, Context, DisruptionOptions};
 use crate::engine::labels;
 use crate::engine::lifecycle::{self, DeleteReason, FinalizeAction, LifecycleAction, LifecycleSettings, set_condition};
 use crate::engine::manifests::Manifests;
-use crate::engine::provisioning::{Batcher, Millis, is_provisionable, provision};
+use crate::engine::provisioning::{Millis, is_provisionable, provision};
 use crate::engine::scheduling::SchedulerOptions;
 use crate::engine::stored_pod::StoredPod;
 use crate::engine::termination::{disrupted_taint, drain_plan};
@@ -46,16 +47,15 @@ pub const KWOK_PROVIDER_PREFIX: &str = "kwok://";
 pub use disruption::{Act, Approval, CommandRecord, CommandState, Orchestrator, PassOutcome};
 use drift::{DriftRead, DriftTracker};
 use pod_events::PodEventTracker;
+use provisioning::Provisioner;
 pub use settings::Settings;
-use timing::{POD_REQUEUE, SECOND};
+use timing::SECOND;
 /// Claims created but not yet in the cache hold provisioning back at most this long.
 const CREATE_SETTLE: Millis = 30 * SECOND;
 /// A launch not yet visible in the cache is not repeated for this long.
 const LAUNCH_SETTLE: Millis = 30 * SECOND;
 /// An instance still listed after it was asked to terminate is asked again after this long.
 const TERMINATE_AGAIN: Millis = 30 * SECOND;
-/// Nodes that received pending pods are left out of consolidation this long.
-const NOMINATION_HOLD: Millis = 20 * SECOND;
 /// The same Kubernetes Event is sent again at most this often.
 const EVENT_REPEAT: Millis = 10 * 60 * SECOND;
 /// Why nodes are not disrupted is published as Events this often (a full single-node pass over every node).
@@ -64,7 +64,8 @@ const EXPLAIN_EVERY: Millis = 5 * 60 * SECOND;
 pub struct Controller {
     catalog: Arc<Catalog>,
     lifecycle: LifecycleSettings,
-    batcher: Batcher,
+    /// When to solve: batching windows and the pending pods' requeue.
+    provisioner: Provisioner,
     /// Claims this instance created, until the cache shows them.
     created: BTreeMap<String, Millis>,
     /// Creations sent but not answered yet (the name is only known afterwards).
@@ -80,8 +81,6 @@ pub struct Controller {
     disruption: Orchestrator,
     nominated: BTreeMap<String, Millis>,
     next_id: u64,
-    /// Pods seen pending (by uid), and when each last opened a batch.
-    seen_pending: BTreeMap<String, Millis>,
     /// `lastPodEventTime` bookkeeping (a restart doesn't count as pod events).
     pod_events: PodEventTracker,
     /// When each claim's drift was last checked.
@@ -137,7 +136,7 @@ impl Controller {
         Controller {
             catalog,
             lifecycle: LifecycleSettings::default(),
-            batcher: Batcher::new(settings.batch_idle, settings.batch_max),
+            provisioner: Provisioner::new(&settings),
             created: BTreeMap::new(),
             creating: 0,
             launching: BTreeMap::new(),
@@ -154,7 +153,6 @@ impl Controller {
             ),
             nominated: BTreeMap::new(),
             next_id: 0,
-            seen_pending: BTreeMap::new(),
             pod_events: PodEventTracker::default(),
             drift: DriftTracker::default(),
             events_sent: BTreeMap::new(),
@@ -455,30 +453,20 @@ impl Controller {
 
     fn provisioning(&mut self, m: &Manifests, now: Millis, out: &mut Out) {
         let pending: Vec<&StoredPod> = m.pods.iter().map(|p| &**p).filter(|p| is_provisionable(p)).collect();
-        // A pending pod opens a batch when first seen and again every 10 s while it stays pending (upstream's
-        // requeue), so a pod nothing can take doesn't cost a solve per tick.
-        for p in &pending {
-            let uid = p.metadata.uid.clone().unwrap_or_default();
-            let due = self.seen_pending.get(&uid).is_none_or(|t| now - t >= POD_REQUEUE);
-            if due {
-                self.seen_pending.insert(uid.clone(), now);
-                self.batcher.trigger(&uid, now);
-            }
-        }
-        let still: BTreeSet<String> = pending.iter().filter_map(|p| p.metadata.uid.clone()).collect();
-        self.seen_pending.retain(|u, _| still.contains(u));
+        self.provisioner.observe(pending.iter().map(|p| p.metadata.uid.as_deref().unwrap_or_default()), now);
+        // Claims this instance created and the cache doesn't show yet would be made again.
         if pending.is_empty() || !self.created.is_empty() || self.creating > 0 {
             return;
         }
-        if !self.batcher.is_open() || !self.batcher.ready(now) {
+        if !self.provisioner.due(now) {
             return;
         }
-        self.batcher.reset();
+        self.provisioner.solved();
         let catalogs = self.catalogs(m);
         let snap = m.snapshot();
         let result = provision(&snap.view(), &catalogs, &self.catalog.label_policy, SchedulerOptions::default());
         for p in &result.results.existing {
-            self.nominated.insert(p.node.clone(), now + NOMINATION_HOLD);
+            self.nominated.insert(p.node.clone(), self.provisioner.nominated_until(now));
             for &i in &p.pods {
                 let pod = &result.pods[i];
                 let message = format!("Pod should schedule on: node/{}", p.node);

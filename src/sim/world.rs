@@ -17,6 +17,7 @@ use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
 use crate::controller::interruption::Kind as InterruptionKind;
+use crate::controller::provisioning::Provisioner;
 use crate::engine::api::nodeclaim::{COND_INITIALIZED, COND_LAUNCHED};
 use crate::engine::api::{NodeClaim, NodePool};
 use crate::engine::catalog::{Catalog, InstanceType};
@@ -24,7 +25,7 @@ use crate::engine::labels;
 use crate::engine::lifecycle::{
     self, DeleteReason, FinalizeAction, LaunchError, LaunchResult, LifecycleAction, LifecycleSettings,
 };
-use crate::engine::provisioning::{Batcher, Millis, is_provisionable, provision};
+use crate::engine::provisioning::{Millis, is_provisionable, provision};
 use crate::engine::scheduling::SchedulerOptions;
 use crate::engine::stored_pod::StoredPod;
 use crate::sim::cloud::{CloudError, SimCloud};
@@ -210,7 +211,8 @@ pub struct World {
     settings: Settings,
     lifecycle: LifecycleSettings,
     options: SchedulerOptions,
-    batcher: Batcher,
+    /// When to solve (shared with the live controller).
+    provisioner: Provisioner,
     timers: BTreeSet<(Millis, u64, Timer)>,
     wakes: BTreeSet<Millis>,
     timer_seq: u64,
@@ -223,8 +225,6 @@ pub struct World {
     rng: Rng,
     /// Why each pod was pending after the last provisioning pass: (NodePool or "", reason).
     pub pending_reasons: BTreeMap<Key, Vec<(String, String)>>,
-    /// When each pod last triggered provisioning.
-    last_trigger: BTreeMap<String, Millis>,
     next_decision: u64,
     /// How many of the disruption controller's records are in `record.decisions`.
     disruption_records_seen: usize,
@@ -266,7 +266,7 @@ impl World {
             cloud: SimCloud::new(&catalog),
             cluster: Cluster::with_seed(seed ^ 0x706f_6473),
             record: Record::default(),
-            batcher: Batcher::new(settings.batch_idle, settings.batch_max),
+            provisioner: Provisioner::new(&settings.controller()),
             catalog,
             settings,
             lifecycle: LifecycleSettings::default(),
@@ -279,7 +279,6 @@ impl World {
             drains: BTreeMap::new(),
             rng: Rng(seed ^ 0x6b61_7270_656e_7465),
             pending_reasons: BTreeMap::new(),
-            last_trigger: BTreeMap::new(),
             next_decision: 0,
             disruption_records_seen: 0,
             next_gc: start + GC_PERIOD,
@@ -307,7 +306,7 @@ impl World {
     pub fn next_wake(&self) -> Option<Millis> {
         let t = self.timers.iter().next().map(|(t, _, _)| *t);
         let w = self.wakes.iter().next().copied();
-        let b = self.batcher.deadline();
+        let b = self.provisioner.deadline();
         [t, w, b, Some(self.next_gc)].into_iter().flatten().min()
     }
 
@@ -521,7 +520,6 @@ impl World {
     }
 
     fn provisioning(&mut self) {
-        let mut triggered = false;
         let now = self.now;
         let stamp = self.cluster.pods.stamp();
         if self.caches.provisionable.as_ref().is_none_or(|(at, _)| *at != stamp) {
@@ -534,25 +532,14 @@ impl World {
                 .collect();
             self.caches.provisionable = Some((stamp, uids));
         }
-        for uid in self.caches.provisionable.iter().flat_map(|(_, uids)| uids) {
-            // Upstream requeues a still-provisionable pod every 10 s, not on every event.
-            let due = self.last_trigger.get(uid).is_none_or(|t| now - t >= POD_REQUEUE);
-            if due {
-                self.last_trigger.insert(uid.clone(), now);
-                self.batcher.trigger(uid, now);
-                triggered = true;
-            }
-        }
-        if triggered {
+        let uids = self.caches.provisionable.iter().flat_map(|(_, uids)| uids).map(String::as_str);
+        if self.provisioner.observe(uids, now) {
             self.at(now + POD_REQUEUE, Timer::Wake);
         }
-        if !triggered && !self.batcher.is_open() {
+        if !self.provisioner.due(now) {
             return;
         }
-        if !self.batcher.ready(self.now) {
-            return;
-        }
-        self.batcher.reset();
+        self.provisioner.solved();
         let catalogs = self.catalogs();
         let snap = self.cluster.snapshot_into(&mut self.caches.snapshot);
         let started = Instant::now();
@@ -566,7 +553,7 @@ impl World {
             names.push(self.create_nodeclaim(nc, &decided.nodepool, types));
         }
         // Existing nodes the solve placed pods on are nominated: disruption leaves them alone for a while.
-        let until = self.now + (2 * self.settings.batch_max).max(10 * SECOND);
+        let until = self.provisioner.nominated_until(self.now);
         for p in &result.results.existing {
             self.disruption.nominated.insert(p.node.clone(), until);
         }

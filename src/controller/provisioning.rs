@@ -1,0 +1,91 @@
+//! When the provisioner solves (upstream's batcher and pod requeue), written once for every backend: a pending pod
+//! opens a batch when first seen and again every [`POD_REQUEUE`] while it stays pending, so a pod nothing can take
+//! doesn't cost a solve per tick; the batch closes after `batch_idle` without a new pod or `batch_max` in all.
+//! Nodes a solve places pods on are nominated: disruption leaves them alone for max(2 × `batch_max`, 10 s).
+
+use std::collections::BTreeMap;
+
+use crate::engine::provisioning::{Batcher, Millis};
+
+use super::Settings;
+use super::timing::{POD_REQUEUE, SECOND};
+
+#[derive(Debug)]
+pub struct Provisioner {
+    batcher: Batcher,
+    /// Pods seen pending (by uid), and when each last opened a batch.
+    triggered: BTreeMap<String, Millis>,
+    nomination_hold: Millis,
+}
+
+impl Provisioner {
+    pub fn new(settings: &Settings) -> Provisioner {
+        Provisioner {
+            batcher: Batcher::new(settings.batch_idle, settings.batch_max),
+            triggered: BTreeMap::new(),
+            nomination_hold: (2 * settings.batch_max).max(10 * SECOND),
+        }
+    }
+
+    /// Takes in the pods pending now (uids). Returns whether any opened the batch (look again after
+    /// [`POD_REQUEUE`]: it will again if it is still pending then).
+    pub fn observe<'a>(&mut self, pending: impl Iterator<Item = &'a str>, now: Millis) -> bool {
+        let mut triggered = false;
+        let mut still: BTreeMap<String, Millis> = BTreeMap::new();
+        for uid in pending {
+            let last = self.triggered.get(uid).copied();
+            let at = match last {
+                Some(t) if now - t < POD_REQUEUE => t,
+                _ => {
+                    self.batcher.trigger(uid, now);
+                    triggered = true;
+                    now
+                }
+            };
+            still.insert(uid.to_string(), at);
+        }
+        // Pods no longer pending are forgotten.
+        self.triggered = still;
+        triggered
+    }
+
+    /// Whether a batch is open and its window has closed: solve now (then [`Self::solved`]).
+    pub fn due(&self, now: Millis) -> bool {
+        self.batcher.is_open() && self.batcher.ready(now)
+    }
+
+    /// A solve ran: the batch is closed.
+    pub fn solved(&mut self) {
+        self.batcher.reset();
+    }
+
+    /// When the open batch's window closes, if one is open.
+    pub fn deadline(&self) -> Option<Millis> {
+        self.batcher.deadline()
+    }
+
+    /// Until when a node a solve placed pods on at `now` is left out of disruption.
+    pub fn nominated_until(&self, now: Millis) -> Millis {
+        now + self.nomination_hold
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_pod_opens_a_batch_when_first_seen_and_every_requeue_period_while_pending() {
+        let mut p = Provisioner::new(&Settings::default());
+        assert!(p.observe(["a"].into_iter(), 0));
+        assert!(!p.due(500), "the batch waits for the idle window");
+        assert!(p.due(1_000));
+        p.solved();
+        assert!(!p.observe(["a"].into_iter(), 5_000), "no new batch within 10 s");
+        assert!(!p.due(6_000));
+        assert!(p.observe(["a"].into_iter(), 10_000), "still pending after 10 s: again");
+        assert!(!p.observe(std::iter::empty(), 10_500), "bound: forgotten");
+        assert!(p.observe(["a"].into_iter(), 10_600), "pending again: a new batch at once");
+        assert_eq!(p.nominated_until(0), 20_000, "max(2 × batchMax, 10 s)");
+    }
+}
