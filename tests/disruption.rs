@@ -526,3 +526,50 @@ fn a_proposal_whose_node_goes_away_is_withdrawn_with_the_reason() {
         again.iter().any(|x| !x.candidates.contains(&"e1".to_string()) && x.state == DecisionState::AwaitingApproval)
     );
 }
+
+#[test]
+fn a_timed_do_not_disrupt_counts_from_the_pod_start_and_then_lets_the_node_go() {
+    // The simulated kubelet sets status.startTime when it starts a pod (here at t=0, on an existing node), so a
+    // 3-minute do-not-disrupt protects the large node for 3 minutes and no longer.
+    let pod = "  - apiVersion: v1\n    kind: Pod\n    metadata: {name: p, namespace: default, annotations: {karpenter.sh/do-not-disrupt: \"3m\"}}\n    spec:\n      nodeName: n1\n      containers: [{name: c, image: x, resources: {requests: {cpu: 500m, memory: 512Mi}}}]\n";
+    let objects = format!("{}{pod}", objects("", ON_DEMAND_ONLY, 0));
+    let r = simulate(&scenario_text("name: dnd-timed\nuntil: 15m\n", TYPES, &objects, BIG_NODE));
+    let d = disruptions(&r);
+    let first = d.iter().find(|x| x.candidates == ["n1"]).expect("n1 is consolidated once the 3 minutes are over");
+    assert!(first.at >= 180.0, "not before the do-not-disrupt runs out: {}", first.at);
+    assert!(first.at < 300.0, "and soon after: {}", first.at);
+}
+
+#[test]
+fn proposals_waiting_for_approval_count_against_the_budget_of_the_next() {
+    // Six empty nodes and a budget of two: in approve mode the first pass proposes two of them, and the passes
+    // after it take those two as going (upstream treats a command in flight so) instead of proposing two more,
+    // and two more, each valid only on its own.
+    let nodes: String = (1..=6)
+        .map(|i| {
+            format!("  - {{name: e{i}, instanceType: small, zone: z1, capacityType: on-demand, nodePool: default}}\n")
+        })
+        .collect();
+    let pool = "      disruption: {consolidationPolicy: WhenEmptyOrUnderutilized, consolidateAfter: 0s, budgets: [{nodes: \"2\"}]}";
+    let text = scenario_text(
+        "name: queue\nuntil: 10m\nsettings: {disruption: approve}\n",
+        TYPES,
+        &objects(pool, ON_DEMAND_ONLY, 0),
+        &format!("nodes:\n{nodes}events:\n  - at: 5m\n    approve: all\n"),
+    );
+    let r = simulate(&text);
+    let d = disruptions(&r);
+    let before_approval: usize = d.iter().filter(|x| x.at < 300.0).map(|x| x.candidates.len()).sum();
+    assert_eq!(
+        before_approval,
+        2,
+        "only as many nodes as the budget allows wait for approval: {:?}",
+        d.iter().map(|x| (x.at, x.candidates)).collect::<Vec<_>>()
+    );
+    assert!(
+        d.iter().all(|x| x.state != DecisionState::Invalidated),
+        "approved in order, nothing turns out invalid: {:?}",
+        d.iter().map(|x| (x.at, x.candidates, x.why)).collect::<Vec<_>>()
+    );
+    assert!(d.iter().any(|x| x.state == DecisionState::Executed), "the approved ones run");
+}

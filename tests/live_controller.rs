@@ -305,3 +305,29 @@ fn events_stay_within_the_api_servers_limit_when_a_hundred_nodes_go_at_once() {
     let long = karpenter_tui::controller::fit_event_message("x".repeat(5_000));
     assert!(long.chars().count() <= 1024 && long.ends_with("(4016 more characters)"), "{long}");
 }
+
+#[test]
+fn an_unreadable_do_not_disrupt_is_ignored_and_its_pod_told_once() {
+    let mut h = Harness::new(Mode::Approve);
+    h.run_until("all pods bound", 120, Harness::all_bound);
+    let key = h.cluster.pods.keys().next().cloned().unwrap();
+    if let Some(p) = h.cluster.pods.get_mut(&key) {
+        p.metadata
+            .annotations
+            .get_or_insert_with(Default::default)
+            .insert("karpenter.sh/do-not-disrupt".into(), "forever".into());
+    }
+    // Two rounds of explanations (every 5 minutes); the same Event is not sent again within 10 minutes.
+    for _ in 0..500 {
+        h.tick();
+    }
+    let told: Vec<_> = h.events.iter().filter(|(o, r, _)| *o == key.1 && r == "InvalidDoNotDisrupt").collect();
+    assert_eq!(told.len(), 1, "one warning, not one per round: {told:?}");
+    assert!(told[0].2.contains("\"forever\""), "{}", told[0].2);
+    // Ignored: nothing says the node is protected by it.
+    assert!(
+        !h.events.iter().any(|(_, r, m)| r == "DisruptionBlocked" && m.contains("do-not-disrupt")),
+        "{:?}",
+        h.events
+    );
+}

@@ -129,6 +129,9 @@ pub struct Survey {
     /// Nodes (candidates or not) whose pods changed less than their pool's consolidateAfter ago: consolidation must
     /// not move other nodes' pods onto them (upstream v1.14) — they are settling, and may be about to go themselves.
     pub settling: BTreeSet<String>,
+    /// The earliest end of a timed `karpenter.sh/do-not-disrupt` now protecting a pod on a surveyed node: the
+    /// outcome may change then with nothing else changing.
+    pub do_not_disrupt_until: Option<Millis>,
 }
 
 /// `clamp(1 + deletionCost/2²⁷ + priority/2²⁵, −10, 10)`.
@@ -283,6 +286,9 @@ pub fn survey(ctx: &Context<'_>) -> Survey {
         for p in pods.iter().copied().filter(|p| !is_terminal(p)) {
             if do_not_disrupt_active(p, ctx.now) {
                 pod_blockers.push(Blocker::PodDoNotDisrupt { pod: pod_key(p) });
+                if let Some(end) = crate::engine::termination::do_not_disrupt_expiry(p).filter(|e| *e > ctx.now) {
+                    out.do_not_disrupt_until = Some(out.do_not_disrupt_until.map_or(end, |u| u.min(end)));
+                }
             }
             let evictable = p.metadata.deletion_timestamp.is_none() && !owned_by(p, "Node");
             let covering = if evictable { pdbs.for_pod(p) } else { Vec::new() };

@@ -483,7 +483,7 @@ pub fn pass(ctx: &Context<'_>) -> PassResult {
         Blocker::Nominated { until } => Some(ctx.now + until),
         _ => None,
     });
-    let recheck_at = waits.chain(nominations).min();
+    let recheck_at = waits.chain(nominations).chain(survey.do_not_disrupt_until).min();
     let mut result = PassResult { candidates: survey.candidates.len(), recheck_at, ..Default::default() };
     let mut constrained = false;
     if !ctx.options.consolidated {

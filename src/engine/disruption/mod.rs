@@ -379,8 +379,8 @@ pub struct PassResult {
     /// The consolidation methods found nothing and no budget held them back: nothing will change until the
     /// cluster does.
     pub consolidated: bool,
-    /// The earliest time a waiting node becomes usable (consolidateAfter, nomination): look again then even if
-    /// nothing else changes.
+    /// The earliest time a waiting node becomes usable (consolidateAfter, nomination, a pod's timed
+    /// do-not-disrupt running out): look again then even if nothing else changes.
     pub recheck_at: Option<Millis>,
 }
 
