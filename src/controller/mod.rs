@@ -243,6 +243,11 @@ impl Controller {
         &self.disruption.records
     }
 
+    /// The disruption controller's state (records, proposals, commands in flight).
+    pub fn orchestrator(&self) -> &Orchestrator {
+        &self.disruption
+    }
+
     /// The approval gate (open proposals, rejections, the operator log).
     pub fn gate(&self) -> &crate::engine::disruption::gate::Gate {
         self.disruption.gate()

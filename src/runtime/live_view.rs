@@ -4,9 +4,9 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use crate::controller::{CommandState, Controller};
+use crate::controller::Controller;
+use crate::engine::api::nodeclaim::COND_INITIALIZED;
 use crate::engine::catalog::Catalog;
-use crate::engine::disruption::Command;
 use crate::engine::disruption::consolidation::Outlook;
 use crate::engine::disruption::gate::Mode;
 use crate::engine::manifests::Manifests;
@@ -24,42 +24,6 @@ pub struct LiveInfo {
     pub leadership: Leadership,
     /// What the header's clock cell says: "live", "live (disconnected: ...)".
     pub clock: String,
-}
-
-fn state_of(s: &CommandState) -> ProposalState {
-    match s {
-        CommandState::Validating => ProposalState::Validating,
-        CommandState::AwaitingApproval => ProposalState::AwaitingApproval,
-        CommandState::DryRun => ProposalState::DryRun,
-        CommandState::InProgress => ProposalState::InProgress,
-        CommandState::Executed => ProposalState::Executed,
-        CommandState::Rejected => ProposalState::Rejected,
-        CommandState::Invalidated(_) => ProposalState::Invalidated,
-        CommandState::Failed(_) => ProposalState::Failed,
-    }
-}
-
-/// A disruption command's row; budget use is filled in with the NodePool rows.
-fn proposal_row(cmd: &Command, id: &str, at: Millis, state: ProposalState) -> DisruptionRow {
-    let mut budget_use: BTreeMap<String, usize> = BTreeMap::new();
-    for c in &cmd.candidates {
-        *budget_use.entry(c.nodepool.clone()).or_default() += 1;
-    }
-    DisruptionRow {
-        id: id.to_string(),
-        at,
-        method: cmd.method.as_str().to_string(),
-        reason: cmd.reason().as_str().to_string(),
-        candidates: cmd.node_names(),
-        replacements: cmd.replacements.iter().map(|r| r.instance_types.clone()).collect(),
-        savings_per_hour: cmd.savings_per_hour,
-        evictions: cmd.candidates.iter().flat_map(|c| c.pods.iter().map(|p| (p.key(), p.pdb.clone()))).collect(),
-        budget_use: budget_use.into_iter().map(|(p, n)| (p, n, 0)).collect(),
-        state,
-        summary: cmd.summary(),
-        detail: None,
-        progress: None,
-    }
 }
 
 /// Events kept in the picture.
@@ -100,43 +64,17 @@ pub fn picture(
     let pods_on = picture::pods_by_node(&objects.pods);
     let price = |_: &str, labels: &BTreeMap<String, String>| picture::catalog_price(catalog, labels);
     let outlook = (m.nodes.len() <= picture::EXPLAIN_MAX_NODES).then_some(&outlook);
-    let disrupting: BTreeSet<String> = engine
-        .iter()
-        .flat_map(|c| c.records().iter())
-        .filter(|r| r.state == CommandState::InProgress)
-        .flat_map(|r| r.command.node_names())
-        .collect();
+    let disrupting: BTreeSet<String> = engine.map(|c| picture::disrupting(c.orchestrator())).unwrap_or_default();
     picture::fill_nodes(&mut v, &objects, &pods_on, &price, &disrupting, outlook.map(|o| o as _));
-    for r in engine.iter().flat_map(|c| c.records().iter()).rev() {
-        let mut row = proposal_row(&r.command, &r.id, r.at, state_of(&r.state));
-        row.detail = match &r.state {
-            CommandState::Invalidated(why) | CommandState::Failed(why) => Some(why.clone()),
-            _ => None,
-        };
-        if row.state == ProposalState::InProgress {
-            let left: Vec<String> = r
-                .command
-                .node_names()
-                .iter()
-                .filter(|n| m.nodes.iter().any(|x| x.metadata.name.as_deref() == Some(n.as_str())))
-                .map(|n| format!("{n} ({} pods left)", pods_on.get(n.as_str()).map_or(0, Vec::len)))
-                .collect();
-            row.progress =
-                Some(if left.is_empty() { "candidates gone".into() } else { format!("draining {}", left.join(", ")) });
-        }
-        if row.state.is_open() {
-            v.cost.pending_savings_per_hour += r.command.savings_per_hour.max(0.0);
-        }
-        if row.state == ProposalState::Executed {
-            v.cost.saved_per_hour += r.command.savings_per_hour.max(0.0);
-        }
-        v.disruptions.push(row);
+    if let Some(c) = engine {
+        let node_exists = |n: &str| m.nodes.iter().any(|x| x.metadata.name.as_deref() == Some(n));
+        let claim_ready = |n: &str| m.nodeclaims.iter().any(|c| c.name() == n && c.is_true(COND_INITIALIZED));
+        picture::fill_disruptions(&mut v, c.orchestrator(), &pods_on, &node_exists, &claim_ready);
     }
-    v.disruptions.sort_by_key(|d| (!d.state.is_open(), d.state != ProposalState::InProgress, -d.at));
 
     // What the engine would start now, shown as a dry-run proposal.
     if let Some(cmd) = &pass.command {
-        let mut row = proposal_row(cmd, &format!("dry-run:{}", cmd.key()), now, ProposalState::DryRun);
+        let mut row = picture::proposal_row(cmd, &format!("dry-run:{}", cmd.key()), now, ProposalState::DryRun);
         row.detail = Some("observing: the engine would start this now; nothing is done".into());
         v.disruptions.push(row);
         v.cost.pending_savings_per_hour = cmd.savings_per_hour.max(0.0);

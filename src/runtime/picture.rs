@@ -8,12 +8,13 @@ use std::collections::{BTreeMap, BTreeSet};
 use chrono::{DateTime, Utc};
 use k8s_openapi::api::core::v1::Node;
 
+use crate::controller::disruption::{CommandState, Orchestrator};
 use crate::engine::api::nodeclaim::{COND_INITIALIZED, COND_LAUNCHED};
 use crate::engine::api::{NodeClaim, NodePool};
 use crate::engine::catalog::{Catalog, PriceSource};
-use crate::engine::disruption::Reason;
 use crate::engine::disruption::budgets::{self, PoolCounts};
 use crate::engine::disruption::consolidation::Outlook;
+use crate::engine::disruption::{Command, Reason};
 use crate::engine::labels;
 use crate::engine::lifecycle::time_ms;
 use crate::engine::provisioning::Millis;
@@ -340,4 +341,99 @@ fn windows(schedule: &str, duration: &str, now: DateTime<Utc>) -> Vec<(u32, u32)
         from = start + chrono::Duration::minutes(1);
     }
     out
+}
+
+fn proposal_state(s: &CommandState) -> ProposalState {
+    match s {
+        CommandState::Validating => ProposalState::Validating,
+        CommandState::AwaitingApproval => ProposalState::AwaitingApproval,
+        CommandState::DryRun => ProposalState::DryRun,
+        CommandState::InProgress => ProposalState::InProgress,
+        CommandState::Executed => ProposalState::Executed,
+        CommandState::Rejected => ProposalState::Rejected,
+        CommandState::Invalidated(_) => ProposalState::Invalidated,
+        CommandState::Failed(_) => ProposalState::Failed,
+    }
+}
+
+/// A disruption command's row; the budget each NodePool allows now is filled in with the NodePool rows.
+pub fn proposal_row(cmd: &Command, id: &str, at: Millis, state: ProposalState) -> DisruptionRow {
+    let mut budget_use: BTreeMap<String, usize> = BTreeMap::new();
+    for c in &cmd.candidates {
+        *budget_use.entry(c.nodepool.clone()).or_default() += 1;
+    }
+    DisruptionRow {
+        id: id.to_string(),
+        at,
+        method: cmd.method.as_str().to_string(),
+        reason: cmd.reason().as_str().to_string(),
+        candidates: cmd.node_names(),
+        replacements: cmd.replacements.iter().map(|r| r.instance_types.clone()).collect(),
+        savings_per_hour: cmd.savings_per_hour,
+        evictions: cmd.candidates.iter().flat_map(|c| c.pods.iter().map(|p| (p.key(), p.pdb.clone()))).collect(),
+        budget_use: budget_use.into_iter().map(|(p, n)| (p, n, 0)).collect(),
+        state,
+        summary: cmd.summary(),
+        detail: None,
+        progress: None,
+    }
+}
+
+/// The Disruptions pane and the header's savings from the disruption controller's records, the same for every
+/// backend: open proposals first, then the rest newest first. `nodes` says whether a node still exists, `claim_ready`
+/// whether a NodeClaim is initialized (a started command's replacements).
+pub fn fill_disruptions(
+    v: &mut ClusterView,
+    orchestrator: &Orchestrator,
+    pods_on: &BTreeMap<&str, Vec<&StoredPod>>,
+    node_exists: &dyn Fn(&str) -> bool,
+    claim_ready: &dyn Fn(&str) -> bool,
+) {
+    for r in orchestrator.records.iter().rev() {
+        let mut row = proposal_row(&r.command, &r.id, r.at, proposal_state(&r.state));
+        row.detail = match &r.state {
+            CommandState::Invalidated(why) | CommandState::Failed(why) => Some(why.clone()),
+            _ => None,
+        };
+        if row.state == ProposalState::InProgress {
+            let mut parts = Vec::new();
+            if let Some(f) = orchestrator.in_flight().iter().find(|f| f.id == r.id)
+                && !f.replacements.is_empty()
+            {
+                let ready = f.replacements.iter().filter(|c| claim_ready(c)).count();
+                parts.push(format!("replacements initialized {ready}/{}", f.replacements.len()));
+            }
+            let draining: Vec<String> = r
+                .command
+                .node_names()
+                .iter()
+                .filter(|n| node_exists(n))
+                .map(|n| format!("{n} ({} pods left)", pods_on.get(n.as_str()).map_or(0, Vec::len)))
+                .collect();
+            parts.push(if draining.is_empty() {
+                "candidates gone".into()
+            } else {
+                format!("draining {}", draining.join(", "))
+            });
+            row.progress = Some(parts.join("; "));
+        }
+        if row.state.is_open() {
+            v.cost.pending_savings_per_hour += r.command.savings_per_hour.max(0.0);
+        }
+        if row.state == ProposalState::Executed {
+            v.cost.saved_per_hour += r.command.savings_per_hour.max(0.0);
+        }
+        v.disruptions.push(row);
+    }
+    v.disruptions.sort_by_key(|d| (!d.state.is_open(), d.state != ProposalState::InProgress, -d.at));
+}
+
+/// Nodes a started command is taking (shown as being disrupted).
+pub fn disrupting(orchestrator: &Orchestrator) -> BTreeSet<String> {
+    orchestrator
+        .records
+        .iter()
+        .filter(|r| r.state == CommandState::InProgress)
+        .flat_map(|r| r.command.node_names())
+        .collect()
 }

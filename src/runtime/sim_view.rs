@@ -1,13 +1,11 @@
 //! The dashboard's picture of the simulated world ([`crate::protocol::view::ClusterView`]), read from the world's object
 //! store, its records and the engine's explanations. Read-only apart from the explanation cache the world keeps.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 
 use crate::controller::interruption::Kind as InterruptionKind;
 use crate::engine::api::nodeclaim::COND_INITIALIZED;
-use crate::engine::disruption::Method;
 use crate::engine::provisioning::Millis;
-use crate::engine::stored_pod::StoredPod;
 use crate::protocol::view::*;
 use crate::runtime::picture::{self, Objects};
 use crate::sim::world::{Decision, DisruptionState, World};
@@ -38,80 +36,12 @@ pub fn view(w: &mut World, source: Source, generation: u64) -> ClusterView {
         nodepools: w.cluster.nodepools.values().map(|o| &**o).collect(),
     };
     let pods_on = picture::pods_by_node(&objects.pods);
-    let busy: BTreeSet<String> = w
-        .record
-        .decisions
-        .iter()
-        .filter_map(|d| match d {
-            Decision::Disruption(id) => w.disruption_record(id),
-            _ => None,
-        })
-        .filter(|r| r.state == DisruptionState::InProgress)
-        .flat_map(|r| r.candidates)
-        .collect();
+    let busy = picture::disrupting(&w.disruption.orchestrator);
     let price = |name: &str, _: &BTreeMap<String, String>| prices.get(name).copied().unwrap_or(0.0);
     picture::fill_nodes(&mut v, &objects, &pods_on, &price, &busy, outlook.as_ref());
-
-    // Disruptions: the record holds every command from computation to its end.
-    let awaiting: BTreeMap<String, &crate::engine::disruption::Command> =
-        w.disruption.orchestrator.gate().awaiting().map(|p| (p.id.clone(), &p.command)).collect();
-    for d in w.record.decisions.iter().rev() {
-        let Decision::Disruption(id) = d else { continue };
-        let Some(r) = w.disruption_record(id) else { continue };
-        let state = match &r.state {
-            DisruptionState::Validating => ProposalState::Validating,
-            DisruptionState::AwaitingApproval => ProposalState::AwaitingApproval,
-            DisruptionState::DryRun => ProposalState::DryRun,
-            DisruptionState::InProgress => ProposalState::InProgress,
-            DisruptionState::Executed => ProposalState::Executed,
-            DisruptionState::Rejected => ProposalState::Rejected,
-            DisruptionState::Invalidated(_) => ProposalState::Invalidated,
-            DisruptionState::Failed(_) => ProposalState::Failed,
-        };
-        let detail = match &r.state {
-            DisruptionState::Invalidated(why) | DisruptionState::Failed(why) => Some(why.clone()),
-            _ => None,
-        };
-        let cmd = awaiting.get(&r.id);
-        let evictions = cmd
-            .map(|c| {
-                c.candidates
-                    .iter()
-                    .flat_map(|cand| cand.pods.iter().map(|p| (p.key(), p.pdb.clone())))
-                    .collect::<Vec<_>>()
-            })
-            .unwrap_or_default();
-        let mut budget_use: BTreeMap<String, usize> = BTreeMap::new();
-        if let Some(c) = cmd {
-            for cand in &c.candidates {
-                *budget_use.entry(cand.nodepool.clone()).or_default() += 1;
-            }
-        }
-        if matches!(r.method, Method::Emptiness | Method::Drift | Method::MultiNode | Method::SingleNode) {
-            v.cost.pending_savings_per_hour += if state.is_open() { r.savings_per_hour.max(0.0) } else { 0.0 };
-            if state == ProposalState::Executed {
-                v.cost.saved_per_hour += r.savings_per_hour.max(0.0);
-            }
-        }
-        let progress = (state == ProposalState::InProgress).then(|| progress_of(w, &r.id, &r.candidates, &pods_on));
-        v.disruptions.push(DisruptionRow {
-            id: r.id.clone(),
-            at: r.at,
-            method: r.method.as_str().to_string(),
-            reason: r.method.reason().as_str().to_string(),
-            candidates: r.candidates.clone(),
-            replacements: r.replacements.clone(),
-            savings_per_hour: r.savings_per_hour,
-            evictions,
-            budget_use: budget_use.into_iter().map(|(p, n)| (p, n, 0)).collect(),
-            state,
-            summary: r.summary.clone(),
-            detail,
-            progress,
-        });
-    }
-    // Open proposals first, then the rest newest first.
-    v.disruptions.sort_by_key(|d| (!d.state.is_open(), d.state != ProposalState::InProgress, -d.at));
+    let node_exists = |n: &str| w.cluster.nodes.contains_key(n);
+    let claim_ready = |c: &str| w.cluster.nodeclaims.get(c).is_some_and(|c| c.is_true(COND_INITIALIZED));
+    picture::fill_disruptions(&mut v, &w.disruption.orchestrator, &pods_on, &node_exists, &claim_ready);
 
     picture::fill_nodepools(&mut v, &objects.nodepools);
 
@@ -241,31 +171,6 @@ pub fn view(w: &mut World, source: Source, generation: u64) -> ClusterView {
 }
 
 /// Where a started command is: its replacements, then the candidates draining.
-fn progress_of(w: &World, id: &str, candidates: &[String], pods_on: &BTreeMap<&str, Vec<&StoredPod>>) -> String {
-    let mut parts = Vec::new();
-    if let Some(f) = w.disruption.orchestrator.in_flight().iter().find(|f| f.id == id) {
-        let ready = f
-            .replacements
-            .iter()
-            .filter(|c| w.cluster.nodeclaims.get(*c).is_some_and(|c| c.is_true(COND_INITIALIZED)))
-            .count();
-        if !f.replacements.is_empty() {
-            parts.push(format!("replacements initialized {ready}/{}", f.replacements.len()));
-        }
-    }
-    let draining: Vec<String> = candidates
-        .iter()
-        .filter(|n| w.cluster.nodes.contains_key(*n))
-        .map(|n| format!("{n} ({} pods left)", pods_on.get(n.as_str()).map_or(0, Vec::len)))
-        .collect();
-    if draining.is_empty() {
-        parts.push("candidates gone".into());
-    } else {
-        parts.push(format!("draining {}", draining.join(", ")));
-    }
-    parts.join("; ")
-}
-
 fn capitalise(s: &str) -> String {
     s.split('-').map(|w| w[..1.min(w.len())].to_uppercase() + &w[1.min(w.len())..]).collect()
 }
