@@ -14,7 +14,6 @@ use karpenter_tui::cli::live_dashboard::{AwsChoice, CloudChoice, LiveOptions, pr
 use karpenter_tui::engine::catalog::aws::aws_catalog;
 use karpenter_tui::engine::disruption::gate::Mode;
 use karpenter_tui::kube::connect::ConnectOptions;
-use karpenter_tui::runtime::execute::Cloud;
 
 const NODECLASSES: &str = "apis/karpenter.k8s.aws/v1/ec2nodeclasses";
 
@@ -72,7 +71,8 @@ async fn cloud_aws_prepares_acts_and_writes_the_nodeclass_status() {
     let mut p = prepare(&opts, |_| false).await.expect("prepared");
     assert_eq!(p.observe_reason, None, "acts: a cloud, every right, no upstream Karpenter");
     let mut acting = p.acting.take().expect("acting");
-    let Cloud::Aws(cloud) = &acting.cloud else { panic!("the AWS cloud") };
+    assert_eq!(acting.cloud.name(), "aws");
+    let cloud = acting.upkeep.as_ref().expect("the AWS cloud's upkeep").cloud.clone();
     assert!(cloud.catalog_for(None, 0).is_some(), "instance types discovered at start");
     assert_eq!(
         cloud.cluster.endpoint.as_deref(),

@@ -17,7 +17,6 @@ use karpenter_tui::engine::disruption::gate::Mode;
 use karpenter_tui::kube::watch;
 use karpenter_tui::kube::writer::Writer;
 use karpenter_tui::runtime::acting::Acting;
-use karpenter_tui::runtime::execute::Cloud;
 use serde_json::{Value, json};
 
 const NODES: &str = "api/v1/nodes";
@@ -161,7 +160,7 @@ async fn registration_completes_though_another_writer_updates_the_node_between_e
     let mut acting = Acting {
         controller: Controller::new(catalog.clone(), Mode::Approve, now),
         writer: Writer::new(fake.client(), false),
-        cloud: Cloud::Kwok { catalog },
+        cloud: Arc::new(karpenter_tui::runtime::cloud::Kwok { catalog }),
         upkeep: None,
     };
 

@@ -17,7 +17,6 @@ use crate::kube::writer::Writer;
 use crate::kube::{access, upstream, watch};
 use crate::protocol::view::Leadership;
 use crate::runtime::acting::Acting;
-use crate::runtime::execute::Cloud;
 use crate::runtime::live_driver::LiveDriver;
 use crate::runtime::live_view::LiveInfo;
 use crate::ui::action::KeyMap;
@@ -129,7 +128,7 @@ async fn aws_acting(
     Ok(Acting {
         controller: Controller::new(static_catalog, mode, now).with_provider_prefix(PROVIDER_PREFIX),
         writer: writer.clone(),
-        cloud: Cloud::Aws(cloud.clone()),
+        cloud: Arc::new(crate::runtime::cloud::Aws(cloud.clone())),
         upkeep: Some(AwsUpkeep::new(cloud, now, notices)),
     })
 }
@@ -246,7 +245,7 @@ pub async fn prepare_with(
                     Acting {
                         controller: Controller::new(catalog.clone(), opts.mode, now),
                         writer: writer.clone(),
-                        cloud: Cloud::Kwok { catalog },
+                        cloud: Arc::new(crate::runtime::cloud::Kwok { catalog }),
                         upkeep: None,
                     }
                 }

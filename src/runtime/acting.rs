@@ -8,12 +8,14 @@ use crate::engine::provisioning::Millis;
 use crate::kube::writer::Writer;
 
 use crate::controller::{Controller, Effect, generation};
-use crate::runtime::execute::{Cloud, Report, execute};
+use crate::runtime::cloud::CloudProvider;
+use crate::runtime::execute::{Report, execute};
 
 pub struct Acting {
     pub controller: Controller,
     pub writer: Writer,
-    pub cloud: Cloud,
+    /// Where instances come from.
+    pub cloud: std::sync::Arc<dyn CloudProvider>,
     /// The AWS cloud's periodic work (NodeClass status, instance list and garbage collection, templates,
     /// interruptions); `None` for KWOK.
     pub upkeep: Option<crate::aws::upkeep::AwsUpkeep>,
@@ -21,7 +23,7 @@ pub struct Acting {
 
 impl Acting {
     async fn run(&mut self, effects: Vec<Effect>, now: Millis) -> Report {
-        let report = execute(effects, &self.writer, &self.cloud, now).await;
+        let report = execute(effects, &self.writer, self.cloud.as_ref(), now).await;
         for o in &report.outcomes {
             self.controller.outcome(o.clone(), now);
         }

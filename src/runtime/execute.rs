@@ -3,24 +3,12 @@
 //! write that depends on another write of the same tick succeeding; the next tick decides again from what the
 //! cluster then says). Conflicts (409) happen when another writer got there first: logged, not shown as errors.
 
-use std::sync::Arc;
-
-use crate::engine::catalog::Catalog;
-use crate::engine::lifecycle::{self, LaunchError, LaunchResult, LifecycleAction, apply_launch, launch_failed};
+use crate::engine::lifecycle::{self, LaunchError, LifecycleAction, apply_launch, launch_failed};
 use crate::engine::provisioning::Millis;
 use crate::kube::writer::{Eviction, WriteError, Writer};
 
 use crate::controller::{Effect, Outcome};
-use crate::kube::kwok;
-
-/// Where instances come from.
-#[derive(Clone)]
-pub enum Cloud {
-    /// Nodes created directly in the API (`--cloud kwok`).
-    Kwok { catalog: Arc<Catalog> },
-    /// EC2 instances launched through CreateFleet (`--cloud aws`).
-    Aws(Arc<crate::aws::cloud::AwsCloud>),
-}
+use crate::runtime::cloud::{CloudProvider, LaunchFailure, Launched};
 
 /// What one batch of effects did.
 #[derive(Debug, Default)]
@@ -32,25 +20,24 @@ pub struct Report {
     pub done: Vec<String>,
 }
 
-/// Launches an AWS batch already made, by claim name.
-type Launches = std::collections::BTreeMap<String, Result<LaunchResult, LaunchError>>;
+/// The launches of a batch, already made, by claim name.
+type Launches = std::collections::BTreeMap<String, Result<Launched, LaunchFailure>>;
 
-pub async fn execute(effects: Vec<Effect>, writer: &Writer, cloud: &Cloud, now: Millis) -> Report {
+pub async fn execute(effects: Vec<Effect>, writer: &Writer, cloud: &dyn CloudProvider, now: Millis) -> Report {
     let mut report = Report::default();
-    // Every launch of this batch first, so claims with the same request share one CreateFleet.
+    // Every launch of this batch first, so the cloud can batch them (AWS: claims with the same request share one
+    // CreateFleet).
     let mut launches = Launches::new();
-    if let Cloud::Aws(aws) = cloud {
-        let claims: Vec<crate::engine::api::NodeClaim> = effects
-            .iter()
-            .filter_map(|e| match e {
-                Effect::Launch { claim } => Some((**claim).clone()),
-                _ => None,
-            })
-            .collect();
-        if !claims.is_empty() {
-            for (c, r) in claims.iter().zip(aws.launch_batch(&claims).await) {
-                launches.insert(c.name().to_string(), r);
-            }
+    let claims: Vec<crate::engine::api::NodeClaim> = effects
+        .iter()
+        .filter_map(|e| match e {
+            Effect::Launch { claim } => Some((**claim).clone()),
+            _ => None,
+        })
+        .collect();
+    if !claims.is_empty() {
+        for (c, r) in claims.iter().zip(cloud.create(&claims, writer).await) {
+            launches.insert(c.name().to_string(), r);
         }
     }
     for e in effects {
@@ -75,7 +62,7 @@ pub async fn execute(effects: Vec<Effect>, writer: &Writer, cloud: &Cloud, now: 
 async fn run_one(
     e: Effect,
     writer: &Writer,
-    cloud: &Cloud,
+    cloud: &dyn CloudProvider,
     now: Millis,
     outcomes: &mut Vec<Outcome>,
     launches: &mut Launches,
@@ -94,23 +81,11 @@ async fn run_one(
         },
         Effect::Launch { claim } => {
             let name = claim.name().to_string();
-            let launched = match cloud {
-                Cloud::Kwok { catalog } => match kwok::launch(catalog, &claim) {
-                    Ok((result, node)) => {
-                        writer.create_node(&node).await?;
-                        Ok((result, Default::default()))
-                    }
-                    Err(e) => Err(e),
-                },
-                // The instance registers its own Node (user data); the claim records the launch and the NodeClass
-                // hash it launched with.
-                Cloud::Aws(aws) => launches
-                    .remove(claim.name())
-                    .unwrap_or_else(|| Err(LaunchError::Other("not launched".into())))
-                    .map(|r| (r, aws.launch_annotations(&claim))),
-            };
+            let launched = launches
+                .remove(claim.name())
+                .unwrap_or_else(|| Err(LaunchFailure::Cloud(LaunchError::Other("not launched".into()))));
             match launched {
-                Ok((result, annotations)) => {
+                Ok(Launched { result, annotations }) => {
                     let mut launched = (*claim).clone();
                     apply_launch(&mut launched, &result, now);
                     let labels = launched.metadata.labels.clone().unwrap_or_default();
@@ -121,10 +96,12 @@ async fn run_one(
                     outcomes.push(Outcome::Launched { claim: name.clone() });
                     Ok(Some(format!("launched NodeClaim {name} as {} in {}", result.instance_type, result.zone)))
                 }
-                Err(err) => {
+                Err(LaunchFailure::Cloud(err)) => {
                     launch_error(&claim, &err, writer, now).await?;
                     Ok(Some(format!("launch of NodeClaim {name} failed: {err}")))
                 }
+                // A write the launch needed failed: nothing is recorded, and the next tick launches again.
+                Err(LaunchFailure::Write(err)) => Err(err),
             }
         }
         Effect::PatchClaimStatus { name, status } => {
@@ -153,18 +130,7 @@ async fn run_one(
             .await
             .map(|()| Some(format!("NodeClaim {} finalized", claim.name()))),
         Effect::DeleteNode { name } => writer.delete_node(&name).await.map(|()| None),
-        Effect::DeleteInstance { provider_id } => match cloud {
-            Cloud::Kwok { .. } => match provider_id.strip_prefix(kwok::PROVIDER_PREFIX) {
-                Some(node) => writer.delete_node(node).await.map(|()| None),
-                // Not a KWOK instance: another cloud's, which this one can't terminate.
-                None => Ok(Some(format!("instance {provider_id} is not a KWOK node; left alone"))),
-            },
-            Cloud::Aws(aws) => match aws.terminate(&provider_id).await {
-                Ok(true) => Ok(Some(format!("terminating instance {provider_id}"))),
-                Ok(false) => Ok(None),
-                Err(e) => Ok(Some(format!("terminating instance {provider_id} failed, retried: {e}"))),
-            },
-        },
+        Effect::DeleteInstance { provider_id } => cloud.delete(&provider_id, writer).await,
         Effect::Evict { namespace, name } => match writer.evict(&namespace, &name).await? {
             Eviction::Evicted => Ok(Some(format!("evicted pod {namespace}/{name}"))),
             Eviction::Blocked(why) => Ok(Some(format!("eviction of {namespace}/{name} blocked: {why}"))),

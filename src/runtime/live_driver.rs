@@ -187,9 +187,9 @@ impl LiveDriver {
                 }
             }
             // With AWS the dashboard prices nodes from the live catalog and says where its prices came from.
-            if let Some(crate::runtime::execute::Cloud::Aws(aws)) = self.acting.as_ref().map(|a| &a.cloud)
+            if let Some(cloud) = self.acting.as_ref().map(|a| &a.cloud)
                 && catalog_at.is_none_or(|t| t.elapsed() >= CATALOG_EVERY)
-                && let Some(Ok(c)) = aws.catalog_for(None, now_ms())
+                && let Some(c) = cloud.live_catalog(now_ms())
             {
                 self.catalog = Arc::new(c);
                 catalog_at = Some(Instant::now());
