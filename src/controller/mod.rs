@@ -1016,7 +1016,7 @@ impl Controller {
             Approval::Started { acts, summary } => {
                 let mut out = Out::default();
                 self.carry_out(m, acts, now, &mut out);
-                Ok((out.finish(m), format!("{id} started: {summary}")))
+                Ok((out.finish(m), format!("{id} approved and started: {summary}")))
             }
             Approval::Invalidated(why) => Err(format!("{id} no longer holds: {why}")),
         }

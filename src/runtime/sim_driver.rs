@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::mpsc::UnboundedSender;
 
+use crate::controller::Approval;
 use crate::engine::api::NodePool;
 use crate::engine::api::strict::validate_nodepool_text;
 use crate::engine::provisioning::Millis;
@@ -158,8 +159,8 @@ impl SimDriver {
         match cmd {
             Command::Approve { request, id } => {
                 let outcome = match w.approve(&id) {
-                    Ok(true) => Ok(format!("{id} approved and started")),
-                    Ok(false) => Err(format!("{id} no longer holds and was withdrawn (see Disruptions)")),
+                    Ok(Approval::Started { summary, .. }) => Ok(format!("{id} approved and started: {summary}")),
+                    Ok(Approval::Invalidated(why)) => Err(format!("{id} no longer holds: {why}")),
                     Err(e) => Err(format!("{id}: {e}")),
                 };
                 w.reconcile();

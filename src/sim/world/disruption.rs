@@ -352,19 +352,21 @@ impl World {
         self.carry_out(acts);
     }
 
-    /// Approves an open proposal: validated against the cluster as it is now, then started. `Ok(false)` when it
-    /// no longer holds (recorded as invalidated with the reason).
-    pub fn approve(&mut self, id: &str) -> Result<bool, String> {
+    /// Approves an open proposal: validated against the cluster as it is now, then started
+    /// ([`Approval::Started`]) or recorded as invalidated with the reason ([`Approval::Invalidated`]). `Err` when
+    /// there is no such open proposal (or in dry-run mode). The live controller answers the same way.
+    pub fn approve(&mut self, id: &str) -> Result<Approval, String> {
         let verdict =
             self.disruption.orchestrator.gate().get(id).map(|p| p.command.clone()).map(|c| self.validate_now(&c));
         let approval = self.disruption.orchestrator.approve(id, self.now, |_| verdict.unwrap_or(Ok(())))?;
-        match approval {
-            Approval::Started { acts, .. } => {
+        Ok(match approval {
+            // What was started is carried out here; the caller gets the summary.
+            Approval::Started { acts, summary } => {
                 self.carry_out(acts);
-                Ok(true)
+                Approval::Started { acts: Vec::new(), summary }
             }
-            Approval::Invalidated(_) => Ok(false),
-        }
+            invalidated => invalidated,
+        })
     }
 
     pub fn reject(&mut self, id: &str) -> Result<(), String> {
