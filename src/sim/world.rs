@@ -1032,7 +1032,8 @@ impl World {
                 kind: i.kind,
                 displaced,
             });
-            if i.kind == InterruptionKind::RebalanceRecommendation {
+            // What the controller does about the notice (the same rule as the live controller's).
+            if !i.kind.deletes_nodeclaim() {
                 continue;
             }
             if i.kind == InterruptionKind::SpotInterruption
