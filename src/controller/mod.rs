@@ -1,10 +1,16 @@
-//! The engine acting on a live cluster, level-triggered as Kubernetes controllers are: every tick it reads the
-//! watch cache as it is, decides with the engine's pure functions what should change, and returns [`Effect`]s for
-//! the executor. Nothing it decides depends on having seen an earlier tick: a restarted process reads the same
-//! objects and carries on (in-flight NodeClaims are simply there; drains resume; stale disrupted taints on nodes
-//! no command owns are removed). What it does keep between ticks only avoids doing the same thing twice while the
-//! cache catches up with its own writes (claims created but not yet seen, launches in progress) and holds the
-//! operator-facing state of disruption commands (proposals, approvals, commands in flight).
+//! Karpenter's controllers, written once for every backend (docs/architecture.md, "One controller"). The parts
+//! are in the submodules — the disruption controller ([`disruption`]), drift checks ([`drift`]), pod-event times
+//! ([`pod_events`]), provisioning triggers ([`provisioning`]), NodePool status ([`nodepool_status`]) — and are run
+//! both by the simulated world on its virtual clock and by [`Controller`], the planner the live backends tick.
+//!
+//! [`Controller`] is level-triggered, as Kubernetes controllers are: every tick it reads the watch cache as it is,
+//! decides with the engine's pure functions what should change, and returns [`Effect`]s for the executor. Nothing it
+//! decides depends on having seen an earlier tick: a restarted process reads the same objects and carries on
+//! (in-flight NodeClaims are simply there; drains resume; stale disrupted taints on nodes no command owns are
+//! removed). What it does keep between ticks only avoids doing the same thing twice while the cache catches up
+//! with its own writes (claims created but not yet seen, launches in progress) and holds the operator-facing state
+//! of disruption commands (proposals, approvals, commands in flight). It reads no clock (time is an argument) and
+//! does no I/O.
 
 pub mod disruption;
 pub mod drift;

@@ -1,8 +1,9 @@
 //! The world's side of disruption: it runs the controller's disruption state machine
-//! ([`crate::controller::disruption::Orchestrator`]: passes, approval gate, validation, orchestration queue) on the
-//! virtual clock and carries out what it asks on the store (taint and mark candidates, create replacements, delete
-//! or give back candidates). Drift detection and pod-event times are still kept here (see the module docs of
-//! [`crate::controller`] for what is shared so far).
+//! ([`crate::controller::disruption::Orchestrator`]: passes, approval gate, validation, orchestration queue), its
+//! drift checks and pod-event times on the virtual clock — only when what they read changed or a timed input is due
+//! — and carries out what they ask on the store (taint and mark candidates, create replacements, delete or give back
+//! candidates, write conditions). The decisions are the controller's; docs/architecture.md ("One controller") says
+//! what is shared so far.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::hash::{Hash, Hasher};
@@ -53,7 +54,7 @@ pub struct Controller {
     pub nominated: BTreeMap<String, Millis>,
     /// Pod events per node (shared with the live controller); the world starts from no pods at all.
     pod_events: PodEventTracker,
-    /// (pods, nodes) stamps `pods_per_node` was counted at, and when.
+    /// (pods, nodes) stamps pods were last counted per node at, and when.
     pods_counted_at: Option<[u64; 2]>,
     pods_counted_time: Millis,
     pub passes: Vec<PassTiming>,
