@@ -1,7 +1,7 @@
 //! The same situations through `simulate` (the simulated world) and through the live path (the live controller,
 //! its effects applied to an in-memory cluster with KWOK instances, tests/harness) give the same decisions: what is
 //! provisioned, and which disruption commands are made (method, how many candidates, which replacements) and how
-//! they end. Node names and times differ between the two (the world has launch and registration latencies and
+//! they end, and what an interruption notice leads to. Node names and times differ between the two (the world has launch and registration latencies and
 //! names nodes like EC2; KWOK nodes are named after their claims), so decisions are compared by what they do.
 
 mod harness;
@@ -259,4 +259,93 @@ fn a_nodepool_edit_drifts_and_auto_mode_replaces_the_nodes() {
     let drift = |v: &[Command]| v.iter().filter(|c| c.0 == "drift").cloned().collect::<Vec<_>>();
     assert_eq!(drift(&sim), drift(&live), "the same drift replacements");
     assert_eq!(sim_nodes_alive(&report), live_nodes_alive(&h), "the same fleet after");
+}
+
+/// A spot node running three pods gets an interruption notice: both paths delete its NodeClaim, drain it, and
+/// provision for the displaced pods. The live side starts from the very objects the world built for the scenario's
+/// `nodes:` entry (the instance renamed as a KWOK one, so the live KWOK controller owns it).
+#[test]
+fn a_spot_interruption_replaces_the_node() {
+    let pool = r#"
+  - apiVersion: karpenter.sh/v1
+    kind: NodePool
+    metadata: {name: default}
+    spec:
+      disruption: {consolidationPolicy: WhenEmptyOrUnderutilized, consolidateAfter: 30s}
+      template:
+        spec:
+          nodeClassRef: {group: karpenter.k8s.aws, kind: EC2NodeClass, name: default}
+          requirements:
+            - {key: karpenter.sh/capacity-type, operator: In, values: [spot, on-demand]}
+            - {key: karpenter.kwok.sh/instance-cpu, operator: In, values: ["4"]}
+  - apiVersion: apps/v1
+    kind: Deployment
+    metadata: {name: inflate, namespace: default}
+    spec:
+      replicas: 3
+      selector: {matchLabels: {app: inflate}}
+      template:
+        metadata: {labels: {app: inflate}}
+        spec:
+          terminationGracePeriodSeconds: 0
+          containers: [{name: c, image: pause, resources: {requests: {cpu: "1", memory: 1Gi}}}]
+"#;
+    let text = format!(
+        "name: parity-spot\nseed: 3\nuntil: 15m\ncatalog: {{source: kwok}}\nobjects:{pool}nodes:\n  - {{name: spot-1, instanceType: c-4x-amd64-linux, zone: test-zone-a, capacityType: spot, nodePool: default}}\nevents:\n  - at: 2m\n    interrupt: {{node: spot-1, kind: spot-interruption}}\n"
+    );
+    let s = parse_scenario(&text, "parity-spot.yaml").unwrap_or_else(|e| panic!("{e}"));
+    let report = run(&s, None, None).expect("runs");
+
+    // The live side, from the world's objects one minute in (pods bound to spot-1).
+    let w = karpenter_tui::sim::run::run_world(&s, Some(std::time::Duration::from_secs(60))).expect("runs");
+    let kwok_id = "kwok://spot-1".to_string();
+    let mut m = karpenter_tui::engine::manifests::Manifests {
+        nodepools: w.cluster.nodepools.values().map(|o| (**o).clone()).collect(),
+        nodeclaims: w.cluster.nodeclaims.values().map(|o| (**o).clone()).collect(),
+        nodes: w.cluster.nodes.values().map(|o| (**o).clone()).collect(),
+        pods: w.cluster.pods.values().cloned().collect(),
+        deployments: w.cluster.deployments.values().map(|o| (**o).clone()).collect(),
+        ..Default::default()
+    };
+    for n in &mut m.nodes {
+        n.spec.get_or_insert_with(Default::default).provider_id = Some(kwok_id.clone());
+    }
+    for c in &mut m.nodeclaims {
+        c.status.get_or_insert_with(Default::default).provider_id = Some(kwok_id.clone());
+    }
+    let mut h = Harness::with_objects(Mode::Auto, "");
+    h.cluster.apply(&m);
+    assert!(h.all_bound(), "the pods run on spot-1");
+    for _ in 0..60 {
+        h.tick();
+    }
+    assert!(h.cluster.nodes.contains_key("spot-1"), "nothing happens to a healthy node");
+    let notice = karpenter_tui::controller::interruption::Message {
+        kind: karpenter_tui::controller::interruption::Kind::SpotInterruption,
+        id: "e-1".into(),
+        time: String::new(),
+        instance_ids: vec!["spot-1".into()],
+    };
+    let effects = h.controller.interruption(&manifests(&h.cluster), &notice, h.now);
+    h.apply(effects);
+    for _ in 0..780 {
+        h.tick();
+    }
+
+    let interrupted: Vec<&Vec<String>> = report
+        .decisions
+        .iter()
+        .filter_map(|d| match &d.detail {
+            DecisionDetail::Disruption { candidates, .. } if d.id.starts_with('d') => Some(candidates),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(interrupted, vec![&vec!["spot-1".to_string()]], "the world handled the notice");
+    let live: Vec<_> = h.controller.interruptions.iter().map(|r| r.node.clone()).collect();
+    assert_eq!(live, vec![Some("spot-1".to_string())], "the live controller handled the notice");
+    assert!(!h.cluster.nodes.contains_key("spot-1"), "the live path drained and deleted the node");
+    assert!(report.nodes.iter().any(|n| n.name == "spot-1" && n.deleted_at.is_some()), "so did the world");
+    assert!(h.all_bound() && report.pending.is_empty(), "the displaced pods run elsewhere on both");
+    assert!(!sim_nodes_alive(&report).is_empty(), "a replacement");
+    assert_eq!(sim_nodes_alive(&report), live_nodes_alive(&h), "the same replacement capacity");
 }
