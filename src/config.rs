@@ -64,6 +64,29 @@ pub struct Config {
     /// The demo clock's default speed.
     #[serde(default)]
     pub demo_speed: Option<f64>,
+    /// The controller's settings when it acts on a live cluster (a scenario's `settings` set them in `simulate`).
+    #[serde(default)]
+    pub controller: ControllerConfig,
+}
+
+/// `controller:` in the config file: the same settings a scenario's `settings` give the simulated world.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct ControllerConfig {
+    /// Feature gate `SpotToSpotConsolidation` (default off, as upstream).
+    #[serde(default)]
+    pub spot_to_spot: Option<bool>,
+    /// Provisioning batch windows (Go durations: `1s`, `10s`).
+    #[serde(default)]
+    pub batch_idle: Option<String>,
+    #[serde(default)]
+    pub batch_max: Option<String>,
+    /// How long a consolidation command waits before it is validated again and started (default `15s`).
+    #[serde(default)]
+    pub validation_delay: Option<String>,
+    /// Candidates multi-node consolidation looks at, at most (default 100).
+    #[serde(default)]
+    pub multi_node_cap: Option<usize>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
@@ -118,6 +141,36 @@ impl Config {
             .or_else(|| self.theme.clone())
     }
 
+    /// The controller's settings in disruption mode `mode` (a flag), from the `controller:` block over the
+    /// defaults. A duration that does not parse is an error naming the field.
+    pub fn controller_settings(
+        &self,
+        mode: crate::engine::disruption::gate::Mode,
+        path: &str,
+    ) -> Result<crate::controller::Settings, ConfigError> {
+        let mut s = crate::controller::Settings { mode, ..Default::default() };
+        let c = &self.controller;
+        let duration = |field: &str, v: &Option<String>, default| match v {
+            None => Ok(default),
+            Some(text) => {
+                crate::engine::lifecycle::duration_ms(text).filter(|d| *d > 0).ok_or_else(|| ConfigError::Read {
+                    path: path.to_string(),
+                    message: format!("controller.{field}: {text:?} is not a positive duration (such as 1s, 10s, 2m)"),
+                })
+            }
+        };
+        s.batch_idle = duration("batchIdle", &c.batch_idle, s.batch_idle)?;
+        s.batch_max = duration("batchMax", &c.batch_max, s.batch_max)?;
+        s.validation_delay = duration("validationDelay", &c.validation_delay, s.validation_delay)?;
+        if let Some(v) = c.spot_to_spot {
+            s.spot_to_spot = v;
+        }
+        if let Some(n) = c.multi_node_cap {
+            s.multi_node_cap = n.max(1);
+        }
+        Ok(s)
+    }
+
     pub fn key_overrides(&self) -> BTreeMap<String, Vec<String>> {
         self.keys.iter().map(|(k, v)| (k.clone(), v.to_vec())).collect()
     }
@@ -160,6 +213,24 @@ mod tests {
         let err = Config::parse("theme: dark\nreadonly: true\n", "/x/config.yaml").unwrap_err().to_string();
         assert!(err.starts_with("/x/config.yaml:2:1:"), "{err}");
         assert!(err.contains("readonly"), "{err}");
+    }
+
+    #[test]
+    fn the_controller_block_sets_the_controllers_settings() {
+        use crate::engine::disruption::gate::Mode;
+        let c =
+            Config::parse("controller:\n  spotToSpot: true\n  batchIdle: 2s\n  validationDelay: 30s\n", "config.yaml")
+                .expect("valid config");
+        let s = c.controller_settings(Mode::Approve, "config.yaml").expect("valid settings");
+        assert_eq!(
+            (s.mode, s.spot_to_spot, s.batch_idle, s.batch_max, s.validation_delay),
+            (Mode::Approve, true, 2_000, 10_000, 30_000)
+        );
+        let bad = Config::parse("controller:\n  batchMax: soon\n", "/x/config.yaml").expect("parses");
+        let err = bad.controller_settings(Mode::Auto, "/x/config.yaml").unwrap_err().to_string();
+        assert!(err.starts_with("/x/config.yaml: controller.batchMax:") && err.contains("\"soon\""), "{err}");
+        let unknown = Config::parse("controller:\n  spotToSpotConsolidation: true\n", "/x/config.yaml").unwrap_err();
+        assert!(unknown.to_string().starts_with("/x/config.yaml:2:3:"), "{unknown}");
     }
 
     #[test]

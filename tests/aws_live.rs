@@ -65,6 +65,7 @@ async fn cloud_aws_prepares_acts_and_writes_the_nodeclass_status() {
             ..Default::default()
         })),
         mode: Mode::Approve,
+        settings: Default::default(),
         takeover: true,
         lease_namespace: "kube-system".into(),
     };

@@ -210,6 +210,7 @@ async fn scenario(client: kube::Client, connect: ConnectOptions, ns: String, poo
         sync_timeout: Duration::from_secs(60),
         cloud: Some(CloudChoice::Kwok),
         mode: Mode::Approve,
+        settings: Default::default(),
         takeover: true,
         lease_namespace: ns.clone(),
     };

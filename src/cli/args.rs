@@ -315,6 +315,7 @@ impl LiveArgs {
                 })),
             },
             mode: self.election.mode.map(Mode::from).unwrap_or(default_mode),
+            settings: crate::controller::Settings::default(),
             takeover: self.election.takeover,
             lease_namespace: self.election.lease_namespace.clone(),
         })

@@ -51,7 +51,11 @@ async fn next_wake(
     }
 }
 
-pub fn run_controller(opts: LiveOptions, health: SocketAddr) -> anyhow::Result<()> {
+pub fn run_controller(mut opts: LiveOptions, health: SocketAddr) -> anyhow::Result<()> {
+    // In the cluster the config file is where KARPENTER_TUI_CONFIG_DIR points (a mounted ConfigMap), if anywhere.
+    let config_file = crate::config::Paths::resolve().config_file();
+    let config = crate::config::Config::load(&config_file)?;
+    opts.settings = config.controller_settings(opts.mode, &config_file.display().to_string())?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()

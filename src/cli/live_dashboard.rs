@@ -34,6 +34,8 @@ pub struct LiveOptions {
     pub cloud: Option<CloudChoice>,
     /// Disruption mode when acting.
     pub mode: Mode,
+    /// The controller's other settings (the config file's `controller:` block); its mode is `mode`.
+    pub settings: crate::controller::Settings,
     pub takeover: bool,
     pub lease_namespace: String,
 }
@@ -42,6 +44,13 @@ pub struct LiveOptions {
 pub enum CloudChoice {
     Kwok,
     Aws(AwsChoice),
+}
+
+impl LiveOptions {
+    /// The controller's settings: the config file's, in the mode the flags chose.
+    pub fn controller_settings(&self) -> crate::controller::Settings {
+        crate::controller::Settings { mode: self.mode, ..self.settings.clone() }
+    }
 }
 
 /// `--cloud aws` and its settings.
@@ -71,7 +80,7 @@ async fn aws_acting(
     choice: &AwsChoice,
     conn: &crate::kube::connect::Connection,
     writer: &Writer,
-    mode: Mode,
+    settings: crate::controller::Settings,
     progress: Progress,
 ) -> anyhow::Result<Acting> {
     use crate::aws::cloud::{AwsCloud, PROVIDER_PREFIX};
@@ -126,7 +135,7 @@ async fn aws_acting(
             .or_else(|_| crate::engine::catalog::aws::aws_catalog("us-east-1", None, None, 0))?,
     );
     Ok(Acting {
-        controller: Controller::new(static_catalog, mode, now).with_provider_prefix(PROVIDER_PREFIX),
+        controller: Controller::with_settings(static_catalog, settings, now).with_provider_prefix(PROVIDER_PREFIX),
         writer: writer.clone(),
         cloud: Arc::new(crate::runtime::cloud::Aws(cloud.clone())),
         upkeep: Some(AwsUpkeep::new(cloud, now, notices)),
@@ -243,13 +252,13 @@ pub async fn prepare_with(
                     let catalog = Arc::new(opts.catalog.clone());
                     let now = chrono::Utc::now().timestamp_millis();
                     Acting {
-                        controller: Controller::new(catalog.clone(), opts.mode, now),
+                        controller: Controller::with_settings(catalog.clone(), opts.controller_settings(), now),
                         writer: writer.clone(),
                         cloud: Arc::new(crate::runtime::cloud::Kwok { catalog }),
                         upkeep: None,
                     }
                 }
-                CloudChoice::Aws(aws) => aws_acting(aws, &conn, &writer, opts.mode, progress).await?,
+                CloudChoice::Aws(aws) => aws_acting(aws, &conn, &writer, opts.controller_settings(), progress).await?,
             };
             let me = identity();
             let elector = Elector::new(conn.client.clone(), &opts.lease_namespace, me.clone(), opts.takeover);
@@ -286,9 +295,10 @@ fn supervise(elector: Elector, tx: tokio::sync::watch::Sender<Role>, releaser: E
     Election { supervisor, task, releaser }
 }
 
-pub fn run_live(opts: LiveOptions, log_format: super::logging::LogFormat) -> anyhow::Result<()> {
+pub fn run_live(mut opts: LiveOptions, log_format: super::logging::LogFormat) -> anyhow::Result<()> {
     let paths = Paths::resolve();
     let config = Config::load(&paths.config_file())?;
+    opts.settings = config.controller_settings(opts.mode, &paths.config_file().display().to_string())?;
     let _guard = super::logging::to_file(&paths, log_format);
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
