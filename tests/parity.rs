@@ -20,7 +20,12 @@ use karpenter_tui::sim::scenario::parse_scenario;
 type Command = (String, usize, Vec<Vec<String>>, String);
 
 fn simulate(mode: &str, events: &str, until: &str) -> Report {
-    let objects: String = OBJECTS
+    simulate_with(OBJECTS, "", mode, events, until)
+}
+
+/// The objects as a scenario's `objects:` (from the multi-document YAML the harness takes), with extra header lines.
+fn simulate_with(objects: &str, header: &str, mode: &str, events: &str, until: &str) -> Report {
+    let objects: String = objects
         .split("\n---\n")
         .map(|doc| {
             let doc = doc.trim();
@@ -31,7 +36,7 @@ fn simulate(mode: &str, events: &str, until: &str) -> Report {
         })
         .collect();
     let text = format!(
-        "name: parity\nseed: 3\nuntil: {until}\ncatalog: {{source: kwok}}\nsettings: {{disruption: {mode}}}\nobjects:\n{objects}events:\n{events}"
+        "name: parity\nseed: 3\n{header}until: {until}\ncatalog: {{source: kwok}}\nsettings: {{disruption: {mode}}}\nobjects:\n{objects}events:\n{events}"
     );
     let s = parse_scenario(&text, "parity.yaml").unwrap_or_else(|e| panic!("{e}\n{text}"));
     run(&s, None, None).expect("the scenario runs")
@@ -348,4 +353,46 @@ fn a_spot_interruption_replaces_the_node() {
     assert!(h.all_bound() && report.pending.is_empty(), "the displaced pods run elsewhere on both");
     assert!(!sim_nodes_alive(&report).is_empty(), "a replacement");
     assert_eq!(sim_nodes_alive(&report), live_nodes_alive(&h), "the same replacement capacity");
+}
+
+/// A budget window that allows no disruption holds emptiness back on both paths until it ends (cron in UTC on the
+/// same wall clock: the scenario starts when the harness's clock does).
+#[test]
+fn a_budget_window_holds_disruption_until_it_ends() {
+    let objects = OBJECTS.replace(
+        "disruption: {consolidationPolicy: WhenEmptyOrUnderutilized, consolidateAfter: 30s}",
+        "disruption: {consolidationPolicy: WhenEmptyOrUnderutilized, consolidateAfter: 30s, budgets: [{nodes: \"0\", schedule: \"10 22 * * *\", duration: 1h}]}",
+    );
+    assert_ne!(objects, OBJECTS, "the budget is in");
+    let start = 1_700_000_000_000; // 2023-11-14T22:13:20Z; the window is 22:10–23:10
+    let window_end = start + (56 * 60 + 40) * 1_000;
+    let report = simulate_with(
+        &objects,
+        "start: 2023-11-14T22:13:20Z\n",
+        "auto",
+        "  - at: 2m\n    scale: {kind: Deployment, namespace: default, name: inflate, replicas: 0}\n",
+        "75m",
+    );
+
+    let mut h = Harness::with_objects(Mode::Auto, &objects);
+    assert_eq!(h.now, start);
+    h.run_until("all pods bound", 120, Harness::all_bound);
+    h.scale(0);
+    while h.now < start + 75 * 60 * 1_000 {
+        h.tick();
+    }
+
+    let (sim, live) = (sim_commands(&report), live_commands(&h));
+    assert!(!sim.is_empty() && sim.iter().all(|c| c.0 == "emptiness" && c.3 == "executed"), "{sim:?}");
+    assert_eq!(sim, live, "the same commands once the window is over");
+    let sim_first = report
+        .decisions
+        .iter()
+        .find(|d| matches!(d.detail, DecisionDetail::Disruption { .. }))
+        .map(|d| d.at)
+        .expect("a disruption");
+    assert!(sim_first * 1_000.0 >= (window_end - start) as f64, "not in the window: {sim_first} s");
+    let live_first = h.controller.records().first().expect("a disruption").at;
+    assert!(live_first >= window_end, "not in the window: {} s", (live_first - start) / 1_000);
+    assert_eq!(sim_nodes_alive(&report), live_nodes_alive(&h));
 }
