@@ -95,6 +95,11 @@ fn live_commands(h: &Harness) -> Vec<Command> {
         .collect()
 }
 
+/// Ids of the live controller's proposals waiting for approval, oldest first.
+fn awaiting(h: &Harness) -> Vec<String> {
+    h.controller.records().iter().filter(|r| r.state == CommandState::AwaitingApproval).map(|r| r.id.clone()).collect()
+}
+
 fn sorted(mut v: Vec<String>) -> Vec<String> {
     v.sort();
     v
@@ -166,13 +171,7 @@ fn scale_out_then_to_zero_with_approval() {
     for _ in 0..300 {
         h.tick();
     }
-    let open: Vec<String> = h
-        .controller
-        .records()
-        .iter()
-        .filter(|r| r.state == CommandState::AwaitingApproval)
-        .map(|r| r.id.clone())
-        .collect();
+    let open = awaiting(&h);
     assert!(!open.is_empty(), "proposals are waiting");
     for id in open {
         let m = manifests(&h.cluster);
@@ -209,13 +208,7 @@ fn a_rejected_proposal_is_not_offered_again() {
     for _ in 0..300 {
         h.tick();
     }
-    let open: Vec<String> = h
-        .controller
-        .records()
-        .iter()
-        .filter(|r| r.state == CommandState::AwaitingApproval)
-        .map(|r| r.id.clone())
-        .collect();
+    let open = awaiting(&h);
     assert!(!open.is_empty(), "proposals are waiting");
     let m = manifests(&h.cluster);
     let state = karpenter_tui::controller::generation(&m);
@@ -304,14 +297,9 @@ fn a_spot_interruption_replaces_the_node() {
     // The live side, from the world's objects one minute in (pods bound to spot-1).
     let w = karpenter_tui::sim::run::run_world(&s, Some(std::time::Duration::from_secs(60))).expect("runs");
     let kwok_id = "kwok://spot-1".to_string();
-    let mut m = karpenter_tui::engine::manifests::Manifests {
-        nodepools: w.cluster.nodepools.values().map(|o| (**o).clone()).collect(),
-        nodeclaims: w.cluster.nodeclaims.values().map(|o| (**o).clone()).collect(),
-        nodes: w.cluster.nodes.values().map(|o| (**o).clone()).collect(),
-        pods: w.cluster.pods.values().cloned().collect(),
-        deployments: w.cluster.deployments.values().map(|o| (**o).clone()).collect(),
-        ..Default::default()
-    };
+    // The harness's read of a cluster, plus the Deployment its replica controller keeps.
+    let mut m = manifests(&w.cluster);
+    m.deployments = w.cluster.deployments.values().map(|o| (**o).clone()).collect();
     for n in &mut m.nodes {
         n.spec.get_or_insert_with(Default::default).provider_id = Some(kwok_id.clone());
     }

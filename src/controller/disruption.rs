@@ -63,8 +63,8 @@ pub enum Act {
 /// The outcome of an operator's approval.
 #[derive(Debug, Clone)]
 pub enum Approval {
-    /// Valid against the cluster as it is now: started.
-    Started { acts: Vec<Act>, summary: String },
+    /// Valid against the cluster as it is now: started (what it says of itself).
+    Started { summary: String },
     /// No longer valid (recorded as invalidated with this reason); nothing was started.
     Invalidated(String),
 }
@@ -360,25 +360,31 @@ impl Orchestrator {
         }
     }
 
-    /// An operator approved proposal `id`. `validate` checks it against the cluster as it is now, with its own
-    /// nodes not counted as busy. `Err` when there is no such open proposal (or in dry-run mode).
+    /// The command of open proposal `id`, for the caller to validate against the cluster as it is now (with its
+    /// own nodes not counted as busy) before [`Self::approve`].
+    pub fn proposal(&self, id: &str) -> Option<&Command> {
+        self.gate.awaiting().find(|p| p.id == id).map(|p| &p.command)
+    }
+
+    /// An operator approved proposal `id`, whose validation gave `verdict`: started (with what to do), or recorded
+    /// as invalidated. `Err` when there is no such open proposal (or in dry-run mode).
     pub fn approve(
         &mut self,
         id: &str,
         now: Millis,
-        validate: impl FnOnce(&Command) -> Result<(), String>,
-    ) -> Result<Approval, String> {
+        verdict: Result<(), String>,
+    ) -> Result<(Approval, Vec<Act>), String> {
         let cmd = self.gate.approve(id, now)?;
         // Its nodes are no longer held by an open proposal: the next pass may find something else.
         self.quiet = None;
-        match validate(&cmd) {
+        match verdict {
             Ok(()) => {
                 let summary = cmd.summary();
-                Ok(Approval::Started { acts: vec![self.start(id.to_string(), cmd, now)], summary })
+                Ok((Approval::Started { summary }, vec![self.start(id.to_string(), cmd, now)]))
             }
             Err(why) => {
                 self.record(id, CommandState::Invalidated(why.clone()));
-                Ok(Approval::Invalidated(why))
+                Ok((Approval::Invalidated(why), Vec::new()))
             }
         }
     }
@@ -421,11 +427,11 @@ pub fn consolidation_generation(state: u64, now: Millis) -> u64 {
 pub fn quiet_until<'p>(
     now: Millis,
     recheck_at: Option<Millis>,
-    pools: &[NodePool],
+    mut pools: impl Iterator<Item = &'p NodePool>,
     pods: impl Iterator<Item = &'p StoredPod>,
 ) -> Millis {
     let mut until = recheck_at.unwrap_or(Millis::MAX);
-    if pools.iter().any(|p| p.spec.disruption.budgets.iter().any(|b| b.schedule.is_some())) {
+    if pools.any(|p| p.spec.disruption.budgets.iter().any(|b| b.schedule.is_some())) {
         until = until.min((now.div_euclid(MINUTE) + 1) * MINUTE);
     }
     let expiries = pods.filter_map(crate::engine::termination::do_not_disrupt_expiry);

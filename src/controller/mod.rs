@@ -905,7 +905,7 @@ impl Controller {
             // The live state hash leaves out the cloud's catalogs (offerings out of capacity come back): look
             // again within a minute, as often as scheduled budgets can change.
             |recheck| {
-                disruption::quiet_until(now, recheck, &m.nodepools, m.pods.iter().map(|p| &**p))
+                disruption::quiet_until(now, recheck, m.nodepools.iter(), m.pods.iter().map(|p| &**p))
                     .min(now + timing::MINUTE)
             },
         );
@@ -1014,12 +1014,11 @@ impl Controller {
     /// An operator approved proposal `id`: validated against the cluster as it is now, then started. `Err` when
     /// it can't be approved (no such open proposal, dry-run) or no longer holds.
     pub fn approve(&mut self, m: &Manifests, id: &str, now: Millis) -> Result<(Vec<Effect>, String), String> {
-        // Validated first (the gate hands the command over only as it approves it): a proposal that is not open is
-        // refused by the gate either way.
-        let verdict = self.disruption.gate().get(id).map(|p| self.validate_now(m, now, &p.command.clone()));
-        let approval = self.disruption.approve(id, now, |_| verdict.unwrap_or(Ok(())))?;
+        // A proposal that is not open is refused by the gate, whatever the verdict.
+        let verdict = self.disruption.proposal(id).map_or(Ok(()), |cmd| self.validate_now(m, now, cmd));
+        let (approval, acts) = self.disruption.approve(id, now, verdict)?;
         match approval {
-            Approval::Started { acts, summary } => {
+            Approval::Started { summary } => {
                 let mut out = Out::default();
                 self.carry_out(m, acts, now, &mut out);
                 Ok((out.finish(m), format!("{id} approved and started: {summary}")))

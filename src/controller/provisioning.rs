@@ -29,23 +29,30 @@ impl Provisioner {
 
     /// Takes in the pods pending now (uids). Returns whether any opened the batch (look again after
     /// [`POD_REQUEUE`]: it will again if it is still pending then).
-    pub fn observe<'a>(&mut self, pending: impl Iterator<Item = &'a str>, now: Millis) -> bool {
+    pub fn observe<'a>(&mut self, pending: impl Iterator<Item = &'a str> + Clone, now: Millis) -> bool {
         let mut triggered = false;
-        let mut still: BTreeMap<String, Millis> = BTreeMap::new();
-        for uid in pending {
-            let last = self.triggered.get(uid).copied();
-            let at = match last {
-                Some(t) if now - t < POD_REQUEUE => t,
-                _ => {
+        let mut count = 0;
+        for uid in pending.clone() {
+            count += 1;
+            match self.triggered.get_mut(uid) {
+                Some(t) if now - *t < POD_REQUEUE => {}
+                Some(t) => {
+                    *t = now;
                     self.batcher.trigger(uid, now);
                     triggered = true;
-                    now
                 }
-            };
-            still.insert(uid.to_string(), at);
+                None => {
+                    self.triggered.insert(uid.to_string(), now);
+                    self.batcher.trigger(uid, now);
+                    triggered = true;
+                }
+            }
         }
-        // Pods no longer pending are forgotten.
-        self.triggered = still;
+        // Pods no longer pending are forgotten (this runs at every reconcile: only look when some have gone).
+        if self.triggered.len() > count {
+            let still: std::collections::BTreeSet<&str> = pending.collect();
+            self.triggered.retain(|uid, _| still.contains(uid.as_str()));
+        }
         triggered
     }
 

@@ -159,7 +159,7 @@ impl SimDriver {
         match cmd {
             Command::Approve { request, id } => {
                 let outcome = match w.approve(&id) {
-                    Ok(Approval::Started { summary, .. }) => Ok(format!("{id} approved and started: {summary}")),
+                    Ok(Approval::Started { summary }) => Ok(format!("{id} approved and started: {summary}")),
                     Ok(Approval::Invalidated(why)) => Err(format!("{id} no longer holds: {why}")),
                     Err(e) => Err(format!("{id}: {e}")),
                 };

@@ -247,8 +247,7 @@ impl World {
         let outcome = PassOutcome { result, generation, state: self.state_generation(), quiet_key: self.quiet_key() };
         // Offerings out of capacity come back: an unchanged store may answer differently then.
         let ice = self.ice.values().min().copied().unwrap_or(Millis::MAX);
-        let pools: Vec<_> = self.cluster.nodepools.cloned_values();
-        let pods = &self.cluster.pods;
+        let (pools, pods) = (&self.cluster.nodepools, &self.cluster.pods);
         let next_decision = &mut self.next_decision;
         let acts = self.disruption.orchestrator.pass_done(
             outcome,
@@ -257,7 +256,10 @@ impl World {
                 *next_decision += 1;
                 format!("d-{next_decision}")
             },
-            |recheck| disruption::quiet_until(now, recheck, &pools, pods.values().map(|p| &**p)).min(ice),
+            |recheck| {
+                disruption::quiet_until(now, recheck, pools.values().map(|p| &**p), pods.values().map(|p| &**p))
+                    .min(ice)
+            },
         );
         self.sync_disruption_records();
         self.schedule_disruption_wakes();
@@ -357,17 +359,12 @@ impl World {
     /// ([`Approval::Started`]) or recorded as invalidated with the reason ([`Approval::Invalidated`]). `Err` when
     /// there is no such open proposal (or in dry-run mode). The live controller answers the same way.
     pub fn approve(&mut self, id: &str) -> Result<Approval, String> {
-        let verdict =
-            self.disruption.orchestrator.gate().get(id).map(|p| p.command.clone()).map(|c| self.validate_now(&c));
-        let approval = self.disruption.orchestrator.approve(id, self.now, |_| verdict.unwrap_or(Ok(())))?;
-        Ok(match approval {
-            // What was started is carried out here; the caller gets the summary.
-            Approval::Started { acts, summary } => {
-                self.carry_out(acts);
-                Approval::Started { acts: Vec::new(), summary }
-            }
-            invalidated => invalidated,
-        })
+        // A proposal that is not open is refused by the gate, whatever the verdict.
+        let proposal = self.disruption.orchestrator.proposal(id).cloned();
+        let verdict = proposal.map_or(Ok(()), |cmd| self.validate_now(&cmd));
+        let (approval, acts) = self.disruption.orchestrator.approve(id, self.now, verdict)?;
+        self.carry_out(acts);
+        Ok(approval)
     }
 
     pub fn reject(&mut self, id: &str) -> Result<(), String> {
