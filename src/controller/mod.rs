@@ -12,11 +12,13 @@
 //! of disruption commands (proposals, approvals, commands in flight). It reads no clock (time is an argument) and
 //! does no I/O.
 
+mod claims;
 pub mod disruption;
 pub mod drift;
 pub mod effect;
 pub mod interruption;
 pub mod nodepool_status;
+mod out;
 pub mod pod_events;
 pub mod provisioning;
 pub mod settings;
@@ -29,21 +31,19 @@ use std::sync::Arc;
 use k8s_openapi::api::core::v1::{Node, ObjectReference};
 
 use crate::engine::api::NodeClaim;
-use crate::engine::api::nodeclaim::{
-    COND_DISRUPTION_REASON, COND_DRIFTED, COND_INITIALIZED, COND_LAUNCHED, COND_REGISTERED,
-};
+use crate::engine::api::nodeclaim::{COND_DISRUPTION_REASON, COND_DRIFTED};
 use crate::engine::catalog::{Catalog, InstanceType};
 use crate::engine::disruption::consolidation::{Outlook, explain_nodes, pass};
 use crate::engine::disruption::gate::Mode;
 use crate::engine::disruption::validation::validate;
 use crate::engine::disruption::{Blocker, Command, Context, DisruptionOptions};
 use crate::engine::labels;
-use crate::engine::lifecycle::{self, DeleteReason, FinalizeAction, LifecycleAction, LifecycleSettings, set_condition};
+use crate::engine::lifecycle::{self, DeleteReason, LifecycleSettings, set_condition};
 use crate::engine::manifests::Manifests;
 use crate::engine::provisioning::{Millis, is_provisionable, provision};
 use crate::engine::scheduling::SchedulerOptions;
 use crate::engine::stored_pod::StoredPod;
-use crate::engine::termination::{disrupted_taint, drain_plan};
+use crate::engine::termination::disrupted_taint;
 
 pub use effect::{Effect, Purpose};
 
@@ -52,6 +52,7 @@ pub const KWOK_PROVIDER_PREFIX: &str = "kwok://";
 
 pub use disruption::{Act, Approval, CommandRecord, CommandState, Orchestrator, PassOutcome};
 use drift::{DriftRead, DriftTracker};
+use out::{Out, remove_taint};
 use pod_events::PodEventTracker;
 use provisioning::Provisioner;
 pub use settings::Settings;
@@ -61,7 +62,7 @@ const CREATE_SETTLE: Millis = 30 * SECOND;
 /// A launch not yet visible in the cache is not repeated for this long.
 const LAUNCH_SETTLE: Millis = 30 * SECOND;
 /// An instance still listed after it was asked to terminate is asked again after this long.
-const TERMINATE_AGAIN: Millis = 30 * SECOND;
+pub(crate) const TERMINATE_AGAIN: Millis = 30 * SECOND;
 /// The same Kubernetes Event is sent again at most this often.
 const EVENT_REPEAT: Millis = 10 * 60 * SECOND;
 /// Why nodes are not disrupted is published as Events this often (a full single-node pass over every node).
@@ -107,6 +108,8 @@ pub struct Controller {
     class_drift: BTreeMap<String, String>,
     /// When the next `DisruptionBlocked`/`Unconsolidatable` round is due.
     next_explain: Millis,
+    /// The earliest time the lifecycle controllers asked to run again at (see [`Controller::requeue_at`]).
+    requeue: Option<Millis>,
 }
 
 /// An interruption notice as operators see it.
@@ -168,6 +171,7 @@ impl Controller {
             live_instances: None,
             class_drift: BTreeMap::new(),
             next_explain: now + 60 * SECOND,
+            requeue: None,
         }
     }
 
@@ -309,10 +313,8 @@ impl Controller {
         self.disruption.busy()
     }
 
-    /// Everything that should change now. `generation` identifies the cluster state (a rejected proposal is not
-    /// offered again until it changes).
-    pub fn plan(&mut self, m: &Manifests, now: Millis, generation: u64) -> Vec<Effect> {
-        let mut out = Out::default();
+    /// Drops what it kept to avoid doing things twice once the cache shows them done (or they timed out).
+    fn forget_settled(&mut self, m: &Manifests, now: Millis) {
         let claim_names: BTreeSet<&str> = m.nodeclaims.iter().map(|c| c.name()).collect();
         self.created.retain(|n, at| !claim_names.contains(n.as_str()) && now - *at < CREATE_SETTLE);
         self.launching.retain(|n, at| {
@@ -327,6 +329,14 @@ impl Controller {
             .filter_map(|c| c.provider_id())
             .collect();
         self.terminating.retain(|pid, _| deleting.contains(pid.as_str()));
+    }
+
+    /// Everything that should change now. `generation` identifies the cluster state (a rejected proposal is not
+    /// offered again until it changes).
+    pub fn plan(&mut self, m: &Manifests, now: Millis, generation: u64) -> Vec<Effect> {
+        let mut out = Out::default();
+        self.forget_settled(m, now);
+        self.requeue = None;
         self.provisioning(m, now, &mut out);
         self.nodeclaims(m, now, &mut out);
         self.terminations(m, now, &mut out);
@@ -495,210 +505,6 @@ impl Controller {
                 claim: Box::new(claim),
                 purpose: Purpose::Provisioning { pods: decided.pods.len() },
             });
-        }
-    }
-
-    fn nodeclaims(&mut self, m: &Manifests, now: Millis, out: &mut Out) {
-        for claim in &m.nodeclaims {
-            if !self.ours(claim.provider_id()) {
-                continue;
-            }
-            let nodes: Vec<&Node> = match claim.provider_id() {
-                Some(pid) => m
-                    .nodes
-                    .iter()
-                    .filter(|n| n.spec.as_ref().and_then(|s| s.provider_id.as_deref()) == Some(pid))
-                    .collect(),
-                None => Vec::new(),
-            };
-            if claim.metadata.deletion_timestamp.is_some() {
-                self.finalize(claim, &nodes, now, out);
-                continue;
-            }
-            let mut actions = lifecycle::reconcile(claim, &nodes, now, &self.lifecycle);
-            actions.extend(lifecycle::expiration(claim, now));
-            for a in actions {
-                match a {
-                    LifecycleAction::AddFinalizer => {
-                        let mut f = claim.metadata.finalizers.clone().unwrap_or_default();
-                        if !f.iter().any(|x| x == labels::TERMINATION_FINALIZER) {
-                            f.push(labels::TERMINATION_FINALIZER.to_string());
-                        }
-                        out.push(Effect::PatchClaimMetadata {
-                            name: claim.name().to_string(),
-                            labels: BTreeMap::new(),
-                            annotations: BTreeMap::new(),
-                            finalizers: Some(f),
-                        });
-                    }
-                    LifecycleAction::Launch => {
-                        if !self.launching.contains_key(claim.name()) && !claim.is_true(COND_LAUNCHED) {
-                            self.launching.insert(claim.name().to_string(), now);
-                            out.push(Effect::Launch { claim: Box::new(claim.clone()) });
-                        }
-                    }
-                    LifecycleAction::SyncNode {
-                        node,
-                        labels: l,
-                        annotations,
-                        taints_to_add,
-                        remove_unregistered_taint,
-                        finalizer,
-                    } => {
-                        if let Some(n) = nodes.iter().find(|n| n.metadata.name.as_deref() == Some(node.as_str())) {
-                            let w = out.node(n);
-                            w.metadata.labels.get_or_insert_with(BTreeMap::new).extend(l);
-                            w.metadata.annotations.get_or_insert_with(BTreeMap::new).extend(annotations);
-                            let taints =
-                                w.spec.get_or_insert_with(Default::default).taints.get_or_insert_with(Vec::new);
-                            for t in taints_to_add {
-                                if !taints.iter().any(|x| x.key == t.key && x.effect == t.effect) {
-                                    taints.push(t);
-                                }
-                            }
-                            if remove_unregistered_taint {
-                                taints.retain(|t| t.key != labels::TAINT_UNREGISTERED);
-                            }
-                            let finalizers = w.metadata.finalizers.get_or_insert_with(Vec::new);
-                            if finalizer && !finalizers.iter().any(|f| f == labels::TERMINATION_FINALIZER) {
-                                finalizers.push(labels::TERMINATION_FINALIZER.to_string());
-                            }
-                        }
-                    }
-                    LifecycleAction::LabelNode { node, key, value } => {
-                        if let Some(n) = nodes.iter().find(|n| n.metadata.name.as_deref() == Some(node.as_str())) {
-                            out.node(n).metadata.labels.get_or_insert_with(BTreeMap::new).insert(key, value);
-                        }
-                    }
-                    // Registered and Initialized stand for what was done to the node: they are written only once
-                    // the cache shows the node as registration left it, never in the tick that sends the node's
-                    // update (which another writer may make fail with a conflict). Until then the next tick plans
-                    // registration again from the fresh node.
-                    LifecycleAction::SetCondition { ref type_, ref status, .. }
-                        if (type_ == COND_REGISTERED || type_ == COND_INITIALIZED)
-                            && status == "True"
-                            && nodes.iter().any(|n| out.node_changed(n)) => {}
-                    LifecycleAction::SetNodeName(_) if nodes.iter().any(|n| out.node_changed(n)) => {}
-                    LifecycleAction::Delete { reason } => {
-                        if matches!(reason, DeleteReason::LaunchTimeout | DeleteReason::RegistrationTimeout)
-                            && let Some(pool) = claim.nodepool()
-                        {
-                            out.registration_failures
-                                .insert(pool.to_string(), nodepool_status::RegistrationFailure::of(claim));
-                        }
-                        out.push(Effect::DeleteNodeClaim { name: claim.name().to_string(), reason });
-                    }
-                    LifecycleAction::RequeueAt(_) => {}
-                    other => {
-                        lifecycle::apply(out.claim(claim), &other, now);
-                    }
-                }
-            }
-        }
-    }
-
-    fn finalize(&mut self, claim: &NodeClaim, nodes: &[&Node], now: Millis, out: &mut Out) {
-        let has_finalizer = claim.metadata.finalizers.iter().flatten().any(|f| f == labels::TERMINATION_FINALIZER);
-        if !has_finalizer {
-            return;
-        }
-        // Never launched: nothing to tear down.
-        if claim.provider_id().is_none() && !claim.is_true(COND_LAUNCHED) {
-            out.push(Effect::FinalizeNodeClaim { claim: Box::new(claim.clone()) });
-            return;
-        }
-        // The instance exists while a node carries its provider id (KWOK) or the cloud lists it; a node going
-        // away is waited for by `finalize` itself.
-        let exists = match (&self.live_instances, claim.provider_id()) {
-            (Some(live), Some(pid)) => live.contains(pid) || !nodes.is_empty(),
-            _ => !nodes.is_empty(),
-        };
-        for a in lifecycle::finalize(claim, nodes, exists, now) {
-            match a {
-                FinalizeAction::AnnotateTerminationTimestamp(v) => out.push(Effect::PatchClaimMetadata {
-                    name: claim.name().to_string(),
-                    labels: BTreeMap::new(),
-                    annotations: [(lifecycle::ANNOTATION_TERMINATION_TIMESTAMP.to_string(), v)].into(),
-                    finalizers: None,
-                }),
-                FinalizeAction::DeleteNode(n) => {
-                    if nodes.iter().any(|x| {
-                        x.metadata.name.as_deref() == Some(n.as_str()) && x.metadata.deletion_timestamp.is_none()
-                    }) {
-                        out.push(Effect::DeleteNode { name: n });
-                    }
-                }
-                FinalizeAction::DeleteInstance => {
-                    if let Some(pid) = claim.provider_id()
-                        && self.terminating.get(pid).is_none_or(|at| now - at >= TERMINATE_AGAIN)
-                    {
-                        self.terminating.insert(pid.to_string(), now);
-                        out.push(Effect::DeleteInstance { provider_id: pid.to_string() });
-                    }
-                }
-                FinalizeAction::SetCondition { type_, status, reason, message } => {
-                    set_condition(out.claim(claim), &type_, &status, &reason, &message, now);
-                }
-                FinalizeAction::RemoveFinalizer => {
-                    out.push(Effect::FinalizeNodeClaim { claim: Box::new(claim.clone()) })
-                }
-                FinalizeAction::RequeueAt(_) => {}
-            }
-        }
-    }
-
-    /// Node termination for nodes carrying our finalizer: taint, drain in tiers through the Eviction API, then let
-    /// the node go by removing the finalizer.
-    fn terminations(&mut self, m: &Manifests, now: Millis, out: &mut Out) {
-        let deleting: BTreeSet<String> = m
-            .nodes
-            .iter()
-            .filter(|n| n.metadata.deletion_timestamp.is_some())
-            .filter_map(|n| n.metadata.name.clone())
-            .collect();
-        self.drains.retain(|n, _| deleting.contains(n));
-        for node in m.nodes.iter().filter(|n| n.metadata.deletion_timestamp.is_some()) {
-            let finalizers = node.metadata.finalizers.clone().unwrap_or_default();
-            let ours = self.ours(node.spec.as_ref().and_then(|s| s.provider_id.as_deref()));
-            if !ours || !finalizers.iter().any(|f| f == labels::TERMINATION_FINALIZER) {
-                continue;
-            }
-            let name = node.metadata.name.clone().unwrap_or_default();
-            let started = *self.drains.entry(name.clone()).or_insert(now);
-            // Pods are evicted only from a node the cache shows tainted, so they can't land on it again; the taint
-            // is added first, and a conflicting write is planned again on the next tick.
-            if !has_taint(node, labels::TAINT_DISRUPTED) {
-                out.node(node)
-                    .spec
-                    .get_or_insert_with(Default::default)
-                    .taints
-                    .get_or_insert_with(Vec::new)
-                    .push(disrupted_taint());
-                continue;
-            }
-            let pid = node.spec.as_ref().and_then(|s| s.provider_id.as_deref());
-            let deadline = m
-                .nodeclaims
-                .iter()
-                .find(|c| pid.is_some() && c.provider_id() == pid)
-                .and_then(lifecycle::annotated_deadline);
-            let pods: Vec<&StoredPod> =
-                m.pods.iter().filter(|p| p.node_name() == Some(name.as_str())).map(|p| &**p).collect();
-            let plan = drain_plan(node, &pods, deadline, Some(started), now);
-            for (namespace, pod) in plan.evict {
-                out.push(Effect::Evict { namespace, name: pod });
-            }
-            for (namespace, pod, grace) in plan.force_delete {
-                out.push(Effect::DeletePod {
-                    namespace,
-                    name: pod,
-                    grace_seconds: u32::try_from(grace.max(1)).unwrap_or(1),
-                });
-            }
-            if plan.drained {
-                let rest: Vec<String> = finalizers.into_iter().filter(|f| f != labels::TERMINATION_FINALIZER).collect();
-                out.node(node).metadata.finalizers = Some(rest);
-            }
         }
     }
 
@@ -1038,72 +844,6 @@ impl Controller {
     }
 }
 
-/// The effects of one tick, with every status change to a NodeClaim gathered into one write per claim (a merge
-/// patch replaces the conditions list whole, so two patches from the same cached copy would undo each other), and
-/// every change to a node into one update per node (two updates guarded by the same resourceVersion would make the
-/// second fail).
-#[derive(Default)]
-struct Out {
-    effects: Vec<Effect>,
-    claims: BTreeMap<String, NodeClaim>,
-    nodes: BTreeMap<String, Node>,
-    /// Launch or registration timeouts acted on in this tick, by NodePool.
-    registration_failures: BTreeMap<String, nodepool_status::RegistrationFailure>,
-}
-
-impl Out {
-    fn push(&mut self, e: Effect) {
-        self.effects.push(e);
-    }
-
-    /// The tick's working copy of a claim.
-    fn claim(&mut self, c: &NodeClaim) -> &mut NodeClaim {
-        self.claims.entry(c.name().to_string()).or_insert_with(|| c.clone())
-    }
-
-    /// The tick's working copy of a node.
-    fn node(&mut self, n: &Node) -> &mut Node {
-        self.nodes.entry(n.metadata.name.clone().unwrap_or_default()).or_insert_with(|| n.clone())
-    }
-
-    /// Whether this tick changes the node (as the cache has it).
-    fn node_changed(&self, n: &Node) -> bool {
-        self.nodes.get(n.metadata.name.as_deref().unwrap_or_default()).is_some_and(|w| node_update(n, w).is_some())
-    }
-
-    /// Node updates go first: a node is tainted before replacements are created for it or its pods are evicted.
-    fn finish(self, m: &Manifests) -> Vec<Effect> {
-        let mut effects: Vec<Effect> = Vec::with_capacity(self.effects.len() + self.nodes.len() + self.claims.len());
-        for (name, w) in &self.nodes {
-            if let Some(before) = m.nodes.iter().find(|n| n.metadata.name.as_deref() == Some(name.as_str()))
-                && let Some(e) = node_update(before, w)
-            {
-                effects.push(e);
-            }
-        }
-        let mut claims = self.claims;
-        for mut e in self.effects {
-            // A launch writes the claim's status itself once the instance exists: it carries this tick's status, so
-            // a separate status write can't replace the conditions the launch records with stale ones.
-            if let Effect::Launch { claim } = &mut e
-                && let Some(w) = claims.remove(claim.name())
-            {
-                claim.status = w.status;
-            }
-            effects.push(e);
-        }
-        for (name, c) in claims {
-            let before = m.nodeclaims.iter().find(|x| x.name() == name).and_then(|x| x.status.as_ref());
-            if let Some(status) = c.status
-                && before != Some(&status)
-            {
-                effects.push(Effect::PatchClaimStatus { name, status: Box::new(status) });
-            }
-        }
-        effects
-    }
-}
-
 fn pod_ref(namespace: &str, name: &str, uid: &str) -> ObjectReference {
     ObjectReference {
         kind: Some("Pod".into()),
@@ -1131,47 +871,6 @@ pub fn fit_event_message(message: String) -> String {
     format!("{head}… ({} more characters)", total - keep)
 }
 
-fn has_taint(n: &Node, key: &str) -> bool {
-    n.spec.as_ref().and_then(|s| s.taints.as_ref()).is_some_and(|t| t.iter().any(|t| t.key == key))
-}
-
-fn remove_taint(n: &mut Node, key: &str) {
-    if let Some(t) = n.spec.as_mut().and_then(|s| s.taints.as_mut()) {
-        t.retain(|t| t.key != key);
-    }
-}
-
-/// The update that turns `before` into `after`: the labels and annotations that differ, and taints and finalizers
-/// only when they change (then guarded by `before`'s resourceVersion). `None` when nothing changes.
-fn node_update(before: &Node, after: &Node) -> Option<Effect> {
-    let changed = |b: Option<&BTreeMap<String, String>>, a: Option<&BTreeMap<String, String>>| {
-        a.into_iter()
-            .flatten()
-            .filter(|(k, v)| b.and_then(|b| b.get(*k)) != Some(*v))
-            .map(|(k, v)| (k.clone(), v.clone()))
-            .collect::<BTreeMap<String, String>>()
-    };
-    let labels = changed(before.metadata.labels.as_ref(), after.metadata.labels.as_ref());
-    let annotations = changed(before.metadata.annotations.as_ref(), after.metadata.annotations.as_ref());
-    let taints_of = |n: &Node| n.spec.as_ref().and_then(|s| s.taints.clone()).unwrap_or_default();
-    let taints = Some(taints_of(after)).filter(|t| *t != taints_of(before));
-    let finalizers_of = |n: &Node| n.metadata.finalizers.clone().unwrap_or_default();
-    let finalizers = Some(finalizers_of(after)).filter(|f| *f != finalizers_of(before));
-    if labels.is_empty() && annotations.is_empty() && taints.is_none() && finalizers.is_none() {
-        return None;
-    }
-    let guarded = taints.is_some() || finalizers.is_some();
-    Some(Effect::SyncNode {
-        name: before.metadata.name.clone().unwrap_or_default(),
-        resource_version: before.metadata.resource_version.clone().filter(|_| guarded),
-        labels,
-        annotations,
-        taints,
-        finalizers,
-    })
-}
-
-/// A fingerprint of what disruption decisions depend on: nodes, claims and where pods are bound.
 /// A hash of everything disruption decisions read that a controller or kubelet changes: nodes (deletion, taints,
 /// labels, readiness), NodeClaims (deletion, finalizers, provider id, conditions), where pods are bound, NodePool
 /// specs and PDBs. Equal hashes mean a pass would see the same cluster (a rejected proposal stays rejected, a
