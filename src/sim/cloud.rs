@@ -65,6 +65,9 @@ pub struct Interruption {
     pub at: Millis,
 }
 
+/// Provider ids of simulated instances start with this (as AWS's do: `aws:///<zone>/<instance id>`).
+pub const PROVIDER_PREFIX: &str = "aws:///";
+
 /// The simulated cloud.
 #[derive(Debug, Clone)]
 pub struct SimCloud {
@@ -76,6 +79,8 @@ pub struct SimCloud {
     instances: BTreeMap<String, Instance>,
     interruptions: Vec<Interruption>,
     next_id: u64,
+    /// Bumped by every change to the instances (a reader that saw the same value needn't look again).
+    generation: u64,
     region: String,
 }
 
@@ -88,6 +93,7 @@ impl SimCloud {
             instances: BTreeMap::new(),
             interruptions: Vec::new(),
             next_id: 0,
+            generation: 0,
             region: catalog.region.clone(),
         }
     }
@@ -197,12 +203,13 @@ impl SimCloud {
     /// type and region.
     fn new_instance(&mut self, t: &InstanceType, zone: &str, capacity_type: &str, price: f64) -> Launched {
         self.next_id += 1;
+        self.generation += 1;
         let mut labels_out = t.requirements.single_valued_labels();
         labels_out.insert(labels::ZONE.to_string(), zone.to_string());
         labels_out.insert(labels::CAPACITY_TYPE.to_string(), capacity_type.to_string());
         labels_out.insert(labels::REGION.to_string(), self.region.clone());
         Launched {
-            provider_id: format!("aws:///{zone}/i-{:017x}", self.next_id),
+            provider_id: format!("{PROVIDER_PREFIX}{zone}/i-{:017x}", self.next_id),
             instance_type: t.name.clone(),
             zone: zone.to_string(),
             capacity_type: capacity_type.to_string(),
@@ -250,12 +257,18 @@ impl SimCloud {
     pub fn terminate(&mut self, provider_id: &str, now: Millis) -> Result<(), CloudError> {
         match self.instances.get_mut(provider_id) {
             Some(i) if i.state != InstanceState::Terminated => {
+                self.generation += 1;
                 i.state = InstanceState::Terminated;
                 i.terminated_at = Some(now);
                 Ok(())
             }
             _ => Err(CloudError::NotFound(provider_id.to_string())),
         }
+    }
+
+    /// Changes with every instance created or terminated.
+    pub fn generation(&self) -> u64 {
+        self.generation
     }
 
     pub fn get(&self, provider_id: &str) -> Option<&Instance> {

@@ -18,13 +18,11 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
 use crate::controller::interruption::Kind as InterruptionKind;
 use crate::controller::provisioning::Provisioner;
-use crate::engine::api::nodeclaim::{COND_INITIALIZED, COND_LAUNCHED};
+use crate::engine::api::nodeclaim::COND_INITIALIZED;
 use crate::engine::api::{NodeClaim, NodePool};
 use crate::engine::catalog::{Catalog, InstanceType};
 use crate::engine::labels;
-use crate::engine::lifecycle::{
-    self, DeleteReason, FinalizeAction, LaunchError, LaunchResult, LifecycleAction, LifecycleSettings,
-};
+use crate::engine::lifecycle::{self, DeleteReason, LaunchError, LaunchResult, LifecycleAction};
 use crate::engine::provisioning::{Millis, is_provisionable, provision};
 use crate::engine::scheduling::SchedulerOptions;
 use crate::engine::stored_pod::StoredPod;
@@ -32,6 +30,7 @@ use crate::sim::cloud::{CloudError, SimCloud};
 use crate::sim::cluster::{Cluster, Key};
 
 mod disruption;
+mod execute;
 
 pub use self::disruption::{DisruptionRecord, DisruptionState, PassTiming};
 use crate::engine::disruption::gate::Mode;
@@ -209,7 +208,6 @@ pub struct World {
     pub record: Record,
     catalog: Catalog,
     settings: Settings,
-    lifecycle: LifecycleSettings,
     options: SchedulerOptions,
     /// When to solve (shared with the live controller).
     provisioner: Provisioner,
@@ -220,8 +218,12 @@ pub struct World {
     in_flight: BTreeMap<String, Result<crate::sim::cloud::Launched, CloudError>>,
     /// Offerings the engine learned are out of capacity, until when.
     ice: BTreeMap<(String, String, String), Millis>,
-    /// When each node's drain started.
-    drains: BTreeMap<String, Millis>,
+    /// The controller's NodeClaim lifecycle, finalization, termination and interruption handling (the same code the
+    /// live planner runs; provisioning and disruption still go through the world's own calls below).
+    controller: crate::controller::Controller,
+    /// What the controller's lifecycle read last (store stamps, the cloud's generation): while it is the same and
+    /// no requeue is due, running it again would change nothing.
+    lifecycle_seen: Option<[u64; 4]>,
     rng: Rng,
     /// Why each pod was pending after the last provisioning pass: (NodePool or "", reason).
     pub pending_reasons: BTreeMap<Key, Vec<(String, String)>>,
@@ -260,6 +262,9 @@ fn taint(key: &str, effect: &str) -> Taint {
 
 impl World {
     pub fn new(catalog: Catalog, settings: Settings, start: Millis, seed: u64) -> World {
+        let controller =
+            crate::controller::Controller::with_settings(Arc::new(catalog.clone()), settings.controller(), start)
+                .with_provider_prefix(crate::sim::cloud::PROVIDER_PREFIX);
         World {
             now: start,
             disruption: disruption::Controller::new(&settings),
@@ -269,14 +274,14 @@ impl World {
             provisioner: Provisioner::new(&settings.controller()),
             catalog,
             settings,
-            lifecycle: LifecycleSettings::default(),
             options: SchedulerOptions::default(),
             timers: BTreeSet::new(),
             wakes: BTreeSet::new(),
             timer_seq: 0,
             in_flight: BTreeMap::new(),
             ice: BTreeMap::new(),
-            drains: BTreeMap::new(),
+            controller,
+            lifecycle_seen: None,
             rng: Rng(seed ^ 0x6b61_7270_656e_7465),
             pending_reasons: BTreeMap::new(),
             next_decision: 0,
@@ -354,8 +359,7 @@ impl World {
             let before = self.fingerprint();
             self.controllers();
             self.provisioning();
-            self.nodeclaims();
-            self.terminations();
+            self.lifecycle();
             self.interruptions();
             self.disruption();
             if self.now >= self.next_gc {
@@ -609,117 +613,19 @@ impl World {
         name
     }
 
-    /// Deletes a NodeClaim (finalization drains and terminates it) and records why.
+    /// Deletes a NodeClaim (finalization drains and terminates it) and records why, unless an interruption did it
+    /// (the interruption is the decision on record).
     pub fn delete_nodeclaim(&mut self, name: &str, reason: DeleteReason) {
         let now = self.now;
         if self.cluster.nodeclaims.get(name).is_some_and(|c| c.metadata.deletion_timestamp.is_none())
             && let Some(c) = self.cluster.nodeclaims.get_mut(name)
         {
             c.metadata.deletion_timestamp = Some(lifecycle::ms_time(now));
+            if reason == DeleteReason::Interrupted {
+                return;
+            }
             let id = self.decision_id("d");
             self.record.decisions.push(Decision::Delete { id, at: now, nodeclaim: name.to_string(), reason });
-        }
-    }
-
-    fn nodeclaims(&mut self) {
-        enum Plan {
-            Finalize(Vec<FinalizeAction>),
-            Reconcile(Vec<LifecycleAction>),
-        }
-        // Decide for every claim against the same state, then act.
-        let mut plans: Vec<(String, Plan)> = Vec::new();
-        {
-            // Only looked up, never iterated (this runs at every reconcile).
-            let mut by_provider: rustc_hash::FxHashMap<&str, Vec<&Node>> = rustc_hash::FxHashMap::default();
-            for n in self.cluster.nodes.values() {
-                if let Some(pid) = n.spec.as_ref().and_then(|s| s.provider_id.as_deref()) {
-                    by_provider.entry(pid).or_default().push(n);
-                }
-            }
-            for (name, claim) in &self.cluster.nodeclaims {
-                let nodes: &[&Node] =
-                    claim.provider_id().and_then(|p| by_provider.get(p)).map_or(&[], |v| v.as_slice());
-                if claim.metadata.deletion_timestamp.is_some() {
-                    let exists = claim.provider_id().is_some_and(|p| self.cloud.get(p).is_some());
-                    plans.push((name.clone(), Plan::Finalize(lifecycle::finalize(claim, nodes, exists, self.now))));
-                } else {
-                    let mut actions = lifecycle::reconcile(claim, nodes, self.now, &self.lifecycle);
-                    actions.extend(lifecycle::expiration(claim, self.now));
-                    plans.push((name.clone(), Plan::Reconcile(actions)));
-                }
-            }
-        }
-        for (name, plan) in plans {
-            match plan {
-                Plan::Finalize(actions) => self.finalize_actions(&name, actions),
-                Plan::Reconcile(actions) => {
-                    for a in actions {
-                        self.lifecycle_action(&name, a);
-                    }
-                }
-            }
-        }
-    }
-
-    fn lifecycle_action(&mut self, name: &str, a: LifecycleAction) {
-        let now = self.now;
-        match &a {
-            LifecycleAction::Launch => {
-                if self.in_flight.contains_key(name) {
-                    return;
-                }
-                let Some(claim) = self.cluster.nodeclaims.get(name).cloned() else { return };
-                let result = self.cloud.create(&claim, now);
-                self.in_flight.insert(name.to_string(), result);
-                let t = now + self.settings.launch_latency;
-                self.at(t, Timer::LaunchDone { claim: name.to_string() });
-            }
-            LifecycleAction::SyncNode {
-                node,
-                labels: l,
-                annotations,
-                taints_to_add,
-                remove_unregistered_taint,
-                finalizer,
-            } => {
-                if let Some(n) = self.cluster.nodes.get_mut(node) {
-                    n.metadata.labels.get_or_insert_with(BTreeMap::new).extend(l.clone());
-                    n.metadata.annotations.get_or_insert_with(BTreeMap::new).extend(annotations.clone());
-                    let spec = n.spec.get_or_insert_with(NodeSpec::default);
-                    let taints = spec.taints.get_or_insert_with(Vec::new);
-                    for t in taints_to_add {
-                        if !taints.iter().any(|x| x.key == t.key && x.effect == t.effect) {
-                            taints.push(t.clone());
-                        }
-                    }
-                    if *remove_unregistered_taint {
-                        taints.retain(|t| t.key != labels::TAINT_UNREGISTERED);
-                    }
-                    if *finalizer {
-                        let f = n.metadata.finalizers.get_or_insert_with(Vec::new);
-                        if !f.iter().any(|x| x == labels::TERMINATION_FINALIZER) {
-                            f.push(labels::TERMINATION_FINALIZER.to_string());
-                        }
-                    }
-                }
-            }
-            LifecycleAction::LabelNode { node, key, value } => {
-                if let Some(n) = self.cluster.nodes.get_mut(node) {
-                    n.metadata.labels.get_or_insert_with(BTreeMap::new).insert(key.clone(), value.clone());
-                }
-                if key == labels::INITIALIZED
-                    && let Some(r) = self.record.nodes.iter_mut().find(|r| r.name == *node)
-                {
-                    r.initialized_at.get_or_insert(now);
-                }
-            }
-            LifecycleAction::Delete { reason } => self.delete_nodeclaim(name, *reason),
-            LifecycleAction::RequeueAt(t) => self.at(*t, Timer::Wake),
-            _ => {
-                if let Some(c) = self.cluster.nodeclaims.get_mut(name) {
-                    lifecycle::apply(c, &a, now);
-                }
-            }
         }
     }
 
@@ -765,8 +671,17 @@ impl World {
                     CloudError::NoCompatibleType(m) => LaunchError::InsufficientCapacity(m.clone()),
                     CloudError::NotFound(m) => LaunchError::Other(m.clone()),
                 };
+                // As the live executor does: the engine's rule decides (out of capacity deletes the claim so its
+                // pods are provisioned elsewhere; anything else is recorded on the claim and retried).
                 for a in lifecycle::launch_failed(&err, now) {
-                    self.lifecycle_action(name, a);
+                    match a {
+                        LifecycleAction::Delete { reason } => self.delete_nodeclaim(name, reason),
+                        other => {
+                            if let Some(c) = self.cluster.nodeclaims.get_mut(name) {
+                                lifecycle::apply(c, &other, now);
+                            }
+                        }
+                    }
                 }
             }
         }
@@ -850,140 +765,6 @@ impl World {
         }
     }
 
-    fn finalize_actions(&mut self, name: &str, actions: Vec<FinalizeAction>) {
-        let now = self.now;
-        for a in actions {
-            match a {
-                FinalizeAction::AnnotateTerminationTimestamp(v) => {
-                    if let Some(c) = self.cluster.nodeclaims.get_mut(name) {
-                        c.metadata
-                            .annotations
-                            .get_or_insert_with(BTreeMap::new)
-                            .insert(lifecycle::ANNOTATION_TERMINATION_TIMESTAMP.to_string(), v);
-                    }
-                }
-                FinalizeAction::DeleteNode(n) => {
-                    if let Some(node) = self.cluster.nodes.get_mut(&n)
-                        && node.metadata.deletion_timestamp.is_none()
-                    {
-                        node.metadata.deletion_timestamp = Some(lifecycle::ms_time(now));
-                    }
-                }
-                FinalizeAction::DeleteInstance => {
-                    if let Some(pid) =
-                        self.cluster.nodeclaims.get(name).and_then(|c| c.provider_id().map(str::to_string))
-                    {
-                        let _ = self.cloud.terminate(&pid, now);
-                    }
-                }
-                FinalizeAction::SetCondition { type_, status, reason, message } => {
-                    if let Some(c) = self.cluster.nodeclaims.get_mut(name) {
-                        lifecycle::set_condition(c, &type_, &status, &reason, &message, now);
-                    }
-                }
-                FinalizeAction::RemoveFinalizer => {
-                    self.cluster.nodeclaims.remove(name);
-                    self.in_flight.remove(name);
-                    if let Some(r) = self.record.nodeclaims.iter_mut().rev().find(|r| r.name == name) {
-                        r.deleted_at = Some(now);
-                    }
-                }
-                FinalizeAction::RequeueAt(t) => self.at(t, Timer::Wake),
-            }
-        }
-        // A claim that never launched has nothing to finalize beyond its finalizer.
-        if let Some(c) = self.cluster.nodeclaims.get(name)
-            && c.metadata.deletion_timestamp.is_some()
-            && c.provider_id().is_none()
-            && !c.is_true(COND_LAUNCHED)
-        {
-            self.cluster.nodeclaims.remove(name);
-            if let Some(r) = self.record.nodeclaims.iter_mut().rev().find(|r| r.name == name) {
-                r.deleted_at = Some(now);
-            }
-        }
-    }
-
-    /// Node termination: taint, drain in tiers through the Eviction API (PDBs enforced), then let the Node go.
-    fn terminations(&mut self) {
-        let now = self.now;
-        let deleting: Vec<String> = self
-            .cluster
-            .nodes
-            .iter()
-            .filter(|(_, n)| n.metadata.deletion_timestamp.is_some())
-            .map(|(k, _)| k.clone())
-            .collect();
-        for name in deleting {
-            let started = *self.drains.entry(name.clone()).or_insert(now);
-            // Looked at before writing: every mutable access is a write the store's watchers see.
-            let tainted = self.cluster.nodes.get(&name).is_some_and(|n| {
-                n.spec
-                    .as_ref()
-                    .and_then(|s| s.taints.as_ref())
-                    .is_some_and(|ts| ts.iter().any(|t| t.key == labels::TAINT_DISRUPTED))
-            });
-            if !tainted && let Some(n) = self.cluster.nodes.get_mut(&name) {
-                let taints = n.spec.get_or_insert_with(NodeSpec::default).taints.get_or_insert_with(Vec::new);
-                taints.push(crate::engine::termination::disrupted_taint());
-            }
-            let Some(node) = self.cluster.nodes.get(&name).cloned() else { continue };
-            let deadline = self
-                .cluster
-                .nodeclaims
-                .values()
-                .find(|c| c.provider_id() == node.spec.as_ref().and_then(|s| s.provider_id.as_deref()))
-                .and_then(|c| lifecycle::annotated_deadline(c));
-            let plan = crate::engine::termination::drain_plan(
-                &node,
-                &self.cluster.pods_on(&name),
-                deadline,
-                Some(started),
-                now,
-            );
-            let pdbs: Vec<_> = self.cluster.pdbs.cloned_values();
-            for (ns, pod) in plan.evict {
-                let key = (ns, pod);
-                // Each eviction sees the ones before it (PDBs count pods being deleted).
-                let allowed = {
-                    let Some(p) = self.cluster.pods.get(&key) else { continue };
-                    let all: Vec<&StoredPod> = self.cluster.pods.values().map(|o| &**o).collect();
-                    crate::engine::pdb::check_eviction(p, &pdbs, &all).is_ok()
-                };
-                if allowed {
-                    self.delete_pod(&key, None);
-                }
-            }
-            for (ns, pod, grace) in plan.force_delete {
-                self.delete_pod(&(ns, pod), Some(grace.max(1) * SECOND));
-            }
-            if plan.drained {
-                self.refresh_node_record(&name);
-                self.cluster.nodes.remove(&name);
-                self.drains.remove(&name);
-                for p in self
-                    .cluster
-                    .pods_on(&name)
-                    .into_iter()
-                    .map(|p| {
-                        (p.metadata.namespace.clone().unwrap_or_default(), p.metadata.name.clone().unwrap_or_default())
-                    })
-                    .collect::<Vec<_>>()
-                {
-                    self.cluster.pods.remove(&p);
-                    if let Some(r) = self.record.pods.get_mut(&p) {
-                        r.deleted_at = Some(now);
-                    }
-                }
-                if let Some(r) = self.record.nodes.iter_mut().rev().find(|r| r.name == name) {
-                    r.deleted_at = Some(now);
-                }
-            } else {
-                self.at(now + SECOND, Timer::Wake);
-            }
-        }
-    }
-
     /// Deletes a pod: it gets a deletion timestamp now and is gone after its grace period.
     pub fn delete_pod(&mut self, key: &Key, grace: Option<Millis>) {
         let now = self.now;
@@ -998,6 +779,9 @@ impl World {
         self.at(now + g, Timer::PodGone { key: key.clone() });
     }
 
+    /// Interruption notices from the cloud (what the controller reads from SQS). The controller acts on them as it
+    /// does live; the world records each notice for the report, and, as the AWS provider does, marks a spot
+    /// interruption's offering out of capacity for a while.
     fn interruptions(&mut self) {
         let now = self.now;
         for i in self.cloud.drain_interruptions() {
@@ -1026,16 +810,12 @@ impl World {
                 .map(|(k, _)| k.clone())
                 .collect();
             self.record.decisions.push(Decision::Interruption {
-                id,
+                id: id.clone(),
                 at: now,
                 node: node.clone(),
                 kind: i.kind,
                 displaced,
             });
-            // What the controller does about the notice (the same rule as the live controller's).
-            if !i.kind.deletes_nodeclaim() {
-                continue;
-            }
             if i.kind == InterruptionKind::SpotInterruption
                 && let Some(inst) = self.cloud.get(&i.provider_id)
             {
@@ -1043,18 +823,69 @@ impl World {
                 self.cloud.mark_unavailable(&l.instance_type, &l.zone, &l.capacity_type, now + ICE_TTL);
                 self.ice.insert((l.instance_type, l.zone, l.capacity_type), now + ICE_TTL);
             }
-            let claim = self
-                .cluster
-                .nodeclaims
-                .values()
-                .find(|c| c.provider_id() == Some(i.provider_id.as_str()))
-                .map(|c| c.name().to_string());
-            if let Some(c) = claim
-                && let Some(nc) = self.cluster.nodeclaims.get_mut(&c)
-                && nc.metadata.deletion_timestamp.is_none()
-            {
-                nc.metadata.deletion_timestamp = Some(lifecycle::ms_time(now));
+            let instance = i.provider_id.rsplit('/').next().unwrap_or_default().to_string();
+            let message = crate::controller::interruption::Message {
+                kind: i.kind,
+                id,
+                time: lifecycle::rfc3339(i.at),
+                instance_ids: vec![instance],
+            };
+            let read = self.lifecycle_read(Some(&node));
+            for e in self.controller.interruption(&read, &message, now) {
+                self.apply_effect(e);
             }
+        }
+    }
+
+    /// The controller's lifecycle, finalization and termination, run on the store as it is now and carried out by
+    /// the world's executor; skipped while nothing it reads changed and none of its requeues is due.
+    fn lifecycle(&mut self) {
+        let c = &self.cluster;
+        let draining = c.nodes.values().any(|n| n.metadata.deletion_timestamp.is_some());
+        let seen =
+            [c.nodes.stamp(), c.nodeclaims.stamp(), if draining { c.pods.stamp() } else { 0 }, self.cloud.generation()];
+        let due = self.controller.requeue_at().is_some_and(|t| t <= self.now);
+        if self.lifecycle_seen == Some(seen) && !due {
+            return;
+        }
+        let read = self.lifecycle_read(None);
+        let effects = self.controller.lifecycle(&read, self.now);
+        drop(read);
+        if let Some(t) = self.controller.requeue_at() {
+            self.at(t, Timer::Wake);
+        }
+        for e in effects {
+            self.apply_effect(e);
+        }
+        // What was read, not what the effects left: a controller reacts to its own writes too.
+        self.lifecycle_seen = Some(seen);
+    }
+
+    /// What the lifecycle controllers read: every NodeClaim and Node, the pods on nodes being deleted (and on
+    /// `also`), and the cloud's live instances when a claim is being finalized.
+    fn lifecycle_read(&mut self, also: Option<&str>) -> crate::engine::manifests::Manifests {
+        let c = &self.cluster;
+        let draining: BTreeSet<&str> = c
+            .nodes
+            .iter()
+            .filter(|(_, n)| n.metadata.deletion_timestamp.is_some())
+            .map(|(k, _)| k.as_str())
+            .chain(also)
+            .collect();
+        let pods = if draining.is_empty() {
+            Vec::new()
+        } else {
+            c.pods.values().filter(|p| p.node_name().is_some_and(|n| draining.contains(n))).cloned().collect()
+        };
+        if c.nodeclaims.values().any(|c| c.metadata.deletion_timestamp.is_some()) {
+            self.controller.set_live_instances(self.cloud.list());
+        }
+        let c = &self.cluster;
+        crate::engine::manifests::Manifests {
+            nodeclaims: c.nodeclaims.cloned_values(),
+            nodes: c.nodes.cloned_values(),
+            pods,
+            ..Default::default()
         }
     }
 

@@ -1,0 +1,166 @@
+//! The world's executor of the controller's [`Effect`]s: it does to the simulated store and cloud what
+//! `runtime::execute` does through the API server and a real cloud, with the API server's semantics where they
+//! matter (an object whose last finalizer goes is gone, an eviction a PDB forbids is refused, a deleted pod leaves
+//! after its grace period).
+
+use std::collections::BTreeMap;
+
+use super::{Timer, World};
+use crate::controller::Effect;
+use crate::engine::labels;
+use crate::engine::lifecycle;
+use crate::engine::provisioning::Millis;
+use crate::engine::stored_pod::StoredPod;
+use crate::sim::cluster::Key;
+
+const SECOND: Millis = 1000;
+
+impl World {
+    /// Carries out one effect. Nothing here can fail the way an API call can: there is no other writer, so a write
+    /// guarded by a resourceVersion always applies.
+    pub(super) fn apply_effect(&mut self, e: Effect) {
+        let now = self.now;
+        match e {
+            Effect::CreateNodeClaim { claim, .. } => {
+                let pool = claim.nodepool().unwrap_or_default().to_string();
+                let types = claim
+                    .spec
+                    .requirements
+                    .iter()
+                    .find(|r| r.key == labels::INSTANCE_TYPE && r.operator == "In")
+                    .map(|r| r.values.clone())
+                    .unwrap_or_default();
+                self.create_nodeclaim(*claim, &pool, types);
+            }
+            Effect::Launch { claim } => {
+                let name = claim.name().to_string();
+                // The launch carries the tick's status (the claim's conditions as they stand before the call).
+                if let Some(c) = self.cluster.nodeclaims.get(&name)
+                    && c.status != claim.status
+                    && let Some(c) = self.cluster.nodeclaims.get_mut(&name)
+                {
+                    c.status = claim.status.clone();
+                }
+                if self.in_flight.contains_key(&name) || !self.cluster.nodeclaims.contains_key(&name) {
+                    return;
+                }
+                let result = self.cloud.create(&claim, now);
+                self.in_flight.insert(name.clone(), result);
+                let t = now + self.settings.launch_latency;
+                self.at(t, Timer::LaunchDone { claim: name });
+            }
+            Effect::PatchClaimStatus { name, status } => {
+                if let Some(c) = self.cluster.nodeclaims.get_mut(&name) {
+                    c.status = Some(*status);
+                }
+            }
+            Effect::PatchClaimMetadata { name, labels: l, annotations, finalizers } => {
+                if let Some(c) = self.cluster.nodeclaims.get_mut(&name) {
+                    if !l.is_empty() {
+                        c.metadata.labels.get_or_insert_with(BTreeMap::new).extend(l);
+                    }
+                    if !annotations.is_empty() {
+                        c.metadata.annotations.get_or_insert_with(BTreeMap::new).extend(annotations);
+                    }
+                    if let Some(f) = finalizers {
+                        c.metadata.finalizers = Some(f);
+                    }
+                }
+            }
+            Effect::SyncNode { name, labels: l, annotations, taints, finalizers, .. } => {
+                let initialized = l.get(labels::INITIALIZED).is_some_and(|v| v == "true");
+                let Some(n) = self.cluster.nodes.get_mut(&name) else { return };
+                n.metadata.labels.get_or_insert_with(BTreeMap::new).extend(l);
+                if !annotations.is_empty() {
+                    n.metadata.annotations.get_or_insert_with(BTreeMap::new).extend(annotations);
+                }
+                if let Some(t) = taints {
+                    n.spec.get_or_insert_with(Default::default).taints = Some(t);
+                }
+                if let Some(f) = finalizers {
+                    n.metadata.finalizers = Some(f);
+                }
+                let gone =
+                    n.metadata.deletion_timestamp.is_some() && n.metadata.finalizers.iter().flatten().count() == 0;
+                if initialized && let Some(r) = self.record.nodes.iter_mut().rev().find(|r| r.name == name) {
+                    r.initialized_at.get_or_insert(now);
+                }
+                if gone {
+                    self.remove_node(&name);
+                }
+            }
+            Effect::DeleteNodeClaim { name, reason } => self.delete_nodeclaim(&name, reason),
+            Effect::FinalizeNodeClaim { claim } => {
+                // Ours is the only finalizer a simulated claim carries: without it the claim is gone.
+                let name = claim.name();
+                if self.cluster.nodeclaims.remove(name).is_some()
+                    && let Some(r) = self.record.nodeclaims.iter_mut().rev().find(|r| r.name == name)
+                {
+                    r.deleted_at = Some(now);
+                }
+            }
+            Effect::DeleteNode { name } => {
+                let Some(n) = self.cluster.nodes.get(&name) else { return };
+                if n.metadata.deletion_timestamp.is_some() {
+                    return;
+                }
+                if n.metadata.finalizers.iter().flatten().count() == 0 {
+                    self.remove_node(&name);
+                } else if let Some(n) = self.cluster.nodes.get_mut(&name) {
+                    n.metadata.deletion_timestamp = Some(lifecycle::ms_time(now));
+                }
+            }
+            Effect::DeleteInstance { provider_id } => {
+                let _ = self.cloud.terminate(&provider_id, now);
+            }
+            Effect::Evict { namespace, name } => {
+                let key = (namespace, name);
+                // The Eviction API: refused while a PDB would be violated (each eviction sees the ones before it,
+                // since PDBs count pods being deleted).
+                let allowed = {
+                    let Some(p) = self.cluster.pods.get(&key) else { return };
+                    let pdbs: Vec<_> = self.cluster.pdbs.cloned_values();
+                    let all: Vec<&StoredPod> = self.cluster.pods.values().map(|o| &**o).collect();
+                    crate::engine::pdb::check_eviction(p, &pdbs, &all).is_ok()
+                };
+                if allowed {
+                    self.delete_pod(&key, None);
+                }
+            }
+            Effect::DeletePod { namespace, name, grace_seconds } => {
+                self.delete_pod(&(namespace, name), Some(Millis::from(grace_seconds) * SECOND));
+            }
+            Effect::PatchNodePoolStatus { name, status } => {
+                if let Some(p) = self.cluster.nodepools.get_mut(&name) {
+                    p.status = Some(*status);
+                }
+            }
+            Effect::UpdateNodeClassStatus { name, status } => {
+                if let Some(c) = self.cluster.nodeclasses.get_mut(&name) {
+                    c.status = Some(*status);
+                }
+            }
+            // The report has no Events; the decisions say what they would.
+            Effect::Event { .. } => {}
+        }
+    }
+
+    /// A Node whose last finalizer went, or that had none: the API server removes it, and the pod garbage
+    /// collector the pods still bound to it.
+    fn remove_node(&mut self, name: &str) {
+        let now = self.now;
+        self.refresh_node_record(name);
+        self.cluster.nodes.remove(name);
+        let orphans: Vec<Key> =
+            self.cluster.pods.iter().filter(|(_, p)| p.node_name() == Some(name)).map(|(k, _)| k.clone()).collect();
+        for k in orphans {
+            self.cluster.pods.remove(&k);
+            if let Some(r) = self.record.pods.get_mut(&k) {
+                r.deleted_at = Some(now);
+            }
+        }
+        if let Some(r) = self.record.nodes.iter_mut().rev().find(|r| r.name == name) {
+            r.deleted_at = Some(now);
+        }
+    }
+}
