@@ -144,7 +144,7 @@ async fn every_kind_of_message_is_handled_and_deleted() {
         let report = queue
             .poll_with(1, 30, |msg: &karpenter_tui::aws::interruption::Message| {
                 let m = manifests(&h.cluster);
-                let effects = h.controller.interruption(&m, msg, h.now);
+                let effects = h.controller.interruption(&m.view(), msg, h.now);
                 h.apply(effects);
                 Ok(())
             })

@@ -319,7 +319,7 @@ fn a_spot_interruption_replaces_the_node() {
         time: String::new(),
         instance_ids: vec!["spot-1".into()],
     };
-    let effects = h.controller.interruption(&manifests(&h.cluster), &notice, h.now);
+    let effects = h.controller.interruption(&manifests(&h.cluster).view(), &notice, h.now);
     h.apply(effects);
     for _ in 0..780 {
         h.tick();

@@ -172,7 +172,7 @@ impl AwsUpkeep {
                         }
                     }
                 }
-                r.effects.extend(controller.interruption(m, &msg, now));
+                r.effects.extend(controller.interruption(&m.view(), &msg, now));
                 r.answers.push(answer);
             }
         }

@@ -14,23 +14,22 @@ use crate::engine::api::NodeClaim;
 use crate::engine::api::nodeclaim::{COND_INITIALIZED, COND_LAUNCHED, COND_REGISTERED};
 use crate::engine::labels;
 use crate::engine::lifecycle::{self, DeleteReason, FinalizeAction, LifecycleAction, set_condition};
-use crate::engine::manifests::Manifests;
-use crate::engine::provisioning::Millis;
+use crate::engine::provisioning::{ClusterSnapshot, Millis};
 use crate::engine::stored_pod::StoredPod;
 use crate::engine::termination::{disrupted_taint, drain_plan};
 
 impl Controller {
     /// The lifecycle, finalization and termination part of a tick on its own: what the simulated world runs at
-    /// every reconcile (it provisions and disrupts through its own calls for now). `m` needs the NodeClaims, the
-    /// Nodes, and at least the pods bound to nodes being deleted. After it, [`Controller::requeue_at`] says when
+    /// every reconcile (it provisions and disrupts through its own calls for now). It reads the NodeClaims, the
+    /// Nodes, and the pods bound to nodes being deleted. After it, [`Controller::requeue_at`] says when
     /// these controllers next need to run even if nothing changes.
-    pub fn lifecycle(&mut self, m: &Manifests, now: Millis) -> Vec<Effect> {
+    pub fn lifecycle(&mut self, s: &ClusterSnapshot<'_>, now: Millis) -> Vec<Effect> {
         let mut out = Out::default();
-        self.forget_settled(m, now);
+        self.forget_settled(s, now);
         self.requeue = None;
-        self.nodeclaims(m, now, &mut out);
-        self.terminations(m, now, &mut out);
-        out.finish(m)
+        self.nodeclaims(s, now, &mut out);
+        self.terminations(s, now, &mut out);
+        out.finish(s)
     }
 
     /// The earliest time the lifecycle controllers asked to run again at (a timeout, an expiry, a drain that
@@ -43,19 +42,20 @@ impl Controller {
         self.requeue = Some(self.requeue.map_or(at, |t| t.min(at)));
     }
 
-    pub(super) fn nodeclaims(&mut self, m: &Manifests, now: Millis, out: &mut Out) {
-        for claim in &m.nodeclaims {
+    pub(super) fn nodeclaims(&mut self, s: &ClusterSnapshot<'_>, now: Millis, out: &mut Out) {
+        // Looked up once per claim: a map, not a scan of every node.
+        let mut by_provider: BTreeMap<&str, Vec<&Node>> = BTreeMap::new();
+        for n in s.nodes.iter() {
+            if let Some(pid) = n.spec.as_ref().and_then(|s| s.provider_id.as_deref()) {
+                by_provider.entry(pid).or_default().push(n);
+            }
+        }
+        for claim in s.nodeclaims.iter() {
             if !self.ours(claim.provider_id()) {
                 continue;
             }
-            let nodes: Vec<&Node> = match claim.provider_id() {
-                Some(pid) => m
-                    .nodes
-                    .iter()
-                    .filter(|n| n.spec.as_ref().and_then(|s| s.provider_id.as_deref()) == Some(pid))
-                    .collect(),
-                None => Vec::new(),
-            };
+            let nodes: Vec<&Node> =
+                claim.provider_id().and_then(|pid| by_provider.get(pid)).cloned().unwrap_or_default();
             if claim.metadata.deletion_timestamp.is_some() {
                 self.finalize(claim, &nodes, now, out);
                 continue;
@@ -194,15 +194,15 @@ impl Controller {
 
     /// Node termination for nodes carrying our finalizer: taint, drain in tiers through the Eviction API, then let
     /// the node go by removing the finalizer.
-    pub(super) fn terminations(&mut self, m: &Manifests, now: Millis, out: &mut Out) {
-        let deleting: BTreeSet<String> = m
+    pub(super) fn terminations(&mut self, s: &ClusterSnapshot<'_>, now: Millis, out: &mut Out) {
+        let deleting: BTreeSet<String> = s
             .nodes
             .iter()
             .filter(|n| n.metadata.deletion_timestamp.is_some())
             .filter_map(|n| n.metadata.name.clone())
             .collect();
         self.drains.retain(|n, _| deleting.contains(n));
-        for node in m.nodes.iter().filter(|n| n.metadata.deletion_timestamp.is_some()) {
+        for node in s.nodes.iter().filter(|n| n.metadata.deletion_timestamp.is_some()) {
             let finalizers = node.metadata.finalizers.clone().unwrap_or_default();
             let ours = self.ours(node.spec.as_ref().and_then(|s| s.provider_id.as_deref()));
             if !ours || !finalizers.iter().any(|f| f == labels::TERMINATION_FINALIZER) {
@@ -222,13 +222,12 @@ impl Controller {
                 continue;
             }
             let pid = node.spec.as_ref().and_then(|s| s.provider_id.as_deref());
-            let deadline = m
+            let deadline = s
                 .nodeclaims
                 .iter()
                 .find(|c| pid.is_some() && c.provider_id() == pid)
                 .and_then(lifecycle::annotated_deadline);
-            let pods: Vec<&StoredPod> =
-                m.pods.iter().filter(|p| p.node_name() == Some(name.as_str())).map(|p| &**p).collect();
+            let pods: Vec<&StoredPod> = s.pods.iter().filter(|p| p.node_name() == Some(name.as_str())).collect();
             let plan = drain_plan(node, &pods, deadline, Some(started), now);
             for (namespace, pod) in plan.evict {
                 out.push(Effect::Evict { namespace, name: pod });

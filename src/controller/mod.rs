@@ -40,7 +40,7 @@ use crate::engine::disruption::{Blocker, Command, Context, DisruptionOptions};
 use crate::engine::labels;
 use crate::engine::lifecycle::{self, DeleteReason, LifecycleSettings, set_condition};
 use crate::engine::manifests::Manifests;
-use crate::engine::provisioning::{Millis, is_provisionable, provision};
+use crate::engine::provisioning::{ClusterSnapshot, Millis, is_provisionable, provision};
 use crate::engine::scheduling::SchedulerOptions;
 use crate::engine::stored_pod::StoredPod;
 use crate::engine::termination::disrupted_taint;
@@ -199,7 +199,7 @@ impl Controller {
     /// An interruption notice from the cloud: the instances' NodeClaims are deleted (their finalizer cordons and
     /// drains the nodes) unless the notice is informational, and every notice is recorded and published as an
     /// Event. Instances that are not ours are ignored, as upstream does.
-    pub fn interruption(&mut self, m: &Manifests, msg: &interruption::Message, now: Millis) -> Vec<Effect> {
+    pub fn interruption(&mut self, m: &ClusterSnapshot<'_>, msg: &interruption::Message, now: Millis) -> Vec<Effect> {
         let mut out = Out::default();
         for id in &msg.instance_ids {
             let suffix = format!("/{id}");
@@ -314,15 +314,15 @@ impl Controller {
     }
 
     /// Drops what it kept to avoid doing things twice once the cache shows them done (or they timed out).
-    fn forget_settled(&mut self, m: &Manifests, now: Millis) {
-        let claim_names: BTreeSet<&str> = m.nodeclaims.iter().map(|c| c.name()).collect();
+    fn forget_settled(&mut self, s: &ClusterSnapshot<'_>, now: Millis) {
+        let claim_names: BTreeSet<&str> = s.nodeclaims.iter().map(|c| c.name()).collect();
         self.created.retain(|n, at| !claim_names.contains(n.as_str()) && now - *at < CREATE_SETTLE);
         self.launching.retain(|n, at| {
-            let visible = m.nodeclaims.iter().any(|c| c.name() == n && c.provider_id().is_some());
+            let visible = s.nodeclaims.iter().any(|c| c.name() == n && c.provider_id().is_some());
             claim_names.contains(n.as_str()) && !visible && now - *at < LAUNCH_SETTLE
         });
         self.nominated.retain(|_, until| *until > now);
-        let deleting: BTreeSet<&str> = m
+        let deleting: BTreeSet<&str> = s
             .nodeclaims
             .iter()
             .filter(|c| c.metadata.deletion_timestamp.is_some())
@@ -335,11 +335,12 @@ impl Controller {
     /// offered again until it changes).
     pub fn plan(&mut self, m: &Manifests, now: Millis, generation: u64) -> Vec<Effect> {
         let mut out = Out::default();
-        self.forget_settled(m, now);
+        let view = m.view();
+        self.forget_settled(&view, now);
         self.requeue = None;
         self.provisioning(m, now, &mut out);
-        self.nodeclaims(m, now, &mut out);
-        self.terminations(m, now, &mut out);
+        self.nodeclaims(&view, now, &mut out);
+        self.terminations(&view, now, &mut out);
         self.orchestrate(m, now, &mut out);
         self.stale_disrupted_taints(m, &mut out);
         self.pod_events(m, now, &mut out);
@@ -347,7 +348,7 @@ impl Controller {
         self.disruption(m, now, generation, &mut out);
         self.blocked_events(m, now, &mut out);
         self.nodepool_statuses(m, now, &mut out);
-        out.finish(m)
+        out.finish(&m.view())
     }
 
     /// Each NodePool's status as upstream keeps it (see [`nodepool_status`]), written when it changes.
@@ -827,7 +828,7 @@ impl Controller {
             Approval::Started { summary } => {
                 let mut out = Out::default();
                 self.carry_out(m, acts, now, &mut out);
-                Ok((out.finish(m), format!("{id} approved and started: {summary}")))
+                Ok((out.finish(&m.view()), format!("{id} approved and started: {summary}")))
             }
             Approval::Invalidated(why) => Err(format!("{id} no longer holds: {why}")),
         }

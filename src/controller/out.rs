@@ -6,7 +6,7 @@ use k8s_openapi::api::core::v1::Node;
 
 use super::{Effect, nodepool_status};
 use crate::engine::api::NodeClaim;
-use crate::engine::manifests::Manifests;
+use crate::engine::provisioning::ClusterSnapshot;
 
 /// The effects of one tick, with every status change to a NodeClaim gathered into one write per claim (a merge
 /// patch replaces the conditions list whole, so two patches from the same cached copy would undo each other), and
@@ -42,7 +42,7 @@ impl Out {
     }
 
     /// Node updates go first: a node is tainted before replacements are created for it or its pods are evicted.
-    pub(super) fn finish(self, m: &Manifests) -> Vec<Effect> {
+    pub(super) fn finish(self, m: &ClusterSnapshot<'_>) -> Vec<Effect> {
         let mut effects: Vec<Effect> = Vec::with_capacity(self.effects.len() + self.nodes.len() + self.claims.len());
         for (name, w) in &self.nodes {
             if let Some(before) = m.nodes.iter().find(|n| n.metadata.name.as_deref() == Some(name.as_str()))

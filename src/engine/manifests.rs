@@ -13,7 +13,7 @@ use serde::Deserialize;
 use thiserror::Error;
 
 use crate::engine::api::{EC2NodeClass, NodeClaim, NodePool};
-use crate::engine::provisioning::Snapshot;
+use crate::engine::provisioning::{ClusterSnapshot, Snapshot};
 use crate::engine::stored_pod::StoredPod;
 
 /// A manifest problem, located.
@@ -128,6 +128,24 @@ impl Manifests {
     }
 
     /// The objects as a provisioning snapshot, with pods as [`Manifests::pending_view`] presents them.
+    /// The objects as they are, borrowed (no Deployment expansion, unlike [`Manifests::snapshot`]): what a
+    /// controller reads from a watch cache.
+    pub fn view(&self) -> ClusterSnapshot<'_> {
+        ClusterSnapshot {
+            nodepools: &self.nodepools,
+            nodeclaims: (&self.nodeclaims).into(),
+            nodes: (&self.nodes).into(),
+            pods: (&self.pods).into(),
+            daemonsets: &self.daemonsets,
+            pdbs: &self.pdbs,
+            pvcs: &self.pvcs,
+            pvs: &self.pvs,
+            storage_classes: &self.storage_classes,
+            namespaces: &self.namespaces,
+            digests: None,
+        }
+    }
+
     pub fn snapshot(&self) -> Snapshot {
         Snapshot {
             nodepools: self.nodepools.clone(),

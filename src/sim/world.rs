@@ -830,8 +830,9 @@ impl World {
                 time: lifecycle::rfc3339(i.at),
                 instance_ids: vec![instance],
             };
-            let read = self.lifecycle_read(Some(&node));
-            for e in self.controller.interruption(&read, &message, now) {
+            let snap = self.cluster.snapshot_into(&mut self.caches.snapshot);
+            let effects = self.controller.interruption(&snap, &message, now);
+            for e in effects {
                 self.apply_effect(e);
             }
         }
@@ -848,9 +849,11 @@ impl World {
         if self.lifecycle_seen == Some(seen) && !due {
             return;
         }
-        let read = self.lifecycle_read(None);
-        let effects = self.controller.lifecycle(&read, self.now);
-        drop(read);
+        if self.cluster.nodeclaims.values().any(|c| c.metadata.deletion_timestamp.is_some()) {
+            self.controller.set_live_instances(self.cloud.list());
+        }
+        let snap = self.cluster.snapshot_into(&mut self.caches.snapshot);
+        let effects = self.controller.lifecycle(&snap, self.now);
         if let Some(t) = self.controller.requeue_at() {
             self.at(t, Timer::Wake);
         }
@@ -859,34 +862,6 @@ impl World {
         }
         // What was read, not what the effects left: a controller reacts to its own writes too.
         self.lifecycle_seen = Some(seen);
-    }
-
-    /// What the lifecycle controllers read: every NodeClaim and Node, the pods on nodes being deleted (and on
-    /// `also`), and the cloud's live instances when a claim is being finalized.
-    fn lifecycle_read(&mut self, also: Option<&str>) -> crate::engine::manifests::Manifests {
-        let c = &self.cluster;
-        let draining: BTreeSet<&str> = c
-            .nodes
-            .iter()
-            .filter(|(_, n)| n.metadata.deletion_timestamp.is_some())
-            .map(|(k, _)| k.as_str())
-            .chain(also)
-            .collect();
-        let pods = if draining.is_empty() {
-            Vec::new()
-        } else {
-            c.pods.values().filter(|p| p.node_name().is_some_and(|n| draining.contains(n))).cloned().collect()
-        };
-        if c.nodeclaims.values().any(|c| c.metadata.deletion_timestamp.is_some()) {
-            self.controller.set_live_instances(self.cloud.list());
-        }
-        let c = &self.cluster;
-        crate::engine::manifests::Manifests {
-            nodeclaims: c.nodeclaims.cloned_values(),
-            nodes: c.nodes.cloned_values(),
-            pods,
-            ..Default::default()
-        }
     }
 
     fn garbage_collect(&mut self) {
