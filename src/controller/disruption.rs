@@ -69,6 +69,16 @@ pub enum Approval {
     Invalidated(String),
 }
 
+impl Approval {
+    /// What the operator is told about approving `id`: `Err` when it no longer holds.
+    pub fn message(&self, id: &str) -> Result<String, String> {
+        match self {
+            Approval::Started { summary } => Ok(format!("{id} approved and started: {summary}")),
+            Approval::Invalidated(why) => Err(format!("{id} no longer holds: {why}")),
+        }
+    }
+}
+
 /// One pass's answer, as [`Orchestrator::pass_done`] takes it.
 pub struct PassOutcome {
     pub result: PassResult,

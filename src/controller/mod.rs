@@ -263,7 +263,7 @@ impl Controller {
         self.disruption.gate()
     }
 
-    fn catalogs(&self, m: &Manifests) -> BTreeMap<String, Vec<Arc<InstanceType>>> {
+    fn catalogs(&self, m: &ClusterSnapshot<'_>) -> BTreeMap<String, Vec<Arc<InstanceType>>> {
         let types = self.catalog.instance_types.clone();
         m.nodepools
             .iter()
@@ -298,7 +298,7 @@ impl Controller {
     }
 
     /// Nodes busy for disruption: those in commands, and those of another cloud.
-    fn busy_in(&self, m: &Manifests) -> BTreeSet<String> {
+    fn busy_in(&self, m: &ClusterSnapshot<'_>) -> BTreeSet<String> {
         let mut busy = self.busy();
         for n in &m.nodes {
             if !self.ours(n.spec.as_ref().and_then(|s| s.provider_id.as_deref())) {
@@ -335,20 +335,67 @@ impl Controller {
     /// offered again until it changes).
     pub fn plan(&mut self, m: &Manifests, now: Millis, generation: u64) -> Vec<Effect> {
         let mut out = Out::default();
-        let view = m.view();
+        let pods = m.pending_view();
+        let view = live_view(m, &pods);
         self.forget_settled(&view, now);
         self.requeue = None;
         self.provisioning(m, now, &mut out);
         self.nodeclaims(&view, now, &mut out);
         self.terminations(&view, now, &mut out);
-        self.orchestrate(m, now, &mut out);
-        self.stale_disrupted_taints(m, &mut out);
+        self.orchestrate(&view, now, &mut out);
+        self.stale_disrupted_taints(&view, &mut out);
         self.pod_events(m, now, &mut out);
         self.drift(m, now, &mut out);
-        self.disruption(m, now, generation, &mut out);
-        self.blocked_events(m, now, &mut out);
+        self.validation(&view, now, &mut out);
+        // The live state hash leaves out the cloud's catalogs (offerings out of capacity come back): a quiet
+        // period ends within a minute, as often as scheduled budgets can change.
+        let keys = PassKeys { state: generation, quiet_key: generation, quiet_cap: now + timing::MINUTE };
+        let mut next_id = self.next_id;
+        let mut new_id = || {
+            next_id += 1;
+            format!("d-{next_id}")
+        };
+        self.disruption(&view, now, keys, &mut new_id, &mut out);
+        self.next_id = next_id;
+        self.blocked_events(&view, now, &mut out);
         self.nodepool_statuses(m, now, &mut out);
-        out.finish(&m.view())
+        out.finish(&view)
+    }
+
+    /// Drives started commands (see [`Orchestrator::orchestrate`]) on their own, for a backend that runs the
+    /// disruption controller's steps on its own schedule (the simulated world applies each step's effects before
+    /// the next step reads the cluster). Also says whether a command is waiting on its replacements.
+    pub fn orchestrate_commands(&mut self, m: &ClusterSnapshot<'_>, now: Millis) -> (Vec<Effect>, bool) {
+        let mut out = Out::default();
+        let waiting = self.orchestrate(m, now, &mut out);
+        (out.finish(m), waiting)
+    }
+
+    /// Checks a command whose validation delay is over and starts it or lets it go (see
+    /// [`Controller::orchestrate_commands`]).
+    pub fn finish_validation(&mut self, m: &ClusterSnapshot<'_>, now: Millis) -> Vec<Effect> {
+        let mut out = Out::default();
+        self.validation(m, now, &mut out);
+        out.finish(m)
+    }
+
+    /// A disruption pass if one is due (see [`Controller::orchestrate_commands`]): its effects, and how many
+    /// candidates it looked at when it ran. `new_id` names new commands.
+    pub fn disruption_pass(
+        &mut self,
+        m: &ClusterSnapshot<'_>,
+        now: Millis,
+        keys: PassKeys,
+        new_id: &mut dyn FnMut() -> String,
+    ) -> (Vec<Effect>, Option<usize>) {
+        let mut out = Out::default();
+        let ran = self.disruption(m, now, keys, new_id, &mut out);
+        (out.finish(m), ran)
+    }
+
+    /// Nodes the provisioner placed pending pods on are left alone by disruption until `until`.
+    pub fn nominate(&mut self, node: String, until: Millis) {
+        self.nominated.insert(node, until);
     }
 
     /// Each NodePool's status as upstream keeps it (see [`nodepool_status`]), written when it changes.
@@ -392,13 +439,13 @@ impl Controller {
     /// `Unconsolidatable` (consolidation found nothing better) Events on our nodes and their NodeClaims, as upstream
     /// publishes them, every few minutes and without repeats. Waits that end by themselves (consolidateAfter,
     /// nominations, commands in flight) are not events.
-    fn blocked_events(&mut self, m: &Manifests, now: Millis, out: &mut Out) {
+    fn blocked_events(&mut self, m: &ClusterSnapshot<'_>, now: Millis, out: &mut Out) {
         if now < self.next_explain || !self.disruption.in_flight().is_empty() {
             return;
         }
         self.next_explain = now + EXPLAIN_EVERY;
         self.invalid_do_not_disrupt_events(m, now, out);
-        for (node, outlook) in self.explain(m, now) {
+        for (node, outlook) in self.explain_nodes(m, now) {
             let Outlook::Blocked(blockers) = outlook else { continue };
             let Some(b) = blockers.first() else { continue };
             let reason = match b {
@@ -449,7 +496,7 @@ impl Controller {
 
     /// A pod's `karpenter.sh/do-not-disrupt` that is neither `true` nor a duration is ignored (upstream v1.12+);
     /// its owner is told with a warning Event on the pod, since they meant something by it.
-    fn invalid_do_not_disrupt_events(&mut self, m: &Manifests, now: Millis, out: &mut Out) {
+    fn invalid_do_not_disrupt_events(&mut self, m: &ClusterSnapshot<'_>, now: Millis, out: &mut Out) {
         let ours: BTreeSet<&str> = m
             .nodes
             .iter()
@@ -484,7 +531,7 @@ impl Controller {
             return;
         }
         self.provisioner.solved();
-        let catalogs = self.catalogs(m);
+        let catalogs = self.catalogs(&m.view());
         let snap = m.snapshot();
         let result = provision(&snap.view(), &catalogs, &self.catalog.label_policy, SchedulerOptions::default());
         for p in &result.results.existing {
@@ -536,7 +583,7 @@ impl Controller {
     /// `Drifted` on claims that no longer match their NodePool (engine.md §6): checked every 5 minutes, and at
     /// once when the NodePool's spec or the cloud's verdict on the node class changes.
     fn drift(&mut self, m: &Manifests, now: Millis, out: &mut Out) {
-        let catalogs = self.catalogs(m);
+        let catalogs = self.catalogs(&m.view());
         let claims: Vec<&NodeClaim> = m.nodeclaims.iter().collect();
         let pool = |name: &str| m.nodepools.iter().find(|p| p.name() == name);
         let nodes_by_id: BTreeMap<&str, &Node> = m
@@ -562,14 +609,18 @@ impl Controller {
         }
     }
 
-    fn orchestrate(&mut self, m: &Manifests, now: Millis, out: &mut Out) {
+    fn orchestrate(&mut self, m: &ClusterSnapshot<'_>, now: Millis, out: &mut Out) -> bool {
+        if self.disruption.in_flight().is_empty() {
+            return false;
+        }
         let claims: BTreeMap<&str, &NodeClaim> = m.nodeclaims.iter().map(|c| (c.name(), c)).collect();
-        let (acts, _) = self.disruption.orchestrate(now, |n| claims.get(n).copied());
+        let (acts, waiting) = self.disruption.orchestrate(now, |n| claims.get(n).copied());
         self.carry_out(m, acts, now, out);
+        waiting
     }
 
     /// Does what the disruption controller asks (see [`disruption::Act`]).
-    fn carry_out(&mut self, m: &Manifests, acts: Vec<Act>, now: Millis, out: &mut Out) {
+    fn carry_out(&mut self, m: &ClusterSnapshot<'_>, acts: Vec<Act>, now: Millis, out: &mut Out) {
         for act in acts {
             match act {
                 Act::Start { id, command } => self.start(m, &id, &command, now, out),
@@ -589,7 +640,7 @@ impl Controller {
     /// A `karpenter.sh/disrupted` taint on a node that no command of this instance holds and that is not being
     /// deleted is left over (a process stopped mid-command): removed, with the claim's DisruptionReason, as upstream
     /// does at start (engine.md §5.1). Nodes in commands of this process are never touched.
-    fn stale_disrupted_taints(&self, m: &Manifests, out: &mut Out) {
+    fn stale_disrupted_taints(&self, m: &ClusterSnapshot<'_>, out: &mut Out) {
         let busy = self.busy_in(m);
         for n in &m.nodes {
             let name = n.metadata.name.as_deref().unwrap_or_default();
@@ -621,7 +672,7 @@ impl Controller {
     }
 
     /// Gives a failed command's candidates back: no disrupted taint, no DisruptionReason.
-    fn roll_back(&self, m: &Manifests, cmd: &Command, out: &mut Out) {
+    fn roll_back(&self, m: &ClusterSnapshot<'_>, cmd: &Command, out: &mut Out) {
         for c in &cmd.candidates {
             if let Some(n) = m.nodes.iter().find(|n| n.metadata.name.as_deref() == Some(c.node.as_str())) {
                 remove_taint(out.node(n), labels::TAINT_DISRUPTED);
@@ -636,7 +687,7 @@ impl Controller {
 
     fn with_context<R>(
         &self,
-        m: &Manifests,
+        m: &ClusterSnapshot<'_>,
         now: Millis,
         busy: &BTreeSet<String>,
         f: impl FnOnce(&Context<'_>) -> R,
@@ -646,7 +697,7 @@ impl Controller {
 
     fn with_context_options<R>(
         &self,
-        m: &Manifests,
+        m: &ClusterSnapshot<'_>,
         now: Millis,
         busy: &BTreeSet<String>,
         options: DisruptionOptions,
@@ -654,10 +705,9 @@ impl Controller {
         f: impl FnOnce(&Context<'_>) -> R,
     ) -> R {
         let catalogs = self.catalogs(m);
-        let snap = m.snapshot();
         let pending = if assume_pending { self.disruption.pending_commands() } else { Vec::new() };
-        let assumed = disruption::assumed_nodeclaims((&snap.nodeclaims).into(), &pending, now);
-        let mut view = snap.view();
+        let assumed = disruption::assumed_nodeclaims(m.nodeclaims, &pending, now);
+        let mut view = *m;
         if let Some(claims) = &assumed {
             view.nodeclaims = claims.into();
         }
@@ -675,51 +725,61 @@ impl Controller {
 
     /// Why each node is (not) being disrupted now.
     pub fn explain(&self, m: &Manifests, now: Millis) -> BTreeMap<String, Outlook> {
+        let pods = m.pending_view();
+        self.explain_nodes(&live_view(m, &pods), now)
+    }
+
+    /// [`Controller::explain`] on a read of the cluster.
+    pub fn explain_nodes(&self, m: &ClusterSnapshot<'_>, now: Millis) -> BTreeMap<String, Outlook> {
         self.with_context(m, now, &self.busy_in(m), explain_nodes)
     }
 
-    fn disruption(&mut self, m: &Manifests, now: Millis, generation: u64, out: &mut Out) {
-        // A consolidation command waits out its validation delay, then is checked again before it starts.
+    /// A consolidation command waits out its validation delay, then is checked again before it starts.
+    fn validation(&mut self, m: &ClusterSnapshot<'_>, now: Millis, out: &mut Out) {
         if let Some((id, cmd)) = self.disruption.due_validation(now) {
             let verdict = self.validate_now(m, now, &cmd);
             let acts = self.disruption.validated(id, cmd, verdict, now);
             self.carry_out(m, acts, now, out);
         }
-        if !self.disruption.pass_due(now, generation) {
-            return;
+    }
+
+    /// A pass when one is due; how many candidates it looked at when it ran.
+    fn disruption(
+        &mut self,
+        m: &ClusterSnapshot<'_>,
+        now: Millis,
+        keys: PassKeys,
+        new_id: &mut dyn FnMut() -> String,
+        out: &mut Out,
+    ) -> Option<usize> {
+        if !self.disruption.pass_due(now, keys.quiet_key) {
+            return None;
         }
-        let consolidation_state = disruption::consolidation_generation(generation, now);
-        let options = self.disruption.begin_pass(now, consolidation_state);
         self.disruption.withdraw_stale(now, |name| {
             m.nodes
                 .iter()
                 .find(|n| n.metadata.name.as_deref() == Some(name))
                 .map(|n| n.metadata.deletion_timestamp.is_some())
         });
+        let consolidation_state = disruption::consolidation_generation(keys.state, now);
+        let options = self.disruption.begin_pass(now, consolidation_state);
         if !m.nodeclaims.iter().any(|c| c.metadata.deletion_timestamp.is_none()) {
-            return;
+            return None;
         }
         let busy = self.busy_in(m);
         let result = self.with_context_options(m, now, &busy, options, true, pass);
-        let next_id = &mut self.next_id;
+        let candidates = result.candidates;
         let acts = self.disruption.pass_done(
-            PassOutcome { result, generation: consolidation_state, state: generation, quiet_key: generation },
+            PassOutcome { result, generation: consolidation_state, state: keys.state, quiet_key: keys.quiet_key },
             now,
-            || {
-                *next_id += 1;
-                format!("d-{next_id}")
-            },
-            // The live state hash leaves out the cloud's catalogs (offerings out of capacity come back): look
-            // again within a minute, as often as scheduled budgets can change.
-            |recheck| {
-                disruption::quiet_until(now, recheck, m.nodepools.iter(), m.pods.iter().map(|p| &**p))
-                    .min(now + timing::MINUTE)
-            },
+            new_id,
+            |recheck| disruption::quiet_until(now, recheck, m.nodepools.iter(), m.pods.iter()).min(keys.quiet_cap),
         );
         self.carry_out(m, acts, now, out);
+        Some(candidates)
     }
 
-    fn validate_now(&self, m: &Manifests, now: Millis, cmd: &Command) -> Result<(), String> {
+    fn validate_now(&self, m: &ClusterSnapshot<'_>, now: Millis, cmd: &Command) -> Result<(), String> {
         let mut busy = self.busy_in(m);
         for c in &cmd.candidates {
             busy.remove(&c.node);
@@ -756,7 +816,7 @@ impl Controller {
     }
 
     /// Starts a command: taint the candidates and mark their claims, create the replacements.
-    fn start(&mut self, m: &Manifests, id: &str, cmd: &Command, now: Millis, out: &mut Out) {
+    fn start(&mut self, m: &ClusterSnapshot<'_>, id: &str, cmd: &Command, now: Millis, out: &mut Out) {
         for c in &cmd.candidates {
             let node_ref = ObjectReference {
                 kind: Some("Node".into()),
@@ -821,17 +881,25 @@ impl Controller {
     /// An operator approved proposal `id`: validated against the cluster as it is now, then started. `Err` when
     /// it can't be approved (no such open proposal, dry-run) or no longer holds.
     pub fn approve(&mut self, m: &Manifests, id: &str, now: Millis) -> Result<(Vec<Effect>, String), String> {
+        let pods = m.pending_view();
+        let (effects, approval) = self.approve_proposal(&live_view(m, &pods), id, now)?;
+        Ok((effects, approval.message(id)?))
+    }
+
+    /// [`Controller::approve`] on a read of the cluster: `Err` only when the gate refuses (no such open proposal,
+    /// dry-run); a proposal that no longer holds is [`Approval::Invalidated`] (and recorded so).
+    pub fn approve_proposal(
+        &mut self,
+        m: &ClusterSnapshot<'_>,
+        id: &str,
+        now: Millis,
+    ) -> Result<(Vec<Effect>, Approval), String> {
         // A proposal that is not open is refused by the gate, whatever the verdict.
         let verdict = self.disruption.proposal(id).map_or(Ok(()), |cmd| self.validate_now(m, now, cmd));
         let (approval, acts) = self.disruption.approve(id, now, verdict)?;
-        match approval {
-            Approval::Started { summary } => {
-                let mut out = Out::default();
-                self.carry_out(m, acts, now, &mut out);
-                Ok((out.finish(&m.view()), format!("{id} approved and started: {summary}")))
-            }
-            Approval::Invalidated(why) => Err(format!("{id} no longer holds: {why}")),
-        }
+        let mut out = Out::default();
+        self.carry_out(m, acts, now, &mut out);
+        Ok((out.finish(m), approval))
     }
 
     pub fn reject(&mut self, id: &str, generation: u64, now: Millis) -> Result<String, String> {
@@ -843,6 +911,23 @@ impl Controller {
     pub fn set_mode(&mut self, mode: Mode, now: Millis) {
         self.disruption.set_mode(mode, now);
     }
+}
+
+/// How a backend keys a disruption pass: the cluster state as rejections and the consolidated mark remember it,
+/// what ends a quiet period, and the latest a quiet period may last (timed inputs the state leaves out).
+#[derive(Debug, Clone, Copy)]
+pub struct PassKeys {
+    pub state: u64,
+    pub quiet_key: u64,
+    pub quiet_cap: Millis,
+}
+
+/// A watch cache's objects as the engine reads them: unbound pods as kube-scheduler leaves them (marked
+/// unschedulable, see [`Manifests::pending_view`]).
+fn live_view<'a>(m: &'a Manifests, pods: &'a [Arc<StoredPod>]) -> ClusterSnapshot<'a> {
+    let mut view = m.view();
+    view.pods = crate::engine::objects::Objects::Shared(pods);
+    view
 }
 
 fn pod_ref(namespace: &str, name: &str, uid: &str) -> ObjectReference {
