@@ -120,7 +120,7 @@ fn budgets_hold_pods_keep_a_place_and_approve_mode_waits() {
         let s = parse_scenario(&text, "prop.yaml").unwrap_or_else(|e| panic!("{e}\n{text}"));
         let w = run_world(&s, Some(Duration::ZERO)).unwrap();
         // The pass at t=0 saw exactly the generated cluster: every node initialized, none disrupting.
-        for p in w.disruption.orchestrator.gate().awaiting() {
+        for p in w.orchestrator().gate().awaiting() {
             proposals.set(proposals.get() + 1);
             replacements.set(replacements.get() + usize::from(!p.command.replacements.is_empty()));
             let mut per_pool: BTreeMap<&str, usize> = BTreeMap::new();

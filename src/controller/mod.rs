@@ -393,6 +393,11 @@ impl Controller {
         (out.finish(m), ran)
     }
 
+    /// Nodes nominated for pending pods, until when.
+    pub fn nominated(&self) -> &BTreeMap<String, Millis> {
+        &self.nominated
+    }
+
     /// Nodes the provisioner placed pending pods on are left alone by disruption until `until`.
     pub fn nominate(&mut self, node: String, until: Millis) {
         self.nominated.insert(node, until);

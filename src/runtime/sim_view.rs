@@ -21,7 +21,7 @@ pub fn view(w: &mut World, source: Source, generation: u64) -> ClusterView {
     let mut v = ClusterView {
         source,
         now,
-        mode: w.disruption.orchestrator.mode(),
+        mode: w.orchestrator().mode(),
         leadership: Leadership::Acting,
         price_provenance: picture::price_provenance(&catalog.price_source, &catalog.region),
         generation,
@@ -36,12 +36,12 @@ pub fn view(w: &mut World, source: Source, generation: u64) -> ClusterView {
         nodepools: w.cluster.nodepools.values().map(|o| &**o).collect(),
     };
     let pods_on = picture::pods_by_node(&objects.pods);
-    let busy = picture::disrupting(&w.disruption.orchestrator);
+    let busy = picture::disrupting(w.orchestrator());
     let price = |name: &str, _: &BTreeMap<String, String>| prices.get(name).copied().unwrap_or(0.0);
     picture::fill_nodes(&mut v, &objects, &pods_on, &price, &busy, outlook.as_ref());
     let node_exists = |n: &str| w.cluster.nodes.contains_key(n);
     let claim_ready = |c: &str| w.cluster.nodeclaims.get(c).is_some_and(|c| c.is_true(COND_INITIALIZED));
-    picture::fill_disruptions(&mut v, &w.disruption.orchestrator, &pods_on, &node_exists, &claim_ready);
+    picture::fill_disruptions(&mut v, w.orchestrator(), &pods_on, &node_exists, &claim_ready);
 
     picture::fill_nodepools(&mut v, &objects.nodepools);
 

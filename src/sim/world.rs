@@ -267,7 +267,7 @@ impl World {
                 .with_provider_prefix(crate::sim::cloud::PROVIDER_PREFIX);
         World {
             now: start,
-            disruption: disruption::Controller::new(&settings),
+            disruption: disruption::Controller::new(),
             cloud: SimCloud::new(&catalog),
             cluster: Cluster::with_seed(seed ^ 0x706f_6473),
             record: Record::default(),
@@ -559,7 +559,7 @@ impl World {
         // Existing nodes the solve placed pods on are nominated: disruption leaves them alone for a while.
         let until = self.provisioner.nominated_until(self.now);
         for p in &result.results.existing {
-            self.disruption.nominated.insert(p.node.clone(), until);
+            self.controller.nominate(p.node.clone(), until);
         }
         self.pending_reasons.clear();
         for f in &result.results.failures {

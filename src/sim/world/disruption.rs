@@ -1,29 +1,24 @@
-//! The world's side of disruption: it runs the controller's disruption state machine
-//! ([`crate::controller::disruption::Orchestrator`]: passes, approval gate, validation, orchestration queue), its
-//! drift checks and pod-event times on the virtual clock — only when what they read changed or a timed input is due
-//! — and carries out what they ask on the store (taint and mark candidates, create replacements, delete or give back
-//! candidates, write conditions). The decisions are the controller's; docs/architecture.md ("One controller") says
-//! what is shared so far.
+//! The world's side of disruption: it runs the controller's disruption steps ([`crate::controller::Controller`]'s
+//! orchestration, validation, passes, approvals — the same code the live planner runs) on the virtual clock, each
+//! on the store as the previous step left it, and carries out their effects like any other. Drift checks and
+//! pod-event times run here on their own clock (only when what they read changed or a timed input is due) with the
+//! controller's trackers. What remains the world's own is when to look and what to record for the report;
+//! docs/architecture.md ("One controller") says what is shared so far.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::hash::{Hash, Hasher};
 use std::time::Instant;
 
-use k8s_openapi::api::core::v1::NodeSpec;
-
-use super::{Decision, SECOND, Settings, Timer, World};
-use crate::controller::disruption::{self, Act, Approval, Orchestrator, PassOutcome};
+use super::{Decision, SECOND, Timer, World};
+use crate::controller::PassKeys;
+use crate::controller::disruption::{Approval, Orchestrator};
 use crate::controller::drift::{DriftRead, DriftTracker};
 use crate::controller::pod_events::PodEventTracker;
-use crate::engine::api::nodeclaim::COND_DISRUPTION_REASON;
 use crate::engine::disruption::consolidation::Outlook;
 use crate::engine::disruption::gate::Mode;
-use crate::engine::disruption::validation::validate;
-use crate::engine::disruption::{Command, Context, DisruptionOptions, Method, explain_nodes, pass};
-use crate::engine::labels;
-use crate::engine::lifecycle::{self, DeleteReason};
+use crate::engine::disruption::{Context, DisruptionOptions, Method};
+use crate::engine::lifecycle;
 use crate::engine::provisioning::Millis;
-use crate::engine::termination::disrupted_taint;
 
 pub use crate::controller::disruption::CommandState as DisruptionState;
 
@@ -47,11 +42,8 @@ pub struct PassTiming {
     pub millis: f64,
 }
 
+/// The world's bookkeeping around the controller's disruption steps.
 pub struct Controller {
-    /// The controller's disruption state machine (shared with the live controller).
-    pub orchestrator: Orchestrator,
-    /// Nodes nominated for pending pods, until when.
-    pub nominated: BTreeMap<String, Millis>,
     /// Pod events per node (shared with the live controller); the world starts from no pods at all.
     pod_events: PodEventTracker,
     /// (pods, nodes) stamps pods were last counted per node at, and when.
@@ -67,13 +59,8 @@ pub struct Controller {
 }
 
 impl Controller {
-    pub fn new(s: &Settings) -> Self {
-        let c = s.controller();
-        let options =
-            DisruptionOptions { spot_to_spot: c.spot_to_spot, multi_node_cap: c.multi_node_cap, ..Default::default() };
+    pub fn new() -> Self {
         Controller {
-            orchestrator: Orchestrator::new(c.mode, options, c.validation_delay),
-            nominated: BTreeMap::new(),
             pod_events: PodEventTracker::from_empty(),
             pods_counted_at: None,
             pods_counted_time: Millis::MIN,
@@ -94,7 +81,7 @@ impl World {
         self.drift();
         self.orchestrate();
         self.finish_validation();
-        if self.disruption.orchestrator.pass_due(self.now, self.quiet_key()) {
+        if self.controller.orchestrator().pass_due(self.now, self.quiet_key()) {
             self.disruption_pass();
         }
     }
@@ -116,11 +103,6 @@ impl World {
         }
         self.cluster.pdbs.len().hash(&mut h);
         h.finish()
-    }
-
-    /// The consolidation state: the cluster's generation, also moving every 5 minutes by itself (upstream).
-    fn generation(&mut self) -> u64 {
-        disruption::consolidation_generation(self.state_generation(), self.now)
     }
 
     /// Drift detection when what it reads changed or a claim's recheck is due — on its own clock, so that a
@@ -229,47 +211,34 @@ impl World {
 
     fn disruption_pass(&mut self) {
         let now = self.now;
-        self.disruption.nominated.retain(|_, until| *until > now);
         self.record_pod_events(true);
-        self.withdraw_stale();
-        let generation = self.generation();
-        let options = self.disruption.orchestrator.begin_pass(now, generation);
-        if !self.cluster.nodeclaims.values().any(|c| c.metadata.deletion_timestamp.is_none()) {
-            return;
-        }
-        let busy = self.disruption.orchestrator.busy();
-        let (result, millis) = self.context_with(busy, Some(options), true, |ctx| {
-            let started = Instant::now();
-            let result = pass(ctx);
-            (result, started.elapsed().as_secs_f64() * 1000.0)
-        });
-        self.disruption.passes.push(PassTiming { at: now, candidates: result.candidates, millis });
-        let outcome = PassOutcome { result, generation, state: self.state_generation(), quiet_key: self.quiet_key() };
-        // Offerings out of capacity come back: an unchanged store may answer differently then.
-        let ice = self.ice.values().min().copied().unwrap_or(Millis::MAX);
-        let (pools, pods) = (&self.cluster.nodepools, &self.cluster.pods);
+        let keys = PassKeys {
+            state: self.state_generation(),
+            quiet_key: self.quiet_key(),
+            // Offerings out of capacity come back: an unchanged store may answer differently then.
+            quiet_cap: self.ice.values().min().copied().unwrap_or(Millis::MAX),
+        };
         let next_decision = &mut self.next_decision;
-        let acts = self.disruption.orchestrator.pass_done(
-            outcome,
-            now,
-            || {
-                *next_decision += 1;
-                format!("d-{next_decision}")
-            },
-            |recheck| {
-                disruption::quiet_until(now, recheck, pools.values().map(|p| &**p), pods.values().map(|p| &**p))
-                    .min(ice)
-            },
-        );
+        let mut new_id = || {
+            *next_decision += 1;
+            format!("d-{next_decision}")
+        };
+        let snap = self.cluster.snapshot_into(&mut self.caches.snapshot);
+        let started = Instant::now();
+        let (effects, ran) = self.controller.disruption_pass(&snap, now, keys, &mut new_id);
+        if let Some(candidates) = ran {
+            let millis = started.elapsed().as_secs_f64() * 1000.0;
+            self.disruption.passes.push(PassTiming { at: now, candidates, millis });
+        }
         self.sync_disruption_records();
         self.schedule_disruption_wakes();
-        self.carry_out(acts);
+        self.apply_effects(effects);
     }
 
     /// Wakes the world when the disruption controller next needs to look: a command found (upstream's immediate
     /// requeue), a validation due, a quiet period ending.
     fn schedule_disruption_wakes(&mut self) {
-        let o = &self.disruption.orchestrator;
+        let o = self.controller.orchestrator();
         let mut wakes = Vec::new();
         if o.next_pass_at() > self.now && o.quiet().is_none() {
             wakes.push(o.next_pass_at());
@@ -289,7 +258,7 @@ impl World {
 
     /// New disruption commands become decisions in the record, in the order the controller made them.
     fn sync_disruption_records(&mut self) {
-        let records = &self.disruption.orchestrator.records;
+        let records = &self.controller.orchestrator().records;
         for r in &records[self.disruption_records_seen.min(records.len())..] {
             self.record.decisions.push(Decision::Disruption(r.id.clone()));
         }
@@ -298,7 +267,7 @@ impl World {
 
     /// A disruption decision as the report and the dashboard show it.
     pub fn disruption_record(&self, id: &str) -> Option<DisruptionRecord> {
-        let r = self.disruption.orchestrator.record_of(id)?;
+        let r = self.controller.orchestrator().record_of(id)?;
         let cmd = &r.command;
         Some(DisruptionRecord {
             id: r.id.clone(),
@@ -312,160 +281,87 @@ impl World {
         })
     }
 
-    /// Carries out on the store what the disruption controller asks.
-    fn carry_out(&mut self, acts: Vec<Act>) {
-        for act in acts {
-            match act {
-                Act::Start { id, command } => self.start_command(&id, &command),
-                Act::DeleteCandidates { command, .. } => {
-                    for c in &command.candidates {
-                        self.delete_nodeclaim(&c.nodeclaim, DeleteReason::Disrupted);
-                    }
-                }
-                Act::RollBack { command, .. } => {
-                    for c in &command.candidates {
-                        if let Some(n) = self.cluster.nodes.get_mut(&c.node)
-                            && let Some(t) = n.spec.as_mut().and_then(|s| s.taints.as_mut())
-                        {
-                            t.retain(|t| t.key != labels::TAINT_DISRUPTED);
-                        }
-                        if let Some(st) = self.cluster.nodeclaims.get_mut(&c.nodeclaim).and_then(|c| c.status.as_mut())
-                        {
-                            st.conditions.retain(|c| c.type_ != COND_DISRUPTION_REASON);
-                        }
-                    }
-                }
-            }
-        }
-    }
-
-    /// The validation context without the command's own nodes counted as busy.
-    fn validate_now(&mut self, cmd: &Command) -> Result<(), String> {
-        let mut busy = self.disruption.orchestrator.busy();
-        for c in &cmd.candidates {
-            busy.remove(&c.node);
-        }
-        self.context_with(busy, None, false, |ctx| validate(ctx, cmd).map_err(|e| format!("{}: {e}", e.kind())))
-    }
-
-    fn finish_validation(&mut self) {
-        let Some((id, cmd)) = self.disruption.orchestrator.due_validation(self.now) else { return };
-        let verdict = self.validate_now(&cmd);
-        let acts = self.disruption.orchestrator.validated(id, cmd, verdict, self.now);
-        self.carry_out(acts);
-    }
-
     /// Approves an open proposal: validated against the cluster as it is now, then started
     /// ([`Approval::Started`]) or recorded as invalidated with the reason ([`Approval::Invalidated`]). `Err` when
     /// there is no such open proposal (or in dry-run mode). The live controller answers the same way.
     pub fn approve(&mut self, id: &str) -> Result<Approval, String> {
-        // A proposal that is not open is refused by the gate, whatever the verdict.
-        let proposal = self.disruption.orchestrator.proposal(id).cloned();
-        let verdict = proposal.map_or(Ok(()), |cmd| self.validate_now(&cmd));
-        let (approval, acts) = self.disruption.orchestrator.approve(id, self.now, verdict)?;
-        self.carry_out(acts);
+        let snap = self.cluster.snapshot_into(&mut self.caches.snapshot);
+        let (effects, approval) = self.controller.approve_proposal(&snap, id, self.now)?;
+        self.apply_effects(effects);
         Ok(approval)
     }
 
     pub fn reject(&mut self, id: &str) -> Result<(), String> {
         let generation = self.state_generation();
-        self.disruption.orchestrator.reject(id, generation, self.now)
+        self.controller.reject(id, generation, self.now).map(|_| ())
     }
 
     /// Switches the disruption mode at run time (the dashboard's `:mode`). Open proposals are withdrawn, since
     /// they were made under the old mode's rules, and a pass runs at once under the new one.
     pub fn set_mode(&mut self, mode: Mode) {
-        self.disruption.orchestrator.set_mode(mode, self.now);
+        self.controller.set_mode(mode, self.now);
     }
 
     /// Why each node is (not) being disrupted right now: the "why won't this node consolidate" view.
     pub fn explain(&mut self) -> BTreeMap<String, Outlook> {
-        self.with_disruption_context(None, explain_nodes)
+        let snap = self.cluster.snapshot_into(&mut self.caches.snapshot);
+        self.controller.explain_nodes(&snap, self.now)
     }
 
-    /// Runs `f` on the disruption context of the current state: what a pass, an explanation or a validation reads.
-    /// `options` overrides the controller's own (the pass sets `consolidated`).
+    /// Runs `f` on the disruption context of the current state, as a pass would see it (`options` overrides the
+    /// controller's own): for benchmarks of the engine's passes.
     pub fn with_disruption_context<R>(
         &mut self,
         options: Option<DisruptionOptions>,
         f: impl FnOnce(&Context<'_>) -> R,
     ) -> R {
-        let busy = self.disruption.orchestrator.busy();
-        self.context_with(busy, options, false, f)
-    }
-
-    fn context_with<R>(
-        &mut self,
-        busy: BTreeSet<String>,
-        options: Option<DisruptionOptions>,
-        assume_pending: bool,
-        f: impl FnOnce(&Context<'_>) -> R,
-    ) -> R {
         let catalogs = self.catalogs();
-        let mut snap = self.cluster.snapshot_into(&mut self.caches.snapshot);
-        let pending = if assume_pending { self.disruption.orchestrator.pending_commands() } else { Vec::new() };
-        let assumed = disruption::assumed_nodeclaims(snap.nodeclaims, &pending, self.now);
-        if let Some(claims) = &assumed {
-            snap.nodeclaims = claims.into();
-        }
-        let options = options.unwrap_or_else(|| self.disruption.orchestrator.options().clone());
+        let busy = self.controller.busy();
+        let snap = self.cluster.snapshot_into(&mut self.caches.snapshot);
+        let options = options.unwrap_or_else(|| self.controller.orchestrator().options().clone());
         let ctx = Context {
             snap,
             catalogs: &catalogs,
             policy: &self.catalog.label_policy,
             now: self.now,
             busy: &busy,
-            nominated: &self.disruption.nominated,
+            nominated: self.controller.nominated(),
             options: &options,
         };
         f(&ctx)
     }
 
+    /// The disruption controller's state (records, proposals, commands in flight).
+    pub fn orchestrator(&self) -> &Orchestrator {
+        self.controller.orchestrator()
+    }
+
     /// Ids of proposals waiting for an operator.
     pub fn awaiting_approval(&self) -> Vec<String> {
-        self.disruption.orchestrator.awaiting_approval()
+        self.controller.orchestrator().awaiting_approval()
     }
 
-    /// Proposals whose nodes are gone or going are withdrawn.
-    fn withdraw_stale(&mut self) {
-        let nodes = &self.cluster.nodes;
-        self.disruption
-            .orchestrator
-            .withdraw_stale(self.now, |name| nodes.get(name).map(|n| n.metadata.deletion_timestamp.is_some()));
-    }
-
-    /// Starts a command: mark the candidates (taint + `DisruptionReason`), create the replacements.
-    fn start_command(&mut self, id: &str, cmd: &Command) {
-        let now = self.now;
-        for c in &cmd.candidates {
-            if let Some(n) = self.cluster.nodes.get_mut(&c.node) {
-                let taints = n.spec.get_or_insert_with(NodeSpec::default).taints.get_or_insert_with(Vec::new);
-                if !taints.iter().any(|t| t.key == labels::TAINT_DISRUPTED) {
-                    taints.push(disrupted_taint());
-                }
-            }
-            if let Some(claim) = self.cluster.nodeclaims.get_mut(&c.nodeclaim) {
-                let reason = cmd.reason().as_str();
-                lifecycle::set_condition(claim, COND_DISRUPTION_REASON, "True", reason, &cmd.summary(), now);
-            }
+    /// Checks a command whose validation delay is over, and starts it or lets it go.
+    fn finish_validation(&mut self) {
+        if self.controller.orchestrator().validation_due_at().is_none_or(|t| t > self.now) {
+            return;
         }
-        for r in &cmd.replacements {
-            let name = self.create_nodeclaim(r.nodeclaim.clone(), &r.nodepool, r.instance_types.clone());
-            self.disruption.orchestrator.replacement_created(id, Some(name));
-        }
+        let snap = self.cluster.snapshot_into(&mut self.caches.snapshot);
+        let effects = self.controller.finish_validation(&snap, self.now);
+        self.apply_effects(effects);
     }
 
     /// Drives started commands: delete candidates once replacements are initialized, or roll back.
     fn orchestrate(&mut self) {
-        if self.disruption.orchestrator.in_flight().is_empty() {
+        if self.controller.orchestrator().in_flight().is_empty() {
             return;
         }
         let now = self.now;
-        let claims = &self.cluster.nodeclaims;
-        let (acts, waiting) = self.disruption.orchestrator.orchestrate(now, |c| claims.get(c).map(|c| &**c));
+        let snap = self.cluster.snapshot_into(&mut self.caches.snapshot);
+        let (effects, waiting) = self.controller.orchestrate_commands(&snap, now);
         if waiting {
             self.at(now + SECOND, Timer::Wake);
         }
-        self.carry_out(acts);
+        self.apply_effects(effects);
     }
 }

@@ -6,7 +6,7 @@
 use std::collections::BTreeMap;
 
 use super::{Timer, World};
-use crate::controller::Effect;
+use crate::controller::{Effect, Outcome};
 use crate::engine::labels;
 use crate::engine::lifecycle;
 use crate::engine::provisioning::Millis;
@@ -16,12 +16,18 @@ use crate::sim::cluster::Key;
 const SECOND: Millis = 1000;
 
 impl World {
+    pub(super) fn apply_effects(&mut self, effects: Vec<Effect>) {
+        for e in effects {
+            self.apply_effect(e);
+        }
+    }
+
     /// Carries out one effect. Nothing here can fail the way an API call can: there is no other writer, so a write
     /// guarded by a resourceVersion always applies.
     pub(super) fn apply_effect(&mut self, e: Effect) {
         let now = self.now;
         match e {
-            Effect::CreateNodeClaim { claim, .. } => {
+            Effect::CreateNodeClaim { claim, purpose } => {
                 let pool = claim.nodepool().unwrap_or_default().to_string();
                 let types = claim
                     .spec
@@ -30,7 +36,8 @@ impl World {
                     .find(|r| r.key == labels::INSTANCE_TYPE && r.operator == "In")
                     .map(|r| r.values.clone())
                     .unwrap_or_default();
-                self.create_nodeclaim(*claim, &pool, types);
+                let name = self.create_nodeclaim(*claim, &pool, types);
+                self.controller.outcome(Outcome::Created { name, purpose }, now);
             }
             Effect::Launch { claim } => {
                 let name = claim.name().to_string();
