@@ -344,8 +344,8 @@ impl Controller {
         self.terminations(&view, now, &mut out);
         self.orchestrate(&view, now, &mut out);
         self.stale_disrupted_taints(&view, &mut out);
-        self.pod_events(m, now, &mut out);
-        self.drift(m, now, &mut out);
+        self.pod_events(&view, now, &mut out);
+        self.drift(&view, now, &mut out);
         self.validation(&view, now, &mut out);
         // The live state hash leaves out the cloud's catalogs (offerings out of capacity come back): a quiet
         // period ends within a minute, as often as scheduled budgets can change.
@@ -391,6 +391,28 @@ impl Controller {
         let mut out = Out::default();
         let ran = self.disruption(m, now, keys, new_id, &mut out);
         (out.finish(m), ran)
+    }
+
+    /// `status.lastPodEventTime` on its own (see [`Controller::orchestrate_commands`]).
+    pub fn pod_event_times(&mut self, m: &ClusterSnapshot<'_>, now: Millis) -> Vec<Effect> {
+        let mut out = Out::default();
+        self.pod_events(m, now, &mut out);
+        out.finish(m)
+    }
+
+    /// Drift checks on their own (see [`Controller::orchestrate_commands`]), and when a claim is next due for its
+    /// periodic recheck.
+    pub fn drift_check(&mut self, m: &ClusterSnapshot<'_>, now: Millis) -> (Vec<Effect>, Option<Millis>) {
+        let mut out = Out::default();
+        self.drift(m, now, &mut out);
+        (out.finish(m), self.drift.next_due(now))
+    }
+
+    /// For a cluster known to have had no pods before the first look (a simulation starting from its initial
+    /// objects): the pods found then count as pod events.
+    pub fn starting_empty(mut self) -> Controller {
+        self.pod_events = PodEventTracker::from_empty();
+        self
     }
 
     /// Nodes nominated for pending pods, until when.
@@ -563,9 +585,9 @@ impl Controller {
 
     /// `status.lastPodEventTime` on claims whose node gained or lost pods (consolidateAfter counts from it), at
     /// most once per 10 s per node, as upstream.
-    fn pod_events(&mut self, m: &Manifests, now: Millis, out: &mut Out) {
+    fn pod_events(&mut self, m: &ClusterSnapshot<'_>, now: Millis, out: &mut Out) {
         let mut counts: BTreeMap<&str, usize> = BTreeMap::new();
-        for p in &m.pods {
+        for p in m.pods.iter() {
             if let Some(n) = p.node_name() {
                 *counts.entry(n).or_insert(0) += 1;
             }
@@ -587,8 +609,8 @@ impl Controller {
 
     /// `Drifted` on claims that no longer match their NodePool (engine.md §6): checked every 5 minutes, and at
     /// once when the NodePool's spec or the cloud's verdict on the node class changes.
-    fn drift(&mut self, m: &Manifests, now: Millis, out: &mut Out) {
-        let catalogs = self.catalogs(&m.view());
+    fn drift(&mut self, m: &ClusterSnapshot<'_>, now: Millis, out: &mut Out) {
+        let catalogs = self.catalogs(m);
         let claims: Vec<&NodeClaim> = m.nodeclaims.iter().collect();
         let pool = |name: &str| m.nodepools.iter().find(|p| p.name() == name);
         let nodes_by_id: BTreeMap<&str, &Node> = m

@@ -264,7 +264,8 @@ impl World {
     pub fn new(catalog: Catalog, settings: Settings, start: Millis, seed: u64) -> World {
         let controller =
             crate::controller::Controller::with_settings(Arc::new(catalog.clone()), settings.controller(), start)
-                .with_provider_prefix(crate::sim::cloud::PROVIDER_PREFIX);
+                .with_provider_prefix(crate::sim::cloud::PROVIDER_PREFIX)
+                .starting_empty();
         World {
             now: start,
             disruption: disruption::Controller::new(),

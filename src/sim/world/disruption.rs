@@ -12,12 +12,9 @@ use std::time::Instant;
 use super::{Decision, SECOND, Timer, World};
 use crate::controller::PassKeys;
 use crate::controller::disruption::{Approval, Orchestrator};
-use crate::controller::drift::{DriftRead, DriftTracker};
-use crate::controller::pod_events::PodEventTracker;
 use crate::engine::disruption::consolidation::Outlook;
 use crate::engine::disruption::gate::Mode;
 use crate::engine::disruption::{Context, DisruptionOptions, Method};
-use crate::engine::lifecycle;
 use crate::engine::provisioning::Millis;
 
 pub use crate::controller::disruption::CommandState as DisruptionState;
@@ -44,14 +41,10 @@ pub struct PassTiming {
 
 /// The world's bookkeeping around the controller's disruption steps.
 pub struct Controller {
-    /// Pod events per node (shared with the live controller); the world starts from no pods at all.
-    pod_events: PodEventTracker,
     /// (pods, nodes) stamps pods were last counted per node at, and when.
     pods_counted_at: Option<[u64; 2]>,
     pods_counted_time: Millis,
     pub passes: Vec<PassTiming>,
-    /// When each NodeClaim's drift was last checked (shared with the live controller).
-    drift: DriftTracker,
     /// Drift detection: the (nodepools, nodeclaims, nodes) stamps it last ran at, and when a claim's 5-minute
     /// recheck is next due.
     drift_seen: Option<[u64; 3]>,
@@ -61,11 +54,9 @@ pub struct Controller {
 impl Controller {
     pub fn new() -> Self {
         Controller {
-            pod_events: PodEventTracker::from_empty(),
             pods_counted_at: None,
             pods_counted_time: Millis::MIN,
             passes: Vec::new(),
-            drift: DriftTracker::default(),
             drift_seen: None,
             drift_due: Millis::MIN,
         }
@@ -112,54 +103,15 @@ impl World {
         if self.disruption.drift_seen == Some(stamps(&self.cluster)) && self.now < self.disruption.drift_due {
             return;
         }
-        self.detect_drift();
+        let snap = self.cluster.snapshot_into(&mut self.caches.snapshot);
+        let (effects, due) = self.controller.drift_check(&snap, self.now);
+        self.apply_effects(effects);
+        // Its own writes are not a reason to look again.
         self.disruption.drift_seen = Some(stamps(&self.cluster));
         // Every claim was just checked or is not due yet, so this is in the future.
-        let due = self.disruption.drift.next_due(self.now);
         self.disruption.drift_due = due.unwrap_or(Millis::MAX);
         if let Some(t) = due {
             self.at(t, Timer::Wake);
-        }
-    }
-
-    /// Sets `Drifted` on NodeClaims that no longer match their NodePool (engine.md §6), as the controller's drift
-    /// tracker says.
-    fn detect_drift(&mut self) {
-        let now = self.now;
-        let catalogs = self.catalogs();
-        let node_by_pid: BTreeMap<&str, &k8s_openapi::api::core::v1::Node> = self
-            .cluster
-            .nodes
-            .values()
-            .filter_map(|n| n.spec.as_ref().and_then(|s| s.provider_id.as_deref()).map(|p| (p, &**n)))
-            .collect();
-        let claims: Vec<&crate::engine::api::NodeClaim> = self.cluster.nodeclaims.values().map(|c| &**c).collect();
-        let pools = &self.cluster.nodepools;
-        let pool = |name: &str| pools.get(name).map(|p| &**p);
-        let node_labels = |c: &crate::engine::api::NodeClaim| {
-            c.provider_id().and_then(|pid| node_by_pid.get(pid)).and_then(|n| n.metadata.labels.as_ref())
-        };
-        let types = |name: &str| catalogs.get(name).map_or(&[][..], Vec::as_slice);
-        let no_class_drift = BTreeMap::new();
-        let read = DriftRead {
-            claims: &claims,
-            pool: &pool,
-            node_labels: &node_labels,
-            types: &types,
-            class_drift: &no_class_drift,
-        };
-        let updates = self.disruption.drift.check(&read, now);
-        for (name, status, reason, message) in updates {
-            if let Some(c) = self.cluster.nodeclaims.get_mut(&name) {
-                lifecycle::set_condition(
-                    c,
-                    crate::engine::api::nodeclaim::COND_DRIFTED,
-                    status,
-                    &reason,
-                    &message,
-                    now,
-                );
-            }
         }
     }
 
@@ -177,34 +129,9 @@ impl World {
             }
             return;
         }
-        // Counted with borrowed names: this runs whenever pods change, over every pod.
-        let mut counts: BTreeMap<&str, usize> = BTreeMap::new();
-        for p in self.cluster.pods.values() {
-            if let Some(n) = p.node_name() {
-                *counts.entry(n).or_insert(0) += 1;
-            }
-        }
-        let now = self.now;
-        let due: Vec<String> = self
-            .disruption
-            .pod_events
-            .observe(&counts, self.cluster.nodes.keys().map(String::as_str), now)
-            .into_iter()
-            .map(str::to_string)
-            .collect();
-        for node in due {
-            let pid = self.cluster.nodes.get(&node).and_then(|n| n.spec.as_ref()).and_then(|s| s.provider_id.clone());
-            let claim = self
-                .cluster
-                .nodeclaims
-                .iter()
-                .find(|(_, c)| pid.is_some() && c.provider_id() == pid.as_deref())
-                .map(|(k, _)| k.clone());
-            if let Some(c) = claim.and_then(|k| self.cluster.nodeclaims.get_mut(&k)) {
-                c.status.get_or_insert_with(Default::default).last_pod_event_time = Some(lifecycle::rfc3339(now));
-                self.disruption.pod_events.written(&node, now);
-            }
-        }
+        let snap = self.cluster.snapshot_into(&mut self.caches.snapshot);
+        let effects = self.controller.pod_event_times(&snap, self.now);
+        self.apply_effects(effects);
         self.disruption.pods_counted_at = Some([self.cluster.pods.stamp(), self.cluster.nodes.stamp()]);
         self.disruption.pods_counted_time = self.now;
     }
