@@ -175,6 +175,11 @@ impl Controller {
         }
     }
 
+    /// The instance types to decide with from now on (a simulated cloud's, with the offerings it is out of).
+    pub fn set_catalog(&mut self, catalog: Arc<Catalog>) {
+        self.catalog = catalog;
+    }
+
     /// The cloud's node-class drift verdicts by NodeClaim name.
     pub fn set_class_drift(&mut self, drift: BTreeMap<String, String>) {
         self.class_drift = drift;

@@ -246,6 +246,8 @@ struct Caches {
     provisionable: Option<(u64, Vec<String>)>,
     /// The store as the engine last read it, kept so the next snapshot copies only what changed.
     snapshot: crate::sim::cluster::SnapshotMirror,
+    /// The catalog with the offerings out of capacity then marked unavailable, and which those were.
+    catalog: Option<(BTreeSet<(String, String, String)>, Arc<Catalog>)>,
 }
 
 /// Pod counts (all, bound, terminating) and a hash of the node and NodeClaim lifecycle state (deletion, taints,
@@ -497,30 +499,46 @@ impl World {
         }
     }
 
-    /// Instance types per NodePool as the engine sees them: offerings recently out of capacity unavailable.
-    fn catalogs(&mut self) -> BTreeMap<String, Vec<Arc<InstanceType>>> {
+    /// The catalog as the engine sees it: offerings recently out of capacity unavailable (what the AWS provider's
+    /// unavailable-offerings cache does). Rebuilt only when that set changes.
+    fn engine_catalog(&mut self) -> Arc<Catalog> {
         let now = self.now;
         self.ice.retain(|_, until| *until > now);
-        let types: Vec<Arc<InstanceType>> = if self.ice.is_empty() {
-            self.catalog.instance_types.clone()
-        } else {
-            self.catalog
-                .instance_types
-                .iter()
-                .map(|t| {
-                    if !self.ice.keys().any(|(n, _, _)| *n == t.name) {
-                        return t.clone();
+        let keys: BTreeSet<(String, String, String)> = self.ice.keys().cloned().collect();
+        if let Some((at, c)) = &self.caches.catalog
+            && *at == keys
+        {
+            return c.clone();
+        }
+        let mut catalog = self.catalog.clone();
+        if !keys.is_empty() {
+            for t in &mut catalog.instance_types {
+                if !keys.iter().any(|(n, _, _)| *n == t.name) {
+                    continue;
+                }
+                let mut t2 = (**t).clone();
+                for o in &mut t2.offerings {
+                    if keys.contains(&(t.name.clone(), o.zone.clone(), o.capacity_type.clone())) {
+                        o.available = false;
                     }
-                    let mut t2 = (**t).clone();
-                    for o in &mut t2.offerings {
-                        if self.ice.contains_key(&(t.name.clone(), o.zone.clone(), o.capacity_type.clone())) {
-                            o.available = false;
-                        }
-                    }
-                    Arc::new(t2)
-                })
-                .collect()
-        };
+                }
+                *t = Arc::new(t2);
+            }
+        }
+        let catalog = Arc::new(catalog);
+        self.caches.catalog = Some((keys, catalog.clone()));
+        catalog
+    }
+
+    /// Hands the controller the catalog as the engine should see it now (before anything of it reads one).
+    pub(super) fn sync_catalog(&mut self) {
+        let c = self.engine_catalog();
+        self.controller.set_catalog(c);
+    }
+
+    /// Instance types per NodePool as the engine sees them (see [`World::engine_catalog`]).
+    fn catalogs(&mut self) -> BTreeMap<String, Vec<Arc<InstanceType>>> {
+        let types = self.engine_catalog().instance_types.clone();
         self.cluster.nodepools.keys().map(|k| (k.clone(), types.clone())).collect()
     }
 

@@ -66,6 +66,7 @@ impl Controller {
 impl World {
     /// One reconcile of the disruption controller.
     pub(super) fn disruption(&mut self) {
+        self.sync_catalog();
         // Pod events stamp their node's claim when they happen (to the second), not when a pass next looks
         // (consolidateAfter counts from them).
         self.record_pod_events(false);
@@ -212,6 +213,7 @@ impl World {
     /// ([`Approval::Started`]) or recorded as invalidated with the reason ([`Approval::Invalidated`]). `Err` when
     /// there is no such open proposal (or in dry-run mode). The live controller answers the same way.
     pub fn approve(&mut self, id: &str) -> Result<Approval, String> {
+        self.sync_catalog();
         let snap = self.cluster.snapshot_into(&mut self.caches.snapshot);
         let (effects, approval) = self.controller.approve_proposal(&snap, id, self.now)?;
         self.apply_effects(effects);
@@ -231,6 +233,7 @@ impl World {
 
     /// Why each node is (not) being disrupted right now: the "why won't this node consolidate" view.
     pub fn explain(&mut self) -> BTreeMap<String, Outlook> {
+        self.sync_catalog();
         let snap = self.cluster.snapshot_into(&mut self.caches.snapshot);
         self.controller.explain_nodes(&snap, self.now)
     }
