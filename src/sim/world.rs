@@ -247,8 +247,11 @@ struct Caches {
     /// The store as the engine last read it, kept so the next snapshot copies only what changed.
     snapshot: crate::sim::cluster::SnapshotMirror,
     /// The catalog with the offerings out of capacity then marked unavailable, and which those were.
-    catalog: Option<(BTreeSet<(String, String, String)>, Arc<Catalog>)>,
+    catalog: Option<(BTreeSet<Offer>, Arc<Catalog>)>,
 }
+
+/// An offering: (instance type, zone, capacity type).
+type Offer = (String, String, String);
 
 /// Pod counts (all, bound, terminating) and a hash of the node and NodeClaim lifecycle state (deletion, taints,
 /// conditions, provider ids, finalizers): what one controller changes that another must react to at once.
@@ -504,7 +507,7 @@ impl World {
     fn engine_catalog(&mut self) -> Arc<Catalog> {
         let now = self.now;
         self.ice.retain(|_, until| *until > now);
-        let keys: BTreeSet<(String, String, String)> = self.ice.keys().cloned().collect();
+        let keys: BTreeSet<Offer> = self.ice.keys().cloned().collect();
         if let Some((at, c)) = &self.caches.catalog
             && *at == keys
         {
