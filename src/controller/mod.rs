@@ -40,7 +40,7 @@ use crate::engine::disruption::{Blocker, Command, Context, DisruptionOptions};
 use crate::engine::labels;
 use crate::engine::lifecycle::{self, DeleteReason, LifecycleSettings, set_condition};
 use crate::engine::manifests::Manifests;
-use crate::engine::provisioning::{ClusterSnapshot, Millis, is_provisionable, provision};
+use crate::engine::provisioning::{ClusterSnapshot, Millis, ProvisioningResult, is_provisionable, provision};
 use crate::engine::scheduling::SchedulerOptions;
 use crate::engine::stored_pod::StoredPod;
 use crate::engine::termination::disrupted_taint;
@@ -344,7 +344,9 @@ impl Controller {
         let view = live_view(m, &pods);
         self.forget_settled(&view, now);
         self.requeue = None;
-        self.provisioning(m, now, &mut out);
+        let pending = m.pods.iter().filter(|p| is_provisionable(p));
+        self.observe_pending(pending.map(|p| p.metadata.uid.as_deref().unwrap_or_default()), now);
+        self.solve(&view, now, &mut out);
         self.nodeclaims(&view, now, &mut out);
         self.terminations(&view, now, &mut out);
         self.orchestrate(&view, now, &mut out);
@@ -396,6 +398,34 @@ impl Controller {
         let mut out = Out::default();
         let ran = self.disruption(m, now, keys, new_id, &mut out);
         (out.finish(m), ran)
+    }
+
+    /// Pending pods as the pod watch sees them (upstream's provisioner trigger): a pod not seen for a while opens
+    /// or extends the batch window. Says whether one did (the caller looks again after `POD_REQUEUE`).
+    pub fn observe_pending<'a>(&mut self, uids: impl Iterator<Item = &'a str> + Clone, now: Millis) -> bool {
+        self.provisioner.observe(uids, now)
+    }
+
+    /// Whether the batch window is over (a solve would run if there is something to place).
+    pub fn provisioning_due(&self, now: Millis) -> bool {
+        self.provisioner.due(now)
+    }
+
+    /// When the open batch window closes, if one is open.
+    pub fn provisioning_deadline(&self) -> Option<Millis> {
+        self.provisioner.deadline()
+    }
+
+    /// A provisioning solve if one is due (see [`Controller::orchestrate_commands`]): its effects (NodeClaims to
+    /// create, `Nominated` and `FailedScheduling` events) and its full answer, for a backend that records it.
+    pub fn provisioning_pass(
+        &mut self,
+        m: &ClusterSnapshot<'_>,
+        now: Millis,
+    ) -> (Vec<Effect>, Option<ProvisioningResult>) {
+        let mut out = Out::default();
+        let result = self.solve(m, now, &mut out);
+        (out.finish(m), result)
     }
 
     /// `status.lastPodEventTime` on its own (see [`Controller::orchestrate_commands`]).
@@ -552,20 +582,20 @@ impl Controller {
         }
     }
 
-    fn provisioning(&mut self, m: &Manifests, now: Millis, out: &mut Out) {
-        let pending: Vec<&StoredPod> = m.pods.iter().map(|p| &**p).filter(|p| is_provisionable(p)).collect();
-        self.provisioner.observe(pending.iter().map(|p| p.metadata.uid.as_deref().unwrap_or_default()), now);
-        // Claims this instance created and the cache doesn't show yet would be made again.
-        if pending.is_empty() || !self.created.is_empty() || self.creating > 0 {
-            return;
-        }
+    /// A provisioning solve when its batch window is over: the pending pods and the pods of nodes being deleted
+    /// (the solve finds no work when there are none). Claims this instance created and the cache doesn't show yet
+    /// would be made again: the window stays open until they show.
+    fn solve(&mut self, m: &ClusterSnapshot<'_>, now: Millis, out: &mut Out) -> Option<ProvisioningResult> {
         if !self.provisioner.due(now) {
-            return;
+            return None;
+        }
+        self.forget_settled(m, now);
+        if !self.created.is_empty() || self.creating > 0 {
+            return None;
         }
         self.provisioner.solved();
-        let catalogs = self.catalogs(&m.view());
-        let snap = m.snapshot();
-        let result = provision(&snap.view(), &catalogs, &self.catalog.label_policy, SchedulerOptions::default());
+        let catalogs = self.catalogs(m);
+        let result = provision(m, &catalogs, &self.catalog.label_policy, SchedulerOptions::default());
         for p in &result.results.existing {
             self.nominated.insert(p.node.clone(), self.provisioner.nominated_until(now));
             for &i in &p.pods {
@@ -579,13 +609,14 @@ impl Controller {
             let message = format!("Failed to schedule pod, {}", f.summary());
             self.event(pod_ref(&pod.namespace, &pod.name, &pod.uid), true, "FailedScheduling", message, now, out);
         }
-        for (claim, decided) in result.nodeclaims(&m.nodepools).into_iter().zip(&result.results.new_claims) {
+        for (claim, decided) in result.nodeclaims(m.nodepools).into_iter().zip(&result.results.new_claims) {
             self.creating += 1;
             out.push(Effect::CreateNodeClaim {
                 claim: Box::new(claim),
                 purpose: Purpose::Provisioning { pods: decided.pods.len() },
             });
         }
+        Some(result)
     }
 
     /// `status.lastPodEventTime` on claims whose node gained or lost pods (consolidateAfter counts from it), at

@@ -17,14 +17,13 @@ use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
 use crate::controller::interruption::Kind as InterruptionKind;
-use crate::controller::provisioning::Provisioner;
+use crate::controller::{Effect, Outcome};
+use crate::engine::api::NodeClaim;
 use crate::engine::api::nodeclaim::COND_INITIALIZED;
-use crate::engine::api::{NodeClaim, NodePool};
 use crate::engine::catalog::{Catalog, InstanceType};
 use crate::engine::labels;
 use crate::engine::lifecycle::{self, DeleteReason, LaunchError, LaunchResult, LifecycleAction};
-use crate::engine::provisioning::{Millis, is_provisionable, provision};
-use crate::engine::scheduling::SchedulerOptions;
+use crate::engine::provisioning::{Millis, is_provisionable};
 use crate::engine::stored_pod::StoredPod;
 use crate::sim::cloud::{CloudError, SimCloud};
 use crate::sim::cluster::{Cluster, Key};
@@ -208,9 +207,6 @@ pub struct World {
     pub record: Record,
     catalog: Catalog,
     settings: Settings,
-    options: SchedulerOptions,
-    /// When to solve (shared with the live controller).
-    provisioner: Provisioner,
     timers: BTreeSet<(Millis, u64, Timer)>,
     wakes: BTreeSet<Millis>,
     timer_seq: u64,
@@ -277,10 +273,8 @@ impl World {
             cloud: SimCloud::new(&catalog),
             cluster: Cluster::with_seed(seed ^ 0x706f_6473),
             record: Record::default(),
-            provisioner: Provisioner::new(&settings.controller()),
             catalog,
             settings,
-            options: SchedulerOptions::default(),
             timers: BTreeSet::new(),
             wakes: BTreeSet::new(),
             timer_seq: 0,
@@ -317,7 +311,9 @@ impl World {
     pub fn next_wake(&self) -> Option<Millis> {
         let t = self.timers.iter().next().map(|(t, _, _)| *t);
         let w = self.wakes.iter().next().copied();
-        let b = self.provisioner.deadline();
+        // A window that closed at or before now was looked at by this instant's reconcile; if it is still open
+        // (the controller waits for claims it created), waking at the same instant again would change nothing.
+        let b = self.controller.provisioning_deadline().filter(|t| *t > self.now);
         [t, w, b, Some(self.next_gc)].into_iter().flatten().min()
     }
 
@@ -545,6 +541,9 @@ impl World {
         self.cluster.nodepools.keys().map(|k| (k.clone(), types.clone())).collect()
     }
 
+    /// The controller's provisioning: the world feeds it the pending pods (as the pod watch does) and, when its
+    /// batch window is over, lets it solve on the store; the claims it asks for are created here and the solve is
+    /// recorded for the report.
     fn provisioning(&mut self) {
         let now = self.now;
         let stamp = self.cluster.pods.stamp();
@@ -559,45 +558,38 @@ impl World {
             self.caches.provisionable = Some((stamp, uids));
         }
         let uids = self.caches.provisionable.iter().flat_map(|(_, uids)| uids).map(String::as_str);
-        if self.provisioner.observe(uids, now) {
+        if self.controller.observe_pending(uids, now) {
             self.at(now + POD_REQUEUE, Timer::Wake);
         }
-        if !self.provisioner.due(now) {
+        if !self.controller.provisioning_due(now) {
             return;
         }
-        self.provisioner.solved();
-        let catalogs = self.catalogs();
+        self.sync_catalog();
         let snap = self.cluster.snapshot_into(&mut self.caches.snapshot);
         let started = Instant::now();
-        let result = provision(&snap, &catalogs, &self.catalog.label_policy, self.options.clone());
+        let (effects, result) = self.controller.provisioning_pass(&snap, now);
         let millis = started.elapsed().as_secs_f64() * 1000.0;
-        let pools: Vec<NodePool> = self.cluster.nodepools.cloned_values();
-        let objects = result.nodeclaims(&pools);
+        let Some(result) = result else {
+            self.apply_effects(effects);
+            return;
+        };
+        // The claims come in the solve's order: each is recorded with its options cheapest first.
+        let mut decided = result.results.new_claims.iter();
         let mut names = Vec::new();
-        for (nc, decided) in objects.into_iter().zip(&result.results.new_claims) {
-            let types: Vec<String> = decided.instance_types.iter().map(|t| t.name.clone()).collect();
-            names.push(self.create_nodeclaim(nc, &decided.nodepool, types));
-        }
-        // Existing nodes the solve placed pods on are nominated: disruption leaves them alone for a while.
-        let until = self.provisioner.nominated_until(self.now);
-        for p in &result.results.existing {
-            self.controller.nominate(p.node.clone(), until);
-        }
-        self.pending_reasons.clear();
-        for f in &result.results.failures {
-            let p = &result.pods[f.pod];
-            let reasons = f.reasons.iter().map(|(pool, r)| (pool.clone(), r.to_string())).collect();
-            self.pending_reasons.insert((p.namespace.clone(), p.name.clone()), reasons);
-        }
-        for (i, why) in &result.results.ignored {
-            let p = &result.pods[*i];
-            self.pending_reasons.insert((p.namespace.clone(), p.name.clone()), vec![(String::new(), why.to_string())]);
-        }
-        for (key, why) in &result.rejected {
-            if let Some((ns, name)) = key.split_once('/') {
-                self.pending_reasons.insert((ns.to_string(), name.to_string()), vec![(String::new(), why.to_string())]);
+        for e in effects {
+            match e {
+                Effect::CreateNodeClaim { claim, purpose } => {
+                    let (pool, types) = decided.next().map_or_else(Default::default, |d| {
+                        (d.nodepool.clone(), d.instance_types.iter().map(|t| t.name.clone()).collect())
+                    });
+                    let name = self.create_nodeclaim(*claim, &pool, types);
+                    self.controller.outcome(Outcome::Created { name: name.clone(), purpose }, now);
+                    names.push(name);
+                }
+                other => self.apply_effect(other),
             }
         }
+        self.pending_reasons = result.pending_reasons();
         let placed = result.results.scheduled_pods();
         self.record.solves.push(SolveTiming { at: self.now, pods: result.pods.len(), nodes: names.len(), millis });
         if !names.is_empty() {
