@@ -146,6 +146,22 @@ fn draining_respects_a_pod_disruption_budget() {
 }
 
 #[test]
+fn deleting_a_node_karpenter_does_not_manage_removes_it_at_once() {
+    // No NodePool, so no termination finalizer: the API server removes it, the pod garbage collector its pods, and
+    // the Deployment's replicas come back on capacity Karpenter launches.
+    let node = "nodes:\n  - {name: u1, instanceType: large, zone: z1, capacityType: on-demand}\n";
+    let delete = "  - at: 2m\n    delete: [{kind: Node, name: u1}]\n";
+    let r = scenario("name: unmanaged\nuntil: 10m\n", &format!("{node}events:\n{delete}"));
+    let u1 = r.nodes.iter().find(|n| n.name == "u1").unwrap();
+    assert_eq!(u1.deleted_at, Some(120.0));
+    let old: Vec<_> = r.pods.iter().filter(|p| p.node.as_deref() == Some("u1")).collect();
+    assert!(!old.is_empty() && old.iter().all(|p| p.deleted_at == Some(120.0)), "{old:?}");
+    let live: Vec<_> = r.pods.iter().filter(|p| p.name.starts_with("app-") && p.deleted_at.is_none()).collect();
+    assert_eq!(live.len(), 2);
+    assert!(live.iter().all(|p| p.node.as_deref().is_some_and(|n| n != "u1")), "{live:?}");
+}
+
+#[test]
 fn shipped_scenarios_run_deterministically() {
     let mut seen = 0;
     for entry in std::fs::read_dir("scenarios").unwrap() {

@@ -297,6 +297,13 @@ fn apply_event(w: &mut World, action: &Action) -> Result<(), String> {
                         w.cluster.nodeclasses.remove(&r.name).ok_or_else(missing)?;
                     }
                     ObjectKind::Node => {
+                        let node = w.cluster.nodes.get(&r.name).ok_or_else(missing)?;
+                        if node.metadata.finalizers.iter().flatten().count() == 0 {
+                            // Nothing holds it (a node Karpenter doesn't manage): the API server removes it at
+                            // once, and the pod garbage collector its pods.
+                            w.remove_node(&r.name);
+                            continue;
+                        }
                         let node = w.cluster.nodes.get_mut(&r.name).ok_or_else(missing)?;
                         node.metadata.deletion_timestamp.get_or_insert(lifecycle::ms_time(w.now));
                         // Deleting a Node deletes its NodeClaim too (node termination, step 1).

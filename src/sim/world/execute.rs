@@ -154,7 +154,7 @@ impl World {
 
     /// A Node whose last finalizer went, or that had none: the API server removes it, and the pod garbage
     /// collector the pods still bound to it.
-    fn remove_node(&mut self, name: &str) {
+    pub(crate) fn remove_node(&mut self, name: &str) {
         let now = self.now;
         self.refresh_node_record(name);
         self.cluster.nodes.remove(name);
