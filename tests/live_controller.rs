@@ -331,3 +331,54 @@ fn an_unreadable_do_not_disrupt_is_ignored_and_its_pod_told_once() {
         h.events
     );
 }
+
+/// Upstream's `nodeclaim/garbagecollection`: a registered claim whose instance the cloud no longer lists goes, unless
+/// its node still reports Ready (the kubelet runs, so the listing is what's wrong).
+#[test]
+fn a_claim_whose_instance_is_gone_is_collected_unless_its_node_is_ready() {
+    let mut h = Harness::new(Mode::Approve);
+    h.run_until("all pods bound", 120, Harness::all_bound);
+    h.run_until("every claim registered", 10, |h| h.cluster.nodeclaims.values().all(|c| c.is_true(COND_REGISTERED)));
+    let victim = h.cluster.nodeclaims.values().next().unwrap().clone();
+    let pid = victim.provider_id().unwrap().to_string();
+    let listed = |h: &Harness| -> std::collections::BTreeSet<String> {
+        h.cluster
+            .nodeclaims
+            .values()
+            .filter_map(|c| c.provider_id().map(str::to_string))
+            .filter(|p| *p != pid)
+            .collect()
+    };
+    // Every instance listed: nothing to collect.
+    let all: std::collections::BTreeSet<String> =
+        h.cluster.nodeclaims.values().filter_map(|c| c.provider_id().map(str::to_string)).collect();
+    assert!(h.controller.garbage_collect(&manifests(&h.cluster).view(), &all).is_empty());
+    // Its instance unlisted but its node Ready: kept.
+    assert!(h.controller.garbage_collect(&manifests(&h.cluster).view(), &listed(&h)).is_empty());
+    // The node stops reporting Ready: collected.
+    let node = h
+        .cluster
+        .nodes
+        .values()
+        .find(|n| n.spec.as_ref().and_then(|s| s.provider_id.as_deref()) == Some(pid.as_str()))
+        .unwrap()
+        .metadata
+        .name
+        .clone()
+        .unwrap();
+    for c in h.cluster.nodes.get_mut(&node).unwrap().status.as_mut().unwrap().conditions.as_mut().unwrap() {
+        if c.type_ == "Ready" {
+            c.status = "Unknown".into();
+        }
+    }
+    let effects = h.controller.garbage_collect(&manifests(&h.cluster).view(), &listed(&h));
+    assert_eq!(
+        effects,
+        vec![Effect::DeleteNodeClaim {
+            name: victim.name().to_string(),
+            reason: karpenter_tui::engine::lifecycle::DeleteReason::GarbageCollected
+        }]
+    );
+    h.apply(effects);
+    assert!(h.cluster.nodeclaims.get(victim.name()).is_none_or(|c| c.metadata.deletion_timestamp.is_some()));
+}

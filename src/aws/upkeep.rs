@@ -103,11 +103,13 @@ impl AwsUpkeep {
         }
         controller.set_class_catalogs(self.cloud.catalogs(now));
 
+        let mut listed = false;
         if now >= self.next_instances {
             self.next_instances = now + INSTANCES_EVERY;
             drift_inputs_changed = true;
             match self.cloud.refresh_instances().await {
                 Ok(list) => {
+                    listed = true;
                     // Garbage collection: instances no NodeClaim holds (the list came first, as upstream).
                     let held: BTreeSet<String> =
                         m.nodeclaims.iter().filter_map(|c| c.provider_id().map(str::to_string)).collect();
@@ -130,6 +132,10 @@ impl AwsUpkeep {
             }
         }
         if let Some(live) = self.cloud.live_provider_ids() {
+            // Claims whose instance is gone, only with a list just taken (after `m` was read, as upstream lists).
+            if listed {
+                r.effects.extend(controller.garbage_collect(&m.view(), &live));
+            }
             controller.set_live_instances(live);
         }
         if drift_inputs_changed {

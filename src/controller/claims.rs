@@ -32,6 +32,28 @@ impl Controller {
         out.finish(s)
     }
 
+    /// NodeClaims whose instance is gone (upstream's `nodeclaim/garbagecollection`): registered, not being deleted,
+    /// their provider id not among `instances` (the cloud's live instances, listed after `m` was read), and no Ready
+    /// node with that provider id (its kubelet still runs). Only this cloud's claims, and only with a list that
+    /// succeeded.
+    pub fn garbage_collect(&self, m: &ClusterSnapshot<'_>, instances: &BTreeSet<String>) -> Vec<Effect> {
+        // Usually none: the claims and nodes are copied only when there are candidates.
+        let candidates: Vec<NodeClaim> = m
+            .nodeclaims
+            .iter()
+            .filter(|c| self.ours(c.provider_id()) && c.provider_id().is_none_or(|p| !instances.contains(p)))
+            .cloned()
+            .collect();
+        if candidates.is_empty() {
+            return Vec::new();
+        }
+        let nodes: Vec<Node> = m.nodes.iter().cloned().collect();
+        lifecycle::garbage_collect(&candidates, &nodes, instances)
+            .into_iter()
+            .map(|name| Effect::DeleteNodeClaim { name, reason: DeleteReason::GarbageCollected })
+            .collect()
+    }
+
     /// The earliest time the lifecycle controllers asked to run again at (a timeout, an expiry, a drain that
     /// waits on pods), as of the last [`Controller::lifecycle`] or [`Controller::plan`].
     pub fn requeue_at(&self) -> Option<Millis> {

@@ -878,24 +878,12 @@ impl World {
         self.lifecycle_seen = Some(seen);
     }
 
+    /// The controller's garbage collection of claims whose instance is gone, every [`GC_PERIOD`].
     fn garbage_collect(&mut self) {
         let ids = self.cloud.list();
-        // Only registered claims whose instance is gone can be collected; the engine decides for those (usually
-        // none, so the store is not copied every period).
-        let claims: Vec<NodeClaim> = self
-            .cluster
-            .nodeclaims
-            .values()
-            .filter(|c| c.provider_id().is_none_or(|p| !ids.contains(p)))
-            .map(|o| (**o).clone())
-            .collect();
-        if claims.is_empty() {
-            return;
-        }
-        let nodes: Vec<Node> = self.cluster.nodes.cloned_values();
-        for name in lifecycle::garbage_collect(&claims, &nodes, &ids) {
-            self.delete_nodeclaim(&name, DeleteReason::GarbageCollected);
-        }
+        let snap = self.cluster.snapshot_into(&mut self.caches.snapshot);
+        let effects = self.controller.garbage_collect(&snap, &ids);
+        self.apply_effects(effects);
     }
 
     /// Pods still unbound, and the initialized-node count (for tests and reports).
