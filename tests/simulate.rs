@@ -162,6 +162,22 @@ fn deleting_a_node_karpenter_does_not_manage_removes_it_at_once() {
 }
 
 #[test]
+fn the_world_keeps_the_controllers_events_as_kubectl_would_show_them() {
+    let text = format!("name: events\nuntil: 5m\n{TYPES}{POOL_AND_APP}");
+    let s = parse_scenario(&text, "test.yaml").unwrap_or_else(|e| panic!("{e}"));
+    let w = karpenter_tui::sim::run::run_world(&s, None).unwrap_or_else(|e| panic!("{e}"));
+    let claim = w.record.nodeclaims[0].name.clone();
+    // Pods still pending at the next solve wait for the claim launched for them: upstream names the claim then.
+    let nominated: Vec<_> = w.record.events.iter().filter(|e| e.reason == "Nominated").collect();
+    assert!(
+        nominated.iter().any(|e| e.object.starts_with("pod/default/app-")
+            && e.message == format!("Pod should schedule on: nodeclaim/{claim}")),
+        "{nominated:?}"
+    );
+    assert!(nominated.iter().all(|e| !e.warning));
+}
+
+#[test]
 fn shipped_scenarios_run_deterministically() {
     let mut seen = 0;
     for entry in std::fs::read_dir("scenarios").unwrap() {

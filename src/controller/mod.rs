@@ -600,7 +600,10 @@ impl Controller {
             self.nominated.insert(p.node.clone(), self.provisioner.nominated_until(now));
             for &i in &p.pods {
                 let pod = &result.pods[i];
-                let message = format!("Pod should schedule on: node/{}", p.node);
+                // An in-flight claim has no Node yet: upstream names the claim then.
+                let is_node = m.nodes.iter().any(|n| n.metadata.name.as_deref() == Some(p.node.as_str()));
+                let target = if is_node { format!("node/{}", p.node) } else { format!("nodeclaim/{}", p.node) };
+                let message = format!("Pod should schedule on: {target}");
                 self.event(pod_ref(&pod.namespace, &pod.name, &pod.uid), false, "Nominated", message, now, out);
             }
         }

@@ -112,13 +112,7 @@ pub fn view(w: &mut World, source: Source, generation: u64) -> ClusterView {
                             .map(|t| (t - at) as f64 / 1000.0),
                     },
                 });
-                v.events.push(EventRow {
-                    at: *at,
-                    kind: "Warning".into(),
-                    reason: kind_s.into(),
-                    object: format!("node/{node}"),
-                    message: format!("{kind_s} notice for {node}"),
-                });
+                // The notice's Event is the controller's (below).
             }
             Decision::Disruption(id) => {
                 let Some(r) = w.disruption_record(id) else { continue };
@@ -161,6 +155,16 @@ pub fn view(w: &mut World, source: Source, generation: u64) -> ClusterView {
                 message: format!("node removed ({what})"),
             });
         }
+    }
+    // The Events the controller wrote (Nominated, FailedScheduling, DisruptionTerminating, ...).
+    for e in &w.record.events {
+        v.events.push(EventRow {
+            at: e.at,
+            kind: if e.warning { "Warning" } else { "Normal" }.into(),
+            reason: e.reason.clone(),
+            object: e.object.clone(),
+            message: e.message.clone(),
+        });
     }
     v.interruptions.reverse();
     // Newest first; at the same instant, a stable order by object and reason.

@@ -89,6 +89,23 @@ pub struct Record {
     pub nodeclaims: Vec<NodeClaimRecord>,
     pub decisions: Vec<Decision>,
     pub solves: Vec<SolveTiming>,
+    /// The Kubernetes Events the controller wrote, newest last, the last [`EVENTS_KEPT`] of them (the dashboard's
+    /// Events pane; the report has none).
+    pub events: std::collections::VecDeque<EventRecord>,
+}
+
+/// How many of the controller's Events the world keeps.
+pub const EVENTS_KEPT: usize = 500;
+
+/// A Kubernetes Event as the controller wrote it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct EventRecord {
+    pub at: Millis,
+    pub warning: bool,
+    pub reason: String,
+    /// `kind/name` of the object it is about (`node/ip-…`, `pod/default/web-0`).
+    pub object: String,
+    pub message: String,
 }
 
 #[derive(Debug, Clone, PartialEq)]

@@ -147,8 +147,20 @@ impl World {
                     c.status = Some(*status);
                 }
             }
-            // The report has no Events; the decisions say what they would.
-            Effect::Event { .. } => {}
+            // Kept for the dashboard, as `kubectl get events` would show them.
+            Effect::Event { regarding, warning, reason, message } => {
+                let kind = regarding.kind.as_deref().unwrap_or_default().to_lowercase();
+                let name = regarding.name.as_deref().unwrap_or_default();
+                let object = match regarding.namespace.as_deref() {
+                    Some(ns) => format!("{kind}/{ns}/{name}"),
+                    None => format!("{kind}/{name}"),
+                };
+                let events = &mut self.record.events;
+                if events.len() == super::EVENTS_KEPT {
+                    events.pop_front();
+                }
+                events.push_back(super::EventRecord { at: now, warning, reason, object, message });
+            }
         }
     }
 
