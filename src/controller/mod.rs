@@ -99,6 +99,8 @@ pub struct Controller {
     pub interruptions: Vec<InterruptionRecord>,
     /// Events sent, by (object, reason): the message and when, so the same event is not repeated every tick.
     events_sent: BTreeMap<(String, String), (String, Millis)>,
+    /// When `events_sent` was last pruned.
+    events_pruned_at: Millis,
     /// A cloud whose instance types depend on the NodeClass (AWS): the catalog of each resolved class. A NodePool
     /// whose class is not resolved yet gets no instance types until it is.
     class_catalogs: Option<BTreeMap<String, Arc<Catalog>>>,
@@ -165,6 +167,7 @@ impl Controller {
             pod_events: PodEventTracker::default(),
             drift: DriftTracker::default(),
             events_sent: BTreeMap::new(),
+            events_pruned_at: Millis::MIN,
             interruptions: Vec::new(),
             provider_prefix: KWOK_PROVIDER_PREFIX.to_string(),
             class_catalogs: None,
@@ -598,11 +601,11 @@ impl Controller {
         let result = provision(m, &catalogs, &self.catalog.label_policy, SchedulerOptions::default());
         for p in &result.results.existing {
             self.nominated.insert(p.node.clone(), self.provisioner.nominated_until(now));
+            // An in-flight claim has no Node yet: upstream names the claim then.
+            let is_node = m.nodes.iter().any(|n| n.metadata.name.as_deref() == Some(p.node.as_str()));
+            let target = if is_node { format!("node/{}", p.node) } else { format!("nodeclaim/{}", p.node) };
             for &i in &p.pods {
                 let pod = &result.pods[i];
-                // An in-flight claim has no Node yet: upstream names the claim then.
-                let is_node = m.nodes.iter().any(|n| n.metadata.name.as_deref() == Some(p.node.as_str()));
-                let target = if is_node { format!("node/{}", p.node) } else { format!("nodeclaim/{}", p.node) };
                 let message = format!("Pod should schedule on: {target}");
                 self.event(pod_ref(&pod.namespace, &pod.name, &pod.uid), false, "Nominated", message, now, out);
             }
@@ -875,7 +878,12 @@ impl Controller {
         if self.events_sent.get(&key).is_some_and(|(m, at)| *m == message && now - at < EVENT_REPEAT) {
             return;
         }
-        self.events_sent.retain(|_, (_, at)| now - *at < EVENT_REPEAT);
+        // Forgetting old ones walks the whole map: once per instant, not once per Event (a solve can name
+        // thousands of pods).
+        if self.events_pruned_at != now {
+            self.events_sent.retain(|_, (_, at)| now - *at < EVENT_REPEAT);
+            self.events_pruned_at = now;
+        }
         self.events_sent.insert(key, (message.clone(), now));
         let message = fit_event_message(message);
         out.push(Effect::Event { regarding: Box::new(regarding), warning, reason: reason.to_string(), message });
