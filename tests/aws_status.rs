@@ -280,7 +280,7 @@ async fn another_providers_claims_are_neither_launched_nor_touched() {
             .unwrap();
     let now = chrono::Utc::now().timestamp_millis();
     let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
-    let mut upkeep = AwsUpkeep::new(cloud.clone(), now, Some(rx));
+    let mut upkeep = AwsUpkeep::new(cloud.clone(), now, Some(rx), Arc::new(tokio::sync::Notify::new()));
     let fallback = Arc::new(aws_catalog("us-east-1", None, None, 0).unwrap());
     let mut controller = Controller::new(fallback, Mode::Approve, now).with_provider_prefix(PROVIDER_PREFIX);
     let m = Manifests {

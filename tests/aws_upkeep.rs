@@ -42,7 +42,8 @@ async fn upkeep_resolves_classes_collects_leaks_and_handles_interruptions() {
     let nc = moto::network(&cloud.ec2, &cloud.iam, "demo").await;
     let now = chrono::Utc::now().timestamp_millis();
     let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
-    let mut upkeep = AwsUpkeep::new(cloud.clone(), now, Some(rx));
+    let wake = Arc::new(tokio::sync::Notify::new());
+    let mut upkeep = AwsUpkeep::new(cloud.clone(), now, Some(rx), wake.clone());
     let fallback = Arc::new(aws_catalog("us-east-1", None, None, 0).unwrap());
     let mut controller = Controller::new(fallback, Mode::Approve, now).with_provider_prefix(PROVIDER_PREFIX);
 
@@ -120,13 +121,17 @@ async fn upkeep_resolves_classes_collects_leaks_and_handles_interruptions() {
     let sqs = aws_sdk_sqs::Client::new(&sdk);
     let url = sqs.create_queue().queue_name("interruptions").send().await.unwrap().queue_url.unwrap();
     let queue = karpenter_tui::aws::sqs::Queue::resolve(&sdk, "interruptions").await.unwrap();
-    let poller = tokio::spawn(karpenter_tui::aws::upkeep::poll_queue(queue, tx.clone()));
+    let poller = tokio::spawn(karpenter_tui::aws::upkeep::poll_queue(queue, tx.clone(), wake.clone()));
     let body = serde_json::json!({
         "version": "0", "id": "evt-2", "detail-type": "EC2 Instance Rebalance Recommendation", "source": "aws.ec2",
         "account": "123456789012", "time": "2026-11-24T12:00:00Z", "region": "us-east-1", "resources": [],
         "detail": {"instance-id": launched.provider_id.rsplit('/').next().unwrap()},
     });
     sqs.send_message().queue_url(&url).message_body(body.to_string()).send().await.unwrap();
+    // An acting loop asleep until its next reconcile is woken for the notice.
+    tokio::time::timeout(std::time::Duration::from_secs(20), wake.notified())
+        .await
+        .expect("the poller wakes the acting loop when it hands over a notice");
     let mut answered = 0;
     for i in 0..100 {
         let r = upkeep.run(&m, &mut controller, later + 2_000 + i * 100).await;

@@ -382,3 +382,65 @@ fn a_claim_whose_instance_is_gone_is_collected_unless_its_node_is_ready() {
     h.apply(effects);
     assert!(h.cluster.nodeclaims.get(victim.name()).is_none_or(|c| c.metadata.deletion_timestamp.is_some()));
 }
+
+/// What the live loop relies on to sleep: a controller run only when the cluster changed or its `next_wake` is due
+/// does, second by second, exactly what one run every second does — scale-out, registration, a proposal after a
+/// scale to zero, approval, drain and removal — while running far less often once the cluster is settled.
+#[test]
+fn a_controller_run_only_on_changes_and_at_its_next_wake_matches_one_run_every_second() {
+    let mut eager = Harness::new(Mode::Approve);
+    let mut lazy = Harness::new(Mode::Approve);
+    lazy.lazy = true;
+    let picture = |h: &Harness| {
+        let claims: Vec<(String, bool)> =
+            h.cluster.nodeclaims.values().map(|c| (c.name().to_string(), c.is_true(COND_INITIALIZED))).collect();
+        let nodes: Vec<&String> = h.cluster.nodes.keys().collect();
+        let bound = h.cluster.pods.values().filter(|p| p.node_name.is_some()).count();
+        let records: Vec<(String, String, Vec<String>, CommandState)> = h
+            .controller
+            .records()
+            .iter()
+            .map(|r| (r.id.clone(), r.command.method.as_str().to_string(), r.command.node_names(), r.state.clone()))
+            .collect();
+        format!("{claims:?} {nodes:?} {bound} {records:?}")
+    };
+    let step = |eager: &mut Harness, lazy: &mut Harness, secs: u32| {
+        for _ in 0..secs {
+            eager.tick();
+            lazy.tick();
+            assert_eq!(picture(eager), picture(lazy), "at {} (the lazy one's next wake: {:?})", eager.now, lazy.wake());
+        }
+    };
+    step(&mut eager, &mut lazy, 90);
+    assert!(eager.all_bound() && lazy.all_bound());
+    let before = lazy.runs;
+    step(&mut eager, &mut lazy, 60);
+    assert!(
+        lazy.runs - before <= 15,
+        "a settled cluster: {} runs in 60 s rather than 60 (next wake {:?} at {})",
+        lazy.runs - before,
+        lazy.controller.next_wake(lazy.now),
+        lazy.now
+    );
+
+    eager.scale(0);
+    lazy.scale(0);
+    for _ in 0..120 {
+        step(&mut eager, &mut lazy, 1);
+        if eager.controller.records().iter().any(|r| r.state == CommandState::AwaitingApproval) {
+            break;
+        }
+    }
+    step(&mut eager, &mut lazy, 40);
+    let rec = eager.controller.records().iter().find(|r| r.state == CommandState::AwaitingApproval).unwrap().clone();
+    for h in [&mut eager, &mut lazy] {
+        let m = manifests(&h.cluster);
+        let (effects, _) = h.controller.approve(&m, &rec.id, h.now).unwrap();
+        h.apply(effects);
+        h.poke();
+    }
+    step(&mut eager, &mut lazy, 120);
+    let candidates = rec.command.node_names();
+    assert!(candidates.iter().all(|c| !lazy.cluster.nodes.contains_key(c)), "approved and carried out");
+    assert!(lazy.runs < eager.runs / 2, "{} runs against {}", lazy.runs, eager.runs);
+}

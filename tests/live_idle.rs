@@ -94,3 +94,80 @@ async fn an_observing_dashboard_on_an_unchanging_cluster_wakes_a_handful_of_time
     commands.send(Command::Shutdown).unwrap();
     tokio::time::timeout(Duration::from_secs(5), backend).await.expect("stops on Shutdown").unwrap();
 }
+
+/// An acting dashboard (leading, with the KWOK cloud) on a cluster with nothing to do sleeps until its controller's
+/// next wake instead of reconciling every second, and still acts on a change at once: a pending pod gets a
+/// NodeClaim within the batch window.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_acting_dashboard_sleeps_until_its_controller_needs_it_and_acts_on_a_change_at_once() {
+    use karpenter_tui::controller::Controller;
+    use karpenter_tui::engine::catalog::kwok::kwok_catalog;
+    use karpenter_tui::engine::disruption::gate::Mode;
+    use karpenter_tui::runtime::acting::Acting;
+
+    let fake = FakeApi::start().await;
+    fake.put(
+        "apis/karpenter.sh/v1/nodepools",
+        json!({"apiVersion": "karpenter.sh/v1", "kind": "NodePool",
+               "metadata": {"name": "default", "uid": "p-1", "generation": 1,
+                            "creationTimestamp": "2026-01-01T00:00:00Z"},
+               "spec": {"disruption": {"consolidationPolicy": "WhenEmptyOrUnderutilized", "consolidateAfter": "30s",
+                                       "budgets": [{"nodes": "10%"}]},
+                        "template": {"spec": {
+                            "nodeClassRef": {"group": "karpenter.kwok.sh", "kind": "KWOKNodeClass", "name": "default"},
+                            "requirements": [{"key": "kubernetes.io/os", "operator": "In", "values": ["linux"]}]}}}}),
+    );
+    let mut w = watch::spawn(fake.client());
+    w.wait_synced(Duration::from_secs(5)).await.unwrap();
+    let (_role_tx, role) = tokio::sync::watch::channel(Role::Leader);
+    let catalog = Arc::new(kwok_catalog("us-east-1"));
+    let now = chrono::Utc::now().timestamp_millis();
+    let wakes = Arc::new(AtomicU64::new(0));
+    let driver = LiveDriver {
+        cache: w.cache.clone(),
+        changed: w.changed.clone(),
+        writer: Writer::new(fake.client(), false),
+        catalog: catalog.clone(),
+        info: LiveInfo {
+            context: "test".into(),
+            cluster: "test".into(),
+            leadership: Leadership::Acting,
+            clock: "live".into(),
+        },
+        acting: Some(Acting {
+            controller: Controller::new(catalog.clone(), Mode::Approve, now),
+            writer: Writer::new(fake.client(), false),
+            cloud: Arc::new(karpenter_tui::runtime::cloud::Kwok { catalog }),
+            upkeep: None,
+        }),
+        role,
+        wakes: wakes.clone(),
+    };
+    let (commands, crx) = tokio::sync::mpsc::unbounded_channel();
+    let (etx, _events) = tokio::sync::mpsc::unbounded_channel();
+    let backend = tokio::spawn(driver.run(crx, etx));
+
+    // The first run writes the NodePool's status (a change, so one more run), a picture or two, a clock line.
+    tokio::time::sleep(Duration::from_millis(7_000)).await;
+    let woke = wakes.load(Ordering::Relaxed);
+    assert!(woke <= 6, "woke {woke} times in 7 s with nothing to do: a loop ticking every second wakes 7+");
+
+    fake.put(
+        "api/v1/pods",
+        json!({"apiVersion": "v1", "kind": "Pod",
+               "metadata": {"name": "web-1", "namespace": "default", "uid": "u-web-1",
+                            "creationTimestamp": "2026-01-01T00:00:00Z"},
+               "spec": {"containers": [{"name": "c", "image": "pause",
+                                        "resources": {"requests": {"cpu": "1", "memory": "1Gi"}}}]},
+               "status": {"phase": "Pending",
+                          "conditions": [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}]}}),
+    );
+    let f = &fake;
+    fake_apiserver::eventually(5, "a NodeClaim for the pending pod", || {
+        f.writes().iter().any(|r| r.method == "POST" && r.path.ends_with("/nodeclaims"))
+    })
+    .await;
+
+    commands.send(Command::Shutdown).unwrap();
+    tokio::time::timeout(Duration::from_secs(5), backend).await.expect("stops on Shutdown").unwrap();
+}

@@ -38,6 +38,8 @@ pub struct AwsUpkeep {
     next_types: Millis,
     next_profiles: Millis,
     pub notices: Option<mpsc::UnboundedReceiver<Notice>>,
+    /// Pinged when a notice arrives, so a loop asleep until its next reconcile wakes for it.
+    pub wake: Arc<tokio::sync::Notify>,
 }
 
 /// What one round did, for the events pane and logs.
@@ -53,7 +55,12 @@ pub struct UpkeepReport {
 
 impl AwsUpkeep {
     /// Discovery and prices are expected to have run once before (at start).
-    pub fn new(cloud: Arc<AwsCloud>, now: Millis, notices: Option<mpsc::UnboundedReceiver<Notice>>) -> AwsUpkeep {
+    pub fn new(
+        cloud: Arc<AwsCloud>,
+        now: Millis,
+        notices: Option<mpsc::UnboundedReceiver<Notice>>,
+        wake: Arc<tokio::sync::Notify>,
+    ) -> AwsUpkeep {
         AwsUpkeep {
             cloud,
             next_classes: now,
@@ -63,7 +70,16 @@ impl AwsUpkeep {
             next_types: now + TYPES_EVERY,
             next_profiles: now + PROFILES_EVERY,
             notices,
+            wake,
         }
+    }
+
+    /// When the next periodic piece of work is due (the instance list at most [`INSTANCES_EVERY`] away).
+    pub fn next_due(&self) -> Millis {
+        [self.next_classes, self.next_instances, self.next_templates, self.next_types, self.next_profiles]
+            .into_iter()
+            .min()
+            .unwrap_or(Millis::MAX)
     }
 
     /// One round: whatever is due, on the cache as it is. What the cluster must change comes back as effects.
@@ -190,6 +206,8 @@ impl AwsUpkeep {
 /// that is not acting just now leaves the message to come back later).
 pub struct Forward {
     pub tx: mpsc::UnboundedSender<Notice>,
+    /// The acting loop's wake-up (see [`AwsUpkeep::wake`]).
+    pub wake: Arc<tokio::sync::Notify>,
     pub wait: std::time::Duration,
 }
 
@@ -197,6 +215,7 @@ impl crate::aws::sqs::AsyncHandler for Forward {
     async fn handle(&mut self, m: &Message) -> Result<(), String> {
         let (answer, result) = oneshot::channel();
         self.tx.send((m.clone(), answer)).map_err(|_| "the controller stopped".to_string())?;
+        self.wake.notify_one();
         match tokio::time::timeout(self.wait, result).await {
             Ok(Ok(r)) => r,
             Ok(Err(_)) => Err("the controller dropped the notice".into()),
@@ -206,9 +225,13 @@ impl crate::aws::sqs::AsyncHandler for Forward {
 }
 
 /// Polls the queue until the process ends; each message goes to the acting loop through `tx`.
-pub async fn poll_queue(queue: crate::aws::sqs::Queue, tx: mpsc::UnboundedSender<Notice>) {
+pub async fn poll_queue(
+    queue: crate::aws::sqs::Queue,
+    tx: mpsc::UnboundedSender<Notice>,
+    wake: Arc<tokio::sync::Notify>,
+) {
     loop {
-        let forward = Forward { tx: tx.clone(), wait: std::time::Duration::from_secs(15) };
+        let forward = Forward { tx: tx.clone(), wake: wake.clone(), wait: std::time::Duration::from_secs(15) };
         match queue.poll(forward).await {
             Ok(report) if report.received > 0 => {
                 tracing::info!(queue = %queue.name, handled = report.handled.len(), malformed = report.malformed.len(), retried = report.retried.len(), "interruption messages");

@@ -14,28 +14,28 @@ use crate::kube::leader::Role;
 
 use super::live_dashboard::{LiveOptions, prepare_with, to_log};
 
-/// Reconciles at least this often (timeouts and drains move with the clock).
-const TICK: Duration = Duration::from_secs(1);
-
 /// Why the controller's loop woke.
 #[derive(Debug, PartialEq, Eq)]
 enum Wake {
     /// SIGTERM or Ctrl-C.
     Stop,
-    /// The cache changed, the role changed, or the tick: reconcile if leading.
+    /// The cache changed, the role changed, a notice came, or the controller's next wake is due: reconcile if
+    /// leading.
     Work,
     /// The watches' sender is gone: the cache will never change again.
     WatchesStopped,
 }
 
-/// Waits for the next reason to reconcile. A closed channel is an answer, not a reason to wake again at once: the
-/// role channel, once closed, is no longer polled (its last value stands), and closed watches end the loop.
+/// Waits for the next reason to reconcile, at most `wait` (until the controller's next wake). A closed channel is an
+/// answer, not a reason to wake again at once: the role channel, once closed, is no longer polled (its last value
+/// stands), and closed watches end the loop.
 async fn next_wake(
     stop: &mut (impl std::future::Future<Output = ()> + Unpin),
     changed: &mut tokio::sync::watch::Receiver<u64>,
     role: &mut tokio::sync::watch::Receiver<Role>,
     role_open: &mut bool,
-    tick: &mut tokio::time::Interval,
+    signal: &Option<Arc<tokio::sync::Notify>>,
+    wait: Duration,
 ) -> Wake {
     tokio::select! {
         _ = stop => Wake::Stop,
@@ -47,7 +47,8 @@ async fn next_wake(
             }
             Wake::Work
         }
-        _ = tick.tick() => Wake::Work,
+        _ = crate::runtime::acting::woken(signal) => Wake::Work,
+        _ = tokio::time::sleep(wait) => Wake::Work,
     }
 }
 
@@ -77,11 +78,17 @@ pub fn run_controller(mut opts: LiveOptions, health: SocketAddr) -> anyhow::Resu
         tracing::info!(context = %p.conn.context, mode = %acting.controller.mode(), %health, "controller started");
         let mut changed = p.watches.changed.clone();
         let mut role = p.role.clone();
-        let mut tick = tokio::time::interval(TICK);
+        let signal = acting.wake_signal();
         let mut role_open = true;
         let mut stop = Box::pin(shutdown_signal());
         let failure = loop {
-            match next_wake(&mut stop, &mut changed, &mut role, &mut role_open, &mut tick).await {
+            // A follower has nothing due: it waits for the role (or the cache) to change.
+            let wait = if *role.borrow() == Role::Leader {
+                acting.sleep_for(chrono::Utc::now().timestamp_millis())
+            } else {
+                Duration::from_millis(crate::runtime::acting::IDLE_TICK as u64)
+            };
+            match next_wake(&mut stop, &mut changed, &mut role, &mut role_open, &signal, wait).await {
                 Wake::Stop => break None,
                 Wake::WatchesStopped => break Some(anyhow!("the cluster watches stopped")),
                 Wake::Work => {}
@@ -188,18 +195,17 @@ mod tests {
     async fn closed_channels_end_the_wait_instead_of_waking_it_forever() {
         let (changed_tx, mut changed) = tokio::sync::watch::channel(0u64);
         let (role_tx, mut role) = tokio::sync::watch::channel(Role::Leader);
-        let mut tick = tokio::time::interval(Duration::from_secs(3600));
-        tick.tick().await;
+        let hour = Duration::from_secs(3600);
         let mut stop = Box::pin(std::future::pending::<()>());
         let mut role_open = true;
 
-        // The elector gone: one wake to notice, then the branch is off and the wait sleeps until the tick.
+        // The elector gone: one wake to notice, then the branch is off and the wait sleeps until its wait is over.
         drop(role_tx);
-        assert_eq!(next_wake(&mut stop, &mut changed, &mut role, &mut role_open, &mut tick).await, Wake::Work);
+        assert_eq!(next_wake(&mut stop, &mut changed, &mut role, &mut role_open, &None, hour).await, Wake::Work);
         assert!(!role_open);
         let waited = tokio::time::timeout(
             Duration::from_millis(300),
-            next_wake(&mut stop, &mut changed, &mut role, &mut role_open, &mut tick),
+            next_wake(&mut stop, &mut changed, &mut role, &mut role_open, &None, hour),
         )
         .await;
         assert!(waited.is_err(), "woke with nothing to do: {waited:?}");
@@ -208,7 +214,7 @@ mod tests {
         // The watches gone: the loop is told to end.
         drop(changed_tx);
         assert_eq!(
-            next_wake(&mut stop, &mut changed, &mut role, &mut role_open, &mut tick).await,
+            next_wake(&mut stop, &mut changed, &mut role, &mut role_open, &None, hour).await,
             Wake::WatchesStopped
         );
     }

@@ -120,11 +120,12 @@ async fn aws_acting(
         tracing::warn!("listing this cluster's launch templates: {e}");
     }
     tracing::info!(types = n, region = %cloud.region, "AWS cloud ready");
+    let wake = Arc::new(tokio::sync::Notify::new());
     let notices = match &choice.interruption_queue {
         Some(name) => {
             let queue = crate::aws::sqs::Queue::resolve(&sdk, name).await?;
             let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
-            tokio::spawn(poll_queue(queue, tx));
+            tokio::spawn(poll_queue(queue, tx, wake.clone()));
             Some(rx)
         }
         None => None,
@@ -138,7 +139,7 @@ async fn aws_acting(
         controller: Controller::with_settings(static_catalog, settings, now).with_provider_prefix(PROVIDER_PREFIX),
         writer: writer.clone(),
         cloud: Arc::new(crate::runtime::cloud::Aws(cloud.clone())),
-        upkeep: Some(AwsUpkeep::new(cloud, now, notices)),
+        upkeep: Some(AwsUpkeep::new(cloud, now, notices, wake)),
     })
 }
 

@@ -106,6 +106,8 @@ pub struct Orchestrator {
     /// After a pass that found nothing: the state it saw, and until when the same state gives the same answer.
     /// Passes are skipped while both hold.
     quiet: Option<(u64, Millis)>,
+    /// The quiet key of the cluster as last asked about in [`Orchestrator::pass_due`].
+    key_seen: Option<u64>,
     pub records: Vec<CommandRecord>,
 }
 
@@ -121,6 +123,7 @@ impl Orchestrator {
             next_pass: Millis::MIN,
             consolidated: None,
             quiet: None,
+            key_seen: None,
             records: Vec::new(),
         }
     }
@@ -244,7 +247,8 @@ impl Orchestrator {
 
     /// Whether a disruption pass should run now over a cluster in `state` (a pass over the same state during a
     /// quiet period would find the same nothing).
-    pub fn pass_due(&self, now: Millis, quiet_key: u64) -> bool {
+    pub fn pass_due(&mut self, now: Millis, quiet_key: u64) -> bool {
+        self.key_seen = Some(quiet_key);
         if now < self.next_pass || self.validating.is_some() {
             return false;
         }
@@ -259,6 +263,22 @@ impl Orchestrator {
     /// When the next pass may run.
     pub fn next_pass_at(&self) -> Millis {
         self.next_pass
+    }
+
+    /// When a pass may next be needed if nothing else happens: the next poll, or while a quiet period holds (the
+    /// cluster is as the pass that found nothing saw it) its end, whichever is later; and the validation due.
+    pub fn pass_wakes(&self) -> Vec<Millis> {
+        let mut wakes = Vec::new();
+        match self.quiet.filter(|(k, _)| Some(*k) == self.key_seen) {
+            // Nothing can change the answer but a change in the cluster, which is a reason to run by itself.
+            Some((_, Millis::MAX)) => {}
+            Some((_, until)) => wakes.push(until.max(self.next_pass)),
+            None => wakes.push(self.next_pass),
+        }
+        if let Some((_, _, due)) = &self.validating {
+            wakes.push(*due);
+        }
+        wakes
     }
 
     /// Proposals whose nodes are gone or going are withdrawn. `node` says of a node name whether it is there and

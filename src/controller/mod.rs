@@ -389,6 +389,11 @@ impl Controller {
         out.finish(m)
     }
 
+    /// Whether a disruption pass is due now over a cluster whose quiet key is `quiet_key` (see [`PassKeys`]).
+    pub fn disruption_due(&mut self, now: Millis, quiet_key: u64) -> bool {
+        self.disruption.pass_due(now, quiet_key)
+    }
+
     /// A disruption pass if one is due (see [`Controller::orchestrate_commands`]): its effects, and how many
     /// candidates it looked at when it ran. `new_id` names new commands.
     pub fn disruption_pass(
@@ -444,6 +449,38 @@ impl Controller {
         let mut out = Out::default();
         self.drift(m, now, &mut out);
         (out.finish(m), self.drift.next_due(now))
+    }
+
+    /// When this controller next needs to run if nothing in the cluster changes (a change is always a reason to
+    /// run): a batch window closing, a pending pod's requeue, a lifecycle requeue (launch, registration and drain
+    /// timeouts, expiry), a disruption pass, validation or quiet period ending, a command waiting for its
+    /// replacements, a drift recheck, a nomination or a settle period running out, the next explanatory Events.
+    /// Only moments after `now`: what is due at `now` was done by the run that just ended. The simulated world
+    /// jumps its clock to it; the live loop sleeps until it.
+    pub fn next_wake(&self, now: Millis) -> Option<Millis> {
+        let settles = self.created.values().map(|t| t + CREATE_SETTLE);
+        let launches = self.launching.values().map(|t| t + LAUNCH_SETTLE);
+        let terminations = self.terminating.values().map(|t| t + TERMINATE_AGAIN);
+        let nominations = self.nominated.values().copied();
+        let orchestration = (!self.disruption.in_flight().is_empty()).then_some(now + SECOND);
+        let explain = self.disruption.in_flight().is_empty().then_some(self.next_explain);
+        [
+            self.provisioner.deadline(),
+            self.provisioner.next_requeue(),
+            self.requeue,
+            orchestration,
+            explain,
+            self.drift.next_due(now),
+        ]
+        .into_iter()
+        .flatten()
+        .chain(self.disruption.pass_wakes())
+        .chain(settles)
+        .chain(launches)
+        .chain(terminations)
+        .chain(nominations)
+        .filter(|t| *t > now)
+        .min()
     }
 
     /// For a cluster known to have had no pods before the first look (a simulation starting from its initial

@@ -15,6 +15,8 @@ pub struct Provisioner {
     batcher: Batcher,
     /// Pods seen pending (by uid), and when each last opened a batch.
     triggered: BTreeMap<String, Millis>,
+    /// The earliest of `triggered` at the last look: a pod still pending then opens a batch again.
+    oldest_trigger: Option<Millis>,
     nomination_hold: Millis,
 }
 
@@ -23,6 +25,7 @@ impl Provisioner {
         Provisioner {
             batcher: Batcher::new(settings.batch_idle, settings.batch_max),
             triggered: BTreeMap::new(),
+            oldest_trigger: None,
             nomination_hold: (2 * settings.batch_max).max(10 * SECOND),
         }
     }
@@ -32,22 +35,27 @@ impl Provisioner {
     pub fn observe<'a>(&mut self, pending: impl Iterator<Item = &'a str> + Clone, now: Millis) -> bool {
         let mut triggered = false;
         let mut count = 0;
+        let mut oldest = None::<Millis>;
         for uid in pending.clone() {
             count += 1;
-            match self.triggered.get_mut(uid) {
-                Some(t) if now - *t < POD_REQUEUE => {}
+            let at = match self.triggered.get_mut(uid) {
+                Some(t) if now - *t < POD_REQUEUE => *t,
                 Some(t) => {
                     *t = now;
                     self.batcher.trigger(uid, now);
                     triggered = true;
+                    now
                 }
                 None => {
                     self.triggered.insert(uid.to_string(), now);
                     self.batcher.trigger(uid, now);
                     triggered = true;
+                    now
                 }
-            }
+            };
+            oldest = Some(oldest.map_or(at, |o| o.min(at)));
         }
+        self.oldest_trigger = oldest;
         // Pods no longer pending are forgotten (this runs at every reconcile: only look when some have gone).
         if self.triggered.len() > count {
             let still: std::collections::BTreeSet<&str> = pending.collect();
@@ -71,6 +79,11 @@ impl Provisioner {
         self.batcher.deadline()
     }
 
+    /// When a pod still pending at the last look opens a batch again, if any is.
+    pub fn next_requeue(&self) -> Option<Millis> {
+        self.oldest_trigger.map(|t| t + POD_REQUEUE)
+    }
+
     /// Until when a node a solve placed pods on at `now` is left out of disruption.
     pub fn nominated_until(&self, now: Millis) -> Millis {
         now + self.nomination_hold
@@ -88,10 +101,13 @@ mod tests {
         assert!(!p.due(500), "the batch waits for the idle window");
         assert!(p.due(1_000));
         p.solved();
+        assert_eq!(p.next_requeue(), Some(10_000));
         assert!(!p.observe(["a"].into_iter(), 5_000), "no new batch within 10 s");
         assert!(!p.due(6_000));
         assert!(p.observe(["a"].into_iter(), 10_000), "still pending after 10 s: again");
+        assert_eq!(p.next_requeue(), Some(20_000));
         assert!(!p.observe(std::iter::empty(), 10_500), "bound: forgotten");
+        assert_eq!(p.next_requeue(), None, "nothing pending, nothing to look again for");
         assert!(p.observe(["a"].into_iter(), 10_600), "pending again: a new batch at once");
         assert_eq!(p.nominated_until(0), 20_000, "max(2 × batchMax, 10 s)");
     }

@@ -21,7 +21,32 @@ pub struct Acting {
     pub upkeep: Option<crate::aws::upkeep::AwsUpkeep>,
 }
 
+/// With nothing due sooner, the controller still runs this often: a backstop for anything time-driven it cannot
+/// foresee (its own quiet periods already end within a minute).
+pub const IDLE_TICK: Millis = 60_000;
+/// Runs are at least this far apart, so a wake that is due at once cannot spin the loop.
+pub const MIN_TICK_GAP: Millis = 50;
+
 impl Acting {
+    /// When the next run is due if the cluster does not change (a change is always a reason to run): the
+    /// controller's next wake, the cloud's periodic work, at most [`IDLE_TICK`] away.
+    pub fn next_wake(&self, now: Millis) -> Millis {
+        let upkeep = self.upkeep.as_ref().map(|u| u.next_due());
+        let next = self.controller.next_wake(now).into_iter().chain(upkeep).min().unwrap_or(Millis::MAX);
+        next.clamp(now + MIN_TICK_GAP, now + IDLE_TICK)
+    }
+
+    /// How long to sleep from `now` until [`Acting::next_wake`].
+    pub fn sleep_for(&self, now: Millis) -> std::time::Duration {
+        std::time::Duration::from_millis((self.next_wake(now) - now).max(0) as u64)
+    }
+
+    /// What wakes the loop when something outside the cluster needs it (an interruption notice arrived); `None`
+    /// for a cloud without such notices. Await it with [`woken`].
+    pub fn wake_signal(&self) -> Option<std::sync::Arc<tokio::sync::Notify>> {
+        self.upkeep.as_ref().map(|u| u.wake.clone())
+    }
+
     async fn run(&mut self, effects: Vec<Effect>, now: Millis) -> Report {
         let report = execute(effects, &self.writer, self.cloud.as_ref(), now).await;
         for o in &report.outcomes {
@@ -67,5 +92,13 @@ impl Acting {
     pub fn set_mode(&mut self, mode: Mode, now: Millis) -> String {
         self.controller.set_mode(mode, now);
         format!("disruption mode is now {mode}")
+    }
+}
+
+/// Resolves when `signal` (from [`Acting::wake_signal`]) is pinged; never without one.
+pub async fn woken(signal: &Option<std::sync::Arc<tokio::sync::Notify>>) {
+    match signal {
+        Some(n) => n.notified().await,
+        None => std::future::pending().await,
     }
 }

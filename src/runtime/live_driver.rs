@@ -21,7 +21,7 @@ use crate::kube::leader::Role;
 use crate::kube::writer::Writer;
 use crate::protocol::view::Leadership;
 use crate::protocol::{Command, Event};
-use crate::runtime::acting::Acting;
+use crate::runtime::acting::{Acting, woken};
 use crate::runtime::live_view::{LiveInfo, picture};
 
 /// Pictures are built at most this often while the cluster changes (and, on a cluster so large that a picture takes
@@ -33,8 +33,6 @@ const CLOCK_EVERY: Duration = Duration::from_secs(5);
 /// ...and the engine's parts of the picture are built again this often, for what moves with time alone (budget
 /// windows opening, consolidateAfter running out).
 const REFRESH_EVERY: Duration = Duration::from_secs(30);
-/// While leading, the controller reconciles at least this often (timeouts and drains move with the clock).
-const ACT_EVERY: Duration = Duration::from_secs(1);
 /// A cloud with live prices (AWS) gives the dashboard a fresh catalog this often.
 const CATALOG_EVERY: Duration = Duration::from_secs(60);
 
@@ -114,15 +112,24 @@ impl LiveDriver {
         // Without an elector nobody sends on the role channel; once its sender is gone, `changed()` answers at once,
         // forever, so the branch is switched off instead of spinning.
         let mut role_open = true;
+        // While leading: the controller runs when the cluster, the role or a command changed something, a notice
+        // came, or its next wake is due; otherwise the loop sleeps.
+        let mut act = true;
+        let mut next_act = Instant::now();
         loop {
             let min_gap = MIN_VIEW_GAP.max(last_build * 4);
+            let signal = self.acting.as_ref().and_then(Acting::wake_signal);
             let since = |t: Option<Instant>| t.map_or(Duration::MAX, |t| t.elapsed());
-            let wait = if self.leading() {
-                ACT_EVERY
-            } else if dirty {
+            let leading = self.leading();
+            let picture_wait = if dirty {
                 min_gap.saturating_sub(since(last_view))
             } else {
                 CLOCK_EVERY.saturating_sub(last_clock.elapsed()).min(REFRESH_EVERY.saturating_sub(since(last_view)))
+            };
+            let wait = if leading {
+                picture_wait.min(next_act.saturating_duration_since(Instant::now()))
+            } else {
+                picture_wait
             };
             tokio::select! {
                 cmd = commands.recv() => match cmd {
@@ -135,6 +142,7 @@ impl LiveDriver {
                             }
                         }
                         dirty = true;
+                        act = true;
                     }
                 },
                 changed = self.changed.changed() => {
@@ -143,21 +151,26 @@ impl LiveDriver {
                         return;
                     }
                     dirty = true;
+                    act = true;
                 }
                 changed = self.role.changed(), if role_open => {
                     role_open = changed.is_ok();
                     dirty = true;
+                    act = true;
                 }
+                _ = woken(&signal), if leading => act = true,
                 _ = tokio::time::sleep(wait) => {}
             }
             self.wakes.fetch_add(1, Ordering::Relaxed);
+            let leading = self.leading();
+            act = leading && (act || Instant::now() >= next_act);
             let due = |dirty: bool, last_view: Option<Instant>| {
                 since(last_view) >= REFRESH_EVERY.max(min_gap) || (dirty && since(last_view) >= min_gap)
             };
             // Only an acting engine needs the cache on every change; an observing dashboard reads it when a picture
             // is due (a read shares the pods but still costs milliseconds at tens of thousands of them, and a busy
             // cluster changes all the time).
-            if !self.leading() && !due(dirty, last_view) {
+            if !act && !due(dirty, last_view) {
                 if last_clock.elapsed() >= CLOCK_EVERY {
                     if events.send(Event::Clock(now_ms())).is_err() {
                         return;
@@ -170,9 +183,9 @@ impl LiveDriver {
                 let _ = events.send(Event::Stopped(Some("the watch cache is poisoned".into())));
                 return;
             };
-            // The engine reconciles on every tick while leading (timeouts and drains move with the clock), but
-            // only on a cache that is in sync: deciding on a partial picture could launch capacity twice.
-            if self.leading()
+            // The controller runs only on a cache that is in sync: deciding on a partial picture could launch
+            // capacity twice (the cache catching up is a change, which wakes it again).
+            if act
                 && read.lagging.is_empty()
                 && let Some(acting) = self.acting.as_mut()
             {
@@ -185,6 +198,11 @@ impl LiveDriver {
                 if !report.done.is_empty() {
                     dirty = true;
                 }
+                next_act = Instant::now() + acting.sleep_for(now_ms());
+                act = false;
+            } else if act {
+                // Lagging: look again in a second (a failing watch may send nothing for a while).
+                next_act = Instant::now() + Duration::from_secs(1);
             }
             // With AWS the dashboard prices nodes from the live catalog and says where its prices came from.
             if let Some(cloud) = self.acting.as_ref().map(|a| &a.cloud)

@@ -330,8 +330,8 @@ impl World {
         let w = self.wakes.iter().next().copied();
         // A window that closed at or before now was looked at by this instant's reconcile; if it is still open
         // (the controller waits for claims it created), waking at the same instant again would change nothing.
-        let b = self.controller.provisioning_deadline().filter(|t| *t > self.now);
-        [t, w, b, Some(self.next_gc)].into_iter().flatten().min()
+        let c = self.controller.next_wake(self.now);
+        [t, w, c, Some(self.next_gc)].into_iter().flatten().min()
     }
 
     /// Advances to `until`, reconciling at every moment something can happen.
@@ -575,9 +575,7 @@ impl World {
             self.caches.provisionable = Some((stamp, uids));
         }
         let uids = self.caches.provisionable.iter().flat_map(|(_, uids)| uids).map(String::as_str);
-        if self.controller.observe_pending(uids, now) {
-            self.at(now + POD_REQUEUE, Timer::Wake);
-        }
+        self.controller.observe_pending(uids, now);
         if !self.controller.provisioning_due(now) {
             return;
         }
@@ -885,6 +883,8 @@ impl World {
         }
         let snap = self.cluster.snapshot_into(&mut self.caches.snapshot);
         let effects = self.controller.lifecycle(&snap, self.now);
+        // A requeue stands once asked for, as controller-runtime's `RequeueAfter` does (a later reconcile does not
+        // take it back); everything else the controller waits for is read from its `next_wake` when it is due.
         if let Some(t) = self.controller.requeue_at() {
             self.at(t, Timer::Wake);
         }

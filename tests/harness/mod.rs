@@ -53,6 +53,25 @@ pub struct Harness {
     rv: u64,
     /// (object name, reason, message) of every Event written.
     pub events: Vec<(String, String, String)>,
+    /// Run the controller as the live loop does: only when the cluster changed since its last run or its
+    /// `next_wake` is due (otherwise: every tick).
+    pub lazy: bool,
+    /// How many times the controller ran.
+    pub runs: usize,
+    /// The cluster as the last run read it, and that run's next wake.
+    seen: Option<u64>,
+    wake: Millis,
+}
+
+/// Anything a watch would report as a change: the objects the controller reads, in full.
+pub fn state_key(m: &Manifests) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    generation(m).hash(&mut h);
+    serde_json::to_string(&m.nodeclaims).unwrap().hash(&mut h);
+    serde_json::to_string(&m.nodes).unwrap().hash(&mut h);
+    serde_json::to_string(&m.nodepools).unwrap().hash(&mut h);
+    h.finish()
 }
 
 pub fn manifests(c: &Cluster) -> Manifests {
@@ -86,6 +105,10 @@ impl Harness {
             created: 0,
             rv: 0,
             events: Vec::new(),
+            lazy: false,
+            runs: 0,
+            seen: None,
+            wake: Millis::MIN,
         }
     }
 
@@ -210,8 +233,26 @@ impl Harness {
         self.cluster.reconcile_deployments();
         self.cluster.schedule_pending();
         let m = manifests(&self.cluster);
+        let key = state_key(&m);
+        if self.lazy && self.seen == Some(key) && self.now < self.wake {
+            return;
+        }
+        self.runs += 1;
         let effects = self.controller.plan(&m, self.now, generation(&m));
         self.apply(effects);
+        // Its own writes are changes too: the next tick runs again if it wrote anything.
+        self.seen = Some(key);
+        self.wake = self.controller.next_wake(self.now).unwrap_or(Millis::MAX);
+    }
+
+    /// When the last run said it next needs to run.
+    pub fn wake(&self) -> Millis {
+        self.wake
+    }
+
+    /// An operator's command reached the controller: the next tick runs it whatever the clock says.
+    pub fn poke(&mut self) {
+        self.seen = None;
     }
 
     pub fn run_until(&mut self, what: &str, limit_secs: u32, cond: impl Fn(&Harness) -> bool) {

@@ -73,7 +73,9 @@ impl World {
         self.drift();
         self.orchestrate();
         self.finish_validation();
-        if self.controller.orchestrator().pass_due(self.now, self.quiet_key()) {
+        let key = self.quiet_key();
+        let due = self.controller.disruption_due(self.now, key);
+        if due {
             self.disruption_pass();
         }
     }
@@ -111,9 +113,6 @@ impl World {
         self.disruption.drift_seen = Some(stamps(&self.cluster));
         // Every claim was just checked or is not due yet, so this is in the future.
         self.disruption.drift_due = due.unwrap_or(Millis::MAX);
-        if let Some(t) = due {
-            self.at(t, Timer::Wake);
-        }
     }
 
     /// Writes `status.lastPodEventTime` on claims whose node gained or lost pods (consolidateAfter reads it).
@@ -159,29 +158,7 @@ impl World {
             self.disruption.passes.push(PassTiming { at: now, candidates, millis });
         }
         self.sync_disruption_records();
-        self.schedule_disruption_wakes();
         self.apply_effects(effects);
-    }
-
-    /// Wakes the world when the disruption controller next needs to look: a command found (upstream's immediate
-    /// requeue), a validation due, a quiet period ending.
-    fn schedule_disruption_wakes(&mut self) {
-        let o = self.controller.orchestrator();
-        let mut wakes = Vec::new();
-        if o.next_pass_at() > self.now && o.quiet().is_none() {
-            wakes.push(o.next_pass_at());
-        }
-        if let Some(due) = o.validation_due_at() {
-            wakes.push(due);
-        }
-        if let Some((_, until)) = o.quiet()
-            && until < Millis::MAX
-        {
-            wakes.push(until);
-        }
-        for t in wakes {
-            self.at(t, Timer::Wake);
-        }
     }
 
     /// New disruption commands become decisions in the record, in the order the controller made them.
@@ -288,10 +265,7 @@ impl World {
         }
         let now = self.now;
         let snap = self.cluster.snapshot_into(&mut self.caches.snapshot);
-        let (effects, waiting) = self.controller.orchestrate_commands(&snap, now);
-        if waiting {
-            self.at(now + SECOND, Timer::Wake);
-        }
+        let (effects, _) = self.controller.orchestrate_commands(&snap, now);
         self.apply_effects(effects);
     }
 }
