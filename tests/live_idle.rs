@@ -137,7 +137,10 @@ async fn an_acting_dashboard_sleeps_until_its_controller_needs_it_and_acts_on_a_
         acting: Some(Acting {
             controller: Controller::new(catalog.clone(), Mode::Approve, now),
             writer: Writer::new(fake.client(), false),
-            cloud: Arc::new(karpenter_tui::runtime::cloud::Kwok { catalog }),
+            cloud: Box::new(karpenter_tui::kube::kwok::KwokCloud {
+                catalog,
+                writer: Writer::new(fake.client(), false),
+            }),
             upkeep: None,
         }),
         role,

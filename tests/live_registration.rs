@@ -160,7 +160,7 @@ async fn registration_completes_though_another_writer_updates_the_node_between_e
     let mut acting = Acting {
         controller: Controller::new(catalog.clone(), Mode::Approve, now),
         writer: Writer::new(fake.client(), false),
-        cloud: Arc::new(karpenter_tui::runtime::cloud::Kwok { catalog }),
+        cloud: Box::new(karpenter_tui::kube::kwok::KwokCloud { catalog, writer: Writer::new(fake.client(), false) }),
         upkeep: None,
     };
 

@@ -8,6 +8,7 @@ use std::sync::{Arc, Mutex};
 
 use aws_config::SdkConfig;
 
+use crate::controller::cloud::{LaunchFailure, Launched};
 use crate::engine::api::{EC2NodeClass, NodeClaim};
 use crate::engine::catalog::aws::build_catalog;
 use crate::engine::catalog::{Catalog, CatalogError};
@@ -674,5 +675,50 @@ impl AwsCloud {
 
     pub async fn template_names(&self) -> Vec<String> {
         self.templates.lock().await.names()
+    }
+}
+
+/// The AWS cloud as the controller's executors see it: EC2 instances that register their own Nodes (user data).
+/// Shared (`Arc`) with the periodic AWS work, which refreshes what the launches read.
+impl crate::controller::cloud::CloudProvider for Arc<AwsCloud> {
+    fn name(&self) -> &'static str {
+        "aws"
+    }
+
+    fn create<'a>(
+        &'a mut self,
+        claims: &'a [NodeClaim],
+        _now: Millis,
+    ) -> crate::controller::cloud::BoxFuture<'a, Vec<Result<Launched, LaunchFailure>>> {
+        Box::pin(async move {
+            let results = self.launch_batch(claims).await;
+            claims
+                .iter()
+                .zip(results)
+                .map(|(claim, r)| match r {
+                    Ok(result) => Ok(Launched { result, annotations: self.launch_annotations(claim) }),
+                    Err(e) => Err(LaunchFailure::Cloud(e)),
+                })
+                .collect()
+        })
+    }
+
+    fn delete<'a>(
+        &'a mut self,
+        provider_id: &'a str,
+        _now: Millis,
+    ) -> crate::controller::cloud::BoxFuture<'a, Result<Option<String>, crate::controller::cloud::Retry>> {
+        Box::pin(async move {
+            Ok(match self.terminate(provider_id).await {
+                Ok(true) => Some(format!("terminating instance {provider_id}")),
+                Ok(false) => None,
+                // Asked again once the instance list still shows it (see the controller's `TERMINATE_AGAIN`).
+                Err(e) => Some(format!("terminating instance {provider_id} failed, retried: {e}")),
+            })
+        })
+    }
+
+    fn live_catalog(&self, now: Millis) -> Option<Catalog> {
+        self.catalog_for(None, now).and_then(Result::ok)
     }
 }

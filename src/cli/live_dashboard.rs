@@ -138,7 +138,7 @@ async fn aws_acting(
     Ok(Acting {
         controller: Controller::with_settings(static_catalog, settings, now).with_provider_prefix(PROVIDER_PREFIX),
         writer: writer.clone(),
-        cloud: Arc::new(crate::runtime::cloud::Aws(cloud.clone())),
+        cloud: Box::new(cloud.clone()),
         upkeep: Some(AwsUpkeep::new(cloud, now, notices, wake)),
     })
 }
@@ -255,7 +255,7 @@ pub async fn prepare_with(
                     Acting {
                         controller: Controller::with_settings(catalog.clone(), opts.controller_settings(), now),
                         writer: writer.clone(),
-                        cloud: Arc::new(crate::runtime::cloud::Kwok { catalog }),
+                        cloud: Box::new(crate::kube::kwok::KwokCloud { catalog, writer: writer.clone() }),
                         upkeep: None,
                     }
                 }

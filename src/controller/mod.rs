@@ -13,6 +13,7 @@
 //! does no I/O.
 
 mod claims;
+pub mod cloud;
 pub mod disruption;
 pub mod drift;
 pub mod effect;

@@ -10,10 +10,12 @@ use k8s_openapi::api::core::v1::{Node, NodeCondition, NodeSpec, NodeStatus, Tain
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
+use crate::controller::cloud::{BoxFuture, CloudProvider, LaunchFailure, Launched, Retry};
 use crate::engine::api::NodeClaim;
 use crate::engine::catalog::{Catalog, InstanceType, Offering};
 use crate::engine::labels;
 use crate::engine::lifecycle::{LaunchError, LaunchResult};
+use crate::engine::provisioning::Millis;
 use crate::engine::requirements::{claim_requests, claim_requirements};
 use crate::engine::resources::Resources;
 
@@ -95,6 +97,53 @@ pub fn launch(catalog: &Catalog, claim: &NodeClaim) -> Result<(LaunchResult, Nod
         }),
     };
     Ok((result, node))
+}
+
+/// The KWOK cloud: an instance is a Node object named after its claim, written through the API server (KWOK's
+/// controller then plays its kubelet).
+pub struct KwokCloud {
+    pub catalog: Arc<Catalog>,
+    pub writer: crate::kube::writer::Writer,
+}
+
+fn retry(e: crate::kube::writer::WriteError) -> Retry {
+    Retry { message: e.to_string(), conflict: e.is_conflict() }
+}
+
+impl CloudProvider for KwokCloud {
+    fn name(&self) -> &'static str {
+        "kwok"
+    }
+
+    fn create<'a>(
+        &'a mut self,
+        claims: &'a [NodeClaim],
+        _now: Millis,
+    ) -> BoxFuture<'a, Vec<Result<Launched, LaunchFailure>>> {
+        Box::pin(async move {
+            let mut out = Vec::with_capacity(claims.len());
+            for claim in claims {
+                out.push(match launch(&self.catalog, claim) {
+                    Ok((result, node)) => match self.writer.create_node(&node).await {
+                        Ok(()) => Ok(Launched { result, annotations: BTreeMap::new() }),
+                        Err(e) => Err(LaunchFailure::Retry(retry(e))),
+                    },
+                    Err(e) => Err(LaunchFailure::Cloud(e)),
+                });
+            }
+            out
+        })
+    }
+
+    fn delete<'a>(&'a mut self, provider_id: &'a str, _now: Millis) -> BoxFuture<'a, Result<Option<String>, Retry>> {
+        Box::pin(async move {
+            match provider_id.strip_prefix(PROVIDER_PREFIX) {
+                Some(node) => self.writer.delete_node(node).await.map(|()| None).map_err(retry),
+                // Not a KWOK instance: another cloud's, which this one can't terminate.
+                None => Ok(Some(format!("instance {provider_id} is not a KWOK node; left alone"))),
+            }
+        })
+    }
 }
 
 #[cfg(test)]

@@ -7,15 +7,15 @@ use crate::engine::manifests::Manifests;
 use crate::engine::provisioning::Millis;
 use crate::kube::writer::Writer;
 
+use crate::controller::cloud::CloudProvider;
 use crate::controller::{Controller, Effect, generation};
-use crate::runtime::cloud::CloudProvider;
 use crate::runtime::execute::{Report, execute};
 
 pub struct Acting {
     pub controller: Controller,
     pub writer: Writer,
     /// Where instances come from.
-    pub cloud: std::sync::Arc<dyn CloudProvider>,
+    pub cloud: Box<dyn CloudProvider>,
     /// The AWS cloud's periodic work (NodeClass status, instance list and garbage collection, templates,
     /// interruptions); `None` for KWOK.
     pub upkeep: Option<crate::aws::upkeep::AwsUpkeep>,
@@ -48,7 +48,7 @@ impl Acting {
     }
 
     async fn run(&mut self, effects: Vec<Effect>, now: Millis) -> Report {
-        let report = execute(effects, &self.writer, self.cloud.as_ref(), now).await;
+        let report = execute(effects, &self.writer, self.cloud.as_mut(), now).await;
         for o in &report.outcomes {
             self.controller.outcome(o.clone(), now);
         }

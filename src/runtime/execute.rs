@@ -7,8 +7,8 @@ use crate::engine::lifecycle::{self, LaunchError, LifecycleAction, apply_launch,
 use crate::engine::provisioning::Millis;
 use crate::kube::writer::{Eviction, WriteError, Writer};
 
+use crate::controller::cloud::{CloudProvider, LaunchFailure, Launched, Retry};
 use crate::controller::{Effect, Outcome};
-use crate::runtime::cloud::{CloudProvider, LaunchFailure, Launched};
 
 /// What one batch of effects did.
 #[derive(Debug, Default)]
@@ -23,7 +23,26 @@ pub struct Report {
 /// The launches of a batch, already made, by claim name.
 type Launches = std::collections::BTreeMap<String, Result<Launched, LaunchFailure>>;
 
-pub async fn execute(effects: Vec<Effect>, writer: &Writer, cloud: &dyn CloudProvider, now: Millis) -> Report {
+/// Why one effect was not carried out: a write refused, or the cloud not answering.
+#[derive(Debug)]
+struct Failure {
+    message: String,
+    conflict: bool,
+}
+
+impl From<WriteError> for Failure {
+    fn from(e: WriteError) -> Failure {
+        Failure { conflict: e.is_conflict(), message: e.to_string() }
+    }
+}
+
+impl From<Retry> for Failure {
+    fn from(r: Retry) -> Failure {
+        Failure { message: r.message, conflict: r.conflict }
+    }
+}
+
+pub async fn execute(effects: Vec<Effect>, writer: &Writer, cloud: &mut dyn CloudProvider, now: Millis) -> Report {
     let mut report = Report::default();
     // Every launch of this batch first, so the cloud can batch them (AWS: claims with the same request share one
     // CreateFleet).
@@ -36,7 +55,7 @@ pub async fn execute(effects: Vec<Effect>, writer: &Writer, cloud: &dyn CloudPro
         })
         .collect();
     if !claims.is_empty() {
-        for (c, r) in claims.iter().zip(cloud.create(&claims, writer).await) {
+        for (c, r) in claims.iter().zip(cloud.create(&claims, now).await) {
             launches.insert(c.name().to_string(), r);
         }
     }
@@ -47,12 +66,12 @@ pub async fn execute(effects: Vec<Effect>, writer: &Writer, cloud: &dyn CloudPro
             Ok(None) => report.done.push(what),
             // Someone else changed the object since the cache read it: nothing was written, and the next tick
             // plans again from the fresh object (nothing that depends on this write was written in this tick).
-            Err(err) if err.is_conflict() => {
-                tracing::warn!(effect = %what, "{err}; planned again from the fresh object on the next tick")
+            Err(Failure { message, conflict: true }) => {
+                tracing::warn!(effect = %what, "{message}; planned again from the fresh object on the next tick")
             }
-            Err(err) => {
-                tracing::warn!(effect = %what, "{err}");
-                report.errors.push(err.to_string());
+            Err(Failure { message, .. }) => {
+                tracing::warn!(effect = %what, "{message}");
+                report.errors.push(message);
             }
         }
     }
@@ -62,23 +81,12 @@ pub async fn execute(effects: Vec<Effect>, writer: &Writer, cloud: &dyn CloudPro
 async fn run_one(
     e: Effect,
     writer: &Writer,
-    cloud: &dyn CloudProvider,
+    cloud: &mut dyn CloudProvider,
     now: Millis,
     outcomes: &mut Vec<Outcome>,
     launches: &mut Launches,
-) -> Result<Option<String>, WriteError> {
+) -> Result<Option<String>, Failure> {
     match e {
-        Effect::CreateNodeClaim { claim, purpose } => match writer.create_nodeclaim(&claim).await {
-            Ok(created) => {
-                let name = created.metadata.name.clone().unwrap_or_default();
-                outcomes.push(Outcome::Created { name: name.clone(), purpose });
-                Ok(Some(format!("created NodeClaim {name}")))
-            }
-            Err(err) => {
-                outcomes.push(Outcome::CreateFailed { purpose, error: err.to_string() });
-                Err(err)
-            }
-        },
         Effect::Launch { claim } => {
             let name = claim.name().to_string();
             let launched = launches
@@ -101,9 +109,28 @@ async fn run_one(
                     Ok(Some(format!("launch of NodeClaim {name} failed: {err}")))
                 }
                 // A write the launch needed failed: nothing is recorded, and the next tick launches again.
-                Err(LaunchFailure::Write(err)) => Err(err),
+                Err(LaunchFailure::Retry(r)) => Err(r.into()),
             }
         }
+        Effect::DeleteInstance { provider_id } => Ok(cloud.delete(&provider_id, now).await?),
+        other => Ok(write_one(other, writer, outcomes).await?),
+    }
+}
+
+/// An effect that is a write through the cluster port.
+async fn write_one(e: Effect, writer: &Writer, outcomes: &mut Vec<Outcome>) -> Result<Option<String>, WriteError> {
+    match e {
+        Effect::CreateNodeClaim { claim, purpose } => match writer.create_nodeclaim(&claim).await {
+            Ok(created) => {
+                let name = created.metadata.name.clone().unwrap_or_default();
+                outcomes.push(Outcome::Created { name: name.clone(), purpose });
+                Ok(Some(format!("created NodeClaim {name}")))
+            }
+            Err(err) => {
+                outcomes.push(Outcome::CreateFailed { purpose, error: err.to_string() });
+                Err(err)
+            }
+        },
         Effect::PatchClaimStatus { name, status } => {
             writer.update_nodeclaim_status(&name, &status).await.map(|()| None)
         }
@@ -130,7 +157,7 @@ async fn run_one(
             .await
             .map(|()| Some(format!("NodeClaim {} finalized", claim.name()))),
         Effect::DeleteNode { name } => writer.delete_node(&name).await.map(|()| None),
-        Effect::DeleteInstance { provider_id } => cloud.delete(&provider_id, writer).await,
+        Effect::Launch { .. } | Effect::DeleteInstance { .. } => Ok(None),
         Effect::Evict { namespace, name } => match writer.evict(&namespace, &name).await? {
             Eviction::Evicted => Ok(Some(format!("evicted pod {namespace}/{name}"))),
             Eviction::Blocked(why) => Ok(Some(format!("eviction of {namespace}/{name} blocked: {why}"))),

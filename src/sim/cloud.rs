@@ -7,10 +7,12 @@ use std::sync::Arc;
 
 use thiserror::Error;
 
+use crate::controller::cloud::{self, BoxFuture, CloudProvider, LaunchFailure, Retry};
 use crate::controller::interruption::Kind as InterruptionKind;
 use crate::engine::api::NodeClaim;
 use crate::engine::catalog::{Catalog, InstanceType, Offering};
 use crate::engine::labels;
+use crate::engine::lifecycle::{LaunchError, LaunchResult};
 use crate::engine::provisioning::Millis;
 use crate::engine::requirements::claim_requirements;
 use crate::engine::resources::Resources;
@@ -300,6 +302,52 @@ impl SimCloud {
 
     pub fn instances(&self) -> impl Iterator<Item = &Instance> {
         self.instances.values()
+    }
+}
+
+/// The simulated EC2 as the controller's executors see it. It answers at once: how long a launch takes is the
+/// world's business (its timers), as it is EC2's, not the call's.
+impl CloudProvider for SimCloud {
+    fn name(&self) -> &'static str {
+        "sim"
+    }
+
+    fn create<'a>(
+        &'a mut self,
+        claims: &'a [NodeClaim],
+        now: Millis,
+    ) -> BoxFuture<'a, Vec<Result<cloud::Launched, LaunchFailure>>> {
+        let out = claims
+            .iter()
+            .map(|claim| match SimCloud::create(self, claim, now) {
+                Ok(l) => Ok(cloud::Launched {
+                    result: LaunchResult {
+                        provider_id: l.provider_id,
+                        instance_type: l.instance_type,
+                        zone: l.zone,
+                        capacity_type: l.capacity_type,
+                        labels: l.labels,
+                        capacity: l.capacity,
+                        allocatable: l.allocatable,
+                        image_id: None,
+                    },
+                    annotations: BTreeMap::new(),
+                }),
+                // Nothing compatible is as good as nothing available: the claim goes and its pods are placed
+                // elsewhere.
+                Err(CloudError::InsufficientCapacity(m) | CloudError::NoCompatibleType(m)) => {
+                    Err(LaunchFailure::Cloud(LaunchError::InsufficientCapacity(m)))
+                }
+                Err(CloudError::NotFound(m)) => Err(LaunchFailure::Cloud(LaunchError::Other(m))),
+            })
+            .collect();
+        Box::pin(std::future::ready(out))
+    }
+
+    fn delete<'a>(&'a mut self, provider_id: &'a str, now: Millis) -> BoxFuture<'a, Result<Option<String>, Retry>> {
+        // Terminating what is already gone is done.
+        let done = self.terminate(provider_id, now).ok().map(|()| format!("terminating instance {provider_id}"));
+        Box::pin(std::future::ready(Ok(done)))
     }
 }
 

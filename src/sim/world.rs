@@ -22,10 +22,10 @@ use crate::engine::api::NodeClaim;
 use crate::engine::api::nodeclaim::COND_INITIALIZED;
 use crate::engine::catalog::{Catalog, InstanceType};
 use crate::engine::labels;
-use crate::engine::lifecycle::{self, DeleteReason, LaunchError, LaunchResult, LifecycleAction};
+use crate::engine::lifecycle::{self, DeleteReason, LaunchError, LifecycleAction};
 use crate::engine::provisioning::{Millis, is_provisionable};
 use crate::engine::stored_pod::StoredPod;
-use crate::sim::cloud::{CloudError, SimCloud};
+use crate::sim::cloud::SimCloud;
 use crate::sim::cluster::{Cluster, Key};
 
 mod disruption;
@@ -228,7 +228,7 @@ pub struct World {
     wakes: BTreeSet<Millis>,
     timer_seq: u64,
     /// Launches in flight: claim → the result the cloud will report.
-    in_flight: BTreeMap<String, Result<crate::sim::cloud::Launched, CloudError>>,
+    in_flight: BTreeMap<String, Result<crate::controller::cloud::Launched, crate::controller::cloud::LaunchFailure>>,
     /// Offerings the engine learned are out of capacity, until when.
     ice: BTreeMap<(String, String, String), Millis>,
     /// The controller's NodeClaim lifecycle, finalization, termination and interruption handling (the same code the
@@ -659,47 +659,34 @@ impl World {
     }
 
     fn launch_done(&mut self, name: &str) {
+        use crate::controller::cloud::LaunchFailure;
         let Some(result) = self.in_flight.remove(name) else { return };
         let now = self.now;
         match result {
             Ok(l) => {
+                let lr = l.result;
                 let Some(claim) = self.cluster.nodeclaims.get_mut(name) else {
                     // Deleted meanwhile: the instance leaks until GC'd by the cloud side; terminate it now.
-                    let _ = self.cloud.terminate(&l.provider_id, now);
+                    let _ = self.cloud.terminate(&lr.provider_id, now);
                     return;
-                };
-                let lr = LaunchResult {
-                    provider_id: l.provider_id.clone(),
-                    instance_type: l.instance_type.clone(),
-                    zone: l.zone.clone(),
-                    capacity_type: l.capacity_type.clone(),
-                    labels: l.labels.clone(),
-                    capacity: l.capacity.clone(),
-                    allocatable: l.allocatable.clone(),
-                    image_id: None,
                 };
                 lifecycle::apply_launch(claim, &lr, now);
                 if let Some(r) = self.record.nodeclaims.iter_mut().rev().find(|r| r.name == name) {
-                    r.launched = Some((l.instance_type.clone(), l.zone.clone(), l.capacity_type.clone()));
+                    r.launched = Some((lr.instance_type.clone(), lr.zone.clone(), lr.capacity_type.clone()));
                 }
-                self.cloud.mark_running(&l.provider_id);
+                self.cloud.mark_running(&lr.provider_id);
                 let t = now + self.settings.registration_latency;
-                self.at(t, Timer::Register { provider_id: l.provider_id });
+                self.at(t, Timer::Register { provider_id: lr.provider_id });
             }
-            Err(e) => {
-                let err = match &e {
-                    CloudError::InsufficientCapacity(m) => {
-                        // Learn which offerings were out so the next solve avoids them.
-                        if let Some(c) = self.cluster.nodeclaims.get(name) {
-                            for key in self.cloud.exhausted_offerings_for(c) {
-                                self.ice.insert(key, now + ICE_TTL);
-                            }
-                        }
-                        LaunchError::InsufficientCapacity(m.clone())
+            Err(LaunchFailure::Cloud(err)) => {
+                if matches!(err, LaunchError::InsufficientCapacity(_))
+                    && let Some(c) = self.cluster.nodeclaims.get(name)
+                {
+                    // Learn which offerings were out so the next solve avoids them.
+                    for key in self.cloud.exhausted_offerings_for(c) {
+                        self.ice.insert(key, now + ICE_TTL);
                     }
-                    CloudError::NoCompatibleType(m) => LaunchError::InsufficientCapacity(m.clone()),
-                    CloudError::NotFound(m) => LaunchError::Other(m.clone()),
-                };
+                }
                 // As the live executor does: the engine's rule decides (out of capacity deletes the claim so its
                 // pods are provisioned elsewhere; anything else is recorded on the claim and retried).
                 for a in lifecycle::launch_failed(&err, now) {
@@ -713,6 +700,8 @@ impl World {
                     }
                 }
             }
+            // No answer: nothing recorded; the lifecycle launches again.
+            Err(LaunchFailure::Retry(_)) => {}
         }
     }
 

@@ -6,6 +6,7 @@
 use std::collections::BTreeMap;
 
 use super::{Timer, World};
+use crate::controller::cloud::{CloudProvider, LaunchFailure, Retry, at_once};
 use crate::controller::{Effect, Outcome};
 use crate::engine::labels;
 use crate::engine::lifecycle;
@@ -51,7 +52,11 @@ impl World {
                 if self.in_flight.contains_key(&name) || !self.cluster.nodeclaims.contains_key(&name) {
                     return;
                 }
-                let result = self.cloud.create(&claim, now);
+                // The cloud answers at once; the launch's latency is the world's timer.
+                let answer = at_once(CloudProvider::create(&mut self.cloud, std::slice::from_ref(&*claim), now));
+                let result = answer.and_then(|mut r| r.pop()).unwrap_or_else(|| {
+                    Err(LaunchFailure::Retry(Retry { message: "the cloud did not answer".into(), conflict: false }))
+                });
                 self.in_flight.insert(name.clone(), result);
                 let t = now + self.settings.launch_latency;
                 self.at(t, Timer::LaunchDone { claim: name });
@@ -118,7 +123,8 @@ impl World {
                 }
             }
             Effect::DeleteInstance { provider_id } => {
-                let _ = self.cloud.terminate(&provider_id, now);
+                // Terminating an instance already gone is done; the simulated cloud has no other answer.
+                let _ = at_once(CloudProvider::delete(&mut self.cloud, &provider_id, now));
             }
             Effect::Evict { namespace, name } => {
                 let key = (namespace, name);

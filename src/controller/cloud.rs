@@ -1,0 +1,71 @@
+//! The cloud port, after upstream's `pkg/cloudprovider/types.go`: one interface every cloud implements, so the
+//! executors of the controller's effects never ask which cloud they have. The simulated cloud
+//! ([`crate::sim::cloud::SimCloud`], answering at once on the world's clock), KWOK ([`crate::kube::kwok::KwokCloud`],
+//! instances are Node objects) and AWS ([`crate::aws::cloud::AwsCloud`], EC2 through CreateFleet) implement it.
+
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::pin::Pin;
+
+use futures_util::FutureExt as _;
+
+use crate::engine::api::NodeClaim;
+use crate::engine::catalog::Catalog;
+use crate::engine::lifecycle::{LaunchError, LaunchResult};
+use crate::engine::provisioning::Millis;
+
+pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+/// One claim's launch.
+#[derive(Debug, Clone)]
+pub struct Launched {
+    pub result: LaunchResult,
+    /// Annotations the claim records with it (AWS: the NodeClass hash it launched with).
+    pub annotations: BTreeMap<String, String>,
+}
+
+/// A call that did not get an answer from the cloud (a write it needed failed, the API was unreachable): nothing
+/// is recorded, and the controller asks again from fresh state.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Retry {
+    pub message: String,
+    /// Another writer got there first (HTTP 409): logged, not shown as an error.
+    pub conflict: bool,
+}
+
+/// Why a launch did not happen.
+#[derive(Debug, Clone)]
+pub enum LaunchFailure {
+    /// The cloud said no: recorded on the claim by the engine's rule (out of capacity deletes it).
+    Cloud(LaunchError),
+    Retry(Retry),
+}
+
+/// What a cloud does for the controller's effects.
+pub trait CloudProvider: Send + Sync {
+    /// `sim`, `kwok`, `aws`: for logs.
+    fn name(&self) -> &'static str;
+
+    /// Launches the claims, in one batch where the cloud can (AWS: claims with the same request share a
+    /// CreateFleet); one result per claim, in order.
+    fn create<'a>(
+        &'a mut self,
+        claims: &'a [NodeClaim],
+        now: Millis,
+    ) -> BoxFuture<'a, Vec<Result<Launched, LaunchFailure>>>;
+
+    /// Terminates an instance: a line for the events pane when something was done or could not be.
+    fn delete<'a>(&'a mut self, provider_id: &'a str, now: Millis) -> BoxFuture<'a, Result<Option<String>, Retry>>;
+
+    /// The instance types and prices the cloud offers now, when it has a live catalog (the dashboard prices
+    /// nodes from it); `None` when the one the controller started with stands.
+    fn live_catalog(&self, _now: Millis) -> Option<Catalog> {
+        None
+    }
+}
+
+/// The answer of a cloud that answers at once (the simulated one: its latencies are the world's timers, not the
+/// call's); `None` from a cloud that would have to wait, which such a caller treats as no answer.
+pub fn at_once<T>(call: BoxFuture<'_, T>) -> Option<T> {
+    call.now_or_never()
+}
