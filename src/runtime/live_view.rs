@@ -1,20 +1,21 @@
-//! The dashboard's picture of a live cluster: what the watch cache holds, priced from the catalog, with one
-//! provisioning and one disruption pass run over it to say why each pod is pending, what the engine would launch,
-//! and what it would disrupt and why not the rest. Pure: the same objects and time give the same picture.
+//! What the dashboard's picture of a live cluster is built from ([`picture::build`]): what the watch cache holds,
+//! priced from the catalog, with one provisioning and one disruption pass run over it to say why each pod is
+//! pending, what the engine would launch, and what it would disrupt and why not the rest. Pure: the same objects
+//! and time give the same picture.
 
 use std::collections::{BTreeMap, BTreeSet};
 
 use crate::controller::Controller;
-use crate::engine::api::nodeclaim::COND_INITIALIZED;
 use crate::engine::catalog::Catalog;
+use crate::engine::disruption::Command;
 use crate::engine::disruption::consolidation::Outlook;
 use crate::engine::disruption::gate::Mode;
 use crate::engine::manifests::Manifests;
-use crate::engine::provisioning::{Millis, is_provisionable};
+use crate::engine::provisioning::{Millis, ProvisioningResult, is_provisionable};
 use crate::kube::cache::Problem;
 use crate::protocol::view::*;
 use crate::runtime::passes;
-use crate::runtime::picture::{self, Objects};
+use crate::runtime::picture::{self, Objects, PodsOn};
 
 /// Who is looking, and why this instance observes rather than acts.
 #[derive(Debug, Clone, Default)]
@@ -25,9 +26,6 @@ pub struct LiveInfo {
     /// What the header's clock cell says: "live", "live (disconnected: ...)".
     pub clock: String,
 }
-
-/// Events kept in the picture.
-const MAX_EVENTS: usize = 500;
 
 /// Builds the picture of `m` at `now`.
 pub fn picture(
@@ -46,64 +44,43 @@ pub fn picture(
         pass.command = None;
         outlook = c.explain(m, now);
     }
-    let mut v = ClusterView {
-        source: Source { context: info.context.clone(), cluster: info.cluster.clone(), clock: info.clock.clone() },
-        now,
-        mode: engine.map_or(Mode::DryRun, Controller::mode),
-        leadership: info.leadership.clone(),
-        price_provenance: picture::price_provenance(&catalog.price_source, &catalog.region),
-        generation,
-        ..Default::default()
-    };
     let objects = Objects {
         nodes: m.nodes.iter().collect(),
         nodeclaims: m.nodeclaims.iter().collect(),
         pods: m.pods.iter().map(|p| &**p).collect(),
         nodepools: m.nodepools.iter().collect(),
     };
-    let pods_on = picture::pods_by_node(&objects.pods);
-    let price = |_: &str, labels: &BTreeMap<String, String>| picture::catalog_price(catalog, labels);
-    let outlook = (m.nodes.len() <= picture::EXPLAIN_MAX_NODES).then_some(&outlook);
-    let disrupting: BTreeSet<String> = engine.map(|c| picture::disrupting(c.orchestrator())).unwrap_or_default();
-    picture::fill_nodes(&mut v, &objects, &pods_on, &price, &disrupting, outlook.map(|o| o as _));
-    if let Some(c) = engine {
-        let node_exists = |n: &str| m.nodes.iter().any(|x| x.metadata.name.as_deref() == Some(n));
-        let claim_ready = |n: &str| m.nodeclaims.iter().any(|c| c.name() == n && c.is_true(COND_INITIALIZED));
-        picture::fill_disruptions(&mut v, c.orchestrator(), &pods_on, &node_exists, &claim_ready);
-    }
-
-    // What the engine would start now, shown as a dry-run proposal.
-    if let Some(cmd) = &pass.command {
-        let mut row = picture::proposal_row(cmd, &format!("dry-run:{}", cmd.key()), now, ProposalState::DryRun);
-        row.detail = Some("observing: the engine would start this now; nothing is done".into());
-        v.disruptions.push(row);
-        v.cost.pending_savings_per_hour = cmd.savings_per_hour.max(0.0);
-    }
-    picture::fill_nodepools(&mut v, &objects.nodepools);
 
     // Interruption notices the acting engine handled, newest first, with how far the replacement has come.
-    for r in engine.iter().flat_map(|c| c.interruptions.iter()).rev() {
-        let node_alive =
-            r.node.as_deref().is_some_and(|n| m.nodes.iter().any(|x| x.metadata.name.as_deref() == Some(n)));
-        let progress = if !r.kind.deletes_nodeclaim() {
-            "informational only".to_string()
-        } else if node_alive {
-            let left = r.node.as_deref().and_then(|n| pods_on.get(n)).map_or(0, Vec::len);
-            format!("node draining, {left} pod(s) left")
-        } else {
-            "node gone".to_string()
-        };
-        v.interruptions.push(InterruptionRow {
-            at: r.at,
-            kind: r.kind.reason().to_string(),
-            node: r.node.clone().unwrap_or_else(|| r.instance_id.clone()),
-            capacity_type: r.capacity_type.clone(),
-            zone: r.zone.clone(),
-            pods: r.pods,
-            progress,
-            replaced_after: None,
-        });
-    }
+    let interruptions = |pods_on: &PodsOn<'_>| {
+        let nodes: BTreeSet<&str> = m.nodes.iter().filter_map(|n| n.metadata.name.as_deref()).collect();
+        engine
+            .iter()
+            .flat_map(|c| c.interruptions.iter())
+            .rev()
+            .map(|r| {
+                let node_alive = r.node.as_deref().is_some_and(|n| nodes.contains(n));
+                let progress = if !r.kind.deletes_nodeclaim() {
+                    "informational only".to_string()
+                } else if node_alive {
+                    let left = r.node.as_deref().and_then(|n| pods_on.get(n)).map_or(0, Vec::len);
+                    format!("node draining, {left} pod(s) left")
+                } else {
+                    "node gone".to_string()
+                };
+                InterruptionRow {
+                    at: r.at,
+                    kind: r.kind.reason().to_string(),
+                    node: r.node.clone().unwrap_or_else(|| r.instance_id.clone()),
+                    capacity_type: r.capacity_type.clone(),
+                    zone: r.zone.clone(),
+                    pods: r.pods,
+                    progress,
+                    replaced_after: None,
+                }
+            })
+            .collect()
+    };
 
     // Pending pods, with the pass's reasons; pods it would place get the NodePool that would take them.
     let mut reasons = provisioning.pending_reasons();
@@ -117,19 +94,48 @@ pub fn picture(
             );
         }
     }
+    let mut pending = Vec::new();
     for p in m.pods.iter().filter(|p| is_provisionable(p)) {
         let key = (
             p.metadata.namespace.clone().unwrap_or_else(|| "default".into()),
             p.metadata.name.clone().unwrap_or_default(),
         );
         let why = reasons.remove(&key).unwrap_or_default();
-        v.pending.push(picture::pending_row(p, why, None, now));
+        pending.push(picture::pending_row(p, why, None, now));
     }
-    v.pending.sort_by(|a, b| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name)));
+    pending.sort_by(|a, b| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name)));
 
-    // Events: objects the cache could not read, and what the engine would do.
+    let outlook = (m.nodes.len() <= picture::EXPLAIN_MAX_NODES).then_some(&outlook);
+    let events = events(skipped, &provisioning, pass.command.as_ref(), outlook, now);
+    picture::build(picture::Input {
+        source: Source { context: info.context.clone(), cluster: info.cluster.clone(), clock: info.clock.clone() },
+        now,
+        mode: engine.map_or(Mode::DryRun, Controller::mode),
+        leadership: info.leadership.clone(),
+        catalog,
+        generation,
+        objects,
+        price: &|_, labels| picture::catalog_price(catalog, labels),
+        outlook,
+        orchestrator: engine.map(Controller::orchestrator),
+        would_disrupt: pass.command.as_ref(),
+        pending,
+        interruptions: &interruptions,
+        events,
+    })
+}
+
+/// Events: objects the cache could not read, and what the engine would do.
+fn events(
+    skipped: &[Problem],
+    provisioning: &ProvisioningResult,
+    would_disrupt: Option<&Command>,
+    outlook: Option<&BTreeMap<String, Outlook>>,
+    now: Millis,
+) -> Vec<EventRow> {
+    let mut events = Vec::new();
     for s in skipped {
-        v.events.push(EventRow {
+        events.push(EventRow {
             at: now,
             kind: "Warning".into(),
             reason: "Unreadable".into(),
@@ -139,7 +145,7 @@ pub fn picture(
     }
     let launches = provisioning.results.new_claims.len();
     if launches > 0 {
-        v.events.push(EventRow {
+        events.push(EventRow {
             at: now,
             kind: "Normal".into(),
             reason: "WouldProvision".into(),
@@ -150,8 +156,8 @@ pub fn picture(
             ),
         });
     }
-    if let Some(cmd) = &pass.command {
-        v.events.push(EventRow {
+    if let Some(cmd) = would_disrupt {
+        events.push(EventRow {
             at: now,
             kind: "Normal".into(),
             reason: "WouldDisrupt".into(),
@@ -163,7 +169,7 @@ pub fn picture(
         if let Outlook::Blocked(why) = o
             && let Some(first) = why.first()
         {
-            v.events.push(EventRow {
+            events.push(EventRow {
                 at: now,
                 kind: "Normal".into(),
                 reason: "Unconsolidatable".into(),
@@ -172,6 +178,5 @@ pub fn picture(
             });
         }
     }
-    v.events.truncate(MAX_EVENTS);
-    v
+    events
 }

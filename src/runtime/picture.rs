@@ -1,7 +1,7 @@
-//! The parts of the dashboard's picture ([`ClusterView`]) that read only cluster objects, shared by every backend:
-//! node rows (with ghost rows for NodeClaims that have no node yet), cost, NodePool rows with usage and budgets,
-//! the budget timeline, and pending-pod rows. Backends add what only they know: prices, what the engine is doing,
-//! proposals, interruptions and events.
+//! The dashboard's picture ([`ClusterView`]), built by [`build`] the same way for every backend: node rows (with
+//! ghost rows for NodeClaims that have no node yet), cost, the controller's commands and proposals, NodePool rows
+//! with usage and budgets, the budget timeline, pending pods, interruptions and events. Backends hand it what only
+//! they know ([`Input`]): prices, why pods are pending, the interruptions and events they have seen.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -14,6 +14,7 @@ use crate::engine::api::{NodeClaim, NodePool};
 use crate::engine::catalog::{Catalog, PriceSource};
 use crate::engine::disruption::budgets::{self, PoolCounts};
 use crate::engine::disruption::consolidation::Outlook;
+use crate::engine::disruption::gate::Mode;
 use crate::engine::disruption::{Command, Reason};
 use crate::engine::labels;
 use crate::engine::lifecycle::time_ms;
@@ -33,6 +34,88 @@ pub struct Objects<'a> {
     pub nodeclaims: Vec<&'a NodeClaim>,
     pub pods: Vec<&'a StoredPod>,
     pub nodepools: Vec<&'a NodePool>,
+}
+
+/// Pods by the node they are bound to.
+pub type PodsOn<'a> = BTreeMap<&'a str, Vec<&'a StoredPod>>;
+
+/// Events kept in a picture.
+pub const MAX_EVENTS: usize = 500;
+
+/// Everything a picture is built from: a read of the cluster, the controller's state, and what only the backend
+/// knows (how it prices a node, why pods are pending, the interruptions and events it has seen).
+pub struct Input<'a> {
+    pub source: Source,
+    pub now: Millis,
+    pub mode: Mode,
+    pub leadership: Leadership,
+    /// Where prices come from, for the header.
+    pub catalog: &'a Catalog,
+    pub generation: u64,
+    pub objects: Objects<'a>,
+    /// A node's price per hour, by name and labels.
+    pub price: &'a dyn Fn(&str, &BTreeMap<String, String>) -> f64,
+    /// Why each node is not being disrupted, when it was worked out.
+    pub outlook: Option<&'a BTreeMap<String, Outlook>>,
+    /// The acting controller's disruption state: its commands and proposals.
+    pub orchestrator: Option<&'a Orchestrator>,
+    /// What an engine that only observes would start now (shown as a dry-run proposal).
+    pub would_disrupt: Option<&'a Command>,
+    pub pending: Vec<PendingPod>,
+    /// The interruption notices seen, newest first, given where the pods are now.
+    pub interruptions: &'a dyn Fn(&PodsOn<'_>) -> Vec<InterruptionRow>,
+    /// Events, in the order the pane shows them.
+    pub events: Vec<EventRow>,
+}
+
+/// The dashboard's picture, the same way for every backend.
+pub fn build(input: Input<'_>) -> ClusterView {
+    let Input {
+        source,
+        now,
+        mode,
+        leadership,
+        catalog,
+        generation,
+        objects,
+        price,
+        outlook,
+        orchestrator,
+        would_disrupt,
+        pending,
+        interruptions,
+        mut events,
+    } = input;
+    let mut v = ClusterView {
+        source,
+        now,
+        mode,
+        leadership,
+        price_provenance: price_provenance(&catalog.price_source, &catalog.region),
+        generation,
+        ..Default::default()
+    };
+    let pods_on = pods_by_node(&objects.pods);
+    let busy = orchestrator.map(disrupting).unwrap_or_default();
+    fill_nodes(&mut v, &objects, &pods_on, price, &busy, outlook);
+    if let Some(o) = orchestrator {
+        let nodes: BTreeSet<&str> = objects.nodes.iter().filter_map(|n| n.metadata.name.as_deref()).collect();
+        let ready: BTreeSet<&str> =
+            objects.nodeclaims.iter().filter(|c| c.is_true(COND_INITIALIZED)).map(|c| c.name()).collect();
+        fill_disruptions(&mut v, o, &pods_on, &|n| nodes.contains(n), &|c| ready.contains(c));
+    }
+    if let Some(cmd) = would_disrupt {
+        let mut row = proposal_row(cmd, &format!("dry-run:{}", cmd.key()), now, ProposalState::DryRun);
+        row.detail = Some("observing: the engine would start this now; nothing is done".into());
+        v.disruptions.push(row);
+        v.cost.pending_savings_per_hour = cmd.savings_per_hour.max(0.0);
+    }
+    fill_nodepools(&mut v, &objects.nodepools);
+    v.pending = pending;
+    v.interruptions = interruptions(&pods_on);
+    events.truncate(MAX_EVENTS);
+    v.events = events;
+    v
 }
 
 fn quantity(q: Option<&k8s_openapi::apimachinery::pkg::api::resource::Quantity>, cpu: bool) -> i64 {

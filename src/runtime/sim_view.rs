@@ -1,69 +1,69 @@
-//! The dashboard's picture of the simulated world ([`crate::protocol::view::ClusterView`]), read from the world's object
-//! store, its records and the engine's explanations. Read-only apart from the explanation cache the world keeps.
+//! What the dashboard's picture of the simulated world is built from ([`picture::build`]): the world's object
+//! store, its controller, its records and the engine's explanations. Read-only apart from the explanation cache
+//! the world keeps.
 
 use std::collections::BTreeMap;
 
 use crate::controller::interruption::Kind as InterruptionKind;
-use crate::engine::api::nodeclaim::COND_INITIALIZED;
 use crate::engine::provisioning::Millis;
 use crate::protocol::view::*;
 use crate::runtime::picture::{self, Objects};
 use crate::sim::world::{Decision, DisruptionState, World};
 
-/// Events kept in the picture.
-const MAX_EVENTS: usize = 500;
-
 /// Builds the dashboard's picture of `w`. `source` names the backend for the header.
 pub fn view(w: &mut World, source: Source, generation: u64) -> ClusterView {
     let now = w.now;
     let outlook = if w.cluster.nodes.len() <= picture::EXPLAIN_MAX_NODES { Some(w.explain()) } else { None };
-    let catalog = w.catalog();
-    let mut v = ClusterView {
-        source,
-        now,
-        mode: w.orchestrator().mode(),
-        leadership: Leadership::Acting,
-        price_provenance: picture::price_provenance(&catalog.price_source, &catalog.region),
-        generation,
-        ..Default::default()
-    };
+    let w = &*w;
     let prices: BTreeMap<&str, f64> = w.record.nodes.iter().map(|n| (n.name.as_str(), n.price)).collect();
-
     let objects = Objects {
         nodes: w.cluster.nodes.values().map(|o| &**o).collect(),
         nodeclaims: w.cluster.nodeclaims.values().map(|o| &**o).collect(),
         pods: w.cluster.pods.values().map(|o| &**o).collect(),
         nodepools: w.cluster.nodepools.values().map(|o| &**o).collect(),
     };
-    let pods_on = picture::pods_by_node(&objects.pods);
-    let busy = picture::disrupting(w.orchestrator());
-    let price = |name: &str, _: &BTreeMap<String, String>| prices.get(name).copied().unwrap_or(0.0);
-    picture::fill_nodes(&mut v, &objects, &pods_on, &price, &busy, outlook.as_ref());
-    let node_exists = |n: &str| w.cluster.nodes.contains_key(n);
-    let claim_ready = |c: &str| w.cluster.nodeclaims.get(c).is_some_and(|c| c.is_true(COND_INITIALIZED));
-    picture::fill_disruptions(&mut v, w.orchestrator(), &pods_on, &node_exists, &claim_ready);
-
-    picture::fill_nodepools(&mut v, &objects.nodepools);
-
-    // Pending pods.
+    let mut pending = Vec::new();
     for key in w.pending_pods() {
         let Some(p) = w.cluster.pods.get(&key) else { continue };
-        v.pending.push(picture::pending_row(p, w.pending_reasons.get(&key).cloned().unwrap_or_default(), None, now));
+        pending.push(picture::pending_row(p, w.pending_reasons.get(&key).cloned().unwrap_or_default(), None, now));
     }
+    let (interruptions, events) = record_rows(w);
+    picture::build(picture::Input {
+        source,
+        now,
+        mode: w.orchestrator().mode(),
+        leadership: Leadership::Acting,
+        catalog: w.catalog(),
+        generation,
+        objects,
+        price: &|name, _| prices.get(name).copied().unwrap_or(0.0),
+        outlook: outlook.as_ref(),
+        orchestrator: Some(w.orchestrator()),
+        would_disrupt: None,
+        pending,
+        interruptions: &|_| interruptions.clone(),
+        events,
+    })
+}
 
+/// The interruptions (newest first) and events (newest first; at the same instant by object and reason) from the
+/// world's record: its decisions, the nodes coming and going, and the Events the controller wrote.
+fn record_rows(w: &World) -> (Vec<InterruptionRow>, Vec<EventRow>) {
+    let mut interruptions = Vec::new();
+    let mut events = Vec::new();
     // Interruptions and events, from the decision record.
     let node_records: BTreeMap<&str, &crate::sim::world::NodeRecord> =
         w.record.nodes.iter().map(|n| (n.name.as_str(), n)).collect();
     for d in &w.record.decisions {
         match d {
-            Decision::Provision { at, nodeclaims, pods, .. } => v.events.push(EventRow {
+            Decision::Provision { at, nodeclaims, pods, .. } => events.push(EventRow {
                 at: *at,
                 kind: "Normal".into(),
                 reason: "Provisioned".into(),
                 object: format!("{} NodeClaim(s)", nodeclaims.len()),
                 message: format!("launched {} for {pods} pending pod(s)", nodeclaims.join(", ")),
             }),
-            Decision::Delete { at, nodeclaim, reason, .. } => v.events.push(EventRow {
+            Decision::Delete { at, nodeclaim, reason, .. } => events.push(EventRow {
                 at: *at,
                 kind: "Normal".into(),
                 reason: "Deleted".into(),
@@ -97,7 +97,7 @@ pub fn view(w: &mut World, source: Source, generation: u64) -> ClusterView {
                     }
                 };
                 let pods = displaced.len();
-                v.interruptions.push(InterruptionRow {
+                interruptions.push(InterruptionRow {
                     at: *at,
                     kind: kind_s.into(),
                     node: node.clone(),
@@ -116,7 +116,7 @@ pub fn view(w: &mut World, source: Source, generation: u64) -> ClusterView {
             }
             Decision::Disruption(id) => {
                 let Some(r) = w.disruption_record(id) else { continue };
-                v.events.push(EventRow {
+                events.push(EventRow {
                     at: r.at,
                     kind: "Normal".into(),
                     reason: format!("Disruption{}", capitalise(r.method.as_str())),
@@ -130,7 +130,7 @@ pub fn view(w: &mut World, source: Source, generation: u64) -> ClusterView {
     for n in &w.record.nodes {
         let object = format!("node/{}", n.name);
         let what = format!("{} {} in {}", n.capacity_type, n.instance_type, n.zone);
-        v.events.push(EventRow {
+        events.push(EventRow {
             at: n.created_at,
             kind: "Normal".into(),
             reason: "Registered".into(),
@@ -138,7 +138,7 @@ pub fn view(w: &mut World, source: Source, generation: u64) -> ClusterView {
             message: format!("node registered ({what})"),
         });
         if let Some(t) = n.initialized_at {
-            v.events.push(EventRow {
+            events.push(EventRow {
                 at: t,
                 kind: "Normal".into(),
                 reason: "Ready".into(),
@@ -147,7 +147,7 @@ pub fn view(w: &mut World, source: Source, generation: u64) -> ClusterView {
             });
         }
         if let Some(t) = n.deleted_at {
-            v.events.push(EventRow {
+            events.push(EventRow {
                 at: t,
                 kind: "Normal".into(),
                 reason: "NodeDeleted".into(),
@@ -158,7 +158,7 @@ pub fn view(w: &mut World, source: Source, generation: u64) -> ClusterView {
     }
     // The Events the controller wrote (Nominated, FailedScheduling, DisruptionTerminating, ...).
     for e in &w.record.events {
-        v.events.push(EventRow {
+        events.push(EventRow {
             at: e.at,
             kind: if e.warning { "Warning" } else { "Normal" }.into(),
             reason: e.reason.clone(),
@@ -166,12 +166,9 @@ pub fn view(w: &mut World, source: Source, generation: u64) -> ClusterView {
             message: e.message.clone(),
         });
     }
-    v.interruptions.reverse();
-    // Newest first; at the same instant, a stable order by object and reason.
-    v.events
-        .sort_by(|a, b| b.at.cmp(&a.at).then_with(|| a.object.cmp(&b.object)).then_with(|| a.reason.cmp(&b.reason)));
-    v.events.truncate(MAX_EVENTS);
-    v
+    interruptions.reverse();
+    events.sort_by(|a, b| b.at.cmp(&a.at).then_with(|| a.object.cmp(&b.object)).then_with(|| a.reason.cmp(&b.reason)));
+    (interruptions, events)
 }
 
 /// Where a started command is: its replacements, then the candidates draining.
