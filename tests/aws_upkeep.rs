@@ -7,6 +7,8 @@ mod moto;
 
 use std::sync::Arc;
 
+use karpenter_tui::controller::cloud::CloudProvider;
+
 use karpenter_tui::aws::cloud::{AwsCloud, PROVIDER_PREFIX};
 use karpenter_tui::aws::interruption::{Kind, Message};
 use karpenter_tui::aws::launch::ClusterInfo;
@@ -77,13 +79,30 @@ async fn upkeep_resolves_classes_collects_leaks_and_handles_interruptions() {
             .unwrap();
     m.nodeclaims = vec![held_stored.clone()];
     m.nodes = vec![node];
-    // Thirty seconds later the stray one is collected, with its Node; the held one stays.
+    // Thirty seconds later garbage collection, through the cloud port's list, terminates the stray one and
+    // deletes its Node; the held one stays.
     let later = now + 120_000;
-    let r = upkeep.run(&m, &mut controller, later).await;
-    assert!(r.done.iter().any(|d| d.contains("leaked")), "{:?}", r.done);
-    assert!(r.effects.iter().any(|e| matches!(e, Effect::DeleteNode { name } if name == "ip-leaked")));
+    let mut port = cloud.clone();
+    let list = CloudProvider::list(&mut port, later).await.unwrap().expect("AWS lists its instances");
+    assert_eq!(list.len(), 2, "{list:?}");
+    let effects = controller.garbage_collect(&m.view(), &list, later);
+    assert!(effects.iter().any(|e| matches!(e, Effect::DeleteNode { name } if name == "ip-leaked")), "{effects:?}");
+    let doomed: Vec<String> = effects
+        .iter()
+        .filter_map(|e| match e {
+            Effect::DeleteInstance { provider_id } => Some(provider_id.clone()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(doomed, vec![leaked.provider_id.clone()]);
+    for pid in &doomed {
+        let said = CloudProvider::delete(&mut port, pid, later).await.unwrap();
+        assert!(said.is_some_and(|s| s.contains("terminating")));
+    }
     let live: Vec<String> = cloud.refresh_instances().await.unwrap().iter().map(|i| i.provider_id()).collect();
     assert_eq!(live, vec![launched.provider_id.clone()]);
+    let r = upkeep.run(&m, &mut controller, later).await;
+    assert!(r.errors.is_empty(), "{:?}", r.errors);
 
     // A spot interruption for the held instance: its claim is deleted, the offering kept out, the notice answered.
     let id = launched.provider_id.rsplit('/').next().unwrap().to_string();

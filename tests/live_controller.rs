@@ -7,6 +7,7 @@
 mod harness;
 
 use harness::{Harness, manifests};
+use karpenter_tui::controller::cloud::CloudInstance;
 use karpenter_tui::controller::{CommandState, Effect, generation};
 use karpenter_tui::engine::api::nodeclaim::{COND_DRIFTED, COND_INITIALIZED, COND_REGISTERED};
 use karpenter_tui::engine::disruption::gate::Mode;
@@ -341,20 +342,21 @@ fn a_claim_whose_instance_is_gone_is_collected_unless_its_node_is_ready() {
     h.run_until("every claim registered", 10, |h| h.cluster.nodeclaims.values().all(|c| c.is_true(COND_REGISTERED)));
     let victim = h.cluster.nodeclaims.values().next().unwrap().clone();
     let pid = victim.provider_id().unwrap().to_string();
-    let listed = |h: &Harness| -> std::collections::BTreeSet<String> {
+    let instance = |p: &str| CloudInstance { provider_id: p.to_string(), launched_at: Some(h.now), terminating: false };
+    let listed = |h: &Harness| -> Vec<CloudInstance> {
         h.cluster
             .nodeclaims
             .values()
-            .filter_map(|c| c.provider_id().map(str::to_string))
+            .filter_map(|c| c.provider_id())
             .filter(|p| *p != pid)
+            .map(|p| CloudInstance { provider_id: p.to_string(), launched_at: Some(h.now), terminating: false })
             .collect()
     };
     // Every instance listed: nothing to collect.
-    let all: std::collections::BTreeSet<String> =
-        h.cluster.nodeclaims.values().filter_map(|c| c.provider_id().map(str::to_string)).collect();
-    assert!(h.controller.garbage_collect(&manifests(&h.cluster).view(), &all).is_empty());
+    let all: Vec<CloudInstance> = h.cluster.nodeclaims.values().filter_map(|c| c.provider_id()).map(instance).collect();
+    assert!(h.controller.garbage_collect(&manifests(&h.cluster).view(), &all, h.now).is_empty());
     // Its instance unlisted but its node Ready: kept.
-    assert!(h.controller.garbage_collect(&manifests(&h.cluster).view(), &listed(&h)).is_empty());
+    assert!(h.controller.garbage_collect(&manifests(&h.cluster).view(), &listed(&h), h.now).is_empty());
     // The node stops reporting Ready: collected.
     let node = h
         .cluster
@@ -371,7 +373,7 @@ fn a_claim_whose_instance_is_gone_is_collected_unless_its_node_is_ready() {
             c.status = "Unknown".into();
         }
     }
-    let effects = h.controller.garbage_collect(&manifests(&h.cluster).view(), &listed(&h));
+    let effects = h.controller.garbage_collect(&manifests(&h.cluster).view(), &listed(&h), h.now);
     assert_eq!(
         effects,
         vec![Effect::DeleteNodeClaim {
@@ -443,4 +445,36 @@ fn a_controller_run_only_on_changes_and_at_its_next_wake_matches_one_run_every_s
     let candidates = rec.command.node_names();
     assert!(candidates.iter().all(|c| !lazy.cluster.nodes.contains_key(c)), "approved and carried out");
     assert!(lazy.runs < eager.runs / 2, "{} runs against {}", lazy.runs, eager.runs);
+}
+
+/// An instance no NodeClaim holds (a crash between the launch and recording it) is terminated with its Node once it
+/// is over 30 s old; a young one, one a claim holds, and one already shutting down are left alone.
+#[test]
+fn instances_no_claim_holds_are_terminated_with_their_nodes_once_old_enough() {
+    let mut h = Harness::new(Mode::Approve);
+    h.run_until("all pods bound", 120, Harness::all_bound);
+    let held = h.cluster.nodeclaims.values().next().unwrap().provider_id().unwrap().to_string();
+    let now = h.now;
+    let inst = |p: &str, age: i64, terminating: bool| CloudInstance {
+        provider_id: p.to_string(),
+        launched_at: Some(now - age),
+        terminating,
+    };
+    let stray = "kwok://stray-1";
+    let mut m = manifests(&h.cluster);
+    let node: k8s_openapi::api::core::v1::Node =
+        serde_json::from_value(serde_json::json!({"metadata": {"name": "stray-1"}, "spec": {"providerID": stray}}))
+            .unwrap();
+    m.nodes.push(node);
+    let list = vec![
+        inst(&held, 600_000, false),
+        inst(stray, 31_000, false),
+        inst("kwok://young-1", 5_000, false),
+        inst("kwok://going-1", 600_000, true),
+    ];
+    let effects = h.controller.garbage_collect(&m.view(), &list, now);
+    assert_eq!(
+        effects,
+        vec![Effect::DeleteInstance { provider_id: stray.into() }, Effect::DeleteNode { name: "stray-1".into() }]
+    );
 }

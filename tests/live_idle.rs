@@ -134,15 +134,12 @@ async fn an_acting_dashboard_sleeps_until_its_controller_needs_it_and_acts_on_a_
             leadership: Leadership::Acting,
             clock: "live".into(),
         },
-        acting: Some(Acting {
-            controller: Controller::new(catalog.clone(), Mode::Approve, now),
-            writer: Writer::new(fake.client(), false),
-            cloud: Box::new(karpenter_tui::kube::kwok::KwokCloud {
-                catalog,
-                writer: Writer::new(fake.client(), false),
-            }),
-            upkeep: None,
-        }),
+        acting: Some(Acting::new(
+            Controller::new(catalog.clone(), Mode::Approve, now),
+            Writer::new(fake.client(), false),
+            Box::new(karpenter_tui::kube::kwok::KwokCloud { catalog, writer: Writer::new(fake.client(), false) }),
+            None,
+        )),
         role,
         wakes: wakes.clone(),
     };

@@ -157,12 +157,12 @@ async fn registration_completes_though_another_writer_updates_the_node_between_e
 
     let catalog = Arc::new(kwok_catalog("us-east-1"));
     let mut now = 1_767_225_660_000; // 2026-01-01T00:01:00Z
-    let mut acting = Acting {
-        controller: Controller::new(catalog.clone(), Mode::Approve, now),
-        writer: Writer::new(fake.client(), false),
-        cloud: Box::new(karpenter_tui::kube::kwok::KwokCloud { catalog, writer: Writer::new(fake.client(), false) }),
-        upkeep: None,
-    };
+    let mut acting = Acting::new(
+        Controller::new(catalog.clone(), Mode::Approve, now),
+        Writer::new(fake.client(), false),
+        Box::new(karpenter_tui::kube::kwok::KwokCloud { catalog, writer: Writer::new(fake.client(), false) }),
+        None,
+    );
 
     // The controller reads the cluster, then the kubelet posts its status and an administrator adds a taint
     // before the controller's first write lands: that write was planned on a stale Node.

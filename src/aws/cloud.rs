@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex};
 
 use aws_config::SdkConfig;
 
-use crate::controller::cloud::{LaunchFailure, Launched};
+use crate::controller::cloud::{CloudInstance, LaunchFailure, Launched};
 use crate::engine::api::{EC2NodeClass, NodeClaim};
 use crate::engine::catalog::aws::build_catalog;
 use crate::engine::catalog::{Catalog, CatalogError};
@@ -715,6 +715,29 @@ impl crate::controller::cloud::CloudProvider for Arc<AwsCloud> {
                 // Asked again once the instance list still shows it (see the controller's `TERMINATE_AGAIN`).
                 Err(e) => Some(format!("terminating instance {provider_id} failed, retried: {e}")),
             })
+        })
+    }
+
+    fn list<'a>(
+        &'a mut self,
+        _now: Millis,
+    ) -> crate::controller::cloud::BoxFuture<'a, Result<Option<Vec<CloudInstance>>, crate::controller::cloud::Retry>>
+    {
+        Box::pin(async move {
+            // The list is kept too: the node-class drift check and the dashboard read it.
+            let list = self
+                .refresh_instances()
+                .await
+                .map_err(|e| crate::controller::cloud::Retry { message: e.to_string(), conflict: false })?;
+            Ok(Some(
+                list.iter()
+                    .map(|i| CloudInstance {
+                        provider_id: i.provider_id(),
+                        launched_at: i.launched_at.map(|t| t * 1000),
+                        terminating: i.state == "shutting-down",
+                    })
+                    .collect(),
+            ))
         })
     }
 

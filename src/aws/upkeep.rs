@@ -1,8 +1,8 @@
 //! What the AWS cloud needs done around the planner's ticks, each on its own clock: EC2NodeClasses resolved and
-//! their status written (every minute, at once when one appears or changes), the instance list refreshed and
-//! leaked instances collected (every 10 s), unused launch templates deleted, instance types and prices refreshed
-//! (every 12 h), and interruption messages from the queue handled. The planner then gets the per-NodeClass
-//! catalogs and the live instances.
+//! their status written (every minute, at once when one appears or changes), node-class drift judged on the
+//! instance list (every 10 s; the list itself is taken by the controller's garbage collection through the cloud
+//! port), unused launch templates deleted, instance types and prices refreshed (every 12 h), and interruption
+//! messages from the queue handled. The planner then gets the per-NodeClass catalogs.
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -119,40 +119,11 @@ impl AwsUpkeep {
         }
         controller.set_class_catalogs(self.cloud.catalogs(now));
 
-        let mut listed = false;
+        // The instance list is taken by the controller's garbage collection through the cloud port (every
+        // `GC_EVERY`, before this round); node-class drift is judged again on it as often.
         if now >= self.next_instances {
             self.next_instances = now + INSTANCES_EVERY;
             drift_inputs_changed = true;
-            match self.cloud.refresh_instances().await {
-                Ok(list) => {
-                    listed = true;
-                    // Garbage collection: instances no NodeClaim holds (the list came first, as upstream).
-                    let held: BTreeSet<String> =
-                        m.nodeclaims.iter().filter_map(|c| c.provider_id().map(str::to_string)).collect();
-                    for i in ec2::leaked(&list, &held, now / 1000) {
-                        match self.cloud.terminate(&i.provider_id()).await {
-                            Ok(_) => r.done.push(format!("terminated leaked instance {} (no NodeClaim)", i.id)),
-                            Err(e) => r.errors.push(format!("terminating leaked instance {}: {e}", i.id)),
-                        }
-                        let pid = i.provider_id();
-                        for n in m
-                            .nodes
-                            .iter()
-                            .filter(|n| n.spec.as_ref().and_then(|s| s.provider_id.as_deref()) == Some(pid.as_str()))
-                        {
-                            r.effects.push(Effect::DeleteNode { name: n.metadata.name.clone().unwrap_or_default() });
-                        }
-                    }
-                }
-                Err(e) => r.errors.push(format!("listing this cluster's instances: {e}")),
-            }
-        }
-        if let Some(live) = self.cloud.live_provider_ids() {
-            // Claims whose instance is gone, only with a list just taken (after `m` was read, as upstream lists).
-            if listed {
-                r.effects.extend(controller.garbage_collect(&m.view(), &live));
-            }
-            controller.set_live_instances(live);
         }
         if drift_inputs_changed {
             controller.set_class_drift(self.cloud.class_drift(&m.nodeclaims, now));

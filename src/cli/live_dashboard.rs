@@ -135,12 +135,12 @@ async fn aws_acting(
         crate::engine::catalog::aws::aws_catalog(&cloud.region, None, None, 0)
             .or_else(|_| crate::engine::catalog::aws::aws_catalog("us-east-1", None, None, 0))?,
     );
-    Ok(Acting {
-        controller: Controller::with_settings(static_catalog, settings, now).with_provider_prefix(PROVIDER_PREFIX),
-        writer: writer.clone(),
-        cloud: Box::new(cloud.clone()),
-        upkeep: Some(AwsUpkeep::new(cloud, now, notices, wake)),
-    })
+    Ok(Acting::new(
+        Controller::with_settings(static_catalog, settings, now).with_provider_prefix(PROVIDER_PREFIX),
+        writer.clone(),
+        Box::new(cloud.clone()),
+        Some(AwsUpkeep::new(cloud, now, notices, wake)),
+    ))
 }
 
 /// A connected, synced cluster with everything decided about acting.
@@ -252,12 +252,12 @@ pub async fn prepare_with(
                 CloudChoice::Kwok => {
                     let catalog = Arc::new(opts.catalog.clone());
                     let now = chrono::Utc::now().timestamp_millis();
-                    Acting {
-                        controller: Controller::with_settings(catalog.clone(), opts.controller_settings(), now),
-                        writer: writer.clone(),
-                        cloud: Box::new(crate::kube::kwok::KwokCloud { catalog, writer: writer.clone() }),
-                        upkeep: None,
-                    }
+                    Acting::new(
+                        Controller::with_settings(catalog.clone(), opts.controller_settings(), now),
+                        writer.clone(),
+                        Box::new(crate::kube::kwok::KwokCloud { catalog, writer: writer.clone() }),
+                        None,
+                    )
                 }
                 CloudChoice::Aws(aws) => aws_acting(aws, &conn, &writer, opts.controller_settings(), progress).await?,
             };

@@ -7,8 +7,9 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use k8s_openapi::api::core::v1::Node;
 
+use super::cloud::CloudInstance;
 use super::out::{Out, has_taint};
-use super::timing::SECOND;
+use super::timing::{LEAK_AGE, SECOND};
 use super::{Controller, Effect, TERMINATE_AGAIN, nodepool_status};
 use crate::engine::api::NodeClaim;
 use crate::engine::api::nodeclaim::{COND_INITIALIZED, COND_LAUNCHED, COND_REGISTERED};
@@ -32,26 +33,45 @@ impl Controller {
         out.finish(s)
     }
 
-    /// NodeClaims whose instance is gone (upstream's `nodeclaim/garbagecollection`): registered, not being deleted,
-    /// their provider id not among `instances` (the cloud's live instances, listed after `m` was read), and no Ready
-    /// node with that provider id (its kubelet still runs). Only this cloud's claims, and only with a list that
-    /// succeeded.
-    pub fn garbage_collect(&self, m: &ClusterSnapshot<'_>, instances: &BTreeSet<String>) -> Vec<Effect> {
+    /// Garbage collection against the cloud's list of this cluster's instances, taken after `m` was read (as
+    /// upstream lists): registered NodeClaims whose instance is gone and whose Node is not Ready are deleted
+    /// (upstream core), and instances no NodeClaim holds, launched over [`LEAK_AGE`] ago, are terminated with
+    /// their Nodes (the AWS provider's; a crash between a launch and recording it leaves one).
+    pub fn garbage_collect(&self, m: &ClusterSnapshot<'_>, instances: &[CloudInstance], now: Millis) -> Vec<Effect> {
+        let ids: BTreeSet<String> = instances.iter().map(|i| i.provider_id.clone()).collect();
         // Usually none: the claims and nodes are copied only when there are candidates.
         let candidates: Vec<NodeClaim> = m
             .nodeclaims
             .iter()
-            .filter(|c| self.ours(c.provider_id()) && c.provider_id().is_none_or(|p| !instances.contains(p)))
+            .filter(|c| self.ours(c.provider_id()) && c.provider_id().is_none_or(|p| !ids.contains(p)))
             .cloned()
             .collect();
-        if candidates.is_empty() {
-            return Vec::new();
+        let mut effects: Vec<Effect> = if candidates.is_empty() {
+            Vec::new()
+        } else {
+            let nodes: Vec<Node> = m.nodes.iter().cloned().collect();
+            lifecycle::garbage_collect(&candidates, &nodes, &ids)
+                .into_iter()
+                .map(|name| Effect::DeleteNodeClaim { name, reason: DeleteReason::GarbageCollected })
+                .collect()
+        };
+        // Claims and instances meet by the instance's own id: a provider id's last segment.
+        let key = |pid: &'_ str| pid.rsplit('/').next().unwrap_or_default().to_string();
+        let held: BTreeSet<String> = m.nodeclaims.iter().filter_map(|c| c.provider_id()).map(key).collect();
+        for i in instances {
+            let old = i.launched_at.is_some_and(|t| now - t > LEAK_AGE);
+            if i.terminating || !old || held.contains(&key(&i.provider_id)) {
+                continue;
+            }
+            effects.push(Effect::DeleteInstance { provider_id: i.provider_id.clone() });
+            for n in m.nodes.iter() {
+                let pid = n.spec.as_ref().and_then(|s| s.provider_id.as_deref());
+                if pid.is_some_and(|p| key(p) == key(&i.provider_id)) {
+                    effects.push(Effect::DeleteNode { name: n.metadata.name.clone().unwrap_or_default() });
+                }
+            }
         }
-        let nodes: Vec<Node> = m.nodes.iter().cloned().collect();
-        lifecycle::garbage_collect(&candidates, &nodes, instances)
-            .into_iter()
-            .map(|name| Effect::DeleteNodeClaim { name, reason: DeleteReason::GarbageCollected })
-            .collect()
+        effects
     }
 
     /// The earliest time the lifecycle controllers asked to run again at (a timeout, an expiry, a drain that

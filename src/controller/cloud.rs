@@ -41,6 +41,16 @@ pub enum LaunchFailure {
     Retry(Retry),
 }
 
+/// One of this cluster's instances as the cloud lists it (upstream's `List`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CloudInstance {
+    pub provider_id: String,
+    /// When it was launched, if the cloud says.
+    pub launched_at: Option<Millis>,
+    /// Already shutting down: terminating it again would do nothing.
+    pub terminating: bool,
+}
+
 /// What a cloud does for the controller's effects.
 pub trait CloudProvider: Send + Sync {
     /// `sim`, `kwok`, `aws`: for logs.
@@ -56,6 +66,17 @@ pub trait CloudProvider: Send + Sync {
 
     /// Terminates an instance: a line for the events pane when something was done or could not be.
     fn delete<'a>(&'a mut self, provider_id: &'a str, now: Millis) -> BoxFuture<'a, Result<Option<String>, Retry>>;
+
+    /// This cluster's instances, for garbage collection (see [`crate::controller::Controller::garbage_collect`]);
+    /// `None` from a cloud whose instances are the Nodes themselves (KWOK), where there is nothing to collect.
+    fn list<'a>(&'a mut self, _now: Millis) -> BoxFuture<'a, Result<Option<Vec<CloudInstance>>, Retry>> {
+        Box::pin(std::future::ready(Ok(None)))
+    }
+
+    /// Whether [`CloudProvider::list`] lists anything (a loop need not wake for it otherwise).
+    fn lists(&self) -> bool {
+        true
+    }
 
     /// The instance types and prices the cloud offers now, when it has a live catalog (the dashboard prices
     /// nodes from it); `None` when the one the controller started with stands.

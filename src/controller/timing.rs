@@ -18,3 +18,8 @@ pub const POD_REQUEUE: Millis = 10 * SECOND;
 pub const POD_EVENT_DEDUPE: Millis = 10 * SECOND;
 /// Offerings that failed with insufficient capacity are kept out of launches this long (AWS provider).
 pub const ICE_TTL: Millis = 3 * MINUTE;
+/// An instance no NodeClaim holds is collected once it was launched this long ago (the AWS provider's; a claim
+/// records its instance a moment after the launch).
+pub const LEAK_AGE: Millis = 30 * SECOND;
+/// Garbage collection lists the cloud's instances this often (the AWS provider lists every 10 s).
+pub const GC_EVERY: Millis = 10 * SECOND;

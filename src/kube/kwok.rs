@@ -115,6 +115,10 @@ impl CloudProvider for KwokCloud {
         "kwok"
     }
 
+    fn lists(&self) -> bool {
+        false
+    }
+
     fn create<'a>(
         &'a mut self,
         claims: &'a [NodeClaim],

@@ -8,6 +8,7 @@ use crate::engine::provisioning::Millis;
 use crate::kube::writer::Writer;
 
 use crate::controller::cloud::CloudProvider;
+use crate::controller::timing::GC_EVERY;
 use crate::controller::{Controller, Effect, generation};
 use crate::runtime::execute::{Report, execute};
 
@@ -16,9 +17,11 @@ pub struct Acting {
     pub writer: Writer,
     /// Where instances come from.
     pub cloud: Box<dyn CloudProvider>,
-    /// The AWS cloud's periodic work (NodeClass status, instance list and garbage collection, templates,
-    /// interruptions); `None` for KWOK.
+    /// The AWS cloud's periodic work (NodeClass status and drift, templates, catalogs, interruptions); `None` for
+    /// KWOK.
     pub upkeep: Option<crate::aws::upkeep::AwsUpkeep>,
+    /// When garbage collection next lists the cloud's instances.
+    next_gc: Millis,
 }
 
 /// With nothing due sooner, the controller still runs this often: a backstop for anything time-driven it cannot
@@ -28,11 +31,21 @@ pub const IDLE_TICK: Millis = 60_000;
 pub const MIN_TICK_GAP: Millis = 50;
 
 impl Acting {
+    pub fn new(
+        controller: Controller,
+        writer: Writer,
+        cloud: Box<dyn CloudProvider>,
+        upkeep: Option<crate::aws::upkeep::AwsUpkeep>,
+    ) -> Acting {
+        Acting { controller, writer, cloud, upkeep, next_gc: Millis::MIN }
+    }
+
     /// When the next run is due if the cluster does not change (a change is always a reason to run): the
     /// controller's next wake, the cloud's periodic work, at most [`IDLE_TICK`] away.
     pub fn next_wake(&self, now: Millis) -> Millis {
         let upkeep = self.upkeep.as_ref().map(|u| u.next_due());
-        let next = self.controller.next_wake(now).into_iter().chain(upkeep).min().unwrap_or(Millis::MAX);
+        let gc = Some(self.next_gc).filter(|_| self.cloud.lists());
+        let next = self.controller.next_wake(now).into_iter().chain(upkeep).chain(gc).min().unwrap_or(Millis::MAX);
         next.clamp(now + MIN_TICK_GAP, now + IDLE_TICK)
     }
 
@@ -55,9 +68,33 @@ impl Acting {
         report
     }
 
+    /// Garbage collection when it is due: the cloud's list (taken after the cache was read, as upstream lists)
+    /// against the claims and nodes.
+    async fn collect(&mut self, m: &Manifests, now: Millis, report: &mut Report) {
+        if now < self.next_gc || !self.cloud.lists() {
+            return;
+        }
+        self.next_gc = now + GC_EVERY;
+        match self.cloud.list(now).await {
+            Ok(Some(list)) => {
+                let effects = self.controller.garbage_collect(&m.view(), &list, now);
+                self.controller.set_live_instances(list.into_iter().map(|i| i.provider_id).collect());
+                let ran = self.run(effects, now).await;
+                report.done.extend(ran.done);
+                report.errors.extend(ran.errors);
+            }
+            Ok(None) => {}
+            Err(e) => {
+                tracing::warn!(cloud = self.cloud.name(), "listing instances: {}", e.message);
+                report.errors.push(format!("listing this cluster's instances: {}", e.message));
+            }
+        }
+    }
+
     /// One reconcile over the cache as it is.
     pub async fn tick(&mut self, m: &Manifests, now: Millis) -> Report {
         let mut pre = Report::default();
+        self.collect(m, now, &mut pre).await;
         if let Some(upkeep) = self.upkeep.as_mut() {
             let r = upkeep.run(m, &mut self.controller, now).await;
             let ran = self.run(r.effects, now).await;

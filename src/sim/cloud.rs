@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use thiserror::Error;
 
-use crate::controller::cloud::{self, BoxFuture, CloudProvider, LaunchFailure, Retry};
+use crate::controller::cloud::{self, BoxFuture, CloudInstance, CloudProvider, LaunchFailure, Retry};
 use crate::controller::interruption::Kind as InterruptionKind;
 use crate::engine::api::NodeClaim;
 use crate::engine::catalog::{Catalog, InstanceType, Offering};
@@ -342,6 +342,20 @@ impl CloudProvider for SimCloud {
             })
             .collect();
         Box::pin(std::future::ready(out))
+    }
+
+    fn list<'a>(&'a mut self, _now: Millis) -> BoxFuture<'a, Result<Option<Vec<CloudInstance>>, Retry>> {
+        let list = self
+            .instances
+            .iter()
+            .filter(|(_, i)| i.state != InstanceState::Terminated)
+            .map(|(pid, i)| CloudInstance {
+                provider_id: pid.clone(),
+                launched_at: Some(i.launched_at),
+                terminating: false,
+            })
+            .collect();
+        Box::pin(std::future::ready(Ok(Some(list))))
     }
 
     fn delete<'a>(&'a mut self, provider_id: &'a str, now: Millis) -> BoxFuture<'a, Result<Option<String>, Retry>> {

@@ -886,9 +886,11 @@ impl World {
 
     /// The controller's garbage collection of claims whose instance is gone, every [`GC_PERIOD`].
     fn garbage_collect(&mut self) {
-        let ids = self.cloud.list();
+        use crate::controller::cloud::{CloudProvider, at_once};
+        let now = self.now;
+        let Some(Ok(Some(list))) = at_once(CloudProvider::list(&mut self.cloud, now)) else { return };
         let snap = self.cluster.snapshot_into(&mut self.caches.snapshot);
-        let effects = self.controller.garbage_collect(&snap, &ids);
+        let effects = self.controller.garbage_collect(&snap, &list, now);
         self.apply_effects(effects);
     }
 
