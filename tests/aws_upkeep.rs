@@ -62,7 +62,16 @@ async fn upkeep_resolves_classes_collects_leaks_and_handles_interruptions() {
         })
         .expect("a status for the class");
     assert!(status.conditions.iter().any(|c| c.type_ == "Ready" && c.status == "True"), "{:?}", status.conditions);
-    assert!(cloud.catalogs(now).contains_key("default"), "the planner gets the class's catalog");
+    assert!(cloud.catalogs(now).contains_key("default"));
+    // The controller takes it through the cloud port, as the acting loop does before every run.
+    let mut port = cloud.clone();
+    match CloudProvider::instance_types(&mut port, now) {
+        Some(karpenter_tui::controller::cloud::InstanceTypes::PerClass(by_class)) => {
+            assert!(by_class.get("default").is_some_and(|c| c.get("m5.large").is_some()), "the class's catalog")
+        }
+        other => panic!("AWS offers instance types per EC2NodeClass: {other:?}"),
+    }
+    controller.sync_instance_types(&mut port, now);
     // Once the cluster holds that status, the next round (a minute later) writes nothing.
     m.nodeclasses[0].status = Some(*status);
     let r = upkeep.run(&m, &mut controller, now + 61_000).await;
@@ -103,6 +112,21 @@ async fn upkeep_resolves_classes_collects_leaks_and_handles_interruptions() {
     assert_eq!(live, vec![launched.provider_id.clone()]);
     let r = upkeep.run(&m, &mut controller, later).await;
     assert!(r.errors.is_empty(), "{:?}", r.errors);
+
+    // Drift is the cloud's verdict through the port: a claim launched with another spec of its class has drifted.
+    use karpenter_tui::aws::drift::{ANNOTATION_HASH, ANNOTATION_HASH_VERSION, HASH_VERSION};
+    let mut drifted = held_stored.clone();
+    drifted.metadata.name = Some("default-drift1".into());
+    drifted.metadata.annotations = Some(
+        [
+            (ANNOTATION_HASH.to_string(), "an-older-spec".to_string()),
+            (ANNOTATION_HASH_VERSION.into(), HASH_VERSION.into()),
+        ]
+        .into(),
+    );
+    let verdicts =
+        CloudProvider::drifted(&mut port, &mut [&drifted].into_iter(), later).expect("AWS judges node-class drift");
+    assert!(verdicts["default-drift1"].contains("spec changed since launch"), "{verdicts:?}");
 
     // A spot interruption for the held instance: its claim is deleted, the offering kept out, the notice answered.
     let id = launched.provider_id.rsplit('/').next().unwrap().to_string();

@@ -616,7 +616,11 @@ impl AwsCloud {
     }
 
     /// Per NodeClaim of this cloud, why it no longer matches its EC2NodeClass (empty before anything is known).
-    pub fn class_drift(&self, claims: &[NodeClaim], now: Millis) -> BTreeMap<String, String> {
+    pub fn class_drift<'c>(
+        &self,
+        claims: impl IntoIterator<Item = &'c NodeClaim>,
+        now: Millis,
+    ) -> BTreeMap<String, String> {
         let catalogs = self.catalogs(now);
         let k = self.known();
         let instances: BTreeMap<String, &Ec2Instance> =
@@ -739,6 +743,18 @@ impl crate::controller::cloud::CloudProvider for Arc<AwsCloud> {
                     .collect(),
             ))
         })
+    }
+
+    fn instance_types(&mut self, now: Millis) -> Option<crate::controller::cloud::InstanceTypes> {
+        Some(crate::controller::cloud::InstanceTypes::PerClass(self.catalogs(now)))
+    }
+
+    fn drifted(
+        &mut self,
+        claims: &mut dyn Iterator<Item = &NodeClaim>,
+        now: Millis,
+    ) -> Option<BTreeMap<String, String>> {
+        Some(self.class_drift(claims, now))
     }
 
     fn live_catalog(&self, now: Millis) -> Option<Catalog> {

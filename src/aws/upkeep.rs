@@ -1,8 +1,8 @@
 //! What the AWS cloud needs done around the planner's ticks, each on its own clock: EC2NodeClasses resolved and
-//! their status written (every minute, at once when one appears or changes), node-class drift judged on the
-//! instance list (every 10 s; the list itself is taken by the controller's garbage collection through the cloud
-//! port), unused launch templates deleted, instance types and prices refreshed (every 12 h), and interruption
-//! messages from the queue handled. The planner then gets the per-NodeClass catalogs.
+//! their status written (every minute, at once when one appears or changes), unused launch templates deleted,
+//! instance types and prices refreshed (every 12 h), and interruption messages from the queue handled. What the
+//! controller reads of the cloud (per-class catalogs, node-class drift, the instance list) it takes through the
+//! cloud port.
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -20,7 +20,6 @@ use crate::controller::{Controller, Effect};
 
 const SECOND: Millis = 1_000;
 const CLASSES_EVERY: Millis = 60 * SECOND;
-const INSTANCES_EVERY: Millis = 10 * SECOND;
 const TEMPLATES_EVERY: Millis = 30 * SECOND;
 const TYPES_EVERY: Millis = 12 * 60 * 60 * SECOND;
 const PROFILES_EVERY: Millis = 30 * 60 * SECOND;
@@ -33,7 +32,6 @@ pub struct AwsUpkeep {
     next_classes: Millis,
     /// (name, generation) of the classes last resolved: a new or edited class is resolved at once.
     seen_classes: BTreeSet<(String, i64)>,
-    next_instances: Millis,
     next_templates: Millis,
     next_types: Millis,
     next_profiles: Millis,
@@ -65,7 +63,6 @@ impl AwsUpkeep {
             cloud,
             next_classes: now,
             seen_classes: BTreeSet::new(),
-            next_instances: now,
             next_templates: now + TEMPLATES_EVERY,
             next_types: now + TYPES_EVERY,
             next_profiles: now + PROFILES_EVERY,
@@ -74,9 +71,9 @@ impl AwsUpkeep {
         }
     }
 
-    /// When the next periodic piece of work is due (the instance list at most [`INSTANCES_EVERY`] away).
+    /// When the next periodic piece of work is due.
     pub fn next_due(&self) -> Millis {
-        [self.next_classes, self.next_instances, self.next_templates, self.next_types, self.next_profiles]
+        [self.next_classes, self.next_templates, self.next_types, self.next_profiles]
             .into_iter()
             .min()
             .unwrap_or(Millis::MAX)
@@ -99,10 +96,7 @@ impl AwsUpkeep {
             .iter()
             .map(|c| (c.metadata.name.clone().unwrap_or_default(), c.metadata.generation.unwrap_or(0)))
             .collect();
-        // Node-class drift is judged again only when what it reads changed: the classes or the instance list.
-        let mut drift_inputs_changed = false;
         if now >= self.next_classes || classes != self.seen_classes {
-            drift_inputs_changed = true;
             self.next_classes = now + CLASSES_EVERY;
             self.seen_classes = classes.clone();
             self.cloud.retain_nodeclasses(&classes.iter().map(|(n, _)| n.clone()).collect());
@@ -117,18 +111,6 @@ impl AwsUpkeep {
                 }
             }
         }
-        controller.set_class_catalogs(self.cloud.catalogs(now));
-
-        // The instance list is taken by the controller's garbage collection through the cloud port (every
-        // `GC_EVERY`, before this round); node-class drift is judged again on it as often.
-        if now >= self.next_instances {
-            self.next_instances = now + INSTANCES_EVERY;
-            drift_inputs_changed = true;
-        }
-        if drift_inputs_changed {
-            controller.set_class_drift(self.cloud.class_drift(&m.nodeclaims, now));
-        }
-
         if now >= self.next_templates {
             self.next_templates = now + TEMPLATES_EVERY;
             match self.cloud.delete_unused_templates().await {

@@ -6,6 +6,7 @@
 use std::collections::BTreeMap;
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::Arc;
 
 use futures_util::FutureExt as _;
 
@@ -51,6 +52,16 @@ pub struct CloudInstance {
     pub terminating: bool,
 }
 
+/// The instance types and offerings launches can use, as a cloud offers them now.
+#[derive(Debug, Clone)]
+pub enum InstanceTypes {
+    /// One catalog for every NodePool (a cloud without node classes).
+    All(Arc<Catalog>),
+    /// A catalog per node class, by name (AWS: per resolved EC2NodeClass); a NodePool whose class has none gets
+    /// nothing to launch until it has.
+    PerClass(BTreeMap<String, Arc<Catalog>>),
+}
+
 /// What a cloud does for the controller's effects.
 pub trait CloudProvider: Send + Sync {
     /// `sim`, `kwok`, `aws`: for logs.
@@ -71,6 +82,23 @@ pub trait CloudProvider: Send + Sync {
     /// `None` from a cloud whose instances are the Nodes themselves (KWOK), where there is nothing to collect.
     fn list<'a>(&'a mut self, _now: Millis) -> BoxFuture<'a, Result<Option<Vec<CloudInstance>>, Retry>> {
         Box::pin(std::future::ready(Ok(None)))
+    }
+
+    /// The instance types and offerings launches can use now, with the offerings the cloud learned are out of
+    /// capacity marked unavailable (upstream's `GetInstanceTypes`); `None` when the catalog the controller was
+    /// built with stands (KWOK).
+    fn instance_types(&mut self, _now: Millis) -> Option<InstanceTypes> {
+        None
+    }
+
+    /// Per NodeClaim, why it no longer matches its node class (upstream's `IsDrifted`, the cloud's part of drift);
+    /// `None` for a cloud without node classes.
+    fn drifted(
+        &mut self,
+        _claims: &mut dyn Iterator<Item = &NodeClaim>,
+        _now: Millis,
+    ) -> Option<BTreeMap<String, String>> {
+        None
     }
 
     /// Whether [`CloudProvider::list`] lists anything (a loop need not wake for it otherwise).

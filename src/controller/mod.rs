@@ -184,6 +184,23 @@ impl Controller {
         self.catalog = catalog;
     }
 
+    /// Takes the instance types and offerings the cloud offers now (see [`cloud::CloudProvider::instance_types`]).
+    pub fn sync_instance_types(&mut self, cloud: &mut dyn cloud::CloudProvider, now: Millis) {
+        match cloud.instance_types(now) {
+            Some(cloud::InstanceTypes::All(c)) => self.set_catalog(c),
+            Some(cloud::InstanceTypes::PerClass(by_class)) => self.set_class_catalogs(by_class),
+            None => {}
+        }
+    }
+
+    /// Takes the cloud's verdicts on which claims drifted from their node class (see
+    /// [`cloud::CloudProvider::drifted`]).
+    pub fn sync_drift(&mut self, cloud: &mut dyn cloud::CloudProvider, m: &ClusterSnapshot<'_>, now: Millis) {
+        if let Some(d) = cloud.drifted(&mut m.nodeclaims.iter(), now) {
+            self.set_class_drift(d);
+        }
+    }
+
     /// The cloud's node-class drift verdicts by NodeClaim name.
     pub fn set_class_drift(&mut self, drift: BTreeMap<String, String>) {
         self.class_drift = drift;

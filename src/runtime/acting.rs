@@ -105,6 +105,9 @@ impl Acting {
             pre.done.extend(r.done.into_iter().chain(ran.done));
             pre.errors.extend(r.errors.into_iter().chain(ran.errors));
         }
+        // What the cloud offers now and which claims drifted from their node class, as the cloud judges it.
+        self.controller.sync_instance_types(self.cloud.as_mut(), now);
+        self.controller.sync_drift(self.cloud.as_mut(), &m.view(), now);
         let effects = self.controller.plan(m, now, generation(m));
         let mut report = self.run(effects, now).await;
         report.done.splice(0..0, pre.done);

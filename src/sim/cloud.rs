@@ -70,6 +70,9 @@ pub struct Interruption {
 /// Provider ids of simulated instances start with this (as AWS's do: `aws:///<zone>/<instance id>`).
 pub const PROVIDER_PREFIX: &str = "aws:///";
 
+/// An offering: (instance type, zone, capacity type).
+pub type OfferingKey = (String, String, String);
+
 /// The simulated cloud.
 #[derive(Debug, Clone)]
 pub struct SimCloud {
@@ -78,6 +81,13 @@ pub struct SimCloud {
     ice: BTreeSet<(String, String, String)>,
     /// The provider's cache of offerings to avoid, and until when.
     unavailable: BTreeMap<(String, String, String), Millis>,
+    /// The catalog the cloud was built with.
+    catalog: Arc<Catalog>,
+    /// Offerings the provider learned are out of capacity (a launch's capacity error, a spot interruption) and
+    /// until when: the controller's catalog shows them unavailable meanwhile, as AWS's unavailable-offerings cache.
+    learned: BTreeMap<(String, String, String), Millis>,
+    /// The catalog as last handed out, and the learned offerings it marks.
+    marked: Option<(BTreeSet<OfferingKey>, Arc<Catalog>)>,
     instances: BTreeMap<String, Instance>,
     interruptions: Vec<Interruption>,
     next_id: u64,
@@ -92,6 +102,9 @@ impl SimCloud {
             types: catalog.instance_types.iter().map(|t| (t.name.clone(), t.clone())).collect(),
             ice: BTreeSet::new(),
             unavailable: BTreeMap::new(),
+            catalog: Arc::new(catalog.clone()),
+            learned: BTreeMap::new(),
+            marked: None,
             instances: BTreeMap::new(),
             interruptions: Vec::new(),
             next_id: 0,
@@ -115,6 +128,46 @@ impl SimCloud {
     pub fn mark_unavailable(&mut self, instance_type: &str, zone: &str, capacity_type: &str, until: Millis) {
         let key = (instance_type.to_string(), zone.to_string(), capacity_type.to_string());
         self.unavailable.insert(key, until);
+    }
+
+    /// The provider learned an offering is out of capacity: the controller's catalog shows it unavailable until
+    /// `until`.
+    pub fn learn_unavailable(&mut self, offering: (String, String, String), until: Millis) {
+        self.learned.insert(offering, until);
+    }
+
+    /// When the soonest learned offering comes back, if any is held out.
+    pub fn soonest_return(&self) -> Option<Millis> {
+        self.learned.values().min().copied()
+    }
+
+    /// The catalog as the controller should see it at `now`: the learned offerings marked unavailable.
+    pub fn catalog_at(&mut self, now: Millis) -> Arc<Catalog> {
+        self.learned.retain(|_, until| *until > now);
+        let keys: BTreeSet<OfferingKey> = self.learned.keys().cloned().collect();
+        if let Some((at, c)) = &self.marked
+            && *at == keys
+        {
+            return c.clone();
+        }
+        let mut catalog = (*self.catalog).clone();
+        if !keys.is_empty() {
+            for t in &mut catalog.instance_types {
+                if !keys.iter().any(|(n, _, _)| *n == t.name) {
+                    continue;
+                }
+                let mut t2 = (**t).clone();
+                for o in &mut t2.offerings {
+                    if keys.contains(&(t.name.clone(), o.zone.clone(), o.capacity_type.clone())) {
+                        o.available = false;
+                    }
+                }
+                *t = Arc::new(t2);
+            }
+        }
+        let catalog = Arc::new(catalog);
+        self.marked = Some((keys, catalog.clone()));
+        catalog
     }
 
     fn avoided(&self, t: &str, o: &Offering, now: Millis) -> bool {
@@ -342,6 +395,10 @@ impl CloudProvider for SimCloud {
             })
             .collect();
         Box::pin(std::future::ready(out))
+    }
+
+    fn instance_types(&mut self, now: Millis) -> Option<cloud::InstanceTypes> {
+        Some(cloud::InstanceTypes::All(self.catalog_at(now)))
     }
 
     fn list<'a>(&'a mut self, _now: Millis) -> BoxFuture<'a, Result<Option<Vec<CloudInstance>>, Retry>> {

@@ -229,8 +229,6 @@ pub struct World {
     timer_seq: u64,
     /// Launches in flight: claim → the result the cloud will report.
     in_flight: BTreeMap<String, Result<crate::controller::cloud::Launched, crate::controller::cloud::LaunchFailure>>,
-    /// Offerings the engine learned are out of capacity, until when.
-    ice: BTreeMap<(String, String, String), Millis>,
     /// The controller's NodeClaim lifecycle, finalization, termination and interruption handling (the same code the
     /// live planner runs; provisioning and disruption still go through the world's own calls below).
     controller: crate::controller::Controller,
@@ -259,12 +257,7 @@ struct Caches {
     provisionable: Option<(u64, Vec<String>)>,
     /// The store as the engine last read it, kept so the next snapshot copies only what changed.
     snapshot: crate::sim::cluster::SnapshotMirror,
-    /// The catalog with the offerings out of capacity then marked unavailable, and which those were.
-    catalog: Option<(BTreeSet<Offer>, Arc<Catalog>)>,
 }
-
-/// An offering: (instance type, zone, capacity type).
-type Offer = (String, String, String);
 
 /// Pod counts (all, bound, terminating) and a hash of the node and NodeClaim lifecycle state (deletion, taints,
 /// conditions, provider ids, finalizers): what one controller changes that another must react to at once.
@@ -296,7 +289,6 @@ impl World {
             wakes: BTreeSet::new(),
             timer_seq: 0,
             in_flight: BTreeMap::new(),
-            ice: BTreeMap::new(),
             controller,
             lifecycle_seen: None,
             rng: Rng(seed ^ 0x6b61_7270_656e_7465),
@@ -515,41 +507,15 @@ impl World {
         }
     }
 
-    /// The catalog as the engine sees it: offerings recently out of capacity unavailable (what the AWS provider's
-    /// unavailable-offerings cache does). Rebuilt only when that set changes.
+    /// The catalog as the controller sees it (the cloud's, with the offerings it learned are out of capacity).
     fn engine_catalog(&mut self) -> Arc<Catalog> {
-        let now = self.now;
-        self.ice.retain(|_, until| *until > now);
-        let keys: BTreeSet<Offer> = self.ice.keys().cloned().collect();
-        if let Some((at, c)) = &self.caches.catalog
-            && *at == keys
-        {
-            return c.clone();
-        }
-        let mut catalog = self.catalog.clone();
-        if !keys.is_empty() {
-            for t in &mut catalog.instance_types {
-                if !keys.iter().any(|(n, _, _)| *n == t.name) {
-                    continue;
-                }
-                let mut t2 = (**t).clone();
-                for o in &mut t2.offerings {
-                    if keys.contains(&(t.name.clone(), o.zone.clone(), o.capacity_type.clone())) {
-                        o.available = false;
-                    }
-                }
-                *t = Arc::new(t2);
-            }
-        }
-        let catalog = Arc::new(catalog);
-        self.caches.catalog = Some((keys, catalog.clone()));
-        catalog
+        self.cloud.catalog_at(self.now)
     }
 
-    /// Hands the controller the catalog as the engine should see it now (before anything of it reads one).
+    /// Hands the controller what the cloud offers now, through the cloud port as the live loop does.
     pub(super) fn sync_catalog(&mut self) {
-        let c = self.engine_catalog();
-        self.controller.set_catalog(c);
+        let now = self.now;
+        self.controller.sync_instance_types(&mut self.cloud, now);
     }
 
     /// Instance types per NodePool as the engine sees them (see [`World::engine_catalog`]).
@@ -684,7 +650,7 @@ impl World {
                 {
                     // Learn which offerings were out so the next solve avoids them.
                     for key in self.cloud.exhausted_offerings_for(c) {
-                        self.ice.insert(key, now + ICE_TTL);
+                        self.cloud.learn_unavailable(key, now + ICE_TTL);
                     }
                 }
                 // As the live executor does: the engine's rule decides (out of capacity deletes the claim so its
@@ -839,7 +805,7 @@ impl World {
             {
                 let l = inst.launched.clone();
                 self.cloud.mark_unavailable(&l.instance_type, &l.zone, &l.capacity_type, now + ICE_TTL);
-                self.ice.insert((l.instance_type, l.zone, l.capacity_type), now + ICE_TTL);
+                self.cloud.learn_unavailable((l.instance_type, l.zone, l.capacity_type), now + ICE_TTL);
             }
             let instance = i.provider_id.rsplit('/').next().unwrap_or_default().to_string();
             let message = crate::controller::interruption::Message {

@@ -143,7 +143,7 @@ impl World {
             state: self.state_generation(),
             quiet_key: self.quiet_key(),
             // Offerings out of capacity come back: an unchanged store may answer differently then.
-            quiet_cap: self.ice.values().min().copied().unwrap_or(Millis::MAX),
+            quiet_cap: self.cloud.soonest_return().unwrap_or(Millis::MAX),
         };
         let next_decision = &mut self.next_decision;
         let mut new_id = || {
