@@ -11,7 +11,6 @@ use karpenter_tui::aws::cloud::{AwsCloud, PROVIDER_PREFIX};
 use karpenter_tui::aws::interruption::{Kind, Message};
 use karpenter_tui::aws::launch::ClusterInfo;
 use karpenter_tui::aws::nodeclass::{AliasContext, resolve, status};
-use karpenter_tui::aws::upkeep::AwsUpkeep;
 use karpenter_tui::controller::{Controller, Effect};
 use karpenter_tui::engine::api::common::Condition;
 use karpenter_tui::engine::api::{EC2NodeClass, NodeClaim};
@@ -280,7 +279,7 @@ async fn another_providers_claims_are_neither_launched_nor_touched() {
             .unwrap();
     let now = chrono::Utc::now().timestamp_millis();
     let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
-    let mut upkeep = AwsUpkeep::new(cloud.clone(), now, Some(rx), Arc::new(tokio::sync::Notify::new()));
+    let mut port = karpenter_tui::aws::cloud::AwsProvider::new(cloud.clone(), Some(rx));
     let fallback = Arc::new(aws_catalog("us-east-1", None, None, 0).unwrap());
     let mut controller = Controller::new(fallback, Mode::Approve, now).with_provider_prefix(PROVIDER_PREFIX);
     let m = Manifests {
@@ -303,7 +302,14 @@ async fn another_providers_claims_are_neither_launched_nor_touched() {
         instance_ids: vec!["i-0123456789abcdef0".into()],
     };
     tx.send((msg, answer)).unwrap();
-    let r = upkeep.run(&m, &mut controller, now + 120_000).await;
+    let notices =
+        karpenter_tui::controller::cloud::CloudProvider::interruptions(&mut port, &mut m.nodeclaims.iter(), now);
+    let taken = notices.len();
+    let mut effects = Vec::new();
+    for n in notices {
+        effects.extend(controller.interruption(&m.view(), &n.message, now + 120_000));
+        (n.answer)(Ok(()));
+    }
     let touches = |e: &Effect| match e {
         Effect::DeleteNodeClaim { name, .. } => name == "kwok-running",
         Effect::DeleteNode { name } => name == "i-0123456789abcdef0",
@@ -311,8 +317,8 @@ async fn another_providers_claims_are_neither_launched_nor_touched() {
         Effect::PatchClaimStatus { name, .. } | Effect::PatchClaimMetadata { name, .. } => name == "kwok-running",
         _ => false,
     };
-    assert!(!r.effects.iter().any(touches), "{:?}", r.effects);
-    assert_eq!(r.answers.len(), 1, "the notice is answered (and dropped as not ours)");
+    assert!(!effects.iter().any(touches), "{effects:?}");
+    assert_eq!(taken, 1, "the notice is taken (and dropped as not ours)");
     assert!(controller.interruptions.is_empty(), "{:?}", controller.interruptions);
     assert_eq!(spot_1a(), Some(true), "the KWOK claim's spot offering is not kept out");
     assert!(cloud.class_drift(&m.nodeclaims, now).is_empty());

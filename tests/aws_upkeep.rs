@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use karpenter_tui::controller::cloud::CloudProvider;
 
-use karpenter_tui::aws::cloud::{AwsCloud, PROVIDER_PREFIX};
+use karpenter_tui::aws::cloud::{AwsCloud, AwsProvider, PROVIDER_PREFIX};
 use karpenter_tui::aws::interruption::{Kind, Message};
 use karpenter_tui::aws::launch::ClusterInfo;
 use karpenter_tui::aws::nodeclass::AliasContext;
@@ -45,13 +45,15 @@ async fn upkeep_resolves_classes_collects_leaks_and_handles_interruptions() {
     let now = chrono::Utc::now().timestamp_millis();
     let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
     let wake = Arc::new(tokio::sync::Notify::new());
-    let mut upkeep = AwsUpkeep::new(cloud.clone(), now, Some(rx), wake.clone());
+    let mut upkeep = AwsUpkeep::new(cloud.clone(), now, wake.clone());
+    // The controller's view of AWS: the cloud port, with the queue's notices.
+    let mut port = AwsProvider::new(cloud.clone(), Some(rx));
     let fallback = Arc::new(aws_catalog("us-east-1", None, None, 0).unwrap());
     let mut controller = Controller::new(fallback, Mode::Approve, now).with_provider_prefix(PROVIDER_PREFIX);
 
     // The class is resolved and its status comes back as an effect for the cluster.
     let mut m = Manifests { nodeclasses: vec![nc.clone()], ..Default::default() };
-    let r = upkeep.run(&m, &mut controller, now).await;
+    let r = upkeep.run(&m, now).await;
     assert!(r.errors.is_empty(), "{:?}", r.errors);
     let status = r
         .effects
@@ -64,7 +66,6 @@ async fn upkeep_resolves_classes_collects_leaks_and_handles_interruptions() {
     assert!(status.conditions.iter().any(|c| c.type_ == "Ready" && c.status == "True"), "{:?}", status.conditions);
     assert!(cloud.catalogs(now).contains_key("default"));
     // The controller takes it through the cloud port, as the acting loop does before every run.
-    let mut port = cloud.clone();
     match CloudProvider::instance_types(&mut port, now) {
         Some(karpenter_tui::controller::cloud::InstanceTypes::PerClass(by_class)) => {
             assert!(by_class.get("default").is_some_and(|c| c.get("m5.large").is_some()), "the class's catalog")
@@ -74,7 +75,7 @@ async fn upkeep_resolves_classes_collects_leaks_and_handles_interruptions() {
     controller.sync_instance_types(&mut port, now);
     // Once the cluster holds that status, the next round (a minute later) writes nothing.
     m.nodeclasses[0].status = Some(*status);
-    let r = upkeep.run(&m, &mut controller, now + 61_000).await;
+    let r = upkeep.run(&m, now + 61_000).await;
     assert!(!r.effects.iter().any(|e| matches!(e, Effect::UpdateNodeClassStatus { .. })), "{:?}", r.effects);
 
     // Two instances: one held by a NodeClaim in the cluster, one nobody holds (a crash between launch and create).
@@ -91,7 +92,6 @@ async fn upkeep_resolves_classes_collects_leaks_and_handles_interruptions() {
     // Thirty seconds later garbage collection, through the cloud port's list, terminates the stray one and
     // deletes its Node; the held one stays.
     let later = now + 120_000;
-    let mut port = cloud.clone();
     let list = CloudProvider::list(&mut port, later).await.unwrap().expect("AWS lists its instances");
     assert_eq!(list.len(), 2, "{list:?}");
     let effects = controller.garbage_collect(&m.view(), &list, later);
@@ -110,7 +110,7 @@ async fn upkeep_resolves_classes_collects_leaks_and_handles_interruptions() {
     }
     let live: Vec<String> = cloud.refresh_instances().await.unwrap().iter().map(|i| i.provider_id()).collect();
     assert_eq!(live, vec![launched.provider_id.clone()]);
-    let r = upkeep.run(&m, &mut controller, later).await;
+    let r = upkeep.run(&m, later).await;
     assert!(r.errors.is_empty(), "{:?}", r.errors);
 
     // Drift is the cloud's verdict through the port: a claim launched with another spec of its class has drifted.
@@ -138,16 +138,12 @@ async fn upkeep_resolves_classes_collects_leaks_and_handles_interruptions() {
         instance_ids: vec![id],
     };
     tx.send((msg, answer)).unwrap();
-    let r = upkeep.run(&m, &mut controller, later + 1_000).await;
+    let (effects, taken) = take_notices(&mut port, &mut controller, &m, later + 1_000);
     assert!(
-        r.effects.iter().any(|e| matches!(e, Effect::DeleteNodeClaim { name, .. } if name == "default-held1")),
-        "{:?}",
-        r.effects
+        effects.iter().any(|e| matches!(e, Effect::DeleteNodeClaim { name, .. } if name == "default-held1")),
+        "{effects:?}"
     );
-    assert_eq!(r.answers.len(), 1);
-    for a in r.answers {
-        a.send(Ok(())).unwrap();
-    }
+    assert_eq!(taken, 1);
     assert_eq!(result.await.unwrap(), Ok(()));
     let labels_of = held_stored.metadata.labels.clone().unwrap();
     let zone = labels_of.get(labels::ZONE).unwrap();
@@ -177,11 +173,7 @@ async fn upkeep_resolves_classes_collects_leaks_and_handles_interruptions() {
         .expect("the poller wakes the acting loop when it hands over a notice");
     let mut answered = 0;
     for i in 0..100 {
-        let r = upkeep.run(&m, &mut controller, later + 2_000 + i * 100).await;
-        for a in r.answers {
-            a.send(Ok(())).unwrap();
-            answered += 1;
-        }
+        answered += take_notices(&mut port, &mut controller, &m, later + 2_000 + i * 100).1;
         if answered > 0 {
             break;
         }
@@ -211,4 +203,17 @@ async fn upkeep_resolves_classes_collects_leaks_and_handles_interruptions() {
     }
     assert!(gone, "the handled message was deleted");
     poller.abort();
+}
+
+/// What the acting loop does with the notices the cloud port hands over: the controller acts on each, and it is
+/// answered. Returns the effects and how many notices there were.
+fn take_notices(port: &mut AwsProvider, controller: &mut Controller, m: &Manifests, now: i64) -> (Vec<Effect>, usize) {
+    let notices = CloudProvider::interruptions(port, &mut m.nodeclaims.iter(), now);
+    let taken = notices.len();
+    let mut effects = Vec::new();
+    for n in notices {
+        effects.extend(controller.interruption(&m.view(), &n.message, now));
+        (n.answer)(Ok(()));
+    }
+    (effects, taken)
 }

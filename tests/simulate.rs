@@ -177,6 +177,61 @@ fn the_world_keeps_the_controllers_events_as_kubectl_would_show_them() {
     assert!(nominated.iter().all(|e| !e.warning));
 }
 
+/// The world runs the controller's NodePool status as a cluster would: upstream's resources and node count from
+/// the pool's claims and nodes, and its conditions; a registration timeout shows as NodeRegistrationHealthy False.
+#[test]
+fn nodepools_in_the_world_carry_upstreams_status() {
+    let text = format!("name: status\nuntil: 5m\n{TYPES}{POOL_AND_APP}");
+    let s = parse_scenario(&text, "test.yaml").unwrap_or_else(|e| panic!("{e}"));
+    let w = karpenter_tui::sim::run::run_world(&s, None).unwrap_or_else(|e| panic!("{e}"));
+    let pool = w.cluster.nodepools.get("default").expect("the pool");
+    let status = pool.status.as_ref().expect("a status written by the controller");
+    let claims: Vec<_> = w.cluster.nodeclaims.values().collect();
+    assert!(!claims.is_empty());
+    assert_eq!(status.nodes, Some(claims.len() as i64));
+    assert_eq!(status.resources.get("nodes").map(|q| q.0.clone()), Some(claims.len().to_string()));
+    assert!(status.resources.contains_key("cpu") && status.resources.contains_key("memory"), "{:?}", status.resources);
+    let cond = |t: &str| status.conditions.iter().find(|c| c.type_ == t).map(|c| c.status.clone());
+    assert_eq!(cond("ValidationSucceeded").as_deref(), Some("True"));
+    assert_eq!(cond("Ready").as_deref(), Some("True"), "{:?}", status.conditions);
+
+    // A node that never registers: the claim is deleted at the registration timeout, and the pool says so.
+    let text = format!("name: slow\nuntil: 17m\nsettings:\n  registrationLatency: 20m\n{TYPES}{POOL_AND_APP}");
+    let s = parse_scenario(&text, "test.yaml").unwrap_or_else(|e| panic!("{e}"));
+    let w = karpenter_tui::sim::run::run_world(&s, None).unwrap_or_else(|e| panic!("{e}"));
+    let status = w.cluster.nodepools.get("default").and_then(|p| p.status.clone()).expect("a status");
+    let healthy = status.conditions.iter().find(|c| c.type_ == "NodeRegistrationHealthy").expect("the condition");
+    assert_eq!(healthy.status, "False", "{healthy:?}");
+}
+
+/// With the explanatory Events on (as `demo` runs), the world publishes why a node is not disrupted, as the live
+/// controller does: a node with `do-not-disrupt` gets `DisruptionBlocked` on the Node and its NodeClaim, once.
+#[test]
+fn the_world_explains_why_nodes_are_not_disrupted_when_asked_to() {
+    let node = "nodes:\n  - {name: n1, instanceType: large, zone: z1, capacityType: on-demand, nodePool: default, \
+                annotations: {karpenter.sh/do-not-disrupt: \"true\"}}\n";
+    let text = format!("name: explain\nuntil: 12m\n{TYPES}{POOL_AND_APP}{node}");
+    let s = parse_scenario(&text, "test.yaml").unwrap_or_else(|e| panic!("{e}"));
+    let events_with = |explain: bool| {
+        let mut p = karpenter_tui::sim::run::Playback::new(&s).unwrap_or_else(|e| panic!("{e}"));
+        p.world.explain_events = explain;
+        let end = p.start + 12 * 60_000;
+        p.advance(end).unwrap_or_else(|e| panic!("{e}"));
+        p.world.record.events.iter().cloned().collect::<Vec<_>>()
+    };
+    let blocked = |events: &[karpenter_tui::sim::world::EventRecord]| -> Vec<(i64, String)> {
+        let b = events.iter().filter(|e| e.reason == "DisruptionBlocked");
+        b.map(|e| (e.at, format!("{} {}", e.object, e.message))).collect()
+    };
+    let on = events_with(true);
+    let b = blocked(&on);
+    assert!(b.iter().any(|(_, e)| e.starts_with("node/n1 Cannot disrupt Node")), "{b:?}");
+    assert!(b.iter().any(|(_, e)| e.starts_with("nodeclaim/n1 Cannot disrupt NodeClaim")), "{b:?}");
+    let times: Vec<i64> = b.iter().filter(|(_, e)| e.starts_with("node/n1")).map(|(t, _)| *t).collect();
+    assert!(times.windows(2).all(|w| w[1] - w[0] >= 10 * 60_000), "repeated at most every 10 minutes: {b:?}");
+    assert!(blocked(&events_with(false)).is_empty(), "simulate leaves them out");
+}
+
 #[test]
 fn shipped_scenarios_run_deterministically() {
     let mut seen = 0;

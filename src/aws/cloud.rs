@@ -682,9 +682,32 @@ impl AwsCloud {
     }
 }
 
-/// The AWS cloud as the controller's executors see it: EC2 instances that register their own Nodes (user data).
-/// Shared (`Arc`) with the periodic AWS work, which refreshes what the launches read.
-impl crate::controller::cloud::CloudProvider for Arc<AwsCloud> {
+/// The AWS cloud as the controller sees it through its cloud port: EC2 instances that register their own Nodes
+/// (user data), and the interruption notices the SQS poller hands over. The cloud is shared (`Arc`) with the
+/// periodic AWS work, which refreshes what the launches read.
+pub struct AwsProvider {
+    pub cloud: Arc<AwsCloud>,
+    /// Notices from the interruption queue (`None` without `--interruption-queue`).
+    pub notices: Option<tokio::sync::mpsc::UnboundedReceiver<crate::aws::upkeep::Notice>>,
+}
+
+impl AwsProvider {
+    pub fn new(
+        cloud: Arc<AwsCloud>,
+        notices: Option<tokio::sync::mpsc::UnboundedReceiver<crate::aws::upkeep::Notice>>,
+    ) -> AwsProvider {
+        AwsProvider { cloud, notices }
+    }
+}
+
+impl std::ops::Deref for AwsProvider {
+    type Target = AwsCloud;
+    fn deref(&self) -> &AwsCloud {
+        &self.cloud
+    }
+}
+
+impl crate::controller::cloud::CloudProvider for AwsProvider {
     fn name(&self) -> &'static str {
         "aws"
     }
@@ -755,6 +778,48 @@ impl crate::controller::cloud::CloudProvider for Arc<AwsCloud> {
         now: Millis,
     ) -> Option<BTreeMap<String, String>> {
         Some(self.class_drift(claims, now))
+    }
+
+    fn interruptions(
+        &mut self,
+        claims: &mut dyn Iterator<Item = &NodeClaim>,
+        _now: Millis,
+    ) -> Vec<crate::controller::cloud::Notice> {
+        let Some(rx) = self.notices.as_mut() else { return Vec::new() };
+        let mut taken = Vec::new();
+        while let Ok(n) = rx.try_recv() {
+            taken.push(n);
+        }
+        if taken.is_empty() {
+            return Vec::new();
+        }
+        // A spot interruption keeps its offering out of launches for a while (the unavailable-offerings cache):
+        // the instance's type and zone as its NodeClaim records them.
+        let claims: Vec<&NodeClaim> = claims.collect();
+        taken
+            .into_iter()
+            .map(|(message, answer)| {
+                if message.kind == crate::controller::interruption::Kind::SpotInterruption {
+                    for id in &message.instance_ids {
+                        let claim = claims
+                            .iter()
+                            .find(|c| c.provider_id().is_some_and(|p| super::ec2::instance_id(p) == Some(id.as_str())));
+                        let l = claim.and_then(|c| c.metadata.labels.as_ref());
+                        if let Some((t, z)) =
+                            l.and_then(|l| Some((l.get(labels::INSTANCE_TYPE)?, l.get(labels::ZONE)?)))
+                        {
+                            self.cloud.spot_interrupted(t, z);
+                        }
+                    }
+                }
+                crate::controller::cloud::Notice {
+                    message,
+                    answer: Box::new(move |r| {
+                        let _ = answer.send(r);
+                    }),
+                }
+            })
+            .collect()
     }
 
     fn live_catalog(&self, now: Millis) -> Option<Catalog> {

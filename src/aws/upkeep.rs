@@ -1,8 +1,8 @@
 //! What the AWS cloud needs done around the planner's ticks, each on its own clock: EC2NodeClasses resolved and
 //! their status written (every minute, at once when one appears or changes), unused launch templates deleted,
-//! instance types and prices refreshed (every 12 h), and interruption messages from the queue handled. What the
-//! controller reads of the cloud (per-class catalogs, node-class drift, the instance list) it takes through the
-//! cloud port.
+//! instance types and prices refreshed (every 12 h), and the interruption queue polled (each message handed to the
+//! acting loop, which takes it through the cloud port and answers it). What the controller reads of the cloud
+//! (per-class catalogs, node-class drift, the instance list, interruption notices) it takes through the cloud port.
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -10,13 +10,11 @@ use std::sync::Arc;
 use tokio::sync::{mpsc, oneshot};
 
 use crate::aws::cloud::AwsCloud;
-use crate::aws::ec2;
-use crate::aws::interruption::{Kind, Message};
-use crate::engine::labels;
+use crate::aws::interruption::Message;
 use crate::engine::manifests::Manifests;
 use crate::engine::provisioning::Millis;
 
-use crate::controller::{Controller, Effect};
+use crate::controller::Effect;
 
 const SECOND: Millis = 1_000;
 const CLASSES_EVERY: Millis = 60 * SECOND;
@@ -35,7 +33,6 @@ pub struct AwsUpkeep {
     next_templates: Millis,
     next_types: Millis,
     next_profiles: Millis,
-    pub notices: Option<mpsc::UnboundedReceiver<Notice>>,
     /// Pinged when a notice arrives, so a loop asleep until its next reconcile wakes for it.
     pub wake: Arc<tokio::sync::Notify>,
 }
@@ -45,20 +42,13 @@ pub struct AwsUpkeep {
 pub struct UpkeepReport {
     pub done: Vec<String>,
     pub errors: Vec<String>,
-    /// Effects to carry out (interruption handling, leaked instances' nodes).
+    /// Effects to carry out (EC2NodeClass status).
     pub effects: Vec<Effect>,
-    /// Interruptions taken from the queue, answered once their effects ran.
-    pub answers: Vec<oneshot::Sender<Result<(), String>>>,
 }
 
 impl AwsUpkeep {
     /// Discovery and prices are expected to have run once before (at start).
-    pub fn new(
-        cloud: Arc<AwsCloud>,
-        now: Millis,
-        notices: Option<mpsc::UnboundedReceiver<Notice>>,
-        wake: Arc<tokio::sync::Notify>,
-    ) -> AwsUpkeep {
+    pub fn new(cloud: Arc<AwsCloud>, now: Millis, wake: Arc<tokio::sync::Notify>) -> AwsUpkeep {
         AwsUpkeep {
             cloud,
             next_classes: now,
@@ -66,7 +56,6 @@ impl AwsUpkeep {
             next_templates: now + TEMPLATES_EVERY,
             next_types: now + TYPES_EVERY,
             next_profiles: now + PROFILES_EVERY,
-            notices,
             wake,
         }
     }
@@ -80,7 +69,7 @@ impl AwsUpkeep {
     }
 
     /// One round: whatever is due, on the cache as it is. What the cluster must change comes back as effects.
-    pub async fn run(&mut self, m: &Manifests, controller: &mut Controller, now: Millis) -> UpkeepReport {
+    pub async fn run(&mut self, m: &Manifests, now: Millis) -> UpkeepReport {
         let mut r = UpkeepReport::default();
         if now >= self.next_types {
             self.next_types = now + TYPES_EVERY;
@@ -131,26 +120,6 @@ impl AwsUpkeep {
             }
         }
 
-        if let Some(rx) = self.notices.as_mut() {
-            while let Ok((msg, answer)) = rx.try_recv() {
-                if msg.kind == Kind::SpotInterruption {
-                    for id in &msg.instance_ids {
-                        if let Some(c) = m
-                            .nodeclaims
-                            .iter()
-                            .find(|c| c.provider_id().is_some_and(|p| ec2::instance_id(p) == Some(id.as_str())))
-                        {
-                            let l = c.metadata.labels.clone().unwrap_or_default();
-                            if let (Some(t), Some(z)) = (l.get(labels::INSTANCE_TYPE), l.get(labels::ZONE)) {
-                                self.cloud.spot_interrupted(t, z);
-                            }
-                        }
-                    }
-                }
-                r.effects.extend(controller.interruption(&m.view(), &msg, now));
-                r.answers.push(answer);
-            }
-        }
         r
     }
 }

@@ -39,7 +39,9 @@ pub fn run_demo(opts: DemoOptions) -> anyhow::Result<()> {
     // about 70 MiB resident; see docs/performance.md).
     let scenario = std::thread::scope(|t| t.spawn(|| parse_scenario(&text, &name)).join())
         .map_err(|_| anyhow::anyhow!("the scenario parser panicked on {name}"))??;
-    let playback = Playback::new(&scenario)?;
+    let mut playback = Playback::new(&scenario)?;
+    // The Events pane shows why nodes are not disrupted, as against a cluster.
+    playback.world.explain_events = true;
     // The world has its own copy of every object now.
     let scenario_name = scenario.name.clone();
     drop(scenario);

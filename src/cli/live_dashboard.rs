@@ -138,8 +138,8 @@ async fn aws_acting(
     Ok(Acting::new(
         Controller::with_settings(static_catalog, settings, now).with_provider_prefix(PROVIDER_PREFIX),
         writer.clone(),
-        Box::new(cloud.clone()),
-        Some(AwsUpkeep::new(cloud, now, notices, wake)),
+        Box::new(crate::aws::cloud::AwsProvider::new(cloud.clone(), notices)),
+        Some(AwsUpkeep::new(cloud, now, wake)),
     ))
 }
 

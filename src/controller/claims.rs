@@ -30,6 +30,8 @@ impl Controller {
         self.requeue = None;
         self.nodeclaims(s, now, &mut out);
         self.terminations(s, now, &mut out);
+        // Registration failures acted on here are reported in the NodePools' status by the next status step.
+        self.registration_failures.append(&mut out.registration_failures);
         out.finish(s)
     }
 

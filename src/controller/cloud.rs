@@ -62,6 +62,20 @@ pub enum InstanceTypes {
     PerClass(BTreeMap<String, Arc<Catalog>>),
 }
 
+/// An interruption notice from the cloud (a spot interruption, a rebalance recommendation, a scheduled change, an
+/// instance stopping or terminated), with where to say whether it was handled: a queue delivers an unhandled one
+/// again.
+pub struct Notice {
+    pub message: crate::controller::interruption::Message,
+    pub answer: Box<dyn FnOnce(Result<(), String>) + Send>,
+}
+
+impl std::fmt::Debug for Notice {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Notice").field("message", &self.message).finish_non_exhaustive()
+    }
+}
+
 /// What a cloud does for the controller's effects.
 pub trait CloudProvider: Send + Sync {
     /// `sim`, `kwok`, `aws`: for logs.
@@ -99,6 +113,13 @@ pub trait CloudProvider: Send + Sync {
         _now: Millis,
     ) -> Option<BTreeMap<String, String>> {
         None
+    }
+
+    /// The interruption notices that arrived since the last call. The cloud does its own part first (a spot
+    /// interruption keeps the offering out of launches for a while, as AWS's unavailable-offerings cache); the
+    /// controller's part is [`crate::controller::Controller::interruption`]. `claims` are the cluster's NodeClaims.
+    fn interruptions(&mut self, _claims: &mut dyn Iterator<Item = &NodeClaim>, _now: Millis) -> Vec<Notice> {
+        Vec::new()
     }
 
     /// Whether [`CloudProvider::list`] lists anything (a loop need not wake for it otherwise).

@@ -31,8 +31,8 @@ use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::{Node, ObjectReference};
 
-use crate::engine::api::NodeClaim;
 use crate::engine::api::nodeclaim::{COND_DISRUPTION_REASON, COND_DRIFTED};
+use crate::engine::api::{EC2NodeClass, NodeClaim};
 use crate::engine::catalog::{Catalog, InstanceType};
 use crate::engine::disruption::consolidation::{Outlook, explain_nodes, pass};
 use crate::engine::disruption::gate::Mode;
@@ -113,6 +113,9 @@ pub struct Controller {
     next_explain: Millis,
     /// The earliest time the lifecycle controllers asked to run again at (see [`Controller::requeue_at`]).
     requeue: Option<Millis>,
+    /// Registration failures the lifecycle step acted on, for the next NodePool status step (a backend that runs
+    /// the steps one at a time; [`Controller::plan`] hands them over within its tick).
+    registration_failures: BTreeMap<String, nodepool_status::RegistrationFailure>,
 }
 
 /// An interruption notice as operators see it.
@@ -176,6 +179,7 @@ impl Controller {
             class_drift: BTreeMap::new(),
             next_explain: now + 60 * SECOND,
             requeue: None,
+            registration_failures: BTreeMap::new(),
         }
     }
 
@@ -386,7 +390,7 @@ impl Controller {
         self.disruption(&view, now, keys, &mut new_id, &mut out);
         self.next_id = next_id;
         self.blocked_events(&view, now, &mut out);
-        self.nodepool_statuses(m, now, &mut out);
+        self.nodepool_statuses(&view, &m.nodeclasses, now, &mut out);
         out.finish(&view)
     }
 
@@ -518,14 +522,38 @@ impl Controller {
         self.nominated.insert(node, until);
     }
 
+    /// The explanatory Events on their own (see [`Controller::orchestrate_commands`]): why nodes are not being
+    /// disrupted (`DisruptionBlocked`, `Unconsolidatable`) and pods whose `do-not-disrupt` can't be read, every
+    /// few minutes, as upstream publishes them.
+    pub fn explanatory_events(&mut self, m: &ClusterSnapshot<'_>, now: Millis) -> Vec<Effect> {
+        let mut out = Out::default();
+        self.blocked_events(m, now, &mut out);
+        out.finish(m)
+    }
+
+    /// When the next round of explanatory Events is due (while no command is in flight).
+    pub fn explanatory_events_due(&self) -> Option<Millis> {
+        self.disruption.in_flight().is_empty().then_some(self.next_explain)
+    }
+
+    /// NodePool status on its own (see [`Controller::orchestrate_commands`]): each NodePool's status as upstream
+    /// keeps it, written when it changes. `classes` are the cluster's EC2NodeClasses (read only by a cloud with
+    /// node classes).
+    pub fn nodepool_status(&mut self, m: &ClusterSnapshot<'_>, classes: &[EC2NodeClass], now: Millis) -> Vec<Effect> {
+        let mut out = Out::default();
+        out.registration_failures = std::mem::take(&mut self.registration_failures);
+        self.nodepool_statuses(m, classes, now, &mut out);
+        out.finish(m)
+    }
+
     /// Each NodePool's status as upstream keeps it (see [`nodepool_status`]), written when it changes.
-    fn nodepool_statuses(&self, m: &Manifests, now: Millis, out: &mut Out) {
+    fn nodepool_statuses(&self, m: &ClusterSnapshot<'_>, classes: &[EC2NodeClass], now: Millis, out: &mut Out) {
         let nodes_by_id = nodepool_status::nodes_by_id(m);
         for pool in m.nodepools.iter().filter(|p| p.metadata.deletion_timestamp.is_none() && self.manages(p)) {
             let class = match &self.class_catalogs {
                 None => nodepool_status::ClassReadiness::NotNeeded,
                 Some(_) => nodepool_status::ClassReadiness::Class(
-                    m.nodeclasses
+                    classes
                         .iter()
                         .find(|c| {
                             c.metadata.name.as_deref() == Some(pool.spec.template.spec.node_class_ref.name.as_str())

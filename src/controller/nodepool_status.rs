@@ -15,7 +15,7 @@ use crate::engine::api::validation::validate_nodepool;
 use crate::engine::api::{Condition, NodeClaim, NodePool};
 use crate::engine::labels::LabelPolicy;
 use crate::engine::lifecycle::{STATUS_FALSE, STATUS_TRUE, STATUS_UNKNOWN, parse_rfc3339, set_condition_in};
-use crate::engine::manifests::Manifests;
+use crate::engine::provisioning::ClusterSnapshot;
 use crate::engine::provisioning::Millis;
 use crate::engine::resources::{Resources, format_resource};
 
@@ -58,18 +58,22 @@ impl RegistrationFailure {
 /// Nodes by provider id, built once for every pool of a tick.
 pub type NodesById<'a> = BTreeMap<&'a str, &'a Node>;
 
-pub fn nodes_by_id(m: &Manifests) -> NodesById<'_> {
+pub fn nodes_by_id<'a>(m: &ClusterSnapshot<'a>) -> NodesById<'a> {
     m.nodes.iter().filter_map(|n| Some((n.spec.as_ref()?.provider_id.as_deref()?, n))).collect()
 }
 
 /// The pool's claims that count: its own, not being deleted.
-fn claims_of<'a>(pool: &'a NodePool, m: &'a Manifests) -> impl Iterator<Item = &'a NodeClaim> + 'a {
+fn claims_of<'a>(pool: &'a NodePool, m: &'a ClusterSnapshot<'a>) -> impl Iterator<Item = &'a NodeClaim> + 'a {
     m.nodeclaims.iter().filter(move |c| c.nodepool() == Some(pool.name()) && c.metadata.deletion_timestamp.is_none())
 }
 
 /// The capacity of the pool's nodes: each node's own capacity once it has registered, its claim's until then, plus
 /// `nodes`. Upstream always lists cpu, memory, pods, ephemeral-storage and nodes, zero or not.
-fn resources(pool: &NodePool, m: &Manifests, nodes_by_id: &NodesById<'_>) -> (BTreeMap<String, Quantity>, i64) {
+fn resources(
+    pool: &NodePool,
+    m: &ClusterSnapshot<'_>,
+    nodes_by_id: &NodesById<'_>,
+) -> (BTreeMap<String, Quantity>, i64) {
     let mut total = Resources::default();
     let mut nodes = 0i64;
     for c in claims_of(pool, m) {
@@ -100,7 +104,7 @@ fn resources(pool: &NodePool, m: &Manifests, nodes_by_id: &NodesById<'_>) -> (BT
 /// condition's status holds). `failure` is a registration failure this controller acted on in this tick.
 pub fn desired(
     pool: &NodePool,
-    m: &Manifests,
+    m: &ClusterSnapshot<'_>,
     class: &ClassReadiness,
     policy: &LabelPolicy,
     failure: Option<&RegistrationFailure>,
@@ -188,8 +192,8 @@ pub fn desired(
 mod tests {
     use super::*;
 
-    fn objects(text: &str) -> Manifests {
-        Manifests::parse(text, "objects.yaml").unwrap()
+    fn objects(text: &str) -> crate::engine::manifests::Manifests {
+        crate::engine::manifests::Manifests::parse(text, "objects.yaml").unwrap()
     }
 
     const POOL: &str = r#"
@@ -244,7 +248,15 @@ status: {capacity: {cpu: "4", memory: 15Gi, pods: "110", ephemeral-storage: 20Gi
         let m = objects(&format!("{POOL}{CLAIM}"));
         let pool = &m.nodepools[0];
         let policy = crate::engine::catalog::kwok::kwok_catalog("us-east-1").label_policy;
-        let s = desired(pool, &m, &ClassReadiness::NotNeeded, &policy, None, &nodes_by_id(&m), 1_767_225_600_000);
+        let s = desired(
+            pool,
+            &m.view(),
+            &ClassReadiness::NotNeeded,
+            &policy,
+            None,
+            &nodes_by_id(&m.view()),
+            1_767_225_600_000,
+        );
         assert_eq!(s.nodes, Some(2));
         let q = |k: &str| s.resources.get(k).map(|q| q.0.as_str());
         // The registered claim's node counts with the node's capacity, the other with its claim's.
@@ -255,8 +267,15 @@ status: {capacity: {cpu: "4", memory: 15Gi, pods: "110", ephemeral-storage: 20Gi
         assert_eq!(cond(&s, "Ready"), ("True", "Ready", ""));
         assert_eq!(cond(&s, "NodeRegistrationHealthy").0, "True", "a claim registered");
 
-        let missing =
-            desired(pool, &m, &ClassReadiness::Class(None), &policy, None, &nodes_by_id(&m), 1_767_225_600_000);
+        let missing = desired(
+            pool,
+            &m.view(),
+            &ClassReadiness::Class(None),
+            &policy,
+            None,
+            &nodes_by_id(&m.view()),
+            1_767_225_600_000,
+        );
         assert_eq!(
             cond(&missing, "NodeClassReady"),
             ("False", "NodeClassNotFound", "NodeClass default not found on cluster")
@@ -272,12 +291,28 @@ status: {capacity: {cpu: "4", memory: 15Gi, pods: "110", ephemeral-storage: 20Gi
         let failure = RegistrationFailure::of(&m.nodeclaims[0]);
         assert_eq!(failure.reason, "RegistrationFailed");
         let later = 1_767_225_600_000 + 3_600_000; // after the claim registered
-        let s = desired(&pool, &m, &ClassReadiness::NotNeeded, &policy, Some(&failure), &nodes_by_id(&m), later);
+        let s = desired(
+            &pool,
+            &m.view(),
+            &ClassReadiness::NotNeeded,
+            &policy,
+            Some(&failure),
+            &nodes_by_id(&m.view()),
+            later,
+        );
         assert_eq!(cond(&s, "NodeRegistrationHealthy"), ("False", "RegistrationFailed", "Failed to register node"));
         assert_eq!(cond(&s, "Ready").0, "True", "registration health doesn't gate Ready");
         pool.status = Some(s);
         // The registration that happened before the failure doesn't heal it.
-        let s = desired(&pool, &m, &ClassReadiness::NotNeeded, &policy, None, &nodes_by_id(&m), later + 1_000);
+        let s = desired(
+            &pool,
+            &m.view(),
+            &ClassReadiness::NotNeeded,
+            &policy,
+            None,
+            &nodes_by_id(&m.view()),
+            later + 1_000,
+        );
         assert_eq!(cond(&s, "NodeRegistrationHealthy").0, "False");
     }
 }

@@ -96,14 +96,19 @@ impl Acting {
         let mut pre = Report::default();
         self.collect(m, now, &mut pre).await;
         if let Some(upkeep) = self.upkeep.as_mut() {
-            let r = upkeep.run(m, &mut self.controller, now).await;
+            let r = upkeep.run(m, now).await;
             let ran = self.run(r.effects, now).await;
-            let outcome = if ran.errors.is_empty() { Ok(()) } else { Err(ran.errors.join("; ")) };
-            for answer in r.answers {
-                let _ = answer.send(outcome.clone());
-            }
             pre.done.extend(r.done.into_iter().chain(ran.done));
             pre.errors.extend(r.errors.into_iter().chain(ran.errors));
+        }
+        // Interruption notices, each answered once what it asks for was done (an unanswered one comes back).
+        let notices = self.cloud.interruptions(&mut m.nodeclaims.iter(), now);
+        for n in notices {
+            let effects = self.controller.interruption(&m.view(), &n.message, now);
+            let ran = self.run(effects, now).await;
+            (n.answer)(if ran.errors.is_empty() { Ok(()) } else { Err(ran.errors.join("; ")) });
+            pre.done.extend(ran.done);
+            pre.errors.extend(ran.errors);
         }
         // What the cloud offers now and which claims drifted from their node class, as the cloud judges it.
         self.controller.sync_instance_types(self.cloud.as_mut(), now);

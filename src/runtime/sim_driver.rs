@@ -208,10 +208,12 @@ fn parse_edit(w: &crate::sim::world::World, name: &str, yaml: &str, what: &str) 
 
 /// Replaces a NodePool after strict validation; nothing changes when it is invalid.
 fn apply_nodepool(w: &mut crate::sim::world::World, name: &str, yaml: &str) -> Result<String, String> {
-    let pool = parse_edit(w, name, yaml, "not applied")?;
-    if !w.cluster.nodepools.contains_key(name) {
+    let mut pool = parse_edit(w, name, yaml, "not applied")?;
+    let Some(current) = w.cluster.nodepools.get(name) else {
         return Err(format!("not applied: NodePool {name:?} no longer exists"));
-    }
+    };
+    // An edit replaces the spec; the status is the controller's (a subresource an apply does not touch).
+    pool.status = current.status.clone();
     w.cluster.nodepools.insert(name.to_string(), pool);
     w.reconcile();
     Ok(format!("NodePool {name} applied"))

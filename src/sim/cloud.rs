@@ -7,8 +7,9 @@ use std::sync::Arc;
 
 use thiserror::Error;
 
-use crate::controller::cloud::{self, BoxFuture, CloudInstance, CloudProvider, LaunchFailure, Retry};
+use crate::controller::cloud::{self, BoxFuture, CloudInstance, CloudProvider, LaunchFailure, Notice, Retry};
 use crate::controller::interruption::Kind as InterruptionKind;
+use crate::controller::timing::ICE_TTL;
 use crate::engine::api::NodeClaim;
 use crate::engine::catalog::{Catalog, InstanceType, Offering};
 use crate::engine::labels;
@@ -88,6 +89,8 @@ pub struct SimCloud {
     learned: BTreeMap<(String, String, String), Millis>,
     /// The catalog as last handed out, and the learned offerings it marks.
     marked: Option<(BTreeSet<OfferingKey>, Arc<Catalog>)>,
+    /// Interruption notices handed out so far (their event ids).
+    notices: u64,
     instances: BTreeMap<String, Instance>,
     interruptions: Vec<Interruption>,
     next_id: u64,
@@ -105,6 +108,7 @@ impl SimCloud {
             catalog: Arc::new(catalog.clone()),
             learned: BTreeMap::new(),
             marked: None,
+            notices: 0,
             instances: BTreeMap::new(),
             interruptions: Vec::new(),
             next_id: 0,
@@ -399,6 +403,27 @@ impl CloudProvider for SimCloud {
 
     fn instance_types(&mut self, now: Millis) -> Option<cloud::InstanceTypes> {
         Some(cloud::InstanceTypes::All(self.catalog_at(now)))
+    }
+
+    fn interruptions(&mut self, _claims: &mut dyn Iterator<Item = &NodeClaim>, now: Millis) -> Vec<Notice> {
+        let mut out = Vec::new();
+        for i in self.drain_interruptions() {
+            if i.kind == InterruptionKind::SpotInterruption
+                && let Some(l) = self.get(&i.provider_id).map(|inst| inst.launched.clone())
+            {
+                self.mark_unavailable(&l.instance_type, &l.zone, &l.capacity_type, now + ICE_TTL);
+                self.learn_unavailable((l.instance_type, l.zone, l.capacity_type), now + ICE_TTL);
+            }
+            self.notices += 1;
+            let message = crate::controller::interruption::Message {
+                kind: i.kind,
+                id: format!("sim-{}", self.notices),
+                time: crate::engine::lifecycle::rfc3339(i.at),
+                instance_ids: vec![i.provider_id.rsplit('/').next().unwrap_or_default().to_string()],
+            };
+            out.push(Notice { message, answer: Box::new(|_| {}) });
+        }
+        out
     }
 
     fn list<'a>(&'a mut self, _now: Millis) -> BoxFuture<'a, Result<Option<Vec<CloudInstance>>, Retry>> {

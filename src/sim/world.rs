@@ -235,6 +235,16 @@ pub struct World {
     /// What the controller's lifecycle read last (store stamps, the cloud's generation): while it is the same and
     /// no requeue is due, running it again would change nothing.
     lifecycle_seen: Option<[u64; 4]>,
+    /// NodePool status: the (nodes, nodeclaims, NodePool spec) stamps it last ran at; the NodePools' stamp as of
+    /// their last spec write (a status write is not a change to what the controllers read from them), and as of the
+    /// last status write.
+    /// Whether the controller's explanatory Events (why nodes are not disrupted) are published: `demo` shows them
+    /// in its Events pane; `simulate` leaves them out (a full explanation of every node every 5 minutes costs more
+    /// than the rest of a large scenario, and the report has no Events).
+    pub explain_events: bool,
+    nodepool_status_seen: Option<[u64; 3]>,
+    nodepool_spec_stamp: u64,
+    nodepool_status_stamp: Option<u64>,
     rng: Rng,
     /// Why each pod was pending after the last provisioning pass: (NodePool or "", reason).
     pub pending_reasons: BTreeMap<Key, Vec<(String, String)>>,
@@ -291,6 +301,10 @@ impl World {
             in_flight: BTreeMap::new(),
             controller,
             lifecycle_seen: None,
+            explain_events: false,
+            nodepool_status_seen: None,
+            nodepool_spec_stamp: 0,
+            nodepool_status_stamp: None,
             rng: Rng(seed ^ 0x6b61_7270_656e_7465),
             pending_reasons: BTreeMap::new(),
             next_decision: 0,
@@ -371,8 +385,10 @@ impl World {
             self.controllers();
             self.provisioning();
             self.lifecycle();
+            self.nodepool_status();
             self.interruptions();
             self.disruption();
+            self.explanatory_events();
             if self.now >= self.next_gc {
                 self.garbage_collect();
                 self.next_gc = self.now + GC_PERIOD;
@@ -763,62 +779,54 @@ impl World {
         self.at(now + g, Timer::PodGone { key: key.clone() });
     }
 
-    /// Interruption notices from the cloud (what the controller reads from SQS). The controller acts on them as it
-    /// does live; the world records each notice for the report, and, as the AWS provider does, marks a spot
-    /// interruption's offering out of capacity for a while.
+    /// Interruption notices from the cloud, through the cloud port as the live loop takes them (the simulated cloud
+    /// keeps a spot interruption's offering out for a while, as the AWS provider does). The controller acts on them
+    /// as it does live; the world records each notice against the node it hit for the report.
     fn interruptions(&mut self) {
+        use crate::controller::cloud::CloudProvider;
         let now = self.now;
-        for i in self.cloud.drain_interruptions() {
-            let Some(node) = self
+        let notices = {
+            let mut claims = self.cluster.nodeclaims.values().map(|c| &**c);
+            CloudProvider::interruptions(&mut self.cloud, &mut claims, now)
+        };
+        for n in notices {
+            // The report records the notice against the node it hit, with the pods it displaced.
+            let id = n.message.instance_ids.first().cloned().unwrap_or_default();
+            let suffix = format!("/{id}");
+            let node = self
                 .cluster
                 .nodes
                 .values()
-                .find(|n| n.spec.as_ref().and_then(|s| s.provider_id.as_deref()) == Some(i.provider_id.as_str()))
-                .and_then(|n| n.metadata.name.clone())
-            else {
-                continue;
-            };
-            let id = self.decision_id("d");
-            let displaced = self
-                .cluster
-                .pods
-                .iter()
-                .filter(|(_, p)| p.node_name() == Some(node.as_str()))
-                .filter(|(_, p)| {
-                    !p.metadata
-                        .owner_references
-                        .iter()
-                        .flatten()
-                        .any(|o| o.kind == "DaemonSet" && o.controller == Some(true))
-                })
-                .map(|(k, _)| k.clone())
-                .collect();
-            self.record.decisions.push(Decision::Interruption {
-                id: id.clone(),
-                at: now,
-                node: node.clone(),
-                kind: i.kind,
-                displaced,
-            });
-            if i.kind == InterruptionKind::SpotInterruption
-                && let Some(inst) = self.cloud.get(&i.provider_id)
-            {
-                let l = inst.launched.clone();
-                self.cloud.mark_unavailable(&l.instance_type, &l.zone, &l.capacity_type, now + ICE_TTL);
-                self.cloud.learn_unavailable((l.instance_type, l.zone, l.capacity_type), now + ICE_TTL);
+                .find(|n| n.spec.as_ref().and_then(|s| s.provider_id.as_deref()).is_some_and(|p| p.ends_with(&suffix)))
+                .and_then(|n| n.metadata.name.clone());
+            if let Some(node) = node {
+                let displaced = self
+                    .cluster
+                    .pods
+                    .iter()
+                    .filter(|(_, p)| p.node_name() == Some(node.as_str()))
+                    .filter(|(_, p)| {
+                        !p.metadata
+                            .owner_references
+                            .iter()
+                            .flatten()
+                            .any(|o| o.kind == "DaemonSet" && o.controller == Some(true))
+                    })
+                    .map(|(k, _)| k.clone())
+                    .collect();
+                let id = self.decision_id("d");
+                self.record.decisions.push(Decision::Interruption {
+                    id,
+                    at: now,
+                    node,
+                    kind: n.message.kind,
+                    displaced,
+                });
             }
-            let instance = i.provider_id.rsplit('/').next().unwrap_or_default().to_string();
-            let message = crate::controller::interruption::Message {
-                kind: i.kind,
-                id,
-                time: lifecycle::rfc3339(i.at),
-                instance_ids: vec![instance],
-            };
             let snap = self.cluster.snapshot_into(&mut self.caches.snapshot);
-            let effects = self.controller.interruption(&snap, &message, now);
-            for e in effects {
-                self.apply_effect(e);
-            }
+            let effects = self.controller.interruption(&snap, &n.message, now);
+            self.apply_effects(effects);
+            (n.answer)(Ok(()));
         }
     }
 
@@ -848,6 +856,39 @@ impl World {
         }
         // What was read, not what the effects left: a controller reacts to its own writes too.
         self.lifecycle_seen = Some(seen);
+    }
+
+    /// The NodePools' stamp, leaving out writes of their status: what the controllers that read NodePools see
+    /// change.
+    pub(crate) fn nodepool_spec_stamp(&self) -> u64 {
+        let stamp = self.cluster.nodepools.stamp();
+        if Some(stamp) == self.nodepool_status_stamp { self.nodepool_spec_stamp } else { stamp }
+    }
+
+    /// The controller's NodePool status (resources, node count, conditions), run when the nodes, the claims or
+    /// the NodePools' specs changed, as upstream's NodePool status controllers react to them.
+    fn nodepool_status(&mut self) {
+        let seen = [self.cluster.nodes.stamp(), self.cluster.nodeclaims.stamp(), self.nodepool_spec_stamp()];
+        if self.nodepool_status_seen == Some(seen) {
+            return;
+        }
+        let now = self.now;
+        let snap = self.cluster.snapshot_into(&mut self.caches.snapshot);
+        // The simulated cloud has no node classes: the status's NodeClassReady needs none.
+        let effects = self.controller.nodepool_status(&snap, &[], now);
+        self.apply_effects(effects);
+        self.nodepool_status_seen = Some(seen);
+    }
+
+    /// The controller's explanatory Events, when due and [`World::explain_events`] is on.
+    fn explanatory_events(&mut self) {
+        if !self.explain_events || self.controller.explanatory_events_due().is_none_or(|t| t > self.now) {
+            return;
+        }
+        let now = self.now;
+        let snap = self.cluster.snapshot_into(&mut self.caches.snapshot);
+        let effects = self.controller.explanatory_events(&snap, now);
+        self.apply_effects(effects);
     }
 
     /// The controller's garbage collection of claims whose instance is gone, every [`GC_PERIOD`].

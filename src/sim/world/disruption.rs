@@ -83,7 +83,10 @@ impl World {
     /// What a quiet period is keyed on: any write to the store ends it.
     fn quiet_key(&self) -> u64 {
         let mut h = std::collections::hash_map::DefaultHasher::new();
-        self.cluster.stamps().hash(&mut h);
+        let mut stamps = self.cluster.stamps();
+        // NodePool status writes are not changes a pass could answer differently to.
+        stamps[0] = self.nodepool_spec_stamp();
+        stamps.hash(&mut h);
         h.finish()
     }
 
@@ -102,15 +105,15 @@ impl World {
     /// Drift detection when what it reads changed or a claim's recheck is due — on its own clock, so that a
     /// cluster at rest costs no disruption passes.
     fn drift(&mut self) {
-        let stamps = |c: &super::Cluster| [c.nodepools.stamp(), c.nodeclaims.stamp(), c.nodes.stamp()];
-        if self.disruption.drift_seen == Some(stamps(&self.cluster)) && self.now < self.disruption.drift_due {
+        let stamps = |w: &World| [w.nodepool_spec_stamp(), w.cluster.nodeclaims.stamp(), w.cluster.nodes.stamp()];
+        if self.disruption.drift_seen == Some(stamps(self)) && self.now < self.disruption.drift_due {
             return;
         }
         let snap = self.cluster.snapshot_into(&mut self.caches.snapshot);
         let (effects, due) = self.controller.drift_check(&snap, self.now);
         self.apply_effects(effects);
         // Its own writes are not a reason to look again.
-        self.disruption.drift_seen = Some(stamps(&self.cluster));
+        self.disruption.drift_seen = Some(stamps(self));
         // Every claim was just checked or is not due yet, so this is in the future.
         self.disruption.drift_due = due.unwrap_or(Millis::MAX);
     }

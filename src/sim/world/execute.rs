@@ -144,8 +144,12 @@ impl World {
                 self.delete_pod(&(namespace, name), Some(Millis::from(grace_seconds) * SECOND));
             }
             Effect::PatchNodePoolStatus { name, status } => {
+                let spec = self.nodepool_spec_stamp();
                 if let Some(p) = self.cluster.nodepools.get_mut(&name) {
                     p.status = Some(*status);
+                    // The status subresource: what readers of the spec see has not changed.
+                    self.nodepool_spec_stamp = spec;
+                    self.nodepool_status_stamp = Some(self.cluster.nodepools.stamp());
                 }
             }
             Effect::UpdateNodeClassStatus { name, status } => {
