@@ -822,6 +822,10 @@ impl crate::controller::cloud::CloudProvider for AwsProvider {
             .collect()
     }
 
+    fn repair_policies(&self) -> Vec<crate::controller::cloud::RepairPolicy> {
+        crate::controller::cloud::aws_repair_policies()
+    }
+
     fn live_catalog(&self, now: Millis) -> Option<Catalog> {
         self.catalog_for(None, now).and_then(Result::ok)
     }

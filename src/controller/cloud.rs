@@ -76,6 +76,43 @@ impl std::fmt::Debug for Notice {
     }
 }
 
+/// A node condition the cloud says makes a node unhealthy once it has held this long (upstream's `RepairPolicy`):
+/// node repair (gate `NodeRepair`) replaces such nodes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RepairPolicy {
+    pub condition_type: &'static str,
+    pub condition_status: &'static str,
+    pub toleration: Millis,
+}
+
+const MINUTE: Millis = 60_000;
+
+/// The AWS provider's repair policies: the node's `Ready` and the EKS node monitoring agent's conditions.
+pub fn aws_repair_policies() -> Vec<RepairPolicy> {
+    let p = |condition_type, condition_status, minutes: Millis| RepairPolicy {
+        condition_type,
+        condition_status,
+        toleration: minutes * MINUTE,
+    };
+    vec![
+        p("Ready", "False", 30),
+        p("Ready", "Unknown", 30),
+        p("AcceleratedHardwareReady", "False", 10),
+        p("StorageReady", "False", 30),
+        p("NetworkingReady", "False", 30),
+        p("KernelReady", "False", 30),
+        p("ContainerRuntimeReady", "False", 30),
+    ]
+}
+
+/// The KWOK provider's repair policies.
+pub fn kwok_repair_policies() -> Vec<RepairPolicy> {
+    ["False", "Unknown"]
+        .into_iter()
+        .map(|status| RepairPolicy { condition_type: "Ready", condition_status: status, toleration: 10 * MINUTE })
+        .collect()
+}
+
 /// What a cloud does for the controller's effects.
 pub trait CloudProvider: Send + Sync {
     /// `sim`, `kwok`, `aws`: for logs.
@@ -122,6 +159,12 @@ pub trait CloudProvider: Send + Sync {
         Vec::new()
     }
 
+    /// Which node conditions make a node unhealthy, and after how long (upstream's `RepairPolicies`); node repair
+    /// runs only for a cloud that names some.
+    fn repair_policies(&self) -> Vec<RepairPolicy> {
+        Vec::new()
+    }
+
     /// Whether [`CloudProvider::list`] lists anything (a loop need not wake for it otherwise).
     fn lists(&self) -> bool {
         true
@@ -138,4 +181,25 @@ pub trait CloudProvider: Send + Sync {
 /// call's); `None` from a cloud that would have to wait, which such a caller treats as no answer.
 pub fn at_once<T>(call: BoxFuture<'_, T>) -> Option<T> {
     call.now_or_never()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn repair_policies_are_upstreams() {
+        let aws = aws_repair_policies();
+        let find = |t: &str, s: &str| aws.iter().find(|p| p.condition_type == t && p.condition_status == s);
+        assert_eq!(find("Ready", "False").map(|p| p.toleration), Some(30 * MINUTE));
+        assert_eq!(find("Ready", "Unknown").map(|p| p.toleration), Some(30 * MINUTE));
+        assert_eq!(find("AcceleratedHardwareReady", "False").map(|p| p.toleration), Some(10 * MINUTE));
+        for t in ["StorageReady", "NetworkingReady", "KernelReady", "ContainerRuntimeReady"] {
+            assert_eq!(find(t, "False").map(|p| p.toleration), Some(30 * MINUTE), "{t}");
+        }
+        assert_eq!(aws.len(), 7);
+        let kwok = kwok_repair_policies();
+        assert_eq!(kwok.len(), 2);
+        assert!(kwok.iter().all(|p| p.condition_type == "Ready" && p.toleration == 10 * MINUTE));
+    }
 }

@@ -119,6 +119,10 @@ impl CloudProvider for KwokCloud {
         false
     }
 
+    fn repair_policies(&self) -> Vec<crate::controller::cloud::RepairPolicy> {
+        crate::controller::cloud::kwok_repair_policies()
+    }
+
     fn create<'a>(
         &'a mut self,
         claims: &'a [NodeClaim],

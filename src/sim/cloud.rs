@@ -426,6 +426,11 @@ impl CloudProvider for SimCloud {
         out
     }
 
+    /// The simulated cloud plays EC2: AWS's policies.
+    fn repair_policies(&self) -> Vec<cloud::RepairPolicy> {
+        cloud::aws_repair_policies()
+    }
+
     fn list<'a>(&'a mut self, _now: Millis) -> BoxFuture<'a, Result<Option<Vec<CloudInstance>>, Retry>> {
         let list = self
             .instances
@@ -450,6 +455,12 @@ impl CloudProvider for SimCloud {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_simulated_cloud_repairs_as_ec2_does() {
+        let cloud = SimCloud::new(&crate::engine::catalog::fake::fake_catalog());
+        assert_eq!(CloudProvider::repair_policies(&cloud), cloud::aws_repair_policies());
+    }
     use crate::engine::api::NodeClaimSpec;
     use crate::engine::api::common::NodeSelectorRequirementWithMinValues;
     use crate::engine::catalog::fake;
