@@ -19,6 +19,11 @@ use crate::engine::provisioning::{ClusterSnapshot, Millis};
 use crate::engine::stored_pod::StoredPod;
 use crate::engine::termination::{disrupted_taint, drain_plan};
 
+/// Claims, nodes and instances meet by the instance's own id: a provider id's last segment.
+fn instance_key(provider_id: &str) -> &str {
+    provider_id.rsplit('/').next().unwrap_or_default()
+}
+
 impl Controller {
     /// The lifecycle, finalization and termination part of a tick on its own: what the simulated world runs at
     /// every reconcile (it provisions and disrupts through its own calls for now). It reads the NodeClaims, the
@@ -57,18 +62,16 @@ impl Controller {
                 .map(|name| Effect::DeleteNodeClaim { name, reason: DeleteReason::GarbageCollected })
                 .collect()
         };
-        // Claims and instances meet by the instance's own id: a provider id's last segment.
-        let key = |pid: &'_ str| pid.rsplit('/').next().unwrap_or_default().to_string();
-        let held: BTreeSet<String> = m.nodeclaims.iter().filter_map(|c| c.provider_id()).map(key).collect();
+        let held: BTreeSet<&str> = m.nodeclaims.iter().filter_map(|c| c.provider_id()).map(instance_key).collect();
         for i in instances {
             let old = i.launched_at.is_some_and(|t| now - t > LEAK_AGE);
-            if i.terminating || !old || held.contains(&key(&i.provider_id)) {
+            if i.terminating || !old || held.contains(instance_key(&i.provider_id)) {
                 continue;
             }
             effects.push(Effect::DeleteInstance { provider_id: i.provider_id.clone() });
             for n in m.nodes.iter() {
                 let pid = n.spec.as_ref().and_then(|s| s.provider_id.as_deref());
-                if pid.is_some_and(|p| key(p) == key(&i.provider_id)) {
+                if pid.is_some_and(|p| instance_key(p) == instance_key(&i.provider_id)) {
                     effects.push(Effect::DeleteNode { name: n.metadata.name.clone().unwrap_or_default() });
                 }
             }

@@ -396,11 +396,11 @@ impl Controller {
 
     /// Drives started commands (see [`Orchestrator::orchestrate`]) on their own, for a backend that runs the
     /// disruption controller's steps on its own schedule (the simulated world applies each step's effects before
-    /// the next step reads the cluster). Also says whether a command is waiting on its replacements.
-    pub fn orchestrate_commands(&mut self, m: &ClusterSnapshot<'_>, now: Millis) -> (Vec<Effect>, bool) {
+    /// the next step reads the cluster). When a waiting command is looked at again is [`Controller::next_wake`]'s.
+    pub fn orchestrate_commands(&mut self, m: &ClusterSnapshot<'_>, now: Millis) -> Vec<Effect> {
         let mut out = Out::default();
-        let waiting = self.orchestrate(m, now, &mut out);
-        (out.finish(m), waiting)
+        self.orchestrate(m, now, &mut out);
+        out.finish(m)
     }
 
     /// Checks a command whose validation delay is over and starts it or lets it go (see

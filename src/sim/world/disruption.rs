@@ -268,7 +268,7 @@ impl World {
         }
         let now = self.now;
         let snap = self.cluster.snapshot_into(&mut self.caches.snapshot);
-        let (effects, _) = self.controller.orchestrate_commands(&snap, now);
+        let effects = self.controller.orchestrate_commands(&snap, now);
         self.apply_effects(effects);
     }
 }
