@@ -73,9 +73,14 @@ pub struct Config {
 #[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct ControllerConfig {
-    /// Feature gate `SpotToSpotConsolidation` (default off, as upstream).
+    /// Feature gate `SpotToSpotConsolidation` (default off, as upstream); the same as
+    /// `featureGates: {SpotToSpotConsolidation: true}`.
     #[serde(default)]
     pub spot_to_spot: Option<bool>,
+    /// Upstream's feature gates by name (`NodeRepair: true`); unset gates keep upstream v1.14.1's defaults, and
+    /// `--feature-gates` overrides these.
+    #[serde(default)]
+    pub feature_gates: BTreeMap<String, bool>,
     /// Provisioning batch windows (Go durations: `1s`, `10s`).
     #[serde(default)]
     pub batch_idle: Option<String>,
@@ -142,10 +147,12 @@ impl Config {
     }
 
     /// The controller's settings in disruption mode `mode` (a flag), from the `controller:` block over the
-    /// defaults. A duration that does not parse is an error naming the field.
+    /// defaults, with `--feature-gates` (`gates_flag`) over both. A duration that does not parse or a gate that
+    /// does not exist is an error naming the field.
     pub fn controller_settings(
         &self,
         mode: crate::engine::disruption::gate::Mode,
+        gates_flag: Option<&str>,
         path: &str,
     ) -> Result<crate::controller::Settings, ConfigError> {
         let mut s = crate::controller::Settings { mode, ..Default::default() };
@@ -163,7 +170,19 @@ impl Config {
         s.batch_max = duration("batchMax", &c.batch_max, s.batch_max)?;
         s.validation_delay = duration("validationDelay", &c.validation_delay, s.validation_delay)?;
         if let Some(v) = c.spot_to_spot {
-            s.spot_to_spot = v;
+            s.gates.spot_to_spot_consolidation = v;
+        }
+        for (name, on) in &c.feature_gates {
+            s.gates.set(name, *on).map_err(|e| ConfigError::Read {
+                path: path.to_string(),
+                message: format!("controller.featureGates.{name}: {e}"),
+            })?;
+        }
+        if let Some(flag) = gates_flag {
+            s.gates = s
+                .gates
+                .with_flag(flag)
+                .map_err(|e| ConfigError::Read { path: "--feature-gates".to_string(), message: e.to_string() })?;
         }
         if let Some(n) = c.multi_node_cap {
             s.multi_node_cap = n.max(1);
@@ -221,16 +240,30 @@ mod tests {
         let c =
             Config::parse("controller:\n  spotToSpot: true\n  batchIdle: 2s\n  validationDelay: 30s\n", "config.yaml")
                 .expect("valid config");
-        let s = c.controller_settings(Mode::Approve, "config.yaml").expect("valid settings");
+        let s = c.controller_settings(Mode::Approve, None, "config.yaml").expect("valid settings");
         assert_eq!(
-            (s.mode, s.spot_to_spot, s.batch_idle, s.batch_max, s.validation_delay),
+            (s.mode, s.gates.spot_to_spot_consolidation, s.batch_idle, s.batch_max, s.validation_delay),
             (Mode::Approve, true, 2_000, 10_000, 30_000)
         );
         let bad = Config::parse("controller:\n  batchMax: soon\n", "/x/config.yaml").expect("parses");
-        let err = bad.controller_settings(Mode::Auto, "/x/config.yaml").unwrap_err().to_string();
+        let err = bad.controller_settings(Mode::Auto, None, "/x/config.yaml").unwrap_err().to_string();
         assert!(err.starts_with("/x/config.yaml: controller.batchMax:") && err.contains("\"soon\""), "{err}");
         let unknown = Config::parse("controller:\n  spotToSpotConsolidation: true\n", "/x/config.yaml").unwrap_err();
         assert!(unknown.to_string().starts_with("/x/config.yaml:2:3:"), "{unknown}");
+    }
+
+    #[test]
+    fn feature_gates_come_from_the_config_under_the_flag() {
+        use crate::engine::disruption::gate::Mode;
+        let c = Config::parse("controller:\n  featureGates: {NodeRepair: true, StaticCapacity: true}\n", "c.yaml")
+            .expect("valid config");
+        let s = c.controller_settings(Mode::Auto, Some("StaticCapacity=false"), "c.yaml").expect("valid");
+        assert!(s.gates.node_repair && !s.gates.static_capacity && s.gates.reserved_capacity);
+        let bad = Config::parse("controller:\n  featureGates: {NodeRepare: true}\n", "c.yaml").expect("parses");
+        let err = bad.controller_settings(Mode::Auto, None, "c.yaml").unwrap_err().to_string();
+        assert!(err.starts_with("c.yaml: controller.featureGates.NodeRepare: unknown feature gate"), "{err}");
+        let err = c.controller_settings(Mode::Auto, Some("NodeRepair=maybe"), "c.yaml").unwrap_err().to_string();
+        assert!(err.starts_with("--feature-gates: "), "{err}");
     }
 
     #[test]

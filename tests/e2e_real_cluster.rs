@@ -211,6 +211,7 @@ async fn scenario(client: kube::Client, connect: ConnectOptions, ns: String, poo
         cloud: Some(CloudChoice::Kwok),
         mode: Mode::Approve,
         settings: Default::default(),
+        feature_gates: None,
         takeover: true,
         lease_namespace: ns.clone(),
     };

@@ -239,6 +239,10 @@ pub struct ElectionArgs {
     /// Disruption mode when acting (default: approve in the dashboard, auto in the controller).
     #[arg(long, value_enum)]
     pub mode: Option<ModeArg>,
+    /// Upstream Karpenter's feature gates, as its flag takes them: `NodeRepair=true,StaticCapacity=true`
+    /// (over the config file's `controller.featureGates`; `karpenter-tui info` lists the gates and defaults).
+    #[arg(long, value_name = "GATES")]
+    pub feature_gates: Option<String>,
     /// Take the leader Lease at once instead of waiting for the holder's to expire.
     #[arg(long)]
     pub takeover: bool,
@@ -316,6 +320,7 @@ impl LiveArgs {
             },
             mode: self.election.mode.map(Mode::from).unwrap_or(default_mode),
             settings: crate::controller::Settings::default(),
+            feature_gates: self.election.feature_gates.clone(),
             takeover: self.election.takeover,
             lease_namespace: self.election.lease_namespace.clone(),
         })

@@ -56,7 +56,8 @@ pub fn run_controller(mut opts: LiveOptions, health: SocketAddr) -> anyhow::Resu
     // In the cluster the config file is where KARPENTER_TUI_CONFIG_DIR points (a mounted ConfigMap), if anywhere.
     let config_file = crate::config::Paths::resolve().config_file();
     let config = crate::config::Config::load(&config_file)?;
-    opts.settings = config.controller_settings(opts.mode, &config_file.display().to_string())?;
+    let config_path = config_file.display().to_string();
+    opts.settings = config.controller_settings(opts.mode, opts.feature_gates.as_deref(), &config_path)?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()

@@ -91,5 +91,34 @@ pub fn info() -> String {
     out.push_str(&format!("state directory   {}\n", p.state_dir.display()));
     out.push_str(&format!("log file          {}\n", p.log_file().display()));
     out.push_str(&format!("audit log         {}\n", p.audit_file().display()));
+    out.push_str(&feature_gates_info(&p));
+    out
+}
+
+/// The feature gates a live dashboard or controller would run with: upstream v1.14.1's defaults under the config
+/// file's `controller.featureGates` (`--feature-gates` goes over these; a scenario's `settings.featureGates` sets
+/// them for `simulate` and `demo`).
+fn feature_gates_info(p: &Paths) -> String {
+    use crate::controller::settings::FeatureGates;
+    let defaults = FeatureGates::default();
+    let config = crate::config::Config::load(&p.config_file());
+    let effective = config.as_ref().map_err(ToString::to_string).and_then(|c| {
+        let path = p.config_file().display().to_string();
+        c.controller_settings(crate::engine::disruption::gate::Mode::Auto, None, &path)
+            .map(|s| s.gates)
+            .map_err(|e| e.to_string())
+    });
+    let mut out = String::from("feature gates     (--feature-gates Name=true,...; config controller.featureGates)\n");
+    for (name, default) in defaults.entries() {
+        let now = match &effective {
+            Ok(g) => g.get(name).unwrap_or(default),
+            Err(_) => default,
+        };
+        let note = if now == default { "" } else { "  (set in the config file)" };
+        out.push_str(&format!("  {name:<24}{now:<6} default {default}{note}\n"));
+    }
+    if let Err(e) = effective {
+        out.push_str(&format!("  the config file is not valid, defaults shown: {e}\n"));
+    }
     out
 }

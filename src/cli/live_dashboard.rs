@@ -36,6 +36,8 @@ pub struct LiveOptions {
     pub mode: Mode,
     /// The controller's other settings (the config file's `controller:` block); its mode is `mode`.
     pub settings: crate::controller::Settings,
+    /// `--feature-gates`, applied over the config file's when the settings are read.
+    pub feature_gates: Option<String>,
     pub takeover: bool,
     pub lease_namespace: String,
 }
@@ -299,7 +301,8 @@ fn supervise(elector: Elector, tx: tokio::sync::watch::Sender<Role>, releaser: E
 pub fn run_live(mut opts: LiveOptions, log_format: super::logging::LogFormat) -> anyhow::Result<()> {
     let paths = Paths::resolve();
     let config = Config::load(&paths.config_file())?;
-    opts.settings = config.controller_settings(opts.mode, &paths.config_file().display().to_string())?;
+    let config_path = paths.config_file().display().to_string();
+    opts.settings = config.controller_settings(opts.mode, opts.feature_gates.as_deref(), &config_path)?;
     let _guard = super::logging::to_file(&paths, log_format);
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)

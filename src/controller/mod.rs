@@ -71,6 +71,8 @@ const EXPLAIN_EVERY: Millis = 5 * 60 * SECOND;
 
 pub struct Controller {
     catalog: Arc<Catalog>,
+    /// Upstream's feature gates: which v1.x controllers run.
+    gates: settings::FeatureGates,
     lifecycle: LifecycleSettings,
     /// When to solve: batching windows and the pending pods' requeue.
     provisioner: Provisioner,
@@ -150,6 +152,7 @@ impl Controller {
     pub fn with_settings(catalog: Arc<Catalog>, settings: Settings, now: Millis) -> Controller {
         Controller {
             catalog,
+            gates: settings.gates,
             lifecycle: LifecycleSettings::default(),
             provisioner: Provisioner::new(&settings),
             created: BTreeMap::new(),
@@ -160,7 +163,7 @@ impl Controller {
             disruption: Orchestrator::new(
                 settings.mode,
                 DisruptionOptions {
-                    spot_to_spot: settings.spot_to_spot,
+                    spot_to_spot: settings.gates.spot_to_spot_consolidation,
                     multi_node_cap: settings.multi_node_cap,
                     ..Default::default()
                 },
@@ -276,6 +279,11 @@ impl Controller {
 
     pub fn mode(&self) -> Mode {
         self.disruption.mode()
+    }
+
+    /// The feature gates it runs with.
+    pub fn gates(&self) -> settings::FeatureGates {
+        self.gates
     }
 
     /// Every disruption command so far, oldest first, with where it is.

@@ -14,6 +14,8 @@ pub struct ClusterView {
     /// The backend's clock.
     pub now: Millis,
     pub mode: Mode,
+    /// Upstream's feature gates the controller runs with, by name (the help lists them).
+    pub feature_gates: Vec<(&'static str, bool)>,
     pub leadership: Leadership,
     /// Where prices come from ("static us-east-1 table of 2026-08-15", "simulated", "live EC2 at ...").
     pub price_provenance: String,

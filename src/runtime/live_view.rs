@@ -111,6 +111,7 @@ pub fn picture(
         source: Source { context: info.context.clone(), cluster: info.cluster.clone(), clock: info.clock.clone() },
         now,
         mode: engine.map_or(Mode::DryRun, Controller::mode),
+        gates: engine.map(Controller::gates).unwrap_or_default(),
         leadership: info.leadership.clone(),
         catalog,
         generation,

@@ -48,6 +48,7 @@ pub struct Input<'a> {
     pub source: Source,
     pub now: Millis,
     pub mode: Mode,
+    pub gates: crate::controller::settings::FeatureGates,
     pub leadership: Leadership,
     /// Where prices come from, for the header.
     pub catalog: &'a Catalog,
@@ -74,6 +75,7 @@ pub fn build(input: Input<'_>) -> ClusterView {
         source,
         now,
         mode,
+        gates,
         leadership,
         catalog,
         generation,
@@ -90,6 +92,7 @@ pub fn build(input: Input<'_>) -> ClusterView {
         source,
         now,
         mode,
+        feature_gates: gates.entries(),
         leadership,
         price_provenance: price_provenance(&catalog.price_source, &catalog.region),
         generation,

@@ -32,6 +32,7 @@ pub fn view(w: &mut World, source: Source, generation: u64) -> ClusterView {
         source,
         now,
         mode: w.orchestrator().mode(),
+        gates: w.settings().gates,
         leadership: Leadership::Acting,
         catalog: w.catalog(),
         generation,

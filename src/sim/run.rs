@@ -432,7 +432,7 @@ impl Playback {
                 crate::sim::scenario::DisruptionMode::DryRun => Mode::DryRun,
             },
             validation_delay: ms(s.settings.validation_delay),
-            spot_to_spot: s.settings.spot_to_spot_consolidation,
+            gates: s.settings.feature_gates,
         };
         let start = s.start.timestamp_millis();
         let mut w = World::new(catalog, settings, start, s.seed);

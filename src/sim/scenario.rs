@@ -16,6 +16,8 @@ use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::storage::v1::StorageClass;
 use serde::de::{self, DeserializeOwned, Deserializer, Visitor};
 use serde::{Deserialize, Serialize};
+
+use crate::controller::settings::FeatureGates;
 use thiserror::Error;
 
 use crate::engine::api::duration::parse_go_duration;
@@ -130,8 +132,9 @@ pub struct Settings {
     pub batch_max: Duration,
     /// Consolidation validation wait (default 15s).
     pub validation_delay: Duration,
-    /// Feature gate `SpotToSpotConsolidation` (default false, as upstream).
-    pub spot_to_spot_consolidation: bool,
+    /// Upstream's feature gates (`featureGates: {NodeRepair: true}`; the older `spotToSpotConsolidation: true`
+    /// sets that one gate). Defaults as upstream v1.14.1.
+    pub feature_gates: FeatureGates,
 }
 
 impl Default for Settings {
@@ -144,7 +147,7 @@ impl Default for Settings {
             batch_idle: Duration::from_secs(1),
             batch_max: Duration::from_secs(10),
             validation_delay: Duration::from_secs(15),
-            spot_to_spot_consolidation: false,
+            feature_gates: FeatureGates::default(),
         }
     }
 }
@@ -362,6 +365,8 @@ struct RawSettings {
     validation_delay: Option<GoDuration>,
     #[serde(default)]
     spot_to_spot_consolidation: Option<bool>,
+    #[serde(default)]
+    feature_gates: Option<BTreeMap<String, bool>>,
 }
 
 #[derive(Deserialize)]
@@ -655,7 +660,7 @@ fn build(cx: &Ctx<'_>, raw: RawScenario) -> Result<Scenario, ScenarioError> {
         }
     }
 
-    let settings = build_settings(raw.settings);
+    let settings = build_settings(cx, raw.settings)?;
 
     let mut objects = Manifests::default();
     let mut bound_pods: Vec<(FieldPath, String)> = Vec::new();
@@ -753,11 +758,20 @@ fn build_catalog(
     Ok(CatalogSpec { source, zones: raw.zones, instance_types: types })
 }
 
-fn build_settings(raw: Option<RawSettings>) -> Settings {
+fn build_settings(cx: &Ctx<'_>, raw: Option<RawSettings>) -> Result<Settings, ScenarioError> {
     let d = Settings::default();
-    let Some(r) = raw else { return d };
+    let Some(r) = raw else { return Ok(d) };
+    let mut gates = d.feature_gates;
+    if let Some(on) = r.spot_to_spot_consolidation {
+        gates.spot_to_spot_consolidation = on;
+    }
+    for (name, on) in r.feature_gates.iter().flatten() {
+        gates
+            .set(name, *on)
+            .map_err(|e| cx.err(&field("settings").field("featureGates").field(name), e.to_string()))?;
+    }
     let or = |v: Option<GoDuration>, default: Duration| v.map_or(default, |g| g.0);
-    Settings {
+    Ok(Settings {
         disruption: r.disruption.unwrap_or(d.disruption),
         launch_latency: or(r.launch_latency, d.launch_latency),
         registration_latency: or(r.registration_latency, d.registration_latency),
@@ -765,8 +779,8 @@ fn build_settings(raw: Option<RawSettings>) -> Settings {
         batch_idle: or(r.batch_idle, d.batch_idle),
         batch_max: or(r.batch_max, d.batch_max),
         validation_delay: or(r.validation_delay, d.validation_delay),
-        spot_to_spot_consolidation: r.spot_to_spot_consolidation.unwrap_or(d.spot_to_spot_consolidation),
-    }
+        feature_gates: gates,
+    })
 }
 
 #[derive(Deserialize)]
@@ -1415,6 +1429,21 @@ mod tests {
         let (l, m) = fails("settings:\n  disruption: manual\n");
         assert_eq!(l, loc(4, 3, "settings.disruption"));
         assert!(m.contains("dry-run"), "{m}");
+        let (l, m) = fails("settings:\n  featureGates:\n    NodeRepair: true\n    NodeRepiar: true\n");
+        assert_eq!(l, loc(6, 5, "settings.featureGates.NodeRepiar"));
+        assert!(m.contains("unknown feature gate \"NodeRepiar\"") && m.contains("StaticCapacity"), "{m}");
+    }
+
+    #[test]
+    fn feature_gates_default_as_upstream_and_are_set_by_name() {
+        let g = ok("settings: {}\n").settings.feature_gates;
+        assert_eq!(g, FeatureGates::default());
+        let g = ok(
+            "settings:\n  spotToSpotConsolidation: true\n  featureGates: {NodeRepair: true, ReservedCapacity: false}\n",
+        )
+        .settings
+        .feature_gates;
+        assert!(g.node_repair && !g.reserved_capacity && g.spot_to_spot_consolidation && !g.static_capacity);
     }
 
     #[test]

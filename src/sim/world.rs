@@ -48,7 +48,7 @@ pub struct Settings {
     pub batch_max: Millis,
     pub disruption_mode: Mode,
     pub validation_delay: Millis,
-    pub spot_to_spot: bool,
+    pub gates: crate::controller::settings::FeatureGates,
 }
 
 impl Settings {
@@ -56,7 +56,7 @@ impl Settings {
     pub fn controller(&self) -> crate::controller::Settings {
         crate::controller::Settings {
             mode: self.disruption_mode,
-            spot_to_spot: self.spot_to_spot,
+            gates: self.gates,
             batch_idle: self.batch_idle,
             batch_max: self.batch_max,
             validation_delay: self.validation_delay,
@@ -75,7 +75,7 @@ impl Default for Settings {
             batch_max: 10 * SECOND,
             disruption_mode: Mode::Auto,
             validation_delay: 15 * SECOND,
-            spot_to_spot: false,
+            gates: Default::default(),
         }
     }
 }
@@ -282,6 +282,11 @@ fn taint(key: &str, effect: &str) -> Taint {
 }
 
 impl World {
+    /// The world's settings (the controller's share included).
+    pub fn settings(&self) -> &Settings {
+        &self.settings
+    }
+
     pub fn new(catalog: Catalog, settings: Settings, start: Millis, seed: u64) -> World {
         let controller =
             crate::controller::Controller::with_settings(Arc::new(catalog.clone()), settings.controller(), start)

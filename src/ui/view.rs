@@ -242,6 +242,20 @@ fn render_overlay(s: &AppState, area: Rect, buf: &mut Buffer) {
                     Span::raw(*help),
                 ]));
             }
+            if !s.view.feature_gates.is_empty() {
+                lines.push(Line::raw(""));
+                lines.push(Line::from(Span::styled(
+                    "Feature gates (upstream's; --feature-gates, config controller.featureGates)",
+                    Style::default().fg(t.accent).add_modifier(Modifier::BOLD),
+                )));
+                for (name, on) in &s.view.feature_gates {
+                    let style = if *on { Style::default().fg(t.ok) } else { t.muted() };
+                    lines.push(Line::from(vec![
+                        Span::raw(format!("  {name:<26}")),
+                        Span::styled(if *on { "on" } else { "off" }, style),
+                    ]));
+                }
+            }
             if s.readonly() {
                 lines.push(Line::raw(""));
                 lines.push(Line::from(Span::styled(
