@@ -34,6 +34,7 @@ impl Controller {
         self.forget_settled(s, now);
         self.requeue = None;
         self.nodeclaims(s, now, &mut out);
+        self.repair(s, now, &mut out);
         self.terminations(s, now, &mut out);
         // Registration failures acted on here are reported in the NodePools' status by the next status step.
         self.registration_failures.append(&mut out.registration_failures);
@@ -85,7 +86,7 @@ impl Controller {
         self.requeue
     }
 
-    fn requeue(&mut self, at: Millis) {
+    pub(super) fn requeue(&mut self, at: Millis) {
         self.requeue = Some(self.requeue.map_or(at, |t| t.min(at)));
     }
 

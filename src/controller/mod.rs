@@ -22,6 +22,7 @@ pub mod nodepool_status;
 mod out;
 pub mod pod_events;
 pub mod provisioning;
+pub mod repair;
 pub mod settings;
 pub mod timing;
 
@@ -118,6 +119,10 @@ pub struct Controller {
     /// Registration failures the lifecycle step acted on, for the next NodePool status step (a backend that runs
     /// the steps one at a time; [`Controller::plan`] hands them over within its tick).
     registration_failures: BTreeMap<String, nodepool_status::RegistrationFailure>,
+    /// The cloud's repair policies (node repair acts on them only with the `NodeRepair` gate on).
+    repair_policies: Vec<cloud::RepairPolicy>,
+    /// Repairs carried out, oldest first.
+    repairs: Vec<repair::RepairRecord>,
 }
 
 /// An interruption notice as operators see it.
@@ -183,6 +188,8 @@ impl Controller {
             next_explain: now + 60 * SECOND,
             requeue: None,
             registration_failures: BTreeMap::new(),
+            repair_policies: Vec::new(),
+            repairs: Vec::new(),
         }
     }
 
@@ -381,6 +388,7 @@ impl Controller {
         self.observe_pending(pending.map(|p| p.metadata.uid.as_deref().unwrap_or_default()), now);
         self.solve(&view, now, &mut out);
         self.nodeclaims(&view, now, &mut out);
+        self.repair(&view, now, &mut out);
         self.terminations(&view, now, &mut out);
         self.orchestrate(&view, now, &mut out);
         self.stale_disrupted_taints(&view, &mut out);
@@ -957,6 +965,21 @@ impl Controller {
         now: Millis,
         out: &mut Out,
     ) {
+        self.event_every(regarding, warning, reason, message, now, EVENT_REPEAT, out);
+    }
+
+    /// An Event, not repeated with the same message within `repeat`.
+    #[allow(clippy::too_many_arguments)]
+    fn event_every(
+        &mut self,
+        regarding: ObjectReference,
+        warning: bool,
+        reason: &str,
+        message: String,
+        now: Millis,
+        repeat: Millis,
+        out: &mut Out,
+    ) {
         let key = (
             format!(
                 "{}/{}/{}",
@@ -966,13 +989,13 @@ impl Controller {
             ),
             reason.to_string(),
         );
-        if self.events_sent.get(&key).is_some_and(|(m, at)| *m == message && now - at < EVENT_REPEAT) {
+        if self.events_sent.get(&key).is_some_and(|(m, at)| *m == message && now - at < repeat) {
             return;
         }
         // Forgetting old ones walks the whole map: once per instant, not once per Event (a solve can name
-        // thousands of pods).
+        // thousands of pods). Kept as long as the longest repeat.
         if self.events_pruned_at != now {
-            self.events_sent.retain(|_, (_, at)| now - *at < EVENT_REPEAT);
+            self.events_sent.retain(|_, (_, at)| now - *at < EVENT_REPEAT.max(repair::BLOCKED_EVENT_REPEAT));
             self.events_pruned_at = now;
         }
         self.events_sent.insert(key, (message.clone(), now));

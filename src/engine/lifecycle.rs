@@ -72,6 +72,8 @@ pub enum DeleteReason {
     Disrupted,
     /// The cloud said the instance is going away (spot interruption, scheduled change, stopping, terminated).
     Interrupted,
+    /// Node auto repair: a condition matched a repair policy for longer than it tolerates.
+    Unhealthy,
 }
 
 impl DeleteReason {
@@ -86,6 +88,7 @@ impl DeleteReason {
             DeleteReason::GarbageCollected => "garbage_collected",
             DeleteReason::Disrupted => "disrupted",
             DeleteReason::Interrupted => "interrupted",
+            DeleteReason::Unhealthy => "unhealthy",
         }
     }
 }

@@ -37,6 +37,8 @@ impl Acting {
         cloud: Box<dyn CloudProvider>,
         upkeep: Option<crate::aws::upkeep::AwsUpkeep>,
     ) -> Acting {
+        let mut controller = controller;
+        controller.set_repair_policies(cloud.repair_policies());
         Acting { controller, writer, cloud, upkeep, next_gc: Millis::MIN }
     }
 

@@ -97,6 +97,8 @@ pub struct SimCloud {
     /// Bumped by every change to the instances (a reader that saw the same value needn't look again).
     generation: u64,
     region: String,
+    /// Which provider's repair policies it plays (AWS's unless told).
+    repair: Vec<cloud::RepairPolicy>,
 }
 
 impl SimCloud {
@@ -114,7 +116,14 @@ impl SimCloud {
             next_id: 0,
             generation: 0,
             region: catalog.region.clone(),
+            repair: cloud::aws_repair_policies(),
         }
+    }
+
+    /// The repair policies it names (a scenario's KWOK or inline catalog plays KWOK's provider).
+    pub fn with_repair_policies(mut self, policies: Vec<cloud::RepairPolicy>) -> Self {
+        self.repair = policies;
+        self
     }
 
     /// Switches an offering's capacity on or off (scenario `capacity` events).
@@ -426,9 +435,9 @@ impl CloudProvider for SimCloud {
         out
     }
 
-    /// The simulated cloud plays EC2: AWS's policies.
+    /// AWS's policies when it plays EC2 (the aws catalog), KWOK's for the kwok and inline catalogs.
     fn repair_policies(&self) -> Vec<cloud::RepairPolicy> {
-        cloud::aws_repair_policies()
+        self.repair.clone()
     }
 
     fn list<'a>(&'a mut self, _now: Millis) -> BoxFuture<'a, Result<Option<Vec<CloudInstance>>, Retry>> {

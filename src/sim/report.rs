@@ -158,6 +158,16 @@ pub enum DecisionDetail {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         why: Option<String>,
     },
+    /// Node auto repair (gate `NodeRepair`): the node's NodeClaim was deleted forcefully.
+    #[serde(rename_all = "camelCase")]
+    Repair {
+        /// The repaired node.
+        candidates: Vec<String>,
+        /// Always `Unhealthy` (upstream's disruption reason for repairs).
+        reason: String,
+        /// The node condition whose repair policy ran out (`Ready`, `AcceleratedHardwareReady`, ...).
+        condition: String,
+    },
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -417,6 +427,15 @@ pub fn render_table(r: &Report) -> String {
                     replacements.len(),
                     round_to(*savings_per_hour, 6),
                     why.as_deref().map(|w| format!(" ({w})")).unwrap_or_default()
+                );
+            }
+            DecisionDetail::Repair { candidates, reason, condition } => {
+                let _ = writeln!(
+                    out,
+                    "  {:<6} {:>10} repair      {reason} ({condition}): {}",
+                    d.id,
+                    fmt_time(d.at),
+                    candidates.join(", ")
                 );
             }
         }

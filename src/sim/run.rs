@@ -65,6 +65,36 @@ pub fn build_catalog(s: &Scenario) -> Result<Catalog, RunError> {
     Ok(catalog)
 }
 
+/// Sets a Node condition as a kubelet or monitoring agent reports it: the transition time moves only when the status
+/// changes; the heartbeat is now.
+fn set_node_condition(
+    node: &mut k8s_openapi::api::core::v1::Node,
+    c: &crate::sim::scenario::NodeConditionChange,
+    now: Millis,
+) {
+    use k8s_openapi::api::core::v1::NodeCondition;
+    let conditions = node.status.get_or_insert_with(Default::default).conditions.get_or_insert_with(Vec::new);
+    let at = lifecycle::ms_time(now);
+    match conditions.iter_mut().find(|x| x.type_ == c.type_) {
+        Some(x) => {
+            if x.status != c.status {
+                x.last_transition_time = Some(at.clone());
+            }
+            x.status = c.status.clone();
+            x.reason = c.reason.clone();
+            x.last_heartbeat_time = Some(at);
+        }
+        None => conditions.push(NodeCondition {
+            type_: c.type_.clone(),
+            status: c.status.clone(),
+            reason: c.reason.clone(),
+            last_transition_time: Some(at.clone()),
+            last_heartbeat_time: Some(at),
+            message: None,
+        }),
+    }
+}
+
 fn merge_patch(target: &mut serde_json::Value, patch: &serde_json::Value) {
     // RFC 7386: objects merge key by key, null deletes, anything else replaces.
     match (target, patch) {
@@ -204,6 +234,8 @@ fn add_nodes(s: &Scenario, w: &mut World, start: Millis) -> Result<(), RunError>
                 conditions: Some(vec![NodeCondition {
                     type_: "Ready".into(),
                     status: if n.initialized { "True" } else { "False" }.into(),
+                    last_transition_time: Some(lifecycle::ms_time(created)),
+                    last_heartbeat_time: Some(lifecycle::ms_time(start)),
                     ..Default::default()
                 }]),
                 ..Default::default()
@@ -361,6 +393,13 @@ fn apply_event(w: &mut World, action: &Action) -> Result<(), String> {
             let now = w.now;
             w.cloud.interrupt(&pid, kind, now).map_err(|e| e.to_string())?;
         }
+        Action::Condition(c) => {
+            let now = w.now;
+            let node = w.cluster.nodes.get(&c.node).ok_or_else(|| format!("node {} does not exist", c.node))?;
+            let mut node = (**node).clone();
+            set_node_condition(&mut node, c, now);
+            w.cluster.nodes.insert(c.node.clone(), node);
+        }
         Action::Capacity(c) => w.cloud.set_capacity(&c.instance_type, &c.zone, &c.capacity_type, c.available),
         Action::Approve(sel) | Action::Reject(sel) => {
             let approve = matches!(action, Action::Approve(_));
@@ -433,6 +472,10 @@ impl Playback {
             },
             validation_delay: ms(s.settings.validation_delay),
             gates: s.settings.feature_gates,
+            repair_policies: match s.catalog.source {
+                CatalogSource::Aws => crate::controller::cloud::aws_repair_policies(),
+                CatalogSource::Kwok | CatalogSource::Inline => crate::controller::cloud::kwok_repair_policies(),
+            },
         };
         let start = s.start.timestamp_millis();
         let mut w = World::new(catalog, settings, start, s.seed);
@@ -579,7 +622,7 @@ fn build_report(s: &Scenario, w: &World, start: Millis, end: Millis, wall: Durat
         .decisions
         .iter()
         .filter(|d| match d {
-            Decision::Delete { reason, .. } => *reason == DeleteReason::Expired,
+            Decision::Delete { reason, .. } => matches!(reason, DeleteReason::Expired | DeleteReason::Unhealthy),
             Decision::Interruption { kind, .. } => *kind != InterruptionKind::RebalanceRecommendation,
             Decision::Provision { .. } => true,
             Decision::Disruption(id) => disruptions.contains_key(id.as_str()),
@@ -590,6 +633,25 @@ fn build_report(s: &Scenario, w: &World, start: Millis, end: Millis, wall: Durat
                 at: t(*at),
                 detail: DecisionDetail::Provision { node_claims: nodeclaims.clone(), pods: *pods as u64 },
             },
+            Decision::Delete { id, at, nodeclaim, reason: DeleteReason::Unhealthy } => {
+                let repair = w.repairs().iter().find(|r| &r.nodeclaim == nodeclaim);
+                let node = repair.map(|r| r.node.clone()).or_else(|| {
+                    w.record
+                        .nodes
+                        .iter()
+                        .find(|n| n.nodeclaim.as_deref() == Some(nodeclaim.as_str()))
+                        .map(|n| n.name.clone())
+                });
+                RDecision {
+                    id: id.clone(),
+                    at: t(*at),
+                    detail: DecisionDetail::Repair {
+                        candidates: node.into_iter().collect(),
+                        reason: "Unhealthy".into(),
+                        condition: repair.map(|r| r.condition.clone()).unwrap_or_default(),
+                    },
+                }
+            }
             Decision::Delete { id, at, nodeclaim, reason } => {
                 let (method, why) = match reason {
                     DeleteReason::Expired => (DisruptionMethod::Expiration, DisruptionReason::Expired),

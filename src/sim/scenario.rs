@@ -190,6 +190,8 @@ pub enum Action {
     /// A JSON merge patch of one object.
     Patch(Patch),
     Interrupt(Interrupt),
+    /// A Node condition set, as a kubelet or a monitoring agent would.
+    Condition(NodeConditionChange),
     /// Insufficient capacity on/off for one offering.
     Capacity(CapacityChange),
     Approve(Selection),
@@ -257,6 +259,18 @@ pub use crate::controller::interruption::Kind as InterruptionKind;
 pub struct Interrupt {
     pub node: String,
     pub kind: InterruptionKind,
+}
+
+/// `condition: {node, type, status, reason}`: the node's condition of this type gets this status; its
+/// lastTransitionTime becomes the event's time when the status changes (and stays when it doesn't, as a kubelet
+/// keeps it).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NodeConditionChange {
+    pub node: String,
+    pub type_: String,
+    /// `True`, `False` or `Unknown`.
+    pub status: String,
+    pub reason: Option<String>,
 }
 
 /// Marks one offering available or not (insufficient capacity).
@@ -407,6 +421,8 @@ struct RawEvent {
     #[serde(default)]
     interrupt: Option<RawInterrupt>,
     #[serde(default)]
+    condition: Option<RawCondition>,
+    #[serde(default)]
     capacity: Option<RawCapacity>,
     #[serde(default)]
     approve: Option<Selection>,
@@ -438,6 +454,17 @@ struct RawRef {
 struct RawInterrupt {
     node: String,
     kind: InterruptionKind,
+}
+
+#[derive(Deserialize)]
+#[serde(rename = "condition")]
+struct RawCondition {
+    node: String,
+    #[serde(rename = "type")]
+    type_: String,
+    status: String,
+    #[serde(default)]
+    reason: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -977,7 +1004,7 @@ fn object_ref(
     Ok(ObjectRef { kind, namespace, name })
 }
 
-const ACTIONS: &str = "apply, scale, delete, patch, interrupt, capacity, approve, reject";
+const ACTIONS: &str = "apply, scale, delete, patch, interrupt, condition, capacity, approve, reject";
 
 fn build_event(
     cx: &Ctx<'_>,
@@ -996,6 +1023,7 @@ fn build_event(
         ("delete", ev.delete.is_some()),
         ("patch", ev.patch.is_some()),
         ("interrupt", ev.interrupt.is_some()),
+        ("condition", ev.condition.is_some()),
         ("capacity", ev.capacity.is_some()),
         ("approve", ev.approve.is_some()),
         ("reject", ev.reject.is_some()),
@@ -1049,6 +1077,20 @@ fn build_event(
             return Err(cx.err(&path.field("interrupt").field("node"), "must not be empty"));
         }
         Action::Interrupt(Interrupt { node: it.node, kind: it.kind })
+    } else if let Some(c) = ev.condition {
+        let at = path.field("condition");
+        if c.node.trim().is_empty() {
+            return Err(cx.err(&at.field("node"), "must not be empty"));
+        }
+        if c.type_.trim().is_empty() {
+            return Err(cx.err(&at.field("type"), "must not be empty (a node condition type such as Ready)"));
+        }
+        if !matches!(c.status.as_str(), "True" | "False" | "Unknown") {
+            return Err(
+                cx.err(&at.field("status"), format!("must be \"True\", \"False\" or \"Unknown\", got {:?}", c.status))
+            );
+        }
+        Action::Condition(NodeConditionChange { node: c.node, type_: c.type_, status: c.status, reason: c.reason })
     } else if let Some(c) = ev.capacity {
         let at = path.field("capacity");
         capacity_type(cx, &at.field("capacityType"), &c.capacity_type)?;

@@ -49,6 +49,8 @@ pub struct Settings {
     pub disruption_mode: Mode,
     pub validation_delay: Millis,
     pub gates: crate::controller::settings::FeatureGates,
+    /// The simulated cloud's repair policies (AWS's for the aws catalog, KWOK's for kwok and inline ones).
+    pub repair_policies: Vec<crate::controller::cloud::RepairPolicy>,
 }
 
 impl Settings {
@@ -76,6 +78,7 @@ impl Default for Settings {
             disruption_mode: Mode::Auto,
             validation_delay: 15 * SECOND,
             gates: Default::default(),
+            repair_policies: crate::controller::cloud::aws_repair_policies(),
         }
     }
 }
@@ -282,20 +285,27 @@ fn taint(key: &str, effect: &str) -> Taint {
 }
 
 impl World {
+    /// The repairs node repair carried out, oldest first.
+    pub fn repairs(&self) -> &[crate::controller::repair::RepairRecord] {
+        self.controller.repairs()
+    }
+
     /// The world's settings (the controller's share included).
     pub fn settings(&self) -> &Settings {
         &self.settings
     }
 
     pub fn new(catalog: Catalog, settings: Settings, start: Millis, seed: u64) -> World {
-        let controller =
+        let cloud = SimCloud::new(&catalog).with_repair_policies(settings.repair_policies.clone());
+        let mut controller =
             crate::controller::Controller::with_settings(Arc::new(catalog.clone()), settings.controller(), start)
                 .with_provider_prefix(crate::sim::cloud::PROVIDER_PREFIX)
                 .starting_empty();
+        controller.set_repair_policies(crate::controller::cloud::CloudProvider::repair_policies(&cloud));
         World {
             now: start,
             disruption: disruption::Controller::new(),
-            cloud: SimCloud::new(&catalog),
+            cloud,
             cluster: Cluster::with_seed(seed ^ 0x706f_6473),
             record: Record::default(),
             catalog,
@@ -727,9 +737,13 @@ impl World {
             status: Some(NodeStatus {
                 capacity: Some(q(&inst.launched.capacity)),
                 allocatable: Some(q(&inst.launched.allocatable)),
+                // As a kubelet reports it: every condition carries its transition time (node repair reads it).
                 conditions: Some(vec![NodeCondition {
                     type_: "Ready".into(),
                     status: "False".into(),
+                    reason: Some("KubeletNotReady".into()),
+                    last_transition_time: Some(lifecycle::ms_time(now)),
+                    last_heartbeat_time: Some(lifecycle::ms_time(now)),
                     ..Default::default()
                 }]),
                 ..Default::default()
@@ -756,6 +770,7 @@ impl World {
     }
 
     fn node_ready(&mut self, node: &str) {
+        let now = self.now;
         if let Some(n) = self.cluster.nodes.get_mut(node) {
             if let Some(spec) = n.spec.as_mut()
                 && let Some(t) = spec.taints.as_mut()
@@ -763,8 +778,11 @@ impl World {
                 t.retain(|t| t.key != "node.kubernetes.io/not-ready");
             }
             if let Some(conds) = n.status.as_mut().and_then(|s| s.conditions.as_mut()) {
-                for c in conds.iter_mut().filter(|c| c.type_ == "Ready") {
+                for c in conds.iter_mut().filter(|c| c.type_ == "Ready" && c.status != "True") {
                     c.status = "True".into();
+                    c.reason = Some("KubeletReady".into());
+                    c.last_transition_time = Some(lifecycle::ms_time(now));
+                    c.last_heartbeat_time = Some(lifecycle::ms_time(now));
                 }
             }
         }
