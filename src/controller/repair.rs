@@ -183,3 +183,203 @@ fn object_ref(kind: &str, api_version: &str, name: &str, uid: Option<String>) ->
         ..Default::default()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    //! Upstream's `controllers/node/health/suite_test.go` cases, at the controller's level (the scenario-level ones
+    //! are in tests/node_repair.rs).
+    use std::sync::Arc;
+
+    use super::*;
+    use crate::controller::Settings;
+    use crate::controller::cloud::{RepairPolicy, kwok_repair_policies};
+    use crate::engine::catalog::fake::fake_catalog;
+    use crate::engine::disruption::gate::Mode;
+    use crate::engine::provisioning::Snapshot;
+
+    const T0: Millis = 1_767_225_600_000;
+
+    fn node(name: &str, pool: Option<&str>, ready: &str, since: Millis) -> Node {
+        let mut labels = serde_json::Map::new();
+        if let Some(p) = pool {
+            labels.insert(labels::NODEPOOL.into(), p.into());
+        }
+        serde_json::from_value(serde_json::json!({
+            "metadata": {"name": name, "uid": format!("uid-{name}"), "labels": labels,
+                         "finalizers": [labels::TERMINATION_FINALIZER]},
+            "spec": {"providerID": format!("kwok://{name}")},
+            "status": {"conditions": [
+                {"type": "Ready", "status": ready, "reason": "KubeletNotReady",
+                 "lastTransitionTime": lifecycle::rfc3339(since), "lastHeartbeatTime": lifecycle::rfc3339(since)}]}
+        }))
+        .expect("node")
+    }
+
+    fn claim(name: &str, pool: Option<&str>) -> NodeClaim {
+        let mut labels = serde_json::Map::new();
+        if let Some(p) = pool {
+            labels.insert(labels::NODEPOOL.into(), p.into());
+        }
+        serde_json::from_value(serde_json::json!({
+            "apiVersion": "karpenter.sh/v1", "kind": "NodeClaim",
+            "metadata": {"name": format!("{name}-claim"), "labels": labels, "finalizers": [labels::TERMINATION_FINALIZER]},
+            "spec": {"nodeClassRef": {"group": "karpenter.kwok.sh", "kind": "KWOKNodeClass", "name": "default"},
+                     "requirements": []},
+            "status": {"providerID": format!("kwok://{name}"), "nodeName": name}
+        }))
+        .expect("claim")
+    }
+
+    /// `unhealthy` of `n` nodes are NotReady since T0, the rest Ready; all in `pool`.
+    fn cluster(n: usize, unhealthy: usize, pool: Option<&str>) -> Snapshot {
+        let mut s = Snapshot::default();
+        for i in 0..n {
+            let name = format!("node-{i}");
+            let ready = if i < unhealthy { "False" } else { "True" };
+            s.nodes.push(node(&name, pool, ready, T0));
+            s.nodeclaims.push(claim(&name, pool));
+        }
+        s
+    }
+
+    fn controller(repair: bool, policies: Vec<RepairPolicy>) -> Controller {
+        let mut settings = Settings { mode: Mode::Approve, ..Settings::default() };
+        settings.gates.node_repair = repair;
+        let mut c = Controller::with_settings(Arc::new(fake_catalog()), settings, T0);
+        c.set_repair_policies(policies);
+        c
+    }
+
+    fn deleted(effects: &[Effect]) -> Vec<String> {
+        effects
+            .iter()
+            .filter_map(|e| match e {
+                Effect::DeleteNodeClaim { name, reason: DeleteReason::Unhealthy } => Some(name.clone()),
+                _ => None,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn deletes_nodes_unhealthy_by_the_cloud_providers_policy_once_tolerated() {
+        // › "should delete nodes that are unhealthy by the cloud provider"
+        let s = cluster(5, 1, Some("default"));
+        let mut c = controller(true, kwok_repair_policies());
+        let early = c.lifecycle(&s.view(), T0 + 9 * MINUTE);
+        assert!(deleted(&early).is_empty(), "still within the 10 minute toleration");
+        assert_eq!(c.requeue_at(), Some(T0 + 10 * MINUTE), "requeued exactly at the deadline");
+        let now = T0 + 10 * MINUTE;
+        let effects = c.lifecycle(&s.view(), now);
+        assert_eq!(deleted(&effects), vec!["node-0-claim".to_string()]);
+        let stamped = effects.iter().any(|e| {
+            matches!(e, Effect::PatchClaimMetadata { name, annotations, .. }
+                if name == "node-0-claim"
+                    && annotations.get(lifecycle::ANNOTATION_TERMINATION_TIMESTAMP) == Some(&lifecycle::rfc3339(now)))
+        });
+        assert!(stamped, "the termination timestamp is now, so the drain is forceful: {effects:?}");
+        assert_eq!(c.repairs().len(), 1);
+        assert_eq!((c.repairs()[0].node.as_str(), c.repairs()[0].condition.as_str()), ("node-0", "Ready"));
+    }
+
+    #[test]
+    fn keeps_a_node_whose_condition_status_does_not_match() {
+        // › "should not delete node when health status does not match cloud provider passed in value"
+        let mut s = cluster(5, 0, Some("default"));
+        s.nodes[0] = node("node-0", Some("default"), "True", T0);
+        let only_false = vec![RepairPolicy { condition_type: "Ready", condition_status: "False", toleration: MINUTE }];
+        let mut c = controller(true, only_false);
+        assert!(deleted(&c.lifecycle(&s.view(), T0 + 60 * MINUTE)).is_empty());
+        s.nodes[0] = node("node-0", Some("default"), "Unknown", T0);
+        assert!(deleted(&c.lifecycle(&s.view(), T0 + 60 * MINUTE)).is_empty(), "Unknown is not False");
+    }
+
+    #[test]
+    fn requeues_for_the_condition_closest_to_its_toleration() {
+        // › "should return the requeue interval for the condition closest to its terminationDuration"
+        let mut s = cluster(5, 0, Some("default"));
+        let mut n = node("node-0", Some("default"), "False", T0);
+        n.status.as_mut().and_then(|st| st.conditions.as_mut()).expect("conditions").push(NodeCondition {
+            type_: "StorageReady".into(),
+            status: "False".into(),
+            last_transition_time: Some(lifecycle::ms_time(T0)),
+            ..Default::default()
+        });
+        s.nodes[0] = n;
+        let policies = vec![
+            RepairPolicy { condition_type: "Ready", condition_status: "False", toleration: 60 * MINUTE },
+            RepairPolicy { condition_type: "StorageReady", condition_status: "False", toleration: 30 * MINUTE },
+        ];
+        let mut c = controller(true, policies);
+        let now = T0 + 27 * MINUTE;
+        assert!(deleted(&c.lifecycle(&s.view(), now)).is_empty());
+        assert_eq!(c.requeue_at().map(|t| t - now), Some(3 * MINUTE));
+        let effects = c.lifecycle(&s.view(), T0 + 30 * MINUTE);
+        assert_eq!(deleted(&effects).len(), 1);
+        assert_eq!(c.repairs()[0].condition, "StorageReady");
+    }
+
+    #[test]
+    fn more_than_20_percent_unhealthy_in_a_nodepool_blocks_repair() {
+        // › "should ignore unhealthy nodes if more then 20% of the nodes are unhealthy in a nodepool"
+        let s = cluster(10, 3, Some("default"));
+        let mut c = controller(true, kwok_repair_policies());
+        let now = T0 + 60 * MINUTE;
+        let effects = c.lifecycle(&s.view(), now);
+        assert!(deleted(&effects).is_empty());
+        assert_eq!(c.requeue_at(), Some(now + BLOCKED_REQUEUE));
+        let blocked: Vec<&str> = effects
+            .iter()
+            .filter_map(|e| match e {
+                Effect::Event { reason, message, regarding, .. } if reason == "NodeRepairBlocked" => {
+                    assert_eq!(message, "more than 20% nodes are unhealthy in the nodepool");
+                    regarding.kind.as_deref()
+                }
+                _ => None,
+            })
+            .collect();
+        assert!(blocked.contains(&"Node") && blocked.contains(&"NodeClaim") && blocked.contains(&"NodePool"));
+        // Published again only after 15 minutes.
+        let again = c.lifecycle(&s.view(), now + 5 * MINUTE);
+        assert!(!again.iter().any(|e| matches!(e, Effect::Event { reason, regarding, .. }
+            if reason == "NodeRepairBlocked" && regarding.kind.as_deref() == Some("NodePool"))));
+    }
+
+    #[test]
+    fn the_20_percent_rounds_up_for_small_pools() {
+        // › "should consider round up when there is a low number of nodes for a nodepool"
+        let s = cluster(3, 1, Some("default"));
+        let mut c = controller(true, kwok_repair_policies());
+        assert_eq!(deleted(&c.lifecycle(&s.view(), T0 + 60 * MINUTE)).len(), 1);
+        assert_eq!((unhealthy_threshold(3), unhealthy_threshold(10), unhealthy_threshold(0)), (1, 2, 0));
+    }
+
+    #[test]
+    fn a_nodeclaim_without_a_nodepool_is_judged_against_the_cluster() {
+        let s = cluster(4, 2, None);
+        let mut c = controller(true, kwok_repair_policies());
+        let effects = c.lifecycle(&s.view(), T0 + 60 * MINUTE);
+        assert!(deleted(&effects).is_empty());
+        assert!(effects.iter().any(|e| matches!(e, Effect::Event { message, .. }
+            if message == "more then 20% nodes are unhealthy in the cluster")));
+    }
+
+    #[test]
+    fn nothing_is_repaired_with_the_gate_off_or_without_policies() {
+        let s = cluster(5, 1, Some("default"));
+        let mut off = controller(false, kwok_repair_policies());
+        assert!(deleted(&off.lifecycle(&s.view(), T0 + 60 * MINUTE)).is_empty());
+        let mut none = controller(true, Vec::new());
+        assert!(deleted(&none.lifecycle(&s.view(), T0 + 60 * MINUTE)).is_empty());
+    }
+
+    #[test]
+    fn a_repair_is_not_held_for_approval() {
+        // The approve mode holds voluntary disruption only: a repair is involuntary.
+        let s = cluster(5, 1, Some("default"));
+        let mut c = controller(true, kwok_repair_policies());
+        assert_eq!(c.mode(), Mode::Approve);
+        let effects = c.lifecycle(&s.view(), T0 + 10 * MINUTE);
+        assert_eq!(deleted(&effects).len(), 1);
+        assert!(c.gate().proposals().is_empty());
+    }
+}
