@@ -1,3 +1,7 @@
+//! Node repair on a live API server: a Node a kubelet reports NotReady for longer than the KWOK cloud's policy
+//! tolerates gets its NodeClaim annotated with a termination time of now and deleted, its pod deleted at once,
+//! and nothing is written with the gate off.
+//!
 //! Registration on a live API server while other writers change the Node: the acting controller (real watch cache,
 //! real writer, the KWOK cloud) against the fake API server, with objects shaped as an API server sends them
 //! (managedFields, kubelet status with heartbeats, images, nodeInfo). A kubelet's status update lands between the
@@ -222,4 +226,124 @@ async fn registration_completes_though_another_writer_updates_the_node_between_e
         let all = ["Launched", "Registered", "Initialized"].iter().all(|t| condition(&c, t) == Some("True"));
         assert_eq!(condition(&c, "Ready") == Some("True"), all, "{c:#}");
     }
+}
+
+const PODS: &str = "api/v1/pods";
+
+/// A pod of `web` on the node, as the API server shows a running one.
+fn pod_on_node() -> Value {
+    json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": "web-5d8f7-abcde", "namespace": "default", "uid": "pod-uid-1",
+                     "creationTimestamp": "2026-01-01T00:00:40Z", "labels": {"app": "web"},
+                     "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "web-5d8f7",
+                                          "uid": "rs-uid", "controller": true, "blockOwnerDeletion": true}],
+                     "managedFields": [{"manager": "kube-controller-manager", "operation": "Update", "apiVersion": "v1",
+                                        "fieldsType": "FieldsV1", "fieldsV1": {"f:metadata": {}}}]},
+        "spec": {"nodeName": NAME, "terminationGracePeriodSeconds": 600,
+                 "containers": [{"name": "web", "image": "nginx",
+                                 "resources": {"requests": {"cpu": "500m", "memory": "256Mi"}}}]},
+        "status": {"phase": "Running", "startTime": "2026-01-01T00:00:45Z",
+                   "conditions": [{"type": "Ready", "status": "True", "lastTransitionTime": "2026-01-01T00:00:50Z"}]}
+    })
+}
+
+/// The Node registered and initialized, whose kubelet stopped reporting at 00:02:00 (the node lifecycle controller
+/// set Ready to Unknown).
+fn unreachable_node() -> Value {
+    let mut n = node();
+    n["spec"]["taints"] = json!([{"key": "node.kubernetes.io/unreachable", "effect": "NoSchedule"}]);
+    n["metadata"]["finalizers"] = json!(["karpenter.sh/termination"]);
+    let labels = n["metadata"]["labels"].as_object_mut().unwrap();
+    for (k, v) in [
+        ("karpenter.sh/nodepool", "default"),
+        ("karpenter.sh/registered", "true"),
+        ("karpenter.sh/initialized", "true"),
+        ("karpenter.sh/capacity-type", "on-demand"),
+    ] {
+        labels.insert(k.into(), json!(v));
+    }
+    for c in n["status"]["conditions"].as_array_mut().unwrap() {
+        if c["type"] == "Ready" {
+            c["status"] = json!("Unknown");
+            c["reason"] = json!("NodeStatusUnknown");
+            c["message"] = json!("Kubelet stopped posting node status.");
+            c["lastTransitionTime"] = json!("2026-01-01T00:02:00Z");
+        }
+    }
+    n
+}
+
+async fn repair_setup(gate: bool) -> (fake_apiserver::FakeApi, watch::Watches, Acting, i64) {
+    let fake = FakeApi::start().await;
+    fake.put(NODEPOOLS, nodepool());
+    let mut claim = nodeclaim();
+    for t in ["Registered", "Initialized"] {
+        claim["status"]["conditions"].as_array_mut().unwrap().push(json!({"type": t, "status": "True", "reason": t,
+            "message": "", "lastTransitionTime": "2026-01-01T00:00:30Z"}));
+    }
+    claim["status"]["nodeName"] = json!(NAME);
+    fake.put(NODECLAIMS, claim);
+    fake.put(NODES, unreachable_node());
+    fake.put(PODS, pod_on_node());
+    let mut watches = watch::spawn(fake.client());
+    watches.wait_synced(Duration::from_secs(10)).await.expect("synced");
+    let catalog = Arc::new(kwok_catalog("us-east-1"));
+    let mut settings = karpenter_tui::controller::Settings { mode: Mode::Approve, ..Default::default() };
+    settings.gates.node_repair = gate;
+    let now = 1_767_226_320_000; // 2026-01-01T00:12:00Z: Unknown for 10 minutes, KWOK's toleration.
+    let acting = Acting::new(
+        Controller::with_settings(catalog.clone(), settings, now),
+        Writer::new(fake.client(), false),
+        Box::new(karpenter_tui::kube::kwok::KwokCloud { catalog, writer: Writer::new(fake.client(), false) }),
+        None,
+    );
+    (fake, watches, acting, now)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unreachable_node_is_repaired_forcefully_in_approve_mode() {
+    let (fake, watches, mut acting, mut now) = repair_setup(true).await;
+    let m = watches.cache.lock().unwrap().manifests();
+    acting.tick(&m, now).await;
+    let claim = fake.get(NODECLAIMS, None, NAME).expect("held by its finalizer");
+    assert_eq!(
+        claim["metadata"]["annotations"]["karpenter.sh/nodeclaim-termination-timestamp"], "2026-01-01T00:12:00Z",
+        "the drain's deadline is now: {claim:#}"
+    );
+    assert!(claim["metadata"]["deletionTimestamp"].is_string(), "deleted without approval: {claim:#}");
+    // The finalizer takes it from there: the Node is deleted and drained; the pod is deleted, not evicted, at
+    // once (its 600 s grace is not waited out).
+    for _ in 0..10 {
+        let c = watches.cache.clone();
+        eventually(5, "the cache shows the claim deleting", move || {
+            c.lock().unwrap().nodeclaims.items.get(NAME).is_none_or(|c| c.metadata.deletion_timestamp.is_some())
+        })
+        .await;
+        now += 1_000;
+        let m = watches.cache.lock().unwrap().manifests();
+        acting.tick(&m, now).await;
+        if fake
+            .get(PODS, Some("default"), "web-5d8f7-abcde")
+            .is_none_or(|p| p["metadata"]["deletionTimestamp"].is_string())
+        {
+            break;
+        }
+    }
+    let node = fake.get(NODES, None, NAME);
+    assert!(node.is_none_or(|n| n["metadata"]["deletionTimestamp"].is_string()), "the Node is being deleted");
+    let pod = fake.get(PODS, Some("default"), "web-5d8f7-abcde");
+    assert!(pod.as_ref().is_none_or(|p| p["metadata"]["deletionTimestamp"].is_string()), "the pod is deleted: {pod:?}");
+    let evictions = fake.requests().iter().filter(|r| r.path.ends_with("/eviction")).count();
+    assert_eq!(evictions, 0, "a forceful drain deletes, it does not evict");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_the_gate_off_an_unreachable_node_is_left_alone() {
+    let (fake, watches, mut acting, now) = repair_setup(false).await;
+    let m = watches.cache.lock().unwrap().manifests();
+    acting.tick(&m, now).await;
+    let claim = fake.get(NODECLAIMS, None, NAME).expect("claim");
+    assert!(claim["metadata"]["deletionTimestamp"].is_null(), "{claim:#}");
+    assert!(claim["metadata"]["annotations"]["karpenter.sh/nodeclaim-termination-timestamp"].is_null());
 }
