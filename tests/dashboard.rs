@@ -514,3 +514,73 @@ fn s_sorts_the_focused_pane_by_its_next_column_and_shift_s_reverses() {
     assert_eq!(names, sorted);
     assert_eq!(s.pane(Pane::Events).sort, 0);
 }
+
+/// `scenarios/repair.yaml` played to `secs`: node-a has been Unknown since 2m.
+fn repair_driver_at(secs: i64) -> SimDriver {
+    let text = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/scenarios/repair.yaml")).expect("file");
+    let s = parse_scenario(&text, "repair.yaml").expect("parses");
+    let mut p = Playback::new(&s).expect("builds");
+    let end = p.start + secs * 1000;
+    p.advance(end).expect("plays");
+    SimDriver::new(p, "demo".into(), 10.0, false)
+}
+
+#[test]
+fn an_unhealthy_node_shows_its_condition_and_time_left_and_r_repairs_it_now() {
+    use karpenter_tui::protocol::view::Lifecycle;
+    let mut d = repair_driver_at(300);
+    let v = Arc::new(d.view());
+    assert!(v.feature_gates.contains(&("NodeRepair", true)), "{:?}", v.feature_gates);
+    let row = v.nodes.iter().find(|n| n.name == "node-a").expect("node-a");
+    assert_eq!(row.state, Lifecycle::Unhealthy);
+    let u = row.repair.as_ref().expect("repair info");
+    assert_eq!((u.condition.as_str(), u.status.as_str()), ("Ready", "Unknown"));
+    assert_eq!(u.repair_at - u.since, 10 * 60_000, "KWOK's 10 minute toleration");
+    assert!(
+        v.nodes.iter().filter(|n| n.name != "node-a").all(|n| n.repair.is_none() && n.state != Lifecycle::Unhealthy)
+    );
+
+    let mut s = app(v.clone(), false);
+    key(&mut s, '3');
+    key(&mut s, 'g');
+    while s.selected_row(Pane::Nodes).map(|i| s.view.nodes[i].name.as_str()) != Some("node-a") {
+        key(&mut s, 'j');
+    }
+    // The details say what and when.
+    code(&mut s, KeyCode::Enter);
+    let text = format!("{:?}", s.overlay);
+    assert!(text.contains("Unhealthy: Ready=Unknown (NodeStatusUnknown)") && text.contains("in 7m00s"), "{text}");
+    code(&mut s, KeyCode::Esc);
+    assert!(key(&mut s, 'R').is_empty(), "the first phase sends nothing");
+    let Overlay::Confirm(c) = &s.overlay else { panic!("a confirmation opens: {:?}", s.overlay) };
+    assert!(c.title.contains("node-a") && c.body.join(" ").contains("without eviction"), "{c:?}");
+    let sent = key(&mut s, 'y');
+    let cmd = match sent.as_slice() {
+        [Effect::Send(cmd @ Command::RepairNode { node, .. })] if node == "node-a" => cmd.clone(),
+        other => panic!("expected a repair command, got {other:?}"),
+    };
+    let out = d.handle(cmd);
+    assert!(
+        matches!(out.as_slice(), [Event::Done { outcome: Ok(m), .. }] if m.contains("repairing node-a")),
+        "{out:?}"
+    );
+    let after = d.view();
+    let a = after.nodes.iter().find(|n| n.name == "node-a");
+    assert!(a.is_none_or(|n| n.state == Lifecycle::Deleting), "{a:?}");
+
+    // A healthy node is refused in the UI and by the backend.
+    let healthy = after.nodes.iter().find(|n| n.name == "node-b").expect("node-b").name.clone();
+    let out = d.handle(Command::RepairNode { request: 9, node: healthy });
+    assert!(
+        matches!(out.as_slice(), [Event::Done { outcome: Err(e), .. }] if e.contains("matches no repair policy")),
+        "{out:?}"
+    );
+}
+
+#[test]
+fn repair_is_refused_read_only() {
+    let mut s = app(Arc::new(repair_driver_at(300).view()), true);
+    key(&mut s, '3');
+    assert!(key(&mut s, 'R').is_empty());
+    assert_eq!(s.overlay, Overlay::None, "no confirmation in read-only mode");
+}

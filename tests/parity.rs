@@ -68,7 +68,7 @@ fn sim_commands(r: &Report) -> Vec<Command> {
                 repl.sort();
                 Some((method, candidates.len(), repl, state_word(state).to_string()))
             }
-            DecisionDetail::Provision { .. } => None,
+            DecisionDetail::Provision { .. } | DecisionDetail::Repair { .. } => None,
         })
         .collect()
 }

@@ -199,7 +199,7 @@ impl Run {
                         state: *state,
                     })
                 }
-                DecisionDetail::Provision { .. } => None,
+                DecisionDetail::Provision { .. } | DecisionDetail::Repair { .. } => None,
             })
             .collect()
     }
@@ -211,7 +211,7 @@ impl Run {
             .iter()
             .filter_map(|d| match &d.detail {
                 DecisionDetail::Provision { node_claims, pods } => Some((d.at, node_claims.as_slice(), *pods)),
-                DecisionDetail::Disruption { .. } => None,
+                DecisionDetail::Disruption { .. } | DecisionDetail::Repair { .. } => None,
             })
             .collect()
     }

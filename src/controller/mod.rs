@@ -1112,7 +1112,7 @@ pub struct PassKeys {
 
 /// A watch cache's objects as the engine reads them: unbound pods as kube-scheduler leaves them (marked
 /// unschedulable, see [`Manifests::pending_view`]).
-fn live_view<'a>(m: &'a Manifests, pods: &'a [Arc<StoredPod>]) -> ClusterSnapshot<'a> {
+pub fn live_view<'a>(m: &'a Manifests, pods: &'a [Arc<StoredPod>]) -> ClusterSnapshot<'a> {
     let mut view = m.view();
     view.pods = crate::engine::objects::Objects::Shared(pods);
     view

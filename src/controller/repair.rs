@@ -97,6 +97,80 @@ impl Controller {
         &self.repairs
     }
 
+    /// Deletes an unhealthy node's NodeClaim forcefully: the drain's deadline is now (an annotation already in the
+    /// past is kept), and the repair is recorded.
+    fn repair_claim(
+        &mut self,
+        claim: &NodeClaim,
+        node_name: String,
+        pool: Option<String>,
+        u: Unhealthy,
+        now: Millis,
+        out: &mut Out,
+    ) {
+        let stamped = lifecycle::annotated_deadline(claim).is_some_and(|t| t < now);
+        if !stamped {
+            out.push(Effect::PatchClaimMetadata {
+                name: claim.name().to_string(),
+                labels: BTreeMap::new(),
+                annotations: [(lifecycle::ANNOTATION_TERMINATION_TIMESTAMP.to_string(), lifecycle::rfc3339(now))]
+                    .into(),
+                finalizers: None,
+            });
+        }
+        if claim.metadata.deletion_timestamp.is_some() {
+            return;
+        }
+        out.push(Effect::DeleteNodeClaim { name: claim.name().to_string(), reason: DeleteReason::Unhealthy });
+        self.repairs.push(RepairRecord {
+            at: now,
+            node: node_name,
+            nodeclaim: claim.name().to_string(),
+            nodepool: pool,
+            condition: u.condition,
+            status: u.status,
+        });
+    }
+
+    /// An operator's "repair now" (the dashboard's Nodes pane): the node must be one node repair would repair once
+    /// its toleration runs out; it is repaired at once, as that would do, without waiting for the rest of the
+    /// toleration or the 20 % rule (the operator has looked at it).
+    pub fn repair_now(
+        &mut self,
+        s: &ClusterSnapshot<'_>,
+        node: &str,
+        now: Millis,
+    ) -> Result<(Vec<Effect>, String), String> {
+        if self.active_repair_policies().is_empty() {
+            return Err("node repair is off (feature gate NodeRepair, or a cloud without repair policies)".into());
+        }
+        let n = s
+            .nodes
+            .iter()
+            .find(|n| n.metadata.name.as_deref() == Some(node))
+            .ok_or_else(|| format!("node {node} does not exist"))?;
+        let pid = n.spec.as_ref().and_then(|s| s.provider_id.as_deref()).filter(|p| self.ours(Some(p)));
+        let claim = pid
+            .and_then(|p| s.nodeclaims.iter().find(|c| c.provider_id() == Some(p)))
+            .ok_or_else(|| format!("node {node} has no NodeClaim of this cloud: it is not ours to repair"))?;
+        if claim.metadata.deletion_timestamp.is_some() {
+            return Err(format!("NodeClaim {} is already being deleted", claim.name()));
+        }
+        let u = unhealthy(n, &self.repair_policies)
+            .ok_or_else(|| format!("node {node} matches no repair policy: it is healthy as far as repair goes"))?;
+        let pool = claim.metadata.labels.as_ref().and_then(|l| l.get(labels::NODEPOOL)).cloned();
+        let message = format!(
+            "repairing {node}: {}={} since {}, NodeClaim {} deleted with a termination time of now",
+            u.condition,
+            u.status,
+            lifecycle::rfc3339(u.since.max(0)),
+            claim.name()
+        );
+        let mut out = Out::default();
+        self.repair_claim(claim, node.to_string(), pool, u, now, &mut out);
+        Ok((out.finish(s), message))
+    }
+
     /// One node.health pass over every node of ours with a NodeClaim: repairs those past their deadline, and asks
     /// to run again at the earliest deadline still ahead (or, when blocked by the 20 % rule, in 5 minutes).
     pub(super) fn repair(&mut self, s: &ClusterSnapshot<'_>, now: Millis, out: &mut Out) {
@@ -147,29 +221,7 @@ impl Controller {
                 self.requeue(now + BLOCKED_REQUEUE);
                 continue;
             }
-            // Forceful: the drain's deadline is now (an annotation already in the past is kept).
-            let stamped = lifecycle::annotated_deadline(claim).is_some_and(|t| t < now);
-            if !stamped {
-                out.push(Effect::PatchClaimMetadata {
-                    name: claim.name().to_string(),
-                    labels: BTreeMap::new(),
-                    annotations: [(lifecycle::ANNOTATION_TERMINATION_TIMESTAMP.to_string(), lifecycle::rfc3339(now))]
-                        .into(),
-                    finalizers: None,
-                });
-            }
-            if claim.metadata.deletion_timestamp.is_some() {
-                continue;
-            }
-            out.push(Effect::DeleteNodeClaim { name: claim.name().to_string(), reason: DeleteReason::Unhealthy });
-            self.repairs.push(RepairRecord {
-                at: now,
-                node: node_name,
-                nodeclaim: claim.name().to_string(),
-                nodepool: pool,
-                condition: u.condition,
-                status: u.status,
-            });
+            self.repair_claim(claim, node_name, pool, u, now, out);
         }
     }
 }

@@ -10,6 +10,7 @@ pub mod labels;
 pub mod lifecycle;
 pub mod manifests;
 pub mod objects;
+pub mod overlay;
 pub mod pdb;
 pub mod provisioning;
 pub mod requirements;

@@ -24,6 +24,11 @@ pub enum Command {
         request: u64,
         mode: Mode,
     },
+    /// Repair an unhealthy node now instead of when its repair policy's toleration runs out.
+    RepairNode {
+        request: u64,
+        node: String,
+    },
     /// Validate and apply an edited NodePool (YAML).
     ApplyNodePool {
         request: u64,
@@ -53,6 +58,7 @@ impl Command {
             Command::Approve { request, .. }
             | Command::Reject { request, .. }
             | Command::SetMode { request, .. }
+            | Command::RepairNode { request, .. }
             | Command::ApplyNodePool { request, .. }
             | Command::PreviewNodePool { request, .. } => Some(*request),
             Command::SetSpeed { .. } | Command::SetPaused { .. } | Command::Shutdown => None,
@@ -63,7 +69,11 @@ impl Command {
     pub fn is_mutating(&self) -> bool {
         matches!(
             self,
-            Command::Approve { .. } | Command::Reject { .. } | Command::SetMode { .. } | Command::ApplyNodePool { .. }
+            Command::Approve { .. }
+                | Command::Reject { .. }
+                | Command::SetMode { .. }
+                | Command::RepairNode { .. }
+                | Command::ApplyNodePool { .. }
         )
     }
 }

@@ -115,6 +115,8 @@ pub enum Lifecycle {
     Registered,
     Initialized,
     Drifted,
+    /// A repair policy matches one of its conditions: node repair replaces it when the toleration runs out.
+    Unhealthy,
     Disrupting,
     Deleting,
 }
@@ -127,6 +129,7 @@ impl Lifecycle {
             Lifecycle::Registered => "Registered",
             Lifecycle::Initialized => "Initialized",
             Lifecycle::Drifted => "Drifted",
+            Lifecycle::Unhealthy => "Unhealthy",
             Lifecycle::Disrupting => "Disrupting",
             Lifecycle::Deleting => "Deleting",
         }
@@ -156,6 +159,20 @@ pub struct NodeRow {
     pub pod_names: Vec<String>,
     /// Why the engine is (not) disrupting it, one line per reason.
     pub outlook: Vec<String>,
+    /// The condition a repair policy matches, when node repair is on and one does.
+    pub repair: Option<RepairInfo>,
+}
+
+/// What node repair sees on a node: the matching condition and when it repairs the node.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RepairInfo {
+    pub condition: String,
+    pub status: String,
+    pub reason: Option<String>,
+    /// The condition's lastTransitionTime.
+    pub since: Millis,
+    /// When the policy's toleration runs out (the repair happens then unless over 20 % of the pool is unhealthy).
+    pub repair_at: Millis,
 }
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]

@@ -132,6 +132,19 @@ impl Acting {
         }
     }
 
+    /// An operator's "repair now" (see [`Controller::repair_now`]), carried out at once.
+    pub async fn repair_now(&mut self, m: &Manifests, node: &str, now: Millis) -> Result<String, String> {
+        let pods = m.pending_view();
+        let view = crate::controller::live_view(m, &pods);
+        let (effects, message) = self.controller.repair_now(&view, node, now)?;
+        let report = self.run(effects, now).await;
+        if report.errors.is_empty() {
+            Ok(message)
+        } else {
+            Err(format!("{message}, but: {}", report.errors.join("; ")))
+        }
+    }
+
     pub fn reject(&mut self, m: &Manifests, id: &str, now: Millis) -> Result<String, String> {
         self.controller.reject(id, generation(m), now)
     }

@@ -283,6 +283,14 @@ impl LiveDriver {
                 };
                 vec![Event::Done { request, outcome }]
             }
+            Command::RepairNode { request, node } => {
+                let outcome = match (self.engine(), latest) {
+                    (Err(e), _) => Err(e),
+                    (Ok(_), None) => Err("the cluster has not been read yet".into()),
+                    (Ok(a), Some(read)) => a.repair_now(&read.manifests, &node, now).await,
+                };
+                vec![Event::Done { request, outcome }]
+            }
             Command::SetMode { request, mode } => {
                 let outcome = self.engine().map(|a| a.set_mode(mode, now));
                 vec![Event::Done { request, outcome }]

@@ -112,6 +112,7 @@ pub fn picture(
         now,
         mode: engine.map_or(Mode::DryRun, Controller::mode),
         gates: engine.map(Controller::gates).unwrap_or_default(),
+        repair_policies: engine.map(Controller::active_repair_policies).unwrap_or_default(),
         leadership: info.leadership.clone(),
         catalog,
         generation,

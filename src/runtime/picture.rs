@@ -49,6 +49,8 @@ pub struct Input<'a> {
     pub now: Millis,
     pub mode: Mode,
     pub gates: crate::controller::settings::FeatureGates,
+    /// The repair policies node repair acts on (empty: repair is off).
+    pub repair_policies: &'a [crate::controller::cloud::RepairPolicy],
     pub leadership: Leadership,
     /// Where prices come from, for the header.
     pub catalog: &'a Catalog,
@@ -76,6 +78,7 @@ pub fn build(input: Input<'_>) -> ClusterView {
         now,
         mode,
         gates,
+        repair_policies,
         leadership,
         catalog,
         generation,
@@ -100,7 +103,7 @@ pub fn build(input: Input<'_>) -> ClusterView {
     };
     let pods_on = pods_by_node(&objects.pods);
     let busy = orchestrator.map(disrupting).unwrap_or_default();
-    fill_nodes(&mut v, &objects, &pods_on, price, &busy, outlook);
+    fill_nodes(&mut v, &objects, &pods_on, price, &busy, outlook, repair_policies);
     if let Some(o) = orchestrator {
         let nodes: BTreeSet<&str> = objects.nodes.iter().filter_map(|n| n.metadata.name.as_deref()).collect();
         let ready: BTreeSet<&str> =
@@ -174,6 +177,7 @@ pub fn fill_nodes(
     price: &dyn Fn(&str, &BTreeMap<String, String>) -> f64,
     disrupting: &BTreeSet<String>,
     outlook: Option<&BTreeMap<String, Outlook>>,
+    repair_policies: &[crate::controller::cloud::RepairPolicy],
 ) {
     let now = v.now;
     // Claims and nodes meet by provider id (a claim's status.nodeName is only set once it registers).
@@ -197,10 +201,20 @@ pub fn fill_nodes(
         if let Some(c) = claim {
             claims_with_nodes.insert(c.name().to_string());
         }
+        let repair =
+            claim.and_then(|_| crate::controller::repair::unhealthy(node, repair_policies)).map(|u| RepairInfo {
+                condition: u.condition,
+                status: u.status,
+                reason: u.reason,
+                since: u.since,
+                repair_at: u.deadline,
+            });
         let state = if node.metadata.deletion_timestamp.is_some() {
             Lifecycle::Deleting
         } else if disrupting.contains(name) {
             Lifecycle::Disrupting
+        } else if repair.is_some() {
+            Lifecycle::Unhealthy
         } else if claim.is_some_and(|c| c.is_true("Drifted")) {
             Lifecycle::Drifted
         } else if claim.is_none_or(|c| c.is_true(COND_INITIALIZED)) {
@@ -247,6 +261,7 @@ pub fn fill_nodes(
                 }
                 None => Vec::new(),
             },
+            repair,
         });
     }
     for c in &o.nodeclaims {

@@ -170,6 +170,9 @@ impl SimDriver {
                 let outcome = w.reject(&id).map(|()| format!("{id} rejected")).map_err(|e| format!("{id}: {e}"));
                 vec![Event::Done { request, outcome }]
             }
+            Command::RepairNode { request, node } => {
+                vec![Event::Done { request, outcome: w.repair_now(&node) }]
+            }
             Command::SetMode { request, mode } => {
                 w.set_mode(mode);
                 w.reconcile();

@@ -33,6 +33,7 @@ pub fn view(w: &mut World, source: Source, generation: u64) -> ClusterView {
         now,
         mode: w.orchestrator().mode(),
         gates: w.settings().gates,
+        repair_policies: w.repair_policies(),
         leadership: Leadership::Acting,
         catalog: w.catalog(),
         generation,

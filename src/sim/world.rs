@@ -285,6 +285,21 @@ fn taint(key: &str, effect: &str) -> Taint {
 }
 
 impl World {
+    /// The repair policies node repair acts on (none with the gate off).
+    pub fn repair_policies(&self) -> &[crate::controller::cloud::RepairPolicy] {
+        self.controller.active_repair_policies()
+    }
+
+    /// An operator's "repair now" on `node` (see [`crate::controller::Controller::repair_now`]).
+    pub fn repair_now(&mut self, node: &str) -> Result<String, String> {
+        let now = self.now;
+        let snap = self.cluster.snapshot_into(&mut self.caches.snapshot);
+        let (effects, message) = self.controller.repair_now(&snap, node, now)?;
+        self.apply_effects(effects);
+        self.reconcile();
+        Ok(message)
+    }
+
     /// The repairs node repair carried out, oldest first.
     pub fn repairs(&self) -> &[crate::controller::repair::RepairRecord] {
         self.controller.repairs()

@@ -78,6 +78,7 @@ pub enum Action {
     Approve,
     Reject,
     ApproveAll,
+    Repair,
     Edit,
     EditExternal,
     CycleTheme,
@@ -154,6 +155,15 @@ pub const REGISTRY: &[ActionSpec] = &[
         true,
     ),
     spec(Action::Reject, "reject", &["r"], "reject the selected proposal", Scope::Pane(Pane::Disruptions), true, true),
+    spec(
+        Action::Repair,
+        "repair",
+        &["R"],
+        "repair the selected unhealthy node now (node repair)",
+        Scope::Pane(Pane::Nodes),
+        true,
+        false,
+    ),
     spec(
         Action::ApproveAll,
         "approve-all",

@@ -42,6 +42,7 @@ pub enum Pending {
     ApproveAll { ids: Vec<String> },
     SetMode(Mode),
     ApplyEdit { name: String, yaml: String },
+    Repair { node: String },
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -461,6 +462,7 @@ pub fn act(s: &mut AppState, action: Action) -> Vec<Effect> {
             }
         }
         Action::Approve | Action::Reject => return proposal_intent(s, action == Action::Approve),
+        Action::Repair => return repair_intent(s),
         Action::ApproveAll => {
             let ids: Vec<String> =
                 s.view.disruptions.iter().filter(|d| d.state.is_open()).map(|d| d.id.clone()).collect();
@@ -546,6 +548,43 @@ pub fn act(s: &mut AppState, action: Action) -> Vec<Effect> {
 }
 
 /// `a` / `r` on the selected proposal: a confirmation that says exactly what will happen.
+/// The first phase of "repair now": only a node node repair would replace anyway, with what happens spelled out.
+fn repair_intent(s: &mut AppState) -> Vec<Effect> {
+    let Some(i) = s.selected_row(Pane::Nodes) else {
+        s.info("no node selected");
+        return Vec::new();
+    };
+    let Some(n) = s.view.nodes.get(i).cloned() else { return Vec::new() };
+    let Some(u) = &n.repair else {
+        s.error(format!(
+            "{} matches no repair policy (or node repair is off: feature gate NodeRepair); nothing to repair",
+            n.name
+        ));
+        return Vec::new();
+    };
+    let when = if u.repair_at > s.view.now {
+        format!("node repair would replace it in {}", crate::ui::rows::age(u.repair_at, s.view.now))
+    } else {
+        "its toleration is already over".to_string()
+    };
+    s.overlay = Overlay::Confirm(Confirm {
+        title: format!("Repair node {} now", n.name),
+        body: vec![
+            format!("{} is unhealthy: {}={}; {when}.", n.name, u.condition, u.status),
+            format!(
+                "NodeClaim {} is deleted with a termination time of now: its {} pod(s) are deleted at once, without \
+                 eviction, PDBs or budgets, and a new node is launched for them afterwards.",
+                n.nodeclaim.as_deref().unwrap_or("?"),
+                n.pods
+            ),
+        ],
+        phrase: None,
+        typed: String::new(),
+        pending: Pending::Repair { node: n.name.clone() },
+    });
+    Vec::new()
+}
+
 fn proposal_intent(s: &mut AppState, approve: bool) -> Vec<Effect> {
     let Some(i) = s.selected_row(Pane::Disruptions) else {
         s.info("no proposal selected");
@@ -689,6 +728,15 @@ fn confirmed(s: &mut AppState, p: Pending) -> Vec<Effect> {
         }
         Pending::SetMode(mode) => {
             vec![s.request(|request| Command::SetMode { request, mode }, "mode", mode.as_str(), String::new())]
+        }
+        Pending::Repair { node } => {
+            s.info(format!("repairing {node} ..."));
+            vec![s.request(
+                |request| Command::RepairNode { request, node: node.clone() },
+                "repair",
+                &node,
+                String::new(),
+            )]
         }
         Pending::ApplyEdit { name, yaml } => {
             let detail = format!("{} bytes of YAML", yaml.len());

@@ -235,6 +235,20 @@ pub fn detail(v: &ClusterView, p: Pane, i: usize) -> (String, Vec<String>) {
                 r.pods,
                 r.max_pods
             ));
+            if let Some(u) = &r.repair {
+                let reason = u.reason.as_deref().map(|x| format!(" ({x})")).unwrap_or_default();
+                let when = if u.repair_at > v.now {
+                    format!("node repair replaces it in {}", age(u.repair_at, v.now))
+                } else {
+                    "its toleration is over: node repair replaces it unless over 20% of its pool is unhealthy".into()
+                };
+                out.push(format!(
+                    "Unhealthy: {}={}{reason} for {}; {when} (R repairs it now)",
+                    u.condition,
+                    u.status,
+                    age(v.now, u.since)
+                ));
+            }
             out.push(String::new());
             out.push("Why it is (not) being consolidated:".into());
             if r.outlook.is_empty() {

@@ -5,6 +5,7 @@ pub mod common;
 pub mod duration;
 pub mod ec2nodeclass;
 pub mod nodeclaim;
+pub mod nodeoverlay;
 pub mod nodepool;
 pub mod strict;
 pub mod validation;

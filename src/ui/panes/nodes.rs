@@ -40,6 +40,7 @@ pub fn render(s: &AppState, area: Rect, buf: &mut Buffer) {
             Lifecycle::Initialized => t.ok,
             Lifecycle::Launching | Lifecycle::Launched | Lifecycle::Registered => t.info,
             Lifecycle::Drifted => t.warn,
+            Lifecycle::Unhealthy => t.bad,
             Lifecycle::Disrupting | Lifecycle::Deleting => t.bad,
         };
         let ghost = r.state <= Lifecycle::Launched;
