@@ -210,7 +210,7 @@ impl Run {
             .decisions
             .iter()
             .filter_map(|d| match &d.detail {
-                DecisionDetail::Provision { node_claims, pods } => Some((d.at, node_claims.as_slice(), *pods)),
+                DecisionDetail::Provision { node_claims, pods, .. } => Some((d.at, node_claims.as_slice(), *pods)),
                 DecisionDetail::Disruption { .. } | DecisionDetail::Repair { .. } => None,
             })
             .collect()

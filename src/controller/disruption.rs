@@ -350,7 +350,7 @@ impl Orchestrator {
         };
         self.records.push(CommandRecord { id: id.clone(), at: now, command: cmd.clone(), state });
         match mode {
-            Mode::Auto if cmd.method == Method::Drift => vec![self.start(id, cmd, now)],
+            Mode::Auto if matches!(cmd.method, Method::Drift | Method::StaticDrift) => vec![self.start(id, cmd, now)],
             Mode::Auto => {
                 self.validating = Some((id, cmd, now + self.validation_delay));
                 Vec::new()

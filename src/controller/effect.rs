@@ -17,6 +17,8 @@ pub enum Purpose {
     Provisioning { pods: usize },
     /// A replacement for disruption command `id`.
     Replacement { id: String },
+    /// A static NodePool's replica (gate `StaticCapacity`).
+    Static { nodepool: String },
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -106,6 +108,7 @@ impl Effect {
                 match purpose {
                     Purpose::Provisioning { pods } => format!("create a NodeClaim in {pool} for {pods} pod(s)"),
                     Purpose::Replacement { id } => format!("create a replacement NodeClaim in {pool} for {id}"),
+                    Purpose::Static { nodepool } => format!("create a NodeClaim for static NodePool {nodepool}"),
                 }
             }
             Effect::Launch { claim } => format!("launch NodeClaim {}", claim.name()),

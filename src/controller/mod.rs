@@ -24,6 +24,7 @@ pub mod pod_events;
 pub mod provisioning;
 pub mod repair;
 pub mod settings;
+mod static_pools;
 pub mod timing;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -407,6 +408,7 @@ impl Controller {
         self.next_id = next_id;
         self.blocked_events(&view, now, &mut out);
         self.nodepool_statuses(&view, &m.nodeclasses, now, &mut out);
+        self.static_pools(&view, now, &mut out);
         out.finish(&view)
     }
 
@@ -1061,7 +1063,7 @@ impl Controller {
 
     fn settle(&mut self, purpose: &Purpose, name: Option<String>) {
         match purpose {
-            Purpose::Provisioning { .. } => self.creating = self.creating.saturating_sub(1),
+            Purpose::Provisioning { .. } | Purpose::Static { .. } => self.creating = self.creating.saturating_sub(1),
             Purpose::Replacement { id } => self.disruption.replacement_created(id, name),
         }
     }

@@ -74,6 +74,8 @@ pub enum DeleteReason {
     Interrupted,
     /// Node auto repair: a condition matched a repair policy for longer than it tolerates.
     Unhealthy,
+    /// Static scale-down: the pool has more NodeClaims than its replicas.
+    Overprovisioned,
 }
 
 impl DeleteReason {
@@ -89,6 +91,7 @@ impl DeleteReason {
             DeleteReason::Disrupted => "disrupted",
             DeleteReason::Interrupted => "interrupted",
             DeleteReason::Unhealthy => "unhealthy",
+            DeleteReason::Overprovisioned => "overprovisioned",
         }
     }
 }

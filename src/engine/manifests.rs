@@ -12,6 +12,7 @@ use k8s_openapi::api::storage::v1::StorageClass;
 use serde::Deserialize;
 use thiserror::Error;
 
+use crate::engine::api::nodeoverlay::NodeOverlay;
 use crate::engine::api::{EC2NodeClass, NodeClaim, NodePool};
 use crate::engine::provisioning::{ClusterSnapshot, Snapshot};
 use crate::engine::stored_pod::StoredPod;
@@ -34,6 +35,9 @@ pub struct Manifests {
     pub nodepools: Vec<NodePool>,
     pub nodeclaims: Vec<NodeClaim>,
     pub nodeclasses: Vec<EC2NodeClass>,
+    /// Price and capacity adjustments (`karpenter.sh/v1alpha1`); empty where the CRD isn't installed. Not part of
+    /// the provisioning snapshots: the controller evaluates them itself ([`crate::engine::overlay`]).
+    pub nodeoverlays: Vec<NodeOverlay>,
     pub nodes: Vec<Node>,
     pub pods: Vec<Arc<StoredPod>>,
     pub deployments: Vec<Deployment>,
@@ -100,6 +104,9 @@ impl Manifests {
                 ("karpenter.sh/v1", "NodeClaim") => out.nodeclaims.push(NodeClaim::deserialize(doc).map_err(err)?),
                 ("karpenter.k8s.aws/v1", "EC2NodeClass") => {
                     out.nodeclasses.push(EC2NodeClass::deserialize(doc).map_err(err)?)
+                }
+                ("karpenter.sh/v1alpha1", "NodeOverlay") => {
+                    out.nodeoverlays.push(NodeOverlay::deserialize(doc).map_err(err)?)
                 }
                 ("v1", "Node") => out.nodes.push(Node::deserialize(doc).map_err(err)?),
                 ("v1", "Pod") => out.pods.push(Arc::new(Pod::deserialize(doc).map_err(err)?.into())),
@@ -240,5 +247,25 @@ mod tests {
 
         let syntax = "apiVersion: v1\nkind: [Pod\n";
         assert!(Manifests::parse(syntax, "s.yaml").is_err());
+    }
+
+    #[test]
+    fn loads_node_overlays_and_locates_their_errors() {
+        let text = "apiVersion: karpenter.sh/v1alpha1\nkind: NodeOverlay\nmetadata: {name: spot-discount}\nspec:\n  \
+                    requirements: [{key: karpenter.sh/capacity-type, operator: In, values: [spot]}]\n  \
+                    priceAdjustment: \"-10%\"\n  weight: 10\n";
+        let m = Manifests::parse(text, "o.yaml").unwrap();
+        assert_eq!(m.nodeoverlays.len(), 1);
+        let o = &m.nodeoverlays[0];
+        assert_eq!((o.name(), o.weight(), o.price_string()), ("spot-discount", 10, Some("-10%")));
+
+        let bad = "apiVersion: v1\nkind: Namespace\nmetadata: {name: a}\n---\napiVersion: karpenter.sh/v1alpha1\n\
+                   kind: NodeOverlay\nmetadata: {name: o}\nspec:\n  weight: heavy\n";
+        let e = Manifests::parse(bad, "bad.yaml").unwrap_err();
+        assert_eq!((e.file.as_str(), e.line), ("bad.yaml", 9), "{e}");
+
+        // Only the alpha version exists upstream.
+        let v1 = "apiVersion: karpenter.sh/v1\nkind: NodeOverlay\nmetadata: {name: o}\n";
+        assert!(Manifests::parse(v1, "v1.yaml").unwrap_err().message.contains("NodeOverlay"));
     }
 }

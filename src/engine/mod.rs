@@ -16,6 +16,7 @@ pub mod provisioning;
 pub mod requirements;
 pub mod resources;
 pub mod scheduling;
+pub mod static_capacity;
 pub mod stored_pod;
 pub mod termination;
 pub mod whatif;

@@ -52,6 +52,10 @@ pub fn needs() -> Vec<Need> {
         need("patch", k, "nodeclaims", Some("status"), false),
         need("patch", k, "nodepools", None, false),
         need("patch", k, "nodepools", Some("status"), false),
+        // NodeOverlay status conditions are merged into a fresh read; edits are server-side applied.
+        need("get", k, "nodeoverlays", None, false),
+        need("patch", k, "nodeoverlays", None, false),
+        need("patch", k, "nodeoverlays", Some("status"), false),
         need("patch", "", "nodes", None, false),
         need("delete", "", "nodes", None, false),
         need("create", "", "pods", Some("eviction"), false),
@@ -130,6 +134,8 @@ mod tests {
         assert!(all.contains(&"list ec2nodeclasses.karpenter.k8s.aws".to_string()));
         assert!(all.contains(&"create pods/eviction".to_string()));
         assert!(all.contains(&"patch nodeclaims/status.karpenter.sh".to_string()));
+        assert!(all.contains(&"watch nodeoverlays.karpenter.sh".to_string()));
+        assert!(all.contains(&"patch nodeoverlays/status.karpenter.sh".to_string()));
         let access = Access { denied: vec![(need("create", "", "pods", Some("eviction"), false), "no".into())] };
         assert!(access.can_read() && !access.can_write());
         assert_eq!(access.summary().unwrap(), "missing rights: create pods/eviction");

@@ -7,6 +7,7 @@ use k8s_openapi::api::storage::v1::StorageClass;
 use kube::Resource;
 use kube::core::ApiResource;
 
+use crate::engine::api::nodeoverlay::NodeOverlay;
 use crate::engine::api::{EC2NodeClass, NodeClaim, NodePool};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -16,6 +17,7 @@ pub enum Kind {
     NodePool,
     NodeClaim,
     NodeClass,
+    NodeOverlay,
     DaemonSet,
     Pdb,
     Pvc,
@@ -25,12 +27,13 @@ pub enum Kind {
 }
 
 impl Kind {
-    pub const ALL: [Kind; 11] = [
+    pub const ALL: [Kind; 12] = [
         Kind::Pod,
         Kind::Node,
         Kind::NodePool,
         Kind::NodeClaim,
         Kind::NodeClass,
+        Kind::NodeOverlay,
         Kind::DaemonSet,
         Kind::Pdb,
         Kind::Pvc,
@@ -46,6 +49,7 @@ impl Kind {
             Kind::NodePool => ApiResource::erase::<NodePool>(&()),
             Kind::NodeClaim => ApiResource::erase::<NodeClaim>(&()),
             Kind::NodeClass => ApiResource::erase::<EC2NodeClass>(&()),
+            Kind::NodeOverlay => ApiResource::erase::<NodeOverlay>(&()),
             Kind::DaemonSet => ApiResource::erase::<DaemonSet>(&()),
             Kind::Pdb => ApiResource::erase::<PodDisruptionBudget>(&()),
             Kind::Pvc => ApiResource::erase::<PersistentVolumeClaim>(&()),
@@ -61,9 +65,10 @@ impl Kind {
         if ar.group.is_empty() { ar.plural } else { format!("{}.{}", ar.plural, ar.group) }
     }
 
-    /// Whether the engine can work without it: a cluster without Karpenter's AWS CRD still has NodePools to show.
+    /// Whether the engine can work without it: a cluster without Karpenter's AWS CRD still has NodePools to show,
+    /// and upstream installs the NodeOverlay CRD only from v1.7 on (no CRD, no overlays).
     pub fn optional(self) -> bool {
-        matches!(self, Kind::NodeClass)
+        matches!(self, Kind::NodeClass | Kind::NodeOverlay)
     }
 
     pub fn namespaced(self) -> bool {
@@ -86,6 +91,9 @@ mod tests {
         assert_eq!(Kind::NodeClaim.resource_name(), "nodeclaims.karpenter.sh");
         assert_eq!(Kind::NodeClass.resource_name(), "ec2nodeclasses.karpenter.k8s.aws");
         assert_eq!(Kind::Pdb.resource_name(), "poddisruptionbudgets.policy");
+        assert_eq!(Kind::NodeOverlay.resource_name(), "nodeoverlays.karpenter.sh");
+        assert_eq!(Kind::NodeOverlay.api_resource().api_version, "karpenter.sh/v1alpha1");
+        assert!(Kind::NodeOverlay.optional() && !Kind::NodeOverlay.namespaced());
         assert!(Kind::Pvc.namespaced() && !Kind::Pv.namespaced());
         assert!(is_karpenter(Kind::NodePool) && !is_karpenter(Kind::Node));
     }

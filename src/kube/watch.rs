@@ -11,7 +11,7 @@ use kube::runtime::{WatchStreamExt, watcher};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
-use super::cache::Cache;
+use super::cache::{Cache, WatchState};
 use super::kinds::Kind;
 
 /// The running watchers. Dropping it stops them.
@@ -83,8 +83,18 @@ async fn run_one(client: kube::Client, kind: Kind, cache: Arc<Mutex<Cache>>, tx:
                     }
                     Err(e) => {
                         let code = status_code(&e);
-                        // 410 is routine: the watcher relists by itself.
-                        if code != Some(410) {
+                        if code == Some(404) && kind.optional() {
+                            // A CRD not installed (NodeOverlay before upstream v1.7, EC2NodeClass off AWS) is a
+                            // normal setup, not a fault: said once, and again only after it was served meanwhile.
+                            // The list is still retried (backing off to every 30 s), so a CRD installed later is seen.
+                            let news = c.state(kind) != WatchState::Absent;
+                            if news {
+                                tracing::info!(kind = %kind.resource_name(), "not served by the API server (CRD not installed); treated as having no objects");
+                            }
+                            c.watch_failed(kind, code, e.to_string());
+                            (news, true)
+                        } else if code != Some(410) {
+                            // 410 is routine: the watcher relists by itself.
                             tracing::warn!(kind = %kind.resource_name(), "watch failed: {e}");
                             c.watch_failed(kind, code, e.to_string());
                             (true, true)

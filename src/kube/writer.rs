@@ -7,7 +7,10 @@
 
 use k8s_openapi::api::core::v1::{Event, Node, ObjectReference, Pod, Taint};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta, Time};
+use kube::Resource;
 use kube::api::{Api, DeleteParams, EvictParams, Patch, PatchParams, PostParams};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
 use serde_json::json;
 use thiserror::Error;
 
@@ -16,6 +19,9 @@ use crate::engine::api::nodepool::NodePoolStatus;
 use crate::engine::api::{EC2NodeClass, NodeClaim, NodeClaimStatus, NodePool};
 
 mod controller_writes;
+mod overlay_writes;
+
+pub use overlay_writes::OVERLAY_STATUS_ATTEMPTS;
 
 /// The field manager and event source this tool writes as.
 pub const FIELD_MANAGER: &str = "karpenter-tui";
@@ -203,34 +209,32 @@ impl Writer {
     /// Server-side applies an operator's NodePool edit as this tool's field manager. With `dry_run` the API server
     /// validates and defaults it (its CRD schema and CEL rules) without storing anything.
     pub async fn apply_nodepool(&self, pool: &NodePool, dry_run: bool) -> Result<NodePool> {
-        let name = pool.metadata.name.clone().unwrap_or_default();
+        self.apply_intent(pool, dry_run).await
+    }
+
+    /// Server-side applies `obj` (a cluster-scoped kind) as this tool's field manager, forcing ownership of the
+    /// fields it sets; with `dry_run` only validated and defaulted by the API server, which is not a write and so
+    /// allowed read-only too.
+    async fn apply_intent<K>(&self, obj: &K, dry_run: bool) -> Result<K>
+    where
+        K: Resource<DynamicType = ()> + Clone + std::fmt::Debug + Serialize + DeserializeOwned,
+    {
+        let name = obj.meta().name.clone().unwrap_or_default();
+        let kind = K::kind(&());
         let what = if dry_run {
-            format!("validate NodePool {name} on the API server")
+            format!("validate {kind} {name} on the API server")
         } else {
-            self.guard(|| format!("apply NodePool {name}"))?
+            self.guard(|| format!("apply {kind} {name}"))?
         };
-        let api: Api<NodePool> = Api::all(self.client.clone());
+        let api: Api<K> = Api::all(self.client.clone());
         let mut params = PatchParams::apply(FIELD_MANAGER).force();
         params.dry_run = dry_run;
-        let mut body = pool.clone();
-        // Apply configurations carry intent only: no server-owned fields.
-        body.metadata = ObjectMeta {
-            name: pool.metadata.name.clone(),
-            labels: pool.metadata.labels.clone(),
-            annotations: pool.metadata.annotations.clone(),
-            ..Default::default()
-        };
-        body.status = None;
-        let mut value = serde_json::to_value(&body).map_err(|e| WriteError::Api {
+        let value = apply_body(obj).map_err(|e| WriteError::Api {
             what: what.clone(),
             code: 0,
             reason: "Encode".into(),
             message: e.to_string(),
         })?;
-        if let Some(m) = value.as_object_mut() {
-            m.insert("apiVersion".into(), "karpenter.sh/v1".into());
-            m.insert("kind".into(), "NodePool".into());
-        }
         api.patch(&name, &params, &Patch::Apply(&value)).await.map_err(|e| WriteError::from_kube(what, e))
     }
 
@@ -263,6 +267,26 @@ impl Writer {
         let api: Api<Event> = Api::namespaced(self.client.clone(), &namespace);
         api.create(&PostParams::default(), &event).await.map(drop).map_err(|e| WriteError::from_kube(what, e))
     }
+}
+
+/// An apply configuration carries intent only: the name, labels, annotations and spec, none of the fields the
+/// server owns (resourceVersion, uid, managedFields, status), which would otherwise be claimed or conflict.
+fn apply_body<K: Resource<DynamicType = ()> + Serialize>(obj: &K) -> serde_json::Result<serde_json::Value> {
+    let meta = obj.meta();
+    let intent = ObjectMeta {
+        name: meta.name.clone(),
+        labels: meta.labels.clone(),
+        annotations: meta.annotations.clone(),
+        ..Default::default()
+    };
+    let mut value = serde_json::to_value(obj)?;
+    if let Some(m) = value.as_object_mut() {
+        m.remove("status");
+        m.insert("metadata".into(), serde_json::to_value(intent)?);
+        m.insert("apiVersion".into(), K::api_version(&()).into());
+        m.insert("kind".into(), K::kind(&()).into());
+    }
+    Ok(value)
 }
 
 fn now_ts() -> k8s_openapi::jiff::Timestamp {

@@ -215,6 +215,9 @@ fn apply_nodepool(w: &mut crate::sim::world::World, name: &str, yaml: &str) -> R
     let Some(current) = w.cluster.nodepools.get(name) else {
         return Err(format!("not applied: NodePool {name:?} no longer exists"));
     };
+    if let Some(e) = crate::engine::api::validation::validate_nodepool_transition(current, &pool) {
+        return Err(format!("not applied: {e}"));
+    }
     // An edit replaces the spec; the status is the controller's (a subresource an apply does not touch).
     pool.status = current.status.clone();
     w.cluster.nodepools.insert(name.to_string(), pool);

@@ -143,6 +143,9 @@ pub enum DecisionDetail {
         node_claims: Vec<String>,
         /// Pods the new claims were made for.
         pods: u64,
+        /// A static NodePool's replicas (`"static": true`; absent for provisioning for pods).
+        #[serde(rename = "static", default, skip_serializing_if = "std::ops::Not::not")]
+        is_static: bool,
     },
     #[serde(rename_all = "camelCase")]
     Disruption {
@@ -179,6 +182,8 @@ pub enum DisruptionMethod {
     SingleNode,
     Expiration,
     Interruption,
+    /// A static NodePool with more NodeClaims than its replicas deleting the excess.
+    StaticScaleDown,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -188,6 +193,8 @@ pub enum DisruptionReason {
     Drifted,
     Expired,
     Interrupted,
+    /// Static scale-down (upstream's termination reason `overprovisioned`).
+    Overprovisioned,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -407,10 +414,11 @@ pub fn render_table(r: &Report) -> String {
     }
     for d in &r.decisions {
         match &d.detail {
-            DecisionDetail::Provision { node_claims, pods } => {
+            DecisionDetail::Provision { node_claims, pods, is_static } => {
+                let what = if *is_static { "a static NodePool".to_string() } else { format!("{pods} pod(s)") };
                 let _ = writeln!(
                     out,
-                    "  {:<6} {:>10} provision   {} node claim(s) for {pods} pod(s): {}",
+                    "  {:<6} {:>10} provision   {} node claim(s) for {what}: {}",
                     d.id,
                     fmt_time(d.at),
                     node_claims.len(),
@@ -530,7 +538,7 @@ mod tests {
         r.decisions.push(Decision {
             id: "p-1".into(),
             at: 11.0,
-            detail: DecisionDetail::Provision { node_claims: vec!["default-abc12".into()], pods: 4 },
+            detail: DecisionDetail::Provision { node_claims: vec!["default-abc12".into()], pods: 4, is_static: false },
         });
         r.decisions.push(Decision {
             id: "d-1".into(),

@@ -268,7 +268,17 @@ fn add_nodes(s: &Scenario, w: &mut World, start: Millis) -> Result<(), RunError>
 
 fn apply_event(w: &mut World, action: &Action) -> Result<(), String> {
     match action {
-        Action::Apply(m) => w.cluster.apply(m),
+        Action::Apply(m) => {
+            // The CRD refuses turning a pool static or dynamic: nothing of the apply happens then.
+            for p in &m.nodepools {
+                if let Some(old) = w.cluster.nodepools.get(p.name())
+                    && let Some(e) = crate::engine::api::validation::validate_nodepool_transition(old, p)
+                {
+                    return Err(e.to_string());
+                }
+            }
+            w.cluster.apply(m)
+        }
         Action::Scale(sc) => {
             let d = w
                 .cluster
@@ -276,6 +286,19 @@ fn apply_event(w: &mut World, action: &Action) -> Result<(), String> {
                 .get_mut(&(sc.namespace.clone(), sc.name.clone()))
                 .ok_or_else(|| format!("Deployment {}/{} does not exist", sc.namespace, sc.name))?;
             d.spec.replicas = Some(sc.replicas);
+        }
+        Action::ScaleNodePool { name, replicas } => {
+            let pool = w.cluster.nodepools.get(name).ok_or_else(|| format!("NodePool {name} does not exist"))?;
+            if pool.spec.replicas.is_none() {
+                return Err(format!(
+                    "NodePool {name} is dynamic: Cannot transition NodePool between static (replicas set) and dynamic \
+                     (replicas unset) provisioning modes"
+                ));
+            }
+            let mut pool = (**pool).clone();
+            pool.spec.replicas = Some(*replicas);
+            pool.metadata.generation = Some(pool.metadata.generation.unwrap_or(1) + 1);
+            w.cluster.nodepools.insert(name.clone(), pool);
         }
         Action::Delete(refs) => {
             for r in refs {
@@ -622,16 +645,22 @@ fn build_report(s: &Scenario, w: &World, start: Millis, end: Millis, wall: Durat
         .decisions
         .iter()
         .filter(|d| match d {
-            Decision::Delete { reason, .. } => matches!(reason, DeleteReason::Expired | DeleteReason::Unhealthy),
+            Decision::Delete { reason, .. } => {
+                matches!(reason, DeleteReason::Expired | DeleteReason::Unhealthy | DeleteReason::Overprovisioned)
+            }
             Decision::Interruption { kind, .. } => *kind != InterruptionKind::RebalanceRecommendation,
             Decision::Provision { .. } => true,
             Decision::Disruption(id) => disruptions.contains_key(id.as_str()),
         })
         .map(|d| match d {
-            Decision::Provision { id, at, nodeclaims, pods } => RDecision {
+            Decision::Provision { id, at, nodeclaims, pods, is_static } => RDecision {
                 id: id.clone(),
                 at: t(*at),
-                detail: DecisionDetail::Provision { node_claims: nodeclaims.clone(), pods: *pods as u64 },
+                detail: DecisionDetail::Provision {
+                    node_claims: nodeclaims.clone(),
+                    pods: *pods as u64,
+                    is_static: *is_static,
+                },
             },
             Decision::Delete { id, at, nodeclaim, reason: DeleteReason::Unhealthy } => {
                 let repair = w.repairs().iter().find(|r| &r.nodeclaim == nodeclaim);
@@ -655,7 +684,20 @@ fn build_report(s: &Scenario, w: &World, start: Millis, end: Millis, wall: Durat
             Decision::Delete { id, at, nodeclaim, reason } => {
                 let (method, why) = match reason {
                     DeleteReason::Expired => (DisruptionMethod::Expiration, DisruptionReason::Expired),
+                    DeleteReason::Overprovisioned => {
+                        (DisruptionMethod::StaticScaleDown, DisruptionReason::Overprovisioned)
+                    }
                     _ => (DisruptionMethod::Interruption, DisruptionReason::Interrupted),
+                };
+                // What scaling a static pool down saves: the node's price.
+                let savings = if *reason == DeleteReason::Overprovisioned {
+                    w.record
+                        .nodes
+                        .iter()
+                        .find(|n| n.nodeclaim.as_deref() == Some(nodeclaim.as_str()))
+                        .map_or(0.0, |n| n.price)
+                } else {
+                    0.0
                 };
                 RDecision {
                     id: id.clone(),
@@ -667,7 +709,7 @@ fn build_report(s: &Scenario, w: &World, start: Millis, end: Millis, wall: Durat
                             node_of_claim.get(nodeclaim.as_str()).unwrap_or(&nodeclaim.as_str()).to_string(),
                         ],
                         replacements: Vec::new(),
-                        savings_per_hour: 0.0,
+                        savings_per_hour: savings,
                         state: DecisionState::Executed,
                         why: None,
                     },
@@ -690,7 +732,7 @@ fn build_report(s: &Scenario, w: &World, start: Millis, end: Millis, wall: Durat
                     detail: DecisionDetail::Disruption {
                         method: match d.method {
                             Method::Emptiness => DisruptionMethod::Emptiness,
-                            Method::Drift => DisruptionMethod::Drift,
+                            Method::Drift | Method::StaticDrift => DisruptionMethod::Drift,
                             Method::MultiNode => DisruptionMethod::MultiNode,
                             Method::SingleNode => DisruptionMethod::SingleNode,
                             Method::Expiration => DisruptionMethod::Expiration,

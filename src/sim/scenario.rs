@@ -184,8 +184,14 @@ pub struct Event {
 #[derive(Debug, Clone)]
 pub enum Action {
     /// Create or replace these objects.
-    Apply(Manifests),
+    Apply(Box<Manifests>),
     Scale(Scale),
+    /// `scale: {kind: NodePool, name, replicas}`: a static NodePool's `spec.replicas`, as `kubectl scale` sets it
+    /// through the scale subresource.
+    ScaleNodePool {
+        name: String,
+        replicas: i64,
+    },
     Delete(Vec<ObjectRef>),
     /// A JSON merge patch of one object.
     Patch(Patch),
@@ -437,7 +443,7 @@ struct RawScale {
     #[serde(default)]
     namespace: Option<String>,
     name: String,
-    replicas: i32,
+    replicas: i64,
 }
 
 #[derive(Deserialize)]
@@ -1049,17 +1055,27 @@ fn build_event(
         for (j, v) in list.into_iter().enumerate() {
             add_object(cx, &mut m, v, &at.index(j))?;
         }
-        Action::Apply(m)
+        Action::Apply(Box::new(m))
     } else if let Some(s) = ev.scale {
         let at = path.field("scale");
-        if s.kind != "Deployment" {
-            return Err(cx.err(&at.field("kind"), format!("only Deployment can be scaled, got {:?}", s.kind)));
+        if s.kind != "Deployment" && s.kind != "NodePool" {
+            return Err(cx.err(&at.field("kind"), format!("Deployment or NodePool can be scaled, got {:?}", s.kind)));
         }
         if s.replicas < 0 {
             return Err(cx.err(&at.field("replicas"), format!("must not be negative, got {}", s.replicas)));
         }
-        let r = object_ref(cx, &at, ObjectKind::Deployment, s.namespace, s.name)?;
-        Action::Scale(Scale { namespace: r.namespace.unwrap_or_default(), name: r.name, replicas: s.replicas })
+        if s.kind == "NodePool" {
+            if s.namespace.is_some() {
+                return Err(cx.err(&at.field("namespace"), "a NodePool is cluster-scoped: no namespace"));
+            }
+            let r = object_ref(cx, &at, ObjectKind::NodePool, None, s.name)?;
+            Action::ScaleNodePool { name: r.name, replicas: s.replicas }
+        } else {
+            let replicas = i32::try_from(s.replicas)
+                .map_err(|_| cx.err(&at.field("replicas"), format!("too large for a Deployment: {}", s.replicas)))?;
+            let r = object_ref(cx, &at, ObjectKind::Deployment, s.namespace, s.name)?;
+            Action::Scale(Scale { namespace: r.namespace.unwrap_or_default(), name: r.name, replicas })
+        }
     } else if let Some(list) = ev.delete {
         let at = path.field("delete");
         if list.is_empty() {
@@ -1160,12 +1176,38 @@ fn check_scale_targets(cx: &Ctx<'_>, objects: &Manifests, events: &[Event]) -> R
             known.extend(m.deployments.iter().map(key));
         }
     }
+    // A NodePool is scaled through its scale subresource, which maps to spec.replicas: only a static pool has
+    // one to set (the CRD refuses turning a dynamic pool static).
+    let mut static_pools: BTreeMap<String, bool> =
+        objects.nodepools.iter().map(|p| (p.name().to_string(), p.spec.replicas.is_some())).collect();
     for (i, e) in events.iter().enumerate() {
-        if let Action::Scale(s) = &e.action
-            && !known.contains(&(s.namespace.clone(), s.name.clone()))
-        {
-            let path = field("events").index(i).field("scale").field("name");
-            return Err(cx.err(&path, format!("no Deployment {}/{} in `objects` or any `apply`", s.namespace, s.name)));
+        match &e.action {
+            Action::Apply(m) => {
+                static_pools.extend(m.nodepools.iter().map(|p| (p.name().to_string(), p.spec.replicas.is_some())));
+            }
+            Action::Scale(s) if !known.contains(&(s.namespace.clone(), s.name.clone())) => {
+                let path = field("events").index(i).field("scale").field("name");
+                return Err(
+                    cx.err(&path, format!("no Deployment {}/{} in `objects` or any `apply`", s.namespace, s.name))
+                );
+            }
+            Action::ScaleNodePool { name, .. } => {
+                let path = field("events").index(i).field("scale").field("name");
+                match static_pools.get(name) {
+                    None => return Err(cx.err(&path, format!("no NodePool {name} in `objects` or an earlier `apply`"))),
+                    Some(false) => {
+                        return Err(cx.err(
+                            &path,
+                            format!(
+                                "NodePool {name} is dynamic (no spec.replicas): Cannot transition NodePool between \
+                                 static (replicas set) and dynamic (replicas unset) provisioning modes"
+                            ),
+                        ));
+                    }
+                    Some(true) => {}
+                }
+            }
+            _ => {}
         }
     }
     Ok(())

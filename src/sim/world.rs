@@ -155,6 +155,8 @@ pub enum Decision {
         at: Millis,
         nodeclaims: Vec<String>,
         pods: usize,
+        /// A static NodePool's replicas (no pods asked for them).
+        is_static: bool,
     },
     Delete {
         id: String,
@@ -246,6 +248,8 @@ pub struct World {
     /// than the rest of a large scenario, and the report has no Events).
     pub explain_events: bool,
     nodepool_status_seen: Option<[u64; 3]>,
+    /// What the static pools' step last read (nodes, claims, NodePool specs, pods, commands).
+    static_seen: Option<[u64; 5]>,
     nodepool_spec_stamp: u64,
     nodepool_status_stamp: Option<u64>,
     rng: Rng,
@@ -333,6 +337,7 @@ impl World {
             lifecycle_seen: None,
             explain_events: false,
             nodepool_status_seen: None,
+            static_seen: None,
             nodepool_spec_stamp: 0,
             nodepool_status_stamp: None,
             rng: Rng(seed ^ 0x6b61_7270_656e_7465),
@@ -416,6 +421,7 @@ impl World {
             self.provisioning();
             self.lifecycle();
             self.nodepool_status();
+            self.static_capacity();
             self.interruptions();
             self.disruption();
             self.explanatory_events();
@@ -621,7 +627,13 @@ impl World {
         self.record.solves.push(SolveTiming { at: self.now, pods: result.pods.len(), nodes: names.len(), millis });
         if !names.is_empty() {
             let id = self.decision_id("p");
-            self.record.decisions.push(Decision::Provision { id, at: self.now, nodeclaims: names, pods: placed });
+            self.record.decisions.push(Decision::Provision {
+                id,
+                at: self.now,
+                nodeclaims: names,
+                pods: placed,
+                is_static: false,
+            });
         }
     }
 
@@ -916,6 +928,51 @@ impl World {
         let effects = self.controller.nodepool_status(&snap, &[], now);
         self.apply_effects(effects);
         self.nodepool_status_seen = Some(seen);
+    }
+
+    /// The controller's static NodePools (gate `StaticCapacity`): scale-up claims are recorded as static
+    /// provisioning decisions; scale-down deletions as `overprovisioned` deletions.
+    fn static_capacity(&mut self) {
+        if !self.settings.gates.static_capacity {
+            return;
+        }
+        let c = &self.cluster;
+        let commands = self.controller.busy().len() as u64 + self.controller.orchestrator().in_flight().len() as u64;
+        let seen = [c.nodes.stamp(), c.nodeclaims.stamp(), self.nodepool_spec_stamp(), c.pods.stamp(), commands];
+        let due = self.controller.requeue_at().is_some_and(|t| t <= self.now);
+        if self.static_seen == Some(seen) && !due && self.nodepool_status_seen.is_some() {
+            return;
+        }
+        let now = self.now;
+        let snap = self.cluster.snapshot_into(&mut self.caches.snapshot);
+        let effects = self.controller.static_capacity(&snap, now);
+        if let Some(t) = self.controller.requeue_at().filter(|t| *t > now) {
+            self.at(t, Timer::Wake);
+        }
+        let mut created = Vec::new();
+        for e in effects {
+            match e {
+                Effect::CreateNodeClaim { claim, purpose: purpose @ crate::controller::Purpose::Static { .. } } => {
+                    let pool = claim.nodepool().unwrap_or_default().to_string();
+                    let name = self.create_nodeclaim(*claim, &pool, Vec::new());
+                    self.controller.outcome(Outcome::Created { name: name.clone(), purpose }, now);
+                    created.push(name);
+                }
+                other => self.apply_effect(other),
+            }
+        }
+        if !created.is_empty() {
+            let id = self.decision_id("p");
+            self.record.decisions.push(Decision::Provision {
+                id,
+                at: now,
+                nodeclaims: created,
+                pods: 0,
+                is_static: true,
+            });
+        }
+        // The status of the pools the step just changed is read on the next pass: what was read is what counts.
+        self.static_seen = Some(seen);
     }
 
     /// The controller's explanatory Events, when due and [`World::explain_events`] is on.

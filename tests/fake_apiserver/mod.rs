@@ -343,6 +343,11 @@ impl FakeApi {
         self.state().missing.insert(collection.to_string());
     }
 
+    /// Serves a collection made [`FakeApi::missing`] again, like a CRD installed while we run.
+    pub fn install(&self, collection: &str) {
+        self.state().missing.remove(collection);
+    }
+
     /// SelfSubjectAccessReviews for this verb and resource (and subresource) answer "denied".
     pub fn deny(&self, verb: &str, resource: &str, subresource: Option<&str>) {
         self.state().denied.push((verb.into(), resource.into(), subresource.map(Into::into)));

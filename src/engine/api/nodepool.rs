@@ -13,6 +13,8 @@ use super::common::{Condition, NodeClassReference, NodeSelectorRequirementWithMi
 /// A NodePool: a template for NodeClaims plus limits and disruption rules.
 #[derive(CustomResource, Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[kube(group = "karpenter.sh", version = "v1", kind = "NodePool", plural = "nodepools", status = "NodePoolStatus")]
+// `kubectl scale nodepool` sets a static pool's replicas, as with upstream's CRD.
+#[kube(scale(spec_replicas_path = ".spec.replicas", status_replicas_path = ".status.nodes"))]
 // Comparable objects let the simulator keep unchanged ones between snapshots.
 #[kube(derive = "PartialEq")]
 #[serde(rename_all = "camelCase")]

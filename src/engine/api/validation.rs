@@ -571,6 +571,18 @@ fn validate_metadata_name(r: &mut Report, name: Option<&str>) {
 
 /// Every problem with a NodePool as an operator wrote it. Empty means the API server and Karpenter's webhook
 /// logic would accept it.
+/// The CRD's transition rule: a NodePool stays static (replicas set) or dynamic (replicas unset) for its life.
+pub fn validate_nodepool_transition(old: &NodePool, new: &NodePool) -> Option<FieldError> {
+    (old.spec.replicas.is_some() != new.spec.replicas.is_some()).then(|| FieldError {
+        object: format!("NodePool/{}", new.metadata.name.as_deref().unwrap_or_default()),
+        path: FieldPath::root().field("spec"),
+        value: new.spec.replicas.map_or_else(|| "replicas unset".to_string(), |n| format!("replicas: {n}")),
+        message: "Cannot transition NodePool between static (replicas set) and dynamic (replicas unset) provisioning \
+                  modes"
+            .into(),
+    })
+}
+
 pub fn validate_nodepool(np: &NodePool, policy: &LabelPolicy) -> Vec<FieldError> {
     let mut r = Report::new("NodePool", np.metadata.name.as_deref());
     validate_metadata_name(&mut r, np.metadata.name.as_deref());
@@ -637,6 +649,18 @@ pub fn validate_nodepool(np: &NodePool, policy: &LabelPolicy) -> Vec<FieldError>
         && n < 0
     {
         r.err(&spec.field("replicas"), n.to_string(), "replicas must be non-negative");
+    }
+    // The CRD's rules for static pools (upstream v1.14.1's messages).
+    if np.spec.replicas.is_some() {
+        if let Some(limits) = &np.spec.limits
+            && limits.keys().any(|k| k != "nodes")
+        {
+            let keys: Vec<&str> = limits.keys().map(String::as_str).collect();
+            r.err(&spec.field("limits"), keys.join(","), "only 'limits.nodes' is supported on static NodePools");
+        }
+        if let Some(w) = np.spec.weight {
+            r.err(&spec.field("weight"), w.to_string(), "'weight' is not supported on static NodePools");
+        }
     }
 
     // Disruption.

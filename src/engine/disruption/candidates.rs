@@ -121,6 +121,9 @@ impl Candidate {
 #[derive(Debug, Clone, Default)]
 pub struct Survey {
     pub candidates: Vec<Candidate>,
+    /// Nodes of static NodePools that could be disrupted but for being static: only static drift takes these
+    /// (they are also in `blocked`, as `StaticNodePool`, for every other method).
+    pub static_candidates: Vec<Candidate>,
     /// Nodes that are no candidate for any method, with why.
     pub blocked: BTreeMap<String, Blocker>,
     pub counts: BTreeMap<String, PoolCounts>,
@@ -273,9 +276,12 @@ pub fn survey(ctx: &Context<'_>) -> Survey {
         }
 
         let blocker = common_blocker(ctx, &s, &name, pool_name.as_deref(), &pools, initialized, deleting);
+        let is_static = matches!(blocker, Some(Blocker::StaticNodePool));
         if let Some(b) = blocker {
-            out.blocked.insert(name, b);
-            continue;
+            out.blocked.insert(name.clone(), b);
+            if !is_static {
+                continue;
+            }
         }
         let pool_name = pool_name.unwrap_or_default();
         let pool = pools[pool_name.as_str()];
@@ -317,7 +323,8 @@ pub fn survey(ctx: &Context<'_>) -> Survey {
             let since = c.last_transition_time.as_deref().and_then(parse_rfc3339).unwrap_or(0);
             (since, c.message.clone().or_else(|| c.reason.clone()).unwrap_or_default())
         });
-        out.candidates.push(Candidate {
+        let list = if is_static { &mut out.static_candidates } else { &mut out.candidates };
+        list.push(Candidate {
             node: name,
             nodeclaim: claim.name().to_string(),
             provider_id: claim.provider_id().unwrap_or_default().to_string(),

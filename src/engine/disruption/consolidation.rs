@@ -494,6 +494,11 @@ pub fn pass(ctx: &Context<'_>) -> PassResult {
             return result;
         }
     }
+    // Upstream runs static drift right after emptiness.
+    if let Some(cmd) = super::static_drift::static_drift(ctx, &survey, &budgets.get(Reason::Drifted)) {
+        result.command = Some(cmd);
+        return result;
+    }
     if let Some(cmd) = drift(ctx, &survey, &sim, &mut budgets) {
         result.command = Some(cmd);
         return result;

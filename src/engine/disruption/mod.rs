@@ -14,6 +14,7 @@ pub mod candidates;
 pub mod consolidation;
 pub mod gate;
 pub mod queue;
+pub mod static_drift;
 pub mod validation;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -34,6 +35,8 @@ pub use self::consolidation::{explain_nodes, pass};
 pub enum Method {
     Emptiness,
     Drift,
+    /// A static NodePool's drifted claim replaced 1→1 by a template claim.
+    StaticDrift,
     MultiNode,
     SingleNode,
     Expiration,
@@ -45,6 +48,7 @@ impl Method {
         match self {
             Method::Emptiness => "emptiness",
             Method::Drift => "drift",
+            Method::StaticDrift => "static-drift",
             Method::MultiNode => "multi-node",
             Method::SingleNode => "single-node",
             Method::Expiration => "expiration",
@@ -55,7 +59,7 @@ impl Method {
     pub fn reason(self) -> Reason {
         match self {
             Method::Emptiness => Reason::Empty,
-            Method::Drift => Reason::Drifted,
+            Method::Drift | Method::StaticDrift => Reason::Drifted,
             Method::MultiNode | Method::SingleNode => Reason::Underutilized,
             Method::Expiration => Reason::Expired,
             Method::Interruption => Reason::Interrupted,

@@ -39,7 +39,8 @@ pub fn validate(ctx: &Context<'_>, cmd: &Command) -> Result<(), Invalid> {
     let mut fresh = Vec::new();
     for c in &cmd.candidates {
         let churn = |why: String| Invalid::Churn { node: c.node.clone(), why };
-        let Some(now) = s.candidates.iter().find(|x| x.node == c.node) else {
+        let list = if cmd.method == Method::StaticDrift { &s.static_candidates } else { &s.candidates };
+        let Some(now) = list.iter().find(|x| x.node == c.node) else {
             let why = s.blocked.get(&c.node).map_or_else(|| "it is gone".to_string(), Blocker::to_string);
             return Err(churn(why));
         };
@@ -57,6 +58,14 @@ pub fn validate(ctx: &Context<'_>, cmd: &Command) -> Result<(), Invalid> {
             Method::Drift => {
                 if now.drifted.is_some() {
                     now.for_drift()
+                } else {
+                    return Err(churn("it is no longer drifted".into()));
+                }
+            }
+            // Eventual: pod blockers hold the drain, not the command.
+            Method::StaticDrift => {
+                if now.drifted.is_some() {
+                    Ok(())
                 } else {
                     return Err(churn("it is no longer drifted".into()));
                 }
@@ -82,7 +91,8 @@ pub fn validate(ctx: &Context<'_>, cmd: &Command) -> Result<(), Invalid> {
             )));
         }
     }
-    if cmd.method == Method::Emptiness {
+    // Neither needs a simulation: emptiness moves no pods, and a static pool's replacement is its template.
+    if matches!(cmd.method, Method::Emptiness | Method::StaticDrift) {
         return Ok(());
     }
     let state = ClusterState::new(&ctx.snap, ctx.catalogs, ctx.policy);

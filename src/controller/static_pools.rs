@@ -1,0 +1,87 @@
+//! Static NodePools (gate `StaticCapacity`), as upstream's `static.provisioning` and `static.deprovisioning`: a
+//! pool with `spec.replicas` keeps that many NodeClaims, within `limits.nodes`. Scale-up launches template claims
+//! (the cloud picks the type); scale-down deletes the excess directly — forceful: budgets are not asked, and
+//! do-not-disrupt only orders the candidates (the drain still honours PDBs and the grace period). Static drift is
+//! the disruption pass's (see `engine::disruption::consolidation::pass`).
+
+use std::collections::BTreeMap;
+
+use super::out::Out;
+use super::timing::SECOND;
+use super::{Controller, Effect, Purpose};
+use crate::engine::api::NodePool;
+use crate::engine::lifecycle::DeleteReason;
+use crate::engine::provisioning::{ClusterSnapshot, Millis};
+use crate::engine::static_capacity::{self as sc, PoolCount};
+use crate::engine::stored_pod::StoredPod;
+
+/// A pool whose node limit allows no more claims is looked at again after this long (upstream 30 s).
+pub const LIMIT_REQUEUE: Millis = 30 * SECOND;
+
+fn ready(pool: &NodePool) -> bool {
+    pool.status.as_ref().is_some_and(|s| s.conditions.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+}
+
+impl Controller {
+    /// Static provisioning and deprovisioning for every static pool of this cloud.
+    pub(super) fn static_pools(&mut self, s: &ClusterSnapshot<'_>, now: Millis, out: &mut Out) {
+        if !self.gates.static_capacity || !s.nodepools.iter().any(sc::is_static) {
+            return;
+        }
+        // Claims created but not in the cache yet would be counted as missing and made again.
+        self.forget_settled(s, now);
+        if !self.created.is_empty() || self.creating > 0 {
+            return;
+        }
+        let busy = self.busy();
+        let nodes = sc::nodes_by_provider(s.nodes.iter());
+        let mut pods_on: BTreeMap<&str, Vec<&StoredPod>> = BTreeMap::new();
+        for p in s.pods.iter() {
+            if let Some(n) = p.node_name() {
+                pods_on.entry(n).or_default().push(p);
+            }
+        }
+        let pools: Vec<&NodePool> = s.nodepools.iter().filter(|p| sc::is_static(p) && self.manages(p)).collect();
+        for pool in pools {
+            if pool.metadata.deletion_timestamp.is_some() {
+                continue;
+            }
+            let replicas = pool.spec.replicas.unwrap_or(0).max(0);
+            let c: PoolCount = sc::count(pool.name(), s.nodeclaims.iter(), &nodes, &busy);
+            // Scale-down counts only running claims: a drift's replacement and its candidate are both there for a
+            // while, and that is not an excess.
+            let excess = c.active - replicas;
+            if excess > 0 {
+                let victims =
+                    sc::scale_down_order(pool, s.nodeclaims.iter(), &nodes, &pods_on, &busy, excess as usize, now);
+                for name in victims {
+                    out.push(Effect::DeleteNodeClaim { name, reason: DeleteReason::Overprovisioned });
+                }
+                continue;
+            }
+            if !ready(pool) || c.active + c.pending >= replicas {
+                continue;
+            }
+            let granted = sc::grant(sc::node_limit(pool), &c, replicas - c.active);
+            if granted == 0 {
+                tracing::debug!(nodepool = pool.name(), "nodepool node limit reached");
+                self.requeue(now + LIMIT_REQUEUE);
+                continue;
+            }
+            for _ in 0..granted {
+                self.creating += 1;
+                out.push(Effect::CreateNodeClaim {
+                    claim: Box::new(sc::static_nodeclaim(pool)),
+                    purpose: Purpose::Static { nodepool: pool.name().to_string() },
+                });
+            }
+        }
+    }
+
+    /// The static pools' step on its own (see [`Controller::orchestrate_commands`]).
+    pub fn static_capacity(&mut self, s: &ClusterSnapshot<'_>, now: Millis) -> Vec<Effect> {
+        let mut out = Out::default();
+        self.static_pools(s, now, &mut out);
+        out.finish(s)
+    }
+}

@@ -1,0 +1,52 @@
+//! Static drift (upstream `disruption/staticdrift.go`, gate `StaticCapacity`): a drifted NodeClaim of a static
+//! NodePool is replaced 1→1 by a fresh template claim, without a scheduling simulation (the replacement is the
+//! template itself) and as eventual disruption (its pods' PDBs and do-not-disrupt hold the drain, not the command).
+//! Per pool: nothing while the pool is over-scaled (scale-down finishes first); at most the `Drifted` budget; and
+//! each replacement needs a unit of `limits.nodes` — a full pool with `limits.nodes == replicas` cannot drift.
+
+use std::collections::BTreeMap;
+
+use super::candidates::{Candidate, Survey};
+use super::{Command, Context, Method, Replacement};
+use crate::engine::static_capacity::{self as sc};
+
+/// The first static drift command the cluster allows, if any: one candidate, one replacement. `left` is what
+/// each pool's `Drifted` budgets allow now.
+pub fn static_drift(ctx: &Context<'_>, survey: &Survey, left: &BTreeMap<String, i64>) -> Option<Command> {
+    let mut drifted: BTreeMap<&str, Vec<&Candidate>> = BTreeMap::new();
+    for c in survey.static_candidates.iter().filter(|c| c.drifted.is_some()) {
+        drifted.entry(c.nodepool.as_str()).or_default().push(c);
+    }
+    if drifted.is_empty() {
+        return None;
+    }
+    let nodes = sc::nodes_by_provider(ctx.snap.nodes.iter());
+    for (pool_name, mut list) in drifted {
+        let Some(pool) = ctx.snap.nodepools.iter().find(|p| p.name() == pool_name) else { continue };
+        let replicas = pool.spec.replicas.unwrap_or(0);
+        let budget = left.get(pool_name).copied().unwrap_or(0);
+        let count = sc::count(pool_name, ctx.snap.nodeclaims.iter(), &nodes, ctx.busy);
+        if sc::drift_allowance(&count, replicas, budget, list.len() as i64, sc::node_limit(pool)) == 0 {
+            continue;
+        }
+        // Longest drifted first, then by name: the same candidate every pass.
+        list.sort_by(|a, b| {
+            (a.drifted.as_ref().map(|d| d.0), &a.node).cmp(&(b.drifted.as_ref().map(|d| d.0), &b.node))
+        });
+        let c = list[0];
+        return Some(Command {
+            method: Method::StaticDrift,
+            candidates: vec![c.clone()],
+            replacements: vec![Replacement {
+                nodepool: pool_name.to_string(),
+                instance_types: Vec::new(),
+                option_prices: Vec::new(),
+                price: 0.0,
+                nodeclaim: sc::static_nodeclaim(pool),
+            }],
+            savings_per_hour: 0.0,
+            computed_at: ctx.now,
+        });
+    }
+    None
+}
