@@ -595,3 +595,107 @@ fn price_and_adjustment_are_exclusive() {
     assert_eq!(MSG_PRICE_AND_ADJUSTMENT, "cannot set both 'price' and 'priceAdjustment'");
     assert_eq!(errs[0].object, "NodeOverlay/valid");
 }
+
+// ---------------------------------------------------------------------------------------------------------------
+// The controller: overlays in the simulated world (scenario objects and apply events, gate NodeOverlay)
+// ---------------------------------------------------------------------------------------------------------------
+
+mod in_the_world {
+    use karpenter_tui::engine::overlay::ANNOTATION_PRICE_OVERLAY_APPLIED;
+    use karpenter_tui::sim::report::{DecisionDetail, DisruptionMethod};
+    use karpenter_tui::sim::run::{run, run_world};
+    use karpenter_tui::sim::scenario::parse_scenario;
+
+    fn shipped() -> String {
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/scenarios/overlay.yaml")).expect("file")
+    }
+
+    fn launched(r: &karpenter_tui::sim::report::Report) -> Vec<(f64, String)> {
+        r.node_claims
+            .iter()
+            .map(|c| (c.created_at, c.launched.as_ref().map(|l| l.instance_type.clone()).unwrap_or_default()))
+            .collect()
+    }
+
+    #[test]
+    fn an_overlay_changes_the_type_provisioning_chooses_and_the_launch() {
+        let s = parse_scenario(&shipped(), "scenarios/overlay.yaml").unwrap_or_else(|e| panic!("{e}"));
+        let r = run(&s, None, None).unwrap_or_else(|e| panic!("{e}"));
+        // The c family's -40% makes c-large ($0.12) cheaper than m-large ($0.192); after 10m c-large is dearer.
+        assert_eq!(launched(&r), vec![(1.0, "c-large".to_string()), (661.0, "m-large".to_string())]);
+        assert_eq!(r.node_claims[0].instance_types[0], "c-large", "cheapest first by the overlaid price");
+        let w = run_world(&s, None).unwrap_or_else(|e| panic!("{e}"));
+        let first = w.cluster.nodeclaims.get(&r.node_claims[0].name).expect("claim");
+        let annotations = first.metadata.annotations.clone().unwrap_or_default();
+        assert_eq!(annotations.get(ANNOTATION_PRICE_OVERLAY_APPLIED).map(String::as_str), Some("true"));
+        // Statuses: the discount applies; of the two weight-20 overlays the later name is evaluated first
+        // (upstream's order), so `z-conflicting` applies and `c-large-list-price` conflicts.
+        let cond = |name: &str| {
+            let o = w.cluster.nodeoverlays.get(name).expect("overlay");
+            let c = o.condition("ValidationSucceeded").expect("condition").clone();
+            (c.status, c.reason.unwrap_or_default())
+        };
+        assert_eq!(cond("c-family-discount"), ("True".into(), "ValidationSucceeded".into()));
+        assert_eq!(cond("z-conflicting"), ("True".into(), "ValidationSucceeded".into()));
+        assert_eq!(cond("c-large-list-price"), ("False".into(), "Conflict".into()));
+        // Overlays never drift nodes: the c-large node is still there.
+        assert!(r.nodes.iter().all(|n| n.deleted_at.is_none()));
+    }
+
+    #[test]
+    fn with_the_gate_off_overlays_are_ignored() {
+        let text = shipped().replace("featureGates: {NodeOverlay: true}", "featureGates: {NodeOverlay: false}");
+        let s = parse_scenario(&text, "t.yaml").unwrap_or_else(|e| panic!("{e}"));
+        let r = run(&s, None, None).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(launched(&r)[0].1, "m-large");
+        let w = run_world(&s, None).unwrap_or_else(|e| panic!("{e}"));
+        assert!(w.cluster.nodeoverlays.values().all(|o| o.status.is_none()), "no status written with the gate off");
+    }
+
+    #[test]
+    fn moving_an_overlay_consolidates_onto_the_type_it_now_favours() {
+        // aws test/suites/consolidation › "should consolidate a instance that is the cheepest based on a price
+        // adjustment node overlay applied"
+        let overlay = |t: &str| {
+            format!(
+                "      - apiVersion: karpenter.sh/v1alpha1\n        kind: NodeOverlay\n        metadata: {{name: cheap}}\n        spec:\n          requirements: [{{key: node.kubernetes.io/instance-type, operator: In, values: [{t}]}}]\n          priceAdjustment: \"-99.99999999999%\"\n"
+            )
+        };
+        let text = shipped()
+            .replace("consolidateAfter: 1h", "consolidateAfter: 0s")
+            .replace("      replicas: 2\n", "      replicas: 1\n");
+        // Drop the shipped timeline and overlays; apply ours.
+        let head = text.split("\nevents:").next().expect("head").to_string();
+        // Without the shipped discount (a higher weight would keep its prices first).
+        let discount = "  - apiVersion: karpenter.sh/v1alpha1\n    kind: NodeOverlay\n    metadata: {name: c-family-discount}\n    spec:\n      weight: 10\n      requirements:\n        - {key: family, operator: In, values: [c]}\n      priceAdjustment: \"-40%\"\n";
+        assert!(head.contains(discount), "the shipped scenario's discount overlay");
+        let head = head.replace(discount, "");
+        let text = format!(
+            "{head}\nevents:\n  - at: 0s\n    apply:\n{}  - at: 5m\n    apply:\n{}",
+            overlay("m-large"),
+            overlay("c-large")
+        );
+        let s = parse_scenario(&text, "t.yaml").unwrap_or_else(|e| panic!("{e}"));
+        let r = run(&s, None, None).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(launched(&r)[0].1, "m-large", "{:?}", launched(&r));
+        let consolidation = r.decisions.iter().find_map(|d| match &d.detail {
+            DecisionDetail::Disruption { method: DisruptionMethod::SingleNode, replacements, .. } => {
+                Some((d.at, replacements.clone()))
+            }
+            _ => None,
+        });
+        let (at, replacements) = consolidation.expect("a single-node consolidation");
+        assert!(at >= 300.0, "after the overlay moved: {at}");
+        assert_eq!(replacements[0].instance_types, vec!["c-large".to_string()]);
+        let alive: Vec<_> =
+            r.nodes.iter().filter(|n| n.deleted_at.is_none()).map(|n| n.instance_type.clone()).collect();
+        assert_eq!(alive, vec!["c-large".to_string()]);
+    }
+
+    #[test]
+    fn an_invalid_overlay_in_a_scenario_is_a_located_error() {
+        let text = shipped().replace("priceAdjustment: \"-40%\"", "priceAdjustment: \"40%\"");
+        let e = parse_scenario(&text, "bad.yaml").expect_err("no sign").to_string();
+        assert!(e.starts_with("bad.yaml:") && e.contains("objects[1].spec.priceAdjustment"), "{e}");
+    }
+}

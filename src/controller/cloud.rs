@@ -76,6 +76,9 @@ impl std::fmt::Debug for Notice {
     }
 }
 
+/// Overlaid offering prices: NodePool → (instance type, zone, capacity type) → $/h.
+pub type OverlayPrices = BTreeMap<String, BTreeMap<(String, String, String), f64>>;
+
 /// A node condition the cloud says makes a node unhealthy once it has held this long (upstream's `RepairPolicy`):
 /// node repair (gate `NodeRepair`) replaces such nodes.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -158,6 +161,11 @@ pub trait CloudProvider: Send + Sync {
     fn interruptions(&mut self, _claims: &mut dyn Iterator<Item = &NodeClaim>, _now: Millis) -> Vec<Notice> {
         Vec::new()
     }
+
+    /// The NodeOverlay prices of the offerings they reprice, per NodePool (upstream wraps the cloud provider with
+    /// the overlay store, so its launches see them): a claim annotated `karpenter.sh/price-overlay-applied` is
+    /// launched by these prices (AWS: a prioritized fleet). A cloud that picks no type itself ignores them.
+    fn set_overlay_prices(&mut self, _prices: Arc<OverlayPrices>) {}
 
     /// Which node conditions make a node unhealthy, and after how long (upstream's `RepairPolicies`); node repair
     /// runs only for a cloud that names some.

@@ -245,6 +245,13 @@ impl Orchestrator {
         }
     }
 
+    /// Forgets that consolidation found nothing (upstream `MarkUnconsolidated`): the instance types changed (a
+    /// NodeOverlay), so the next pass must look again.
+    pub fn mark_unconsolidated(&mut self) {
+        self.consolidated = None;
+        self.quiet = None;
+    }
+
     /// Whether a disruption pass should run now over a cluster in `state` (a pass over the same state during a
     /// quiet period would find the same nothing).
     pub fn pass_due(&mut self, now: Millis, quiet_key: u64) -> bool {

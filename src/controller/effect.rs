@@ -92,6 +92,11 @@ pub enum Effect {
         name: String,
         status: Box<crate::engine::api::nodepool::NodePoolStatus>,
     },
+    /// A NodeOverlay's status conditions (ValidationSucceeded, Ready) after an evaluation.
+    PatchNodeOverlayStatus {
+        name: String,
+        status: Box<crate::engine::api::nodeoverlay::NodeOverlayStatus>,
+    },
     /// What the cloud resolved for an EC2NodeClass (subnets, security groups, AMIs, instance profile, conditions).
     UpdateNodeClassStatus {
         name: String,
@@ -123,6 +128,7 @@ impl Effect {
             Effect::DeletePod { namespace, name, .. } => format!("delete pod {namespace}/{name}"),
             Effect::UpdateNodeClassStatus { name, .. } => format!("update the status of EC2NodeClass {name}"),
             Effect::PatchNodePoolStatus { name, .. } => format!("update the status of NodePool {name}"),
+            Effect::PatchNodeOverlayStatus { name, .. } => format!("update the status of NodeOverlay {name}"),
             Effect::Event { regarding, reason, .. } => {
                 format!(
                     "event {reason} on {}/{}",

@@ -20,6 +20,7 @@ pub mod effect;
 pub mod interruption;
 pub mod nodepool_status;
 mod out;
+mod overlays;
 pub mod pod_events;
 pub mod provisioning;
 pub mod repair;
@@ -124,6 +125,8 @@ pub struct Controller {
     repair_policies: Vec<cloud::RepairPolicy>,
     /// Repairs carried out, oldest first.
     repairs: Vec<repair::RepairRecord>,
+    /// The NodeOverlays' last evaluation (gate `NodeOverlay`).
+    overlays: overlays::OverlayState,
 }
 
 /// An interruption notice as operators see it.
@@ -191,6 +194,7 @@ impl Controller {
             registration_failures: BTreeMap::new(),
             repair_policies: Vec::new(),
             repairs: Vec::new(),
+            overlays: overlays::OverlayState::default(),
         }
     }
 
@@ -309,9 +313,24 @@ impl Controller {
         self.disruption.gate()
     }
 
+    /// Instance types per NodePool as decisions see them: the cloud's, with the NodeOverlays applied when the
+    /// gate is on.
     fn catalogs(&self, m: &ClusterSnapshot<'_>) -> BTreeMap<String, Vec<Arc<InstanceType>>> {
+        let mut raw = self.raw_catalogs(m.nodepools);
+        if self.overlays_on() {
+            for (pool, types) in raw.iter_mut() {
+                if let Some(overlaid) = self.overlaid_types(pool) {
+                    *types = overlaid;
+                }
+            }
+        }
+        raw
+    }
+
+    /// Instance types per NodePool as the cloud offers them (no overlays).
+    fn raw_catalogs(&self, pools: &[crate::engine::api::NodePool]) -> BTreeMap<String, Vec<Arc<InstanceType>>> {
         let types = self.catalog.instance_types.clone();
-        m.nodepools
+        pools
             .iter()
             .map(|p| {
                 let types = match &self.class_catalogs {
@@ -385,6 +404,9 @@ impl Controller {
         let view = live_view(m, &pods);
         self.forget_settled(&view, now);
         self.requeue = None;
+        for e in self.sync_overlays(&m.nodeoverlays, &m.nodepools, now) {
+            out.push(e);
+        }
         let pending = m.pods.iter().filter(|p| is_provisionable(p));
         self.observe_pending(pending.map(|p| p.metadata.uid.as_deref().unwrap_or_default()), now);
         self.solve(&view, now, &mut out);
@@ -716,7 +738,8 @@ impl Controller {
             let message = format!("Failed to schedule pod, {}", f.summary());
             self.event(pod_ref(&pod.namespace, &pod.name, &pod.uid), true, "FailedScheduling", message, now, out);
         }
-        for (claim, decided) in result.nodeclaims(m.nodepools).into_iter().zip(&result.results.new_claims) {
+        for (mut claim, decided) in result.nodeclaims(m.nodepools).into_iter().zip(&result.results.new_claims) {
+            self.annotate_overlays(&mut claim);
             self.creating += 1;
             out.push(Effect::CreateNodeClaim {
                 claim: Box::new(claim),
@@ -1033,8 +1056,10 @@ impl Controller {
             }
         }
         for r in &cmd.replacements {
+            let mut claim = r.nodeclaim.clone();
+            self.annotate_overlays(&mut claim);
             out.push(Effect::CreateNodeClaim {
-                claim: Box::new(r.nodeclaim.clone()),
+                claim: Box::new(claim),
                 purpose: Purpose::Replacement { id: id.to_string() },
             });
         }

@@ -116,6 +116,9 @@ impl Acting {
         self.controller.sync_instance_types(self.cloud.as_mut(), now);
         self.controller.sync_drift(self.cloud.as_mut(), &m.view(), now);
         let effects = self.controller.plan(m, now, generation(m));
+        if self.controller.overlays_on() {
+            self.cloud.set_overlay_prices(std::sync::Arc::new(self.controller.overlay_prices()));
+        }
         let mut report = self.run(effects, now).await;
         report.done.splice(0..0, pre.done);
         report.errors.splice(0..0, pre.errors);

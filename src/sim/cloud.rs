@@ -99,6 +99,8 @@ pub struct SimCloud {
     region: String,
     /// Which provider's repair policies it plays (AWS's unless told).
     repair: Vec<cloud::RepairPolicy>,
+    /// NodeOverlay prices: a claim annotated as overlay-priced launches by them (a prioritized fleet).
+    overlay_prices: Arc<cloud::OverlayPrices>,
 }
 
 impl SimCloud {
@@ -117,6 +119,7 @@ impl SimCloud {
             generation: 0,
             region: catalog.region.clone(),
             repair: cloud::aws_repair_policies(),
+            overlay_prices: Arc::default(),
         }
     }
 
@@ -221,10 +224,21 @@ impl SimCloud {
             labels::CAPACITY_SPOT => 1,
             _ => 2,
         };
+        // With overlaid prices the fleet is prioritized by them (upstream's AWS provider), not by list prices.
+        let overlaid = claim.metadata.annotations.as_ref().is_some_and(|a| {
+            a.get(crate::engine::overlay::ANNOTATION_PRICE_OVERLAY_APPLIED).is_some_and(|v| v == "true")
+        });
+        let prices = claim.nodepool().and_then(|p| self.overlay_prices.get(p)).filter(|_| overlaid);
+        let price_of = |t: &InstanceType, o: &Offering| {
+            prices
+                .and_then(|p| p.get(&(t.name.clone(), o.zone.clone(), o.capacity_type.clone())))
+                .copied()
+                .unwrap_or(o.price)
+        };
         let best = candidates.into_iter().min_by(|(ta, a), (tb, b)| {
             rank(&a.capacity_type)
                 .cmp(&rank(&b.capacity_type))
-                .then(a.price.total_cmp(&b.price))
+                .then(price_of(ta, a).total_cmp(&price_of(tb, b)))
                 .then_with(|| ta.name.cmp(&tb.name))
                 .then_with(|| a.zone.cmp(&b.zone))
         });
@@ -433,6 +447,10 @@ impl CloudProvider for SimCloud {
             out.push(Notice { message, answer: Box::new(|_| {}) });
         }
         out
+    }
+
+    fn set_overlay_prices(&mut self, prices: Arc<cloud::OverlayPrices>) {
+        self.overlay_prices = prices;
     }
 
     /// AWS's policies when it plays EC2 (the aws catalog), KWOK's for the kwok and inline catalogs.

@@ -216,6 +216,7 @@ pub struct Cluster {
     pub pvs: Watched<String, PersistentVolume>,
     pub storage_classes: Watched<String, StorageClass>,
     pub namespaces: Watched<String, Namespace>,
+    pub nodeoverlays: Watched<String, crate::engine::api::nodeoverlay::NodeOverlay>,
     next_uid: u64,
     /// The seeded generator behind generated pod names.
     pub name_seed: u64,
@@ -242,6 +243,7 @@ impl Default for Cluster {
             pvs: Watched::new(v.clone()),
             storage_classes: Watched::new(v.clone()),
             namespaces: Watched::new(v.clone()),
+            nodeoverlays: Watched::new(v.clone()),
             next_uid: 0,
             name_seed: 0,
             synced: Synced::default(),
@@ -338,6 +340,19 @@ impl Cluster {
     pub fn apply(&mut self, m: &Manifests) {
         for o in &m.nodepools {
             self.nodepools.insert(o.name().to_string(), o.clone());
+        }
+        for o in &m.nodeoverlays {
+            let mut o = o.clone();
+            // A changed spec is a new generation, as the API server counts them.
+            let generation = self.nodeoverlays.get(o.name()).map_or(0, |old| {
+                let g = old.metadata.generation.unwrap_or(1);
+                if old.spec == o.spec { g - 1 } else { g }
+            });
+            o.metadata.generation = Some(generation + 1);
+            if o.status.is_none() {
+                o.status = self.nodeoverlays.get(o.name()).and_then(|old| old.status.clone());
+            }
+            self.nodeoverlays.insert(o.name().to_string(), o);
         }
         for o in &m.nodeclaims {
             self.nodeclaims.insert(o.name().to_string(), o.clone());

@@ -342,6 +342,9 @@ fn apply_event(w: &mut World, action: &Action) -> Result<(), String> {
                     ObjectKind::StorageClass => {
                         w.cluster.storage_classes.remove(&r.name).ok_or_else(missing)?;
                     }
+                    ObjectKind::NodeOverlay => {
+                        w.cluster.nodeoverlays.remove(&r.name).ok_or_else(missing)?;
+                    }
                     ObjectKind::Namespace => {
                         w.cluster.namespaces.remove(&r.name).ok_or_else(missing)?;
                     }
@@ -402,6 +405,7 @@ fn apply_event(w: &mut World, action: &Action) -> Result<(), String> {
                 ObjectKind::Ec2NodeClass => patch_in!(w.cluster.nodeclasses, name),
                 ObjectKind::Node => patch_in!(w.cluster.nodes, name),
                 ObjectKind::NodeClaim => patch_in!(w.cluster.nodeclaims, name),
+                ObjectKind::NodeOverlay => patch_in!(w.cluster.nodeoverlays, name),
             }
         }
         Action::Interrupt(i) => {

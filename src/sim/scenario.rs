@@ -220,6 +220,7 @@ pub enum ObjectKind {
     Ec2NodeClass,
     Node,
     NodeClaim,
+    NodeOverlay,
 }
 
 impl ObjectKind {
@@ -824,7 +825,8 @@ struct TypeMeta {
     kind: Option<serde_yaml::Value>,
 }
 
-const OBJECT_KINDS: &str = "karpenter.sh/v1 NodePool, karpenter.k8s.aws/v1 EC2NodeClass, v1 Pod, apps/v1 Deployment, \
+const OBJECT_KINDS: &str = "karpenter.sh/v1 NodePool, karpenter.k8s.aws/v1 EC2NodeClass, karpenter.sh/v1alpha1 NodeOverlay, \
+     v1 Pod, apps/v1 Deployment, \
      apps/v1 DaemonSet, policy/v1 PodDisruptionBudget, v1 PersistentVolumeClaim, v1 PersistentVolume, \
      storage.k8s.io/v1 StorageClass, v1 Namespace";
 
@@ -855,7 +857,9 @@ fn add_object(
     let mut body = value;
     let derived = matches!(
         (api.as_str(), kind.as_str()),
-        ("karpenter.sh/v1", "NodePool") | ("karpenter.k8s.aws/v1", "EC2NodeClass")
+        ("karpenter.sh/v1", "NodePool")
+            | ("karpenter.k8s.aws/v1", "EC2NodeClass")
+            | ("karpenter.sh/v1alpha1", "NodeOverlay")
     );
     if derived && let Some(m) = body.as_mapping_mut() {
         m.remove("apiVersion");
@@ -865,6 +869,14 @@ fn add_object(
     match (api.as_str(), kind.as_str()) {
         ("karpenter.sh/v1", "NodePool") => out.nodepools.push(typed::<NodePool>(cx, body, path)?),
         ("karpenter.k8s.aws/v1", "EC2NodeClass") => out.nodeclasses.push(typed::<EC2NodeClass>(cx, body, path)?),
+        ("karpenter.sh/v1alpha1", "NodeOverlay") => {
+            let o: crate::engine::api::nodeoverlay::NodeOverlay = typed(cx, body, path)?;
+            // The CRD's rules, as the API server would refuse the object.
+            if let Some(e) = crate::engine::api::nodeoverlay::validate_nodeoverlay(&o).into_iter().next() {
+                return Err(cx.err(&FieldPath::parse(&format!("{path}.{}", e.path)), e.message));
+            }
+            out.nodeoverlays.push(o);
+        }
         ("v1", "Pod") => {
             let pod: Pod = typed(cx, body, path)?;
             node_name = pod.spec.as_ref().and_then(|s| s.node_name.clone()).filter(|n| !n.is_empty());

@@ -568,6 +568,16 @@ impl World {
     pub(super) fn sync_catalog(&mut self) {
         let now = self.now;
         self.controller.sync_instance_types(&mut self.cloud, now);
+        // The overlays apply to the catalog just taken (the controller evaluates them again only when they, the
+        // NodePools or the catalog changed).
+        if self.settings.gates.node_overlay {
+            let overlays: Vec<_> = self.cluster.nodeoverlays.values().map(|o| (**o).clone()).collect();
+            let pools: Vec<_> = self.cluster.nodepools.values().map(|p| (**p).clone()).collect();
+            let effects = self.controller.sync_overlays(&overlays, &pools, now);
+            self.apply_effects(effects);
+            let prices = std::sync::Arc::new(self.controller.overlay_prices());
+            crate::controller::cloud::CloudProvider::set_overlay_prices(&mut self.cloud, prices);
+        }
     }
 
     /// Instance types per NodePool as the engine sees them (see [`World::engine_catalog`]).

@@ -217,6 +217,11 @@ impl Harness {
                         c.status = Some(*status);
                     }
                 }
+                Effect::PatchNodeOverlayStatus { name, status } => {
+                    if let Some(o) = self.cluster.nodeoverlays.get_mut(&name) {
+                        o.status = Some(*status);
+                    }
+                }
                 Effect::Evict { namespace, name } | Effect::DeletePod { namespace, name, .. } => {
                     self.cluster.pods.remove(&(namespace, name));
                 }

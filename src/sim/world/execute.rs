@@ -152,6 +152,11 @@ impl World {
                     self.nodepool_status_stamp = Some(self.cluster.nodepools.stamp());
                 }
             }
+            Effect::PatchNodeOverlayStatus { name, status } => {
+                if let Some(o) = self.cluster.nodeoverlays.get_mut(&name) {
+                    o.status = Some(*status);
+                }
+            }
             Effect::UpdateNodeClassStatus { name, status } => {
                 if let Some(c) = self.cluster.nodeclasses.get_mut(&name) {
                     c.status = Some(*status);
