@@ -397,3 +397,80 @@ async fn read_only_refuses_overlay_writes_without_sending_anything() {
     w.apply_nodeoverlay(&edit, true).await.unwrap();
     assert_eq!(fake.requests()[0].q("dryRun"), Some("All"));
 }
+
+/// The acting controller on the live path with the `NodeOverlay` gate: the overlay is read from the watch cache,
+/// its status written, the claim it makes cheapest chosen and annotated, and the launch priced by it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_acting_controller_applies_watched_overlays_and_writes_their_status() {
+    use karpenter_tui::controller::{Controller, Settings};
+    use karpenter_tui::engine::catalog::kwok::kwok_catalog;
+    use karpenter_tui::engine::disruption::gate::Mode;
+    use karpenter_tui::runtime::acting::Acting;
+
+    let fake = FakeApi::start().await;
+    fake.put(
+        "apis/karpenter.sh/v1/nodepools",
+        json!({"apiVersion": "karpenter.sh/v1", "kind": "NodePool",
+               "metadata": {"name": "default", "uid": "p-1", "generation": 1, "creationTimestamp": "2026-01-01T00:00:00Z"},
+               "spec": {"disruption": {"consolidationPolicy": "WhenEmptyOrUnderutilized", "consolidateAfter": "30s",
+                                       "budgets": [{"nodes": "10%"}]},
+                        "template": {"spec": {
+                            "nodeClassRef": {"group": "karpenter.kwok.sh", "kind": "KWOKNodeClass", "name": "default"},
+                            "requirements": [{"key": "kubernetes.io/os", "operator": "In", "values": ["linux"]},
+                                             {"key": "kubernetes.io/arch", "operator": "In", "values": ["amd64"]},
+                                             {"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["on-demand"]}]}}}}),
+    );
+    // A big type made nearly free: without the overlay a 1-CPU pod would get one of the smallest types.
+    let mut cheap = overlay("big-is-cheap", 10);
+    cheap["spec"] = json!({"requirements": [{"key": "node.kubernetes.io/instance-type", "operator": "In",
+                                             "values": ["c-16x-amd64-linux"]}],
+                           "price": "0.001"});
+    cheap.as_object_mut().unwrap().remove("status");
+    fake.put(NODEOVERLAYS, cheap);
+    let mut rival = overlay("a-rival", 10);
+    rival["spec"] = json!({"requirements": [{"key": "kubernetes.io/arch", "operator": "In", "values": ["amd64"]}],
+                           "price": "0.002"});
+    rival.as_object_mut().unwrap().remove("status");
+    fake.put(NODEOVERLAYS, rival);
+    fake.put(
+        "api/v1/pods",
+        json!({"apiVersion": "v1", "kind": "Pod",
+               "metadata": {"name": "web-1", "namespace": "default", "uid": "pod-1", "creationTimestamp": "2026-01-01T00:00:00Z"},
+               "spec": {"containers": [{"name": "c", "image": "nginx", "resources": {"requests": {"cpu": "1"}}}]},
+               "status": {"phase": "Pending", "conditions": [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}]}}),
+    );
+    let mut w = watch::spawn(fake.client());
+    w.wait_synced(Duration::from_secs(10)).await.expect("synced");
+    let catalog = Arc::new(kwok_catalog("us-east-1"));
+    let mut settings = Settings { mode: Mode::Approve, ..Default::default() };
+    settings.gates.node_overlay = true;
+    let mut now = 1_767_225_600_000;
+    let mut acting = Acting::new(
+        Controller::with_settings(catalog.clone(), settings, now),
+        Writer::new(fake.client(), false),
+        Box::new(karpenter_tui::kube::kwok::KwokCloud::new(catalog, Writer::new(fake.client(), false))),
+        None,
+    );
+    let claims = "apis/karpenter.sh/v1/nodeclaims";
+    for _ in 0..30 {
+        let m = w.cache.lock().unwrap().manifests();
+        acting.tick(&m, now).await;
+        now += 1_000;
+        if fake.list(claims).iter().any(|c| c["status"]["providerID"].is_string()) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let claim = fake.list(claims).into_iter().next().expect("a NodeClaim for the pending pod");
+    assert_eq!(claim["metadata"]["annotations"]["karpenter.sh/price-overlay-applied"], "true", "{claim:#}");
+    assert_eq!(claim["metadata"]["labels"]["node.kubernetes.io/instance-type"], "c-16x-amd64-linux", "{claim:#}");
+    // Both overlays weigh 10 and both match c-16x's offerings: `big-is-cheap` sorts later, goes first and
+    // applies; `a-rival` conflicts and is applied nowhere.
+    let status = |name: &str| {
+        let o = fake.get(NODEOVERLAYS, None, name).expect("overlay");
+        let c = o["status"]["conditions"].as_array()?.iter().find(|c| c["type"] == "ValidationSucceeded")?.clone();
+        Some((c["status"].as_str()?.to_string(), c["reason"].as_str()?.to_string()))
+    };
+    assert_eq!(status("big-is-cheap"), Some(("True".into(), "ValidationSucceeded".into())));
+    assert_eq!(status("a-rival"), Some(("False".into(), "Conflict".into())));
+}

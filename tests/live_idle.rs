@@ -137,7 +137,7 @@ async fn an_acting_dashboard_sleeps_until_its_controller_needs_it_and_acts_on_a_
         acting: Some(Acting::new(
             Controller::new(catalog.clone(), Mode::Approve, now),
             Writer::new(fake.client(), false),
-            Box::new(karpenter_tui::kube::kwok::KwokCloud { catalog, writer: Writer::new(fake.client(), false) }),
+            Box::new(karpenter_tui::kube::kwok::KwokCloud::new(catalog, Writer::new(fake.client(), false))),
             None,
         )),
         role,

@@ -164,7 +164,7 @@ async fn registration_completes_though_another_writer_updates_the_node_between_e
     let mut acting = Acting::new(
         Controller::new(catalog.clone(), Mode::Approve, now),
         Writer::new(fake.client(), false),
-        Box::new(karpenter_tui::kube::kwok::KwokCloud { catalog, writer: Writer::new(fake.client(), false) }),
+        Box::new(karpenter_tui::kube::kwok::KwokCloud::new(catalog, Writer::new(fake.client(), false))),
         None,
     );
 
@@ -295,7 +295,7 @@ async fn repair_setup(gate: bool) -> (fake_apiserver::FakeApi, watch::Watches, A
     let acting = Acting::new(
         Controller::with_settings(catalog.clone(), settings, now),
         Writer::new(fake.client(), false),
-        Box::new(karpenter_tui::kube::kwok::KwokCloud { catalog, writer: Writer::new(fake.client(), false) }),
+        Box::new(karpenter_tui::kube::kwok::KwokCloud::new(catalog, Writer::new(fake.client(), false))),
         None,
     );
     (fake, watches, acting, now)

@@ -257,7 +257,7 @@ pub async fn prepare_with(
                     Acting::new(
                         Controller::with_settings(catalog.clone(), opts.controller_settings(), now),
                         writer.clone(),
-                        Box::new(crate::kube::kwok::KwokCloud { catalog, writer: writer.clone() }),
+                        Box::new(crate::kube::kwok::KwokCloud::new(catalog, writer.clone())),
                         None,
                     )
                 }

@@ -10,7 +10,7 @@ use k8s_openapi::api::core::v1::{Node, NodeCondition, NodeSpec, NodeStatus, Tain
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
-use crate::controller::cloud::{BoxFuture, CloudProvider, LaunchFailure, Launched, Retry};
+use crate::controller::cloud::{BoxFuture, CloudProvider, LaunchFailure, Launched, OverlayPrices, Retry, launch_price};
 use crate::engine::api::NodeClaim;
 use crate::engine::catalog::{Catalog, InstanceType, Offering};
 use crate::engine::labels;
@@ -23,7 +23,12 @@ pub const KWOK_ANNOTATION: &str = "kwok.x-k8s.io/node";
 pub const PROVIDER_PREFIX: &str = crate::controller::KWOK_PROVIDER_PREFIX;
 
 /// The cheapest offering a claim may launch as: reserved, then spot, then on-demand, as the simulated EC2 picks.
-pub fn pick(catalog: &Catalog, claim: &NodeClaim) -> Result<(Arc<InstanceType>, Offering), LaunchError> {
+/// An overlay-priced claim is ranked by the overlaid prices (see [`crate::controller::cloud::launch_price`]).
+pub fn pick(
+    catalog: &Catalog,
+    claim: &NodeClaim,
+    prices: &OverlayPrices,
+) -> Result<(Arc<InstanceType>, Offering), LaunchError> {
     let reqs = claim_requirements(claim);
     let requests = claim_requests(claim);
     let rank = |ct: &str| match ct {
@@ -39,7 +44,7 @@ pub fn pick(catalog: &Catalog, claim: &NodeClaim) -> Result<(Arc<InstanceType>, 
         .min_by(|(ta, a), (tb, b)| {
             rank(&a.capacity_type)
                 .cmp(&rank(&b.capacity_type))
-                .then(a.price.total_cmp(&b.price))
+                .then(launch_price(prices, claim, &ta.name, a).total_cmp(&launch_price(prices, claim, &tb.name, b)))
                 .then_with(|| ta.name.cmp(&tb.name))
                 .then_with(|| a.zone.cmp(&b.zone))
         })
@@ -52,8 +57,12 @@ fn quantities(r: &Resources) -> BTreeMap<String, Quantity> {
 }
 
 /// The launch: what to record on the claim, and the Node to create (named after the claim).
-pub fn launch(catalog: &Catalog, claim: &NodeClaim) -> Result<(LaunchResult, Node), LaunchError> {
-    let (t, o) = pick(catalog, claim)?;
+pub fn launch(
+    catalog: &Catalog,
+    claim: &NodeClaim,
+    prices: &OverlayPrices,
+) -> Result<(LaunchResult, Node), LaunchError> {
+    let (t, o) = pick(catalog, claim, prices)?;
     let name = claim.name().to_string();
     let provider_id = format!("{PROVIDER_PREFIX}{name}");
     let mut provider_labels = t.requirements.single_valued_labels();
@@ -104,6 +113,14 @@ pub fn launch(catalog: &Catalog, claim: &NodeClaim) -> Result<(LaunchResult, Nod
 pub struct KwokCloud {
     pub catalog: Arc<Catalog>,
     pub writer: crate::kube::writer::Writer,
+    /// NodeOverlay prices launches rank by (see [`CloudProvider::set_overlay_prices`]).
+    pub overlay_prices: Arc<OverlayPrices>,
+}
+
+impl KwokCloud {
+    pub fn new(catalog: Arc<Catalog>, writer: crate::kube::writer::Writer) -> KwokCloud {
+        KwokCloud { catalog, writer, overlay_prices: Arc::default() }
+    }
 }
 
 fn retry(e: crate::kube::writer::WriteError) -> Retry {
@@ -123,6 +140,10 @@ impl CloudProvider for KwokCloud {
         crate::controller::cloud::kwok_repair_policies()
     }
 
+    fn set_overlay_prices(&mut self, prices: Arc<OverlayPrices>) {
+        self.overlay_prices = prices;
+    }
+
     fn create<'a>(
         &'a mut self,
         claims: &'a [NodeClaim],
@@ -131,7 +152,7 @@ impl CloudProvider for KwokCloud {
         Box::pin(async move {
             let mut out = Vec::with_capacity(claims.len());
             for claim in claims {
-                out.push(match launch(&self.catalog, claim) {
+                out.push(match launch(&self.catalog, claim, &self.overlay_prices) {
                     Ok((result, node)) => match self.writer.create_node(&node).await {
                         Ok(()) => Ok(Launched { result, annotations: BTreeMap::new() }),
                         Err(e) => Err(LaunchFailure::Retry(retry(e))),
@@ -172,7 +193,7 @@ mod tests {
             min_values: None,
         }];
         claim.spec.resources.requests = [("cpu".to_string(), Quantity("3".into()))].into();
-        let (r, node) = launch(&catalog, &claim).unwrap();
+        let (r, node) = launch(&catalog, &claim, &OverlayPrices::new()).unwrap();
         assert_eq!(r.capacity_type, "on-demand");
         assert!(r.allocatable.get("cpu") >= 3000, "fits the requests");
         assert_eq!(r.provider_id, "kwok://default-abcde");
@@ -189,7 +210,7 @@ mod tests {
         });
         assert!(!cheaper);
         claim.spec.resources.requests = [("cpu".to_string(), Quantity("100000".into()))].into();
-        assert!(matches!(launch(&catalog, &claim), Err(LaunchError::InsufficientCapacity(_))));
+        assert!(matches!(launch(&catalog, &claim, &OverlayPrices::new()), Err(LaunchError::InsufficientCapacity(_))));
     }
 
     fn r_price(c: &Catalog, r: &LaunchResult) -> f64 {

@@ -225,16 +225,7 @@ impl SimCloud {
             _ => 2,
         };
         // With overlaid prices the fleet is prioritized by them (upstream's AWS provider), not by list prices.
-        let overlaid = claim.metadata.annotations.as_ref().is_some_and(|a| {
-            a.get(crate::engine::overlay::ANNOTATION_PRICE_OVERLAY_APPLIED).is_some_and(|v| v == "true")
-        });
-        let prices = claim.nodepool().and_then(|p| self.overlay_prices.get(p)).filter(|_| overlaid);
-        let price_of = |t: &InstanceType, o: &Offering| {
-            prices
-                .and_then(|p| p.get(&(t.name.clone(), o.zone.clone(), o.capacity_type.clone())))
-                .copied()
-                .unwrap_or(o.price)
-        };
+        let price_of = |t: &InstanceType, o: &Offering| cloud::launch_price(&self.overlay_prices, claim, &t.name, o);
         let best = candidates.into_iter().min_by(|(ta, a), (tb, b)| {
             rank(&a.capacity_type)
                 .cmp(&rank(&b.capacity_type))

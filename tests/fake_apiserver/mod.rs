@@ -311,6 +311,11 @@ impl FakeApi {
         s.bump();
     }
 
+    /// Every object of a collection (all namespaces), in key order.
+    pub fn list(&self, collection: &str) -> Vec<Value> {
+        self.state().objects.iter().filter(|(k, _)| k.0 == collection).map(|(_, v)| v.clone()).collect()
+    }
+
     pub fn get(&self, collection: &str, namespace: Option<&str>, name: &str) -> Option<Value> {
         self.state().objects.get(&key(collection, namespace, name)).cloned()
     }
