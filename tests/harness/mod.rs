@@ -145,7 +145,7 @@ impl Harness {
                     self.controller.outcome(Outcome::Created { name, purpose }, now);
                 }
                 Effect::Launch { claim } => {
-                    let (result, mut node) = kwok::launch(&self.catalog, &claim).unwrap();
+                    let (result, mut node) = kwok::launch(&self.catalog, &claim, &Default::default()).unwrap();
                     node.metadata.creation_timestamp = Some(ms_time(now));
                     self.cluster.nodes.insert(node.metadata.name.clone().unwrap(), node);
                     // The launch records the claim's status as the effect carries it (this tick's conditions).
