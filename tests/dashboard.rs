@@ -584,3 +584,62 @@ fn repair_is_refused_read_only() {
     assert!(key(&mut s, 'R').is_empty());
     assert_eq!(s.overlay, Overlay::None, "no confirmation in read-only mode");
 }
+
+fn scenario_driver_at(file: &str, secs: i64) -> SimDriver {
+    let path = format!("{}/scenarios/{file}", env!("CARGO_MANIFEST_DIR"));
+    let text = std::fs::read_to_string(&path).expect("file");
+    let s = parse_scenario(&text, file).expect("parses");
+    let mut p = Playback::new(&s).expect("builds");
+    let end = p.start + secs * 1000;
+    p.advance(end).expect("plays");
+    SimDriver::new(p, "demo".into(), 10.0, false)
+}
+
+#[test]
+fn a_static_pool_shows_ready_over_wanted_and_brackets_scale_it_after_confirmation() {
+    let mut d = scenario_driver_at("static.yaml", 300);
+    let v = Arc::new(d.view());
+    let row = v.nodepools.iter().find(|p| p.name == "fixed").expect("pool");
+    assert_eq!((row.replicas, row.ready), (Some(3), 3));
+    let mut s = app(v.clone(), false);
+    key(&mut s, '2');
+    code(&mut s, KeyCode::Enter);
+    let details = format!("{:?}", s.overlay);
+    assert!(details.contains("Static: 3 replica(s) wanted, 3 ready"), "{details}");
+    code(&mut s, KeyCode::Esc);
+    assert!(key(&mut s, ']').is_empty(), "the first phase sends nothing");
+    let Overlay::Confirm(c) = &s.overlay else { panic!("a confirmation: {:?}", s.overlay) };
+    assert!(c.title.contains("from 3 to 4"), "{}", c.title);
+    let sent = key(&mut s, 'y');
+    let [Effect::Send(cmd @ Command::ScaleNodePool { name, replicas: 4, .. })] = sent.as_slice() else {
+        panic!("one scale command: {sent:?}")
+    };
+    assert_eq!(name, "fixed");
+    let out = d.handle(cmd.clone());
+    assert!(matches!(out.as_slice(), [Event::Done { outcome: Ok(_), .. }]), "{out:?}");
+    assert_eq!(d.view().nodepools.iter().find(|p| p.name == "fixed").and_then(|p| p.replicas), Some(4));
+    // The palette takes a number; a dynamic pool is refused by the backend.
+    let mut s = app(Arc::new(d.view()), false);
+    typed(&mut s, ":scale fixed 1");
+    code(&mut s, KeyCode::Enter);
+    let Overlay::Confirm(c) = &s.overlay else { panic!("a confirmation: {:?}", s.overlay) };
+    assert!(c.body.join(" ").contains("without asking budgets"), "{c:?}");
+    let out = d.handle(Command::ScaleNodePool { request: 7, name: "nope".into(), replicas: 1 });
+    assert!(matches!(out.as_slice(), [Event::Done { outcome: Err(e), .. }] if e.contains("does not exist")), "{out:?}");
+}
+
+#[test]
+fn overlays_show_their_state_and_the_prices_they_set() {
+    let v = scenario_driver_at("overlay.yaml", 700).view();
+    let names: Vec<(&str, &str)> = v.overlays.iter().map(|o| (o.name.as_str(), o.state.as_str())).collect();
+    // Evaluation order: weight, then name descending.
+    assert_eq!(names[0], ("z-conflicting", "Applied"));
+    assert_eq!(names[1].0, "c-large-list-price");
+    assert!(names[1].1.starts_with("Conflict"), "{names:?}");
+    assert_eq!(names[2], ("c-family-discount", "Applied"));
+    let node = v.nodes.iter().find(|n| n.instance_type == "c-large").expect("the c-large node");
+    assert_eq!(node.price_overlay.as_deref(), Some("z-conflicting"));
+    assert!((node.price - 1.2).abs() < 1e-9, "the overlaid price: {}", node.price);
+    let pool = v.nodepools.iter().find(|p| p.name == "default").expect("pool");
+    assert!(pool.overlays.iter().any(|l| l.contains("c-large") && l.contains("z-conflicting")), "{:?}", pool.overlays);
+}

@@ -20,7 +20,7 @@ pub mod effect;
 pub mod interruption;
 pub mod nodepool_status;
 mod out;
-mod overlays;
+pub mod overlays;
 pub mod pod_events;
 pub mod provisioning;
 pub mod repair;

@@ -17,6 +17,14 @@ use crate::engine::labels;
 use crate::engine::overlay::{AppliedTypes, Evaluation, OverlayPool, evaluate_with};
 use crate::engine::provisioning::Millis;
 
+/// The controller's last NodeOverlay evaluation, as the dashboard reads it (gate `NodeOverlay` on).
+#[derive(Clone, Copy)]
+pub struct OverlayView<'a> {
+    pub evaluation: &'a Evaluation,
+    /// Per NodePool: the overlaid types and which overlay changed what.
+    pub applied: &'a BTreeMap<String, AppliedTypes>,
+}
+
 /// The last evaluation and what it was made from.
 #[derive(Default)]
 pub(super) struct OverlayState {
@@ -108,6 +116,11 @@ impl Controller {
     /// The last evaluation, if overlays are on and one ran.
     pub fn overlay_evaluation(&self) -> Option<&Evaluation> {
         self.overlays.evaluation.as_ref().filter(|_| self.gates.node_overlay)
+    }
+
+    /// The last evaluation with what it changed per pool, if overlays are on and one ran.
+    pub fn overlay_view(&self) -> Option<OverlayView<'_>> {
+        Some(OverlayView { evaluation: self.overlay_evaluation()?, applied: &self.overlays.applied })
     }
 
     /// Upstream `ToNodeClaim`: a NodeClaim keeping an instance type with an overlaid price or capacity says so.

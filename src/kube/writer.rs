@@ -125,6 +125,18 @@ impl Writer {
             .map_err(|e| WriteError::from_kube(what, e))
     }
 
+    /// A static NodePool's replicas through the scale subresource, as `kubectl scale nodepool` sets them (the
+    /// CRD maps it to `spec.replicas`; the API server refuses it for a dynamic pool).
+    pub async fn scale_nodepool(&self, name: &str, replicas: i64) -> Result<()> {
+        let what = self.guard(|| format!("scale NodePool {name} to {replicas}"))?;
+        let api: Api<NodePool> = Api::all(self.client.clone());
+        let patch = json!({"spec": {"replicas": replicas}});
+        api.patch_scale(name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+            .map(drop)
+            .map_err(|e| WriteError::from_kube(what, e))
+    }
+
     /// The resolved subnets, security groups, AMIs and conditions of an EC2NodeClass (the status subresource; lists
     /// are replaced whole, as a merge patch does).
     pub async fn update_ec2nodeclass_status(&self, name: &str, status: &EC2NodeClassStatus) -> Result<()> {

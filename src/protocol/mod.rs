@@ -24,6 +24,12 @@ pub enum Command {
         request: u64,
         mode: Mode,
     },
+    /// Set a static NodePool's replicas (through the scale subresource on a live cluster).
+    ScaleNodePool {
+        request: u64,
+        name: String,
+        replicas: i64,
+    },
     /// Repair an unhealthy node now instead of when its repair policy's toleration runs out.
     RepairNode {
         request: u64,
@@ -59,6 +65,7 @@ impl Command {
             | Command::Reject { request, .. }
             | Command::SetMode { request, .. }
             | Command::RepairNode { request, .. }
+            | Command::ScaleNodePool { request, .. }
             | Command::ApplyNodePool { request, .. }
             | Command::PreviewNodePool { request, .. } => Some(*request),
             Command::SetSpeed { .. } | Command::SetPaused { .. } | Command::Shutdown => None,
@@ -73,6 +80,7 @@ impl Command {
                 | Command::Reject { .. }
                 | Command::SetMode { .. }
                 | Command::RepairNode { .. }
+                | Command::ScaleNodePool { .. }
                 | Command::ApplyNodePool { .. }
         )
     }

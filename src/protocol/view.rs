@@ -22,6 +22,8 @@ pub struct ClusterView {
     pub cost: CostSummary,
     pub pending: Vec<PendingPod>,
     pub nodepools: Vec<NodePoolRow>,
+    /// NodeOverlays, by evaluation order (weight, then name descending).
+    pub overlays: Vec<OverlayRow>,
     pub nodes: Vec<NodeRow>,
     pub disruptions: Vec<DisruptionRow>,
     pub budgets: Vec<BudgetRow>,
@@ -94,8 +96,26 @@ pub struct NodePoolRow {
     pub drifted: usize,
     pub consolidation_policy: String,
     pub consolidate_after: String,
+    /// A static pool's `spec.replicas` (None: a dynamic pool).
+    pub replicas: Option<i64>,
+    /// Its nodes that are initialized (a static pool shows ready/wanted).
+    pub ready: usize,
+    /// What NodeOverlays changed on its instance types, one line each (type, offering, old → new, which overlay).
+    pub overlays: Vec<String>,
     /// The live object as YAML, what the editor opens.
     pub yaml: String,
+}
+
+/// A NodeOverlay as the dashboard shows it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct OverlayRow {
+    pub name: String,
+    pub weight: i32,
+    /// `Applied`, or why not (`Conflict: ...`, `RuntimeValidation: ...`), or `not evaluated` (gate off).
+    pub state: String,
+    /// How many offerings it repriced and instance types it gave capacity, across NodePools.
+    pub prices: usize,
+    pub capacity: usize,
 }
 
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -161,6 +181,8 @@ pub struct NodeRow {
     pub outlook: Vec<String>,
     /// The condition a repair policy matches, when node repair is on and one does.
     pub repair: Option<RepairInfo>,
+    /// The NodeOverlay that set `price` (the offering's list price was different), when one did.
+    pub price_overlay: Option<String>,
 }
 
 /// What node repair sees on a node: the matching condition and when it repairs the node.

@@ -283,6 +283,17 @@ impl LiveDriver {
                 };
                 vec![Event::Done { request, outcome }]
             }
+            Command::ScaleNodePool { request, name, replicas } => {
+                // An operator's edit of the NodePool, like an apply: written whoever acts on the cluster.
+                let outcome = match self.writer.scale_nodepool(&name, replicas).await {
+                    Ok(()) => {
+                        tracing::info!(nodepool = %name, replicas, "NodePool scaled through its scale subresource");
+                        Ok(format!("NodePool {name} scaled to {replicas} replicas"))
+                    }
+                    Err(e) => Err(format!("not scaled: {e}")),
+                };
+                vec![Event::Done { request, outcome }]
+            }
             Command::RepairNode { request, node } => {
                 let outcome = match (self.engine(), latest) {
                     (Err(e), _) => Err(e),

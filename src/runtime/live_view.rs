@@ -49,6 +49,7 @@ pub fn picture(
         nodeclaims: m.nodeclaims.iter().collect(),
         pods: m.pods.iter().map(|p| &**p).collect(),
         nodepools: m.nodepools.iter().collect(),
+        nodeoverlays: m.nodeoverlays.iter().collect(),
     };
 
     // Interruption notices the acting engine handled, newest first, with how far the replacement has come.
@@ -113,6 +114,7 @@ pub fn picture(
         mode: engine.map_or(Mode::DryRun, Controller::mode),
         gates: engine.map(Controller::gates).unwrap_or_default(),
         repair_policies: engine.map(Controller::active_repair_policies).unwrap_or_default(),
+        overlays: engine.and_then(Controller::overlay_view),
         leadership: info.leadership.clone(),
         catalog,
         generation,

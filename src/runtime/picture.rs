@@ -34,7 +34,10 @@ pub struct Objects<'a> {
     pub nodeclaims: Vec<&'a NodeClaim>,
     pub pods: Vec<&'a StoredPod>,
     pub nodepools: Vec<&'a NodePool>,
+    pub nodeoverlays: Vec<&'a crate::engine::api::nodeoverlay::NodeOverlay>,
 }
+
+pub use crate::controller::overlays::OverlayView as Overlays;
 
 /// Pods by the node they are bound to.
 pub type PodsOn<'a> = BTreeMap<&'a str, Vec<&'a StoredPod>>;
@@ -51,6 +54,8 @@ pub struct Input<'a> {
     pub gates: crate::controller::settings::FeatureGates,
     /// The repair policies node repair acts on (empty: repair is off).
     pub repair_policies: &'a [crate::controller::cloud::RepairPolicy],
+    /// The NodeOverlays' evaluation, when the gate is on.
+    pub overlays: Option<Overlays<'a>>,
     pub leadership: Leadership,
     /// Where prices come from, for the header.
     pub catalog: &'a Catalog,
@@ -79,6 +84,7 @@ pub fn build(input: Input<'_>) -> ClusterView {
         mode,
         gates,
         repair_policies,
+        overlays,
         leadership,
         catalog,
         generation,
@@ -103,7 +109,9 @@ pub fn build(input: Input<'_>) -> ClusterView {
     };
     let pods_on = pods_by_node(&objects.pods);
     let busy = orchestrator.map(disrupting).unwrap_or_default();
-    fill_nodes(&mut v, &objects, &pods_on, price, &busy, outlook, repair_policies);
+    let health = NodeHealth { repair_policies, overlays };
+    fill_nodes(&mut v, &objects, &pods_on, price, &busy, outlook, health);
+    fill_overlays(&mut v, &objects.nodeoverlays, overlays);
     if let Some(o) = orchestrator {
         let nodes: BTreeSet<&str> = objects.nodes.iter().filter_map(|n| n.metadata.name.as_deref()).collect();
         let ready: BTreeSet<&str> =
@@ -116,7 +124,7 @@ pub fn build(input: Input<'_>) -> ClusterView {
         v.disruptions.push(row);
         v.cost.pending_savings_per_hour = cmd.savings_per_hour.max(0.0);
     }
-    fill_nodepools(&mut v, &objects.nodepools);
+    fill_nodepools(&mut v, &objects.nodepools, overlays);
     v.pending = pending;
     v.interruptions = interruptions(&pods_on);
     events.truncate(MAX_EVENTS);
@@ -167,6 +175,13 @@ pub fn pods_by_node<'a>(pods: &[&'a StoredPod]) -> BTreeMap<&'a str, Vec<&'a Sto
     out
 }
 
+/// What the v1.x controllers add to a node's row: node repair's verdict and NodeOverlay prices.
+#[derive(Clone, Copy)]
+pub struct NodeHealth<'a> {
+    pub repair_policies: &'a [crate::controller::cloud::RepairPolicy],
+    pub overlays: Option<Overlays<'a>>,
+}
+
 /// Node rows, ghost rows for claims without a node, and the cost summary. `price` gives a node's $/h from its
 /// name and labels; `disrupting` names the nodes a started disruption is working on; `outlook` is the engine's
 /// verdict per node (`None`: skipped at this size).
@@ -177,8 +192,9 @@ pub fn fill_nodes(
     price: &dyn Fn(&str, &BTreeMap<String, String>) -> f64,
     disrupting: &BTreeSet<String>,
     outlook: Option<&BTreeMap<String, Outlook>>,
-    repair_policies: &[crate::controller::cloud::RepairPolicy],
+    health: NodeHealth<'_>,
 ) {
+    let NodeHealth { repair_policies, overlays } = health;
     let now = v.now;
     // Claims and nodes meet by provider id (a claim's status.nodeName is only set once it registers).
     let claim_of_provider: BTreeMap<&str, &NodeClaim> = o
@@ -262,6 +278,7 @@ pub fn fill_nodes(
                 None => Vec::new(),
             },
             repair,
+            price_overlay: None,
         });
     }
     for c in &o.nodeclaims {
@@ -290,6 +307,9 @@ pub fn fill_nodes(
         });
     }
 
+    if let Some(o) = overlays {
+        overlay_prices(v, o);
+    }
     for n in &v.nodes {
         if n.state == Lifecycle::Launching {
             continue;
@@ -305,7 +325,55 @@ pub fn fill_nodes(
 
 /// NodePool rows and budget rows, from the node rows already in `v`; then fills in the budget each proposal in
 /// `v.disruptions` would use.
-pub fn fill_nodepools(v: &mut ClusterView, nodepools: &[&NodePool]) {
+/// A node whose offering a NodeOverlay repriced shows the overlaid price (what Karpenter decides with), naming the
+/// overlay.
+fn overlay_prices(v: &mut ClusterView, o: Overlays<'_>) {
+    for n in &mut v.nodes {
+        let Some(applied) = n.nodepool.as_deref().and_then(|p| o.applied.get(p)) else { continue };
+        let Some(prov) = applied.provenance.get(&n.instance_type) else { continue };
+        if let Some(p) =
+            prov.prices.iter().find(|p| p.offering.zone == n.zone && p.offering.capacity_type == n.capacity_type)
+        {
+            n.price = p.price;
+            n.price_overlay = Some(p.overlay.clone());
+        }
+    }
+}
+
+/// The NodeOverlays, in evaluation order, with how each came out.
+fn fill_overlays(
+    v: &mut ClusterView,
+    objects: &[&crate::engine::api::nodeoverlay::NodeOverlay],
+    o: Option<Overlays<'_>>,
+) {
+    let mut rows: Vec<OverlayRow> = objects
+        .iter()
+        .map(|ov| {
+            let name = ov.name().to_string();
+            let (state, prices, capacity) = match o {
+                None => ("not evaluated (feature gate NodeOverlay is off)".to_string(), 0, 0),
+                Some(o) => {
+                    let fx = o.evaluation.effects(&name);
+                    let state = match o.evaluation.outcome(&name) {
+                        Some(out) if out.is_applied() => "Applied".to_string(),
+                        Some(out) => {
+                            format!("{}: {}", out.reason().unwrap_or_default(), out.message().unwrap_or_default())
+                        }
+                        None => "not evaluated yet".to_string(),
+                    };
+                    (state, fx.prices.len(), fx.capacity.len())
+                }
+            };
+            OverlayRow { name, weight: ov.weight(), state, prices, capacity }
+        })
+        .collect();
+    let order: Vec<String> = o.map(|o| o.evaluation.order().to_vec()).unwrap_or_default();
+    let rank = |n: &str| order.iter().position(|x| x == n).unwrap_or(usize::MAX);
+    rows.sort_by(|a, b| rank(&a.name).cmp(&rank(&b.name)).then(b.weight.cmp(&a.weight)).then(b.name.cmp(&a.name)));
+    v.overlays = rows;
+}
+
+pub fn fill_nodepools(v: &mut ClusterView, nodepools: &[&NodePool], overlays: Option<Overlays<'_>>) {
     let now = v.now;
     let mut counts: BTreeMap<String, PoolCounts> = BTreeMap::new();
     for n in &v.nodes {
@@ -328,9 +396,23 @@ pub fn fill_nodepools(v: &mut ClusterView, nodepools: &[&NodePool]) {
             weight: pool.spec.weight.unwrap_or(0),
             consolidation_policy: pool.spec.disruption.consolidation_policy.clone(),
             consolidate_after: pool.spec.disruption.consolidate_after.clone(),
+            replicas: pool.spec.replicas,
             yaml: crate::engine::api::strict::editable_yaml(pool).unwrap_or_default(),
             ..Default::default()
         };
+        if let Some(applied) = overlays.and_then(|o| o.applied.get(&name)) {
+            for (t, prov) in &applied.provenance {
+                for p in &prov.prices {
+                    row.overlays.push(format!(
+                        "{t} {}: ${:.4} → ${:.4}/h by {} ({})",
+                        p.offering, p.base_price, p.price, p.overlay, p.change
+                    ));
+                }
+                for c in &prov.capacity {
+                    row.overlays.push(format!("{t}: {}={} by {}", c.resource, c.quantity, c.overlay));
+                }
+            }
+        }
         let mut used = Resources::default();
         for n in v.nodes.iter().filter(|n| n.nodepool.as_deref() == Some(name.as_str())) {
             row.nodes += 1;
@@ -339,6 +421,9 @@ pub fn fill_nodepools(v: &mut ClusterView, nodepools: &[&NodePool]) {
             }
             if n.state == Lifecycle::Drifted {
                 row.drifted += 1;
+            }
+            if matches!(n.state, Lifecycle::Initialized | Lifecycle::Drifted | Lifecycle::Unhealthy) {
+                row.ready += 1;
             }
             used.add(&Resources::new(n.cpu_allocatable, n.memory_allocatable, 0));
         }

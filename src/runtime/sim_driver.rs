@@ -170,6 +170,11 @@ impl SimDriver {
                 let outcome = w.reject(&id).map(|()| format!("{id} rejected")).map_err(|e| format!("{id}: {e}"));
                 vec![Event::Done { request, outcome }]
             }
+            Command::ScaleNodePool { request, name, replicas } => {
+                let outcome = w.scale_nodepool(&name, replicas);
+                w.reconcile();
+                vec![Event::Done { request, outcome }]
+            }
             Command::RepairNode { request, node } => {
                 vec![Event::Done { request, outcome: w.repair_now(&node) }]
             }

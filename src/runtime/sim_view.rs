@@ -21,6 +21,7 @@ pub fn view(w: &mut World, source: Source, generation: u64) -> ClusterView {
         nodeclaims: w.cluster.nodeclaims.values().map(|o| &**o).collect(),
         pods: w.cluster.pods.values().map(|o| &**o).collect(),
         nodepools: w.cluster.nodepools.values().map(|o| &**o).collect(),
+        nodeoverlays: w.cluster.nodeoverlays.values().map(|o| &**o).collect(),
     };
     let mut pending = Vec::new();
     for key in w.pending_pods() {
@@ -34,6 +35,7 @@ pub fn view(w: &mut World, source: Source, generation: u64) -> ClusterView {
         mode: w.orchestrator().mode(),
         gates: w.settings().gates,
         repair_policies: w.repair_policies(),
+        overlays: w.overlays(),
         leadership: Leadership::Acting,
         catalog: w.catalog(),
         generation,

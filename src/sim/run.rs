@@ -288,17 +288,7 @@ fn apply_event(w: &mut World, action: &Action) -> Result<(), String> {
             d.spec.replicas = Some(sc.replicas);
         }
         Action::ScaleNodePool { name, replicas } => {
-            let pool = w.cluster.nodepools.get(name).ok_or_else(|| format!("NodePool {name} does not exist"))?;
-            if pool.spec.replicas.is_none() {
-                return Err(format!(
-                    "NodePool {name} is dynamic: Cannot transition NodePool between static (replicas set) and dynamic \
-                     (replicas unset) provisioning modes"
-                ));
-            }
-            let mut pool = (**pool).clone();
-            pool.spec.replicas = Some(*replicas);
-            pool.metadata.generation = Some(pool.metadata.generation.unwrap_or(1) + 1);
-            w.cluster.nodepools.insert(name.clone(), pool);
+            w.scale_nodepool(name, *replicas)?;
         }
         Action::Delete(refs) => {
             for r in refs {

@@ -289,9 +289,34 @@ fn taint(key: &str, effect: &str) -> Taint {
 }
 
 impl World {
+    /// The controller's NodeOverlay evaluation, for the dashboard (gate `NodeOverlay` on).
+    pub fn overlays(&self) -> Option<crate::controller::overlays::OverlayView<'_>> {
+        self.controller.overlay_view()
+    }
+
     /// The repair policies node repair acts on (none with the gate off).
     pub fn repair_policies(&self) -> &[crate::controller::cloud::RepairPolicy] {
         self.controller.active_repair_policies()
+    }
+
+    /// A static NodePool's replicas set, as `kubectl scale` does through the scale subresource (refused for a
+    /// dynamic pool, as the CRD refuses turning it static).
+    pub fn scale_nodepool(&mut self, name: &str, replicas: i64) -> Result<String, String> {
+        if replicas < 0 {
+            return Err(format!("replicas must be non-negative, got {replicas}"));
+        }
+        let pool = self.cluster.nodepools.get(name).ok_or_else(|| format!("NodePool {name} does not exist"))?;
+        if pool.spec.replicas.is_none() {
+            return Err(format!(
+                "NodePool {name} is dynamic: Cannot transition NodePool between static (replicas set) and dynamic \
+                 (replicas unset) provisioning modes"
+            ));
+        }
+        let mut pool = (**pool).clone();
+        pool.spec.replicas = Some(replicas);
+        pool.metadata.generation = Some(pool.metadata.generation.unwrap_or(1) + 1);
+        self.cluster.nodepools.insert(name.to_string(), pool);
+        Ok(format!("NodePool {name} scaled to {replicas} replicas"))
     }
 
     /// An operator's "repair now" on `node` (see [`crate::controller::Controller::repair_now`]).

@@ -43,6 +43,7 @@ pub enum Pending {
     SetMode(Mode),
     ApplyEdit { name: String, yaml: String },
     Repair { node: String },
+    Scale { name: String, replicas: i64 },
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -463,6 +464,19 @@ pub fn act(s: &mut AppState, action: Action) -> Vec<Effect> {
         }
         Action::Approve | Action::Reject => return proposal_intent(s, action == Action::Approve),
         Action::Repair => return repair_intent(s),
+        Action::ScaleUp | Action::ScaleDown => {
+            let Some(i) = s.selected_row(Pane::NodePools) else {
+                s.info("no NodePool selected");
+                return Vec::new();
+            };
+            let Some(pool) = s.view.nodepools.get(i).cloned() else { return Vec::new() };
+            let Some(n) = pool.replicas else {
+                s.error(format!("{} is dynamic (no spec.replicas): only a static NodePool is scaled", pool.name));
+                return Vec::new();
+            };
+            let to = if action == Action::ScaleUp { n + 1 } else { n - 1 };
+            return scale_intent(s, &pool.name, to);
+        }
         Action::ApproveAll => {
             let ids: Vec<String> =
                 s.view.disruptions.iter().filter(|d| d.state.is_open()).map(|d| d.id.clone()).collect();
@@ -548,6 +562,43 @@ pub fn act(s: &mut AppState, action: Action) -> Vec<Effect> {
 }
 
 /// `a` / `r` on the selected proposal: a confirmation that says exactly what will happen.
+/// The first phase of scaling a static NodePool: what changes, then a confirmation.
+fn scale_intent(s: &mut AppState, name: &str, to: i64) -> Vec<Effect> {
+    let Some(pool) = s.view.nodepools.iter().find(|p| p.name == name).cloned() else {
+        s.error(format!("no NodePool {name}"));
+        return Vec::new();
+    };
+    let Some(from) = pool.replicas else {
+        s.error(format!("{name} is dynamic (no spec.replicas): only a static NodePool is scaled"));
+        return Vec::new();
+    };
+    if to < 0 {
+        s.error(format!("{name} has {from} replica(s); it cannot go below 0"));
+        return Vec::new();
+    }
+    if to == from {
+        s.info(format!("{name} already has {from} replica(s)"));
+        return Vec::new();
+    }
+    let what = if to > from {
+        format!("{} NodeClaim(s) will be launched from its template, as far as limits.nodes allows.", to - from)
+    } else {
+        format!(
+            "{} node(s) will be deleted at once, without asking budgets: unlaunched claims first, then empty nodes, \
+             then those whose pods are cheapest to move; their pods are drained (PDBs and grace periods apply).",
+            from - to
+        )
+    };
+    s.overlay = Overlay::Confirm(Confirm {
+        title: format!("Scale NodePool {name} from {from} to {to} replicas"),
+        body: vec![what, "The change is written through the NodePool's scale subresource (kubectl scale).".into()],
+        phrase: None,
+        typed: String::new(),
+        pending: Pending::Scale { name: name.to_string(), replicas: to },
+    });
+    Vec::new()
+}
+
 /// The first phase of "repair now": only a node node repair would replace anyway, with what happens spelled out.
 fn repair_intent(s: &mut AppState) -> Vec<Effect> {
     let Some(i) = s.selected_row(Pane::Nodes) else {
@@ -729,6 +780,15 @@ fn confirmed(s: &mut AppState, p: Pending) -> Vec<Effect> {
         Pending::SetMode(mode) => {
             vec![s.request(|request| Command::SetMode { request, mode }, "mode", mode.as_str(), String::new())]
         }
+        Pending::Scale { name, replicas } => {
+            s.info(format!("scaling {name} to {replicas} ..."));
+            vec![s.request(
+                |request| Command::ScaleNodePool { request, name: name.clone(), replicas },
+                "scale",
+                &name,
+                format!("replicas {replicas}"),
+            )]
+        }
         Pending::Repair { node } => {
             s.info(format!("repairing {node} ..."));
             vec![s.request(
@@ -845,6 +905,7 @@ pub const PALETTE: &[(&str, &str)] = &[
     ("mode approve", "every voluntary disruption waits for an operator"),
     ("mode auto", "Karpenter's behaviour: disruptions start after validation"),
     ("mode dry-run", "decide and show, never act"),
+    ("scale POOL N", "set a static NodePool's replicas (after confirmation)"),
     ("theme dark", "switch colour theme (dark, light, high-contrast)"),
     ("speed 10", "demo clock speed"),
     ("pause", "pause the demo clock"),
@@ -900,6 +961,17 @@ fn palette(s: &mut AppState, input: &str) -> Vec<Effect> {
                 Vec::new()
             }
         },
+        ["scale", name, n] => {
+            if s.readonly() {
+                s.error("read-only: nothing can be scaled");
+                return Vec::new();
+            }
+            let Ok(to) = n.parse::<i64>() else {
+                s.error(format!(":scale {name} {n}: expected a number of replicas"));
+                return Vec::new();
+            };
+            scale_intent(s, name, to)
+        }
         ["mode", m] => {
             let mode = match *m {
                 "approve" => Mode::Approve,

@@ -180,7 +180,14 @@ pub fn detail(v: &ClusterView, p: Pane, i: usize) -> (String, Vec<String>) {
                 "Weight {}, {} node(s), ${:.4}/h, {} drifted",
                 r.weight, r.nodes, r.cost_per_hour, r.drifted
             ));
-            out.push(format!("Consolidation: {} after {}", r.consolidation_policy, r.consolidate_after));
+            if let Some(n) = r.replicas {
+                out.push(format!(
+                    "Static: {n} replica(s) wanted, {} ready; ] and [ scale it by one (or :scale {} N)",
+                    r.ready, r.name
+                ));
+            } else {
+                out.push(format!("Consolidation: {} after {}", r.consolidation_policy, r.consolidate_after));
+            }
             for u in &r.usage {
                 let unit = match usage_unit(&u.resource) {
                     "" => String::new(),
@@ -206,6 +213,19 @@ pub fn detail(v: &ClusterView, p: Pane, i: usize) -> (String, Vec<String>) {
                     None => out.push(format!("Budget {reason}: {allowed} node(s) may be disrupted now")),
                 }
             }
+            if !r.overlays.is_empty() {
+                out.push("NodeOverlays on its instance types:".into());
+                out.extend(r.overlays.iter().map(|l| format!("  {l}")));
+            }
+            if !v.overlays.is_empty() {
+                out.push("NodeOverlays (evaluation order):".into());
+                for o in &v.overlays {
+                    out.push(format!(
+                        "  {} (weight {}): {}; {} offering price(s), {} capacity change(s)",
+                        o.name, o.weight, o.state, o.prices, o.capacity
+                    ));
+                }
+            }
             out.push(String::new());
             out.extend(r.yaml.lines().map(str::to_string));
             format!("nodepool {}", r.name)
@@ -226,6 +246,9 @@ pub fn detail(v: &ClusterView, p: Pane, i: usize) -> (String, Vec<String>) {
                 r.nodepool.as_deref().unwrap_or("(none: not managed)"),
                 r.nodeclaim.as_deref().unwrap_or("(none)")
             ));
+            if let Some(o) = &r.price_overlay {
+                out.push(format!("Price ${:.4}/h from NodeOverlay {o} (what Karpenter decides with)", r.price));
+            }
             out.push(format!(
                 "Requests: cpu {} of {}, memory {} of {}, pods {} of {}",
                 format_cpu(r.cpu_requested),

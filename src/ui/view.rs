@@ -234,7 +234,7 @@ fn render_overlay(s: &AppState, area: Rect, buf: &mut Buffer) {
                 Style::default().fg(t.accent).add_modifier(Modifier::BOLD),
             )));
             for (cmd, help) in PALETTE {
-                if s.readonly() && cmd.starts_with("mode") {
+                if s.readonly() && (cmd.starts_with("mode") || cmd.starts_with("scale")) {
                     continue;
                 }
                 lines.push(Line::from(vec![

@@ -574,6 +574,8 @@ fn patch(s: &mut State, t: &Target, name: &str, sub: Option<&str>, rec: &Recorde
             let mut patched = current.clone();
             match sub {
                 Some("status") => json_patch::merge(&mut patched["status"], &rec.body["status"]),
+                // The scale subresource of a CRD maps `spec.replicas` (specReplicasPath) and nothing else.
+                Some("scale") => patched["spec"]["replicas"] = rec.body["spec"]["replicas"].clone(),
                 _ => json_patch::merge(&mut patched, &rec.body),
             }
             patched
@@ -607,6 +609,16 @@ fn patch(s: &mut State, t: &Target, name: &str, sub: Option<&str>, rec: &Recorde
     }
     obj["metadata"]["name"] = json!(name);
     let obj = s.store(&t.collection, obj, if s.objects.contains_key(&key) { "MODIFIED" } else { "ADDED" });
+    if sub == Some("scale") {
+        // An autoscaling/v1 Scale, as the API server answers for a CRD's scale subresource.
+        return reply(
+            200,
+            &json!({"apiVersion": "autoscaling/v1", "kind": "Scale",
+                    "metadata": {"name": name, "resourceVersion": obj["metadata"]["resourceVersion"]},
+                    "spec": {"replicas": obj["spec"]["replicas"]},
+                    "status": {"replicas": obj["status"]["nodes"].as_i64().unwrap_or(0)}}),
+        );
+    }
     if s.interfere.contains(&t.collection) {
         let mut other = obj.clone();
         let beat = json!(format!("2026-01-01T00:{:02}:{:02}Z", (s.rv / 60) % 60, s.rv % 60));

@@ -46,7 +46,11 @@ pub fn render(s: &AppState, area: Rect, buf: &mut Buffer) {
         vec![
             Cell::from(r.name.clone()),
             Cell::from(r.weight.to_string()),
-            Cell::from(r.nodes.to_string()),
+            // A static pool: ready/wanted.
+            Cell::from(match r.replicas {
+                Some(n) => format!("{}/{n}", r.ready),
+                None => r.nodes.to_string(),
+            }),
             usage("cpu").unwrap_or_default(),
             usage("memory").unwrap_or_default(),
             Cell::from(format!("{:.4}", r.cost_per_hour)),

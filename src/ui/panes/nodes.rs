@@ -48,7 +48,12 @@ pub fn render(s: &AppState, area: Rect, buf: &mut Buffer) {
             Cell::from(Span::styled(r.name.clone(), if ghost { t.muted() } else { t.base() })),
             Cell::from(r.instance_type.clone()),
             Cell::from(Span::styled(r.capacity_type.clone(), capacity_style(t, &r.capacity_type))),
-            Cell::from(if r.price > 0.0 { format!("{:.4}", r.price) } else { "-".into() }),
+            // A trailing * marks a price a NodeOverlay set (Enter names it).
+            Cell::from(match (r.price > 0.0, &r.price_overlay) {
+                (true, Some(_)) => format!("{:.4}*", r.price),
+                (true, None) => format!("{:.4}", r.price),
+                (false, _) => "-".into(),
+            }),
             Cell::from(Span::styled(r.state.as_str(), t.fg(state_colour))),
             bar(t, r.cpu_requested, r.cpu_allocatable, 6),
             bar(t, r.memory_requested, r.memory_allocatable, 6),
