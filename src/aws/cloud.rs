@@ -39,7 +39,7 @@ pub fn is_ec2_claim(claim: &NodeClaim) -> bool {
 /// Claims whose fleet requests are the same (templates, overrides, capacity type, tags but the claim's own) can
 /// share one CreateFleet.
 fn request_key(f: &FleetPlan) -> String {
-    let mut key = f.capacity_type.clone();
+    let mut key = format!("{}{}", f.capacity_type, if f.prioritized { "/prioritized" } else { "" });
     for (t, overrides) in &f.configs {
         key.push_str(&t.name());
         for o in overrides {
@@ -90,6 +90,8 @@ pub struct AwsCloud {
     catalogs: Mutex<Option<BuiltCatalogs>>,
     /// NodeClass validations by what was resolved: (when, the problem if any).
     validations: Mutex<BTreeMap<String, (Millis, Option<Problem>)>>,
+    /// NodeOverlay prices launches of overlay-priced claims are prioritized by (set by the controller).
+    overlay_prices: Mutex<Arc<crate::controller::cloud::OverlayPrices>>,
 }
 
 /// A NodeClass validation is trusted this long.
@@ -113,6 +115,7 @@ impl AwsCloud {
             templates: tokio::sync::Mutex::new(Templates::default()),
             catalogs: Mutex::new(None),
             validations: Mutex::new(BTreeMap::new()),
+            overlay_prices: Mutex::new(Arc::default()),
         }
     }
 
@@ -316,7 +319,7 @@ impl AwsCloud {
         claim.metadata.labels = Some([(labels::NODEPOOL.to_string(), "karpenter-tui-validation".to_string())].into());
         claim.spec.node_class_ref.name = nc.metadata.name.clone().unwrap_or_default();
         // Nothing fits or is offered: a capacity question, not a permission one.
-        let fleet = plan(&claim, &probe, &catalog, &self.cluster).ok()?;
+        let fleet = plan(&claim, &probe, &catalog, &self.cluster, &Default::default()).ok()?;
         let outcome = async {
             let mut templates = self.templates.lock().await;
             for (t, _) in fleet.configs.iter().take(1) {
@@ -405,6 +408,11 @@ impl AwsCloud {
         }
     }
 
+    /// The NodeOverlay prices the next launches are prioritized by.
+    pub fn set_overlay_prices(&self, prices: Arc<crate::controller::cloud::OverlayPrices>) {
+        *self.overlay_prices.lock().unwrap_or_else(|p| p.into_inner()) = prices;
+    }
+
     /// The cloud provider's Create for one claim (see [`AwsCloud::launch_batch`]).
     pub async fn launch(&self, claim: &NodeClaim) -> Result<LaunchResult, LaunchError> {
         self.launch_batch(std::slice::from_ref(claim))
@@ -427,6 +435,7 @@ impl AwsCloud {
                 return claims.iter().map(|_| Err(LaunchError::Other(why.clone()))).collect();
             }
         };
+        let overlay_prices = self.overlay_prices.lock().unwrap_or_else(|p| p.into_inner()).clone();
         // (request key) → (plan, claim indexes, class, catalog)
         let mut groups: BTreeMap<String, (FleetPlan, Vec<usize>, EC2NodeClass, Arc<Catalog>)> = BTreeMap::new();
         let catalogs = self.catalogs(now);
@@ -470,7 +479,7 @@ impl AwsCloud {
                 results[i] = Some(Ok(self.result(&nc, &catalog, inst)));
                 continue;
             }
-            match plan(claim, &self.by_free_addresses(&nc), &catalog, &self.cluster) {
+            match plan(claim, &self.by_free_addresses(&nc), &catalog, &self.cluster, &overlay_prices) {
                 Err(e) => results[i] = Some(Err(e)),
                 Ok(fleet) => {
                     let key = request_key(&fleet);
@@ -824,6 +833,10 @@ impl crate::controller::cloud::CloudProvider for AwsProvider {
 
     fn repair_policies(&self) -> Vec<crate::controller::cloud::RepairPolicy> {
         crate::controller::cloud::aws_repair_policies()
+    }
+
+    fn set_overlay_prices(&mut self, prices: Arc<crate::controller::cloud::OverlayPrices>) {
+        self.cloud.set_overlay_prices(prices);
     }
 
     fn live_catalog(&self, now: Millis) -> Option<Catalog> {

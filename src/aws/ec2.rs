@@ -310,14 +310,22 @@ pub async fn create_fleet(
         .tag_specifications(tag_spec(ResourceType::Instance, tags))
         .tag_specifications(tag_spec(ResourceType::Volume, tags))
         .tag_specifications(tag_spec(ResourceType::Fleet, tags));
-    req = if spot {
-        req.spot_options(
+    // Overlay-priced claims: EC2 follows the priorities (the overlaid prices, lower first), as upstream does.
+    req = match (spot, plan.prioritized) {
+        (true, false) => req.spot_options(
             SpotOptionsRequest::builder().allocation_strategy(SpotAllocationStrategy::PriceCapacityOptimized).build(),
-        )
-    } else {
-        req.on_demand_options(
+        ),
+        (true, true) => req.spot_options(
+            SpotOptionsRequest::builder()
+                .allocation_strategy(SpotAllocationStrategy::CapacityOptimizedPrioritized)
+                .build(),
+        ),
+        (false, false) => req.on_demand_options(
             OnDemandOptionsRequest::builder().allocation_strategy(FleetOnDemandAllocationStrategy::LowestPrice).build(),
-        )
+        ),
+        (false, true) => req.on_demand_options(
+            OnDemandOptionsRequest::builder().allocation_strategy(FleetOnDemandAllocationStrategy::Prioritized).build(),
+        ),
     };
     for (t, overrides) in &plan.configs {
         let mut c = FleetLaunchTemplateConfigRequest::builder().launch_template_specification(

@@ -8,6 +8,7 @@ use std::sync::Arc;
 
 use serde::Serialize;
 
+use crate::controller::cloud::{OverlayPrices, launch_price};
 use crate::engine::api::ec2nodeclass::{BlockDevice, BlockDeviceMapping, EC2NodeClass};
 use crate::engine::api::{Condition, NodeClaim};
 use crate::engine::catalog::aws::{AmiFamily, INSTANCE_ACCELERATOR_COUNT, INSTANCE_GPU_COUNT};
@@ -94,6 +95,9 @@ pub struct FleetPlan {
     pub tags: BTreeMap<String, String>,
     /// The types considered, cheapest first (for the catalog lookup of the one EC2 picks).
     pub types: Vec<Arc<InstanceType>>,
+    /// The claim's prices are a NodeOverlay's: the fleet is prioritized by them (`prioritized` on-demand,
+    /// `capacity-optimized-prioritized` spot) instead of EC2's own price order, as upstream's provider does.
+    pub prioritized: bool,
 }
 
 /// A type with its usable offerings: (zone, price).
@@ -179,8 +183,16 @@ pub fn plan(
     nc: &EC2NodeClass,
     catalog: &Catalog,
     cluster: &ClusterInfo,
+    overlay_prices: &OverlayPrices,
 ) -> Result<FleetPlan, LaunchError> {
     ready(nc)?;
+    let prioritized =
+        claim.metadata.annotations.as_ref().is_some_and(|a| {
+            a.get(crate::engine::overlay::ANNOTATION_PRICE_OVERLAY_APPLIED).is_some_and(|v| v == "true")
+        });
+    // The price each offering is ranked, cut and prioritized by: the overlay's for an overlay-priced claim.
+    let price_of =
+        |t: &InstanceType, o: &crate::engine::catalog::Offering| launch_price(overlay_prices, claim, &t.name, o);
     let status = nc.status.clone().unwrap_or_default();
     let reqs = claim_requirements(claim);
     let want = claim_requests(claim);
@@ -231,9 +243,12 @@ pub fn plan(
         .then(|| {
             types
                 .iter()
-                .flat_map(|t| &t.offerings)
-                .filter(|o| o.available && o.capacity_type == labels::CAPACITY_ON_DEMAND && o.compatible(&reqs))
-                .map(|o| o.price)
+                .flat_map(|t| {
+                    t.offerings
+                        .iter()
+                        .filter(|o| o.available && o.capacity_type == labels::CAPACITY_ON_DEMAND && o.compatible(&reqs))
+                        .map(|o| price_of(t, o))
+                })
                 .min_by(f64::total_cmp)
         })
         .flatten();
@@ -241,9 +256,9 @@ pub fn plan(
         t.offerings
             .iter()
             .filter(|o| o.available && o.capacity_type == capacity_type && o.compatible(&reqs))
-            .filter(|o| od_ceiling.is_none_or(|c| o.price <= c))
+            .filter(|o| od_ceiling.is_none_or(|c| price_of(t, o) <= c))
             .filter(|o| zone_subnet.contains_key(o.zone.as_str()))
-            .map(|o| (o.zone.clone(), o.price))
+            .map(|o| (o.zone.clone(), price_of(t, o)))
             .collect()
     };
 
@@ -327,7 +342,7 @@ pub fn plan(
         }
         configs.push((template, overrides));
     }
-    Ok(FleetPlan { capacity_type: capacity_type.to_string(), configs, tags, types })
+    Ok(FleetPlan { capacity_type: capacity_type.to_string(), configs, tags, types, prioritized })
 }
 
 #[cfg(test)]
@@ -412,10 +427,41 @@ mod tests {
     }
 
     #[test]
+    fn an_overlay_priced_claim_is_a_fleet_prioritized_by_the_overlaid_prices() {
+        let catalog = aws_catalog("us-east-1", None, Some(&nodeclass(true)), 7).unwrap();
+        let mut c = claim(
+            vec![req(labels::CAPACITY_TYPE, &["on-demand"]), req(labels::INSTANCE_TYPE, &["m5.large", "m5.4xlarge"])],
+            "1",
+        );
+        let mut prices = OverlayPrices::new();
+        let big = prices.entry("default".into()).or_default();
+        for z in ["us-east-1a", "us-east-1b"] {
+            big.insert(("m5.4xlarge".into(), z.into(), "on-demand".into()), 0.01);
+        }
+        // Without the annotation the overlay prices are not the claim's: EC2's own lowest price.
+        let plain = plan(&c, &nodeclass(true), &catalog, &cluster(), &prices).unwrap();
+        assert!(!plain.prioritized);
+        assert_eq!(plain.types[0].name, "m5.large");
+        c.metadata.annotations =
+            Some([(crate::engine::overlay::ANNOTATION_PRICE_OVERLAY_APPLIED.to_string(), "true".to_string())].into());
+        let p = plan(&c, &nodeclass(true), &catalog, &cluster(), &prices).unwrap();
+        assert!(p.prioritized);
+        assert_eq!(p.types[0].name, "m5.4xlarge", "ranked by the overlaid price");
+        let overrides: Vec<&Override> = p.configs.iter().flat_map(|(_, o)| o).collect();
+        for o in overrides {
+            if o.instance_type == "m5.4xlarge" {
+                assert_eq!(o.priority, 0.01);
+            } else {
+                assert!(o.priority > 0.05, "{} keeps its list price {}", o.instance_type, o.priority);
+            }
+        }
+    }
+
+    #[test]
     fn spot_first_cheapest_sixty_with_one_subnet_per_zone_and_an_ami_per_arch() {
         let catalog = aws_catalog("us-east-1", None, Some(&nodeclass(true)), 7).unwrap();
         let c = claim(vec![req(labels::CAPACITY_TYPE, &["spot", "on-demand"])], "2");
-        let p = plan(&c, &nodeclass(true), &catalog, &cluster()).unwrap();
+        let p = plan(&c, &nodeclass(true), &catalog, &cluster(), &OverlayPrices::new()).unwrap();
         assert_eq!(p.capacity_type, "spot");
         assert!(p.types.len() <= MAX_TYPES);
         let overrides: Vec<&Override> = p.configs.iter().flat_map(|(_, o)| o).collect();
@@ -448,14 +494,16 @@ mod tests {
     fn on_demand_only_unready_and_impossible_claims() {
         let catalog = aws_catalog("us-east-1", None, Some(&nodeclass(true)), 7).unwrap();
         let c = claim(vec![req(labels::CAPACITY_TYPE, &["on-demand"]), req(labels::ARCH, &["arm64"])], "1");
-        let p = plan(&c, &nodeclass(true), &catalog, &cluster()).unwrap();
+        let p = plan(&c, &nodeclass(true), &catalog, &cluster(), &OverlayPrices::new()).unwrap();
         assert_eq!(p.capacity_type, "on-demand");
         assert!(p.configs.iter().all(|(t, _)| t.image_id == "ami-arm" && !t.spot));
-        assert!(matches!(plan(&c, &nodeclass(false), &catalog, &cluster()), Err(LaunchError::NodeClassNotReady(m))
-                if m == "EC2NodeClass default is not ready: SubnetsReady=False: SubnetSelector did not match any Subnets"));
+        assert!(
+            matches!(plan(&c, &nodeclass(false), &catalog, &cluster(), &OverlayPrices::new()), Err(LaunchError::NodeClassNotReady(m))
+                if m == "EC2NodeClass default is not ready: SubnetsReady=False: SubnetSelector did not match any Subnets")
+        );
         let huge = claim(vec![], "100000");
         assert!(matches!(
-            plan(&huge, &nodeclass(true), &catalog, &cluster()),
+            plan(&huge, &nodeclass(true), &catalog, &cluster(), &OverlayPrices::new()),
             Err(LaunchError::InsufficientCapacity(_))
         ));
     }
@@ -464,12 +512,12 @@ mod tests {
     fn template_names_follow_the_configuration() {
         let catalog = aws_catalog("us-east-1", None, Some(&nodeclass(true)), 7).unwrap();
         let c = claim(vec![req(labels::CAPACITY_TYPE, &["on-demand"]), req(labels::ARCH, &["amd64"])], "1");
-        let a = plan(&c, &nodeclass(true), &catalog, &cluster()).unwrap();
-        let b = plan(&c, &nodeclass(true), &catalog, &cluster()).unwrap();
+        let a = plan(&c, &nodeclass(true), &catalog, &cluster(), &OverlayPrices::new()).unwrap();
+        let b = plan(&c, &nodeclass(true), &catalog, &cluster(), &OverlayPrices::new()).unwrap();
         assert_eq!(a.configs[0].0.name(), b.configs[0].0.name(), "same configuration, same template");
         let mut other = nodeclass(true);
         other.spec.detailed_monitoring = Some(true);
-        let d = plan(&c, &other, &catalog, &cluster()).unwrap();
+        let d = plan(&c, &other, &catalog, &cluster(), &OverlayPrices::new()).unwrap();
         assert_ne!(a.configs[0].0.name(), d.configs[0].0.name());
     }
 }
