@@ -227,3 +227,28 @@ fn a_new_pool_is_previewed_against_no_live_pool() {
     assert!(p.is_new && !p.is_empty());
     assert!(p.budgets.iter().all(|b| b.before.is_none()));
 }
+
+#[test]
+fn the_preview_applies_node_overlays_to_each_side() {
+    use karpenter_tui::engine::api::nodeoverlay::NodeOverlay;
+    use karpenter_tui::engine::whatif::preview_nodepool_edit_with_overlays;
+    // A discount on `large` for pools labelled team=batch: the edit that adds the label makes the pending pod's
+    // claim cheaper in the preview (the "after" side sees the overlay, the "before" side does not).
+    let live = pool_yaml("", "");
+    let c = Cluster::new(&live, &[], &[pod("p", "3", None)]);
+    let overlay: NodeOverlay = serde_yaml::from_str(
+        "apiVersion: karpenter.sh/v1alpha1\nkind: NodeOverlay\nmetadata: {name: batch-discount}\nspec:\n  requirements: [{key: team, operator: In, values: [batch]}]\n  priceAdjustment: \"-90%\"\n",
+    )
+    .expect("overlay");
+    let mut edited = pool("", "");
+    edited.spec.template.metadata.labels.insert("team".into(), "batch".into());
+    let plain = preview_nodepool_edit(&c.snapshot, &c.catalog, c.now, &edited);
+    let with =
+        preview_nodepool_edit_with_overlays(&c.snapshot, &c.catalog, c.now, &edited, std::slice::from_ref(&overlay));
+    assert!((plain.cost.pending_after - plain.cost.pending_before).abs() < 1e-9, "{:?}", plain.cost);
+    assert!(
+        with.cost.pending_after < with.cost.pending_before * 0.2,
+        "the overlay applies after the edit only: {:?}",
+        with.cost
+    );
+}

@@ -60,6 +60,9 @@ pub struct WhatIfInput<'a> {
     pub policy: &'a LabelPolicy,
     pub now: Millis,
     pub options: SchedulerOptions,
+    /// NodeOverlays to apply (gate `NodeOverlay` on; empty otherwise): each side of the preview sees its own
+    /// pools' overlaid types, since a template label edit changes what the overlays match.
+    pub overlays: &'a [crate::engine::api::nodeoverlay::NodeOverlay],
 }
 
 /// What applying an edited NodePool would do. [`EditPreview::is_empty`] when nothing changes.
@@ -248,14 +251,42 @@ impl EditPreview {
 /// Previews replacing the snapshot's NodePool named like `edited` (or adding it) with `edited`, using the whole
 /// catalog for every pool and default scheduler options.
 pub fn preview_nodepool_edit(snapshot: &Snapshot, catalog: &Catalog, now: Millis, edited: &NodePool) -> EditPreview {
+    preview_nodepool_edit_with_overlays(snapshot, catalog, now, edited, &[])
+}
+
+/// [`preview_nodepool_edit`] with NodeOverlays applied to both sides.
+pub fn preview_nodepool_edit_with_overlays(
+    snapshot: &Snapshot,
+    catalog: &Catalog,
+    now: Millis,
+    edited: &NodePool,
+    overlays: &[crate::engine::api::nodeoverlay::NodeOverlay],
+) -> EditPreview {
     let input = WhatIfInput {
         snapshot,
         instance_types: &catalog.instance_types,
         policy: &catalog.label_policy,
         now,
         options: SchedulerOptions::default(),
+        overlays,
     };
     preview(&input, edited)
+}
+
+/// Instance types per pool: the input's for every pool, with the overlays applied when there are any.
+fn pool_types(input: &WhatIfInput<'_>, pools: &[NodePool]) -> BTreeMap<String, Vec<Arc<InstanceType>>> {
+    if input.overlays.is_empty() {
+        return pools.iter().map(|p| (p.name().to_string(), input.instance_types.to_vec())).collect();
+    }
+    let inputs: Vec<crate::engine::overlay::OverlayPool> = pools
+        .iter()
+        .map(|p| crate::engine::overlay::OverlayPool::from_nodepool(p, input.instance_types.to_vec()))
+        .collect();
+    let evaluation = crate::engine::overlay::evaluate_with(input.overlays, &inputs, input.policy);
+    pools
+        .iter()
+        .map(|p| (p.name().to_string(), evaluation.apply(p.name(), input.instance_types).unwrap_or_default()))
+        .collect()
 }
 
 /// [`preview_nodepool_edit`] with explicit instance types (unavailable offerings marked) and options.
@@ -274,21 +305,20 @@ pub fn preview(input: &WhatIfInput<'_>, edited: &NodePool) -> EditPreview {
     let view_before = snap.view();
     let view_after = ClusterSnapshot { nodepools: &pools_after, ..view_before };
 
-    let catalogs: BTreeMap<String, Vec<Arc<InstanceType>>> = pools_after
-        .iter()
-        .map(NodePool::name)
-        .chain(snap.nodepools.iter().map(NodePool::name))
-        .map(|n| (n.to_string(), input.instance_types.to_vec()))
-        .collect();
+    let catalogs_before = pool_types(input, &snap.nodepools);
+    let catalogs = pool_types(input, &pools_after);
+    // The state reads each pool's types for claims not launched yet: the live pools', plus a new pool's.
+    let mut state_catalogs = catalogs.clone();
+    state_catalogs.extend(catalogs_before.iter().map(|(k, v)| (k.clone(), v.clone())));
 
     // One digested state: it does not depend on the pools' contents, only on their names (for catalogs).
-    let state = ClusterState::new(&view_before, &catalogs, input.policy);
-    let solve = |pools: &[NodePool]| {
-        let si = state.input(pools, &catalogs, input.policy, input.options.clone());
+    let state = ClusterState::new(&view_before, &state_catalogs, input.policy);
+    let solve = |pools: &[NodePool], catalogs: &BTreeMap<String, Vec<Arc<InstanceType>>>| {
+        let si = state.input(pools, catalogs, input.policy, input.options.clone());
         scheduling::solve(&si, &state.to_schedule)
     };
-    let before = solve(&snap.nodepools);
-    let after = solve(&pools_after);
+    let before = solve(&snap.nodepools, &catalogs_before);
+    let after = solve(&pools_after, &catalogs);
     let pods = pod_changes(&state, &before, &after, &name);
 
     let busy = BTreeSet::new();

@@ -15,7 +15,7 @@ use crate::engine::api::strict::validate_nodepool_text;
 use crate::engine::catalog::Catalog;
 use crate::engine::manifests::Manifests;
 use crate::engine::provisioning::Millis;
-use crate::engine::whatif::preview_nodepool_edit;
+use crate::engine::whatif::preview_nodepool_edit_with_overlays;
 use crate::kube::cache::{Cache, Problem};
 use crate::kube::leader::Role;
 use crate::kube::writer::Writer;
@@ -315,8 +315,17 @@ impl LiveDriver {
                     (Ok(_), None) => Err("the cluster has not been read yet".into()),
                     (Ok(edited), Some(read)) => {
                         let (m, catalog) = (read.manifests.clone(), self.catalog.clone());
+                        // The overlays take part when this instance's controller runs them.
+                        let overlays = self.acting.as_ref().is_some_and(|a| a.controller.overlays_on());
                         tokio::task::spawn_blocking(move || {
-                            Box::new(preview_nodepool_edit(&m.snapshot(), &catalog, now_ms(), &edited))
+                            let overlays = if overlays { m.nodeoverlays.as_slice() } else { &[] };
+                            Box::new(preview_nodepool_edit_with_overlays(
+                                &m.snapshot(),
+                                &catalog,
+                                now_ms(),
+                                &edited,
+                                overlays,
+                            ))
                         })
                         .await
                         .map_err(|e| format!("the preview failed: {e}"))

@@ -238,7 +238,18 @@ fn preview_nodepool(
 ) -> Result<Box<crate::engine::whatif::EditPreview>, String> {
     let pool = parse_edit(w, name, yaml, "no preview")?;
     let snapshot = w.cluster.snapshot();
-    Ok(Box::new(crate::engine::whatif::preview_nodepool_edit(&snapshot, w.catalog(), w.now, &pool)))
+    let overlays: Vec<_> = if w.settings().gates.node_overlay {
+        w.cluster.nodeoverlays.values().map(|o| (**o).clone()).collect()
+    } else {
+        Vec::new()
+    };
+    Ok(Box::new(crate::engine::whatif::preview_nodepool_edit_with_overlays(
+        &snapshot,
+        w.catalog(),
+        w.now,
+        &pool,
+        &overlays,
+    )))
 }
 
 /// Starts the driver on its own thread.
