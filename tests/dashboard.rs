@@ -643,3 +643,46 @@ fn overlays_show_their_state_and_the_prices_they_set() {
     let pool = v.nodepools.iter().find(|p| p.name == "default").expect("pool");
     assert!(pool.overlays.iter().any(|l| l.contains("c-large") && l.contains("z-conflicting")), "{:?}", pool.overlays);
 }
+
+#[test]
+fn a_node_overlay_is_edited_in_place_validated_reviewed_and_applied() {
+    let mut d = scenario_driver_at("overlay.yaml", 60);
+    let mut s = app(Arc::new(d.view()), false);
+    typed(&mut s, ":overlay c-family-discount");
+    code(&mut s, KeyCode::Enter);
+    let ed = &mut s.editor.as_mut().expect("the palette opens the overlay editor").editor;
+    assert!(
+        ed.text().contains("priceAdjustment: -40%") || ed.text().contains("priceAdjustment: '-40%'"),
+        "{}",
+        ed.text()
+    );
+    // An unsigned adjustment breaks the CRD's pattern: Ctrl-S refuses and says why.
+    let broken = ed.text().replace("-40%", "40%");
+    ed.set_text(&broken);
+    assert!(ctrl(&mut s, 's').is_empty());
+    let diags = &s.editor.as_ref().expect("still editing").editor.diagnostics().to_vec();
+    assert!(diags.iter().any(|d| d.path.contains("priceAdjustment")), "{diags:?}");
+    // A valid change: the review shows the diff, no what-if request; y applies through the backend.
+    let ed = &mut s.editor.as_mut().expect("editor").editor;
+    ed.set_text(&broken.replace("40%", "-10%"));
+    assert!(ctrl(&mut s, 's').is_empty(), "no what-if request for an overlay");
+    let effects = key(&mut s, 'y');
+    let apply = match effects.as_slice() {
+        [Effect::Send(c @ Command::ApplyNodeOverlay { name, .. })] if name == "c-family-discount" => c.clone(),
+        other => panic!("y applies the overlay: {other:?}"),
+    };
+    let out = d.handle(apply);
+    assert!(matches!(out.as_slice(), [Event::Done { outcome: Ok(_), .. }]), "{out:?}");
+    let v = d.view();
+    let o = v.overlays.iter().find(|o| o.name == "c-family-discount").expect("overlay");
+    assert!(o.yaml.contains("-10%"), "{}", o.yaml);
+    // The backend refuses invalid text and renames whatever sends them.
+    let out = d.handle(Command::ApplyNodeOverlay { request: 3, name: "c-family-discount".into(), yaml: broken });
+    assert!(
+        matches!(out.as_slice(), [Event::Done { outcome: Err(e), .. }] if e.contains("priceAdjustment")),
+        "{out:?}"
+    );
+    let renamed = o.yaml.replace("name: c-family-discount", "name: other");
+    let out = d.handle(Command::ApplyNodeOverlay { request: 4, name: "c-family-discount".into(), yaml: renamed });
+    assert!(matches!(out.as_slice(), [Event::Done { outcome: Err(e), .. }] if e.contains("renaming")), "{out:?}");
+}

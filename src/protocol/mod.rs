@@ -41,6 +41,12 @@ pub enum Command {
         name: String,
         yaml: String,
     },
+    /// Validate and apply an edited NodeOverlay (YAML).
+    ApplyNodeOverlay {
+        request: u64,
+        name: String,
+        yaml: String,
+    },
     /// Compute what an edited NodePool would do, without applying it.
     PreviewNodePool {
         request: u64,
@@ -67,6 +73,7 @@ impl Command {
             | Command::RepairNode { request, .. }
             | Command::ScaleNodePool { request, .. }
             | Command::ApplyNodePool { request, .. }
+            | Command::ApplyNodeOverlay { request, .. }
             | Command::PreviewNodePool { request, .. } => Some(*request),
             Command::SetSpeed { .. } | Command::SetPaused { .. } | Command::Shutdown => None,
         }
@@ -82,6 +89,7 @@ impl Command {
                 | Command::RepairNode { .. }
                 | Command::ScaleNodePool { .. }
                 | Command::ApplyNodePool { .. }
+                | Command::ApplyNodeOverlay { .. }
         )
     }
 }

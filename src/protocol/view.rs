@@ -116,6 +116,8 @@ pub struct OverlayRow {
     /// How many offerings it repriced and instance types it gave capacity, across NodePools.
     pub prices: usize,
     pub capacity: usize,
+    /// The live object as YAML, what the editor opens.
+    pub yaml: String,
 }
 
 #[derive(Debug, Clone, Default, PartialEq)]

@@ -309,6 +309,9 @@ impl LiveDriver {
             Command::ApplyNodePool { request, name, yaml } => {
                 vec![Event::Done { request, outcome: self.apply(&name, &yaml).await }]
             }
+            Command::ApplyNodeOverlay { request, name, yaml } => {
+                vec![Event::Done { request, outcome: self.apply_overlay(&name, &yaml).await }]
+            }
             Command::PreviewNodePool { request, name, yaml } => {
                 let result = match (self.parse(&name, &yaml, "preview"), latest) {
                     (Err(e), _) => Err(e),
@@ -342,6 +345,18 @@ impl LiveDriver {
             let first: Vec<String> = diags.iter().take(3).map(|d| d.to_string()).collect();
             format!("{what}: {}", first.join("; "))
         })
+    }
+
+    /// A NodeOverlay edit: validated as the editor does, then a server-side dry run, then server-side apply.
+    async fn apply_overlay(&self, name: &str, yaml: &str) -> Result<String, String> {
+        let overlay = crate::engine::api::strict::validate_nodeoverlay_text(yaml, name).map_err(|diags| {
+            let first: Vec<String> = diags.iter().take(3).map(|d| d.to_string()).collect();
+            format!("not applied: {}", first.join("; "))
+        })?;
+        self.writer.apply_nodeoverlay(&overlay, true).await.map_err(|e| format!("not applied: {e}"))?;
+        self.writer.apply_nodeoverlay(&overlay, false).await.map_err(|e| format!("not applied: {e}"))?;
+        tracing::info!(nodeoverlay = name, "NodeOverlay applied by server-side apply");
+        Ok(format!("NodeOverlay {name} applied (server-side apply as karpenter-tui)"))
     }
 
     /// Validates as the editor does, asks the API server (dry run), then applies.

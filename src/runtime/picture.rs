@@ -364,7 +364,8 @@ fn fill_overlays(
                     (state, fx.prices.len(), fx.capacity.len())
                 }
             };
-            OverlayRow { name, weight: ov.weight(), state, prices, capacity }
+            let yaml = crate::engine::api::strict::editable_overlay_yaml(ov).unwrap_or_default();
+            OverlayRow { name, weight: ov.weight(), state, prices, capacity, yaml }
         })
         .collect();
     let order: Vec<String> = o.map(|o| o.evaluation.order().to_vec()).unwrap_or_default();

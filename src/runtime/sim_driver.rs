@@ -187,6 +187,10 @@ impl SimDriver {
                 let outcome = apply_nodepool(w, &name, &yaml);
                 vec![Event::Done { request, outcome }]
             }
+            Command::ApplyNodeOverlay { request, name, yaml } => {
+                let outcome = apply_nodeoverlay(w, &name, &yaml);
+                vec![Event::Done { request, outcome }]
+            }
             Command::PreviewNodePool { request, name, yaml } => {
                 let result = preview_nodepool(w, &name, &yaml);
                 vec![Event::Preview { request, result }]
@@ -228,6 +232,22 @@ fn apply_nodepool(w: &mut crate::sim::world::World, name: &str, yaml: &str) -> R
     w.cluster.nodepools.insert(name.to_string(), pool);
     w.reconcile();
     Ok(format!("NodePool {name} applied"))
+}
+
+/// Replaces a NodeOverlay after the CRD's validation; nothing changes when it is invalid. The controller
+/// evaluates it again on its next pass.
+fn apply_nodeoverlay(w: &mut crate::sim::world::World, name: &str, yaml: &str) -> Result<String, String> {
+    let overlay = crate::engine::api::strict::validate_nodeoverlay_text(yaml, name).map_err(|diags| {
+        let first: Vec<String> = diags.iter().take(3).map(|d| d.to_string()).collect();
+        format!("not applied: {}", first.join("; "))
+    })?;
+    if w.cluster.nodeoverlays.get(name).is_none() {
+        return Err(format!("not applied: NodeOverlay {name:?} no longer exists"));
+    }
+    let m = crate::engine::manifests::Manifests { nodeoverlays: vec![overlay], ..Default::default() };
+    w.cluster.apply(&m);
+    w.reconcile();
+    Ok(format!("NodeOverlay {name} applied"))
 }
 
 /// What an edited NodePool would do to the world as it is now; nothing is changed.

@@ -13,7 +13,7 @@ use crate::engine::whatif::EditPreview;
 use crate::protocol::Command;
 use crate::protocol::view::{ClusterView, ProposalState};
 use crate::ui::action::{Action, Key, KeyMap, Pane};
-use crate::ui::editor::{DiffLine, EditorEvent, NodePoolEditor, diff_lines};
+use crate::ui::editor::{DiffLine, EditKind, EditorEvent, NodePoolEditor, diff_lines};
 use crate::ui::rows;
 use crate::ui::theme::{self, Theme};
 
@@ -828,16 +828,28 @@ fn editor_key(s: &mut AppState, k: KeyEvent) -> Vec<Effect> {
                     let name = ed.editor.pool_name().to_string();
                     let yaml = ed.editor.text();
                     let detail = format!("{} bytes of YAML", yaml.len());
-                    let e = s.request(
-                        |request| Command::ApplyNodePool { request, name: name.clone(), yaml },
-                        "apply-nodepool",
-                        &name,
-                        detail,
-                    );
-                    if let Effect::Send(Command::ApplyNodePool { request, .. }) = &e {
+                    let kind = ed.editor.kind();
+                    let e = match kind {
+                        EditKind::NodePool => s.request(
+                            |request| Command::ApplyNodePool { request, name: name.clone(), yaml },
+                            "apply-nodepool",
+                            &name,
+                            detail,
+                        ),
+                        EditKind::NodeOverlay => s.request(
+                            |request| Command::ApplyNodeOverlay { request, name: name.clone(), yaml },
+                            "apply-nodeoverlay",
+                            &name,
+                            detail,
+                        ),
+                    };
+                    if let Effect::Send(
+                        Command::ApplyNodePool { request, .. } | Command::ApplyNodeOverlay { request, .. },
+                    ) = &e
+                    {
                         ed.stage = EditStage::Applying(*request);
                     }
-                    s.info(format!("applying NodePool {name} ..."));
+                    s.info(format!("applying {} {name} ...", kind.as_str()));
                     effects.push(e);
                 }
             }
@@ -869,15 +881,29 @@ fn editor_key(s: &mut AppState, k: KeyEvent) -> Vec<Effect> {
                     let name = ed.editor.pool_name().to_string();
                     let yaml = ed.editor.text();
                     let diff = diff_lines(ed.editor.live_yaml(), &yaml);
-                    let request = s.next_id();
-                    ed.stage = EditStage::Reviewing {
-                        diff,
-                        preview: Err("computing the what-if ...".into()),
-                        waiting: Some(request),
-                        scroll: 0,
-                    };
                     s.status = None;
-                    effects.push(Effect::Send(Command::PreviewNodePool { request, name, yaml }));
+                    if ed.editor.kind() == EditKind::NodeOverlay {
+                        // An overlay's effect shows in the NodePools' details and prices once applied.
+                        ed.stage = EditStage::Reviewing {
+                            diff,
+                            preview: Err(
+                                "The diff to apply (y applies, n goes back); prices and choices follow on the next \
+                                 evaluation"
+                                    .into(),
+                            ),
+                            waiting: None,
+                            scroll: 0,
+                        };
+                    } else {
+                        let request = s.next_id();
+                        ed.stage = EditStage::Reviewing {
+                            diff,
+                            preview: Err("computing the what-if ...".into()),
+                            waiting: Some(request),
+                            scroll: 0,
+                        };
+                        effects.push(Effect::Send(Command::PreviewNodePool { request, name, yaml }));
+                    }
                 }
             }
             EditorEvent::ExternalEditorRequested => {
@@ -906,6 +932,7 @@ pub const PALETTE: &[(&str, &str)] = &[
     ("mode auto", "Karpenter's behaviour: disruptions start after validation"),
     ("mode dry-run", "decide and show, never act"),
     ("scale POOL N", "set a static NodePool's replicas (after confirmation)"),
+    ("overlay NAME", "edit a NodeOverlay in place (validated, diff, then apply)"),
     ("theme dark", "switch colour theme (dark, light, high-contrast)"),
     ("speed 10", "demo clock speed"),
     ("pause", "pause the demo clock"),
@@ -961,6 +988,21 @@ fn palette(s: &mut AppState, input: &str) -> Vec<Effect> {
                 Vec::new()
             }
         },
+        ["overlay", name] => {
+            if s.readonly() {
+                s.error("read-only: NodeOverlays cannot be edited");
+                return Vec::new();
+            }
+            let Some(o) = s.view.overlays.iter().find(|o| o.name == *name).cloned() else {
+                s.error(format!("no NodeOverlay {name}"));
+                return Vec::new();
+            };
+            let mut editor = NodePoolEditor::for_overlay(o.name.clone(), &o.yaml);
+            editor.apply_theme(&s.theme);
+            s.editor = Some(Box::new(EditSession { editor, stage: EditStage::Editing, discard_armed: false }));
+            s.status = None;
+            Vec::new()
+        }
         ["scale", name, n] => {
             if s.readonly() {
                 s.error("read-only: nothing can be scaled");

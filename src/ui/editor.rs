@@ -60,8 +60,25 @@ pub enum EditorEvent {
     Ignored,
 }
 
-/// Editing one NodePool's YAML.
+/// What an editor edits: the text is validated as that kind, and the review and apply follow it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EditKind {
+    NodePool,
+    NodeOverlay,
+}
+
+impl EditKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EditKind::NodePool => "NodePool",
+            EditKind::NodeOverlay => "NodeOverlay",
+        }
+    }
+}
+
+/// Editing one NodePool's (or NodeOverlay's) YAML.
 pub struct NodePoolEditor {
+    kind: EditKind,
     pool_name: String,
     live_yaml: String,
     textarea: TextArea<'static>,
@@ -91,6 +108,7 @@ impl NodePoolEditor {
         textarea.set_line_number_style(Style::default().add_modifier(Modifier::DIM));
         textarea.set_cursor_line_style(Style::default());
         let mut e = NodePoolEditor {
+            kind: EditKind::NodePool,
             pool_name: pool_name.into(),
             live_yaml: live_yaml.to_string(),
             textarea,
@@ -100,6 +118,18 @@ impl NodePoolEditor {
         };
         e.validate();
         e
+    }
+
+    /// An editor over a NodeOverlay's YAML (validated by the CRD's rules; no what-if).
+    pub fn for_overlay(name: impl Into<String>, live_yaml: &str) -> Self {
+        let mut e = NodePoolEditor::new(name, live_yaml);
+        e.kind = EditKind::NodeOverlay;
+        e.validate();
+        e
+    }
+
+    pub fn kind(&self) -> EditKind {
+        self.kind
     }
 
     /// Validate with a provider's label policy (restricted domains, well-known labels) instead of the default.
@@ -223,6 +253,14 @@ impl NodePoolEditor {
     }
 
     fn validate(&mut self) {
+        if self.kind == EditKind::NodeOverlay {
+            self.parsed = None;
+            match strict::validate_nodeoverlay_text(&self.text(), &self.pool_name) {
+                Ok(_) => self.diagnostics.clear(),
+                Err(d) => self.diagnostics = d,
+            }
+            return;
+        }
         match strict::validate_nodepool_text(&self.text(), &self.pool_name, &self.policy) {
             Ok(p) => {
                 self.parsed = Some(p);
@@ -283,7 +321,7 @@ impl Widget for EditorView<'_> {
         };
         let modified = if e.is_modified() { " · modified" } else { "" };
         let title = Line::from(vec![
-            Span::styled(format!(" NodePool {} ", e.pool_name), theme.title(true)),
+            Span::styled(format!(" {} {} ", e.kind.as_str(), e.pool_name), theme.title(true)),
             Span::styled(format!("· {status}{modified} "), Style::default().fg(status_colour)),
         ]);
         let block = Block::bordered().title(title).border_style(Style::default().fg(status_colour));

@@ -156,8 +156,8 @@ fn render_editor(s: &AppState, ed: &EditSession, area: Rect, buf: &mut Buffer) {
             pv.render(rest, buf);
         }
         EditStage::Applying(_) => {
-            Paragraph::new(Span::styled(format!(" applying NodePool {} ...", ed.editor.pool_name()), s.theme.muted()))
-                .render(area, buf);
+            let text = format!(" applying {} {} ...", ed.editor.kind().as_str(), ed.editor.pool_name());
+            Paragraph::new(Span::styled(text, s.theme.muted())).render(area, buf);
         }
     }
 }
@@ -170,7 +170,11 @@ fn render_footer(s: &AppState, area: Rect, buf: &mut Buffer) {
         return;
     }
     if let Some(ed) = &s.editor {
-        let text = format!(" editing NodePool {} — the cluster keeps running above", ed.editor.pool_name());
+        let text = format!(
+            " editing {} {} — the cluster keeps running above",
+            ed.editor.kind().as_str(),
+            ed.editor.pool_name()
+        );
         Paragraph::new(Span::styled(text, t.muted())).render(area, buf);
         return;
     }

@@ -423,19 +423,60 @@ pub fn validate_nodepool_text(
     pool_name: &str,
     policy: &crate::engine::labels::LabelPolicy,
 ) -> Result<NodePool, Vec<Diagnostic>> {
+    validate_text(
+        text,
+        pool_name,
+        "NodePool",
+        |t| parse_nodepool_strict_with(t, pool_name, policy),
+        |p| p.metadata.name.clone(),
+    )
+}
+
+/// Strictly parses `text` as the NodeOverlay `name`: the CRD's rules (see
+/// [`crate::engine::api::nodeoverlay::validate_nodeoverlay`]) plus "no renaming".
+pub fn validate_nodeoverlay_text(
+    text: &str,
+    name: &str,
+) -> Result<crate::engine::api::nodeoverlay::NodeOverlay, Vec<Diagnostic>> {
+    validate_text(
+        text,
+        name,
+        "NodeOverlay",
+        |t| {
+            parse_strict(
+                t,
+                name,
+                "karpenter.sh/v1alpha1",
+                "NodeOverlay",
+                crate::engine::api::nodeoverlay::validate_nodeoverlay,
+            )
+        },
+        |o| o.metadata.name.clone(),
+    )
+}
+
+/// The text of an edited object named `object_name` of `kind`: `parse`'s strict parse plus "no renaming".
+fn validate_text<T>(
+    text: &str,
+    object_name: &str,
+    kind: &str,
+    parse: impl FnOnce(&str) -> Result<T, Vec<Diagnostic>>,
+    name_of: impl Fn(&T) -> Option<String>,
+) -> Result<T, Vec<Diagnostic>> {
+    let pool_name = object_name;
     if text.trim().is_empty() {
         return Err(vec![Diagnostic {
             file: pool_name.to_string(),
             line: 1,
             column: 1,
             path: String::new(),
-            message: "the document is empty; a NodePool needs apiVersion, kind, metadata and spec".into(),
+            message: format!("the document is empty; a {kind} needs apiVersion, kind, metadata and spec"),
             kind: DiagnosticKind::Syntax,
         }]);
     }
-    let result = parse_nodepool_strict_with(text, pool_name, policy);
+    let result = parse(text);
     let name = match &result {
-        Ok(p) => p.metadata.name.clone(),
+        Ok(p) => name_of(p),
         // Still say "don't rename" when something else is wrong too, if the text is YAML at all.
         Err(_) => serde_yaml::from_str::<serde_yaml::Value>(text)
             .ok()
@@ -444,7 +485,7 @@ pub fn validate_nodepool_text(
     let rename = match name.as_deref() {
         Some(n) if n == pool_name => None,
         Some(n) => Some(format!(
-            "renaming is not supported: metadata.name must stay {pool_name:?} (got {n:?}); create a new NodePool instead"
+            "renaming is not supported: metadata.name must stay {pool_name:?} (got {n:?}); create a new {kind} instead"
         )),
         None if result.is_ok() => Some(format!("metadata.name is required and must stay {pool_name:?}")),
         None => None,
@@ -477,6 +518,14 @@ pub fn editable_yaml(pool: &NodePool) -> Result<String, serde_yaml::Error> {
     p.status = None;
     p.metadata.managed_fields = None;
     serde_yaml::to_string(&p)
+}
+
+/// [`editable_yaml`] for a NodeOverlay.
+pub fn editable_overlay_yaml(o: &crate::engine::api::nodeoverlay::NodeOverlay) -> Result<String, serde_yaml::Error> {
+    let mut o = o.clone();
+    o.status = None;
+    o.metadata.managed_fields = None;
+    serde_yaml::to_string(&o)
 }
 
 #[cfg(test)]
