@@ -227,6 +227,7 @@ fn live_dashboard_bench(c: &mut Criterion) {
         cluster: "bench".into(),
         leadership: Leadership::Observing("bench".into()),
         clock: "live".into(),
+        gates: Default::default(),
     };
     let m = Arc::new(cache.lock().unwrap().manifests());
     let view = Arc::new(picture(&m, &catalog, now, &info, &[], 1, None));

@@ -101,9 +101,18 @@ fn run(mut cli: Cli) -> anyhow::Result<ExitCode> {
                 Output::Table => emit(&report::catalog_table(&catalog)),
             }
         }
-        Command::Plan { file, kube, source, cloud, profile, region, output, log } => {
+        Command::Plan { file, kube, source, cloud, profile, region, output, feature_gates, log } => {
             // Stdout is the plan; stderr says what went wrong on the way (a watch failing, prices not readable).
             logging::to_stderr(log.log_format, tracing::Level::WARN);
+            let gates = match karpenter_tui::controller::settings::FeatureGates::default()
+                .with_flag(feature_gates.as_deref().unwrap_or_default())
+            {
+                Ok(g) => g,
+                Err(e) => {
+                    eprintln!("error: --feature-gates: {e}");
+                    return Ok(ExitCode::from(2));
+                }
+            };
             // Bad YAML is said before minutes are spent discovering instance types.
             let manifests = match file.as_deref().map(cli::plan::load) {
                 None => None,
@@ -121,8 +130,8 @@ fn run(mut cli: Cli) -> anyhow::Result<ExitCode> {
                 }
             };
             match manifests {
-                None => plan_live(&kube, &catalog, output),
-                Some(m) => plan_manifests(&m, &catalog, output),
+                None => plan_live(&kube, &catalog, output, gates),
+                Some(m) => plan_manifests(&m, &catalog, output, gates),
             }
         }
     }
@@ -132,13 +141,14 @@ fn plan_live(
     kube: &cli::args::KubeArgs,
     catalog: &karpenter_tui::engine::catalog::Catalog,
     output: Output,
+    gates: karpenter_tui::controller::settings::FeatureGates,
 ) -> anyhow::Result<ExitCode> {
     let format = match output {
         Output::Json => cli::live::PlanOutput::Json,
         Output::Table => cli::live::PlanOutput::Table,
     };
     let timeout = std::time::Duration::from_secs(kube.sync_timeout_secs);
-    match cli::live::plan(&kube.connect(false), catalog, timeout, format) {
+    match cli::live::plan(&kube.connect(false), catalog, timeout, format, gates) {
         Ok(text) => emit(&text),
         Err(e) => {
             eprintln!("error: {e:#}");
@@ -151,10 +161,11 @@ fn plan_manifests(
     manifests: &karpenter_tui::engine::manifests::Manifests,
     catalog: &karpenter_tui::engine::catalog::Catalog,
     output: Output,
+    gates: karpenter_tui::controller::settings::FeatureGates,
 ) -> anyhow::Result<ExitCode> {
-    let result = cli::plan::plan(manifests, catalog);
+    let result = cli::plan::plan_with(manifests, catalog, gates);
     let now = chrono::Utc::now().timestamp_millis();
-    let (pass, outlook) = cli::plan::disruption(manifests, catalog, &result, now);
+    let (pass, outlook) = cli::plan::disruption_with(manifests, catalog, &result, now, gates);
     match output {
         Output::Json => {
             let mut v = cli::plan::to_json(manifests, &result);

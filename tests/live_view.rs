@@ -36,6 +36,7 @@ fn info() -> LiveInfo {
         cluster: "prod-cluster".into(),
         leadership: Leadership::Observing("upstream Karpenter holds its lease".into()),
         clock: "live".into(),
+        gates: Default::default(),
     }
 }
 

@@ -127,6 +127,10 @@ pub enum Command {
         region: Option<String>,
         #[arg(short, long, value_enum, default_value = "table")]
         output: Output,
+        /// The feature gates of the Karpenter the plan stands in for (`NodeOverlay=true` applies the NodeOverlays
+        /// found in the cluster or the file).
+        #[arg(long, value_name = "GATES")]
+        feature_gates: Option<String>,
         #[command(flatten)]
         log: LogArgs,
     },

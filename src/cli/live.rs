@@ -50,7 +50,13 @@ pub enum PlanOutput {
 }
 
 /// `karpenter-tui plan` against the cluster: the report text.
-pub fn plan(opts: &ConnectOptions, catalog: &Catalog, timeout: Duration, output: PlanOutput) -> Result<String> {
+pub fn plan(
+    opts: &ConnectOptions,
+    catalog: &Catalog,
+    timeout: Duration,
+    output: PlanOutput,
+    gates: crate::controller::settings::FeatureGates,
+) -> Result<String> {
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -59,8 +65,8 @@ pub fn plan(opts: &ConnectOptions, catalog: &Catalog, timeout: Duration, output:
     let read = rt.block_on(read_cluster(opts, timeout))?;
     let now = chrono::Utc::now().timestamp_millis();
     let m = &read.manifests;
-    let provisioning = super::plan::plan(m, catalog);
-    let (pass, outlook) = super::plan::disruption(m, catalog, &provisioning, now);
+    let provisioning = super::plan::plan_with(m, catalog, gates);
+    let (pass, outlook) = super::plan::disruption_with(m, catalog, &provisioning, now, gates);
     Ok(match output {
         PlanOutput::Json => {
             let mut v = super::plan::to_json(m, &provisioning);

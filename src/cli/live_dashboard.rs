@@ -328,6 +328,7 @@ pub fn run_live(mut opts: LiveOptions, log_format: super::logging::LogFormat) ->
             cluster: p.conn.cluster_name.clone(),
             leadership: Leadership::Observing(p.observe_reason.clone().unwrap_or_else(|| "electing a leader".into())),
             clock: "live".into(),
+            gates: opts.settings.gates,
         };
         tracing::info!(context = %p.conn.context, server = %p.conn.server, readonly = p.readonly, observe = ?p.observe_reason, "live dashboard starting");
 

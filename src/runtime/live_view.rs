@@ -25,6 +25,9 @@ pub struct LiveInfo {
     pub leadership: Leadership,
     /// What the header's clock cell says: "live", "live (disconnected: ...)".
     pub clock: String,
+    /// The feature gates the cluster's Karpenter runs with, as `--feature-gates` and the config say (an observing
+    /// instance decides with them too).
+    pub gates: crate::controller::settings::FeatureGates,
 }
 
 /// Builds the picture of `m` at `now`.
@@ -37,8 +40,9 @@ pub fn picture(
     generation: u64,
     engine: Option<&Controller>,
 ) -> ClusterView {
-    let provisioning = passes::plan(m, catalog);
-    let (mut pass, mut outlook) = passes::disruption(m, catalog, &provisioning, now);
+    let gates = engine.map(Controller::gates).unwrap_or(info.gates);
+    let provisioning = passes::plan_with(m, catalog, gates);
+    let (mut pass, mut outlook) = passes::disruption_with(m, catalog, &provisioning, now, gates);
     if let Some(c) = engine {
         // The acting engine's own proposals and verdicts (they count the nodes its commands hold).
         pass.command = None;

@@ -4,19 +4,36 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+use crate::controller::settings::FeatureGates;
 use crate::engine::catalog::{Catalog, InstanceType};
 use crate::engine::disruption::consolidation::{self, Outlook};
 use crate::engine::disruption::{Context, DisruptionOptions, PassResult};
 use crate::engine::manifests::Manifests;
+use crate::engine::overlay::{OverlayPool, evaluate_with};
 use crate::engine::provisioning::Millis;
 use crate::engine::provisioning::{ProvisioningResult, provision};
 use crate::engine::scheduling::SchedulerOptions;
 
+/// Instance types per NodePool: the catalog's, with the objects' NodeOverlays applied when the `NodeOverlay` gate
+/// is on (as the controller would see them).
+pub fn pool_types(m: &Manifests, catalog: &Catalog, gates: FeatureGates) -> BTreeMap<String, Vec<Arc<InstanceType>>> {
+    let types: Vec<Arc<InstanceType>> = catalog.instance_types.clone();
+    if !gates.node_overlay || m.nodeoverlays.is_empty() {
+        return m.nodepools.iter().map(|p| (p.name().to_string(), types.clone())).collect();
+    }
+    let inputs: Vec<OverlayPool> = m.nodepools.iter().map(|p| OverlayPool::from_nodepool(p, types.clone())).collect();
+    let evaluation = evaluate_with(&m.nodeoverlays, &inputs, &catalog.label_policy);
+    m.nodepools.iter().map(|p| (p.name().to_string(), evaluation.apply(p.name(), &types).unwrap_or_default())).collect()
+}
+
 /// The provisioning pass: what would be launched for the pending pods, and why the rest stay pending.
 pub fn plan(m: &Manifests, catalog: &Catalog) -> ProvisioningResult {
-    let types: Vec<Arc<InstanceType>> = catalog.instance_types.clone();
-    let catalogs: BTreeMap<String, Vec<Arc<InstanceType>>> =
-        m.nodepools.iter().map(|p| (p.name().to_string(), types.clone())).collect();
+    plan_with(m, catalog, FeatureGates::default())
+}
+
+/// [`plan`] with the cluster's feature gates (NodeOverlays applied when that gate is on).
+pub fn plan_with(m: &Manifests, catalog: &Catalog, gates: FeatureGates) -> ProvisioningResult {
+    let catalogs = pool_types(m, catalog, gates);
     let snap = m.snapshot();
     provision(&snap.view(), &catalogs, &catalog.label_policy, SchedulerOptions::default())
 }
@@ -29,9 +46,18 @@ pub fn disruption(
     provisioning: &ProvisioningResult,
     now: Millis,
 ) -> (PassResult, BTreeMap<String, Outlook>) {
-    let types: Vec<Arc<InstanceType>> = catalog.instance_types.clone();
-    let catalogs: BTreeMap<String, Vec<Arc<InstanceType>>> =
-        m.nodepools.iter().map(|p| (p.name().to_string(), types.clone())).collect();
+    disruption_with(m, catalog, provisioning, now, FeatureGates::default())
+}
+
+/// [`disruption`] with the cluster's feature gates.
+pub fn disruption_with(
+    m: &Manifests,
+    catalog: &Catalog,
+    provisioning: &ProvisioningResult,
+    now: Millis,
+    gates: FeatureGates,
+) -> (PassResult, BTreeMap<String, Outlook>) {
+    let catalogs = pool_types(m, catalog, gates);
     let snap = m.snapshot();
     let busy = Default::default();
     let nominated: BTreeMap<String, Millis> =
