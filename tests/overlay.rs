@@ -718,3 +718,54 @@ fn plan_applies_overlays_with_the_gate() {
     let on = FeatureGates::default().with_flag("NodeOverlay=true").expect("gate");
     assert_eq!(cheapest(on), "c-16x-amd64-linux");
 }
+
+/// AWS's v1.14 `GetOverlayPrice`: which overlays price a type the price list lacks.
+#[test]
+fn instance_type_only_overlays_price_unpriced_types() {
+    use karpenter_tui::engine::api::nodeoverlay::NodeOverlay;
+    use karpenter_tui::engine::overlay::instance_type_prices;
+    let ov = |name: &str, weight: i32, reqs: &str, price: &str, ok: bool| -> NodeOverlay {
+        let status = if ok { "True" } else { "False" };
+        serde_yaml::from_str(&format!(
+            "apiVersion: karpenter.sh/v1alpha1\nkind: NodeOverlay\nmetadata: {{name: {name}}}\nspec:\n  weight: {weight}\n  requirements: {reqs}\n  {price}\nstatus:\n  conditions: [{{type: ValidationSucceeded, status: \"{status}\", reason: x, message: \"\", lastTransitionTime: \"2026-01-01T00:00:00Z\"}}]\n"
+        ))
+        .expect("overlay")
+    };
+    let it = "[{key: node.kubernetes.io/instance-type, operator: In, values: [m9.large, m9.xlarge]}]";
+    let overlays = vec![
+        ov("a", 10, it, "price: \"0.1\"", true),
+        ov(
+            "b",
+            20,
+            "[{key: node.kubernetes.io/instance-type, operator: In, values: [m9.large]}]",
+            "price: \"0.2\"",
+            true,
+        ),
+        // Not only an instance-type requirement, a relative price, or not validated: none of these count.
+        ov(
+            "c",
+            30,
+            "[{key: node.kubernetes.io/instance-type, operator: In, values: [m9.metal]}, {key: kubernetes.io/arch, operator: In, values: [amd64]}]",
+            "price: \"0.3\"",
+            true,
+        ),
+        ov(
+            "d",
+            30,
+            "[{key: node.kubernetes.io/instance-type, operator: In, values: [m9.2xlarge]}]",
+            "priceAdjustment: \"+1\"",
+            true,
+        ),
+        ov(
+            "e",
+            30,
+            "[{key: node.kubernetes.io/instance-type, operator: In, values: [m9.4xlarge]}]",
+            "price: \"0.4\"",
+            false,
+        ),
+    ];
+    let prices = instance_type_prices(&overlays);
+    assert_eq!(prices.get("m9.large"), Some(&0.2), "the heavier overlay gives it");
+    assert_eq!(prices.get("m9.xlarge"), Some(&0.1));
+    assert_eq!(prices.len(), 2, "{prices:?}");
+}

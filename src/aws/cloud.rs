@@ -68,6 +68,9 @@ struct Known {
     /// each instance, as upstream predicts), so launches spread over a zone's subnets before the next refresh.
     free_ips: BTreeMap<String, i64>,
     in_flight_ips: BTreeMap<String, i64>,
+    /// Prices of instance-type-only NodeOverlays, for types the price list has none for (upstream v1.14's
+    /// `GetOverlayPrice`): without them those types' offerings are unavailable.
+    type_price_overlays: BTreeMap<String, f64>,
 }
 
 /// Catalogs by NodeClass name, with the generation and time they were built at.
@@ -172,12 +175,13 @@ impl AwsCloud {
         let zones = d.zones();
         let offered = d.offered();
         let prices = &k.prices;
+        let overlay_prices = &k.type_price_overlays;
         let built = build_catalog(
             &self.region,
             &zones,
             &offered,
             nodeclass,
-            |f, ct, z| prices.price(f, ct, z),
+            |f, ct, z| prices.price(f, ct, z).or_else(|| overlay_prices.get(&f.name).copied()),
             prices.source(),
         );
         Some(built.map(|mut c| {
@@ -405,6 +409,16 @@ impl AwsCloud {
             capacity: t.map(|t| t.capacity.clone()).unwrap_or_default(),
             allocatable: t.map(|t| t.allocatable()).unwrap_or_default(),
             image_id: i.image_id.clone(),
+        }
+    }
+
+    /// The prices instance-type-only NodeOverlays give types the price list lacks (see
+    /// [`crate::engine::overlay::instance_type_prices`]); the catalogs are rebuilt when they change.
+    pub fn set_type_price_overlays(&self, prices: &BTreeMap<String, f64>) {
+        let mut k = self.known();
+        if &k.type_price_overlays != prices {
+            k.type_price_overlays = prices.clone();
+            k.generation += 1;
         }
     }
 
@@ -837,6 +851,10 @@ impl crate::controller::cloud::CloudProvider for AwsProvider {
 
     fn set_overlay_prices(&mut self, prices: Arc<crate::controller::cloud::OverlayPrices>) {
         self.cloud.set_overlay_prices(prices);
+    }
+
+    fn set_type_price_overlays(&mut self, prices: &BTreeMap<String, f64>) {
+        self.cloud.set_type_price_overlays(prices);
     }
 
     fn live_catalog(&self, now: Millis) -> Option<Catalog> {

@@ -189,6 +189,11 @@ pub trait CloudProvider: Send + Sync {
     /// launched by these prices (AWS: a prioritized fleet). A cloud that picks no type itself ignores them.
     fn set_overlay_prices(&mut self, _prices: Arc<OverlayPrices>) {}
 
+    /// Prices for instance types the cloud has no price for, from instance-type-only NodeOverlays (upstream
+    /// v1.14's AWS `GetOverlayPrice`; see [`crate::engine::overlay::instance_type_prices`]). A cloud whose types
+    /// are always priced ignores them.
+    fn set_type_price_overlays(&mut self, _prices: &BTreeMap<String, f64>) {}
+
     /// Which node conditions make a node unhealthy, and after how long (upstream's `RepairPolicies`); node repair
     /// runs only for a cloud that names some.
     fn repair_policies(&self) -> Vec<RepairPolicy> {

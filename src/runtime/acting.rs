@@ -118,6 +118,7 @@ impl Acting {
         let effects = self.controller.plan(m, now, generation(m));
         if self.controller.overlays_on() {
             self.cloud.set_overlay_prices(std::sync::Arc::new(self.controller.overlay_prices()));
+            self.cloud.set_type_price_overlays(&crate::engine::overlay::instance_type_prices(&m.nodeoverlays));
         }
         let mut report = self.run(effects, now).await;
         report.done.splice(0..0, pre.done);
