@@ -663,6 +663,33 @@ pub fn overlay_conditions(
     out
 }
 
+/// Upstream v1.14's `GetOverlayPrice` (AWS provider): an instance type the price list has no price for takes the
+/// `price` of an overlay that has `ValidationSucceeded=True` and whose only requirement is
+/// `node.kubernetes.io/instance-type In [...]`. When several name a type, the one evaluated first (weight, then
+/// name descending) gives it.
+pub fn instance_type_prices(overlays: &[NodeOverlay]) -> BTreeMap<String, f64> {
+    let mut ordered: Vec<&NodeOverlay> = overlays
+        .iter()
+        .filter(|o| o.condition(CONDITION_VALIDATION_SUCCEEDED).is_some_and(|c| c.status == "True"))
+        .filter(|o| o.spec.price.is_some())
+        .collect();
+    ordered.sort_by(|a, b| b.weight().cmp(&a.weight()).then_with(|| b.name().cmp(a.name())));
+    let mut out = BTreeMap::new();
+    for o in ordered {
+        let [r] = o.spec.requirements.as_slice() else { continue };
+        if r.key != labels::INSTANCE_TYPE || r.operator != "In" {
+            continue;
+        }
+        let Some(PriceChange::Replace(price)) = o.spec.price.as_deref().and_then(|p| PriceChange::parse(p).ok()) else {
+            continue;
+        };
+        for t in r.values.iter().flatten() {
+            out.entry(t.clone()).or_insert(price);
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -756,31 +783,4 @@ mod tests {
         let fixed = overlay_conditions(&OverlayOutcome::Applied, &first, Some(4), 9_000);
         assert!(fixed.iter().all(|c| c.status == "True" && c.last_transition_time.as_deref() == Some(&rfc3339(9_000))));
     }
-}
-
-/// Upstream v1.14's `GetOverlayPrice` (AWS provider): an instance type the price list has no price for takes the
-/// `price` of an overlay that has `ValidationSucceeded=True` and whose only requirement is
-/// `node.kubernetes.io/instance-type In [...]`. When several name a type, the one evaluated first (weight, then
-/// name descending) gives it.
-pub fn instance_type_prices(overlays: &[NodeOverlay]) -> BTreeMap<String, f64> {
-    let mut ordered: Vec<&NodeOverlay> = overlays
-        .iter()
-        .filter(|o| o.condition(CONDITION_VALIDATION_SUCCEEDED).is_some_and(|c| c.status == "True"))
-        .filter(|o| o.spec.price.is_some())
-        .collect();
-    ordered.sort_by(|a, b| b.weight().cmp(&a.weight()).then_with(|| b.name().cmp(a.name())));
-    let mut out = BTreeMap::new();
-    for o in ordered {
-        let [r] = o.spec.requirements.as_slice() else { continue };
-        if r.key != labels::INSTANCE_TYPE || r.operator != "In" {
-            continue;
-        }
-        let Some(PriceChange::Replace(price)) = o.spec.price.as_deref().and_then(|p| PriceChange::parse(p).ok()) else {
-            continue;
-        };
-        for t in r.values.iter().flatten() {
-            out.entry(t.clone()).or_insert(price);
-        }
-    }
-    out
 }
