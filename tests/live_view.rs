@@ -120,3 +120,29 @@ fn pending_pods_carry_the_engine_reasons() {
     assert!(p.reasons.iter().any(|(_, r)| r.contains("mars-1a") || r.contains("zone")), "{:?}", p.reasons);
     assert!(v.events.iter().all(|e| e.reason != "WouldProvision"), "nothing can be launched for it");
 }
+
+/// An observing dashboard told the cluster's Karpenter runs `NodeOverlay` shows the gates it was given, the overlays'
+/// states and the overlaid prices, as it decides with them.
+#[test]
+fn an_observer_with_the_overlay_gate_shows_what_the_overlays_do() {
+    let (w, _) = world_at(20.0);
+    let mut m = cache_of(&w);
+    let overlay: karpenter_tui::engine::api::nodeoverlay::NodeOverlay = serde_yaml::from_str(
+        "apiVersion: karpenter.sh/v1alpha1\nkind: NodeOverlay\nmetadata: {name: everything-half}\nspec:\n  requirements: [{key: kubernetes.io/os, operator: In, values: [linux]}]\n  priceAdjustment: \"-50%\"\n",
+    )
+    .expect("overlay");
+    m.nodeoverlays.push(overlay);
+    let mut with_gate = info();
+    with_gate.gates.node_overlay = true;
+    let off = picture(&m, w.catalog(), w.now, &info(), &[], 1, None);
+    let on = picture(&m, w.catalog(), w.now, &with_gate, &[], 1, None);
+    assert!(on.feature_gates.contains(&("NodeOverlay", true)));
+    assert!(off.overlays[0].state.starts_with("not evaluated"), "{:?}", off.overlays);
+    assert_eq!(on.overlays[0].state, "Applied");
+    let priced: Vec<_> = on.nodes.iter().filter(|n| n.price_overlay.is_some()).collect();
+    assert!(!priced.is_empty(), "the walkthrough's linux nodes are repriced");
+    for n in priced {
+        let before = off.nodes.iter().find(|x| x.name == n.name).expect("same node").price;
+        assert!((n.price - before / 2.0).abs() < 1e-9, "{}: {} vs {before}", n.name, n.price);
+    }
+}

@@ -281,3 +281,29 @@ fn the_shipped_static_scenario() {
     assert_eq!(last[0].labels.get("team").map(String::as_str), Some("platform"), "replaced by drift");
     assert!(r.pending.is_empty());
 }
+
+#[test]
+fn static_drift_uses_the_whole_drifted_budget_at_once() {
+    // Upstream queues one 1→1 command per unit the budget and limits.nodes allow, in the same pass.
+    let before = pool(
+        "      replicas: 3\n      limits: {nodes: \"6\"}\n      disruption:\n        budgets: [{nodes: \"2\"}]",
+        "infra",
+    );
+    let after = before.replace("team: infra", "team: platform");
+    let events = format!("  - at: 2m\n    apply:\n{}", after.lines().map(|l| format!("    {l}\n")).collect::<String>());
+    let r = simulate("30m", "StaticCapacity: true", &before, &events);
+    let drifts: Vec<(f64, usize, usize)> = r
+        .decisions
+        .iter()
+        .filter_map(|d| match &d.detail {
+            DecisionDetail::Disruption { method: DisruptionMethod::Drift, candidates, replacements, .. } => {
+                Some((d.at, candidates.len(), replacements.len()))
+            }
+            _ => None,
+        })
+        .collect();
+    assert_eq!(drifts.iter().map(|(_, c, r)| (*c, *r)).collect::<Vec<_>>(), vec![(2, 2), (1, 1)], "{drifts:?}");
+    let alive: Vec<_> = r.nodes.iter().filter(|n| n.deleted_at.is_none()).collect();
+    assert_eq!(alive.len(), 3);
+    assert!(alive.iter().all(|n| n.labels.get("team").map(String::as_str) == Some("platform")));
+}

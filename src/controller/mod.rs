@@ -127,6 +127,8 @@ pub struct Controller {
     repairs: Vec<repair::RepairRecord>,
     /// The NodeOverlays' last evaluation (gate `NodeOverlay`).
     overlays: overlays::OverlayState,
+    /// When the static pools' step wants to look again (its own slot: the lifecycle's is reset by each run).
+    static_requeue: Option<Millis>,
 }
 
 /// An interruption notice as operators see it.
@@ -195,6 +197,7 @@ impl Controller {
             repair_policies: Vec::new(),
             repairs: Vec::new(),
             overlays: overlays::OverlayState::default(),
+            static_requeue: None,
         }
     }
 
@@ -530,6 +533,7 @@ impl Controller {
             self.provisioner.deadline(),
             self.provisioner.next_requeue(),
             self.requeue,
+            self.static_requeue,
             orchestration,
             explain,
             self.drift.next_due(now),
@@ -1057,7 +1061,10 @@ impl Controller {
         }
         for r in &cmd.replacements {
             let mut claim = r.nodeclaim.clone();
-            self.annotate_overlays(&mut claim);
+            // A static pool's template claim picks no type: no overlay annotation, as upstream's template claims.
+            if cmd.method != crate::engine::disruption::Method::StaticDrift {
+                self.annotate_overlays(&mut claim);
+            }
             out.push(Effect::CreateNodeClaim {
                 claim: Box::new(claim),
                 purpose: Purpose::Replacement { id: id.to_string() },

@@ -14,7 +14,7 @@ use crate::engine::api::nodeoverlay::{NodeOverlay, NodeOverlayStatus};
 use crate::engine::api::nodepool::NodePool;
 use crate::engine::catalog::InstanceType;
 use crate::engine::labels;
-use crate::engine::overlay::{AppliedTypes, Evaluation, OverlayPool, evaluate_with};
+use crate::engine::overlay::{AppliedTypes, Evaluation, overlaid_catalogs};
 use crate::engine::provisioning::Millis;
 
 /// The controller's last NodeOverlay evaluation, as the dashboard reads it (gate `NodeOverlay` on).
@@ -50,18 +50,7 @@ impl Controller {
         let key = overlay_key(overlays, pools, &raw);
         let changed = self.overlays.key != key || self.overlays.evaluation.is_none();
         if changed {
-            let inputs: Vec<OverlayPool> = pools
-                .iter()
-                .map(|p| OverlayPool::from_nodepool(p, raw.get(p.name()).cloned().unwrap_or_default()))
-                .collect();
-            let evaluation = evaluate_with(overlays, &inputs, &self.catalog.label_policy);
-            let applied = pools
-                .iter()
-                .filter_map(|p| {
-                    let types = raw.get(p.name())?;
-                    Some((p.name().to_string(), evaluation.apply_detailed(p.name(), types)?))
-                })
-                .collect();
+            let (evaluation, applied) = overlaid_catalogs(overlays, pools, &raw, &self.catalog.label_policy);
             let before = self.overlays.evaluation.is_some();
             self.overlays = OverlayState { key, evaluation: Some(evaluation), applied };
             // Prices and capacities may have moved: what consolidation concluded no longer holds.
@@ -74,7 +63,13 @@ impl Controller {
         for o in overlays {
             let Some(conditions) = evaluation.desired_conditions(o, now) else { continue };
             let current = o.status.as_ref().map(|s| s.conditions.as_slice()).unwrap_or_default();
-            if conditions != current {
+            // By type, not by position: another writer may keep the list in another order.
+            let by_type = |list: &[crate::engine::api::Condition]| {
+                let mut l = list.to_vec();
+                l.sort_by(|a, b| a.type_.cmp(&b.type_));
+                l
+            };
+            if by_type(&conditions) != by_type(current) {
                 out.push(Effect::PatchNodeOverlayStatus {
                     name: o.name().to_string(),
                     status: Box::new(NodeOverlayStatus { conditions }),

@@ -22,6 +22,8 @@ use crate::engine::provisioning::{ClusterSnapshot, Millis};
 pub const ALLOWED_UNHEALTHY_PERCENT: u64 = 20;
 /// A blocked repair is looked at again after this long.
 pub const BLOCKED_REQUEUE: Millis = 5 * MINUTE;
+/// Repairs remembered for the dashboard and the report, at most.
+const MAX_REPAIR_RECORDS: usize = 500;
 /// `NodeRepairBlocked` is published at most this often per object.
 pub const BLOCKED_EVENT_REPEAT: Millis = 15 * MINUTE;
 
@@ -122,6 +124,14 @@ impl Controller {
             return;
         }
         out.push(Effect::DeleteNodeClaim { name: claim.name().to_string(), reason: DeleteReason::Unhealthy });
+        // A delete asked again while the cache lags is the same repair; a long-running controller keeps the last
+        // few hundred.
+        if self.repairs.iter().rev().any(|r| r.nodeclaim == claim.name()) {
+            return;
+        }
+        if self.repairs.len() >= MAX_REPAIR_RECORDS {
+            self.repairs.remove(0);
+        }
         self.repairs.push(RepairRecord {
             at: now,
             node: node_name,

@@ -28,11 +28,11 @@ impl Controller {
         if !self.gates.static_capacity || !s.nodepools.iter().any(sc::is_static) {
             return;
         }
-        // Claims created but not in the cache yet would be counted as missing and made again.
+        self.static_requeue = None;
+        // Claims created but not in the cache yet would be counted as missing and made again: scale-up waits for
+        // them (scale-down does not, as upstream's does not wait for the cluster to sync).
         self.forget_settled(s, now);
-        if !self.created.is_empty() || self.creating > 0 {
-            return;
-        }
+        let settling = !self.created.is_empty() || self.creating > 0;
         let busy = self.busy();
         let nodes = sc::nodes_by_provider(s.nodes.iter());
         let mut pods_on: BTreeMap<&str, Vec<&StoredPod>> = BTreeMap::new();
@@ -50,7 +50,7 @@ impl Controller {
             let c: PoolCount = sc::count(pool.name(), s.nodeclaims.iter(), &nodes, &busy);
             // Scale-down counts only running claims: a drift's replacement and its candidate are both there for a
             // while, and that is not an excess.
-            let excess = c.active - replicas;
+            let excess = c.active.saturating_sub(replicas);
             if excess > 0 {
                 let victims =
                     sc::scale_down_order(pool, s.nodeclaims.iter(), &nodes, &pods_on, &busy, excess as usize, now);
@@ -59,13 +59,14 @@ impl Controller {
                 }
                 continue;
             }
-            if !ready(pool) || c.active + c.pending >= replicas {
+            if settling || !ready(pool) || c.active.saturating_add(c.pending) >= replicas {
                 continue;
             }
-            let granted = sc::grant(sc::node_limit(pool), &c, replicas - c.active);
+            let granted = sc::grant(sc::node_limit(pool), &c, replicas.saturating_sub(c.active));
             if granted == 0 {
                 tracing::debug!(nodepool = pool.name(), "nodepool node limit reached");
-                self.requeue(now + LIMIT_REQUEUE);
+                let at = now + LIMIT_REQUEUE;
+                self.static_requeue = Some(self.static_requeue.map_or(at, |t| t.min(at)));
                 continue;
             }
             for _ in 0..granted {
@@ -76,6 +77,11 @@ impl Controller {
                 });
             }
         }
+    }
+
+    /// When the static pools' step asked to look again (a node limit that allowed nothing), as of its last run.
+    pub fn static_requeue_at(&self) -> Option<Millis> {
+        self.static_requeue
     }
 
     /// The static pools' step on its own (see [`Controller::orchestrate_commands`]).

@@ -690,6 +690,28 @@ pub fn instance_type_prices(overlays: &[NodeOverlay]) -> BTreeMap<String, f64> {
     out
 }
 
+/// Evaluates `overlays` over `pools`, each with its raw instance types from `raw`, and applies the result: the
+/// evaluation, and per evaluated pool its overlaid types with what changed. The one place the controller, `plan`
+/// and the what-if preview get their overlaid types from.
+pub fn overlaid_catalogs(
+    overlays: &[NodeOverlay],
+    pools: &[NodePool],
+    raw: &BTreeMap<String, Vec<Arc<InstanceType>>>,
+    policy: &LabelPolicy,
+) -> (Evaluation, BTreeMap<String, AppliedTypes>) {
+    let inputs: Vec<OverlayPool> =
+        pools.iter().map(|p| OverlayPool::from_nodepool(p, raw.get(p.name()).cloned().unwrap_or_default())).collect();
+    let evaluation = evaluate_with(overlays, &inputs, policy);
+    let applied = pools
+        .iter()
+        .filter_map(|p| {
+            let types = raw.get(p.name())?;
+            Some((p.name().to_string(), evaluation.apply_detailed(p.name(), types)?))
+        })
+        .collect();
+    (evaluation, applied)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -74,7 +74,9 @@ pub fn count<'a>(
 /// Upstream's `ReserveNodeCount`: of `want` new NodeClaims, how many `limits.nodes` allows, counting every claim
 /// the pool has (active, deleting and pending alike) against it. Never negative.
 pub fn grant(limit: Option<i64>, c: &PoolCount, want: i64) -> i64 {
-    let room = limit.map_or(i64::MAX, |l| l - c.active - c.deleting - c.pending);
+    // A negative limit (a manifest can say so) allows nothing; saturating so no input can overflow.
+    let room = limit
+        .map_or(i64::MAX, |l| l.max(0).saturating_sub(c.active).saturating_sub(c.deleting).saturating_sub(c.pending));
     want.min(room).max(0)
 }
 
@@ -275,6 +277,9 @@ mod tests {
         assert_eq!(grant(None, &one, 2), 2);
         // Deleting and pending claims count against the limit too.
         assert_eq!(grant(Some(4), &c, 5), 0);
+        // Extreme limits from a manifest neither overflow nor grant anything when negative.
+        assert_eq!(grant(Some(i64::MIN), &one, 2), 0);
+        assert_eq!(grant(Some(i64::MAX), &one, i64::MAX), i64::MAX - 1);
     }
 
     #[test]

@@ -275,18 +275,13 @@ pub fn preview_nodepool_edit_with_overlays(
 
 /// Instance types per pool: the input's for every pool, with the overlays applied when there are any.
 fn pool_types(input: &WhatIfInput<'_>, pools: &[NodePool]) -> BTreeMap<String, Vec<Arc<InstanceType>>> {
+    let raw: BTreeMap<String, Vec<Arc<InstanceType>>> =
+        pools.iter().map(|p| (p.name().to_string(), input.instance_types.to_vec())).collect();
     if input.overlays.is_empty() {
-        return pools.iter().map(|p| (p.name().to_string(), input.instance_types.to_vec())).collect();
+        return raw;
     }
-    let inputs: Vec<crate::engine::overlay::OverlayPool> = pools
-        .iter()
-        .map(|p| crate::engine::overlay::OverlayPool::from_nodepool(p, input.instance_types.to_vec()))
-        .collect();
-    let evaluation = crate::engine::overlay::evaluate_with(input.overlays, &inputs, input.policy);
-    pools
-        .iter()
-        .map(|p| (p.name().to_string(), evaluation.apply(p.name(), input.instance_types).unwrap_or_default()))
-        .collect()
+    let (_, applied) = crate::engine::overlay::overlaid_catalogs(input.overlays, pools, &raw, input.policy);
+    applied.into_iter().map(|(pool, a)| (pool, a.instance_types)).collect()
 }
 
 /// [`preview_nodepool_edit`] with explicit instance types (unavailable offerings marked) and options.

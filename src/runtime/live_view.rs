@@ -112,13 +112,23 @@ pub fn picture(
 
     let outlook = (m.nodes.len() <= picture::EXPLAIN_MAX_NODES).then_some(&outlook);
     let events = events(skipped, &provisioning, pass.command.as_ref(), outlook, now);
+    // Observing with the cluster's NodeOverlay gate on: the overlays as the cluster's Karpenter would evaluate them.
+    let observed = (engine.is_none() && gates.node_overlay && !m.nodeoverlays.is_empty()).then(|| {
+        let raw: BTreeMap<String, Vec<std::sync::Arc<crate::engine::catalog::InstanceType>>> =
+            m.nodepools.iter().map(|p| (p.name().to_string(), catalog.instance_types.clone())).collect();
+        crate::engine::overlay::overlaid_catalogs(&m.nodeoverlays, &m.nodepools, &raw, &catalog.label_policy)
+    });
     picture::build(picture::Input {
         source: Source { context: info.context.clone(), cluster: info.cluster.clone(), clock: info.clock.clone() },
         now,
         mode: engine.map_or(Mode::DryRun, Controller::mode),
-        gates: engine.map(Controller::gates).unwrap_or_default(),
+        gates,
         repair_policies: engine.map(Controller::active_repair_policies).unwrap_or_default(),
-        overlays: engine.and_then(Controller::overlay_view),
+        overlays: engine.and_then(Controller::overlay_view).or_else(|| {
+            observed
+                .as_ref()
+                .map(|(evaluation, applied)| crate::controller::overlays::OverlayView { evaluation, applied })
+        }),
         leadership: info.leadership.clone(),
         catalog,
         generation,

@@ -9,7 +9,7 @@ use crate::engine::catalog::{Catalog, InstanceType};
 use crate::engine::disruption::consolidation::{self, Outlook};
 use crate::engine::disruption::{Context, DisruptionOptions, PassResult};
 use crate::engine::manifests::Manifests;
-use crate::engine::overlay::{OverlayPool, evaluate_with};
+use crate::engine::overlay::overlaid_catalogs;
 use crate::engine::provisioning::Millis;
 use crate::engine::provisioning::{ProvisioningResult, provision};
 use crate::engine::scheduling::SchedulerOptions;
@@ -18,12 +18,13 @@ use crate::engine::scheduling::SchedulerOptions;
 /// is on (as the controller would see them).
 pub fn pool_types(m: &Manifests, catalog: &Catalog, gates: FeatureGates) -> BTreeMap<String, Vec<Arc<InstanceType>>> {
     let types: Vec<Arc<InstanceType>> = catalog.instance_types.clone();
+    let raw: BTreeMap<String, Vec<Arc<InstanceType>>> =
+        m.nodepools.iter().map(|p| (p.name().to_string(), types.clone())).collect();
     if !gates.node_overlay || m.nodeoverlays.is_empty() {
-        return m.nodepools.iter().map(|p| (p.name().to_string(), types.clone())).collect();
+        return raw;
     }
-    let inputs: Vec<OverlayPool> = m.nodepools.iter().map(|p| OverlayPool::from_nodepool(p, types.clone())).collect();
-    let evaluation = evaluate_with(&m.nodeoverlays, &inputs, &catalog.label_policy);
-    m.nodepools.iter().map(|p| (p.name().to_string(), evaluation.apply(p.name(), &types).unwrap_or_default())).collect()
+    let (_, applied) = overlaid_catalogs(&m.nodeoverlays, &m.nodepools, &raw, &catalog.label_policy);
+    applied.into_iter().map(|(pool, a)| (pool, a.instance_types)).collect()
 }
 
 /// The provisioning pass: what would be launched for the pending pods, and why the rest stay pending.

@@ -391,7 +391,15 @@ fn apply_event(w: &mut World, action: &Action) -> Result<(), String> {
                 ObjectKind::PersistentVolume => patch_in!(w.cluster.pvs, name),
                 ObjectKind::StorageClass => patch_in!(w.cluster.storage_classes, name),
                 ObjectKind::Namespace => patch_in!(w.cluster.namespaces, name),
-                ObjectKind::NodePool => patch_in!(w.cluster.nodepools, name),
+                ObjectKind::NodePool => {
+                    let old = w.cluster.nodepools.get(name).ok_or_else(missing)?;
+                    let new = patched(&**old, &p.patch)?;
+                    // The CRD's transition rule holds for a patch as for an apply.
+                    if let Some(e) = crate::engine::api::validation::validate_nodepool_transition(old, &new) {
+                        return Err(e.to_string());
+                    }
+                    w.cluster.nodepools.insert(name.clone(), new);
+                }
                 ObjectKind::Ec2NodeClass => patch_in!(w.cluster.nodeclasses, name),
                 ObjectKind::Node => patch_in!(w.cluster.nodes, name),
                 ObjectKind::NodeClaim => patch_in!(w.cluster.nodeclaims, name),

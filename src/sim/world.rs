@@ -974,14 +974,14 @@ impl World {
         let c = &self.cluster;
         let commands = self.controller.busy().len() as u64 + self.controller.orchestrator().in_flight().len() as u64;
         let seen = [c.nodes.stamp(), c.nodeclaims.stamp(), self.nodepool_spec_stamp(), c.pods.stamp(), commands];
-        let due = self.controller.requeue_at().is_some_and(|t| t <= self.now);
+        let due = self.controller.static_requeue_at().is_some_and(|t| t <= self.now);
         if self.static_seen == Some(seen) && !due && self.nodepool_status_seen.is_some() {
             return;
         }
         let now = self.now;
         let snap = self.cluster.snapshot_into(&mut self.caches.snapshot);
         let effects = self.controller.static_capacity(&snap, now);
-        if let Some(t) = self.controller.requeue_at().filter(|t| *t > now) {
+        if let Some(t) = self.controller.static_requeue_at().filter(|t| *t > now) {
             self.at(t, Timer::Wake);
         }
         let mut created = Vec::new();

@@ -474,7 +474,7 @@ pub fn act(s: &mut AppState, action: Action) -> Vec<Effect> {
                 s.error(format!("{} is dynamic (no spec.replicas): only a static NodePool is scaled", pool.name));
                 return Vec::new();
             };
-            let to = if action == Action::ScaleUp { n + 1 } else { n - 1 };
+            let to = if action == Action::ScaleUp { n.saturating_add(1) } else { n.saturating_sub(1) };
             return scale_intent(s, &pool.name, to);
         }
         Action::ApproveAll => {
@@ -581,12 +581,15 @@ fn scale_intent(s: &mut AppState, name: &str, to: i64) -> Vec<Effect> {
         return Vec::new();
     }
     let what = if to > from {
-        format!("{} NodeClaim(s) will be launched from its template, as far as limits.nodes allows.", to - from)
+        format!(
+            "{} NodeClaim(s) will be launched from its template, as far as limits.nodes allows.",
+            to.saturating_sub(from.max(0))
+        )
     } else {
         format!(
             "{} node(s) will be deleted at once, without asking budgets: unlaunched claims first, then empty nodes, \
              then those whose pods are cheapest to move; their pods are drained (PDBs and grace periods apply).",
-            from - to
+            from.saturating_sub(to)
         )
     };
     s.overlay = Overlay::Confirm(Confirm {

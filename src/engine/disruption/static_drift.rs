@@ -26,24 +26,28 @@ pub fn static_drift(ctx: &Context<'_>, survey: &Survey, left: &BTreeMap<String, 
         let replicas = pool.spec.replicas.unwrap_or(0);
         let budget = left.get(pool_name).copied().unwrap_or(0);
         let count = sc::count(pool_name, ctx.snap.nodeclaims.iter(), &nodes, ctx.busy);
-        if sc::drift_allowance(&count, replicas, budget, list.len() as i64, sc::node_limit(pool)) == 0 {
+        let granted = sc::drift_allowance(&count, replicas, budget, list.len() as i64, sc::node_limit(pool));
+        if granted <= 0 {
             continue;
         }
-        // Longest drifted first, then by name: the same candidate every pass.
+        // Longest drifted first, then by name: the same candidates every pass.
         list.sort_by(|a, b| {
             (a.drifted.as_ref().map(|d| d.0), &a.node).cmp(&(b.drifted.as_ref().map(|d| d.0), &b.node))
         });
-        let c = list[0];
+        // Upstream queues one 1→1 command per granted candidate in the same pass; here they are one command with a
+        // template replacement per candidate, so the budget's width is used at once either way.
+        let chosen: Vec<&Candidate> = list.into_iter().take(usize::try_from(granted).unwrap_or(0)).collect();
+        let replacement = || Replacement {
+            nodepool: pool_name.to_string(),
+            instance_types: Vec::new(),
+            option_prices: Vec::new(),
+            price: 0.0,
+            nodeclaim: sc::static_nodeclaim(pool),
+        };
         return Some(Command {
             method: Method::StaticDrift,
-            candidates: vec![c.clone()],
-            replacements: vec![Replacement {
-                nodepool: pool_name.to_string(),
-                instance_types: Vec::new(),
-                option_prices: Vec::new(),
-                price: 0.0,
-                nodeclaim: sc::static_nodeclaim(pool),
-            }],
+            replacements: chosen.iter().map(|_| replacement()).collect(),
+            candidates: chosen.into_iter().cloned().collect(),
             savings_per_hour: 0.0,
             computed_at: ctx.now,
         });
