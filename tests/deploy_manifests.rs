@@ -23,7 +23,8 @@ fn render(crd: k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v
 #[test]
 fn crds_match_the_engine_types() {
     let crds = [
-        ("karpenter.sh_nodepools.yaml", render(NodePool::crd())),
+        ("karpenter.sh_nodepools.yaml", render(karpenter_tui::engine::api::nodepool::nodepool_crd())),
+        ("karpenter.sh_nodeoverlays.yaml", render(karpenter_tui::engine::api::nodeoverlay::NodeOverlay::crd())),
         ("karpenter.sh_nodeclaims.yaml", render(NodeClaim::crd())),
         ("karpenter.k8s.aws_ec2nodeclasses.yaml", render(EC2NodeClass::crd())),
     ];
@@ -60,6 +61,37 @@ fn crds_are_the_upstream_kinds_with_status_subresources() {
         let props = schema.properties.as_ref().expect("properties");
         assert!(props.contains_key("spec") && props.contains_key("status"), "{plural}");
     }
+}
+
+#[test]
+fn the_nodepool_crd_refuses_what_upstreams_refuses_and_scales() {
+    let crd = karpenter_tui::engine::api::nodepool::nodepool_crd();
+    let v = &crd.spec.versions[0];
+    let scale = v.subresources.as_ref().and_then(|s| s.scale.as_ref()).expect("a scale subresource");
+    assert_eq!(
+        (scale.spec_replicas_path.as_str(), scale.status_replicas_path.as_str()),
+        (".spec.replicas", ".status.nodes")
+    );
+    let spec = &v
+        .schema
+        .as_ref()
+        .and_then(|s| s.open_api_v3_schema.as_ref())
+        .expect("schema")
+        .properties
+        .as_ref()
+        .expect("props")["spec"];
+    let messages: Vec<&str> =
+        spec.x_kubernetes_validations.iter().flatten().filter_map(|r| r.message.as_deref()).collect();
+    for m in [
+        "Cannot transition NodePool between static (replicas set) and dynamic (replicas unset) provisioning modes",
+        "only 'limits.nodes' is supported on static NodePools",
+        "'weight' is not supported on static NodePools",
+    ] {
+        assert!(messages.contains(&m), "{m}: {messages:?}");
+    }
+    let overlay = karpenter_tui::engine::api::nodeoverlay::NodeOverlay::crd();
+    assert_eq!((overlay.spec.group.as_str(), overlay.spec.versions[0].name.as_str()), ("karpenter.sh", "v1alpha1"));
+    assert_eq!(overlay.spec.scope, "Cluster");
 }
 
 /// (group, resource[/subresource], verb) triples a ClusterRole grants.

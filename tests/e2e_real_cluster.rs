@@ -150,8 +150,12 @@ async fn kwok_loop_on_a_real_api_server() {
 
     // The CRDs, as shipped.
     let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
-    for file in ["karpenter.sh_nodepools.yaml", "karpenter.sh_nodeclaims.yaml", "karpenter.k8s.aws_ec2nodeclasses.yaml"]
-    {
+    for file in [
+        "karpenter.sh_nodepools.yaml",
+        "karpenter.sh_nodeclaims.yaml",
+        "karpenter.k8s.aws_ec2nodeclasses.yaml",
+        "karpenter.sh_nodeoverlays.yaml",
+    ] {
         let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy/crds").join(file);
         let crd: CustomResourceDefinition = serde_yaml::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
         let name = crd.metadata.name.clone().unwrap();

@@ -168,3 +168,39 @@ impl NodePool {
         self.metadata.deletion_timestamp.is_some()
     }
 }
+
+/// The NodePool CRD as `deploy/` installs it: the schema derived from these types plus upstream's CEL rules for static
+/// pools, so the API server refuses what upstream's CRD refuses (`kubectl` included, not only this tool's editor).
+pub fn nodepool_crd() -> k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition {
+    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::ValidationRule;
+    use kube::CustomResourceExt;
+    let rule = |rule: &str, message: &str| ValidationRule {
+        rule: rule.to_string(),
+        message: Some(message.to_string()),
+        ..Default::default()
+    };
+    let mut crd = NodePool::crd();
+    for v in &mut crd.spec.versions {
+        let spec = v
+            .schema
+            .as_mut()
+            .and_then(|s| s.open_api_v3_schema.as_mut())
+            .and_then(|s| s.properties.as_mut())
+            .and_then(|p| p.get_mut("spec"));
+        if let Some(spec) = spec {
+            spec.x_kubernetes_validations = Some(vec![
+                rule(
+                    "has(self.replicas) == has(oldSelf.replicas)",
+                    "Cannot transition NodePool between static (replicas set) and dynamic (replicas unset) provisioning \
+                     modes",
+                ),
+                rule(
+                    "!has(self.replicas) || !has(self.limits) || self.limits.all(k, k == 'nodes')",
+                    "only 'limits.nodes' is supported on static NodePools",
+                ),
+                rule("!has(self.replicas) || !has(self.weight)", "'weight' is not supported on static NodePools"),
+            ]);
+        }
+    }
+    crd
+}
