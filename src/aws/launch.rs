@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use serde::Serialize;
 
-use crate::controller::cloud::{OverlayPrices, launch_price};
+use crate::controller::cloud::{OverlayPrices, is_price_overlaid, launch_price};
 use crate::engine::api::ec2nodeclass::{BlockDevice, BlockDeviceMapping, EC2NodeClass};
 use crate::engine::api::{Condition, NodeClaim};
 use crate::engine::catalog::aws::{AmiFamily, INSTANCE_ACCELERATOR_COUNT, INSTANCE_GPU_COUNT};
@@ -186,10 +186,7 @@ pub fn plan(
     overlay_prices: &OverlayPrices,
 ) -> Result<FleetPlan, LaunchError> {
     ready(nc)?;
-    let prioritized =
-        claim.metadata.annotations.as_ref().is_some_and(|a| {
-            a.get(crate::engine::overlay::ANNOTATION_PRICE_OVERLAY_APPLIED).is_some_and(|v| v == "true")
-        });
+    let prioritized = is_price_overlaid(claim);
     // The price each offering is ranked, cut and prioritized by: the overlay's for an overlay-priced claim.
     let price_of =
         |t: &InstanceType, o: &crate::engine::catalog::Offering| launch_price(overlay_prices, claim, &t.name, o);

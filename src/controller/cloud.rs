@@ -79,6 +79,16 @@ impl std::fmt::Debug for Notice {
 /// Overlaid offering prices: NodePool → (instance type, zone, capacity type) → $/h.
 pub type OverlayPrices = BTreeMap<String, BTreeMap<(String, String, String), f64>>;
 
+/// Whether the claim says a NodeOverlay set the price of a type it keeps (`karpenter.sh/price-overlay-applied`).
+pub fn is_price_overlaid(claim: &NodeClaim) -> bool {
+    claim
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(crate::engine::overlay::ANNOTATION_PRICE_OVERLAY_APPLIED))
+        .is_some_and(|v| v == "true")
+}
+
 /// The price a launch ranks an offering of `instance_type` by: the overlay's for a claim annotated
 /// `karpenter.sh/price-overlay-applied` (upstream's AWS provider then launches a fleet prioritized by them), the
 /// offering's own otherwise.
@@ -88,14 +98,10 @@ pub fn launch_price(
     instance_type: &str,
     o: &crate::engine::catalog::Offering,
 ) -> f64 {
-    let overlaid =
-        claim.metadata.annotations.as_ref().is_some_and(|a| {
-            a.get(crate::engine::overlay::ANNOTATION_PRICE_OVERLAY_APPLIED).is_some_and(|v| v == "true")
-        });
     claim
         .nodepool()
         .and_then(|p| prices.get(p))
-        .filter(|_| overlaid)
+        .filter(|_| is_price_overlaid(claim))
         .and_then(|p| p.get(&(instance_type.to_string(), o.zone.clone(), o.capacity_type.clone())))
         .copied()
         .unwrap_or(o.price)
