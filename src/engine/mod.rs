@@ -11,6 +11,7 @@ pub mod lifecycle;
 pub mod manifests;
 pub mod objects;
 pub mod overlay;
+pub mod packing;
 pub mod pdb;
 pub mod provisioning;
 pub mod requirements;

@@ -56,6 +56,8 @@ pub struct SchedulerOptions {
     /// Scan only the NodeClaims a topology constraint can allow. Off = the plain scan, kept so tests can prove
     /// both give identical results.
     pub scan_indexes: bool,
+    /// How new NodeClaims are sized: Karpenter's way, or for the cheapest fleet.
+    pub packing: crate::engine::packing::Packing,
 }
 
 impl Default for SchedulerOptions {
@@ -65,6 +67,7 @@ impl Default for SchedulerOptions {
             ignore_preferences: false,
             max_instance_types: 600,
             scan_indexes: true,
+            packing: crate::engine::packing::Packing::Upstream,
         }
     }
 }
