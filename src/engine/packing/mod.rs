@@ -2,6 +2,8 @@
 //! the largest compatible type allows, then launch the cheapest type that holds it); `cost` chooses NodeClaims to
 //! minimise the batch's price, guided by the LP relaxation in [`lp`].
 
+pub mod lp;
+
 use std::fmt;
 use std::str::FromStr;
 

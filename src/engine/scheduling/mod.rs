@@ -8,6 +8,7 @@
 //! creation order) — upstream leaves ties of the last one to an unstable sort, we fix them.
 
 pub mod bitset;
+pub mod cost;
 mod node_compat;
 pub mod pod;
 pub mod selector;
@@ -33,6 +34,7 @@ use crate::engine::api::NodePool;
 use crate::engine::catalog::InstanceType;
 use crate::engine::explain::{InstanceTypeMiss, PodIgnored, PoolRejection};
 use crate::engine::labels::{self, LabelPolicy};
+use crate::engine::packing::Packing;
 use crate::engine::requirements::{Requirement, Requirements};
 use crate::engine::resources::Resources;
 
@@ -648,7 +650,19 @@ impl<'a> Scheduler<'a> {
 
     /// Solves: every pod placed somewhere, or failed with reasons. `pods` must be the slice given to `new`.
     pub fn solve(mut self, pods: &[PodData]) -> Results {
+        if self.input.options.packing == Packing::Cost {
+            return self.solve_cost(pods);
+        }
         let mut results = Results::default();
+        let queue = self.queue(pods, &mut results);
+        self.run_queue(pods, queue, &mut results);
+        self.finalize(pods, &mut results);
+        results
+    }
+
+    /// The pods to place in queue order (CPU desc, memory desc, creation, uid); pods whose volumes can't be
+    /// resolved are set aside as ignored.
+    fn queue(&self, pods: &[PodData], results: &mut Results) -> Vec<usize> {
         let mut queue: Vec<usize> = Vec::with_capacity(pods.len());
         for (i, p) in pods.iter().enumerate() {
             match self.input.volumes.alternatives(p) {
@@ -665,6 +679,11 @@ impl<'a> Scheduler<'a> {
                 .then_with(|| pa.created.cmp(&pb.created))
                 .then_with(|| pa.uid.cmp(&pb.uid))
         });
+        queue
+    }
+
+    /// Upstream's loop: each pod in turn, a failed one retried after the others until a full cycle places none.
+    fn run_queue(&mut self, pods: &[PodData], queue: Vec<usize>, results: &mut Results) {
         let mut queue: VecDeque<usize> = queue.into();
         let mut last_len: Vec<usize> = vec![usize::MAX; pods.len()];
         let mut errors: BTreeMap<usize, Vec<(String, PoolRejection)>> = BTreeMap::new();
@@ -688,8 +707,6 @@ impl<'a> Scheduler<'a> {
         for (i, reasons) in errors {
             results.failures.push(PodFailure { pod: i, reasons });
         }
-        self.finalize(pods, &mut results);
-        results
     }
 
     fn try_schedule(&mut self, i: usize, original: &PodData) -> Result<(), Vec<(String, PoolRejection)>> {
@@ -728,29 +745,8 @@ impl<'a> Scheduler<'a> {
         let groups = self.topology.prepare(pod, &group_ids, &strict);
 
         // 1. Existing nodes, in order.
-        let admitted = if self.nodes.is_empty() { None } else { Some(self.fixed.node_compat.admitted(&reqs)) };
-        let off_limits = self.settling.as_ref().filter(|(first, _)| i >= *first).map(|(_, s)| s.as_slice());
-        for b in 0..self.room.len() {
-            // No node of the block has room for the pod.
-            if !pod.requests.fits_in(&self.room[b]) {
-                continue;
-            }
-            for n in b * ROOM_BLOCK..((b + 1) * ROOM_BLOCK).min(self.nodes.len()) {
-                if off_limits.is_some_and(|s| s[n]) || self.gone.get(n).copied().unwrap_or(false) {
-                    continue;
-                }
-                if admitted.as_ref().is_some_and(|a| self.can_add_to_node(n, i, pod, a, &groups)) {
-                    let node = &mut self.nodes.to_mut()[n];
-                    node.remaining = node.remaining.minus(&pod.requests);
-                    node.host_ports.extend(pod.host_ports.iter().cloned());
-                    node.pods.push(i);
-                    // Shared handles, not copies: the topology only reads them.
-                    let (node_reqs, taints) = (node.requirements.clone(), node.taints.clone());
-                    self.topology.record(pod, &node_reqs, &taints);
-                    self.room[b] = block_room(&self.nodes, &self.gone, b);
-                    return Ok(());
-                }
-            }
+        if self.place_on_nodes(i, pod, &reqs, &groups) {
+            return Ok(());
         }
 
         // 2. NodeClaims created earlier in this solve, fewest pods first.
@@ -788,107 +784,162 @@ impl<'a> Scheduler<'a> {
                 break;
             }
         }
-        if let Some(((count, c), cand)) = found {
-            let old_ids = self.claims[c].domain_ids.clone();
-            self.commit_claim(c, i, pod, cand);
-            self.claim_order.remove(&(count, c));
-            self.claim_order.insert((count + 1, c));
-            self.update_indexes(c, Some((count, &old_ids)), count + 1);
+        if let Some(((_, c), cand)) = found {
+            self.grow_claim(c, i, pod, cand);
             return Ok(());
         }
 
         // 3. A new NodeClaim from each template, in weight order.
         let mut reasons: Vec<(String, PoolRejection)> = Vec::new();
         for t in 0..self.fixed.templates.len() {
-            let tpl = &self.fixed.templates[t];
-            let mut types = Bitset::full(tpl.types.len());
-            let mut limited_by: Option<(String, i64)> = None;
-            if let Some(rem) = self.remaining.get(&tpl.nodepool) {
-                if let Some(&n) = rem.get("nodes")
-                    && n <= 0
-                {
-                    reasons.push((
-                        tpl.nodepool.clone(),
-                        PoolRejection::LimitsExhausted {
-                            resource: "nodes".into(),
-                            limit: tpl.limits.as_ref().and_then(|l| l.get("nodes").copied()).unwrap_or(0),
-                            remaining: n,
-                        },
-                    ));
-                    continue;
-                }
-                let mut exhausted: Option<(String, i64)> = None;
-                for (ti, it) in tpl.types.iter().enumerate() {
-                    if let Some((k, v)) = rem.iter().find(|(k, v)| k.as_str() != "nodes" && it.capacity.get(k) > **v) {
-                        types.clear(ti);
-                        exhausted.get_or_insert((k.clone(), *v));
-                    }
-                }
-                limited_by = exhausted.clone();
-                if types.is_empty() {
-                    let (resource, left) = exhausted.unwrap_or_default();
-                    let limit = tpl.limits.as_ref().and_then(|l| l.get(&resource).copied()).unwrap_or(0);
-                    reasons.push((
-                        tpl.nodepool.clone(),
-                        PoolRejection::LimitsExhausted { resource, limit, remaining: left },
-                    ));
-                    continue;
-                }
-            }
-            let hostname = format!("hostname-placeholder-{:04}", self.next_hostname);
-            let mut requirements = tpl.requirements.clone();
-            requirements.add(labels::HOSTNAME, Requirement::in_values([hostname.clone()]));
-            let req_bits = tpl.compatible_types(&requirements).and(&tpl.offered_types(&requirements));
-            let max_alloc = tpl.max_allocatable(&types);
-            let hostname_id = self.topology.register(labels::HOSTNAME, &hostname);
-            let domain_ids = self.topology.domain_ids(&requirements);
-            self.claims.push(SimClaim {
-                template: t,
-                hostname: hostname.clone(),
-                hostname_id,
-                domain_ids,
-                max_alloc_types: types.count(),
-                max_alloc,
-                requirements,
-                types,
-                req_bits,
-                requests: Resources::default(),
-                host_ports: Vec::new(),
-                pods: Vec::new(),
-                min_values_relaxed: false,
-            });
-            let c = self.claims.len() - 1;
-            match self.can_add_to_claim(c, i, pod, &reqs, &groups, true) {
-                Ok(cand) => {
-                    self.next_hostname += 1;
-                    self.commit_claim(c, i, pod, cand);
-                    self.claim_order.insert((1, c));
-                    self.update_indexes(c, None, 1);
-                    // Pessimistic: the claim may launch its largest option.
-                    if let Some(rem) = self.remaining.get_mut(&self.fixed.templates[t].nodepool) {
-                        let tpl = &self.fixed.templates[t];
-                        let mut max = Resources::default();
-                        for ti in self.claims[c].types.iter() {
-                            max.max_with(&tpl.types[ti].capacity);
-                        }
-                        for (k, v) in rem.iter_mut() {
-                            *v -= if k == "nodes" { 1 } else { max.get(k) };
-                        }
-                    }
-                    return Ok(());
-                }
-                Err(mut r) => {
-                    self.claims.pop();
-                    self.topology.unregister(labels::HOSTNAME, &hostname);
-                    if let PoolRejection::InstanceTypes(miss) = &mut r {
-                        miss.limited_by = limited_by;
-                    }
-                    reasons.push((self.fixed.templates[t].nodepool.clone(), r));
-                }
+            match self.open_claim(t, i, pod, &reqs, &groups, None, true) {
+                Ok(_) => return Ok(()),
+                Err(r) => reasons.push((self.fixed.templates[t].nodepool.clone(), r)),
             }
         }
         reasons.extend(self.fixed.unusable.iter().cloned());
         Err(reasons)
+    }
+
+    /// Opens a NodeClaim from template `t` for pod `i`, its options cut to `cap` when given (cost packing's size
+    /// limit), and places the pod on it. Returns the claim's index, or why the template can't take the pod. With
+    /// `commit` false it only answers: nothing is kept.
+    #[allow(clippy::too_many_arguments)]
+    fn open_claim(
+        &mut self,
+        t: usize,
+        i: usize,
+        pod: &PodData,
+        reqs: &Requirements,
+        groups: &[topology::GroupCtx],
+        cap: Option<&Bitset>,
+        commit: bool,
+    ) -> Result<usize, PoolRejection> {
+        let tpl = &self.fixed.templates[t];
+        let mut types = match cap {
+            Some(c) => c.clone(),
+            None => Bitset::full(tpl.types.len()),
+        };
+        let mut limited_by: Option<(String, i64)> = None;
+        if let Some(rem) = self.remaining.get(&tpl.nodepool) {
+            if let Some(&n) = rem.get("nodes")
+                && n <= 0
+            {
+                return Err(PoolRejection::LimitsExhausted {
+                    resource: "nodes".into(),
+                    limit: tpl.limits.as_ref().and_then(|l| l.get("nodes").copied()).unwrap_or(0),
+                    remaining: n,
+                });
+            }
+            let mut exhausted: Option<(String, i64)> = None;
+            for (ti, it) in tpl.types.iter().enumerate() {
+                if let Some((k, v)) = rem.iter().find(|(k, v)| k.as_str() != "nodes" && it.capacity.get(k) > **v) {
+                    types.clear(ti);
+                    exhausted.get_or_insert((k.clone(), *v));
+                }
+            }
+            limited_by = exhausted.clone();
+            if types.is_empty() {
+                let (resource, left) = exhausted.unwrap_or_default();
+                let limit = tpl.limits.as_ref().and_then(|l| l.get(&resource).copied()).unwrap_or(0);
+                return Err(PoolRejection::LimitsExhausted { resource, limit, remaining: left });
+            }
+        }
+        let hostname = format!("hostname-placeholder-{:04}", self.next_hostname);
+        let mut requirements = tpl.requirements.clone();
+        requirements.add(labels::HOSTNAME, Requirement::in_values([hostname.clone()]));
+        let req_bits = tpl.compatible_types(&requirements).and(&tpl.offered_types(&requirements));
+        let max_alloc = tpl.max_allocatable(&types);
+        let hostname_id = self.topology.register(labels::HOSTNAME, &hostname);
+        let domain_ids = self.topology.domain_ids(&requirements);
+        self.claims.push(SimClaim {
+            template: t,
+            hostname: hostname.clone(),
+            hostname_id,
+            domain_ids,
+            max_alloc_types: types.count(),
+            max_alloc,
+            requirements,
+            types,
+            req_bits,
+            requests: Resources::default(),
+            host_ports: Vec::new(),
+            pods: Vec::new(),
+            min_values_relaxed: false,
+        });
+        let c = self.claims.len() - 1;
+        match self.can_add_to_claim(c, i, pod, reqs, groups, true) {
+            Ok(_) if !commit => {
+                self.claims.pop();
+                self.topology.unregister(labels::HOSTNAME, &hostname);
+                Ok(c)
+            }
+            Ok(cand) => {
+                self.next_hostname += 1;
+                self.commit_claim(c, i, pod, cand);
+                self.claim_order.insert((1, c));
+                self.update_indexes(c, None, 1);
+                // Pessimistic: the claim may launch its largest option.
+                if let Some(rem) = self.remaining.get_mut(&self.fixed.templates[t].nodepool) {
+                    let tpl = &self.fixed.templates[t];
+                    let mut max = Resources::default();
+                    for ti in self.claims[c].types.iter() {
+                        max.max_with(&tpl.types[ti].capacity);
+                    }
+                    for (k, v) in rem.iter_mut() {
+                        *v -= if k == "nodes" { 1 } else { max.get(k) };
+                    }
+                }
+                Ok(c)
+            }
+            Err(mut r) => {
+                self.claims.pop();
+                self.topology.unregister(labels::HOSTNAME, &hostname);
+                if let PoolRejection::InstanceTypes(miss) = &mut r {
+                    miss.limited_by = limited_by;
+                }
+                Err(r)
+            }
+        }
+    }
+
+    /// Places the pod on the first existing node that takes it (step 1 of `add`).
+    fn place_on_nodes(&mut self, i: usize, pod: &PodData, reqs: &Requirements, groups: &[topology::GroupCtx]) -> bool {
+        let admitted = if self.nodes.is_empty() { None } else { Some(self.fixed.node_compat.admitted(reqs)) };
+        let off_limits = self.settling.as_ref().filter(|(first, _)| i >= *first).map(|(_, s)| s.as_slice());
+        for b in 0..self.room.len() {
+            // No node of the block has room for the pod.
+            if !pod.requests.fits_in(&self.room[b]) {
+                continue;
+            }
+            for n in b * ROOM_BLOCK..((b + 1) * ROOM_BLOCK).min(self.nodes.len()) {
+                if off_limits.is_some_and(|s| s[n]) || self.gone.get(n).copied().unwrap_or(false) {
+                    continue;
+                }
+                if admitted.as_ref().is_some_and(|a| self.can_add_to_node(n, i, pod, a, groups)) {
+                    let node = &mut self.nodes.to_mut()[n];
+                    node.remaining = node.remaining.minus(&pod.requests);
+                    node.host_ports.extend(pod.host_ports.iter().cloned());
+                    node.pods.push(i);
+                    // Shared handles, not copies: the topology only reads them.
+                    let (node_reqs, taints) = (node.requirements.clone(), node.taints.clone());
+                    self.topology.record(pod, &node_reqs, &taints);
+                    self.room[b] = block_room(&self.nodes, &self.gone, b);
+                    return true;
+                }
+            }
+        }
+        false
+    }
+
+    /// Places pod `i` on claim `c` (already checked: `cand`), keeping the scan order and indexes in step.
+    fn grow_claim(&mut self, c: usize, i: usize, pod: &PodData, cand: Candidate) {
+        let count = self.claims[c].pods.len();
+        let old_ids = self.claims[c].domain_ids.clone();
+        self.commit_claim(c, i, pod, cand);
+        self.claim_order.remove(&(count, c));
+        self.claim_order.insert((count + 1, c));
+        self.update_indexes(c, Some((count, &old_ids)), count + 1);
     }
 
     fn can_add_to_node(

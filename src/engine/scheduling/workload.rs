@@ -111,3 +111,35 @@ pub fn diverse_pods_seeded(count: usize, seed: u64) -> Vec<PodData> {
     }
     pods
 }
+
+/// CPU and memory size classes of [`plain_pods_seeded`]: 250m … 4 CPUs and 512Mi … 8Gi, each class half as
+/// likely as the one below it (the last two equally likely), drawn independently for CPU and memory.
+const PLAIN_CPUS: [i64; 5] = [250, 500, 1000, 2000, 4000];
+const PLAIN_MEMS: [i64; 5] = [512 << 20, 1 << 30, 2 << 30, 4 << 30, 8 << 30];
+const PLAIN_WEIGHTS: [u64; 5] = [8, 4, 2, 1, 1];
+
+fn weighted(rng: &mut Lcg) -> usize {
+    let total: u64 = PLAIN_WEIGHTS.iter().sum();
+    let mut r = rng.next() % total;
+    for (i, w) in PLAIN_WEIGHTS.iter().enumerate() {
+        if r < *w {
+            return i;
+        }
+        r -= w;
+    }
+    PLAIN_WEIGHTS.len() - 1
+}
+
+/// Plain pods (no constraints) with requests from 250m/512Mi to 4/8Gi: the cost-packing workload of issue #19,
+/// deterministic for a given count and seed.
+pub fn plain_pods_seeded(count: usize, seed: u64) -> Vec<PodData> {
+    let mut rng = Lcg(seed);
+    (0..count)
+        .map(|i| {
+            let mut p = base(i, &mut rng, &[]);
+            p.requests.set_value(CPU, PLAIN_CPUS[weighted(&mut rng)]);
+            p.requests.set_value(MEMORY, PLAIN_MEMS[weighted(&mut rng)]);
+            p
+        })
+        .collect()
+}

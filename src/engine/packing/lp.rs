@@ -1,0 +1,222 @@
+//! The LP relaxation of provisioning: buy fractional instances and assign pods to them fractionally, each pod's
+//! requests all on instances of one type. Its optimum is a lower bound on what any packing of those pods can cost
+//! (every real packing is a feasible point of it), and its solution names the best-value types, how many of each
+//! and which pods they hold, which cost packing follows.
+//!
+//! Why not the looser "enough CPU, memory and pods in total" relaxation: with burstable types in the catalog it
+//! buys a t3a.nano's cheap CPU and an r-type's cheap memory and pretends one pod can use both, a bound no packing
+//! comes near. Here a pod's CPU and memory sit on the same type, which every packing obeys, so the bound is still
+//! a bound and far closer to what can be bought.
+
+use microlp::{ComparisonOp, OptimizationDirection, Problem, SolutionStatus};
+
+use crate::engine::resources::Resources;
+
+/// Something that can be bought: an instance type at one price, with what it gives pods.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Column {
+    /// USD per hour.
+    pub price: f64,
+    /// Capacity left for pods: allocatable minus the DaemonSet overhead of that type.
+    pub capacity: Resources,
+}
+
+/// Pods with the same requests that may use the same columns.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Class {
+    /// One pod's requests.
+    pub requests: Resources,
+    pub count: usize,
+    /// Indices into the columns, each able to hold one of these pods alone.
+    pub columns: Vec<usize>,
+}
+
+/// The optimum of the relaxation.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Plan {
+    /// USD per hour.
+    pub cost: f64,
+    /// Fractional instances bought of each column.
+    pub amounts: Vec<f64>,
+    /// Per class, the (column, pods) it puts there.
+    pub assigned: Vec<Vec<(usize, f64)>>,
+}
+
+/// Columns no cheaper column matches: `a` is dominated when some `b` costs no more, holds at least as much of
+/// everything, and serves every class `a` serves. Dropping them leaves the optimum unchanged and the problem small.
+fn undominated(columns: &[Column], classes: &[Class], used: &[usize]) -> Vec<usize> {
+    let serves = |c: usize| -> Vec<usize> {
+        classes.iter().enumerate().filter(|(_, k)| k.columns.binary_search(&c).is_ok()).map(|(i, _)| i).collect()
+    };
+    let served: Vec<Vec<usize>> = used.iter().map(|&c| serves(c)).collect();
+    let dominates = |b: usize, a: usize| {
+        let (cb, ca) = (&columns[used[b]], &columns[used[a]]);
+        cb.price <= ca.price
+            && ca.capacity.fits_in(&cb.capacity)
+            && served[a].iter().all(|k| served[b].binary_search(k).is_ok())
+            // Equal columns: keep the first.
+            && (cb.price < ca.price || cb.capacity != ca.capacity || served[a] != served[b] || b < a)
+    };
+    (0..used.len()).filter(|&a| !(0..used.len()).any(|b| b != a && dominates(b, a))).map(|a| used[a]).collect()
+}
+
+/// The cheapest fractional purchase and assignment that holds every class, or `None` when none exists (a class with
+/// no column) or the solver could not prove an optimum.
+pub fn plan(columns: &[Column], classes: &[Class]) -> Option<Plan> {
+    let empty = || Plan { cost: 0.0, amounts: vec![0.0; columns.len()], assigned: vec![Vec::new(); classes.len()] };
+    if classes.iter().all(|k| k.count == 0) {
+        return Some(empty());
+    }
+    let mut classes_sorted: Vec<Class> = classes.to_vec();
+    for k in &mut classes_sorted {
+        k.columns.sort_unstable();
+        k.columns.dedup();
+        if k.columns.iter().any(|&c| c >= columns.len()) {
+            return None;
+        }
+    }
+    let mut used: Vec<usize> = classes_sorted.iter().filter(|k| k.count > 0).flat_map(|k| k.columns.iter().copied()).collect();
+    used.sort_unstable();
+    used.dedup();
+    if used.iter().any(|&c| !columns[c].price.is_finite() || columns[c].price < 0.0) {
+        return None;
+    }
+    let used = undominated(columns, &classes_sorted, &used);
+    let mut problem = Problem::new(OptimizationDirection::Minimize);
+    let x: Vec<_> = used.iter().map(|&c| problem.add_var(columns[c].price, (0.0, f64::INFINITY))).collect();
+    // y[k]: (column, var) — the pods of class k on column c, in units of the class's pod count.
+    let mut y: Vec<Vec<(usize, microlp::Variable)>> = Vec::new();
+    for k in &classes_sorted {
+        let vars: Vec<(usize, microlp::Variable)> = if k.count == 0 {
+            Vec::new()
+        } else {
+            used.iter()
+                .enumerate()
+                .filter(|(_, c)| k.columns.binary_search(c).is_ok())
+                .map(|(u, _)| (u, problem.add_var(0.0, (0.0, f64::INFINITY))))
+                .collect()
+        };
+        if k.count > 0 {
+            if vars.is_empty() {
+                return None;
+            }
+            let row: Vec<_> = vars.iter().map(|(_, v)| (*v, 1.0)).collect();
+            problem.add_constraint(row.as_slice(), ComparisonOp::Ge, 1.0);
+        }
+        y.push(vars);
+    }
+    // Per column and resource: what its pods ask, in units of one instance's capacity, within what is bought.
+    let dims: Vec<&str> = {
+        let mut d: Vec<&str> = Vec::new();
+        for k in &classes_sorted {
+            for (name, v) in k.requests.entries() {
+                if v > 0 && !d.contains(&name) {
+                    d.push(name);
+                }
+            }
+        }
+        d
+    };
+    for (u, &c) in used.iter().enumerate() {
+        for dim in &dims {
+            let cap = columns[c].capacity.get(dim) as f64;
+            let mut row = vec![(x[u], -1.0)];
+            for (ki, k) in classes_sorted.iter().enumerate() {
+                let need = k.requests.get(dim) as f64 * k.count as f64;
+                if need <= 0.0 {
+                    continue;
+                }
+                if let Some((_, v)) = y[ki].iter().find(|(uu, _)| *uu == u) {
+                    // A column that can't hold this resource at all was not offered to the class.
+                    row.push((*v, need / cap.max(1.0)));
+                }
+            }
+            if row.len() > 1 {
+                problem.add_constraint(row.as_slice(), ComparisonOp::Le, 0.0);
+            }
+        }
+    }
+    let solution = problem.solve().ok()?.into_solution().ok()?;
+    if solution.status() != SolutionStatus::Optimal {
+        return None;
+    }
+    let mut out = empty();
+    for (u, &c) in used.iter().enumerate() {
+        out.amounts[c] = solution.var_value(x[u]).max(0.0);
+    }
+    for (ki, k) in classes_sorted.iter().enumerate() {
+        for (u, v) in &y[ki] {
+            let share = solution.var_value(*v);
+            if share > 1e-9 {
+                out.assigned[ki].push((used[*u], share * k.count as f64));
+            }
+        }
+    }
+    out.cost = solution.objective().max(0.0);
+    Some(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const GIB: i64 = 1 << 30;
+
+    fn col(price: f64, cpu: i64, mem_gib: i64, pods: i64) -> Column {
+        Column { price, capacity: Resources::new(cpu * 1000, mem_gib * GIB, pods) }
+    }
+
+    fn demand(cpu: i64, mem_gib: i64, pods: i64) -> Resources {
+        Resources::new(cpu * 1000, mem_gib * GIB, pods)
+    }
+
+    fn class(cpu: i64, mem_gib: i64, count: usize, columns: Vec<usize>) -> Class {
+        Class { requests: demand(cpu, mem_gib, 1), count, columns }
+    }
+
+    #[test]
+    fn one_resource_buys_the_best_value_column_fractionally() {
+        // 4 CPUs for $1 beats 2 for $0.60; 10 one-CPU pods cost 2.5 of the former.
+        let cols = [col(1.0, 4, 100, 100), col(0.6, 2, 100, 100)];
+        let p = plan(&cols, &[class(1, 0, 10, vec![0, 1])]).unwrap();
+        assert!((p.cost - 2.5).abs() < 1e-6, "{p:?}");
+        assert!((p.amounts[0] - 2.5).abs() < 1e-6 && p.amounts[1].abs() < 1e-6);
+        assert_eq!(p.assigned[0].len(), 1);
+        assert!((p.assigned[0][0].1 - 10.0).abs() < 1e-6);
+    }
+
+    #[test]
+    fn shapes_go_to_the_type_of_their_shape() {
+        // Compute (8 CPU, 16 GiB, $1), memory (8 CPU, 64 GiB, $1.5). 8 CPU-heavy pods (1 CPU, 2 GiB) fill one
+        // compute instance; 8 memory-heavy pods (1 CPU, 8 GiB) one memory instance: $2.50. The aggregate relaxation
+        // would mix them for less, but no pod can split its CPU from its memory.
+        let cols = [col(1.0, 8, 16, 100), col(1.5, 8, 64, 100)];
+        let p = plan(&cols, &[class(1, 2, 8, vec![0, 1]), class(1, 8, 8, vec![0, 1])]).unwrap();
+        assert!((p.cost - 2.5).abs() < 1e-6, "{p:?}");
+        assert_eq!(p.assigned[0].iter().map(|(c, _)| *c).collect::<Vec<_>>(), vec![0]);
+        assert_eq!(p.assigned[1].iter().map(|(c, _)| *c).collect::<Vec<_>>(), vec![1]);
+    }
+
+    #[test]
+    fn the_cheap_cpu_of_a_memoryless_type_does_not_help_memory_pods() {
+        // A "nano" (2 CPU, 0 GiB usable, $0.01) and a balanced type (4 CPU, 16 GiB, $1). Pods of 1 CPU and 4 GiB
+        // can only use the balanced one: 8 pods cost $2, however cheap the nano's CPU.
+        let cols = [col(0.01, 2, 0, 4), col(1.0, 4, 16, 100)];
+        let p = plan(&cols, &[class(1, 4, 8, vec![1])]).unwrap();
+        assert!((p.cost - 2.0).abs() < 1e-6, "{p:?}");
+    }
+
+    #[test]
+    fn a_class_with_no_column_has_no_plan() {
+        assert_eq!(plan(&[col(1.0, 8, 16, 100)], &[class(1, 1, 1, vec![])]), None);
+    }
+
+    #[test]
+    fn dominated_columns_do_not_change_the_optimum() {
+        let cols = [col(1.0, 8, 16, 100), col(1.2, 8, 16, 100), col(0.9, 4, 8, 100)];
+        let all = plan(&cols, &[class(1, 2, 12, vec![0, 1, 2])]).unwrap();
+        let kept = plan(&cols, &[class(1, 2, 12, vec![0, 2])]).unwrap();
+        assert!((all.cost - kept.cost).abs() < 1e-9);
+        assert_eq!(all.amounts[1], 0.0);
+    }
+}

@@ -1,0 +1,365 @@
+//! Cost packing (`packing: cost`): the same scheduler, the same constraint checks, but NodeClaims sized for the
+//! cheapest fleet instead of the largest type.
+//!
+//! Upstream opens a NodeClaim for the first pod that fits nowhere and keeps adding pods while any compatible type
+//! can still hold them, so a large batch ends on the largest types (with ENI-sized max-pods, the very largest).
+//! Here, per NodePool:
+//! 1. the LP relaxation over the pods' total requests ([`crate::engine::packing::lp`]) names the best-value types
+//!    and how many of each the batch needs;
+//! 2. NodeClaims are opened one at a time with one of those types as their size limit (their options are cut to
+//!    the types no larger than it), the type the LP still wants most first;
+//! 3. each claim is filled bin by bin: of the pods left, the one whose requests best match the room left (largest
+//!    dot product, both scaled by the target's capacity) goes next, so a compute-shaped claim takes CPU-heavy pods
+//!    and a memory-shaped one memory-heavy pods, and no claim strands much of either;
+//! 4. whatever could not be placed that way (a constraint only relaxation satisfies, a pod larger than every
+//!    target) goes through upstream's pod-by-pod path, which may still use the claims opened here.
+//!
+//! Every placement goes through the same `can_add_to_claim` / `open_claim` checks as upstream mode, so every
+//! constraint upstream honours (requirements, affinity, topology spread, taints, host ports, volume zones,
+//! DaemonSet overhead, limits, minValues, weights) holds for cost plans too. The launch itself is unchanged: the
+//! cheapest option that holds the claim's pods.
+
+use std::collections::HashMap;
+use std::hash::{Hash, Hasher};
+
+use super::bitset::Bitset;
+use super::pod::PodData;
+use super::template::Template;
+use super::{Input, Prepared, Results, Scheduler, topology};
+use crate::engine::packing::lp::{self, Column};
+use crate::engine::requirements::Requirements;
+use crate::engine::resources::Resources;
+
+/// Capacity each type of `tpl` leaves pods once its DaemonSets run.
+pub(super) fn net_capacity(tpl: &Template) -> Vec<Resources> {
+    let mut out = tpl.allocatable.clone();
+    for g in &tpl.daemon_groups {
+        if g.overhead.is_zero() {
+            continue;
+        }
+        for ti in g.types.iter() {
+            let mut r = tpl.allocatable[ti].minus(&g.overhead);
+            r.floor_zero();
+            out[ti] = r;
+        }
+    }
+    out
+}
+
+/// The LP columns of a template: one per type, at its cheapest offering under the template's requirements (no
+/// pod can buy it cheaper, so the bound stays a bound whatever zones or capacity types pods ask for).
+fn columns(tpl: &Template, net: &[Resources]) -> Vec<Column> {
+    (0..tpl.types.len())
+        .map(|ti| Column { price: tpl.price(ti, &tpl.requirements), capacity: net[ti].clone() })
+        .collect()
+}
+
+/// The types of `tpl` one pod could launch on alone: requirements, offerings, its requests plus DaemonSets.
+fn pod_types(tpl: &Template, pod: &PodData) -> Bitset {
+    let mut reqs: Requirements = tpl.requirements.clone();
+    let strict = pod.strict_requirements();
+    if reqs.compatible(&strict, None).is_err() {
+        return Bitset::empty(tpl.types.len());
+    }
+    reqs = reqs.intersected(&strict);
+    let mut b = tpl.compatible_types(&reqs).and(&tpl.offered_types(&reqs));
+    b.and_with(&tpl.fitting_types(&pod.requests, &pod.host_ports));
+    b
+}
+
+/// Pods that are interchangeable for placement: same requests and same constraints. Only their names, uids,
+/// creation times and priorities may differ.
+fn same_class(a: &PodData, b: &PodData) -> bool {
+    a.requests == b.requests
+        && a.namespace == b.namespace
+        && a.labels == b.labels
+        && a.tolerations == b.tolerations
+        && a.node_selector == b.node_selector
+        && a.required_terms == b.required_terms
+        && a.preferred_terms == b.preferred_terms
+        && a.spreads == b.spreads
+        && a.affinity == b.affinity
+        && a.preferred_affinity == b.preferred_affinity
+        && a.anti_affinity == b.anti_affinity
+        && a.preferred_anti_affinity == b.preferred_anti_affinity
+        && a.host_ports == b.host_ports
+        && a.pvcs == b.pvcs
+        && a.tolerate_prefer_no_schedule == b.tolerate_prefer_no_schedule
+}
+
+fn class_hash(p: &PodData) -> u64 {
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    p.requests.hash(&mut h);
+    p.namespace.hash(&mut h);
+    p.labels.hash(&mut h);
+    p.node_selector.hash(&mut h);
+    p.pvcs.hash(&mut h);
+    h.finish()
+}
+
+/// Interchangeable pods, in queue order.
+struct Class {
+    pods: Vec<usize>,
+    /// Next pod of `pods` not placed yet.
+    next: usize,
+    requests: Resources,
+}
+
+impl Class {
+    fn head(&self) -> Option<usize> {
+        self.pods.get(self.next).copied()
+    }
+}
+
+/// Groups `order` (queue order) into classes, the classes in order of their first pod.
+fn classes(pods: &[PodData], order: &[usize]) -> Vec<Class> {
+    let mut out: Vec<Class> = Vec::new();
+    let mut by_hash: HashMap<u64, Vec<usize>> = HashMap::new();
+    for &i in order {
+        let p = &pods[i];
+        let bucket = by_hash.entry(class_hash(p)).or_default();
+        match bucket.iter().find(|&&c| same_class(&pods[out[c].pods[0]], p)) {
+            Some(&c) => out[c].pods.push(i),
+            None => {
+                bucket.push(out.len());
+                out.push(Class { pods: vec![i], next: 0, requests: p.requests.clone() });
+            }
+        }
+    }
+    out
+}
+
+/// How well `need` fills `room`: their dot product with both scaled by the target's capacity. Large pods shaped
+/// like the room score highest.
+fn score(need: &Resources, room: &Resources, cap: &Resources) -> f64 {
+    let mut s = 0.0;
+    for (k, c) in cap.entries() {
+        if c <= 0 {
+            continue;
+        }
+        let c = c as f64;
+        s += (need.get(k) as f64 / c) * (room.get(k).max(0) as f64 / c);
+    }
+    s
+}
+
+impl Scheduler<'_> {
+    /// The pod's requirements and topology contexts, as `add` computes them.
+    fn context(&self, pod: &PodData) -> (Requirements, Vec<topology::GroupCtx>) {
+        let strict = pod.strict_requirements();
+        let reqs = pod.requirements();
+        let group_ids = self.topology.constraints_for(pod);
+        let groups = self.topology.prepare(pod, &group_ids, &strict);
+        (reqs, groups)
+    }
+
+    /// Cost packing's solve (see the module comment). `pods` must be the slice given to `new`.
+    pub(super) fn solve_cost(mut self, pods: &[PodData]) -> Results {
+        let mut results = Results::default();
+        let queue = self.queue(pods, &mut results);
+        // Existing nodes first, exactly as upstream places pods on them.
+        let mut rest: Vec<usize> = Vec::new();
+        for &i in &queue {
+            let (reqs, groups) = self.context(&pods[i]);
+            if !self.place_on_nodes(i, &pods[i], &reqs, &groups) {
+                rest.push(i);
+            }
+        }
+        // The NodePool each class would open a NodeClaim from: the first, in weight order, whose template takes it.
+        let all = classes(pods, &rest);
+        let mut per_template: Vec<Vec<usize>> = vec![Vec::new(); self.fixed.templates.len()];
+        let mut leftover: Vec<usize> = Vec::new();
+        for (k, class) in all.iter().enumerate() {
+            let i = class.pods[0];
+            let (reqs, groups) = self.context(&pods[i]);
+            match (0..self.fixed.templates.len()).find(|&t| self.probe_template(t, i, &pods[i], &reqs, &groups)) {
+                Some(t) => per_template[t].push(k),
+                None => leftover.extend(class.pods.iter().copied()),
+            }
+        }
+        let mut all = all;
+        for (t, ks) in per_template.iter().enumerate() {
+            if ks.is_empty() {
+                continue;
+            }
+            let mut mine: Vec<Class> = ks.iter().map(|&k| std::mem::replace(&mut all[k], empty_class())).collect();
+            self.pack_template(t, pods, &mut mine);
+            leftover.extend(mine.iter().flat_map(|c| c.pods[c.next..].iter().copied()));
+        }
+        // Upstream's path for the rest, in queue order, with its retries and relaxation.
+        let rank: HashMap<usize, usize> = queue.iter().enumerate().map(|(r, &i)| (i, r)).collect();
+        leftover.sort_by_key(|i| rank.get(i).copied().unwrap_or(usize::MAX));
+        self.run_queue(pods, leftover, &mut results);
+        self.finalize(pods, &mut results);
+        results
+    }
+
+    /// Whether template `t` would open a NodeClaim for the pod now (nothing is kept).
+    fn probe_template(
+        &mut self,
+        t: usize,
+        i: usize,
+        pod: &PodData,
+        reqs: &Requirements,
+        groups: &[topology::GroupCtx],
+    ) -> bool {
+        self.open_claim(t, i, pod, reqs, groups, None, false).is_ok()
+    }
+
+    /// Opens and fills NodeClaims of template `t` for `classes`, following the LP's mix of types.
+    fn pack_template(&mut self, t: usize, pods: &[PodData], classes: &mut [Class]) {
+        let (net, amounts) = {
+            let tpl = &self.fixed.templates[t];
+            let net = net_capacity(tpl);
+            let cols = columns(tpl, &net);
+            let mut shapes: Vec<lp::Class> = Vec::new();
+            for c in classes.iter() {
+                let columns: Vec<usize> =
+                    pod_types(tpl, &pods[c.pods[0]]).iter().filter(|&ti| cols[ti].price < f64::MAX).collect();
+                // A class no type holds alone is left to upstream's path, which explains why.
+                if columns.is_empty() {
+                    continue;
+                }
+                match shapes.iter_mut().find(|k| k.requests == c.requests && k.columns == columns) {
+                    Some(k) => k.count += c.pods.len(),
+                    None => shapes.push(lp::Class { requests: c.requests.clone(), count: c.pods.len(), columns }),
+                }
+            }
+            match lp::plan(&cols, &shapes) {
+                Some(plan) => {
+                    if std::env::var("KT_DEBUG_LP").is_ok() { for (ti,a) in plan.amounts.iter().enumerate() { if *a>1e-9 { eprintln!("LP {} {:.3} {:?} ${}", tpl.types[ti].name, a, net[ti], cols[ti].price); } } for (k,sh) in shapes.iter().enumerate() { eprintln!("class cpu={} mem={} n={} -> {:?}", sh.requests.cpu, sh.requests.memory>>20, sh.count, plan.assigned[k].iter().map(|(c,n)| (tpl.types[*c].name.clone(), (*n*10.0).round()/10.0)).collect::<Vec<_>>()); } }
+                    (net, plan.amounts)
+                }
+                // No guide: upstream's path takes these pods.
+                None => return,
+            }
+        };
+        // Targets: the types the LP buys, by amount still wanted.
+        let mut wanted: Vec<(usize, f64)> = amounts.iter().enumerate().filter(|(_, a)| **a > 1e-9).map(|(ti, a)| (ti, *a)).collect();
+        let mut caps: HashMap<usize, Bitset> = HashMap::new();
+        let mut unseedable: Vec<Vec<bool>> = Vec::new();
+        loop {
+            if classes.iter().all(|c| c.head().is_none()) || wanted.is_empty() {
+                return;
+            }
+            // The type the LP still wants most (ties: the cheaper index order, stable).
+            let (w, _) = wanted
+                .iter()
+                .enumerate()
+                .max_by(|(ia, (_, a)), (ib, (_, b))| a.total_cmp(b).then(ib.cmp(ia)))
+                .map(|(w, x)| (w, *x))
+                .expect("wanted is not empty");
+            let target = wanted[w].0;
+            let cap = caps
+                .entry(target)
+                .or_insert_with(|| {
+                    let mut b = Bitset::empty(net.len());
+                    for (ti, r) in net.iter().enumerate() {
+                        if r.fits_in(&net[target]) {
+                            b.set(ti);
+                        }
+                    }
+                    b
+                })
+                .clone();
+            if unseedable.len() <= w {
+                unseedable.resize(wanted.len(), Vec::new());
+            }
+            // Seed: the first class (largest pods first) whose head opens a claim capped at the target.
+            let mut opened: Option<usize> = None;
+            for (k, class) in classes.iter().enumerate() {
+                let Some(i) = class.head() else { continue };
+                if unseedable[w].get(k).copied().unwrap_or(false) || !class.requests.fits_in(&net[target]) {
+                    continue;
+                }
+                let (reqs, groups) = self.context(&pods[i]);
+                match self.open_claim(t, i, &pods[i], &reqs, &groups, Some(&cap), true) {
+                    Ok(c) => {
+                        opened = Some(c);
+                        classes[k].next += 1;
+                        break;
+                    }
+                    Err(_) => {
+                        let u = &mut unseedable[w];
+                        if u.len() < classes.len() {
+                            u.resize(classes.len(), false);
+                        }
+                        u[k] = true;
+                    }
+                }
+            }
+            let Some(c) = opened else {
+                // Nothing opens at this size: stop asking for it.
+                wanted.remove(w);
+                unseedable.remove(w);
+                continue;
+            };
+            wanted[w].1 -= 1.0;
+            self.fill_claim(c, &net[target], pods, classes);
+        }
+    }
+
+    /// Adds pods to claim `c` while any fits, best match for the room left first.
+    fn fill_claim(&mut self, c: usize, cap: &Resources, pods: &[PodData], classes: &mut [Class]) {
+        let mut blocked = vec![false; classes.len()];
+        loop {
+            let room = cap.minus(&self.claims[c].requests);
+            let mut best: Option<(usize, f64)> = None;
+            for (k, class) in classes.iter().enumerate() {
+                if blocked[k] || class.head().is_none() || !class.requests.fits_in(&room) {
+                    continue;
+                }
+                let s = score(&class.requests, &room, cap);
+                if best.is_none_or(|(_, b)| s > b) {
+                    best = Some((k, s));
+                }
+            }
+            let Some((k, _)) = best else { return };
+            let Some(i) = classes[k].head() else { return };
+            let (reqs, groups) = self.context(&pods[i]);
+            match self.can_add_to_claim(c, i, &pods[i], &reqs, &groups, false) {
+                Ok(cand) => {
+                    self.grow_claim(c, i, &pods[i], cand);
+                    classes[k].next += 1;
+                }
+                Err(_) => blocked[k] = true,
+            }
+        }
+    }
+}
+
+fn empty_class() -> Class {
+    Class { pods: Vec::new(), next: 0, requests: Resources::default() }
+}
+
+/// The LP lower bound, in USD per hour, on new capacity for the pods `results` put on new NodeClaims: fractional
+/// instances of any type their NodePool allows, each pod's requests on instances of a type it fits, every
+/// resource (CPU, memory, pods, extended) covered per type, each type at the cheapest offering the NodePool
+/// allows (see [`lp`]). No packing of those pods, by either strategy, can cost
+/// less. `None` when the LP has no optimum.
+pub fn lower_bound(input: &Input<'_>, pods: &[PodData], results: &Results) -> Option<f64> {
+    let prepared = Prepared::new(input);
+    let templates = &prepared.fixed.templates;
+    let mut cols: Vec<Column> = Vec::new();
+    let mut offset: HashMap<&str, usize> = HashMap::new();
+    for tpl in templates {
+        offset.insert(tpl.nodepool.as_str(), cols.len());
+        cols.extend(columns(tpl, &net_capacity(tpl)));
+    }
+    let mut shapes: Vec<lp::Class> = Vec::new();
+    for claim in &results.new_claims {
+        let Some(t) = templates.iter().position(|tpl| tpl.nodepool == claim.nodepool) else { continue };
+        let tpl = &templates[t];
+        let base = offset[tpl.nodepool.as_str()];
+        for &i in &claim.pods {
+            let pod = &pods[i];
+            let columns: Vec<usize> =
+                pod_types(tpl, pod).iter().filter(|&ti| cols[base + ti].price < f64::MAX).map(|ti| base + ti).collect();
+            match shapes.iter_mut().find(|k| k.requests == pod.requests && k.columns == columns) {
+                Some(k) => k.count += 1,
+                None => shapes.push(lp::Class { requests: pod.requests.clone(), count: 1, columns }),
+            }
+        }
+    }
+    lp::plan(&cols, &shapes).map(|p| p.cost)
+}
