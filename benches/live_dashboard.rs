@@ -228,6 +228,7 @@ fn live_dashboard_bench(c: &mut Criterion) {
         leadership: Leadership::Observing("bench".into()),
         clock: "live".into(),
         gates: Default::default(),
+        packing: Default::default(),
     };
     let m = Arc::new(cache.lock().unwrap().manifests());
     let view = Arc::new(picture(&m, &catalog, now, &info, &[], 1, None));

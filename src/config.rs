@@ -67,9 +67,40 @@ pub struct Config {
     /// The controller's settings when it acts on a live cluster (a scenario's `settings` set them in `simulate`).
     #[serde(default)]
     pub controller: ControllerConfig,
+    /// How provisioning sizes new NodeClaims on a live cluster: `upstream` (default) or `cost`; `--packing`
+    /// overrides it (a scenario's `settings.packing` sets it in `simulate` and `demo`). An unknown strategy fails
+    /// the parse, at its line and column.
+    #[serde(default, deserialize_with = "packing_strategy")]
+    pub packing: Option<crate::engine::packing::Packing>,
 }
 
-/// `controller:` in the config file: the same settings a scenario's `settings` give the simulated world.
+/// `packing: cost`, by [`crate::engine::packing::Packing`]'s names.
+fn packing_strategy<'de, D: serde::Deserializer<'de>>(
+    d: D,
+) -> Result<Option<crate::engine::packing::Packing>, D::Error> {
+    Ok(Option::<PackingName>::deserialize(d)?.map(|p| p.0))
+}
+
+/// A packing strategy's name, refused where it stands in the file when unknown (the error then names the value's
+/// line and column and the key).
+struct PackingName(crate::engine::packing::Packing);
+
+impl<'de> Deserialize<'de> for PackingName {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Name;
+        impl serde::de::Visitor<'_> for Name {
+            type Value = PackingName;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a packing strategy: upstream or cost")
+            }
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<PackingName, E> {
+                v.parse().map(PackingName).map_err(E::custom)
+            }
+        }
+        d.deserialize_str(Name)
+    }
+}
+
 #[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct ControllerConfig {
@@ -146,13 +177,14 @@ impl Config {
             .or_else(|| self.theme.clone())
     }
 
-    /// The controller's settings in disruption mode `mode` (a flag), from the `controller:` block over the
-    /// defaults, with `--feature-gates` (`gates_flag`) over both. A duration that does not parse or a gate that
-    /// does not exist is an error naming the field.
+    /// The controller's settings in disruption mode `mode` (a flag), from the `controller:` block and `packing:`
+    /// over the defaults, with `--feature-gates` (`gates_flag`) and `--packing` (`packing_flag`) over both. A
+    /// duration that does not parse or a gate that does not exist is an error naming the field.
     pub fn controller_settings(
         &self,
         mode: crate::engine::disruption::gate::Mode,
         gates_flag: Option<&str>,
+        packing_flag: Option<crate::engine::packing::Packing>,
         path: &str,
     ) -> Result<crate::controller::Settings, ConfigError> {
         let mut s = crate::controller::Settings { mode, ..Default::default() };
@@ -187,6 +219,7 @@ impl Config {
         if let Some(n) = c.multi_node_cap {
             s.multi_node_cap = n.max(1);
         }
+        s.packing = packing_flag.or(self.packing).unwrap_or_default();
         Ok(s)
     }
 
@@ -240,13 +273,13 @@ mod tests {
         let c =
             Config::parse("controller:\n  spotToSpot: true\n  batchIdle: 2s\n  validationDelay: 30s\n", "config.yaml")
                 .expect("valid config");
-        let s = c.controller_settings(Mode::Approve, None, "config.yaml").expect("valid settings");
+        let s = c.controller_settings(Mode::Approve, None, None, "config.yaml").expect("valid settings");
         assert_eq!(
             (s.mode, s.gates.spot_to_spot_consolidation, s.batch_idle, s.batch_max, s.validation_delay),
             (Mode::Approve, true, 2_000, 10_000, 30_000)
         );
         let bad = Config::parse("controller:\n  batchMax: soon\n", "/x/config.yaml").expect("parses");
-        let err = bad.controller_settings(Mode::Auto, None, "/x/config.yaml").unwrap_err().to_string();
+        let err = bad.controller_settings(Mode::Auto, None, None, "/x/config.yaml").unwrap_err().to_string();
         assert!(err.starts_with("/x/config.yaml: controller.batchMax:") && err.contains("\"soon\""), "{err}");
         let unknown = Config::parse("controller:\n  spotToSpotConsolidation: true\n", "/x/config.yaml").unwrap_err();
         assert!(unknown.to_string().starts_with("/x/config.yaml:2:3:"), "{unknown}");
@@ -257,13 +290,36 @@ mod tests {
         use crate::engine::disruption::gate::Mode;
         let c = Config::parse("controller:\n  featureGates: {NodeRepair: true, StaticCapacity: true}\n", "c.yaml")
             .expect("valid config");
-        let s = c.controller_settings(Mode::Auto, Some("StaticCapacity=false"), "c.yaml").expect("valid");
+        let s = c.controller_settings(Mode::Auto, Some("StaticCapacity=false"), None, "c.yaml").expect("valid");
         assert!(s.gates.node_repair && !s.gates.static_capacity && s.gates.reserved_capacity);
         let bad = Config::parse("controller:\n  featureGates: {NodeRepare: true}\n", "c.yaml").expect("parses");
-        let err = bad.controller_settings(Mode::Auto, None, "c.yaml").unwrap_err().to_string();
+        let err = bad.controller_settings(Mode::Auto, None, None, "c.yaml").unwrap_err().to_string();
         assert!(err.starts_with("c.yaml: controller.featureGates.NodeRepare: unknown feature gate"), "{err}");
-        let err = c.controller_settings(Mode::Auto, Some("NodeRepair=maybe"), "c.yaml").unwrap_err().to_string();
+        let err = c.controller_settings(Mode::Auto, Some("NodeRepair=maybe"), None, "c.yaml").unwrap_err().to_string();
         assert!(err.starts_with("--feature-gates: "), "{err}");
+    }
+
+    #[test]
+    fn packing_comes_from_the_config_under_the_flag() {
+        use crate::engine::disruption::gate::Mode;
+        use crate::engine::packing::Packing;
+        let none = Config::parse("theme: dark\n", "c.yaml").expect("valid config");
+        assert_eq!(
+            none.controller_settings(Mode::Auto, None, None, "c.yaml").expect("valid").packing,
+            Packing::Upstream
+        );
+        let c = Config::parse("packing: cost\ncontroller: {batchIdle: 2s}\n", "c.yaml").expect("valid config");
+        let s = c.controller_settings(Mode::Auto, None, None, "c.yaml").expect("valid");
+        assert_eq!((s.packing, s.batch_idle), (Packing::Cost, 2_000));
+        let s = c.controller_settings(Mode::Auto, None, Some(Packing::Upstream), "c.yaml").expect("valid");
+        assert_eq!(s.packing, Packing::Upstream, "--packing goes over the config file");
+        let s = none.controller_settings(Mode::Auto, None, Some(Packing::Cost), "c.yaml").expect("valid");
+        assert_eq!(s.packing, Packing::Cost);
+        let err = Config::parse("theme: dark\npacking: cheapest\n", "/x/config.yaml").unwrap_err().to_string();
+        assert!(err.starts_with("/x/config.yaml:2:10: "), "the value's line and column: {err}");
+        assert!(err.contains("packing: unknown packing strategy \"cheapest\": expected upstream or cost"), "{err}");
+        let err = Config::parse("packing: [cost]\n", "/x/config.yaml").unwrap_err().to_string();
+        assert!(err.starts_with("/x/config.yaml:1:"), "{err}");
     }
 
     #[test]

@@ -31,9 +31,15 @@ fn run(mut cli: Cli) -> anyhow::Result<ExitCode> {
         }
     };
     match command {
-        Command::Demo { scenario, speed, ui: UiArgs { readonly, theme }, log: LogArgs { log_format } } => {
-            let opts =
-                cli::demo::DemoOptions { scenario: scenario.map(Into::into), speed, readonly, theme, log_format };
+        Command::Demo { scenario, speed, packing, ui: UiArgs { readonly, theme }, log: LogArgs { log_format } } => {
+            let opts = cli::demo::DemoOptions {
+                scenario: scenario.map(Into::into),
+                speed,
+                packing: packing.map(Into::into),
+                readonly,
+                theme,
+                log_format,
+            };
             cli::demo::run_demo(opts)?;
             Ok(ExitCode::SUCCESS)
         }
@@ -53,7 +59,7 @@ fn run(mut cli: Cli) -> anyhow::Result<ExitCode> {
                 }
             }
         }
-        Command::Simulate { file, output, until, seed } => {
+        Command::Simulate { file, output, until, seed, packing } => {
             let until = match until.as_deref().map(karpenter_tui::engine::api::duration::parse_go_duration) {
                 Some(Err(e)) => {
                     eprintln!("error: --until: {e}");
@@ -62,14 +68,7 @@ fn run(mut cli: Cli) -> anyhow::Result<ExitCode> {
                 Some(Ok(d)) => Some(d),
                 None => None,
             };
-            let text = match std::fs::read_to_string(&file) {
-                Ok(t) => t,
-                Err(e) => {
-                    eprintln!("error: reading {file}: {e}");
-                    return Ok(ExitCode::from(2));
-                }
-            };
-            let scenario = match karpenter_tui::sim::scenario::parse_scenario(&text, &file) {
+            let scenario = match cli::simulate::load_scenario(&file, packing.map(Into::into)) {
                 Ok(s) => s,
                 Err(e) => {
                     eprintln!("error: {e}");
@@ -101,7 +100,7 @@ fn run(mut cli: Cli) -> anyhow::Result<ExitCode> {
                 Output::Table => emit(&report::catalog_table(&catalog)),
             }
         }
-        Command::Plan { file, kube, source, cloud, profile, region, output, feature_gates, log } => {
+        Command::Plan { file, kube, source, cloud, profile, region, output, feature_gates, packing, log } => {
             // Stdout is the plan; stderr says what went wrong on the way (a watch failing, prices not readable).
             logging::to_stderr(log.log_format, tracing::Level::WARN);
             let gates = match karpenter_tui::controller::settings::FeatureGates::default()
@@ -129,9 +128,10 @@ fn run(mut cli: Cli) -> anyhow::Result<ExitCode> {
                     return Ok(ExitCode::from(2));
                 }
             };
+            let packing = packing.map(Into::into).unwrap_or_default();
             match manifests {
-                None => plan_live(&kube, &catalog, output, gates),
-                Some(m) => plan_manifests(&m, &catalog, output, gates),
+                None => plan_live(&kube, &catalog, output, gates, packing),
+                Some(m) => plan_manifests(&m, &catalog, output, gates, packing),
             }
         }
     }
@@ -142,13 +142,14 @@ fn plan_live(
     catalog: &karpenter_tui::engine::catalog::Catalog,
     output: Output,
     gates: karpenter_tui::controller::settings::FeatureGates,
+    packing: karpenter_tui::engine::packing::Packing,
 ) -> anyhow::Result<ExitCode> {
     let format = match output {
         Output::Json => cli::live::PlanOutput::Json,
         Output::Table => cli::live::PlanOutput::Table,
     };
     let timeout = std::time::Duration::from_secs(kube.sync_timeout_secs);
-    match cli::live::plan(&kube.connect(false), catalog, timeout, format, gates) {
+    match cli::live::plan(&kube.connect(false), catalog, timeout, format, gates, packing) {
         Ok(text) => emit(&text),
         Err(e) => {
             eprintln!("error: {e:#}");
@@ -162,8 +163,9 @@ fn plan_manifests(
     catalog: &karpenter_tui::engine::catalog::Catalog,
     output: Output,
     gates: karpenter_tui::controller::settings::FeatureGates,
+    packing: karpenter_tui::engine::packing::Packing,
 ) -> anyhow::Result<ExitCode> {
-    let result = cli::plan::plan_with(manifests, catalog, gates);
+    let result = cli::plan::plan_packed(manifests, catalog, gates, packing);
     let now = chrono::Utc::now().timestamp_millis();
     let (pass, outlook) = cli::plan::disruption_with(manifests, catalog, &result, now, gates);
     match output {

@@ -67,6 +67,7 @@ async fn cloud_aws_prepares_acts_and_writes_the_nodeclass_status() {
         mode: Mode::Approve,
         settings: Default::default(),
         feature_gates: None,
+        packing: None,
         takeover: true,
         lease_namespace: "kube-system".into(),
     };

@@ -7,10 +7,11 @@ use std::time::Duration;
 
 use clap::error::ErrorKind;
 use clap::{CommandFactory, Parser};
-use karpenter_tui::cli::args::{Cli, CloudArg, Command, Output, Source};
+use karpenter_tui::cli::args::{Cli, CloudArg, Command, Output, PackingArg, Source};
 use karpenter_tui::cli::live_dashboard::{AwsChoice, CloudChoice};
 use karpenter_tui::cli::logging::LogFormat;
 use karpenter_tui::engine::disruption::gate::Mode;
+use karpenter_tui::engine::packing::Packing;
 
 fn parse(line: &[&str]) -> Result<Cli, clap::Error> {
     Cli::try_parse_from(std::iter::once("karpenter-tui").chain(line.iter().copied()))
@@ -140,6 +141,12 @@ fn every_documented_command_line_parses() {
         vec!["info"],
         vec!["catalog", "--region", "eu-west-1", "--source", "kwok", "-o", "json"],
         vec!["catalog"],
+        vec!["--cloud", "kwok", "--packing", "cost"],
+        vec!["controller", "--cloud", "kwok", "--packing", "upstream"],
+        vec!["plan", "-f", "m.yaml", "--packing", "cost"],
+        vec!["simulate", "s.yaml", "--packing", "cost"],
+        vec!["demo", "s.yaml", "--packing", "cost"],
+        vec!["--sim", "s.yaml", "--packing", "cost"],
     ];
     for line in &lines {
         parses(line);
@@ -199,6 +206,54 @@ fn flags_that_mean_nothing_for_a_command_are_refused() {
     let e = refused(&["--mode", "yolo"], ErrorKind::InvalidValue);
     assert!(e.contains("dry-run"), "{e}");
     refused(&["--log-format", "xml"], ErrorKind::InvalidValue);
+    for line in [
+        &["--packing", "cheapest"][..],
+        &["controller", "--cloud", "kwok", "--packing", "cheapest"],
+        &["plan", "--packing", "cheapest"],
+        &["simulate", "s.yaml", "--packing", "cheapest"],
+        &["demo", "--packing", "Cost"],
+    ] {
+        let e = refused(line, ErrorKind::InvalidValue);
+        assert!(e.contains("upstream") && e.contains("cost"), "the values are listed: {e}");
+    }
+    refused(&["catalog", "--packing", "cost"], ErrorKind::UnknownArgument);
+    refused(&["info", "--packing", "cost"], ErrorKind::UnknownArgument);
+}
+
+#[test]
+fn packing_reaches_every_command() {
+    let cli = parses(&["--cloud", "kwok", "--packing", "cost"]);
+    let o = cli.live.options(cli.cloud, false, Mode::Approve, Some(&cli.ui)).expect("options");
+    assert_eq!(o.packing, Some(Packing::Cost), "the dashboard");
+    let cli = parses(&["--cloud", "kwok"]);
+    let o = cli.live.options(cli.cloud, false, Mode::Approve, Some(&cli.ui)).expect("options");
+    assert_eq!(o.packing, None, "left to the config file");
+    let Some(Command::Controller { in_cluster, cloud, live, .. }) =
+        parses(&["controller", "--cloud", "kwok", "--packing", "cost"]).command
+    else {
+        panic!("controller")
+    };
+    let o = live.options(Some(cloud), in_cluster, Mode::Auto, None).expect("options");
+    assert_eq!(o.packing, Some(Packing::Cost), "the controller");
+    // As `controller` and the dashboard read their settings: the flag over the config file's `packing:`.
+    let config = karpenter_tui::config::Config::parse("packing: upstream\n", "c.yaml").expect("config");
+    let settings = config.controller_settings(o.mode, o.feature_gates.as_deref(), o.packing, "c.yaml").expect("valid");
+    assert_eq!(settings.packing, Packing::Cost);
+    let Some(Command::Plan { packing, .. }) = parses(&["plan", "-f", "m.yaml", "--packing", "cost"]).command else {
+        panic!("plan")
+    };
+    assert_eq!(packing, Some(PackingArg::Cost));
+    let Some(Command::Simulate { packing, .. }) = parses(&["simulate", "s.yaml", "--packing", "cost"]).command else {
+        panic!("simulate")
+    };
+    assert_eq!(packing.map(Packing::from), Some(Packing::Cost));
+    let Some(Command::Demo { packing, .. }) = parses(&["demo", "--packing", "upstream"]).command else {
+        panic!("demo")
+    };
+    assert_eq!(packing, Some(PackingArg::Upstream));
+    let mut cli = parses(&["--sim", "s.yaml", "--packing", "cost"]);
+    let Some(Command::Demo { packing, .. }) = cli.sim_as_demo() else { panic!("demo") };
+    assert_eq!(packing, Some(PackingArg::Cost), "--sim is the demo, --packing included");
 }
 
 #[test]
@@ -292,9 +347,9 @@ fn dashboard_flags_reach_its_options() {
 #[test]
 fn sim_is_the_demo_with_the_dashboards_look() {
     let mut cli = parses(&["--sim", "s.yaml", "--readonly", "--theme", "dark", "--log-format", "json"]);
-    let Some(Command::Demo { scenario, speed, ui, log }) = cli.sim_as_demo() else { panic!("demo") };
+    let Some(Command::Demo { scenario, speed, packing, ui, log }) = cli.sim_as_demo() else { panic!("demo") };
     assert_eq!(scenario.as_deref(), Some("s.yaml"));
-    assert_eq!(speed, None);
+    assert_eq!((speed, packing), (None, None));
     assert!(ui.readonly);
     assert_eq!(ui.theme.as_deref(), Some("dark"));
     assert_eq!(log.log_format, LogFormat::Json);
@@ -327,4 +382,34 @@ fn plan_refuses_an_aws_profile_without_the_aws_cloud() {
     let kwok = karpenter_tui::cli::args::plan_catalog(None, Some(CloudArg::Kwok), None, None).expect("kwok");
     let source_kwok = karpenter_tui::cli::args::plan_catalog(Some(Source::Kwok), None, None, None).expect("kwok");
     assert_eq!(kwok.instance_types.len(), source_kwok.instance_types.len());
+}
+
+#[test]
+fn info_lists_the_packing_strategy_in_effect() {
+    let dir = std::env::temp_dir().join(format!("ktui-cli-args-info-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let info = |config: Option<&str>| {
+        let file = dir.join("config.yaml");
+        match config {
+            Some(text) => std::fs::write(&file, text).unwrap(),
+            None => {
+                let _ = std::fs::remove_file(&file);
+            }
+        }
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_karpenter-tui"))
+            .arg("info")
+            .env("KARPENTER_TUI_CONFIG_DIR", &dir)
+            .env("KARPENTER_TUI_STATE_DIR", &dir)
+            .output()
+            .expect("runs the binary");
+        assert!(out.status.success());
+        let text = String::from_utf8(out.stdout).expect("utf-8");
+        text.lines().find(|l| l.starts_with("packing strategy")).unwrap_or_else(|| panic!("{text}")).to_string()
+    };
+    assert!(info(None).starts_with("packing strategy  upstream (default)"), "{}", info(None));
+    let set = info(Some("packing: cost\n"));
+    assert!(set.starts_with("packing strategy  cost (set in the config file"), "{set}");
+    let bad = info(Some("packing: cheapest\n"));
+    assert!(bad.starts_with("packing strategy  upstream") && bad.contains("not valid"), "{bad}");
+    let _ = std::fs::remove_dir_all(&dir);
 }

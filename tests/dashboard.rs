@@ -7,6 +7,7 @@ use std::sync::Arc;
 use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 use karpenter_tui::cli::demo::DEMO_SCENARIO;
 use karpenter_tui::engine::disruption::gate::Mode;
+use karpenter_tui::engine::packing::Packing;
 use karpenter_tui::protocol::view::{ClusterView, ProposalState};
 use karpenter_tui::protocol::{Command, Event};
 use karpenter_tui::runtime::sim_driver::SimDriver;
@@ -236,6 +237,102 @@ fn the_palette_focuses_panes_and_changes_the_mode_after_confirmation() {
     typed(&mut s, "frobnicate");
     code(&mut s, KeyCode::Enter);
     assert!(s.status.as_ref().is_some_and(|st| st.error && st.text.contains("frobnicate")));
+}
+
+fn status_error(s: &AppState, needle: &str) -> bool {
+    s.status.as_ref().is_some_and(|st| st.error && st.text.contains(needle))
+}
+
+#[test]
+fn the_palette_switches_the_controllers_packing_strategy_after_confirmation() {
+    let mut d = driver_at(180, false);
+    let mut s = app(Arc::new(d.view()), false);
+    assert_eq!(s.view.packing, Packing::Upstream, "the demo scenario packs as upstream does");
+    // No strategy, an unknown one, or too many: said in the status line, nothing sent.
+    for (input, needle) in [("packing", "expected upstream or cost"), ("packing cheapest", "\"cheapest\"")] {
+        key(&mut s, ':');
+        typed(&mut s, input);
+        assert!(code(&mut s, KeyCode::Enter).is_empty(), ":{input}");
+        assert_eq!(s.overlay, Overlay::None, ":{input}");
+        assert!(status_error(&s, needle), ":{input}: {:?}", s.status);
+    }
+    key(&mut s, ':');
+    typed(&mut s, "packing cost now");
+    assert!(code(&mut s, KeyCode::Enter).is_empty());
+    assert!(status_error(&s, "expected upstream or cost"), "{:?}", s.status);
+    key(&mut s, ':');
+    typed(&mut s, "packing upstream");
+    assert!(code(&mut s, KeyCode::Enter).is_empty());
+    assert_eq!(s.overlay, Overlay::None, "already upstream: nothing to confirm");
+
+    // Tab completes it; a confirmation says what changes; only then is the command sent.
+    key(&mut s, ':');
+    typed(&mut s, "packing c");
+    code(&mut s, KeyCode::Tab);
+    assert_eq!(s.overlay, Overlay::Palette { input: "packing cost".into() });
+    assert!(code(&mut s, KeyCode::Enter).is_empty(), "the first phase sends nothing");
+    assert!(
+        matches!(&s.overlay, Overlay::Confirm(c) if c.title.contains("upstream to cost") && c.body.iter().any(|l| l.contains("cheapest"))),
+        "{:?}",
+        s.overlay
+    );
+    let effects = key(&mut s, 'y');
+    let (request, cmd) = match effects.as_slice() {
+        [Effect::Send(c @ Command::SetPacking { request, packing: Packing::Cost })] => (*request, c.clone()),
+        other => panic!("expected one packing command, got {other:?}"),
+    };
+    // The backend switches the controller: the next picture (read from the controller) says so.
+    let out = d.handle(cmd);
+    let outcome = match out.as_slice() {
+        [Event::Done { request: r, outcome: Ok(m) }] if *r == request && m.contains("cost") => Ok(m.clone()),
+        other => panic!("expected the switch to succeed, got {other:?}"),
+    };
+    let audit = update(&mut s, Msg::Done { request, outcome });
+    assert!(
+        matches!(audit.as_slice(), [Effect::Audit { action, target, outcome, .. }] if action == "packing" && target == "cost" && outcome == "ok"),
+        "the switch is audited: {audit:?}"
+    );
+    let v = d.view();
+    assert_eq!(v.packing, Packing::Cost);
+    update(&mut s, Msg::View(Arc::new(v)));
+    assert!(screen(&s, 160, 45).contains("packing: cost"), "the header shows the strategy");
+    // And back.
+    let out = d.handle(Command::SetPacking { request: 7, packing: Packing::Upstream });
+    assert!(matches!(out.as_slice(), [Event::Done { request: 7, outcome: Ok(_) }]), "{out:?}");
+    assert_eq!(d.view().packing, Packing::Upstream);
+}
+
+#[test]
+fn the_help_lists_packing_and_a_narrow_header_keeps_leadership_first() {
+    for readonly in [false, true] {
+        let mut s = app(view_at(180), readonly);
+        key(&mut s, '?');
+        let help = screen(&s, 120, 200);
+        assert_eq!(help.contains(":packing cost") && help.contains(":packing upstream"), !readonly, "{help}");
+    }
+    let s = app(view_at(180), true);
+    let narrow = screen(&s, 80, 24);
+    let header = narrow.lines().next().expect("a header line");
+    assert!(header.contains("READ-ONLY"), "{header}");
+    assert!(screen(&s, 160, 45).lines().next().is_some_and(|l| l.contains("APPROVE  packing: upstream  acting")));
+}
+
+#[test]
+fn switching_the_packing_strategy_is_refused_read_only() {
+    let mut s = app(view_at(180), true);
+    key(&mut s, ':');
+    typed(&mut s, "packing cost");
+    assert!(code(&mut s, KeyCode::Enter).is_empty());
+    assert_eq!(s.overlay, Overlay::None, "no confirmation in read-only mode");
+    assert!(status_error(&s, "read-only"), "{:?}", s.status);
+    // The backend refuses too, and the controller keeps its strategy.
+    let mut d = driver_at(180, true);
+    let out = d.handle(Command::SetPacking { request: 9, packing: Packing::Cost });
+    assert!(
+        matches!(out.as_slice(), [Event::Done { request: 9, outcome: Err(e) }] if e.contains("read-only")),
+        "{out:?}"
+    );
+    assert_eq!(d.view().packing, Packing::Upstream);
 }
 
 #[test]

@@ -216,6 +216,7 @@ async fn scenario(client: kube::Client, connect: ConnectOptions, ns: String, poo
         mode: Mode::Approve,
         settings: Default::default(),
         feature_gates: None,
+        packing: None,
         takeover: true,
         lease_namespace: ns.clone(),
     };

@@ -870,6 +870,7 @@ async fn the_live_backend_sends_a_picture_then_follows_the_cluster_and_stops_on_
             leadership: Leadership::Observing("read-only".into()),
             clock: "live".into(),
             gates: Default::default(),
+            packing: Default::default(),
         },
         acting: None,
         role,

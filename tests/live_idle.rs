@@ -46,6 +46,7 @@ async fn an_observing_dashboard_on_an_unchanging_cluster_wakes_a_handful_of_time
             leadership: Leadership::Observing("read-only".into()),
             clock: "live".into(),
             gates: Default::default(),
+            packing: Default::default(),
         },
         acting: None,
         role,
@@ -135,6 +136,7 @@ async fn an_acting_dashboard_sleeps_until_its_controller_needs_it_and_acts_on_a_
             leadership: Leadership::Acting,
             clock: "live".into(),
             gates: Default::default(),
+            packing: Default::default(),
         },
         acting: Some(Acting::new(
             Controller::new(catalog.clone(), Mode::Approve, now),

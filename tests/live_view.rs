@@ -37,6 +37,7 @@ fn info() -> LiveInfo {
         leadership: Leadership::Observing("upstream Karpenter holds its lease".into()),
         clock: "live".into(),
         gates: Default::default(),
+        packing: Default::default(),
     }
 }
 
@@ -145,4 +146,31 @@ fn an_observer_with_the_overlay_gate_shows_what_the_overlays_do() {
         let before = off.nodes.iter().find(|x| x.name == n.name).expect("same node").price;
         assert!((n.price - before / 2.0).abs() < 1e-9, "{}: {} vs {before}", n.name, n.price);
     }
+}
+
+/// The picture says which packing strategy provisioning uses: an observer's from its settings, an acting engine's
+/// from its controller (which the dashboard's `:packing` switches).
+#[test]
+fn the_picture_carries_the_packing_strategy_of_whoever_decides() {
+    use karpenter_tui::controller::Controller;
+    use karpenter_tui::engine::disruption::gate::Mode;
+    use karpenter_tui::engine::packing::Packing;
+    let (w, _) = world_at(5.0);
+    let m = cache_of(&w);
+    assert_eq!(picture(&m, w.catalog(), w.now, &info(), &[], 1, None).packing, Packing::Upstream);
+    let cost = LiveInfo { packing: Packing::Cost, ..info() };
+    assert_eq!(picture(&m, w.catalog(), w.now, &cost, &[], 1, None).packing, Packing::Cost);
+    let catalog = std::sync::Arc::new(w.catalog().clone());
+    let mut engine = Controller::with_settings(
+        catalog,
+        karpenter_tui::controller::Settings { mode: Mode::Approve, packing: Packing::Cost, ..Default::default() },
+        w.now,
+    );
+    assert_eq!(engine.packing(), Packing::Cost);
+    assert_eq!(engine.scheduler_options().packing, Packing::Cost, "what its provisioning solves are given");
+    let acting = LiveInfo { leadership: Leadership::Acting, ..info() };
+    assert_eq!(picture(&m, w.catalog(), w.now, &acting, &[], 1, Some(&engine)).packing, Packing::Cost);
+    engine.set_packing(Packing::Upstream);
+    assert_eq!(engine.scheduler_options().packing, Packing::Upstream);
+    assert_eq!(picture(&m, w.catalog(), w.now, &cost, &[], 1, Some(&engine)).packing, Packing::Upstream);
 }

@@ -279,3 +279,62 @@ fn unknown_objects_in_events_are_named() {
     let err = run(&s, None, None).unwrap_err().to_string();
     assert!(err.contains("bad.yaml") && err.contains("events[0]") && err.contains("ghost"), "{err}");
 }
+
+/// A scenario file on disk (the form `simulate` reads), with `settings` as given.
+fn scenario_file(name: &str, settings: &str) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("ktui-simulate-{name}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("s.yaml");
+    std::fs::write(&path, format!("name: packing\nuntil: 5m\n{settings}{TYPES}{POOL_AND_APP}")).unwrap();
+    path
+}
+
+#[test]
+fn the_scenarios_packing_reaches_the_controller_and_the_flag_goes_over_it() {
+    use karpenter_tui::cli::simulate::load_scenario;
+    use karpenter_tui::engine::packing::Packing;
+    use karpenter_tui::sim::run::Playback;
+    let cost = scenario_file("cost", "settings:\n  packing: cost\n");
+    let plain = scenario_file("plain", "");
+    let packing_of = |path: &std::path::Path, flag: Option<Packing>| {
+        let s = load_scenario(path.to_str().unwrap(), flag).unwrap_or_else(|e| panic!("{e}"));
+        let p = Playback::new(&s).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(p.world.settings().controller().packing, s.settings.packing);
+        (s.settings.packing, p.world.packing())
+    };
+    assert_eq!(packing_of(&cost, None), (Packing::Cost, Packing::Cost), "the file's setting");
+    assert_eq!(packing_of(&plain, None), (Packing::Upstream, Packing::Upstream), "the default");
+    assert_eq!(packing_of(&cost, Some(Packing::Upstream)), (Packing::Upstream, Packing::Upstream), "--packing wins");
+    assert_eq!(packing_of(&plain, Some(Packing::Cost)), (Packing::Cost, Packing::Cost), "--packing wins");
+}
+
+#[test]
+fn simulate_takes_packing_on_the_command_line_and_refuses_unknown_strategies() {
+    let bin = env!("CARGO_BIN_EXE_karpenter-tui");
+    let run = |args: &[&str]| std::process::Command::new(bin).args(args).output().expect("runs the binary");
+    let plain = scenario_file("flag", "");
+    let path = plain.to_str().unwrap();
+    let upstream = run(&["simulate", path, "-o", "json"]);
+    assert!(upstream.status.success(), "{}", String::from_utf8_lossy(&upstream.stderr));
+    let flagged = run(&["simulate", path, "-o", "json", "--packing", "upstream"]);
+    assert!(flagged.status.success(), "{}", String::from_utf8_lossy(&flagged.stderr));
+    let strip = |out: &[u8]| {
+        let mut v: serde_json::Value = serde_json::from_slice(out).expect("JSON report");
+        v.as_object_mut().unwrap().remove("timings");
+        v
+    };
+    assert_eq!(strip(&upstream.stdout), strip(&flagged.stdout), "--packing upstream is the default");
+    let cost = run(&["simulate", path, "--packing", "cost"]);
+    assert!(cost.status.success(), "{}", String::from_utf8_lossy(&cost.stderr));
+
+    let bad = run(&["simulate", path, "--packing", "cheapest"]);
+    assert_eq!(bad.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&bad.stderr);
+    assert!(err.contains("cheapest") && err.contains("upstream") && err.contains("cost"), "{err}");
+    // In the file: its line, column and field.
+    let file = scenario_file("bad", "settings:\n  packing: cheapest\n");
+    let bad = run(&["simulate", file.to_str().unwrap()]);
+    assert_eq!(bad.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&bad.stderr);
+    assert!(err.contains("s.yaml:4:3: settings.packing: unknown packing strategy \"cheapest\""), "{err}");
+}

@@ -12,6 +12,7 @@ use super::catalog;
 use super::live_dashboard::{AwsChoice, CloudChoice, LiveOptions};
 use super::logging::LogFormat;
 use crate::engine::disruption::gate::Mode;
+use crate::engine::packing::Packing;
 use crate::kube::connect::ConnectOptions;
 
 #[derive(Parser, Debug)]
@@ -42,7 +43,13 @@ impl Cli {
     /// `--sim [SCENARIO]` as the `demo` command it stands for, with the dashboard's look and log format.
     pub fn sim_as_demo(&mut self) -> Option<Command> {
         let s = self.sim.take()?;
-        Some(Command::Demo { scenario: (!s.is_empty()).then_some(s), speed: None, ui: self.ui.clone(), log: self.log })
+        Some(Command::Demo {
+            scenario: (!s.is_empty()).then_some(s),
+            speed: None,
+            packing: self.live.packing,
+            ui: self.ui.clone(),
+            log: self.log,
+        })
     }
 }
 
@@ -55,6 +62,9 @@ pub enum Command {
         /// Simulated seconds per real second.
         #[arg(long)]
         speed: Option<f64>,
+        /// How provisioning sizes new NodeClaims, over the scenario's `settings.packing`.
+        #[arg(long, value_enum)]
+        packing: Option<PackingArg>,
         #[command(flatten)]
         ui: UiArgs,
         #[command(flatten)]
@@ -74,6 +84,9 @@ pub enum Command {
         /// Override the scenario's seed.
         #[arg(long)]
         seed: Option<u64>,
+        /// How provisioning sizes new NodeClaims, over the scenario's `settings.packing`.
+        #[arg(long, value_enum)]
+        packing: Option<PackingArg>,
     },
     /// The instance types, capacities, allocatable and prices the engine uses.
     Catalog {
@@ -131,6 +144,9 @@ pub enum Command {
         /// found in the cluster or the file).
         #[arg(long, value_name = "GATES")]
         feature_gates: Option<String>,
+        /// How the provisioning pass sizes new NodeClaims (default upstream).
+        #[arg(long, value_enum)]
+        packing: Option<PackingArg>,
         #[command(flatten)]
         log: LogArgs,
     },
@@ -168,6 +184,24 @@ impl From<ModeArg> for Mode {
             ModeArg::Auto => Mode::Auto,
             ModeArg::Approve => Mode::Approve,
             ModeArg::DryRun => Mode::DryRun,
+        }
+    }
+}
+
+/// `--packing`, so clap lists the values and refuses others.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum PackingArg {
+    /// Karpenter's decisions.
+    Upstream,
+    /// NodeClaims sized for the cheapest fleet.
+    Cost,
+}
+
+impl From<PackingArg> for Packing {
+    fn from(p: PackingArg) -> Packing {
+        match p {
+            PackingArg::Upstream => Packing::Upstream,
+            PackingArg::Cost => Packing::Cost,
         }
     }
 }
@@ -268,6 +302,10 @@ pub struct LiveArgs {
     /// the profile's, else us-east-1 for the embedded catalog).
     #[arg(long)]
     pub region: Option<String>,
+    /// How provisioning sizes new NodeClaims: upstream (Karpenter's decisions) or cost (over the config file's
+    /// `packing:`; with `--sim`, over the scenario's `settings.packing`).
+    #[arg(long, value_enum)]
+    pub packing: Option<PackingArg>,
 }
 
 /// The dashboards' look and rights.
@@ -325,6 +363,7 @@ impl LiveArgs {
             mode: self.election.mode.map(Mode::from).unwrap_or(default_mode),
             settings: crate::controller::Settings::default(),
             feature_gates: self.election.feature_gates.clone(),
+            packing: self.packing.map(Packing::from),
             takeover: self.election.takeover,
             lease_namespace: self.election.lease_namespace.clone(),
         })

@@ -57,7 +57,7 @@ pub fn run_controller(mut opts: LiveOptions, health: SocketAddr) -> anyhow::Resu
     let config_file = crate::config::Paths::resolve().config_file();
     let config = crate::config::Config::load(&config_file)?;
     let config_path = config_file.display().to_string();
-    opts.settings = config.controller_settings(opts.mode, opts.feature_gates.as_deref(), &config_path)?;
+    opts.settings = config.controller_settings(opts.mode, opts.feature_gates.as_deref(), opts.packing, &config_path)?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -76,7 +76,7 @@ pub fn run_controller(mut opts: LiveOptions, health: SocketAddr) -> anyhow::Resu
             .await
             .with_context(|| format!("listening for health checks on {health}"))?;
         tokio::spawn(serve_health(listener, p.watches.cache.clone()));
-        tracing::info!(context = %p.conn.context, mode = %acting.controller.mode(), %health, "controller started");
+        tracing::info!(context = %p.conn.context, mode = %acting.controller.mode(), packing = %acting.controller.packing(), %health, "controller started");
         let mut changed = p.watches.changed.clone();
         let mut role = p.role.clone();
         let signal = acting.wake_signal();

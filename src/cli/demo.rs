@@ -19,6 +19,8 @@ pub const DEMO_SCENARIO: &str = include_str!("../../scenarios/demo.yaml");
 pub struct DemoOptions {
     pub scenario: Option<PathBuf>,
     pub speed: Option<f64>,
+    /// `--packing`, over the scenario's `settings.packing`.
+    pub packing: Option<crate::engine::packing::Packing>,
     pub readonly: bool,
     pub theme: Option<String>,
     pub log_format: super::logging::LogFormat,
@@ -37,8 +39,11 @@ pub fn run_demo(opts: DemoOptions) -> anyhow::Result<()> {
     // Parsed on a thread of its own: the parser's garbage then lives in that thread's heap arena, which is handed
     // back whole once the scenario is dropped, instead of leaving holes among the world's objects (at 20,000 pods
     // about 70 MiB resident; see docs/performance.md).
-    let scenario = std::thread::scope(|t| t.spawn(|| parse_scenario(&text, &name)).join())
+    let mut scenario = std::thread::scope(|t| t.spawn(|| parse_scenario(&text, &name)).join())
         .map_err(|_| anyhow::anyhow!("the scenario parser panicked on {name}"))??;
+    if let Some(p) = opts.packing {
+        scenario.settings.packing = p;
+    }
     let mut playback = Playback::new(&scenario)?;
     // The Events pane shows why nodes are not disrupted, as against a cluster.
     playback.world.explain_events = true;
@@ -91,8 +96,24 @@ pub fn info() -> String {
     out.push_str(&format!("state directory   {}\n", p.state_dir.display()));
     out.push_str(&format!("log file          {}\n", p.log_file().display()));
     out.push_str(&format!("audit log         {}\n", p.audit_file().display()));
+    out.push_str(&packing_info(&p));
     out.push_str(&feature_gates_info(&p));
     out
+}
+
+/// The packing strategy a live dashboard or controller would run with: the config file's `packing:`, else
+/// upstream (`--packing` goes over it; a scenario's `settings.packing` sets it for `simulate` and `demo`).
+fn packing_info(p: &Paths) -> String {
+    use crate::engine::packing::Packing;
+    let default = Packing::default();
+    let line = match crate::config::Config::load(&p.config_file()) {
+        Ok(c) => match c.packing {
+            Some(set) => format!("{set} (set in the config file; default {default})"),
+            None => format!("{default} (default)"),
+        },
+        Err(_) => format!("{default} (default shown: the config file is not valid, see below)"),
+    };
+    format!("packing strategy  {line}  (--packing upstream|cost; config packing:)\n")
 }
 
 /// The feature gates a live dashboard or controller would run with: upstream v1.14.1's defaults under the config
@@ -104,7 +125,7 @@ fn feature_gates_info(p: &Paths) -> String {
     let config = crate::config::Config::load(&p.config_file());
     let effective = config.as_ref().map_err(ToString::to_string).and_then(|c| {
         let path = p.config_file().display().to_string();
-        c.controller_settings(crate::engine::disruption::gate::Mode::Auto, None, &path)
+        c.controller_settings(crate::engine::disruption::gate::Mode::Auto, None, None, &path)
             .map(|s| s.gates)
             .map_err(|e| e.to_string())
     });

@@ -56,6 +56,7 @@ pub fn plan(
     timeout: Duration,
     output: PlanOutput,
     gates: crate::controller::settings::FeatureGates,
+    packing: crate::engine::packing::Packing,
 ) -> Result<String> {
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -65,7 +66,7 @@ pub fn plan(
     let read = rt.block_on(read_cluster(opts, timeout))?;
     let now = chrono::Utc::now().timestamp_millis();
     let m = &read.manifests;
-    let provisioning = super::plan::plan_with(m, catalog, gates);
+    let provisioning = super::plan::plan_packed(m, catalog, gates, packing);
     let (pass, outlook) = super::plan::disruption_with(m, catalog, &provisioning, now, gates);
     Ok(match output {
         PlanOutput::Json => {

@@ -38,6 +38,8 @@ pub struct LiveOptions {
     pub settings: crate::controller::Settings,
     /// `--feature-gates`, applied over the config file's when the settings are read.
     pub feature_gates: Option<String>,
+    /// `--packing`, over the config file's `packing:` when the settings are read.
+    pub packing: Option<crate::engine::packing::Packing>,
     pub takeover: bool,
     pub lease_namespace: String,
 }
@@ -302,7 +304,7 @@ pub fn run_live(mut opts: LiveOptions, log_format: super::logging::LogFormat) ->
     let paths = Paths::resolve();
     let config = Config::load(&paths.config_file())?;
     let config_path = paths.config_file().display().to_string();
-    opts.settings = config.controller_settings(opts.mode, opts.feature_gates.as_deref(), &config_path)?;
+    opts.settings = config.controller_settings(opts.mode, opts.feature_gates.as_deref(), opts.packing, &config_path)?;
     let _guard = super::logging::to_file(&paths, log_format);
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -329,6 +331,7 @@ pub fn run_live(mut opts: LiveOptions, log_format: super::logging::LogFormat) ->
             leadership: Leadership::Observing(p.observe_reason.clone().unwrap_or_else(|| "electing a leader".into())),
             clock: "live".into(),
             gates: opts.settings.gates,
+            packing: opts.settings.packing,
         };
         tracing::info!(context = %p.conn.context, server = %p.conn.server, readonly = p.readonly, observe = ?p.observe_reason, "live dashboard starting");
 

@@ -8,3 +8,4 @@ pub mod live;
 pub mod live_dashboard;
 pub mod logging;
 pub mod plan;
+pub mod simulate;

@@ -44,6 +44,7 @@ use crate::engine::disruption::{Blocker, Command, Context, DisruptionOptions};
 use crate::engine::labels;
 use crate::engine::lifecycle::{self, DeleteReason, LifecycleSettings, set_condition};
 use crate::engine::manifests::Manifests;
+use crate::engine::packing::Packing;
 use crate::engine::provisioning::{ClusterSnapshot, Millis, ProvisioningResult, is_provisionable, provision};
 use crate::engine::scheduling::SchedulerOptions;
 use crate::engine::stored_pod::StoredPod;
@@ -76,6 +77,8 @@ pub struct Controller {
     catalog: Arc<Catalog>,
     /// Upstream's feature gates: which v1.x controllers run.
     gates: settings::FeatureGates,
+    /// How provisioning sizes new NodeClaims (switchable at run time: [`Controller::set_packing`]).
+    packing: Packing,
     lifecycle: LifecycleSettings,
     /// When to solve: batching windows and the pending pods' requeue.
     provisioner: Provisioner,
@@ -164,6 +167,7 @@ impl Controller {
         Controller {
             catalog,
             gates: settings.gates,
+            packing: settings.packing,
             lifecycle: LifecycleSettings::default(),
             provisioner: Provisioner::new(&settings),
             created: BTreeMap::new(),
@@ -299,6 +303,16 @@ impl Controller {
     /// The feature gates it runs with.
     pub fn gates(&self) -> settings::FeatureGates {
         self.gates
+    }
+
+    /// The packing strategy its provisioning solves use.
+    pub fn packing(&self) -> Packing {
+        self.packing
+    }
+
+    /// The scheduler options of its provisioning solves: the defaults, with its packing strategy.
+    pub fn scheduler_options(&self) -> SchedulerOptions {
+        SchedulerOptions { packing: self.packing, ..SchedulerOptions::default() }
     }
 
     /// Every disruption command so far, oldest first, with where it is.
@@ -725,7 +739,7 @@ impl Controller {
         }
         self.provisioner.solved();
         let catalogs = self.catalogs(m);
-        let result = provision(m, &catalogs, &self.catalog.label_policy, SchedulerOptions::default());
+        let result = provision(m, &catalogs, &self.catalog.label_policy, self.scheduler_options());
         for p in &result.results.existing {
             self.nominated.insert(p.node.clone(), self.provisioner.nominated_until(now));
             // An in-flight claim has no Node yet: upstream names the claim then.
@@ -1132,6 +1146,12 @@ impl Controller {
     /// Switches the disruption mode; open proposals were made under the old rules and are withdrawn.
     pub fn set_mode(&mut self, mode: Mode, now: Millis) {
         self.disruption.set_mode(mode, now);
+    }
+
+    /// Switches the packing strategy: the next provisioning solve sizes its NodeClaims this way. Claims already
+    /// created stay as they are.
+    pub fn set_packing(&mut self, packing: Packing) {
+        self.packing = packing;
     }
 }
 

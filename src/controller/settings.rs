@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 use std::fmt;
 
 use crate::engine::disruption::gate::Mode;
+use crate::engine::packing::Packing;
 use crate::engine::provisioning::Millis;
 
 use super::timing::{SECOND, VALIDATION_DELAY};
@@ -15,6 +16,9 @@ pub struct Settings {
     pub mode: Mode,
     /// Upstream's feature gates (`--feature-gates`), with upstream v1.14.1's defaults.
     pub gates: FeatureGates,
+    /// How provisioning sizes new NodeClaims: `upstream` (Karpenter's decisions) or `cost` (`--packing`,
+    /// `settings.packing`, the config file's `packing:`).
+    pub packing: Packing,
     /// Provisioning batches close after this long without a new pending pod (upstream `BATCH_IDLE_DURATION`, 1 s)
     pub batch_idle: Millis,
     /// ... or after this long in all (upstream `BATCH_MAX_DURATION`, 10 s).
@@ -30,6 +34,7 @@ impl Default for Settings {
         Settings {
             mode: Mode::Auto,
             gates: FeatureGates::default(),
+            packing: Packing::Upstream,
             batch_idle: SECOND,
             batch_max: 10 * SECOND,
             validation_delay: VALIDATION_DELAY,

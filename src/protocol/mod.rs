@@ -6,6 +6,7 @@ pub mod view;
 use std::sync::Arc;
 
 use crate::engine::disruption::gate::Mode;
+use crate::engine::packing::Packing;
 use crate::engine::whatif::EditPreview;
 use crate::protocol::view::ClusterView;
 
@@ -23,6 +24,11 @@ pub enum Command {
     SetMode {
         request: u64,
         mode: Mode,
+    },
+    /// Switch the controller's packing strategy: the next provisioning solve sizes NodeClaims this way.
+    SetPacking {
+        request: u64,
+        packing: Packing,
     },
     /// Set a static NodePool's replicas (through the scale subresource on a live cluster).
     ScaleNodePool {
@@ -70,6 +76,7 @@ impl Command {
             Command::Approve { request, .. }
             | Command::Reject { request, .. }
             | Command::SetMode { request, .. }
+            | Command::SetPacking { request, .. }
             | Command::RepairNode { request, .. }
             | Command::ScaleNodePool { request, .. }
             | Command::ApplyNodePool { request, .. }
@@ -86,6 +93,7 @@ impl Command {
             Command::Approve { .. }
                 | Command::Reject { .. }
                 | Command::SetMode { .. }
+                | Command::SetPacking { .. }
                 | Command::RepairNode { .. }
                 | Command::ScaleNodePool { .. }
                 | Command::ApplyNodePool { .. }

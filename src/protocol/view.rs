@@ -14,6 +14,8 @@ pub struct ClusterView {
     /// The backend's clock.
     pub now: Millis,
     pub mode: Mode,
+    /// How the controller's provisioning sizes new NodeClaims (the header shows it next to the mode).
+    pub packing: crate::engine::packing::Packing,
     /// Upstream's feature gates the controller runs with, by name (the help lists them).
     pub feature_gates: Vec<(&'static str, bool)>,
     pub leadership: Leadership,

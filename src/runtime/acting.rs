@@ -157,6 +157,13 @@ impl Acting {
         self.controller.set_mode(mode, now);
         format!("disruption mode is now {mode}")
     }
+
+    /// Switches the controller's packing strategy (the dashboard's `:packing`).
+    pub fn set_packing(&mut self, packing: crate::engine::packing::Packing) -> String {
+        self.controller.set_packing(packing);
+        tracing::info!(%packing, "packing strategy switched");
+        format!("packing strategy is now {packing}")
+    }
 }
 
 /// Resolves when `signal` (from [`Acting::wake_signal`]) is pinged; never without one.

@@ -15,7 +15,6 @@ use crate::engine::api::strict::validate_nodepool_text;
 use crate::engine::catalog::Catalog;
 use crate::engine::manifests::Manifests;
 use crate::engine::provisioning::Millis;
-use crate::engine::whatif::preview_nodepool_edit_with_overlays;
 use crate::kube::cache::{Cache, Problem};
 use crate::kube::leader::Role;
 use crate::kube::writer::Writer;
@@ -306,6 +305,14 @@ impl LiveDriver {
                 let outcome = self.engine().map(|a| a.set_mode(mode, now));
                 vec![Event::Done { request, outcome }]
             }
+            Command::SetPacking { request, packing } => {
+                let outcome = self.engine().map(|a| a.set_packing(packing));
+                if outcome.is_ok() {
+                    // What this instance's pictures plan with should it stop leading.
+                    self.info.packing = packing;
+                }
+                vec![Event::Done { request, outcome }]
+            }
             Command::ApplyNodePool { request, name, yaml } => {
                 vec![Event::Done { request, outcome: self.apply(&name, &yaml).await }]
             }
@@ -320,14 +327,17 @@ impl LiveDriver {
                         let (m, catalog) = (read.manifests.clone(), self.catalog.clone());
                         // The overlays take part when this instance's controller runs them.
                         let overlays = self.acting.as_ref().is_some_and(|a| a.controller.overlays_on());
+                        // New NodeClaims are sized as this instance's provisioning would size them.
+                        let packing = self.acting.as_ref().map_or(self.info.packing, |a| a.controller.packing());
                         tokio::task::spawn_blocking(move || {
                             let overlays = if overlays { m.nodeoverlays.as_slice() } else { &[] };
-                            Box::new(preview_nodepool_edit_with_overlays(
+                            Box::new(crate::runtime::passes::preview_edit(
                                 &m.snapshot(),
                                 &catalog,
                                 now_ms(),
                                 &edited,
                                 overlays,
+                                packing,
                             ))
                         })
                         .await

@@ -28,6 +28,9 @@ pub struct LiveInfo {
     /// The feature gates the cluster's Karpenter runs with, as `--feature-gates` and the config say (an observing
     /// instance decides with them too).
     pub gates: crate::controller::settings::FeatureGates,
+    /// The packing strategy an observing instance's provisioning pass uses (`--packing`, the config file's
+    /// `packing:`); an acting one uses its controller's.
+    pub packing: crate::engine::packing::Packing,
 }
 
 /// Builds the picture of `m` at `now`.
@@ -41,7 +44,8 @@ pub fn picture(
     engine: Option<&Controller>,
 ) -> ClusterView {
     let gates = engine.map(Controller::gates).unwrap_or(info.gates);
-    let provisioning = passes::plan_with(m, catalog, gates);
+    let packing = engine.map(Controller::packing).unwrap_or(info.packing);
+    let provisioning = passes::plan_packed(m, catalog, gates, packing);
     let (mut pass, mut outlook) = passes::disruption_with(m, catalog, &provisioning, now, gates);
     if let Some(c) = engine {
         // The acting engine's own proposals and verdicts (they count the nodes its commands hold).
@@ -122,6 +126,7 @@ pub fn picture(
         source: Source { context: info.context.clone(), cluster: info.cluster.clone(), clock: info.clock.clone() },
         now,
         mode: engine.map_or(Mode::DryRun, Controller::mode),
+        packing,
         gates,
         repair_policies: engine.map(Controller::active_repair_policies).unwrap_or_default(),
         overlays: engine.and_then(Controller::overlay_view).or_else(|| {

@@ -10,6 +10,7 @@ use crate::engine::disruption::consolidation::{self, Outlook};
 use crate::engine::disruption::{Context, DisruptionOptions, PassResult};
 use crate::engine::manifests::Manifests;
 use crate::engine::overlay::overlaid_catalogs;
+use crate::engine::packing::Packing;
 use crate::engine::provisioning::Millis;
 use crate::engine::provisioning::{ProvisioningResult, provision};
 use crate::engine::scheduling::SchedulerOptions;
@@ -34,9 +35,35 @@ pub fn plan(m: &Manifests, catalog: &Catalog) -> ProvisioningResult {
 
 /// [`plan`] with the cluster's feature gates (NodeOverlays applied when that gate is on).
 pub fn plan_with(m: &Manifests, catalog: &Catalog, gates: FeatureGates) -> ProvisioningResult {
+    plan_packed(m, catalog, gates, Packing::Upstream)
+}
+
+/// [`plan_with`], sizing new NodeClaims with the packing strategy `packing`.
+pub fn plan_packed(m: &Manifests, catalog: &Catalog, gates: FeatureGates, packing: Packing) -> ProvisioningResult {
     let catalogs = pool_types(m, catalog, gates);
     let snap = m.snapshot();
-    provision(&snap.view(), &catalogs, &catalog.label_policy, SchedulerOptions::default())
+    provision(&snap.view(), &catalogs, &catalog.label_policy, SchedulerOptions { packing, ..Default::default() })
+}
+
+/// What applying `edited` would do (see [`crate::engine::whatif::preview`]), over the whole catalog for every
+/// pool, with `overlays` applied to both sides, and new NodeClaims sized with `packing` as the controller would.
+pub fn preview_edit(
+    snapshot: &crate::engine::provisioning::Snapshot,
+    catalog: &Catalog,
+    now: Millis,
+    edited: &crate::engine::api::NodePool,
+    overlays: &[crate::engine::api::nodeoverlay::NodeOverlay],
+    packing: Packing,
+) -> crate::engine::whatif::EditPreview {
+    let input = crate::engine::whatif::WhatIfInput {
+        snapshot,
+        instance_types: &catalog.instance_types,
+        policy: &catalog.label_policy,
+        now,
+        options: SchedulerOptions { packing, ..Default::default() },
+        overlays,
+    };
+    crate::engine::whatif::preview(&input, edited)
 }
 
 /// What the disruption controller would do now: the command of one pass (budgets, validation aside) and every

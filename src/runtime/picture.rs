@@ -51,6 +51,8 @@ pub struct Input<'a> {
     pub source: Source,
     pub now: Millis,
     pub mode: Mode,
+    /// The packing strategy provisioning uses (acting) or would use (observing).
+    pub packing: crate::engine::packing::Packing,
     pub gates: crate::controller::settings::FeatureGates,
     /// The repair policies node repair acts on (empty: repair is off).
     pub repair_policies: &'a [crate::controller::cloud::RepairPolicy],
@@ -82,6 +84,7 @@ pub fn build(input: Input<'_>) -> ClusterView {
         source,
         now,
         mode,
+        packing,
         gates,
         repair_policies,
         overlays,
@@ -101,6 +104,7 @@ pub fn build(input: Input<'_>) -> ClusterView {
         source,
         now,
         mode,
+        packing,
         feature_gates: gates.entries(),
         leadership,
         price_provenance: price_provenance(&catalog.price_source, &catalog.region),

@@ -183,6 +183,11 @@ impl SimDriver {
                 w.reconcile();
                 vec![Event::Done { request, outcome: Ok(format!("disruption mode is now {mode}")) }]
             }
+            Command::SetPacking { request, packing } => {
+                w.set_packing(packing);
+                w.reconcile();
+                vec![Event::Done { request, outcome: Ok(format!("packing strategy is now {packing}")) }]
+            }
             Command::ApplyNodePool { request, name, yaml } => {
                 let outcome = apply_nodepool(w, &name, &yaml);
                 vec![Event::Done { request, outcome }]
@@ -263,13 +268,7 @@ fn preview_nodepool(
     } else {
         Vec::new()
     };
-    Ok(Box::new(crate::engine::whatif::preview_nodepool_edit_with_overlays(
-        &snapshot,
-        w.catalog(),
-        w.now,
-        &pool,
-        &overlays,
-    )))
+    Ok(Box::new(crate::runtime::passes::preview_edit(&snapshot, w.catalog(), w.now, &pool, &overlays, w.packing())))
 }
 
 /// Starts the driver on its own thread.

@@ -33,6 +33,7 @@ pub fn view(w: &mut World, source: Source, generation: u64) -> ClusterView {
         source,
         now,
         mode: w.orchestrator().mode(),
+        packing: w.packing(),
         gates: w.settings().gates,
         repair_policies: w.repair_policies(),
         overlays: w.overlays(),

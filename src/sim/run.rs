@@ -497,6 +497,7 @@ impl Playback {
             },
             validation_delay: ms(s.settings.validation_delay),
             gates: s.settings.feature_gates,
+            packing: s.settings.packing,
             repair_policies: match s.catalog.source {
                 CatalogSource::Aws => crate::controller::cloud::aws_repair_policies(),
                 CatalogSource::Kwok | CatalogSource::Inline => crate::controller::cloud::kwok_repair_policies(),

@@ -18,6 +18,7 @@ use serde::de::{self, DeserializeOwned, Deserializer, Visitor};
 use serde::{Deserialize, Serialize};
 
 use crate::controller::settings::FeatureGates;
+use crate::engine::packing::Packing;
 use thiserror::Error;
 
 use crate::engine::api::duration::parse_go_duration;
@@ -135,6 +136,8 @@ pub struct Settings {
     /// Upstream's feature gates (`featureGates: {NodeRepair: true}`; the older `spotToSpotConsolidation: true`
     /// sets that one gate). Defaults as upstream v1.14.1.
     pub feature_gates: FeatureGates,
+    /// How provisioning sizes new NodeClaims: `upstream` (default, Karpenter's decisions) or `cost`.
+    pub packing: Packing,
 }
 
 impl Default for Settings {
@@ -148,6 +151,7 @@ impl Default for Settings {
             batch_max: Duration::from_secs(10),
             validation_delay: Duration::from_secs(15),
             feature_gates: FeatureGates::default(),
+            packing: Packing::Upstream,
         }
     }
 }
@@ -388,6 +392,8 @@ struct RawSettings {
     spot_to_spot_consolidation: Option<bool>,
     #[serde(default)]
     feature_gates: Option<BTreeMap<String, bool>>,
+    #[serde(default)]
+    packing: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -804,6 +810,10 @@ fn build_settings(cx: &Ctx<'_>, raw: Option<RawSettings>) -> Result<Settings, Sc
             .set(name, *on)
             .map_err(|e| cx.err(&field("settings").field("featureGates").field(name), e.to_string()))?;
     }
+    let packing = match &r.packing {
+        None => d.packing,
+        Some(text) => text.parse::<Packing>().map_err(|e| cx.err(&field("settings").field("packing"), e))?,
+    };
     let or = |v: Option<GoDuration>, default: Duration| v.map_or(default, |g| g.0);
     Ok(Settings {
         disruption: r.disruption.unwrap_or(d.disruption),
@@ -814,6 +824,7 @@ fn build_settings(cx: &Ctx<'_>, raw: Option<RawSettings>) -> Result<Settings, Sc
         batch_max: or(r.batch_max, d.batch_max),
         validation_delay: or(r.validation_delay, d.validation_delay),
         feature_gates: gates,
+        packing,
     })
 }
 
@@ -1528,6 +1539,27 @@ mod tests {
         let (l, m) = fails("settings:\n  featureGates:\n    NodeRepair: true\n    NodeRepiar: true\n");
         assert_eq!(l, loc(6, 5, "settings.featureGates.NodeRepiar"));
         assert!(m.contains("unknown feature gate \"NodeRepiar\"") && m.contains("StaticCapacity"), "{m}");
+    }
+
+    #[test]
+    fn packing_defaults_to_upstream_and_is_set_by_name() {
+        assert_eq!(ok("").settings.packing, Packing::Upstream);
+        assert_eq!(ok("settings: {}\n").settings.packing, Packing::Upstream);
+        assert_eq!(ok("settings:\n  packing: upstream\n").settings.packing, Packing::Upstream);
+        assert_eq!(ok("settings:\n  packing: cost\n").settings.packing, Packing::Cost);
+        let s = ok("settings: {disruption: approve, packing: cost}\n").settings;
+        assert_eq!((s.disruption, s.packing), (DisruptionMode::Approve, Packing::Cost));
+    }
+
+    #[test]
+    fn an_unknown_packing_strategy_names_its_place() {
+        let (l, m) = fails("settings:\n  disruption: auto\n  packing: cheapest\n");
+        assert_eq!(l, loc(5, 3, "settings.packing"));
+        assert!(m.contains("unknown packing strategy \"cheapest\"") && m.contains("upstream or cost"), "{m}");
+        let (l, _) = fails("settings: {packing: Cost}\n");
+        assert_eq!(l.2, "settings.packing", "names are case-sensitive, as the other settings' values");
+        let (l, _) = fails("settings:\n  packing: [cost]\n");
+        assert_eq!((l.0, l.2.as_str()), (4, "settings.packing"));
     }
 
     #[test]

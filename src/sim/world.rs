@@ -49,6 +49,8 @@ pub struct Settings {
     pub disruption_mode: Mode,
     pub validation_delay: Millis,
     pub gates: crate::controller::settings::FeatureGates,
+    /// How provisioning sizes new NodeClaims (`settings.packing`).
+    pub packing: crate::engine::packing::Packing,
     /// The simulated cloud's repair policies (AWS's for the aws catalog, KWOK's for kwok and inline ones).
     pub repair_policies: Vec<crate::controller::cloud::RepairPolicy>,
 }
@@ -59,6 +61,7 @@ impl Settings {
         crate::controller::Settings {
             mode: self.disruption_mode,
             gates: self.gates,
+            packing: self.packing,
             batch_idle: self.batch_idle,
             batch_max: self.batch_max,
             validation_delay: self.validation_delay,
@@ -78,6 +81,7 @@ impl Default for Settings {
             disruption_mode: Mode::Auto,
             validation_delay: 15 * SECOND,
             gates: Default::default(),
+            packing: Default::default(),
             repair_policies: crate::controller::cloud::aws_repair_policies(),
         }
     }

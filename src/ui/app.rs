@@ -9,6 +9,7 @@ use std::sync::Arc;
 use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 
 use crate::engine::disruption::gate::Mode;
+use crate::engine::packing::Packing;
 use crate::engine::whatif::EditPreview;
 use crate::protocol::Command;
 use crate::protocol::view::{ClusterView, ProposalState};
@@ -41,6 +42,7 @@ pub enum Pending {
     Reject { id: String },
     ApproveAll { ids: Vec<String> },
     SetMode(Mode),
+    SetPacking(Packing),
     ApplyEdit { name: String, yaml: String },
     Repair { node: String },
     Scale { name: String, replicas: i64 },
@@ -783,6 +785,12 @@ fn confirmed(s: &mut AppState, p: Pending) -> Vec<Effect> {
         Pending::SetMode(mode) => {
             vec![s.request(|request| Command::SetMode { request, mode }, "mode", mode.as_str(), String::new())]
         }
+        Pending::SetPacking(packing) => vec![s.request(
+            |request| Command::SetPacking { request, packing },
+            "packing",
+            packing.as_str(),
+            String::new(),
+        )],
         Pending::Scale { name, replicas } => {
             s.info(format!("scaling {name} to {replicas} ..."));
             vec![s.request(
@@ -934,6 +942,8 @@ pub const PALETTE: &[(&str, &str)] = &[
     ("mode approve", "every voluntary disruption waits for an operator"),
     ("mode auto", "Karpenter's behaviour: disruptions start after validation"),
     ("mode dry-run", "decide and show, never act"),
+    ("packing upstream", "size new NodeClaims as Karpenter does"),
+    ("packing cost", "size new NodeClaims for the cheapest fleet"),
     ("scale POOL N", "set a static NodePool's replicas (after confirmation)"),
     ("overlay NAME", "edit a NodeOverlay in place (validated, diff, then apply)"),
     ("theme dark", "switch colour theme (dark, light, high-contrast)"),
@@ -943,6 +953,43 @@ pub const PALETTE: &[(&str, &str)] = &[
     ("help", "key bindings"),
     ("quit", "leave"),
 ];
+
+/// `:packing upstream|cost`: a confirmation that switches the controller's packing strategy.
+fn packing_intent(s: &mut AppState, args: &[&str]) -> Vec<Effect> {
+    let packing = match args {
+        [p] => match p.parse::<Packing>() {
+            Ok(p) => p,
+            Err(e) => {
+                s.error(format!(":packing {p}: {e}"));
+                return Vec::new();
+            }
+        },
+        _ => {
+            s.error(":packing: expected upstream or cost");
+            return Vec::new();
+        }
+    };
+    if s.readonly() {
+        s.error("read-only: the packing strategy cannot be changed");
+        return Vec::new();
+    }
+    if packing == s.view.packing {
+        s.info(format!("the packing strategy is already {packing}"));
+        return Vec::new();
+    }
+    let what = match packing {
+        Packing::Upstream => "New NodeClaims will be sized as Karpenter sizes them.",
+        Packing::Cost => "New NodeClaims will be sized for the cheapest fleet that holds each batch of pending pods.",
+    };
+    s.overlay = Overlay::Confirm(Confirm {
+        title: format!("Switch packing from {} to {packing}?", s.view.packing),
+        body: vec![what.to_string(), "Nodes already launched stay as they are.".to_string()],
+        phrase: None,
+        typed: String::new(),
+        pending: Pending::SetPacking(packing),
+    });
+    Vec::new()
+}
 
 /// Completes the palette input to the longest common prefix of the matching commands.
 fn complete(input: &str) -> String {
@@ -1054,6 +1101,7 @@ fn palette(s: &mut AppState, input: &str) -> Vec<Effect> {
             });
             Vec::new()
         }
+        ["packing", args @ ..] => packing_intent(s, args),
         [name] => {
             if let Some(p) = crate::ui::action::Pane::ALL
                 .iter()

@@ -57,10 +57,21 @@ fn render_header(s: &AppState, area: Rect, buf: &mut Buffer) {
         Span::styled(format!("{} · {} ", v.source.context, v.source.cluster), t.header()),
         Span::styled(format!("{} {} ", clock(v.now), v.source.clock), t.header()),
         Span::styled(format!(" {} ", v.mode.as_str().to_uppercase()), mode_style.add_modifier(Modifier::BOLD)),
-        lead,
     ];
+    let packing = Span::styled(format!(" packing: {} ", v.packing), t.header());
+    let mut rest = vec![lead];
     if s.readonly() {
-        first.push(Span::styled(" READ-ONLY ", Style::default().fg(t.header_bg).bg(t.bad)));
+        rest.push(Span::styled(" READ-ONLY ", Style::default().fg(t.header_bg).bg(t.bad)));
+    }
+    // The strategy goes next to the mode when the line has room; on a narrow terminal after leadership and
+    // READ-ONLY, which must stay visible.
+    let width: usize = first.iter().chain(&rest).map(Span::width).sum::<usize>() + packing.width();
+    if width <= usize::from(area.width) {
+        first.push(packing);
+        first.extend(rest);
+    } else {
+        first.extend(rest);
+        first.push(packing);
     }
     let c = &v.cost;
     let second = vec![
@@ -238,7 +249,7 @@ fn render_overlay(s: &AppState, area: Rect, buf: &mut Buffer) {
                 Style::default().fg(t.accent).add_modifier(Modifier::BOLD),
             )));
             for (cmd, help) in PALETTE {
-                if s.readonly() && (cmd.starts_with("mode") || cmd.starts_with("scale")) {
+                if s.readonly() && ["mode", "packing", "scale"].iter().any(|c| cmd.starts_with(c)) {
                     continue;
                 }
                 lines.push(Line::from(vec![

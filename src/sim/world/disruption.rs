@@ -211,6 +211,17 @@ impl World {
         self.controller.set_mode(mode, self.now);
     }
 
+    /// Switches the packing strategy at run time (the dashboard's `:packing`): the next provisioning solve uses it.
+    pub fn set_packing(&mut self, packing: crate::engine::packing::Packing) {
+        self.settings.packing = packing;
+        self.controller.set_packing(packing);
+    }
+
+    /// The packing strategy the controller's provisioning solves use.
+    pub fn packing(&self) -> crate::engine::packing::Packing {
+        self.controller.packing()
+    }
+
     /// Why each node is (not) being disrupted right now: the "why won't this node consolidate" view.
     pub fn explain(&mut self) -> BTreeMap<String, Outlook> {
         self.sync_catalog();
