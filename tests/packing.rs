@@ -63,34 +63,142 @@ fn price(r: &Results) -> f64 {
     r.new_claims.iter().map(|c| c.cheapest_price().unwrap_or(f64::NAN)).sum()
 }
 
+fn by_type(r: &Results) -> BTreeMap<String, usize> {
+    let mut m: BTreeMap<String, usize> = BTreeMap::new();
+    for c in &r.new_claims {
+        *m.entry(c.instance_types[0].name.clone()).or_default() += 1;
+    }
+    m
+}
+
+/// The issue's workload: 1,500 plain pods, one on-demand amd64 NodePool over three zones, the AWS catalog.
+/// Measured on 2026-11-26 (seeds 1–3): upstream $145.90/h on 2 nodes (a u7i-12tb.224xlarge and an
+/// m8i.96xlarge); cost $36.6–$38.0/h on 353–367 nodes; LP bound $33.7–$34.8/h, so cost is 1.08–1.09× the bound.
+/// The issue asks for 1.05×; this test holds the line at what is achieved so a regression fails.
 #[test]
-fn experiment() {
+fn cost_packing_is_far_cheaper_than_upstream_and_near_the_lp_bound() {
     let w = aws_world();
     for seed in [1u64, 2, 3] {
         let pods = plain_pods_seeded(1500, seed);
-        let t0 = std::time::Instant::now();
-        let (up, b) = run(&w, &pods, Packing::Upstream);
-        let t1 = t0.elapsed();
-        let t0 = std::time::Instant::now();
-        let (cost, b2) = run(&w, &pods, Packing::Cost);
-        let t2 = t0.elapsed();
-        let names = |r: &Results| {
-            let mut m: BTreeMap<String, usize> = BTreeMap::new();
-            for c in &r.new_claims {
-                *m.entry(c.instance_types[0].name.clone()).or_default() += 1;
-            }
-            m
-        };
-        println!(
-            "seed {seed}: upstream ${:.2} {} nodes {:?} ({t1:?}); cost ${:.2} {} nodes {:?} ({t2:?}); bound {b:?} {b2:?}; failures {} {}",
-            price(&up),
-            up.new_claims.len(),
-            names(&up),
-            price(&cost),
-            cost.new_claims.len(),
-            names(&cost),
-            up.failures.len(),
-            cost.failures.len()
-        );
+        let (up, bound_up) = run(&w, &pods, Packing::Upstream);
+        let (cost, bound) = run(&w, &pods, Packing::Cost);
+        let bound = bound.expect("the LP has an optimum");
+        assert!(up.failures.is_empty() && cost.failures.is_empty());
+        assert_eq!(cost.scheduled_pods(), pods.len(), "seed {seed}: every pod bound");
+        // Both plans put the same pods on new capacity, so they share one bound.
+        assert!((bound_up.unwrap() - bound).abs() < 1e-6);
+        let (p_up, p_cost) = (price(&up), price(&cost));
+        assert!(bound <= p_cost + 1e-9 && bound <= p_up + 1e-9, "the bound is a bound");
+        assert!(p_cost <= 1.10 * bound, "seed {seed}: cost ${p_cost:.2} vs bound ${bound:.2}: {:?}", by_type(&cost));
+        assert!(p_up > 3.0 * p_cost, "seed {seed}: upstream ${p_up:.2}, cost ${p_cost:.2}");
+        // No claim holds more than fits its cheapest option.
+        for c in &cost.new_claims {
+            assert!(c.requests.fits_in(&c.instance_types[0].allocatable()), "{} overfull", c.hostname);
+        }
     }
+}
+
+#[test]
+fn upstream_packing_is_what_it_always_was() {
+    // The default is upstream, and asking for it explicitly changes nothing.
+    assert_eq!(SchedulerOptions::default().packing, Packing::Upstream);
+    let w = aws_world();
+    let pods = plain_pods_seeded(300, 9);
+    let (a, _) = run(&w, &pods, Packing::Upstream);
+    let sig = |r: &Results| -> Vec<(Vec<usize>, Vec<String>)> {
+        r.new_claims
+            .iter()
+            .map(|c| (c.pods.clone(), c.instance_types.iter().map(|t| t.name.clone()).collect()))
+            .collect()
+    };
+    let usage = BTreeMap::new();
+    let labels = BTreeMap::new();
+    let volumes = VolumeIndex::default();
+    let input = Input {
+        nodepools: &w.pools,
+        instance_types: &w.types,
+        policy: &w.policy,
+        nodes: &[],
+        nodepool_usage: &usage,
+        bound_pods: &[],
+        node_labels: &labels,
+        daemonsets: &[],
+        volumes: &volumes,
+        options: SchedulerOptions::default(),
+    };
+    assert_eq!(sig(&solve(&input, &pods)), sig(&a));
+}
+
+#[test]
+fn cost_packing_honours_weights_and_limits() {
+    // A heavy NodePool limited to 64 CPUs takes what it can; the rest goes to the light one, as upstream does.
+    let heavy = common::nodepool_yaml(
+        "apiVersion: karpenter.sh/v1\nkind: NodePool\nmetadata: {name: heavy}\nspec:\n  weight: 50\n  limits: {cpu: \"64\"}\n  template:\n    spec:\n      nodeClassRef: {group: karpenter.k8s.aws, kind: EC2NodeClass, name: default}\n      requirements:\n      - {key: karpenter.sh/capacity-type, operator: In, values: [on-demand]}\n      - {key: kubernetes.io/arch, operator: In, values: [amd64]}\n",
+    );
+    let catalog = aws_catalog("us-east-1", None, None, 0).expect("catalog");
+    let w = World {
+        pools: vec![heavy, on_demand_pool()],
+        types: [
+            ("default".to_string(), catalog.instance_types.clone()),
+            ("heavy".to_string(), catalog.instance_types.clone()),
+        ]
+        .into(),
+        policy: catalog.label_policy.clone(),
+    };
+    let pods = plain_pods_seeded(400, 5);
+    let (r, bound) = run(&w, &pods, Packing::Cost);
+    assert!(r.failures.is_empty());
+    assert_eq!(r.scheduled_pods(), pods.len());
+    let heavy_cpu: i64 = r
+        .new_claims
+        .iter()
+        .filter(|c| c.nodepool == "heavy")
+        .map(|c| c.instance_types.iter().map(|t| t.capacity.cpu).max().unwrap_or(0))
+        .sum();
+    assert!(heavy_cpu > 0, "the heavier pool is used first");
+    assert!(heavy_cpu <= 64_000, "the limit holds even counting each claim's largest option: {heavy_cpu}m");
+    assert!(r.new_claims.iter().any(|c| c.nodepool == "default"), "the rest spills to the lighter pool");
+    assert!(bound.unwrap() <= price(&r) + 1e-9);
+}
+
+#[test]
+fn cost_packing_keeps_pods_on_existing_room_first() {
+    // Existing room is free: pods that fit on a node already there go there in both strategies.
+    let w = aws_world();
+    let pods = plain_pods_seeded(50, 4);
+    let node = karpenter_tui::engine::scheduling::ExistingNode {
+        name: "node-a".into(),
+        labels: [
+            ("kubernetes.io/arch".to_string(), "amd64".to_string()),
+            ("topology.kubernetes.io/zone".to_string(), "us-east-1a".to_string()),
+            ("karpenter.sh/capacity-type".to_string(), "on-demand".to_string()),
+            ("kubernetes.io/os".to_string(), "linux".to_string()),
+        ]
+        .into(),
+        allocatable: karpenter_tui::engine::resources::Resources::new(8000, 16 << 30, 110),
+        capacity: karpenter_tui::engine::resources::Resources::new(8000, 16 << 30, 110),
+        initialized: true,
+        ..Default::default()
+    };
+    let nodes = vec![node];
+    let usage = BTreeMap::new();
+    let labels = BTreeMap::new();
+    let volumes = VolumeIndex::default();
+    let mk = |packing| Input {
+        nodepools: &w.pools,
+        instance_types: &w.types,
+        policy: &w.policy,
+        nodes: &nodes,
+        nodepool_usage: &usage,
+        bound_pods: &[],
+        node_labels: &labels,
+        daemonsets: &[],
+        volumes: &volumes,
+        options: SchedulerOptions { packing, ..Default::default() },
+    };
+    let (up_in, cost_in) = (mk(Packing::Upstream), mk(Packing::Cost));
+    let (up, cost) = (solve(&up_in, &pods), solve(&cost_in, &pods));
+    assert_eq!(up.existing, cost.existing);
+    assert!(!cost.existing.is_empty());
+    assert_eq!(cost.scheduled_pods(), pods.len());
 }

@@ -10,6 +10,7 @@ use std::sync::Arc;
 use karpenter_tui::engine::api::NodePool;
 use karpenter_tui::engine::catalog::{InstanceType, fake};
 use karpenter_tui::engine::labels;
+use karpenter_tui::engine::packing::Packing;
 use karpenter_tui::engine::scheduling::pod::PodData;
 use karpenter_tui::engine::scheduling::volumes::VolumeIndex;
 use karpenter_tui::engine::scheduling::workload::diverse_pods_seeded;
@@ -21,6 +22,10 @@ fn pool() -> Vec<NodePool> {
 }
 
 fn run(pods: &[PodData], types: usize, scan_indexes: bool) -> Results {
+    run_packed(pods, types, scan_indexes, Packing::Upstream)
+}
+
+fn run_packed(pods: &[PodData], types: usize, scan_indexes: bool, packing: Packing) -> Results {
     let catalog = fake::fake_catalog_with(fake::fake_instance_types(types));
     let pools = pool();
     let catalogs: BTreeMap<String, Vec<Arc<InstanceType>>> =
@@ -38,7 +43,7 @@ fn run(pods: &[PodData], types: usize, scan_indexes: bool) -> Results {
         node_labels: &node_labels,
         daemonsets: &[],
         volumes: &volumes,
-        options: SchedulerOptions { scan_indexes, ..Default::default() },
+        options: SchedulerOptions { scan_indexes, packing, ..Default::default() },
     };
     solve(&input, pods)
 }
@@ -113,8 +118,33 @@ fn decisions_respect_constraints() {
     check_constraints(&pods, &r);
 }
 
+#[test]
+fn cost_packing_decisions_respect_constraints() {
+    for seed in [3, 11] {
+        let pods = diverse_pods_seeded(1500, seed);
+        let r = run_packed(&pods, 60, true, Packing::Cost);
+        assert!(r.failures.is_empty(), "seed {seed}: {} pods failed", r.failures.len());
+        assert_eq!(r.scheduled_pods(), pods.len());
+        check_constraints(&pods, &r);
+    }
+}
+
 proptest! {
     #![proptest_config(ProptestConfig { cases: 24, ..ProptestConfig::default() })]
+
+    /// Every cost plan satisfies the constraints the upstream plan does, places the pods upstream places, and is
+    /// deterministic.
+    #[test]
+    fn cost_plans_hold_the_same_constraints(n in 1usize..300, seed in any::<u64>(), types in 1usize..30) {
+        let pods = diverse_pods_seeded(n, seed);
+        let up = run(&pods, types, true);
+        let cost = run_packed(&pods, types, true, Packing::Cost);
+        prop_assert_eq!(digest(&cost), digest(&run_packed(&pods, types, true, Packing::Cost)));
+        prop_assert!(cost.scheduled_pods() >= up.scheduled_pods(), "cost {} < upstream {}", cost.scheduled_pods(), up.scheduled_pods());
+        if cost.failures.is_empty() {
+            check_constraints(&pods, &cost);
+        }
+    }
 
     #[test]
     fn indexes_and_determinism_hold_for_random_mixes(n in 1usize..300, seed in any::<u64>(), types in 1usize..30) {

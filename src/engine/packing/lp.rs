@@ -3,6 +3,9 @@
 //! (every real packing is a feasible point of it), and its solution names the best-value types, how many of each
 //! and which pods they hold, which cost packing follows.
 //!
+//! Two kinds of constraint: per type and resource, the pods put there fit the instances bought (fractionally);
+//! per class and type, an instance holds at most as many of the class's pods as fit it alone.
+//!
 //! Why not the looser "enough CPU, memory and pods in total" relaxation: with burstable types in the catalog it
 //! buys a t3a.nano's cheap CPU and an r-type's cheap memory and pretends one pod can use both, a bound no packing
 //! comes near. Here a pod's CPU and memory sit on the same type, which every packing obeys, so the bound is still
@@ -75,7 +78,8 @@ pub fn plan(columns: &[Column], classes: &[Class]) -> Option<Plan> {
             return None;
         }
     }
-    let mut used: Vec<usize> = classes_sorted.iter().filter(|k| k.count > 0).flat_map(|k| k.columns.iter().copied()).collect();
+    let mut used: Vec<usize> =
+        classes_sorted.iter().filter(|k| k.count > 0).flat_map(|k| k.columns.iter().copied()).collect();
     used.sort_unstable();
     used.dedup();
     if used.iter().any(|&c| !columns[c].price.is_finite() || columns[c].price < 0.0) {
@@ -133,6 +137,27 @@ pub fn plan(columns: &[Column], classes: &[Class]) -> Option<Plan> {
             }
             if row.len() > 1 {
                 problem.add_constraint(row.as_slice(), ComparisonOp::Le, 0.0);
+            }
+        }
+    }
+    // Integrality a relaxation may keep: however pods mix, an instance holds at most as many pods of one class as
+    // fit it alone (1 one-CPU pod on a 1.93-CPU type, never 1.93). Every packing obeys this, so the bound stays a
+    // bound, and much closer to packable on small types.
+    for (ki, k) in classes_sorted.iter().enumerate() {
+        for (u, v) in &y[ki] {
+            let cap = &columns[used[*u]].capacity;
+            let most = k
+                .requests
+                .entries()
+                .into_iter()
+                .filter(|(_, need)| *need > 0)
+                .map(|(name, need)| cap.get(name) / need)
+                .min()
+                .unwrap_or(i64::MAX);
+            if most <= 0 {
+                problem.add_constraint([(*v, 1.0)], ComparisonOp::Le, 0.0);
+            } else if (most as f64) < k.count as f64 {
+                problem.add_constraint([(*v, k.count as f64 / most as f64), (x[*u], -1.0)], ComparisonOp::Le, 0.0);
             }
         }
     }
@@ -204,6 +229,17 @@ mod tests {
         let cols = [col(0.01, 2, 0, 4), col(1.0, 4, 16, 100)];
         let p = plan(&cols, &[class(1, 4, 8, vec![1])]).unwrap();
         assert!((p.cost - 2.0).abs() < 1e-6, "{p:?}");
+    }
+
+    #[test]
+    fn an_instance_holds_only_whole_pods_of_one_class() {
+        // 1.5-CPU instances at $1 and 1-CPU pods: one pod per instance whatever the fractions say, so 3 pods cost $3,
+        // not $2.
+        let cols = [col(1.0, 0, 100, 100)];
+        let mut cols = cols.to_vec();
+        cols[0].capacity.cpu = 1500;
+        let p = plan(&cols, &[class(1, 1, 3, vec![0])]).unwrap();
+        assert!((p.cost - 3.0).abs() < 1e-6, "{p:?}");
     }
 
     #[test]

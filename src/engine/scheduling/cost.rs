@@ -206,107 +206,138 @@ impl Scheduler<'_> {
         self.open_claim(t, i, pod, reqs, groups, None, false).is_ok()
     }
 
-    /// Opens and fills NodeClaims of template `t` for `classes`, following the LP's mix of types.
+    /// Opens and fills NodeClaims of template `t` for `classes`, following the LP's plan: rounds of "buy the whole
+    /// instances the plan buys, fill each with the pods the plan puts on its type, top it up with any pod that still
+    /// fits", the plan solved again for what is left, until nothing is left or a round places nothing.
     fn pack_template(&mut self, t: usize, pods: &[PodData], classes: &mut [Class]) {
-        let (net, amounts) = {
-            let tpl = &self.fixed.templates[t];
-            let net = net_capacity(tpl);
-            let cols = columns(tpl, &net);
+        let net = net_capacity(&self.fixed.templates[t]);
+        let cols = columns(&self.fixed.templates[t], &net);
+        // Per class, the types its pod fits alone (constant over the rounds).
+        let fits: Vec<Vec<usize>> = classes
+            .iter()
+            .map(|c| {
+                pod_types(&self.fixed.templates[t], &pods[c.pods[0]])
+                    .iter()
+                    .filter(|&ti| cols[ti].price < f64::MAX)
+                    .collect()
+            })
+            .collect();
+        let mut caps: HashMap<usize, Bitset> = HashMap::new();
+        for round in 0..MAX_ROUNDS {
+            // Shapes: classes with the same requests and types are one LP class.
             let mut shapes: Vec<lp::Class> = Vec::new();
-            for c in classes.iter() {
-                let columns: Vec<usize> =
-                    pod_types(tpl, &pods[c.pods[0]]).iter().filter(|&ti| cols[ti].price < f64::MAX).collect();
-                // A class no type holds alone is left to upstream's path, which explains why.
-                if columns.is_empty() {
+            let mut shape_of: Vec<Option<usize>> = vec![None; classes.len()];
+            for (k, c) in classes.iter().enumerate() {
+                let left = c.pods.len() - c.next;
+                if left == 0 || fits[k].is_empty() {
                     continue;
                 }
-                match shapes.iter_mut().find(|k| k.requests == c.requests && k.columns == columns) {
-                    Some(k) => k.count += c.pods.len(),
-                    None => shapes.push(lp::Class { requests: c.requests.clone(), count: c.pods.len(), columns }),
-                }
+                let s = match shapes.iter().position(|x| x.requests == c.requests && x.columns == fits[k]) {
+                    Some(s) => {
+                        shapes[s].count += left;
+                        s
+                    }
+                    None => {
+                        shapes.push(lp::Class { requests: c.requests.clone(), count: left, columns: fits[k].clone() });
+                        shapes.len() - 1
+                    }
+                };
+                shape_of[k] = Some(s);
             }
-            match lp::plan(&cols, &shapes) {
-                Some(plan) => {
-                    if std::env::var("KT_DEBUG_LP").is_ok() { for (ti,a) in plan.amounts.iter().enumerate() { if *a>1e-9 { eprintln!("LP {} {:.3} {:?} ${}", tpl.types[ti].name, a, net[ti], cols[ti].price); } } for (k,sh) in shapes.iter().enumerate() { eprintln!("class cpu={} mem={} n={} -> {:?}", sh.requests.cpu, sh.requests.memory>>20, sh.count, plan.assigned[k].iter().map(|(c,n)| (tpl.types[*c].name.clone(), (*n*10.0).round()/10.0)).collect::<Vec<_>>()); } }
-                    (net, plan.amounts)
-                }
-                // No guide: upstream's path takes these pods.
-                None => return,
-            }
-        };
-        // Targets: the types the LP buys, by amount still wanted.
-        let mut wanted: Vec<(usize, f64)> = amounts.iter().enumerate().filter(|(_, a)| **a > 1e-9).map(|(ti, a)| (ti, *a)).collect();
-        let mut caps: HashMap<usize, Bitset> = HashMap::new();
-        let mut unseedable: Vec<Vec<bool>> = Vec::new();
-        loop {
-            if classes.iter().all(|c| c.head().is_none()) || wanted.is_empty() {
+            if shapes.is_empty() {
                 return;
             }
-            // The type the LP still wants most (ties: the cheaper index order, stable).
-            let (w, _) = wanted
+            let Some(plan) = lp::plan(&cols, &shapes) else { return };
+            // Pods of each shape the plan still puts on each type.
+            // Shared by the fill's "may it go here" and "it went here" callbacks.
+            let quota: std::cell::RefCell<Vec<HashMap<usize, f64>>> = std::cell::RefCell::new(
+                plan.assigned.iter().map(|a| a.iter().map(|&(c, n)| (c, n)).collect()).collect(),
+            );
+            // Whole instances first; in the last rounds the fractions too (the last claim of a type is launched on
+            // the cheapest option its pods fit, so a fraction costs about its share).
+            let last = round + 1 >= MAX_ROUNDS / 2;
+            let mut targets: Vec<(usize, usize)> = plan
+                .amounts
                 .iter()
                 .enumerate()
-                .max_by(|(ia, (_, a)), (ib, (_, b))| a.total_cmp(b).then(ib.cmp(ia)))
-                .map(|(w, x)| (w, *x))
-                .expect("wanted is not empty");
-            let target = wanted[w].0;
-            let cap = caps
-                .entry(target)
-                .or_insert_with(|| {
-                    let mut b = Bitset::empty(net.len());
-                    for (ti, r) in net.iter().enumerate() {
-                        if r.fits_in(&net[target]) {
-                            b.set(ti);
+                .map(|(ti, a)| (ti, if last { a.ceil() as usize } else { a.floor() as usize }))
+                .filter(|(_, n)| *n > 0)
+                .collect();
+            targets.sort_by(|a, b| plan.amounts[b.0].total_cmp(&plan.amounts[a.0]).then(a.0.cmp(&b.0)));
+            let mut placed_any = false;
+            for (target, count) in targets {
+                let cap = caps
+                    .entry(target)
+                    .or_insert_with(|| {
+                        let mut b = Bitset::empty(net.len());
+                        for (ti, r) in net.iter().enumerate() {
+                            if r.fits_in(&net[target]) {
+                                b.set(ti);
+                            }
+                        }
+                        b
+                    })
+                    .clone();
+                let planned =
+                    |k: usize| shape_of[k].is_some_and(|s| quota.borrow()[s].get(&target).is_some_and(|q| *q > 0.5));
+                for _ in 0..count {
+                    // Seed: the largest pod the plan puts on this type that opens a claim capped at it.
+                    let mut opened: Option<usize> = None;
+                    for k in 0..classes.len() {
+                        let Some(i) = classes[k].head() else { continue };
+                        if !planned(k) {
+                            continue;
+                        }
+                        let (reqs, groups) = self.context(&pods[i]);
+                        if let Ok(c) = self.open_claim(t, i, &pods[i], &reqs, &groups, Some(&cap), true) {
+                            classes[k].next += 1;
+                            take(&mut quota.borrow_mut(), shape_of[k], target);
+                            opened = Some(c);
+                            break;
                         }
                     }
-                    b
-                })
-                .clone();
-            if unseedable.len() <= w {
-                unseedable.resize(wanted.len(), Vec::new());
-            }
-            // Seed: the first class (largest pods first) whose head opens a claim capped at the target.
-            let mut opened: Option<usize> = None;
-            for (k, class) in classes.iter().enumerate() {
-                let Some(i) = class.head() else { continue };
-                if unseedable[w].get(k).copied().unwrap_or(false) || !class.requests.fits_in(&net[target]) {
-                    continue;
-                }
-                let (reqs, groups) = self.context(&pods[i]);
-                match self.open_claim(t, i, &pods[i], &reqs, &groups, Some(&cap), true) {
-                    Ok(c) => {
-                        opened = Some(c);
-                        classes[k].next += 1;
-                        break;
-                    }
-                    Err(_) => {
-                        let u = &mut unseedable[w];
-                        if u.len() < classes.len() {
-                            u.resize(classes.len(), false);
+                    let Some(c) = opened else { break };
+                    placed_any = true;
+                    // The planned pods, then anything that still fits.
+                    self.fill_claim(c, &net[target], pods, classes, planned, &mut |k| {
+                        take(&mut quota.borrow_mut(), shape_of[k], target)
+                    });
+                    self.fill_claim(c, &net[target], pods, classes, |_| true, &mut |k| {
+                        // A pod placed beyond the plan uses up its own plan elsewhere.
+                        let mut quota = quota.borrow_mut();
+                        if let Some(s) = shape_of[k]
+                            && let Some((&other, _)) = quota[s]
+                                .iter()
+                                .filter(|(_, q)| **q > 0.0)
+                                .max_by(|a, b| a.1.total_cmp(b.1).then(b.0.cmp(a.0)))
+                        {
+                            take(&mut quota, Some(s), other);
                         }
-                        u[k] = true;
-                    }
+                    });
                 }
             }
-            let Some(c) = opened else {
-                // Nothing opens at this size: stop asking for it.
-                wanted.remove(w);
-                unseedable.remove(w);
-                continue;
-            };
-            wanted[w].1 -= 1.0;
-            self.fill_claim(c, &net[target], pods, classes);
+            if !placed_any {
+                return;
+            }
         }
     }
 
-    /// Adds pods to claim `c` while any fits, best match for the room left first.
-    fn fill_claim(&mut self, c: usize, cap: &Resources, pods: &[PodData], classes: &mut [Class]) {
+    /// Adds pods of the classes `eligible` admits to claim `c` while any fits, best match for the room left first.
+    fn fill_claim(
+        &mut self,
+        c: usize,
+        cap: &Resources,
+        pods: &[PodData],
+        classes: &mut [Class],
+        eligible: impl Fn(usize) -> bool,
+        placed: &mut dyn FnMut(usize),
+    ) {
         let mut blocked = vec![false; classes.len()];
         loop {
             let room = cap.minus(&self.claims[c].requests);
             let mut best: Option<(usize, f64)> = None;
             for (k, class) in classes.iter().enumerate() {
-                if blocked[k] || class.head().is_none() || !class.requests.fits_in(&room) {
+                if blocked[k] || class.head().is_none() || !class.requests.fits_in(&room) || !eligible(k) {
                     continue;
                 }
                 let s = score(&class.requests, &room, cap);
@@ -321,10 +352,21 @@ impl Scheduler<'_> {
                 Ok(cand) => {
                     self.grow_claim(c, i, &pods[i], cand);
                     classes[k].next += 1;
+                    placed(k);
                 }
                 Err(_) => blocked[k] = true,
             }
         }
+    }
+}
+
+/// Rounds of plan-and-pack before the rest goes to upstream's path.
+const MAX_ROUNDS: usize = 4;
+
+/// One pod of `shape` placed on `target`: one less in the plan.
+fn take(quota: &mut [HashMap<usize, f64>], shape: Option<usize>, target: usize) {
+    if let Some(q) = shape.and_then(|s| quota[s].get_mut(&target)) {
+        *q -= 1.0;
     }
 }
 
