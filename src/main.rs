@@ -168,17 +168,22 @@ fn plan_manifests(
     let result = cli::plan::plan_packed(manifests, catalog, gates, packing);
     let now = chrono::Utc::now().timestamp_millis();
     let (pass, outlook) = cli::plan::disruption_with(manifests, catalog, &result, now, gates);
+    let packed = cli::plan::packing_comparison(manifests, catalog, gates);
     match output {
         Output::Json => {
             let mut v = cli::plan::to_json(manifests, &result);
             if let Some(map) = v.as_object_mut() {
+                map.insert("packing".into(), cli::plan::packing_json(&packed, packing));
                 map.insert("disruption".into(), cli::plan::disruption_json(&pass, &outlook));
             }
             emit(&format!("{}\n", serde_json::to_string_pretty(&v)?))
         }
-        Output::Table => {
-            emit(&format!("{}{}", cli::plan::to_table(&result), cli::plan::disruption_table(&pass, &outlook)))
-        }
+        Output::Table => emit(&format!(
+            "{}{}{}",
+            cli::plan::to_table(&result),
+            cli::plan::packing_table(&packed, packing),
+            cli::plan::disruption_table(&pass, &outlook)
+        )),
     }
 }
 

@@ -202,3 +202,25 @@ fn cost_packing_keeps_pods_on_existing_room_first() {
     assert!(!cost.existing.is_empty());
     assert_eq!(cost.scheduled_pods(), pods.len());
 }
+
+#[test]
+fn plan_shows_both_strategies_and_the_bound() {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_karpenter-tui"))
+        .args(["plan", "--file", "examples/inflate.yaml", "--packing", "cost", "--output", "json"])
+        .output()
+        .expect("runs");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+    let p = &v["packing"];
+    assert_eq!(p["strategy"], "cost");
+    let (up, cost) = (p["upstream"]["pricePerHour"].as_f64().unwrap(), p["cost"]["pricePerHour"].as_f64().unwrap());
+    let bound = p["lowerBoundPerHour"].as_f64().expect("a bound");
+    assert!(bound > 0.0 && bound <= cost + 1e-9 && bound <= up + 1e-9, "{p}");
+    assert!(p["cost"]["nodes"].as_u64().unwrap() > 0);
+    let table = std::process::Command::new(env!("CARGO_BIN_EXE_karpenter-tui"))
+        .args(["plan", "--file", "examples/inflate.yaml"])
+        .output()
+        .expect("runs");
+    let text = String::from_utf8_lossy(&table.stdout);
+    assert!(text.contains("PACKING (upstream in use)") && text.contains("LP lower bound $"), "{text}");
+}

@@ -68,6 +68,7 @@ pub fn plan(
     let m = &read.manifests;
     let provisioning = super::plan::plan_packed(m, catalog, gates, packing);
     let (pass, outlook) = super::plan::disruption_with(m, catalog, &provisioning, now, gates);
+    let packed = super::plan::packing_comparison(m, catalog, gates);
     Ok(match output {
         PlanOutput::Json => {
             let mut v = super::plan::to_json(m, &provisioning);
@@ -76,6 +77,7 @@ pub fn plan(
                     "cluster".into(),
                     json!({"context": read.context, "name": read.cluster_name, "server": read.server}),
                 );
+                map.insert("packing".into(), super::plan::packing_json(&packed, packing));
                 map.insert("disruption".into(), super::plan::disruption_json(&pass, &outlook));
                 map.insert(
                     "skipped".into(),
@@ -99,6 +101,7 @@ pub fn plan(
                 m.pods.len()
             );
             out.push_str(&super::plan::to_table(&provisioning));
+            out.push_str(&super::plan::packing_table(&packed, packing));
             out.push_str(&super::plan::disruption_table(&pass, &outlook));
             if !read.skipped.is_empty() {
                 out.push_str("\nSKIPPED (could not be read)\n");

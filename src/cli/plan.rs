@@ -14,7 +14,7 @@ use crate::engine::manifests::Manifests;
 use crate::engine::provisioning::ProvisioningResult;
 use crate::engine::resources::describe_resource;
 
-pub use crate::runtime::passes::{disruption, disruption_with, plan, plan_packed, plan_with};
+pub use crate::runtime::passes::{disruption, disruption_with, packing_comparison, plan, plan_packed, plan_with};
 
 /// The disruption half of the JSON form.
 pub fn disruption_json(pass: &PassResult, outlook: &BTreeMap<String, Outlook>) -> serde_json::Value {
@@ -63,6 +63,31 @@ pub fn disruption_table(pass: &PassResult, outlook: &BTreeMap<String, Outlook>) 
         }
     }
     out
+}
+
+/// The packing line of the human form: what each strategy would spend and the LP bound, the one in use marked.
+pub fn packing_table(
+    cmp: &crate::engine::provisioning::PackingComparison,
+    packing: crate::engine::packing::Packing,
+) -> String {
+    if cmp.upstream.nodes == 0 && cmp.cost.nodes == 0 {
+        return String::new();
+    }
+    format!("\nPACKING ({packing} in use)\n{}\n", cmp.summary())
+}
+
+/// The packing object of the JSON form.
+pub fn packing_json(
+    cmp: &crate::engine::provisioning::PackingComparison,
+    packing: crate::engine::packing::Packing,
+) -> serde_json::Value {
+    let plan = |p: crate::engine::provisioning::PlanPrice| json!({"pricePerHour": p.per_hour, "nodes": p.nodes});
+    json!({
+        "strategy": packing.as_str(),
+        "upstream": plan(cmp.upstream),
+        "cost": plan(cmp.cost),
+        "lowerBoundPerHour": cmp.bound,
+    })
 }
 
 pub fn load(path: &str) -> Result<Manifests> {

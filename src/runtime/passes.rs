@@ -45,6 +45,17 @@ pub fn plan_packed(m: &Manifests, catalog: &Catalog, gates: FeatureGates, packin
     provision(&snap.view(), &catalogs, &catalog.label_policy, SchedulerOptions { packing, ..Default::default() })
 }
 
+/// Both packing strategies' plans for the pending pods, and the LP bound (`plan`, the dashboard).
+pub fn packing_comparison(
+    m: &Manifests,
+    catalog: &Catalog,
+    gates: FeatureGates,
+) -> crate::engine::provisioning::PackingComparison {
+    let catalogs = pool_types(m, catalog, gates);
+    let snap = m.snapshot();
+    crate::engine::provisioning::compare_packing(&snap.view(), &catalogs, &catalog.label_policy)
+}
+
 /// What applying `edited` would do (see [`crate::engine::whatif::preview`]), over the whole catalog for every
 /// pool, with `overlays` applied to both sides, and new NodeClaims sized with `packing` as the controller would.
 pub fn preview_edit(
