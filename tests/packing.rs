@@ -73,7 +73,7 @@ fn by_type(r: &Results) -> BTreeMap<String, usize> {
 
 /// The issue's workload: 1,500 plain pods, one on-demand amd64 NodePool over three zones, the AWS catalog.
 /// Measured on 2026-11-26 (seeds 1–3): upstream $145.90/h on 2 nodes (a u7i-12tb.224xlarge and an
-/// m8i.96xlarge); cost $36.6–$38.0/h on 353–367 nodes; LP bound $33.7–$34.8/h, so cost is 1.08–1.09× the bound.
+/// m8i.96xlarge); cost $36.9–$37.1/h on ~350 nodes; LP bound $33.8–$34.9/h, so cost is 1.06–1.10× the bound.
 /// The issue asks for 1.05×; this test holds the line at what is achieved so a regression fails.
 #[test]
 fn cost_packing_is_far_cheaper_than_upstream_and_near_the_lp_bound() {
@@ -223,4 +223,40 @@ fn plan_shows_both_strategies_and_the_bound() {
         .expect("runs");
     let text = String::from_utf8_lossy(&table.stdout);
     assert!(text.contains("PACKING (upstream in use)") && text.contains("LP lower bound $"), "{text}");
+}
+
+#[test]
+#[ignore = "diagnostics: cargo test --test packing diagnostics -- --ignored --nocapture"]
+fn diagnostics() {
+    let w = aws_world();
+    let n: usize = std::env::var("PODS").ok().and_then(|v| v.parse().ok()).unwrap_or(1500);
+    for seed in [1u64, 2, 3] {
+        let pods = plain_pods_seeded(n, seed);
+        let t0 = std::time::Instant::now();
+        let _ = run(&w, &pods, Packing::Upstream);
+        println!("upstream solve + bound: {:?}", t0.elapsed());
+        let t0 = std::time::Instant::now();
+        let (cost, bound) = run(&w, &pods, Packing::Cost);
+        let el = t0.elapsed();
+        let mut per: BTreeMap<String, (usize, f64, f64, f64)> = BTreeMap::new();
+        for c in &cost.new_claims {
+            let t = &c.instance_types[0];
+            let a = t.allocatable();
+            let e = per.entry(t.name.clone()).or_default();
+            e.0 += 1;
+            e.1 += c.requests.cpu as f64 / a.cpu as f64;
+            e.2 += c.requests.memory as f64 / a.memory as f64;
+            e.3 += c.requests.pods as f64 / a.pods as f64;
+        }
+        println!(
+            "seed {seed}: ${:.2} bound ${:.2} ratio {:.3} ({el:?})",
+            price(&cost),
+            bound.unwrap(),
+            price(&cost) / bound.unwrap()
+        );
+        for (n, (k, c, m, p)) in per {
+            let k = k as f64;
+            println!("  {n:>14} x{k:<4} cpu {:.2} mem {:.2} pods {:.2}", c / k, m / k, p / k);
+        }
+    }
 }

@@ -4,7 +4,7 @@
 //! and which pods they hold, which cost packing follows.
 //!
 //! Two kinds of constraint: per type and resource, the pods put there fit the instances bought (fractionally);
-//! per class and type, an instance holds at most as many of the class's pods as fit it alone.
+//! per type and resource, pods too large for j + 1 of them to share an instance number at most j per instance.
 //!
 //! Why not the looser "enough CPU, memory and pods in total" relaxation: with burstable types in the catalog it
 //! buys a t3a.nano's cheap CPU and an r-type's cheap memory and pretends one pod can use both, a bound no packing
@@ -44,6 +44,9 @@ pub struct Plan {
     /// Per class, the (column, pods) it puts there.
     pub assigned: Vec<Vec<(usize, f64)>>,
 }
+
+/// Size limits per column and resource, smallest first: the larger ones bind rarely and cost solve time.
+const MAX_SIZE_LIMITS: usize = 16;
 
 /// Columns no cheaper column matches: `a` is dominated when some `b` costs no more, holds at least as much of
 /// everything, and serves every class `a` serves. Dropping them leaves the optimum unchanged and the problem small.
@@ -140,24 +143,46 @@ pub fn plan(columns: &[Column], classes: &[Class]) -> Option<Plan> {
             }
         }
     }
-    // Integrality a relaxation may keep: however pods mix, an instance holds at most as many pods of one class as
-    // fit it alone (1 one-CPU pod on a 1.93-CPU type, never 1.93). Every packing obeys this, so the bound stays a
-    // bound, and much closer to packable on small types.
-    for (ki, k) in classes_sorted.iter().enumerate() {
-        for (u, v) in &y[ki] {
-            let cap = &columns[used[*u]].capacity;
-            let most = k
-                .requests
-                .entries()
-                .into_iter()
-                .filter(|(_, need)| *need > 0)
-                .map(|(name, need)| cap.get(name) / need)
-                .min()
-                .unwrap_or(i64::MAX);
-            if most <= 0 {
-                problem.add_constraint([(*v, 1.0)], ComparisonOp::Le, 0.0);
-            } else if (most as f64) < k.count as f64 {
-                problem.add_constraint([(*v, k.count as f64 / most as f64), (x[*u], -1.0)], ComparisonOp::Le, 0.0);
+    // Integrality a relaxation may keep. In any one resource, j + 1 pods each asking more than 1/(j + 1) of an
+    // instance can't share it, so the pods of that size put on a type number at most j per instance bought. Taking
+    // j as each class's "how many fit alone" gives one such limit per distinct j: one one-CPU pod per 1.93-CPU
+    // instance, two 512Mi pods per 1.4 GiB, whatever else shares it. Every packing obeys these, so the bound stays
+    // a bound, and it is far closer to what can be packed on small types.
+    for (u, &c) in used.iter().enumerate() {
+        let cap = &columns[c].capacity;
+        for dim in &dims {
+            let room = cap.get(dim);
+            // (j, var, pods) for the classes on this column asking for the resource.
+            let mut sized: Vec<(i64, microlp::Variable, f64)> = Vec::new();
+            for (ki, k) in classes_sorted.iter().enumerate() {
+                let need = k.requests.get(dim);
+                if need <= 0 {
+                    continue;
+                }
+                if let Some((_, v)) = y[ki].iter().find(|(uu, _)| *uu == u) {
+                    sized.push((room / need, *v, k.count as f64));
+                }
+            }
+            let mut limits: Vec<i64> = sized.iter().map(|(j, _, _)| *j).collect();
+            limits.sort_unstable();
+            limits.dedup();
+            for j in limits.into_iter().take(MAX_SIZE_LIMITS) {
+                let row: Vec<_> = sized.iter().filter(|(m, _, _)| *m <= j).map(|(_, v, n)| (*v, *n)).collect();
+                if j <= 0 {
+                    // Not even one fits: the class may not use this column.
+                    for (v, _) in row {
+                        problem.add_constraint([(v, 1.0)], ComparisonOp::Le, 0.0);
+                    }
+                    continue;
+                }
+                let pods: f64 = row.iter().map(|(_, n)| *n).sum();
+                if pods <= j as f64 {
+                    // Never binding: one instance holds them all.
+                    continue;
+                }
+                let mut row: Vec<_> = row.into_iter().map(|(v, n)| (v, n / j as f64)).collect();
+                row.push((x[u], -1.0));
+                problem.add_constraint(row.as_slice(), ComparisonOp::Le, 0.0);
             }
         }
     }
@@ -239,6 +264,20 @@ mod tests {
         let mut cols = cols.to_vec();
         cols[0].capacity.cpu = 1500;
         let p = plan(&cols, &[class(1, 1, 3, vec![0])]).unwrap();
+        assert!((p.cost - 3.0).abs() < 1e-6, "{p:?}");
+    }
+
+    #[test]
+    fn pods_too_large_to_share_count_whole_instances() {
+        // 1.5 GiB instances at $1: no two 1 GiB pods share one, so 3 of them need 3 instances, where memory
+        // alone says 3/1.5 = 2. Adding 0.25 GiB pods, which fit beside them, costs nothing more.
+        let mut c = col(1.0, 100, 0, 100);
+        c.capacity.memory = 3 << 29;
+        let big = Class { requests: Resources::new(1, 1 << 30, 1), count: 3, columns: vec![0] };
+        let p = plan(std::slice::from_ref(&c), std::slice::from_ref(&big)).unwrap();
+        assert!((p.cost - 3.0).abs() < 1e-6, "{p:?}");
+        let small = Class { requests: Resources::new(1, 1 << 28, 1), count: 3, columns: vec![0] };
+        let p = plan(&[c], &[big, small]).unwrap();
         assert!((p.cost - 3.0).abs() < 1e-6, "{p:?}");
     }
 

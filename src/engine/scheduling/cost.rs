@@ -280,25 +280,62 @@ impl Scheduler<'_> {
                     .clone();
                 let planned =
                     |k: usize| shape_of[k].is_some_and(|s| quota.borrow()[s].get(&target).is_some_and(|q| *q > 0.5));
-                for _ in 0..count {
-                    // Seed: the largest pod the plan puts on this type that opens a claim capped at it.
+                // The plan's pods of each shape on this type, spread evenly over its instances: each instance then
+                // holds about the plan's average mix, which fits (the plan is feasible) and wastes little.
+                let planned_total: Vec<f64> =
+                    quota.borrow().iter().map(|q| q.get(&target).copied().unwrap_or(0.0).max(0.0)).collect();
+                for node in 0..count {
+                    let share = |s: usize| {
+                        let q = planned_total[s];
+                        let upto = |n: usize| (n as f64 * q / count as f64 + 1e-9).floor() as usize;
+                        upto(node + 1) - upto(node)
+                    };
+                    let mut want: Vec<usize> = (0..planned_total.len()).map(share).collect();
+                    // Seed: the largest pod of this instance's share (else any the plan puts here) that opens a claim
+                    // capped at the target.
                     let mut opened: Option<usize> = None;
-                    for k in 0..classes.len() {
-                        let Some(i) = classes[k].head() else { continue };
-                        if !planned(k) {
-                            continue;
+                    for pass in 0..2 {
+                        for k in 0..classes.len() {
+                            let Some(i) = classes[k].head() else { continue };
+                            let wanted_here = shape_of[k].is_some_and(|s| want[s] > 0);
+                            if !(if pass == 0 { wanted_here } else { planned(k) }) {
+                                continue;
+                            }
+                            let (reqs, groups) = self.context(&pods[i]);
+                            if let Ok(c) = self.open_claim(t, i, &pods[i], &reqs, &groups, Some(&cap), true) {
+                                classes[k].next += 1;
+                                take(&mut quota.borrow_mut(), shape_of[k], target);
+                                if let Some(s) = shape_of[k] {
+                                    want[s] = want[s].saturating_sub(1);
+                                }
+                                opened = Some(c);
+                                break;
+                            }
                         }
-                        let (reqs, groups) = self.context(&pods[i]);
-                        if let Ok(c) = self.open_claim(t, i, &pods[i], &reqs, &groups, Some(&cap), true) {
-                            classes[k].next += 1;
-                            take(&mut quota.borrow_mut(), shape_of[k], target);
-                            opened = Some(c);
+                        if opened.is_some() {
                             break;
                         }
                     }
                     let Some(c) = opened else { break };
                     placed_any = true;
-                    // The planned pods, then anything that still fits.
+                    // This instance's share of the plan, largest pods first.
+                    for k in 0..classes.len() {
+                        let Some(s) = shape_of[k] else { continue };
+                        while want[s] > 0 {
+                            let Some(i) = classes[k].head() else { break };
+                            let (reqs, groups) = self.context(&pods[i]);
+                            match self.can_add_to_claim(c, i, &pods[i], &reqs, &groups, false) {
+                                Ok(cand) => {
+                                    self.grow_claim(c, i, &pods[i], cand);
+                                    classes[k].next += 1;
+                                    take(&mut quota.borrow_mut(), Some(s), target);
+                                    want[s] -= 1;
+                                }
+                                Err(_) => break,
+                            }
+                        }
+                    }
+                    // Then the plan's other pods for this type, then anything that still fits.
                     self.fill_claim(c, &net[target], pods, classes, planned, &mut |k| {
                         take(&mut quota.borrow_mut(), shape_of[k], target)
                     });
