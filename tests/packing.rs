@@ -260,3 +260,136 @@ fn diagnostics() {
         }
     }
 }
+
+/// One overpriced 16-CPU node holding 5 CPUs of pods: no single cheaper node holds them (upstream's consolidation
+/// may launch only one), four small ones do for a fifth of the price.
+fn repack_scenario(packing: &str) -> String {
+    format!(
+        r#"name: repack
+until: 15m
+settings:
+  packing: {packing}
+catalog:
+  source: inline
+  instanceTypes:
+    - name: small
+      cpu: "2"
+      memory: 4Gi
+      pods: 10
+      overhead: {{cpu: 100m, memory: 100Mi}}
+      offerings:
+        - {{zone: z1, capacityType: on-demand, price: 0.05}}
+    - name: huge
+      cpu: "16"
+      memory: 32Gi
+      pods: 40
+      overhead: {{cpu: 100m, memory: 100Mi}}
+      offerings:
+        - {{zone: z1, capacityType: on-demand, price: 1.0}}
+objects:
+  - apiVersion: karpenter.sh/v1
+    kind: NodePool
+    metadata: {{name: default}}
+    spec:
+      template:
+        spec:
+          requirements: [{{key: karpenter.sh/capacity-type, operator: In, values: [on-demand]}}]
+          nodeClassRef: {{group: karpenter.k8s.aws, kind: EC2NodeClass, name: default}}
+  - apiVersion: apps/v1
+    kind: Deployment
+    metadata: {{name: app}}
+    spec:
+      replicas: 10
+      selector: {{matchLabels: {{app: app}}}}
+      template:
+        metadata: {{labels: {{app: app}}}}
+        spec:
+          containers: [{{name: c, image: x, resources: {{requests: {{cpu: 500m, memory: 512Mi}}}}}}]
+nodes:
+  - {{name: n1, instanceType: huge, zone: z1, capacityType: on-demand, nodePool: default}}
+"#
+    )
+}
+
+fn with_settings(text: &str, extra: &str) -> String {
+    text.replacen("settings:\n", &format!("settings:\n{extra}"), 1)
+}
+
+fn simulate_text(text: &str) -> karpenter_tui::sim::report::Report {
+    let s = karpenter_tui::sim::scenario::parse_scenario(text, "repack.yaml").unwrap_or_else(|e| panic!("{e}"));
+    karpenter_tui::sim::run::run(&s, None, None).unwrap_or_else(|e| panic!("{e}"))
+}
+
+#[test]
+fn repack_replaces_one_node_with_several_cheaper_ones_only_under_cost_packing() {
+    use karpenter_tui::sim::report::{DecisionDetail, DecisionState, DisruptionMethod};
+    let disruptions =
+        |r: &karpenter_tui::sim::report::Report| -> Vec<(DisruptionMethod, Vec<String>, usize, DecisionState)> {
+            r.decisions
+                .iter()
+                .filter_map(|d| match &d.detail {
+                    DecisionDetail::Disruption { method, candidates, replacements, state, .. } => {
+                        Some((*method, candidates.clone(), replacements.len(), *state))
+                    }
+                    _ => None,
+                })
+                .collect()
+        };
+    // Upstream: nothing single-node or multi-node can do.
+    let up = simulate_text(&repack_scenario("upstream"));
+    assert!(disruptions(&up).is_empty(), "{:?}", disruptions(&up));
+    // Cost: one repack, 1 node to 4, executed; every pod runs on the small nodes and the huge one is gone.
+    let cost = simulate_text(&repack_scenario("cost"));
+    let d = disruptions(&cost);
+    assert_eq!(d.len(), 1, "{d:?}");
+    let (method, candidates, replacements, state) = &d[0];
+    assert_eq!(*method, DisruptionMethod::Repack);
+    assert_eq!(candidates, &["n1".to_string()]);
+    assert_eq!(*replacements, 4, "ten 500m pods, three to a 1.9-CPU node");
+    assert_eq!(*state, DecisionState::Executed);
+    let huge = cost.nodes.iter().find(|n| n.name == "n1").expect("n1");
+    assert!(huge.deleted_at.is_some());
+    let smalls: Vec<&str> = cost
+        .nodes
+        .iter()
+        .filter(|n| n.instance_type == "small" && n.deleted_at.is_none())
+        .map(|n| n.name.as_str())
+        .collect();
+    assert_eq!(smalls.len(), 4);
+    let live: Vec<_> = cost.pods.iter().filter(|p| p.deleted_at.is_none()).collect();
+    assert_eq!(live.len(), 10);
+    assert!(live.iter().all(|p| p.node.as_deref().is_some_and(|n| smalls.contains(&n))), "{live:?}");
+    assert!(cost.pending.is_empty());
+}
+
+#[test]
+fn repack_goes_through_the_approval_gate_with_its_savings_and_respects_pdbs() {
+    use karpenter_tui::sim::report::{DecisionDetail, DecisionState, DisruptionMethod};
+    // Approve mode: proposed with its savings ($1.00 − 4 × $0.05), nothing moves until approved.
+    let r = simulate_text(&with_settings(&repack_scenario("cost"), "  disruption: approve\n"));
+    let proposals: Vec<(DisruptionMethod, f64, DecisionState)> = r
+        .decisions
+        .iter()
+        .filter_map(|d| match &d.detail {
+            DecisionDetail::Disruption { method, savings_per_hour, state, .. } => {
+                Some((*method, *savings_per_hour, *state))
+            }
+            _ => None,
+        })
+        .collect();
+    assert_eq!(proposals.len(), 1, "{proposals:?}");
+    assert_eq!(proposals[0].0, DisruptionMethod::Repack);
+    assert!((proposals[0].1 - 0.8).abs() < 1e-9, "{proposals:?}");
+    assert_eq!(proposals[0].2, DecisionState::AwaitingApproval);
+    assert!(r.nodes.iter().all(|n| n.deleted_at.is_none()));
+
+    // A PDB that allows no disruption keeps the node: repack never lowers availability below it.
+    let pdb = "  - apiVersion: policy/v1\n    kind: PodDisruptionBudget\n    metadata: {name: app}\n    spec:\n      maxUnavailable: 0\n      selector: {matchLabels: {app: app}}\nnodes:\n";
+    let text = repack_scenario("cost").replacen("nodes:\n", pdb, 1);
+    let r = simulate_text(&text);
+    assert!(
+        r.decisions.iter().all(|d| !matches!(d.detail, DecisionDetail::Disruption { .. })),
+        "the PDB blocks repack"
+    );
+    assert!(r.nodes.iter().find(|n| n.name == "n1").is_some_and(|n| n.deleted_at.is_none()));
+}

@@ -437,6 +437,11 @@ impl Orchestrator {
 
     /// Switches the disruption mode. Open proposals were made under the old mode's rules and are withdrawn; a
     /// pass runs at once under the new one.
+    /// Repack joins the methods under cost packing (from the next pass).
+    pub fn set_packing(&mut self, packing: crate::engine::packing::Packing) {
+        self.options.packing = packing;
+    }
+
     pub fn set_mode(&mut self, mode: Mode, now: Millis) {
         let open: Vec<String> = self.gate.awaiting().map(|p| p.id.clone()).collect();
         self.gate.set_mode(mode, now);

@@ -180,6 +180,7 @@ impl Controller {
                 DisruptionOptions {
                     spot_to_spot: settings.gates.spot_to_spot_consolidation,
                     multi_node_cap: settings.multi_node_cap,
+                    packing: settings.packing,
                     ..Default::default()
                 },
                 settings.validation_delay,
@@ -1148,10 +1149,11 @@ impl Controller {
         self.disruption.set_mode(mode, now);
     }
 
-    /// Switches the packing strategy: the next provisioning solve sizes its NodeClaims this way. Claims already
-    /// created stay as they are.
+    /// Switches the packing strategy: the next provisioning solve sizes its NodeClaims this way, and disruption
+    /// passes repack (cost) or not (upstream). Claims already created stay as they are.
     pub fn set_packing(&mut self, packing: Packing) {
         self.packing = packing;
+        self.disruption.set_packing(packing);
     }
 }
 

@@ -180,6 +180,8 @@ pub enum DisruptionMethod {
     Drift,
     MultiNode,
     SingleNode,
+    /// Cost packing's N-to-M replacement.
+    Repack,
     Expiration,
     Interruption,
     /// A static NodePool with more NodeClaims than its replicas deleting the excess.

@@ -738,6 +738,7 @@ fn build_report(s: &Scenario, w: &World, start: Millis, end: Millis, wall: Durat
                             Method::Drift | Method::StaticDrift => DisruptionMethod::Drift,
                             Method::MultiNode => DisruptionMethod::MultiNode,
                             Method::SingleNode => DisruptionMethod::SingleNode,
+                            Method::Repack => DisruptionMethod::Repack,
                             Method::Expiration => DisruptionMethod::Expiration,
                             Method::Interruption => DisruptionMethod::Interruption,
                         },

@@ -6,10 +6,14 @@ use std::sync::Arc;
 
 use super::budgets::{self, BudgetStatus};
 use super::candidates::{Candidate, Survey, survey};
-use super::{BALANCED_K, Blocker, Command, Context, Method, PassResult, Reason, Replacement, SPOT_TO_SPOT_MIN_TYPES};
+use super::{
+    BALANCED_K, Blocker, Command, Context, Method, PassResult, REPACK_MIN_SAVINGS, Reason, Replacement,
+    SPOT_TO_SPOT_MIN_TYPES,
+};
 use crate::engine::api::nodepool::POLICY_BALANCED;
 use crate::engine::catalog::InstanceType;
 use crate::engine::labels;
+use crate::engine::packing::Packing;
 use crate::engine::provisioning::{ClusterState, to_nodeclaim};
 use crate::engine::requirements::{Requirement, Requirements};
 use crate::engine::scheduling::{Input, NewNodeClaim, Prepared, Scheduler, SchedulerOptions};
@@ -34,7 +38,18 @@ pub(crate) struct Simulator<'a> {
 
 impl<'a> Simulator<'a> {
     pub(crate) fn new(ctx: &Context<'a>, state: &'a ClusterState, survey: &'a Survey) -> Self {
-        let input = state.input(ctx.snap.nodepools, ctx.catalogs, ctx.policy, SchedulerOptions::default());
+        Self::with_packing(ctx, state, survey, Packing::Upstream)
+    }
+
+    /// A simulator whose new NodeClaims are sized by `packing` (repack's is `cost`).
+    pub(crate) fn with_packing(
+        ctx: &Context<'a>,
+        state: &'a ClusterState,
+        survey: &'a Survey,
+        packing: Packing,
+    ) -> Self {
+        let options = SchedulerOptions { packing, ..Default::default() };
+        let input = state.input(ctx.snap.nodepools, ctx.catalogs, ctx.policy, options);
         let bound_index =
             state.bound.iter().enumerate().map(|(i, (p, _))| ((p.namespace.as_str(), p.name.as_str()), i)).collect();
         let uninitialized = state.active.iter().filter(|n| !n.initialized).map(|n| n.name.as_str()).collect();
@@ -424,6 +439,56 @@ fn multi_node(ctx: &Context<'_>, survey: &Survey, sim: &Simulator<'_>, list: &[&
     best
 }
 
+/// Repack (cost packing): the pods of the candidates re-solved with cost packing onto as many new NodeClaims as
+/// that wants. Valid when every pod finds a place and the new NodeClaims cost at least [`REPACK_MIN_SAVINGS`]
+/// less than the candidates.
+fn compute_repack(ctx: &Context<'_>, sim: &Simulator<'_>, cands: &[&Candidate]) -> Result<Command, Blocker> {
+    let out = sim.run(cands, true);
+    if let Some(e) = out.errors.into_iter().next() {
+        return Err(e);
+    }
+    let current: f64 = cands.iter().map(|c| c.price).sum();
+    let replacements: Vec<Replacement> = out.new_claims.into_iter().map(|n| replacement(ctx, n)).collect();
+    let new_price: f64 = replacements.iter().map(|r| r.price).sum();
+    if current - new_price < REPACK_MIN_SAVINGS * current || replacements.iter().any(|r| r.instance_types.is_empty()) {
+        return Err(Blocker::NoCheaperReplacement { cheapest: new_price, current });
+    }
+    Ok(Command {
+        method: Method::Repack,
+        candidates: cands.iter().map(|c| (*c).clone()).collect(),
+        savings_per_hour: current - new_price,
+        replacements,
+        computed_at: ctx.now,
+    })
+}
+
+/// Repack over the consolidation list: the longest prefix (from one node up) that repacks cheaper, found like
+/// multi-node's.
+fn repack(ctx: &Context<'_>, survey: &Survey, sim: &Simulator<'_>, list: &[&Candidate]) -> Option<Command> {
+    let list = &list[..list.len().min(ctx.options.multi_node_cap)];
+    if list.is_empty() {
+        return None;
+    }
+    let (mut lo, mut hi) = (0usize, list.len() - 1);
+    let mut best = None;
+    while lo <= hi {
+        let mid = (lo + hi) / 2;
+        match compute_repack(ctx, sim, &list[..=mid]).ok().filter(|cmd| balanced_ok(cmd, survey).is_ok()) {
+            Some(cmd) => {
+                best = Some(cmd);
+                lo = mid + 1;
+            }
+            None => {
+                if mid == 0 {
+                    break;
+                }
+                hi = mid - 1;
+            }
+        }
+    }
+    best
+}
+
 /// Round-robin over NodePools, each pool's candidates in order.
 fn interleave<'s>(list: &[&'s Candidate]) -> Vec<&'s Candidate> {
     let mut pools: Vec<(&str, Vec<&'s Candidate>)> = Vec::new();
@@ -521,6 +586,14 @@ pub fn pass(ctx: &Context<'_>) -> PassResult {
             continue;
         }
         if let Ok(cmd) = single(ctx, &survey, &sim, c) {
+            result.command = Some(cmd);
+            return result;
+        }
+    }
+    // Cost packing: what upstream's methods can't do, several nodes to several cheaper ones.
+    if ctx.options.packing == Packing::Cost {
+        let cost_sim = Simulator::with_packing(ctx, &state, &survey, Packing::Cost);
+        if let Some(cmd) = repack(ctx, &survey, &cost_sim, &list) {
             result.command = Some(cmd);
             return result;
         }

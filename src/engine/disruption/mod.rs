@@ -39,6 +39,8 @@ pub enum Method {
     StaticDrift,
     MultiNode,
     SingleNode,
+    /// Cost packing only: several nodes replaced by more, cheaper ones (upstream allows at most one replacement).
+    Repack,
     Expiration,
     Interruption,
 }
@@ -51,6 +53,7 @@ impl Method {
             Method::StaticDrift => "static-drift",
             Method::MultiNode => "multi-node",
             Method::SingleNode => "single-node",
+            Method::Repack => "repack",
             Method::Expiration => "expiration",
             Method::Interruption => "interruption",
         }
@@ -60,7 +63,7 @@ impl Method {
         match self {
             Method::Emptiness => Reason::Empty,
             Method::Drift | Method::StaticDrift => Reason::Drifted,
-            Method::MultiNode | Method::SingleNode => Reason::Underutilized,
+            Method::MultiNode | Method::SingleNode | Method::Repack => Reason::Underutilized,
             Method::Expiration => Reason::Expired,
             Method::Interruption => Reason::Interrupted,
         }
@@ -346,16 +349,25 @@ pub struct DisruptionOptions {
     pub consolidated: bool,
     /// Candidates evaluated by multi-node consolidation at most (upstream 100).
     pub multi_node_cap: usize,
+    /// `cost` adds the repack method (several nodes to several cheaper ones) after upstream's methods.
+    pub packing: crate::engine::packing::Packing,
 }
 
 impl Default for DisruptionOptions {
     fn default() -> Self {
-        DisruptionOptions { spot_to_spot: false, consolidated: false, multi_node_cap: 100 }
+        DisruptionOptions {
+            spot_to_spot: false,
+            consolidated: false,
+            multi_node_cap: 100,
+            packing: crate::engine::packing::Packing::Upstream,
+        }
     }
 }
 
 /// Minimum cheaper spot options for single-node spot-to-spot consolidation, and the launch list cut.
 pub const SPOT_TO_SPOT_MIN_TYPES: usize = 15;
+/// Repack moves many pods: it is proposed only when it saves at least this share of what the nodes cost.
+pub const REPACK_MIN_SAVINGS: f64 = 0.05;
 /// Balanced consolidation's k: a move is approved when its score is at least 1/k.
 pub const BALANCED_K: f64 = 2.0;
 

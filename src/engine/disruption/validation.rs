@@ -8,6 +8,7 @@ use thiserror::Error;
 use super::candidates::survey;
 use super::consolidation::Simulator;
 use super::{Blocker, Command, Context, Method, budgets};
+use crate::engine::packing::Packing;
 use crate::engine::provisioning::ClusterState;
 
 /// Why a command no longer holds; the three upstream `ConsolidationRejected` reasons.
@@ -96,7 +97,8 @@ pub fn validate(ctx: &Context<'_>, cmd: &Command) -> Result<(), Invalid> {
         return Ok(());
     }
     let state = ClusterState::new(&ctx.snap, ctx.catalogs, ctx.policy);
-    let sim = Simulator::new(ctx, &state, &s);
+    let packing = if cmd.method == Method::Repack { Packing::Cost } else { Packing::Upstream };
+    let sim = Simulator::with_packing(ctx, &state, &s, packing);
     let out = sim.run(&fresh, cmd.method != Method::Drift);
     if let Some(e) = out.errors.first() {
         return Err(Invalid::Scheduling(e.to_string()));
@@ -107,6 +109,17 @@ pub fn validate(ctx: &Context<'_>, cmd: &Command) -> Result<(), Invalid> {
             Err(Invalid::Scheduling(format!("removing the nodes would now need {} new NodeClaim(s)", claims.len())))
         }
         (_, []) => Ok(()),
+        (n, claims) if cmd.method == Method::Repack => {
+            let now: f64 = claims.iter().filter_map(|c| c.cheapest_price()).sum();
+            let current: f64 = fresh.iter().map(|c| c.price).sum();
+            if claims.len() > n {
+                Err(Invalid::Scheduling(format!("repacking would now need {} NodeClaims, not {n}", claims.len())))
+            } else if now >= current {
+                Err(Invalid::Scheduling(format!("repacking would now cost ${now:.4}/h, not less than ${current:.4}/h")))
+            } else {
+                Ok(())
+            }
+        }
         (n, claims) if cmd.method == Method::Drift => {
             if claims.len() <= n {
                 Ok(())
