@@ -28,7 +28,8 @@ fn pool() -> NodePool {
 fn packing(c: &mut Criterion) {
     let catalog = aws_catalog("us-east-1", None, None, 0).expect("embedded catalog");
     let pools = vec![pool()];
-    let types: BTreeMap<String, Vec<Arc<InstanceType>>> = [("default".to_string(), catalog.instance_types.clone())].into();
+    let types: BTreeMap<String, Vec<Arc<InstanceType>>> =
+        [("default".to_string(), catalog.instance_types.clone())].into();
     let usage = BTreeMap::new();
     let node_labels = BTreeMap::new();
     let volumes = VolumeIndex::default();

@@ -11,6 +11,7 @@ use karpenter_tui::engine::catalog::InstanceType;
 use karpenter_tui::engine::catalog::aws::aws_catalog;
 use karpenter_tui::engine::labels::LabelPolicy;
 use karpenter_tui::engine::packing::Packing;
+use karpenter_tui::engine::resources::Resources;
 use karpenter_tui::engine::scheduling::cost::lower_bound;
 use karpenter_tui::engine::scheduling::pod::PodData;
 use karpenter_tui::engine::scheduling::volumes::VolumeIndex;
@@ -198,8 +199,18 @@ fn cost_packing_keeps_pods_on_existing_room_first() {
     };
     let (up_in, cost_in) = (mk(Packing::Upstream), mk(Packing::Cost));
     let (up, cost) = (solve(&up_in, &pods), solve(&cost_in, &pods));
-    assert_eq!(up.existing, cost.existing);
-    assert!(!cost.existing.is_empty());
+    let on_node = |r: &Results| -> Resources {
+        let mut sum = Resources::default();
+        for p in r.existing.iter().flat_map(|p| p.pods.iter()) {
+            sum.add(&pods[*p].requests);
+        }
+        sum
+    };
+    assert!(!cost.existing.is_empty() && !up.existing.is_empty());
+    // Cost packing fills the node at least as well as upstream's first fit, and no more than it holds.
+    let (u, c) = (on_node(&up), on_node(&cost));
+    assert!(c.fits_in(&nodes[0].allocatable), "{c:?}");
+    assert!(c.cpu + c.memory / (1 << 18) >= u.cpu + u.memory / (1 << 18), "cost {c:?} vs upstream {u:?}");
     assert_eq!(cost.scheduled_pods(), pods.len());
 }
 
@@ -392,4 +403,79 @@ fn repack_goes_through_the_approval_gate_with_its_savings_and_respects_pdbs() {
         "the PDB blocks repack"
     );
     assert!(r.nodes.iter().find(|n| n.name == "n1").is_some_and(|n| n.deleted_at.is_none()));
+}
+
+/// A second solve while the first solve's claims are in flight (counted at their smallest option, as the cluster
+/// state counts an unlaunched claim): with the first solve's placements as hints every pod goes back to the claim
+/// made for it and nothing launches twice.
+#[test]
+fn hints_put_pods_back_on_the_claims_made_for_them() {
+    use karpenter_tui::engine::scheduling::ExistingNode;
+    let w = aws_world();
+    let pods = plain_pods_seeded(1500, 2);
+    let (first, _) = run(&w, &pods, Packing::Cost);
+    let nodes: Vec<ExistingNode> = first
+        .new_claims
+        .iter()
+        .map(|c| {
+            let mut alloc = c.instance_types[0].allocatable();
+            let mut cap = c.instance_types[0].capacity.clone();
+            for t in &c.instance_types {
+                let a = t.allocatable();
+                alloc = Resources::new(alloc.cpu.min(a.cpu), alloc.memory.min(a.memory), alloc.pods.min(a.pods));
+                cap = Resources::new(
+                    cap.cpu.min(t.capacity.cpu),
+                    cap.memory.min(t.capacity.memory),
+                    cap.pods.min(t.capacity.pods),
+                );
+            }
+            let mut labels: BTreeMap<String, String> = c.labels.clone();
+            labels.insert("karpenter.sh/nodepool".into(), c.nodepool.clone());
+            ExistingNode {
+                name: c.hostname.clone(),
+                labels,
+                allocatable: alloc,
+                capacity: cap,
+                initialized: false,
+                managed: true,
+                nodepool: Some(c.nodepool.clone()),
+                ..Default::default()
+            }
+        })
+        .collect();
+    let pods_ref = &pods;
+    let hints: BTreeMap<String, String> = first
+        .new_claims
+        .iter()
+        .flat_map(|c| c.pods.iter().map(move |&i| (pods_ref[i].uid.clone(), c.hostname.clone())))
+        .collect();
+    let usage = BTreeMap::new();
+    let labels = BTreeMap::new();
+    let volumes = VolumeIndex::default();
+    let solve_with = |hints: BTreeMap<String, String>| {
+        let input = Input {
+            nodepools: &w.pools,
+            instance_types: &w.types,
+            policy: &w.policy,
+            nodes: &nodes,
+            nodepool_usage: &usage,
+            bound_pods: &[],
+            node_labels: &labels,
+            daemonsets: &[],
+            volumes: &volumes,
+            options: SchedulerOptions { packing: Packing::Cost, hints: Arc::new(hints), ..Default::default() },
+        };
+        solve(&input, &pods)
+    };
+    let again = solve_with(hints);
+    assert!(again.new_claims.is_empty(), "{} claims launched twice", again.new_claims.len());
+    assert_eq!(again.scheduled_pods(), pods.len());
+    for p in &again.existing {
+        let claim = first.new_claims.iter().find(|c| c.hostname == p.node).expect("an in-flight claim");
+        let mut mine = p.pods.clone();
+        mine.sort_unstable();
+        let mut planned = claim.pods.clone();
+        planned.sort_unstable();
+        assert_eq!(mine, planned, "{} got other pods", p.node);
+    }
 }

@@ -157,14 +157,15 @@ impl Scheduler<'_> {
     pub(super) fn solve_cost(mut self, pods: &[PodData]) -> Results {
         let mut results = Results::default();
         let queue = self.queue(pods, &mut results);
-        // Existing nodes first, exactly as upstream places pods on them.
-        let mut rest: Vec<usize> = Vec::new();
-        for &i in &queue {
-            let (reqs, groups) = self.context(&pods[i]);
-            if !self.place_on_nodes(i, &pods[i], &reqs, &groups) {
-                rest.push(i);
-            }
-        }
+        // Existing nodes first, each filled with the pending pods that best match its room. Claims an earlier cost
+        // solve made and that have not launched yet are such nodes: this finds them the pods they were made for,
+        // where upstream's first fit in queue order would scatter those pods and launch again for the rest.
+        let rank: HashMap<usize, usize> = queue.iter().enumerate().map(|(r, &i)| (i, r)).collect();
+        let queue = self.place_hinted(pods, queue);
+        let mut waiting = classes(pods, &queue);
+        self.fill_nodes(pods, &mut waiting);
+        let mut rest: Vec<usize> = waiting.iter().flat_map(|c| c.pods[c.next..].iter().copied()).collect();
+        rest.sort_by_key(|i| rank.get(i).copied().unwrap_or(usize::MAX));
         // The NodePool each class would open a NodeClaim from: the first, in weight order, whose template takes it.
         let all = classes(pods, &rest);
         let mut per_template: Vec<Vec<usize>> = vec![Vec::new(); self.fixed.templates.len()];
@@ -187,11 +188,79 @@ impl Scheduler<'_> {
             leftover.extend(mine.iter().flat_map(|c| c.pods[c.next..].iter().copied()));
         }
         // Upstream's path for the rest, in queue order, with its retries and relaxation.
-        let rank: HashMap<usize, usize> = queue.iter().enumerate().map(|(r, &i)| (i, r)).collect();
         leftover.sort_by_key(|i| rank.get(i).copied().unwrap_or(usize::MAX));
         self.run_queue(pods, leftover, &mut results);
         self.finalize(pods, &mut results);
         results
+    }
+
+    /// Pods an earlier solve made an in-flight claim for go back onto it when it still takes them; returns the rest
+    /// in queue order.
+    fn place_hinted(&mut self, pods: &[PodData], queue: Vec<usize>) -> Vec<usize> {
+        let hints = self.input.options.hints.clone();
+        if hints.is_empty() {
+            return queue;
+        }
+        let by_name: HashMap<String, usize> =
+            self.nodes.iter().enumerate().map(|(n, x)| (x.name.to_string(), n)).collect();
+        let mut rest = Vec::with_capacity(queue.len());
+        for i in queue {
+            let target = hints.get(&pods[i].uid).and_then(|name| by_name.get(name)).copied();
+            let placed = target.is_some_and(|n| {
+                if self.gone.get(n).copied().unwrap_or(false)
+                    || self.settling.as_ref().is_some_and(|(first, s)| i >= *first && s[n])
+                {
+                    return false;
+                }
+                let (reqs, groups) = self.context(&pods[i]);
+                let admitted = self.fixed.node_compat.admitted(&reqs);
+                if self.can_add_to_node(n, i, &pods[i], &admitted, &groups) {
+                    self.place_on_node(n, i, &pods[i]);
+                    true
+                } else {
+                    false
+                }
+            });
+            if !placed {
+                rest.push(i);
+            }
+        }
+        rest
+    }
+
+    /// Fills each existing node, in the scheduler's node order, with the waiting pods that best match its room.
+    fn fill_nodes(&mut self, pods: &[PodData], classes: &mut [Class]) {
+        for n in 0..self.nodes.len() {
+            if self.gone.get(n).copied().unwrap_or(false) {
+                continue;
+            }
+            let cap = self.nodes[n].remaining.clone();
+            let mut blocked = vec![false; classes.len()];
+            loop {
+                let room = &self.nodes[n].remaining;
+                let mut best: Option<(usize, f64)> = None;
+                for (k, class) in classes.iter().enumerate() {
+                    if blocked[k] || class.head().is_none() || !class.requests.fits_in(room) {
+                        continue;
+                    }
+                    let s = score(&class.requests, room, &cap);
+                    if best.is_none_or(|(_, b)| s > b) {
+                        best = Some((k, s));
+                    }
+                }
+                let Some((k, _)) = best else { break };
+                let Some(i) = classes[k].head() else { break };
+                let off_limits = self.settling.as_ref().is_some_and(|(first, s)| i >= *first && s[n]);
+                let (reqs, groups) = self.context(&pods[i]);
+                let admitted = self.fixed.node_compat.admitted(&reqs);
+                if !off_limits && self.can_add_to_node(n, i, &pods[i], &admitted, &groups) {
+                    self.place_on_node(n, i, &pods[i]);
+                    classes[k].next += 1;
+                } else {
+                    blocked[k] = true;
+                }
+            }
+        }
     }
 
     /// Whether template `t` would open a NodeClaim for the pod now (nothing is kept).

@@ -60,6 +60,9 @@ pub struct SchedulerOptions {
     pub scan_indexes: bool,
     /// How new NodeClaims are sized: Karpenter's way, or for the cheapest fleet.
     pub packing: crate::engine::packing::Packing,
+    /// Cost packing: pod uid → the in-flight NodeClaim an earlier solve made for it. Such pods go back to it first,
+    /// so a claim packed tightly for its pods gets them again before any other pod.
+    pub hints: Arc<BTreeMap<String, String>>,
 }
 
 impl Default for SchedulerOptions {
@@ -70,6 +73,7 @@ impl Default for SchedulerOptions {
             max_instance_types: 600,
             scan_indexes: true,
             packing: crate::engine::packing::Packing::Upstream,
+            hints: Arc::default(),
         }
     }
 }
@@ -917,19 +921,25 @@ impl<'a> Scheduler<'a> {
                     continue;
                 }
                 if admitted.as_ref().is_some_and(|a| self.can_add_to_node(n, i, pod, a, groups)) {
-                    let node = &mut self.nodes.to_mut()[n];
-                    node.remaining = node.remaining.minus(&pod.requests);
-                    node.host_ports.extend(pod.host_ports.iter().cloned());
-                    node.pods.push(i);
-                    // Shared handles, not copies: the topology only reads them.
-                    let (node_reqs, taints) = (node.requirements.clone(), node.taints.clone());
-                    self.topology.record(pod, &node_reqs, &taints);
-                    self.room[b] = block_room(&self.nodes, &self.gone, b);
+                    self.place_on_node(n, i, pod);
                     return true;
                 }
             }
         }
         false
+    }
+
+    /// Places pod `i` on existing node `n` (already checked).
+    fn place_on_node(&mut self, n: usize, i: usize, pod: &PodData) {
+        let node = &mut self.nodes.to_mut()[n];
+        node.remaining = node.remaining.minus(&pod.requests);
+        node.host_ports.extend(pod.host_ports.iter().cloned());
+        node.pods.push(i);
+        // Shared handles, not copies: the topology only reads them.
+        let (node_reqs, taints) = (node.requirements.clone(), node.taints.clone());
+        self.topology.record(pod, &node_reqs, &taints);
+        let b = n / ROOM_BLOCK;
+        self.room[b] = block_room(&self.nodes, &self.gone, b);
     }
 
     /// Places pod `i` on claim `c` (already checked: `cand`), keeping the scan order and indexes in step.
