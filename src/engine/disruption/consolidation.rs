@@ -101,6 +101,20 @@ impl<'a> Simulator<'a> {
         }
         Outcome { new_claims: results.new_claims, errors }
     }
+
+    /// The LP lower bound on new capacity for the candidates' pods (see `scheduling::cost::pods_bound`).
+    pub(crate) fn bound(&self, candidates: &[&Candidate]) -> Option<f64> {
+        let prepared = self.prepared.get_or_init(|| Prepared::new(&self.input));
+        let mut pods = Vec::new();
+        for c in candidates {
+            for p in &c.pods {
+                if let Some(&i) = self.bound_index.get(&(p.namespace.as_str(), p.name.as_str())) {
+                    pods.push((*self.state.bound[i].0).clone());
+                }
+            }
+        }
+        crate::engine::scheduling::cost::pods_bound(prepared, &pods)
+    }
 }
 
 /// The price of the cheapest compatible available offering of `t` under `reqs`.
@@ -443,11 +457,19 @@ fn multi_node(ctx: &Context<'_>, survey: &Survey, sim: &Simulator<'_>, list: &[&
 /// that wants. Valid when every pod finds a place and the new NodeClaims cost at least [`REPACK_MIN_SAVINGS`]
 /// less than the candidates.
 fn compute_repack(ctx: &Context<'_>, sim: &Simulator<'_>, cands: &[&Candidate]) -> Result<Command, Blocker> {
+    let current: f64 = cands.iter().map(|c| c.price).sum();
+    // No packing of these pods onto new capacity costs less than the LP bound: when even that would not save
+    // enough, don't re-solve. (Pods that could move onto room elsewhere are counted as needing new capacity, so
+    // this may pass over a repack that also uses such room; it never proposes a worse one.)
+    if let Some(bound) = sim.bound(cands)
+        && current - bound < REPACK_MIN_SAVINGS * current
+    {
+        return Err(Blocker::NoCheaperReplacement { cheapest: bound, current });
+    }
     let out = sim.run(cands, true);
     if let Some(e) = out.errors.into_iter().next() {
         return Err(e);
     }
-    let current: f64 = cands.iter().map(|c| c.price).sum();
     let replacements: Vec<Replacement> = out.new_claims.into_iter().map(|n| replacement(ctx, n)).collect();
     let new_price: f64 = replacements.iter().map(|r| r.price).sum();
     if current - new_price < REPACK_MIN_SAVINGS * current || replacements.iter().any(|r| r.instance_types.is_empty()) {

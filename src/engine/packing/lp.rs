@@ -45,8 +45,10 @@ pub struct Plan {
     pub assigned: Vec<Vec<(usize, f64)>>,
 }
 
-/// Size limits per column and resource, smallest first: the larger ones bind rarely and cost solve time.
+/// Size limits per column and resource, smallest first: the larger ones bind rarely.
 const MAX_SIZE_LIMITS: usize = 16;
+/// Rounds of "add the size limits the solution breaks and solve again".
+const MAX_CUT_ROUNDS: usize = 50;
 
 /// Columns no cheaper column matches: `a` is dominated when some `b` costs no more, holds at least as much of
 /// everything, and serves every class `a` serves. Dropping them leaves the optimum unchanged and the problem small.
@@ -147,7 +149,9 @@ pub fn plan(columns: &[Column], classes: &[Class]) -> Option<Plan> {
     // instance can't share it, so the pods of that size put on a type number at most j per instance bought. Taking
     // j as each class's "how many fit alone" gives one such limit per distinct j: one one-CPU pod per 1.93-CPU
     // instance, two 512Mi pods per 1.4 GiB, whatever else shares it. Every packing obeys these, so the bound stays
-    // a bound, and it is far closer to what can be packed on small types.
+    // a bound, and it is far closer to what can be packed on small types. There are thousands of them over a big
+    // catalog and few bind, so they are added only when the solution breaks them (a cutting-plane loop).
+    let mut cuts: Vec<Vec<(microlp::Variable, f64)>> = Vec::new();
     for (u, &c) in used.iter().enumerate() {
         let cap = &columns[c].capacity;
         for dim in &dims {
@@ -182,12 +186,29 @@ pub fn plan(columns: &[Column], classes: &[Class]) -> Option<Plan> {
                 }
                 let mut row: Vec<_> = row.into_iter().map(|(v, n)| (v, n / j as f64)).collect();
                 row.push((x[u], -1.0));
-                problem.add_constraint(row.as_slice(), ComparisonOp::Le, 0.0);
+                cuts.push(row);
             }
         }
     }
-    let solution = problem.solve().ok()?.into_solution().ok()?;
+    let mut solution = problem.solve().ok()?.into_solution().ok()?;
+    let mut added = vec![false; cuts.len()];
+    for _ in 0..MAX_CUT_ROUNDS {
+        let violated: Vec<usize> = (0..cuts.len())
+            .filter(|&i| !added[i] && cuts[i].iter().map(|(v, a)| a * solution.var_value(*v)).sum::<f64>() > 1e-7)
+            .collect();
+        if violated.is_empty() {
+            break;
+        }
+        for i in violated {
+            added[i] = true;
+            solution = solution.add_constraint(cuts[i].as_slice(), ComparisonOp::Le, 0.0).ok()?.into_solution().ok()?;
+        }
+    }
     if solution.status() != SolutionStatus::Optimal {
+        return None;
+    }
+    // Whatever the loop stopped at, every cut must hold for the optimum to be this LP's (and so a bound).
+    if cuts.iter().any(|row| row.iter().map(|(v, a)| a * solution.var_value(*v)).sum::<f64>() > 1e-6) {
         return None;
     }
     let mut out = empty();

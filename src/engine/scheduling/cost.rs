@@ -511,3 +511,32 @@ pub fn lower_bound(input: &Input<'_>, pods: &[PodData], results: &Results) -> Op
     }
     lp::plan(&cols, &shapes).map(|p| p.cost)
 }
+
+/// The LP lower bound on new capacity for `pods`, each on the first NodePool (in weight order) with a type that
+/// holds it alone: what repack compares a group of nodes against before trying to re-solve it. `None` when some
+/// pod fits no NodePool or the LP has no optimum.
+pub fn pods_bound(prepared: &Prepared, pods: &[PodData]) -> Option<f64> {
+    let templates = &prepared.fixed.templates;
+    let mut cols: Vec<Column> = Vec::new();
+    let mut offset: Vec<usize> = Vec::new();
+    for tpl in templates {
+        offset.push(cols.len());
+        cols.extend(columns(tpl, &net_capacity(tpl)));
+    }
+    let mut shapes: Vec<lp::Class> = Vec::new();
+    for pod in pods {
+        let (columns, _) = templates.iter().enumerate().find_map(|(t, tpl)| {
+            let cs: Vec<usize> = pod_types(tpl, pod)
+                .iter()
+                .filter(|&ti| cols[offset[t] + ti].price < f64::MAX)
+                .map(|ti| offset[t] + ti)
+                .collect();
+            (!cs.is_empty()).then_some((cs, t))
+        })?;
+        match shapes.iter_mut().find(|k| k.requests == pod.requests && k.columns == columns) {
+            Some(k) => k.count += 1,
+            None => shapes.push(lp::Class { requests: pod.requests.clone(), count: 1, columns }),
+        }
+    }
+    lp::plan(&cols, &shapes).map(|p| p.cost)
+}
