@@ -783,3 +783,61 @@ fn a_node_overlay_is_edited_in_place_validated_reviewed_and_applied() {
     let out = d.handle(Command::ApplyNodeOverlay { request: 4, name: "c-family-discount".into(), yaml: renamed });
     assert!(matches!(out.as_slice(), [Event::Done { outcome: Err(e), .. }] if e.contains("renaming")), "{out:?}");
 }
+
+/// After a provisioning pass that launched, the Pending pods pane's footer says what each packing strategy would
+/// have launched for that pass's pods and the LP bound, with the strategy that pass used in bold; the figures are
+/// the controller's, the same ones the report sums. `gpu.yaml` has a real gap between the strategies.
+#[test]
+fn the_pending_pane_shows_both_packing_strategies_after_a_provisioning_pass() {
+    use karpenter_tui::protocol::view::PackingRow;
+    let path = format!("{}/scenarios/gpu.yaml", env!("CARGO_MANIFEST_DIR"));
+    let s = parse_scenario(&std::fs::read_to_string(&path).expect("file"), "gpu.yaml").expect("parses");
+    let played = |secs: i64, cost_after: Option<i64>| {
+        let mut p = Playback::new(&s).expect("builds");
+        let start = p.start;
+        if let Some(t) = cost_after {
+            p.advance(start + t * 1000).expect("plays");
+            p.world.set_packing(Packing::Cost);
+        }
+        p.advance(start + secs * 1000).expect("plays");
+        let last = p.world.record.packing.last().copied();
+        (SimDriver::new(p, "demo".into(), 10.0, false).view(), last)
+    };
+    let (before, none) = played(0, None);
+    assert!(before.packing_pass.is_none() && none.is_none(), "nothing launched yet: no footer");
+    assert!(!screen(&app(Arc::new(before), false), 200, 45).contains("packing upstream · "));
+
+    for (packing, secs, cost_after) in [(Packing::Upstream, 120, None), (Packing::Cost, 120, Some(0))] {
+        let (v, last) = played(secs, cost_after);
+        let last = last.expect("a provisioning pass launched");
+        let row: PackingRow = v.packing_pass.expect("the picture carries the latest launching pass");
+        assert_eq!((row.at, row.packing, row.pods), (Some(last.at), packing, last.pods));
+        assert_eq!(row.comparison, last.comparison);
+        let c = row.comparison;
+        let bound = c.bound.expect("a bound");
+        assert!(c.cost.per_hour < c.upstream.per_hour && bound <= c.cost.per_hour + 1e-9, "{c:?}");
+
+        let mut s = app(Arc::new(v), false);
+        key(&mut s, '1');
+        let nodes = |n: usize| if n == 1 { "1 node".to_string() } else { format!("{n} nodes") };
+        let upstream = format!("upstream ${:.3}/h ({})", c.upstream.per_hour, nodes(c.upstream.nodes));
+        let cost = format!("cost ${:.3}/h ({})", c.cost.per_hour, nodes(c.cost.nodes));
+        // One pane at a time (below 140×40): the footer has the width for one line.
+        let mut t = Terminal::new(TestBackend::new(130, 30)).expect("test terminal");
+        t.draw(|f| f.render_widget(&s, f.area())).expect("draws");
+        let text = format!("{}", t.backend());
+        let prefix = format!("packing {packing} · ");
+        let (y, footer) = text.lines().enumerate().find(|(_, l)| l.contains(&prefix)).expect("a footer");
+        for needle in [&upstream, &cost, &format!("bound ${bound:.3}/h"), &format!("{} pods at ", row.pods)] {
+            assert!(footer.contains(needle.as_str()), "{needle} in {footer}");
+        }
+        // The strategy in use is marked: its figure is bold, the other's is not. (The line is quoted: one
+        // character before the first cell.)
+        let bold = |needle: &str| {
+            let x = footer[..footer.find(needle).expect("in the footer")].chars().count() - 1;
+            t.backend().buffer()[(x as u16, y as u16)].modifier.contains(ratatui::style::Modifier::BOLD)
+        };
+        let (used, other) = if packing == Packing::Upstream { (&upstream, &cost) } else { (&cost, &upstream) };
+        assert!(bold(used) && !bold(other), "{footer}");
+    }
+}

@@ -174,3 +174,68 @@ fn the_picture_carries_the_packing_strategy_of_whoever_decides() {
     assert_eq!(engine.scheduler_options().packing, Packing::Upstream);
     assert_eq!(picture(&m, w.catalog(), w.now, &cost, &[], 1, Some(&engine)).packing, Packing::Upstream);
 }
+
+/// Pods pending in `m`: copies of its first pod, unbound and marked unschedulable as kube-scheduler leaves them.
+fn add_pending(m: &mut Manifests, n: usize) {
+    for i in 0..n {
+        let mut pod = m.pods[0].to_pod();
+        pod.metadata.name = Some(format!("waiting-{i}"));
+        pod.metadata.uid = Some(format!("uid-waiting-{i}"));
+        pod.spec.as_mut().unwrap().node_name = None;
+        pod.status = Some(k8s_openapi::api::core::v1::PodStatus {
+            phase: Some("Pending".into()),
+            conditions: Some(vec![k8s_openapi::api::core::v1::PodCondition {
+                type_: "PodScheduled".into(),
+                status: "False".into(),
+                reason: Some("Unschedulable".into()),
+                ..Default::default()
+            }]),
+            ..Default::default()
+        });
+        m.pods.push(std::sync::Arc::new(pod.into()));
+    }
+}
+
+/// Both packing strategies on the live picture: an observer works them out for the pods pending now (when its pass
+/// would launch something), an acting engine shows its controller's latest launching pass.
+#[test]
+fn the_picture_compares_the_packing_strategies_of_whoever_decides() {
+    use karpenter_tui::controller::Controller;
+    use karpenter_tui::engine::disruption::gate::Mode;
+    use karpenter_tui::engine::packing::Packing;
+    use karpenter_tui::runtime::passes::packing_comparison;
+    let (w, _) = world_at(20.0);
+    let mut m = cache_of(&w);
+    let settled = picture(&m, w.catalog(), w.now, &info(), &[], 1, None);
+    assert!(settled.pending.is_empty() && settled.packing_pass.is_none(), "nothing pending: nothing to compare");
+    // More than the nodes' spare room: new NodeClaims.
+    add_pending(&mut m, 40);
+    for packing in [Packing::Upstream, Packing::Cost] {
+        let v = picture(&m, w.catalog(), w.now, &LiveInfo { packing, ..info() }, &[], 1, None);
+        let row = v.packing_pass.expect("the observer compares the pods pending now");
+        assert_eq!((row.at, row.packing), (None, packing));
+        assert!(row.pods > 0 && row.pods <= 40, "{row:?}");
+        assert_eq!(row.comparison, packing_comparison(&m, w.catalog(), Default::default()), "as plan shows it");
+        let c = row.comparison;
+        assert!(c.bound.is_some_and(|b| b <= c.cost.per_hour + 1e-9 && b <= c.upstream.per_hour + 1e-9), "{c:?}");
+    }
+
+    // Acting: nothing until its controller launches, then that pass.
+    let catalog = std::sync::Arc::new(w.catalog().clone());
+    let settings = karpenter_tui::controller::Settings { mode: Mode::Approve, ..Default::default() };
+    let mut engine = Controller::with_settings(catalog, settings, w.now);
+    let acting = LiveInfo { leadership: Leadership::Acting, ..info() };
+    assert!(picture(&m, w.catalog(), w.now, &acting, &[], 1, Some(&engine)).packing_pass.is_none());
+    let mut t = w.now;
+    while engine.last_packing().is_none() && t < w.now + 60_000 {
+        engine.plan(&m, t, 1);
+        t += 1_000;
+    }
+    let pass = *engine.last_packing().expect("the controller's batch window closed and it launched");
+    let row = picture(&m, w.catalog(), t, &acting, &[], 1, Some(&engine)).packing_pass.expect("its pass");
+    assert_eq!(
+        (row.at, row.packing, row.pods, row.comparison),
+        (Some(pass.at), Packing::Upstream, pass.pods, pass.comparison)
+    );
+    assert!(pass.comparison.upstream.nodes > 0);
+}

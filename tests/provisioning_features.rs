@@ -239,3 +239,27 @@ fn batcher_windows() {
     b.reset();
     assert!(!b.is_open());
 }
+
+/// The controller compares the packing strategies after its own pass (`compare_packing_after`, which reuses the
+/// pass's plan and solves only the other strategy): the same figures as comparing from scratch, whichever strategy
+/// the pass used.
+#[test]
+fn comparing_after_a_pass_gives_the_same_figures_as_comparing_from_scratch() {
+    use karpenter_tui::controller::settings::FeatureGates;
+    use karpenter_tui::engine::packing::Packing;
+    use karpenter_tui::engine::provisioning::{compare_packing, compare_packing_after};
+    use karpenter_tui::runtime::passes::{plan_packed, pool_types};
+    let text = std::fs::read_to_string("examples/inflate.yaml").expect("the example");
+    let m = karpenter_tui::engine::manifests::Manifests::parse(&text, "inflate.yaml").expect("parses");
+    let catalog = karpenter_tui::engine::catalog::aws::aws_catalog("us-east-1", None, None, 0).expect("catalog");
+    let catalogs = pool_types(&m, &catalog, FeatureGates::default());
+    let snap = m.snapshot();
+    let full = compare_packing(&snap.view(), &catalogs, &catalog.label_policy);
+    assert!(full.upstream.nodes > 0 && full.cost.nodes > 0 && full.bound.is_some(), "{full:?}");
+    for packing in [Packing::Upstream, Packing::Cost] {
+        let pass = plan_packed(&m, &catalog, FeatureGates::default(), packing);
+        let after = compare_packing_after(&snap.view(), &catalogs, &catalog.label_policy, packing, &pass);
+        assert_eq!(after, full, "{packing}");
+        assert_eq!(after.of(packing).nodes, pass.results.new_claims.len());
+    }
+}

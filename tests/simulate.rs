@@ -338,3 +338,65 @@ fn simulate_takes_packing_on_the_command_line_and_refuses_unknown_strategies() {
     let err = String::from_utf8_lossy(&bad.stderr);
     assert!(err.contains("s.yaml:4:3: settings.packing: unknown packing strategy \"cheapest\""), "{err}");
 }
+
+/// The report's `packing` object: for the pods of every provisioning pass that launched, what each strategy
+/// would have launched and the LP bound. `gpu.yaml` has a real gap: upstream grows claims onto the big GPU types.
+#[test]
+fn the_report_compares_both_packing_strategies_over_the_pods_it_provisioned_for() {
+    use karpenter_tui::cli::simulate::load_scenario;
+    use karpenter_tui::engine::packing::Packing;
+    let report = |packing: Packing| {
+        let s = load_scenario("scenarios/gpu.yaml", Some(packing)).unwrap_or_else(|e| panic!("{e}"));
+        run(&s, None, None).unwrap_or_else(|e| panic!("{e}"))
+    };
+    for packing in [Packing::Upstream, Packing::Cost] {
+        let r = report(packing);
+        let p = &r.packing;
+        assert_eq!(p.strategy, packing.as_str());
+        let bound = p.lower_bound_per_hour.expect("every pass has a bound");
+        assert!(p.cost_per_hour <= p.upstream_per_hour + 1e-9, "{p:?}");
+        assert!(bound <= p.cost_per_hour + 1e-9 && bound <= p.upstream_per_hour + 1e-9, "{p:?}");
+        assert!(p.cost_per_hour < 0.5 * p.upstream_per_hour, "this workload's gap shows: {p:?}");
+        // The strategy in use is what the run launched: its claims (no capacity errors here, so at their cheapest
+        // option's price).
+        let claims: Vec<&String> = r
+            .decisions
+            .iter()
+            .flat_map(|d| match &d.detail {
+                DecisionDetail::Provision { node_claims, is_static: false, .. } => node_claims.iter().collect(),
+                _ => Vec::new(),
+            })
+            .collect();
+        let launched: f64 = r
+            .nodes
+            .iter()
+            .filter(|n| n.node_claim.as_ref().is_some_and(|c| claims.contains(&c)))
+            .map(|n| n.price_per_hour)
+            .sum();
+        let (in_use, nodes) = match packing {
+            Packing::Upstream => (p.upstream_per_hour, p.upstream_nodes),
+            Packing::Cost => (p.cost_per_hour, p.cost_nodes),
+        };
+        assert_eq!(nodes as usize, claims.len(), "{p:?}");
+        assert!((in_use - launched).abs() < 1e-6, "{in_use} against {launched} launched: {p:?}");
+        // The human form says it in plan's words.
+        let table = karpenter_tui::sim::report::render_table(&r);
+        assert!(table.contains(&format!("Packing ({packing} in use)")), "{table}");
+        assert!(table.contains("upstream packing: $") && table.contains("LP lower bound $"), "{table}");
+        // Same inputs, same report.
+        assert_eq!(r.to_json_without_timings(), report(packing).to_json_without_timings());
+    }
+}
+
+#[test]
+fn a_run_that_launches_nothing_reports_zeros() {
+    // Two pods: one claim either way.
+    let r = scenario("name: two\nuntil: 1m\n", "").packing;
+    assert_eq!((r.upstream_nodes, r.cost_nodes), (1, 1), "{r:?}");
+    // No pods: no pass launched, all zero.
+    let text = format!("name: none\nuntil: 1m\n{TYPES}objects: []\n");
+    let s = parse_scenario(&text, "none.yaml").unwrap_or_else(|e| panic!("{e}"));
+    let p = run(&s, None, None).unwrap_or_else(|e| panic!("{e}")).packing;
+    assert_eq!((p.upstream_per_hour, p.cost_per_hour, p.upstream_nodes, p.cost_nodes), (0.0, 0.0, 0, 0));
+    assert_eq!(p.lower_bound_per_hour, Some(0.0));
+}

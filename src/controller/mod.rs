@@ -45,7 +45,9 @@ use crate::engine::labels;
 use crate::engine::lifecycle::{self, DeleteReason, LifecycleSettings, set_condition};
 use crate::engine::manifests::Manifests;
 use crate::engine::packing::Packing;
-use crate::engine::provisioning::{ClusterSnapshot, Millis, ProvisioningResult, is_provisionable, provision};
+use crate::engine::provisioning::{
+    ClusterSnapshot, Millis, ProvisioningResult, compare_packing_after, is_provisionable, provision,
+};
 use crate::engine::scheduling::SchedulerOptions;
 use crate::engine::stored_pod::StoredPod;
 use crate::engine::termination::disrupted_taint;
@@ -132,6 +134,8 @@ pub struct Controller {
     overlays: overlays::OverlayState,
     /// When the static pools' step wants to look again (its own slot: the lifecycle's is reset by each run).
     static_requeue: Option<Millis>,
+    /// The latest provisioning solve that created NodeClaims, compared with the other packing strategy.
+    last_packing: Option<provisioning::PackingPass>,
 }
 
 /// An interruption notice as operators see it.
@@ -203,6 +207,7 @@ impl Controller {
             repairs: Vec::new(),
             overlays: overlays::OverlayState::default(),
             static_requeue: None,
+            last_packing: None,
         }
     }
 
@@ -314,6 +319,12 @@ impl Controller {
     /// The scheduler options of its provisioning solves: the defaults, with its packing strategy.
     pub fn scheduler_options(&self) -> SchedulerOptions {
         SchedulerOptions { packing: self.packing, ..SchedulerOptions::default() }
+    }
+
+    /// The latest provisioning solve that created NodeClaims: what each packing strategy would have launched for
+    /// its pods, and the LP lower bound.
+    pub fn last_packing(&self) -> Option<&provisioning::PackingPass> {
+        self.last_packing.as_ref()
     }
 
     /// Every disruption command so far, oldest first, with where it is.
@@ -756,6 +767,16 @@ impl Controller {
             let pod = &result.pods[f.pod];
             let message = format!("Failed to schedule pod, {}", f.summary());
             self.event(pod_ref(&pod.namespace, &pod.name, &pod.uid), true, "FailedScheduling", message, now, out);
+        }
+        if !result.results.new_claims.is_empty() {
+            // What the other strategy would launch for the same pods (this solve's plan is reused).
+            let comparison = compare_packing_after(m, &catalogs, &self.catalog.label_policy, self.packing, &result);
+            self.last_packing = Some(provisioning::PackingPass {
+                at: now,
+                packing: self.packing,
+                pods: result.results.new_claims.iter().map(|c| c.pods.len()).sum(),
+                comparison,
+            });
         }
         for (mut claim, decided) in result.nodeclaims(m.nodepools).into_iter().zip(&result.results.new_claims) {
             self.annotate_overlays(&mut claim);

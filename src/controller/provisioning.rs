@@ -5,10 +5,23 @@
 
 use std::collections::BTreeMap;
 
-use crate::engine::provisioning::{Batcher, Millis};
+use crate::engine::packing::Packing;
+use crate::engine::provisioning::{Batcher, Millis, PackingComparison};
 
 use super::Settings;
 use super::timing::{POD_REQUEUE, SECOND};
+
+/// A provisioning solve that created NodeClaims, with what each packing strategy would have launched for the same
+/// pods and the LP lower bound (issue #19: operators see the gap before switching).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct PackingPass {
+    pub at: Millis,
+    /// The strategy the solve used.
+    pub packing: Packing,
+    /// Pods the solve placed on new NodeClaims.
+    pub pods: usize,
+    pub comparison: PackingComparison,
+}
 
 #[derive(Debug)]
 pub struct Provisioner {

@@ -738,16 +738,43 @@ pub fn compare_packing(
     catalogs: &BTreeMap<String, Vec<Arc<InstanceType>>>,
     policy: &LabelPolicy,
 ) -> PackingComparison {
+    compare(snap, catalogs, policy, None)
+}
+
+/// [`compare_packing`] after a provisioning pass over the same snapshot and catalogs: `done` is that pass's answer
+/// with strategy `packing`, so only the other strategy is solved (and the LP bound worked out).
+pub fn compare_packing_after(
+    snap: &ClusterSnapshot<'_>,
+    catalogs: &BTreeMap<String, Vec<Arc<InstanceType>>>,
+    policy: &LabelPolicy,
+    packing: crate::engine::packing::Packing,
+    done: &ProvisioningResult,
+) -> PackingComparison {
+    compare(snap, catalogs, policy, Some((packing, done)))
+}
+
+fn compare(
+    snap: &ClusterSnapshot<'_>,
+    catalogs: &BTreeMap<String, Vec<Arc<InstanceType>>>,
+    policy: &LabelPolicy,
+    done: Option<(crate::engine::packing::Packing, &ProvisioningResult)>,
+) -> PackingComparison {
     use crate::engine::packing::Packing;
     let mut state = ClusterState::new(snap, catalogs, policy);
-    let pods = std::mem::take(&mut state.to_schedule);
-    let solve = |packing: Packing| {
-        let input = state.input(snap.nodepools, catalogs, policy, SchedulerOptions { packing, ..Default::default() });
-        scheduling::solve(&input, &pods)
+    let fresh = std::mem::take(&mut state.to_schedule);
+    // The pass already solved indexes its own pods: the other strategy solves over the same list.
+    let pods = done.map_or(&fresh[..], |(_, r)| &r.pods[..]);
+    let solve = |packing: Packing| match done {
+        Some((p, r)) if p == packing => std::borrow::Cow::Borrowed(&r.results),
+        _ => {
+            let options = SchedulerOptions { packing, ..Default::default() };
+            let input = state.input(snap.nodepools, catalogs, policy, options);
+            std::borrow::Cow::Owned(scheduling::solve(&input, pods))
+        }
     };
     let (upstream, cost) = (solve(Packing::Upstream), solve(Packing::Cost));
     let input = state.input(snap.nodepools, catalogs, policy, SchedulerOptions::default());
-    let bound = if cost.new_claims.is_empty() { None } else { scheduling::cost::lower_bound(&input, &pods, &cost) };
+    let bound = if cost.new_claims.is_empty() { None } else { scheduling::cost::lower_bound(&input, pods, &cost) };
     PackingComparison { upstream: PlanPrice::of(&upstream), cost: PlanPrice::of(&cost), bound }
 }
 

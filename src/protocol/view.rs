@@ -22,6 +22,9 @@ pub struct ClusterView {
     /// Where prices come from ("static us-east-1 table of 2026-08-15", "simulated", "live EC2 at ...").
     pub price_provenance: String,
     pub cost: CostSummary,
+    /// What each packing strategy would launch for the pods of the latest provisioning pass that launched (or, for
+    /// an observing instance, of the pods pending now), and the LP lower bound (the Pending pods pane's footer).
+    pub packing_pass: Option<PackingRow>,
     pub pending: Vec<PendingPod>,
     pub nodepools: Vec<NodePoolRow>,
     /// NodeOverlays, by evaluation order (weight, then name descending).
@@ -70,6 +73,18 @@ impl CostSummary {
     pub fn per_month(&self) -> f64 {
         self.per_hour * 730.0
     }
+}
+
+/// Both packing strategies over one provisioning pass's pods (issue #19).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct PackingRow {
+    /// When the pass ran; `None` for the pods pending now, as an observing instance's own pass would place them.
+    pub at: Option<Millis>,
+    /// The strategy the pass used (or would use).
+    pub packing: crate::engine::packing::Packing,
+    /// Pods it launched (or would launch) NodeClaims for.
+    pub pods: usize,
+    pub comparison: crate::engine::provisioning::PackingComparison,
 }
 
 #[derive(Debug, Clone, Default, PartialEq)]

@@ -46,6 +46,18 @@ pub fn picture(
     let gates = engine.map(Controller::gates).unwrap_or(info.gates);
     let packing = engine.map(Controller::packing).unwrap_or(info.packing);
     let provisioning = passes::plan_packed(m, catalog, gates, packing);
+    // Both packing strategies: the acting controller's latest launching pass; observing, the pods pending now
+    // (worked out only when the pass would launch something; its own plan is reused).
+    let packing_pass = match engine {
+        Some(c) => c.last_packing().map(picture::packing_row),
+        None if !provisioning.results.new_claims.is_empty() => Some(PackingRow {
+            at: None,
+            packing,
+            pods: provisioning.results.new_claims.iter().map(|c| c.pods.len()).sum(),
+            comparison: passes::packing_comparison_after(m, catalog, gates, packing, &provisioning),
+        }),
+        None => None,
+    };
     let (mut pass, mut outlook) = passes::disruption_with(m, catalog, &provisioning, now, gates);
     if let Some(c) = engine {
         // The acting engine's own proposals and verdicts (they count the nodes its commands hold).
@@ -143,6 +155,7 @@ pub fn picture(
         orchestrator: engine.map(Controller::orchestrator),
         would_disrupt: pass.command.as_ref(),
         pending,
+        packing_pass,
         interruptions: &interruptions,
         events,
     })

@@ -56,6 +56,20 @@ pub fn packing_comparison(
     crate::engine::provisioning::compare_packing(&snap.view(), &catalogs, &catalog.label_policy)
 }
 
+/// [`packing_comparison`] after `done`, the provisioning pass with strategy `packing` over the same objects: only
+/// the other strategy is solved (the live dashboard while it observes).
+pub fn packing_comparison_after(
+    m: &Manifests,
+    catalog: &Catalog,
+    gates: FeatureGates,
+    packing: Packing,
+    done: &ProvisioningResult,
+) -> crate::engine::provisioning::PackingComparison {
+    let catalogs = pool_types(m, catalog, gates);
+    let snap = m.snapshot();
+    crate::engine::provisioning::compare_packing_after(&snap.view(), &catalogs, &catalog.label_policy, packing, done)
+}
+
 /// What applying `edited` would do (see [`crate::engine::whatif::preview`]), over the whole catalog for every
 /// pool, with `overlays` applied to both sides, and new NodeClaims sized with `packing` as the controller would.
 pub fn preview_edit(

@@ -72,10 +72,17 @@ pub struct Input<'a> {
     /// What an engine that only observes would start now (shown as a dry-run proposal).
     pub would_disrupt: Option<&'a Command>,
     pub pending: Vec<PendingPod>,
+    /// Both packing strategies over the latest launching pass's pods (or the pods pending now), when there is one.
+    pub packing_pass: Option<PackingRow>,
     /// The interruption notices seen, newest first, given where the pods are now.
     pub interruptions: &'a dyn Fn(&PodsOn<'_>) -> Vec<InterruptionRow>,
     /// Events, in the order the pane shows them.
     pub events: Vec<EventRow>,
+}
+
+/// The packing row of a controller's launching pass.
+pub fn packing_row(p: &crate::controller::provisioning::PackingPass) -> PackingRow {
+    PackingRow { at: Some(p.at), packing: p.packing, pods: p.pods, comparison: p.comparison }
 }
 
 /// The dashboard's picture, the same way for every backend.
@@ -97,6 +104,7 @@ pub fn build(input: Input<'_>) -> ClusterView {
         orchestrator,
         would_disrupt,
         pending,
+        packing_pass,
         interruptions,
         mut events,
     } = input;
@@ -109,6 +117,7 @@ pub fn build(input: Input<'_>) -> ClusterView {
         leadership,
         price_provenance: price_provenance(&catalog.price_source, &catalog.region),
         generation,
+        packing_pass,
         ..Default::default()
     };
     let pods_on = pods_by_node(&objects.pods);

@@ -46,6 +46,7 @@ pub fn view(w: &mut World, source: Source, generation: u64) -> ClusterView {
         orchestrator: Some(w.orchestrator()),
         would_disrupt: None,
         pending,
+        packing_pass: w.last_packing().map(picture::packing_row),
         interruptions: &|_| interruptions.clone(),
         events,
     })

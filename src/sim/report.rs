@@ -33,6 +33,10 @@ pub struct Report {
     /// In time order.
     pub decisions: Vec<Decision>,
     pub cost: Cost,
+    /// What each packing strategy would have launched for the pods the run provisioned for (an addition of this
+    /// project, docs/scenarios.md).
+    #[serde(default)]
+    pub packing: PackingSummary,
     /// Wall-clock measurements: the only part allowed to differ between two runs.
     pub timings: Timings,
 }
@@ -240,6 +244,77 @@ pub struct PoolCost {
     pub total: f64,
 }
 
+/// Both packing strategies over the same pods, summed over the provisioning solves that created NodeClaims: for
+/// each solve, what upstream's and cost's plans would have launched for its pods (cheapest options, $/h) and the LP
+/// lower bound no packing of them can beat. All zero when no solve launched anything.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PackingSummary {
+    /// The strategy the run provisioned with: `upstream` or `cost`.
+    pub strategy: String,
+    #[serde(serialize_with = "price")]
+    pub upstream_per_hour: f64,
+    #[serde(serialize_with = "price")]
+    pub cost_per_hour: f64,
+    pub upstream_nodes: u64,
+    pub cost_nodes: u64,
+    /// `None` (null) when some solve's LP had no bound.
+    #[serde(serialize_with = "opt_price")]
+    pub lower_bound_per_hour: Option<f64>,
+}
+
+impl Default for PackingSummary {
+    fn default() -> Self {
+        PackingSummary::of(crate::engine::packing::Packing::default(), std::iter::empty())
+    }
+}
+
+impl PackingSummary {
+    /// The sums over `passes` (one comparison per solve that created NodeClaims), run with `strategy`.
+    pub fn of<'a>(
+        strategy: crate::engine::packing::Packing,
+        passes: impl IntoIterator<Item = &'a crate::engine::provisioning::PackingComparison>,
+    ) -> PackingSummary {
+        let mut s = PackingSummary {
+            strategy: strategy.as_str().to_string(),
+            upstream_per_hour: 0.0,
+            cost_per_hour: 0.0,
+            upstream_nodes: 0,
+            cost_nodes: 0,
+            lower_bound_per_hour: Some(0.0),
+        };
+        for c in passes {
+            s.upstream_per_hour += c.upstream.per_hour;
+            s.cost_per_hour += c.cost.per_hour;
+            s.upstream_nodes += c.upstream.nodes as u64;
+            s.cost_nodes += c.cost.nodes as u64;
+            s.lower_bound_per_hour = s.lower_bound_per_hour.zip(c.bound).map(|(a, b)| a + b);
+        }
+        s
+    }
+
+    /// The table's line, in `plan`'s words.
+    fn line(&self) -> String {
+        if self.upstream_nodes == 0 && self.cost_nodes == 0 {
+            return "(no provisioning pass launched anything)".to_string();
+        }
+        let plan = |name: &str, per_hour: f64, nodes: u64| {
+            let s = if nodes == 1 { "" } else { "s" };
+            format!("{name} packing: ${:.4}/h for {nodes} node{s}", round_to(per_hour, 6))
+        };
+        let mut line = format!(
+            "{}; {}",
+            plan("upstream", self.upstream_per_hour, self.upstream_nodes),
+            plan("cost", self.cost_per_hour, self.cost_nodes)
+        );
+        match self.lower_bound_per_hour {
+            Some(b) => line.push_str(&format!("; LP lower bound ${:.4}/h", round_to(b, 6))),
+            None => line.push_str("; LP lower bound not known (a pass had none)"),
+        }
+        line
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Timings {
@@ -303,6 +378,13 @@ fn opt_seconds<S: Serializer>(x: &Option<f64>, s: S) -> Result<S::Ok, S::Error> 
     }
 }
 
+fn opt_price<S: Serializer>(x: &Option<f64>, s: S) -> Result<S::Ok, S::Error> {
+    match x {
+        Some(x) => price(x, s),
+        None => s.serialize_none(),
+    }
+}
+
 fn millis<S: Serializer>(x: &f64, s: S) -> Result<S::Ok, S::Error> {
     s.serialize_f64(round_to(*x, 3))
 }
@@ -322,6 +404,7 @@ struct Untimed<'a> {
     node_claims: &'a [NodeClaimRecord],
     decisions: &'a [Decision],
     cost: &'a Cost,
+    packing: &'a PackingSummary,
 }
 
 impl Report {
@@ -338,6 +421,7 @@ impl Report {
             node_claims: Vec::new(),
             decisions: Vec::new(),
             cost: Cost::default(),
+            packing: PackingSummary::default(),
             timings: Timings::default(),
         }
     }
@@ -361,6 +445,7 @@ impl Report {
             node_claims: &self.node_claims,
             decisions: &self.decisions,
             cost: &self.cost,
+            packing: &self.packing,
         };
         serde_json::to_string_pretty(&u).unwrap_or_else(|_| String::from("{}"))
     }
@@ -473,12 +558,21 @@ pub fn render_table(r: &Report) -> String {
         let _ =
             writeln!(out, "  {pool:<20} ${:.4}/h, ${:.4} total", round_to(c.final_per_hour, 6), round_to(c.total, 6));
     }
+
+    let _ = writeln!(
+        out,
+        "\nPacking ({} in use), for the pods of every provisioning pass that launched",
+        r.packing.strategy
+    );
+    let _ = writeln!(out, "  {}", r.packing.line());
     out
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::engine::packing::Packing;
+    use crate::engine::provisioning::{PackingComparison, PlanPrice};
 
     fn sample() -> Report {
         let mut r = Report::new("inflate-walkthrough", 42);
@@ -587,6 +681,7 @@ mod tests {
             "nodeClaims",
             "decisions",
             "cost",
+            "packing",
             "timings",
         ];
         let pos = key_order(&json, &keys);
@@ -646,6 +741,62 @@ mod tests {
             assert!(t.contains(needle), "missing {needle}:\n{t}");
         }
         assert!(render_table(&Report::new("empty", 0)).contains("(none)"));
+    }
+
+    fn comparison(upstream: (f64, usize), cost: (f64, usize), bound: Option<f64>) -> PackingComparison {
+        PackingComparison {
+            upstream: PlanPrice { per_hour: upstream.0, nodes: upstream.1 },
+            cost: PlanPrice { per_hour: cost.0, nodes: cost.1 },
+            bound,
+        }
+    }
+
+    #[test]
+    fn packing_sums_the_passes_and_a_missing_bound_makes_it_null() {
+        let a = comparison((1.5, 1), (0.75, 3), Some(0.5));
+        let b = comparison((0.1, 1), (0.1, 1), Some(0.05));
+        let s = PackingSummary::of(Packing::Cost, [&a, &b]);
+        assert_eq!(s.strategy, "cost");
+        assert_eq!((s.upstream_nodes, s.cost_nodes), (2, 4));
+        assert!((s.upstream_per_hour - 1.6).abs() < 1e-9 && (s.cost_per_hour - 0.85).abs() < 1e-9, "{s:?}");
+        assert!(s.lower_bound_per_hour.is_some_and(|b| (b - 0.55).abs() < 1e-9), "{s:?}");
+        let none = comparison((0.2, 1), (0.2, 1), None);
+        assert_eq!(PackingSummary::of(Packing::Upstream, [&a, &none, &b]).lower_bound_per_hour, None);
+        // No pass launched: zeros (the bound of launching nothing is nothing), and the table says so.
+        let empty = PackingSummary::default();
+        assert_eq!(
+            (empty.strategy.as_str(), empty.upstream_nodes, empty.lower_bound_per_hour),
+            ("upstream", 0, Some(0.0))
+        );
+        assert!(render_table(&Report::new("empty", 0)).contains("no provisioning pass launched anything"));
+    }
+
+    #[test]
+    fn packing_object_shape_rounding_and_table_line() {
+        let mut r = sample();
+        r.packing = PackingSummary::of(Packing::Upstream, [&comparison((145.9, 2), (37.150_000_4, 367), Some(34.36))]);
+        let v: serde_json::Value = serde_json::from_str(&r.to_json()).unwrap();
+        assert_eq!(
+            v["packing"],
+            serde_json::json!({"strategy": "upstream", "upstreamPerHour": 145.9, "costPerHour": 37.15,
+                "upstreamNodes": 2, "costNodes": 367, "lowerBoundPerHour": 34.36})
+        );
+        let t = render_table(&r);
+        assert!(t.contains("Packing (upstream in use)"), "{t}");
+        assert!(
+            t.contains(
+                "upstream packing: $145.9000/h for 2 nodes; cost packing: $37.1500/h for 367 nodes; LP lower bound $34.3600/h"
+            ),
+            "{t}"
+        );
+        r.packing.lower_bound_per_hour = None;
+        assert!(r.to_json().contains("\"lowerBoundPerHour\": null"));
+        assert!(render_table(&r).contains("LP lower bound not known"));
+        // A report without the object (older runs) still reads, as upstream packing with nothing launched.
+        let mut old: serde_json::Value = serde_json::from_str(&r.to_json()).unwrap();
+        old.as_object_mut().map(|o| o.remove("packing"));
+        let back: Report = serde_json::from_value(old).unwrap();
+        assert_eq!(back.packing, PackingSummary::default());
     }
 
     #[test]

@@ -804,6 +804,7 @@ fn build_report(s: &Scenario, w: &World, start: Millis, end: Millis, wall: Durat
         }
     }
     r.cost = cost;
+    r.packing = crate::sim::report::PackingSummary::of(w.packing(), w.record.packing.iter().map(|p| &p.comparison));
     r.timings.wall_millis = wall.as_millis() as u64;
     r.timings.provisioning_solves = w
         .record

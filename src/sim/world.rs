@@ -96,6 +96,9 @@ pub struct Record {
     pub nodeclaims: Vec<NodeClaimRecord>,
     pub decisions: Vec<Decision>,
     pub solves: Vec<SolveTiming>,
+    /// Per provisioning solve that created NodeClaims, oldest first: what each packing strategy would have launched
+    /// for its pods, and the LP lower bound.
+    pub packing: Vec<crate::controller::provisioning::PackingPass>,
     /// The Kubernetes Events the controller wrote, newest last, the last [`EVENTS_KEPT`] of them (the dashboard's
     /// Events pane; the report has none).
     pub events: std::collections::VecDeque<EventRecord>,
@@ -665,6 +668,10 @@ impl World {
         let placed = result.results.scheduled_pods();
         self.record.solves.push(SolveTiming { at: self.now, pods: result.pods.len(), nodes: names.len(), millis });
         if !names.is_empty() {
+            // The controller compared the packing strategies over this solve's pods (the report sums them).
+            if let Some(p) = self.controller.last_packing() {
+                self.record.packing.push(*p);
+            }
             let id = self.decision_id("p");
             self.record.decisions.push(Decision::Provision {
                 id,

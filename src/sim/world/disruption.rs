@@ -222,6 +222,11 @@ impl World {
         self.controller.packing()
     }
 
+    /// The controller's latest provisioning solve that created NodeClaims, compared with the other packing strategy.
+    pub fn last_packing(&self) -> Option<&crate::controller::provisioning::PackingPass> {
+        self.controller.last_packing()
+    }
+
     /// Why each node is (not) being disrupted right now: the "why won't this node consolidate" view.
     pub fn explain(&mut self) -> BTreeMap<String, Outlook> {
         self.sync_catalog();
