@@ -136,6 +136,10 @@ pub struct Controller {
     static_requeue: Option<Millis>,
     /// The latest provisioning solve that created NodeClaims, compared with the other packing strategy.
     last_packing: Option<provisioning::PackingPass>,
+    /// Cost packing: pod uid → the NodeClaim a solve placed it on, until the pod binds or the claim goes. The next
+    /// solve puts each pod back there first (`SchedulerOptions::hints`), so claims packed tightly for their pods get
+    /// them again instead of launching more.
+    placements: Arc<BTreeMap<String, String>>,
 }
 
 /// An interruption notice as operators see it.
@@ -208,6 +212,7 @@ impl Controller {
             overlays: overlays::OverlayState::default(),
             static_requeue: None,
             last_packing: None,
+            placements: Arc::default(),
         }
     }
 
@@ -318,7 +323,7 @@ impl Controller {
 
     /// The scheduler options of its provisioning solves: the defaults, with its packing strategy.
     pub fn scheduler_options(&self) -> SchedulerOptions {
-        SchedulerOptions { packing: self.packing, ..SchedulerOptions::default() }
+        SchedulerOptions { packing: self.packing, hints: self.placements.clone(), ..SchedulerOptions::default() }
     }
 
     /// The latest provisioning solve that created NodeClaims: what each packing strategy would have launched for
@@ -751,6 +756,7 @@ impl Controller {
         }
         self.provisioner.solved();
         let catalogs = self.catalogs(m);
+        self.forget_placements(m);
         let result = provision(m, &catalogs, &self.catalog.label_policy, self.scheduler_options());
         for p in &result.results.existing {
             self.nominated.insert(p.node.clone(), self.provisioner.nominated_until(now));
@@ -778,7 +784,9 @@ impl Controller {
                 comparison,
             });
         }
-        for (mut claim, decided) in result.nodeclaims(m.nodepools).into_iter().zip(&result.results.new_claims) {
+        let claims = result.nodeclaims(m.nodepools);
+        self.remember_placements(&result, &claims);
+        for (mut claim, decided) in claims.into_iter().zip(&result.results.new_claims) {
             self.annotate_overlays(&mut claim);
             self.creating += 1;
             out.push(Effect::CreateNodeClaim {
@@ -787,6 +795,61 @@ impl Controller {
             });
         }
         Some(result)
+    }
+
+    /// Cost packing: where this solve put each pod that is still to bind (an in-flight or new NodeClaim).
+    fn remember_placements(&mut self, result: &ProvisioningResult, claims: &[NodeClaim]) {
+        if self.packing != Packing::Cost {
+            return;
+        }
+        let mut map = (*self.placements).clone();
+        for p in &result.results.existing {
+            for &i in &p.pods {
+                map.insert(result.pods[i].uid.clone(), p.node.clone());
+            }
+        }
+        for (claim, decided) in claims.iter().zip(&result.results.new_claims) {
+            for &i in &decided.pods {
+                map.insert(result.pods[i].uid.clone(), claim.name().to_string());
+            }
+        }
+        self.placements = Arc::new(map);
+    }
+
+    /// Drops placements whose pod bound or went, or whose claim went; all of them under upstream packing.
+    fn forget_placements(&mut self, m: &ClusterSnapshot<'_>) {
+        if self.placements.is_empty() {
+            return;
+        }
+        if self.packing != Packing::Cost {
+            self.placements = Arc::default();
+            return;
+        }
+        // A claim whose Node registered is that Node in the next solve: follow it there.
+        let nodes: BTreeSet<&str> = m.nodes.iter().filter_map(|n| n.metadata.name.as_deref()).collect();
+        let mut renamed: BTreeMap<&str, &str> = BTreeMap::new();
+        for c in m.nodeclaims.iter() {
+            let node = c.status.as_ref().and_then(|st| st.node_name.as_deref()).filter(|n| nodes.contains(n));
+            renamed.insert(c.name(), node.unwrap_or(c.name()));
+        }
+        let targets: BTreeSet<&str> = renamed.values().copied().collect();
+        let waiting: BTreeSet<&str> =
+            m.pods.iter().filter(|p| p.bound_node().is_none()).filter_map(|p| p.metadata.uid.as_deref()).collect();
+        let kept: BTreeMap<String, String> = self
+            .placements
+            .iter()
+            .filter(|(pod, _)| waiting.contains(pod.as_str()))
+            .filter_map(|(pod, at)| {
+                let now = renamed
+                    .get(at.as_str())
+                    .copied()
+                    .or_else(|| targets.contains(at.as_str()).then_some(at.as_str()))?;
+                Some((pod.clone(), now.to_string()))
+            })
+            .collect();
+        if kept != *self.placements {
+            self.placements = Arc::new(kept);
+        }
     }
 
     /// `status.lastPodEventTime` on claims whose node gained or lost pods (consolidateAfter counts from it), at
