@@ -13,8 +13,9 @@ use crate::engine::lifecycle::DeleteReason;
 /// Why a NodeClaim is created.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Purpose {
-    /// For pending pods.
-    Provisioning { pods: usize },
+    /// For pending pods. `placeholder` is the solve's name for the claim until the API server names it (cost
+    /// packing remembers which pods it was made for by it).
+    Provisioning { pods: usize, placeholder: String },
     /// A replacement for disruption command `id`.
     Replacement { id: String },
     /// A static NodePool's replica (gate `StaticCapacity`).
@@ -111,7 +112,7 @@ impl Effect {
             Effect::CreateNodeClaim { claim, purpose } => {
                 let pool = claim.metadata.generate_name.as_deref().unwrap_or("").trim_end_matches('-');
                 match purpose {
-                    Purpose::Provisioning { pods } => format!("create a NodeClaim in {pool} for {pods} pod(s)"),
+                    Purpose::Provisioning { pods, .. } => format!("create a NodeClaim in {pool} for {pods} pod(s)"),
                     Purpose::Replacement { id } => format!("create a replacement NodeClaim in {pool} for {id}"),
                     Purpose::Static { nodepool } => format!("create a NodeClaim for static NodePool {nodepool}"),
                 }

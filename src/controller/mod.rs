@@ -785,20 +785,20 @@ impl Controller {
             });
         }
         let claims = result.nodeclaims(m.nodepools);
-        self.remember_placements(&result, &claims);
+        self.remember_placements(&result);
         for (mut claim, decided) in claims.into_iter().zip(&result.results.new_claims) {
             self.annotate_overlays(&mut claim);
             self.creating += 1;
             out.push(Effect::CreateNodeClaim {
                 claim: Box::new(claim),
-                purpose: Purpose::Provisioning { pods: decided.pods.len() },
+                purpose: Purpose::Provisioning { pods: decided.pods.len(), placeholder: decided.hostname.clone() },
             });
         }
         Some(result)
     }
 
     /// Cost packing: where this solve put each pod that is still to bind (an in-flight or new NodeClaim).
-    fn remember_placements(&mut self, result: &ProvisioningResult, claims: &[NodeClaim]) {
+    fn remember_placements(&mut self, result: &ProvisioningResult) {
         if self.packing != Packing::Cost {
             return;
         }
@@ -808,12 +808,25 @@ impl Controller {
                 map.insert(result.pods[i].uid.clone(), p.node.clone());
             }
         }
-        for (claim, decided) in claims.iter().zip(&result.results.new_claims) {
+        // New claims are known by the solve's placeholder until the API server names them (`outcome`).
+        for decided in &result.results.new_claims {
             for &i in &decided.pods {
-                map.insert(result.pods[i].uid.clone(), claim.name().to_string());
+                map.insert(result.pods[i].uid.clone(), decided.hostname.clone());
             }
         }
         self.placements = Arc::new(map);
+    }
+
+    /// A claim the solve called `placeholder` was created as `name` (or not at all).
+    fn rename_placements(&mut self, placeholder: &str, name: Option<&str>) {
+        if !self.placements.values().any(|v| v == placeholder) {
+            return;
+        }
+        let map = Arc::make_mut(&mut self.placements);
+        map.retain(|_, v| v != placeholder || name.is_some());
+        for v in map.values_mut().filter(|v| *v == placeholder) {
+            *v = name.unwrap_or_default().to_string();
+        }
     }
 
     /// Drops placements whose pod bound or went, or whose claim went; all of them under upstream packing.
@@ -1176,9 +1189,15 @@ impl Controller {
         match o {
             Outcome::Created { name, purpose } => {
                 self.created.insert(name.clone(), now);
+                if let Purpose::Provisioning { placeholder, .. } = &purpose {
+                    self.rename_placements(placeholder, Some(&name));
+                }
                 self.settle(&purpose, Some(name));
             }
             Outcome::CreateFailed { purpose, error } => {
+                if let Purpose::Provisioning { placeholder, .. } = &purpose {
+                    self.rename_placements(placeholder, None);
+                }
                 if let Purpose::Replacement { id } = &purpose {
                     tracing::warn!(command = %id, %error, "a replacement NodeClaim could not be created");
                 }
