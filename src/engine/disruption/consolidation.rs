@@ -429,15 +429,21 @@ fn multi_node(ctx: &Context<'_>, survey: &Survey, sim: &Simulator<'_>, list: &[&
     if list.len() < 2 {
         return None;
     }
-    let (mut lo, mut hi) = (1usize, (list.len() - 1).min(ctx.options.multi_node_cap));
+    longest_prefix(1, (list.len() - 1).min(ctx.options.multi_node_cap), |mid| {
+        compute(ctx, sim, &list[..=mid], Method::MultiNode)
+            .ok()
+            .filter(|cmd| balanced_ok(cmd, survey).is_ok())
+            .and_then(|mut cmd| filter_out_same_type(&mut cmd).then_some(cmd))
+    })
+}
+
+/// Binary search for the largest `mid` in `lo..=hi` whose prefix `try_prefix(mid)` gives a command (upstream's
+/// multi-node search, which assumes a prefix that works means the shorter ones do too).
+fn longest_prefix(mut lo: usize, mut hi: usize, try_prefix: impl Fn(usize) -> Option<Command>) -> Option<Command> {
     let mut best = None;
     while lo <= hi {
         let mid = (lo + hi) / 2;
-        let valid = compute(ctx, sim, &list[..=mid], Method::MultiNode)
-            .ok()
-            .filter(|cmd| balanced_ok(cmd, survey).is_ok())
-            .and_then(|mut cmd| filter_out_same_type(&mut cmd).then_some(cmd));
-        match valid {
+        match try_prefix(mid) {
             Some(cmd) => {
                 best = Some(cmd);
                 lo = mid + 1;
@@ -491,24 +497,9 @@ fn repack(ctx: &Context<'_>, survey: &Survey, sim: &Simulator<'_>, list: &[&Cand
     if list.is_empty() {
         return None;
     }
-    let (mut lo, mut hi) = (0usize, list.len() - 1);
-    let mut best = None;
-    while lo <= hi {
-        let mid = (lo + hi) / 2;
-        match compute_repack(ctx, sim, &list[..=mid]).ok().filter(|cmd| balanced_ok(cmd, survey).is_ok()) {
-            Some(cmd) => {
-                best = Some(cmd);
-                lo = mid + 1;
-            }
-            None => {
-                if mid == 0 {
-                    break;
-                }
-                hi = mid - 1;
-            }
-        }
-    }
-    best
+    longest_prefix(0, list.len() - 1, |mid| {
+        compute_repack(ctx, sim, &list[..=mid]).ok().filter(|cmd| balanced_ok(cmd, survey).is_ok())
+    })
 }
 
 /// Round-robin over NodePools, each pool's candidates in order.
