@@ -6,6 +6,8 @@ mod common;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+use k8s_openapi::api::core::v1::Taint;
+
 use karpenter_tui::engine::api::NodePool;
 use karpenter_tui::engine::catalog::InstanceType;
 use karpenter_tui::engine::catalog::aws::aws_catalog;
@@ -16,7 +18,7 @@ use karpenter_tui::engine::scheduling::cost::lower_bound;
 use karpenter_tui::engine::scheduling::pod::PodData;
 use karpenter_tui::engine::scheduling::volumes::VolumeIndex;
 use karpenter_tui::engine::scheduling::workload::plain_pods_seeded;
-use karpenter_tui::engine::scheduling::{Input, Results, SchedulerOptions, solve};
+use karpenter_tui::engine::scheduling::{ExistingNode, Input, Results, SchedulerOptions, solve};
 
 fn on_demand_pool() -> NodePool {
     common::nodepool_yaml(
@@ -28,6 +30,27 @@ struct World {
     pools: Vec<NodePool>,
     types: BTreeMap<String, Vec<Arc<InstanceType>>>,
     policy: LabelPolicy,
+    usage: BTreeMap<String, Resources>,
+    labels: BTreeMap<String, (BTreeMap<String, String>, Vec<Taint>)>,
+    volumes: VolumeIndex,
+}
+
+impl World {
+    /// The scheduler's input: this world, `nodes`, no DaemonSets.
+    fn input<'a>(&'a self, nodes: &'a [ExistingNode], options: SchedulerOptions) -> Input<'a> {
+        Input {
+            nodepools: &self.pools,
+            instance_types: &self.types,
+            policy: &self.policy,
+            nodes,
+            nodepool_usage: &self.usage,
+            bound_pods: &[],
+            node_labels: &self.labels,
+            daemonsets: &[],
+            volumes: &self.volumes,
+            options,
+        }
+    }
 }
 
 fn aws_world() -> World {
@@ -36,25 +59,14 @@ fn aws_world() -> World {
         pools: vec![on_demand_pool()],
         types: [("default".to_string(), catalog.instance_types.clone())].into(),
         policy: catalog.label_policy.clone(),
+        usage: BTreeMap::new(),
+        labels: BTreeMap::new(),
+        volumes: VolumeIndex::default(),
     }
 }
 
 fn run(w: &World, pods: &[PodData], packing: Packing) -> (Results, Option<f64>) {
-    let usage = BTreeMap::new();
-    let labels = BTreeMap::new();
-    let volumes = VolumeIndex::default();
-    let input = Input {
-        nodepools: &w.pools,
-        instance_types: &w.types,
-        policy: &w.policy,
-        nodes: &[],
-        nodepool_usage: &usage,
-        bound_pods: &[],
-        node_labels: &labels,
-        daemonsets: &[],
-        volumes: &volumes,
-        options: SchedulerOptions { packing, ..Default::default() },
-    };
+    let input = w.input(&[], SchedulerOptions { packing, ..Default::default() });
     let r = solve(&input, pods);
     let b = lower_bound(&input, pods, &r);
     (r, b)
@@ -112,21 +124,7 @@ fn upstream_packing_is_what_it_always_was() {
             .map(|c| (c.pods.clone(), c.instance_types.iter().map(|t| t.name.clone()).collect()))
             .collect()
     };
-    let usage = BTreeMap::new();
-    let labels = BTreeMap::new();
-    let volumes = VolumeIndex::default();
-    let input = Input {
-        nodepools: &w.pools,
-        instance_types: &w.types,
-        policy: &w.policy,
-        nodes: &[],
-        nodepool_usage: &usage,
-        bound_pods: &[],
-        node_labels: &labels,
-        daemonsets: &[],
-        volumes: &volumes,
-        options: SchedulerOptions::default(),
-    };
+    let input = w.input(&[], SchedulerOptions::default());
     assert_eq!(sig(&solve(&input, &pods)), sig(&a));
 }
 
@@ -144,7 +142,7 @@ fn cost_packing_honours_weights_and_limits() {
             ("heavy".to_string(), catalog.instance_types.clone()),
         ]
         .into(),
-        policy: catalog.label_policy.clone(),
+        ..aws_world()
     };
     let pods = plain_pods_seeded(400, 5);
     let (r, bound) = run(&w, &pods, Packing::Cost);
@@ -167,7 +165,7 @@ fn cost_packing_keeps_pods_on_existing_room_first() {
     // Existing room is free: pods that fit on a node already there go there in both strategies.
     let w = aws_world();
     let pods = plain_pods_seeded(50, 4);
-    let node = karpenter_tui::engine::scheduling::ExistingNode {
+    let node = ExistingNode {
         name: "node-a".into(),
         labels: [
             ("kubernetes.io/arch".to_string(), "amd64".to_string()),
@@ -182,21 +180,7 @@ fn cost_packing_keeps_pods_on_existing_room_first() {
         ..Default::default()
     };
     let nodes = vec![node];
-    let usage = BTreeMap::new();
-    let labels = BTreeMap::new();
-    let volumes = VolumeIndex::default();
-    let mk = |packing| Input {
-        nodepools: &w.pools,
-        instance_types: &w.types,
-        policy: &w.policy,
-        nodes: &nodes,
-        nodepool_usage: &usage,
-        bound_pods: &[],
-        node_labels: &labels,
-        daemonsets: &[],
-        volumes: &volumes,
-        options: SchedulerOptions { packing, ..Default::default() },
-    };
+    let mk = |packing| w.input(&nodes, SchedulerOptions { packing, ..Default::default() });
     let (up_in, cost_in) = (mk(Packing::Upstream), mk(Packing::Cost));
     let (up, cost) = (solve(&up_in, &pods), solve(&cost_in, &pods));
     let on_node = |r: &Results| -> Resources {
@@ -241,14 +225,21 @@ fn plan_shows_both_strategies_and_the_bound() {
 fn diagnostics() {
     let w = aws_world();
     let n: usize = std::env::var("PODS").ok().and_then(|v| v.parse().ok()).unwrap_or(1500);
-    for seed in [1u64, 2, 3] {
+    let seeds: Vec<u64> =
+        std::env::var("SEEDS").ok().map_or(vec![1, 2, 3], |v| v.split(',').filter_map(|s| s.parse().ok()).collect());
+    for seed in seeds {
         let pods = plain_pods_seeded(n, seed);
-        let t0 = std::time::Instant::now();
-        let _ = run(&w, &pods, Packing::Upstream);
-        println!("upstream solve + bound: {:?}", t0.elapsed());
-        let t0 = std::time::Instant::now();
-        let (cost, bound) = run(&w, &pods, Packing::Cost);
-        let el = t0.elapsed();
+        let timed = |packing| {
+            let input = w.input(&[], SchedulerOptions { packing, ..Default::default() });
+            let t0 = std::time::Instant::now();
+            let r = solve(&input, &pods);
+            let el = t0.elapsed();
+            let b = lower_bound(&input, &pods, &r);
+            (r, b, el)
+        };
+        let (_, _, up_el) = timed(Packing::Upstream);
+        let (cost, bound, el) = timed(Packing::Cost);
+        println!("solve: upstream {up_el:?}, cost {el:?}");
         let mut per: BTreeMap<String, (usize, f64, f64, f64)> = BTreeMap::new();
         for c in &cost.new_claims {
             let t = &c.instance_types[0];
@@ -410,7 +401,6 @@ fn repack_goes_through_the_approval_gate_with_its_savings_and_respects_pdbs() {
 /// made for it and nothing launches twice.
 #[test]
 fn hints_put_pods_back_on_the_claims_made_for_them() {
-    use karpenter_tui::engine::scheduling::ExistingNode;
     let w = aws_world();
     let pods = plain_pods_seeded(1500, 2);
     let (first, _) = run(&w, &pods, Packing::Cost);
@@ -449,23 +439,9 @@ fn hints_put_pods_back_on_the_claims_made_for_them() {
         .iter()
         .flat_map(|c| c.pods.iter().map(move |&i| (pods_ref[i].uid.clone(), c.hostname.clone())))
         .collect();
-    let usage = BTreeMap::new();
-    let labels = BTreeMap::new();
-    let volumes = VolumeIndex::default();
     let solve_with = |hints: BTreeMap<String, String>| {
-        let input = Input {
-            nodepools: &w.pools,
-            instance_types: &w.types,
-            policy: &w.policy,
-            nodes: &nodes,
-            nodepool_usage: &usage,
-            bound_pods: &[],
-            node_labels: &labels,
-            daemonsets: &[],
-            volumes: &volumes,
-            options: SchedulerOptions { packing: Packing::Cost, hints: Arc::new(hints), ..Default::default() },
-        };
-        solve(&input, &pods)
+        let options = SchedulerOptions { packing: Packing::Cost, hints: Arc::new(hints), ..Default::default() };
+        solve(&w.input(&nodes, options), &pods)
     };
     let again = solve_with(hints);
     assert!(again.new_claims.is_empty(), "{} claims launched twice", again.new_claims.len());

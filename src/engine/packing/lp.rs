@@ -4,7 +4,9 @@
 //! and which pods they hold, which cost packing follows.
 //!
 //! Two kinds of constraint: per type and resource, the pods put there fit the instances bought (fractionally);
-//! per type and resource, pods too large for j + 1 of them to share an instance number at most j per instance.
+//! per type and resource, the pods' weights under each of a family of dual-feasible functions (a pod over half an
+//! instance weighs 1 in the first; one over two thirds 1 and one over a third 1/2 in the second; ...) sum to at
+//! most the instances bought, since one instance's pods weigh at most 1 in each.
 //!
 //! Why not the looser "enough CPU, memory and pods in total" relaxation: with burstable types in the catalog it
 //! buys a t3a.nano's cheap CPU and an r-type's cheap memory and pretends one pod can use both, a bound no packing
@@ -45,10 +47,18 @@ pub struct Plan {
     pub assigned: Vec<Vec<(usize, f64)>>,
 }
 
-/// Size limits per column and resource, smallest first: the larger ones bind rarely.
+/// Dual-feasible functions per column and resource, k = 1..=this: the larger k bind rarely.
 const MAX_SIZE_LIMITS: usize = 16;
 /// Rounds of "add the size limits the solution breaks and solve again".
 const MAX_CUT_ROUNDS: usize = 50;
+
+/// Fekete and Schepers' dual-feasible function u_k at `need / room` (0 < need <= room): floor((k + 1) x) / k, or x
+/// itself when (k + 1) x is a whole number. Pods whose sizes sum to at most `room` weigh at most 1 in total.
+fn dual_feasible(need: i64, room: i64, k: i64) -> f64 {
+    let scaled = i128::from(need) * i128::from(k + 1);
+    let room128 = i128::from(room);
+    if scaled % room128 == 0 { need as f64 / room as f64 } else { (scaled / room128) as f64 / k as f64 }
+}
 
 /// Columns no cheaper column matches: `a` is dominated when some `b` costs no more, holds at least as much of
 /// everything, and serves every class `a` serves. Dropping them leaves the optimum unchanged and the problem small.
@@ -145,18 +155,21 @@ pub fn plan(columns: &[Column], classes: &[Class]) -> Option<Plan> {
             }
         }
     }
-    // Integrality a relaxation may keep. In any one resource, j + 1 pods each asking more than 1/(j + 1) of an
-    // instance can't share it, so the pods of that size put on a type number at most j per instance bought. Taking
-    // j as each class's "how many fit alone" gives one such limit per distinct j: one one-CPU pod per 1.93-CPU
-    // instance, two 512Mi pods per 1.4 GiB, whatever else shares it. Every packing obeys these, so the bound stays
-    // a bound, and it is far closer to what can be packed on small types. There are thousands of them over a big
-    // catalog and few bind, so they are added only when the solution breaks them (a cutting-plane loop).
+    // Integrality a relaxation may keep. Per type and resource, give each pod of size s on an instance of capacity C
+    // the weight u_k(s) = floor((k + 1) s / C) / k (s / C when (k + 1) s / C is a whole number): Fekete and
+    // Schepers' dual-feasible functions, under which the pods of any one instance weigh at most 1 for every k. So
+    // the pods put on a type weigh at most the instances bought, for each k. k = 1 says two pods over half an
+    // instance never share it; k = 2 that a pod over two thirds weighs a whole instance and one over a third half
+    // of one, and so on: one 1 GiB pod or two 512 MiB pods per 1.4 GiB instance, whatever the fractions say. Every
+    // packing obeys these, so the bound stays a bound, and it is far closer to what can be packed on small types.
+    // There are thousands of them over a big catalog and few bind, so they are added only when the solution breaks
+    // them (a cutting-plane loop).
     let mut cuts: Vec<Vec<(microlp::Variable, f64)>> = Vec::new();
     for (u, &c) in used.iter().enumerate() {
         let cap = &columns[c].capacity;
         for dim in &dims {
             let room = cap.get(dim);
-            // (j, var, pods) for the classes on this column asking for the resource.
+            // (size, var, pods) for the classes on this column asking for the resource.
             let mut sized: Vec<(i64, microlp::Variable, f64)> = Vec::new();
             for (ki, k) in classes_sorted.iter().enumerate() {
                 let need = k.requests.get(dim);
@@ -164,29 +177,31 @@ pub fn plan(columns: &[Column], classes: &[Class]) -> Option<Plan> {
                     continue;
                 }
                 if let Some((_, v)) = y[ki].iter().find(|(uu, _)| *uu == u) {
-                    sized.push((room / need, *v, k.count as f64));
+                    if need > room {
+                        // Not even one fits: the class may not use this column.
+                        problem.add_constraint([(*v, 1.0)], ComparisonOp::Le, 0.0);
+                        continue;
+                    }
+                    sized.push((need, *v, k.count as f64));
                 }
             }
-            let mut limits: Vec<i64> = sized.iter().map(|(j, _, _)| *j).collect();
-            limits.sort_unstable();
-            limits.dedup();
-            for j in limits.into_iter().take(MAX_SIZE_LIMITS) {
-                let row: Vec<_> = sized.iter().filter(|(m, _, _)| *m <= j).map(|(_, v, n)| (*v, *n)).collect();
-                if j <= 0 {
-                    // Not even one fits: the class may not use this column.
-                    for (v, _) in row {
-                        problem.add_constraint([(v, 1.0)], ComparisonOp::Le, 0.0);
-                    }
+            let mut seen: Vec<Vec<(usize, f64)>> = Vec::new();
+            for k in 1..=MAX_SIZE_LIMITS as i64 {
+                let weights: Vec<(usize, f64)> = sized
+                    .iter()
+                    .enumerate()
+                    .map(|(i, &(need, _, _))| (i, dual_feasible(need, room, k)))
+                    .filter(|(_, w)| *w > 0.0)
+                    .collect();
+                // Never binding when all of them fit one instance by weight; skip repeats.
+                let total: f64 = weights.iter().map(|&(i, w)| w * sized[i].2).sum();
+                if total <= 1.0 + 1e-9 || seen.contains(&weights) {
                     continue;
                 }
-                let pods: f64 = row.iter().map(|(_, n)| *n).sum();
-                if pods <= j as f64 {
-                    // Never binding: one instance holds them all.
-                    continue;
-                }
-                let mut row: Vec<_> = row.into_iter().map(|(v, n)| (v, n / j as f64)).collect();
+                let mut row: Vec<_> = weights.iter().map(|&(i, w)| (sized[i].1, w * sized[i].2)).collect();
                 row.push((x[u], -1.0));
                 cuts.push(row);
+                seen.push(weights);
             }
         }
     }
@@ -300,6 +315,39 @@ mod tests {
         let small = Class { requests: Resources::new(1, 1 << 28, 1), count: 3, columns: vec![0] };
         let p = plan(&[c], &[big, small]).unwrap();
         assert!((p.cost - 3.0).abs() < 1e-6, "{p:?}");
+    }
+
+    #[test]
+    fn a_pod_over_two_thirds_leaves_no_room_for_one_over_a_third() {
+        // 1.4 GiB instances at $1, two 1 GiB pods and two 512 MiB pods: no 1 GiB pod shares an instance with
+        // anything and the 512 MiB pods pair up, so 3 instances. "At most two pods over a third per instance"
+        // alone says 2.
+        let mut c = col(1.0, 100, 0, 100);
+        c.capacity.memory = 1400 << 20;
+        let big = Class { requests: Resources::new(1, 1 << 30, 1), count: 2, columns: vec![0] };
+        let half = Class { requests: Resources::new(1, 512 << 20, 1), count: 2, columns: vec![0] };
+        let p = plan(&[c], &[big, half]).unwrap();
+        assert!((p.cost - 3.0).abs() < 1e-6, "{p:?}");
+    }
+
+    #[test]
+    fn dual_feasible_weights_of_one_instance_sum_to_at_most_one() {
+        // Every way to fill a 100-unit instance with pods of sizes 1..=100, for each k.
+        for k in 1..=6 {
+            assert_eq!(dual_feasible(50, 100, 1), 0.5);
+            assert_eq!(dual_feasible(51, 100, 1), 1.0);
+            assert_eq!(dual_feasible(49, 100, 1), 0.0);
+            for a in 1..=100 {
+                for b in 1..=(100 - a) {
+                    let c = 100 - a - b;
+                    let mut w = dual_feasible(a, 100, k) + dual_feasible(b, 100, k);
+                    if c > 0 {
+                        w += dual_feasible(c, 100, k);
+                    }
+                    assert!(w <= 1.0 + 1e-12, "k {k}: {a} + {b} + {c} weigh {w}");
+                }
+            }
+        }
     }
 
     #[test]

@@ -282,19 +282,42 @@ impl Scheduler<'_> {
         let net = net_capacity(&self.fixed.templates[t]);
         let cols = columns(&self.fixed.templates[t], &net);
         // Per class, the types its pod fits alone (constant over the rounds).
+        // Per class, the types its pod fits alone (constant over the rounds), and of those the ones the plan may
+        // buy: the cheapest per pod when filled with that pod alone. The rest rarely take part in an optimum and
+        // make the LP many times slower; the bound ([`lower_bound`]) still offers every type.
+        let allowed: Vec<Bitset> =
+            classes.iter().map(|c| pod_types(&self.fixed.templates[t], &pods[c.pods[0]])).collect();
+        let mut mix = Resources::default();
+        for c in classes.iter() {
+            for _ in c.next..c.pods.len() {
+                mix.add(&c.requests);
+            }
+        }
         let fits: Vec<Vec<usize>> = classes
             .iter()
-            .map(|c| {
-                pod_types(&self.fixed.templates[t], &pods[c.pods[0]])
-                    .iter()
-                    .filter(|&ti| cols[ti].price < f64::MAX)
-                    .collect()
+            .zip(&allowed)
+            .map(|(c, a)| {
+                let usable: Vec<usize> = a.iter().filter(|&ti| cols[ti].price < f64::MAX).collect();
+                let top = |per_pod: &dyn Fn(usize) -> f64| -> Vec<usize> {
+                    let mut ranked: Vec<(f64, usize)> = usable.iter().map(|&ti| (per_pod(ti), ti)).collect();
+                    ranked.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
+                    ranked.into_iter().take(PLAN_TYPES_PER_CLASS).map(|(_, ti)| ti).collect()
+                };
+                // Filled with whole pods of this class, and filled fractionally (what shares it with other pods).
+                let mut keep = top(&|ti| cols[ti].price / per_instance(&c.requests, &net[ti]).max(1) as f64);
+                keep.extend(top(&|ti| cols[ti].price * share_of(&c.requests, &net[ti])));
+                // And what holds the whole batch's mix best: pods of opposite shapes share those.
+                keep.extend(top(&|ti| cols[ti].price * share_of(&mix, &net[ti])));
+                keep.sort_unstable();
+                keep.dedup();
+                keep
             })
             .collect();
         let mut caps: HashMap<usize, Bitset> = HashMap::new();
         for round in 0..MAX_ROUNDS {
             // Shapes: classes with the same requests and types are one LP class.
             let mut shapes: Vec<lp::Class> = Vec::new();
+            let mut shape_allowed: Vec<&Bitset> = Vec::new();
             let mut shape_of: Vec<Option<usize>> = vec![None; classes.len()];
             for (k, c) in classes.iter().enumerate() {
                 let left = c.pods.len() - c.next;
@@ -308,6 +331,7 @@ impl Scheduler<'_> {
                     }
                     None => {
                         shapes.push(lp::Class { requests: c.requests.clone(), count: left, columns: fits[k].clone() });
+                        shape_allowed.push(&allowed[k]);
                         shapes.len() - 1
                     }
                 };
@@ -322,46 +346,66 @@ impl Scheduler<'_> {
             let quota: std::cell::RefCell<Vec<HashMap<usize, f64>>> = std::cell::RefCell::new(
                 plan.assigned.iter().map(|a| a.iter().map(|&(c, n)| (c, n)).collect()).collect(),
             );
-            // Whole instances first; in the last rounds the fractions too (the last claim of a type is launched on
-            // the cheapest option its pods fit, so a fraction costs about its share).
+            // Whole instances first; in the last rounds the fractions too.
             let last = round + 1 >= MAX_ROUNDS / 2;
             let mut targets: Vec<(usize, usize)> = plan
                 .amounts
                 .iter()
                 .enumerate()
-                .map(|(ti, a)| (ti, if last { a.ceil() as usize } else { a.floor() as usize }))
-                .filter(|(_, n)| *n > 0)
+                .map(|(ti, a)| (ti, a.floor() as usize))
+                .filter(|&(ti, n)| n > 0 || (last && plan.amounts[ti] > 1e-6))
                 .collect();
             targets.sort_by(|a, b| plan.amounts[b.0].total_cmp(&plan.amounts[a.0]).then(a.0.cmp(&b.0)));
             let mut placed_any = false;
             for (target, count) in targets {
-                let cap = caps
-                    .entry(target)
-                    .or_insert_with(|| {
-                        let mut b = Bitset::empty(net.len());
-                        for (ti, r) in net.iter().enumerate() {
-                            if r.fits_in(&net[target]) {
-                                b.set(ti);
+                let cap_of = |caps: &mut HashMap<usize, Bitset>, ti: usize| {
+                    caps.entry(ti)
+                        .or_insert_with(|| {
+                            let mut b = Bitset::empty(net.len());
+                            for (tj, r) in net.iter().enumerate() {
+                                if r.fits_in(&net[ti]) {
+                                    b.set(tj);
+                                }
                             }
-                        }
-                        b
-                    })
-                    .clone();
+                            b
+                        })
+                        .clone()
+                };
+                let within = cap_of(&mut caps, target);
                 let planned =
                     |k: usize| shape_of[k].is_some_and(|s| quota.borrow()[s].get(&target).is_some_and(|q| *q > 0.5));
-                // The plan's pods of each shape on this type, spread evenly over its instances: each instance then
-                // holds about the plan's average mix, which fits (the plan is feasible) and wastes little.
+                // The plan's pods of each shape on this type, spread evenly over its whole instances: each then holds
+                // about the plan's average mix, which fits (the plan is feasible) and wastes little.
                 let planned_total: Vec<f64> =
                     quota.borrow().iter().map(|q| q.get(&target).copied().unwrap_or(0.0).max(0.0)).collect();
-                for node in 0..count {
-                    let share = |s: usize| {
-                        let q = planned_total[s];
-                        let upto = |n: usize| (n as f64 * q / count as f64 + 1e-9).floor() as usize;
-                        upto(node + 1) - upto(node)
+                let whole = plan.amounts[target].max(1.0);
+                for node in 0..count + FRACTION_CLAIMS {
+                    let (size, mut want) = if node < count {
+                        let share = |s: usize| {
+                            let q = planned_total[s];
+                            let upto = |n: usize| (n as f64 * q / whole + 1e-9).floor() as usize;
+                            upto(node + 1) - upto(node)
+                        };
+                        (target, (0..planned_total.len()).map(share).collect::<Vec<usize>>())
+                    } else if last {
+                        // The fraction: what the plan still puts on this type, on the best-value types no larger
+                        // than it, one claim at a time (a fifth of a 192-CPU instance is a 48-CPU one, not a
+                        // 192-CPU one a fifth full).
+                        let want: Vec<usize> = quota
+                            .borrow()
+                            .iter()
+                            .map(|q| q.get(&target).copied().unwrap_or(0.0).max(0.0).round() as usize)
+                            .collect();
+                        if want.iter().all(|&w| w == 0) {
+                            break;
+                        }
+                        fraction_type(&within, &cols, &net, &shapes, &shape_allowed, &want, target)
+                    } else {
+                        break;
                     };
-                    let mut want: Vec<usize> = (0..planned_total.len()).map(share).collect();
+                    let cap = cap_of(&mut caps, size);
                     // Seed: the largest pod of this instance's share (else any the plan puts here) that opens a claim
-                    // capped at the target.
+                    // capped at its size.
                     let mut opened: Option<usize> = None;
                     for pass in 0..2 {
                         for k in 0..classes.len() {
@@ -405,10 +449,14 @@ impl Scheduler<'_> {
                         }
                     }
                     // Then the plan's other pods for this type, then anything that still fits.
-                    self.fill_claim(c, &net[target], pods, classes, planned, &mut |k| {
+                    self.fill_claim(c, &net[size], pods, classes, planned, &mut |k| {
                         take(&mut quota.borrow_mut(), shape_of[k], target)
                     });
-                    self.fill_claim(c, &net[target], pods, classes, |_| true, &mut |k| {
+                    if node >= count {
+                        // A fraction's claim is sized for its own pods; the other types' fractions follow.
+                        continue;
+                    }
+                    self.fill_claim(c, &net[size], pods, classes, |_| true, &mut |k| {
                         // A pod placed beyond the plan uses up its own plan elsewhere.
                         let mut quota = quota.borrow_mut();
                         if let Some(s) = shape_of[k]
@@ -468,6 +516,82 @@ impl Scheduler<'_> {
 
 /// Rounds of plan-and-pack before the rest goes to upstream's path.
 const MAX_ROUNDS: usize = 4;
+/// Types per class the plan may buy (see `pack_template`).
+const PLAN_TYPES_PER_CLASS: usize = 12;
+/// How many pods of `requests` one instance with `room` holds.
+fn per_instance(requests: &Resources, room: &Resources) -> i64 {
+    requests.entries().iter().filter(|(_, v)| *v > 0).map(|(k, v)| room.get(k).max(0) / v).min().unwrap_or(i64::MAX)
+}
+
+/// The largest share of `room` one pod of `requests` takes in any resource.
+fn share_of(requests: &Resources, room: &Resources) -> f64 {
+    requests
+        .entries()
+        .iter()
+        .filter(|(_, v)| *v > 0)
+        .map(|(k, v)| *v as f64 / room.get(k).max(1) as f64)
+        .fold(0.0, f64::max)
+}
+
+/// Claims at most for the fraction of an instance the plan buys beyond its whole ones.
+const FRACTION_CLAIMS: usize = 16;
+
+/// The type for the next claim of a fraction of `target`: of the types no larger than it (`within`) that hold
+/// each of the pods `want`s (per shape) alone, the one that buys the most of them per dollar, the larger share on
+/// a tie. What a type buys is what one instance of it takes when filled largest pods first, each pod valued as the
+/// share of `target` it uses in its scarcest resource there; those pods, per shape, are returned with it. So a fifth of a 192-CPU instance's pods go on a
+/// 48-CPU type at a quarter of its price, not on the 192-CPU type a fifth full.
+fn fraction_type(
+    within: &Bitset,
+    cols: &[Column],
+    net: &[Resources],
+    shapes: &[lp::Class],
+    allowed: &[&Bitset],
+    want: &[usize],
+    target: usize,
+) -> (usize, Vec<usize>) {
+    let full = &net[target];
+    let dims: Vec<(&str, f64)> =
+        full.entries().into_iter().filter(|(_, v)| *v > 0).map(|(k, v)| (k, v as f64)).collect();
+    let value = |r: &Resources| -> f64 { dims.iter().map(|(k, c)| r.get(k) as f64 / c).fold(0.0, f64::max) };
+    // Largest pods first.
+    let mut order: Vec<usize> = (0..want.len()).filter(|&s| want[s] > 0).collect();
+    order.sort_by(|&a, &b| value(&shapes[b].requests).total_cmp(&value(&shapes[a].requests)).then(a.cmp(&b)));
+    let mut best: Option<(usize, f64, f64, Vec<usize>)> = None;
+    for ti in within.iter() {
+        let price = cols[ti].price;
+        if !price.is_finite() || price <= 0.0 || order.iter().any(|&s| !allowed[s].get(ti)) {
+            continue;
+        }
+        let mut room = net[ti].clone();
+        let mut took = 0.0;
+        let mut counts = vec![0; want.len()];
+        for &s in &order {
+            let r = &shapes[s].requests;
+            let n = r
+                .entries()
+                .iter()
+                .filter(|(_, v)| *v > 0)
+                .map(|(k, v)| (room.get(k).max(0) / v) as usize)
+                .min()
+                .unwrap_or(want[s])
+                .min(want[s]);
+            for (k, v) in r.entries() {
+                room.set_value(k, room.get(k) - v * n as i64);
+            }
+            took += n as f64 * value(r);
+            counts[s] = n;
+        }
+        let rate = took / price;
+        let better = best.as_ref().is_none_or(|(_, best_rate, best_took, _)| {
+            rate > best_rate * (1.0 + 1e-9) || (rate >= best_rate * (1.0 - 1e-9) && took > best_took + 1e-12)
+        });
+        if took > 0.0 && better {
+            best = Some((ti, rate, took, counts));
+        }
+    }
+    best.map_or_else(|| (target, want.to_vec()), |(ti, _, _, counts)| (ti, counts))
+}
 
 /// One pod of `shape` placed on `target`: one less in the plan.
 fn take(quota: &mut [HashMap<usize, f64>], shape: Option<usize>, target: usize) {
