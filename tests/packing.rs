@@ -85,9 +85,9 @@ fn by_type(r: &Results) -> BTreeMap<String, usize> {
 }
 
 /// The issue's workload: 1,500 plain pods, one on-demand amd64 NodePool over three zones, the AWS catalog.
-/// Measured on 2026-11-26 (seeds 1–3): upstream $145.90/h on 2 nodes (a u7i-12tb.224xlarge and an
-/// m8i.96xlarge); cost $36.9–$37.1/h on ~350 nodes; LP bound $33.8–$34.9/h, so cost is 1.06–1.10× the bound.
-/// The issue asks for 1.05×; this test holds the line at what is achieved so a regression fails.
+/// Measured on 2026-11-26 (second session): upstream $145.90/h on 2 nodes (a u7i-12tb.224xlarge and an
+/// m8i.96xlarge); cost $36.1–$37.1/h on ~370 nodes; LP bound $34.5–$35.6/h, so cost is 1.043–1.046× the bound on
+/// seeds 1–3 (1.039–1.054× over seeds 1–10: seed 5 is the one above 1.05, see docs/packing.md).
 #[test]
 fn cost_packing_is_far_cheaper_than_upstream_and_near_the_lp_bound() {
     let w = aws_world();
@@ -102,7 +102,7 @@ fn cost_packing_is_far_cheaper_than_upstream_and_near_the_lp_bound() {
         assert!((bound_up.unwrap() - bound).abs() < 1e-6);
         let (p_up, p_cost) = (price(&up), price(&cost));
         assert!(bound <= p_cost + 1e-9 && bound <= p_up + 1e-9, "the bound is a bound");
-        assert!(p_cost <= 1.10 * bound, "seed {seed}: cost ${p_cost:.2} vs bound ${bound:.2}: {:?}", by_type(&cost));
+        assert!(p_cost <= 1.05 * bound, "seed {seed}: cost ${p_cost:.2} vs bound ${bound:.2}: {:?}", by_type(&cost));
         assert!(p_up > 3.0 * p_cost, "seed {seed}: upstream ${p_up:.2}, cost ${p_cost:.2}");
         // No claim holds more than fits its cheapest option.
         for c in &cost.new_claims {

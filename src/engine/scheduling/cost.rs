@@ -132,13 +132,14 @@ fn classes(pods: &[PodData], order: &[usize]) -> Vec<Class> {
 /// How well `need` fills `room`: their dot product with both scaled by the target's capacity. Large pods shaped
 /// like the room score highest.
 fn score(need: &Resources, room: &Resources, cap: &Resources) -> f64 {
-    let mut s = 0.0;
-    for (k, c) in cap.entries() {
-        if c <= 0 {
-            continue;
-        }
-        let c = c as f64;
-        s += (need.get(k) as f64 / c) * (room.get(k).max(0) as f64 / c);
+    // Called for every class at every placement: no allocation.
+    let term = |n: i64, r: i64, c: i64| if c <= 0 { 0.0 } else { (n as f64 / c as f64) * (r.max(0) as f64 / c as f64) };
+    let mut s = term(need.cpu, room.cpu, cap.cpu)
+        + term(need.memory, room.memory, cap.memory)
+        + term(need.ephemeral_storage, room.ephemeral_storage, cap.ephemeral_storage)
+        + term(need.pods, room.pods, cap.pods);
+    for (k, c) in &cap.extended {
+        s += term(need.get(k), room.get(k), *c);
     }
     s
 }
