@@ -605,6 +605,30 @@ fn empty_class() -> Class {
     Class { pods: Vec::new(), next: 0, requests: Resources::default() }
 }
 
+/// Every template's LP columns, one list, and where each template's start.
+fn all_columns(templates: &[Template]) -> (Vec<Column>, Vec<usize>) {
+    let mut cols: Vec<Column> = Vec::new();
+    let mut offset: Vec<usize> = Vec::with_capacity(templates.len());
+    for tpl in templates {
+        offset.push(cols.len());
+        cols.extend(columns(tpl, &net_capacity(tpl)));
+    }
+    (cols, offset)
+}
+
+/// The LP columns pod `pod` may use in template `t` (offset into [`all_columns`]).
+fn pod_columns(tpl: &Template, base: usize, cols: &[Column], pod: &PodData) -> Vec<usize> {
+    pod_types(tpl, pod).iter().filter(|&ti| cols[base + ti].price < f64::MAX).map(|ti| base + ti).collect()
+}
+
+/// Counts one more pod of `requests` on `columns` among `shapes`.
+fn add_to_shapes(shapes: &mut Vec<lp::Class>, requests: &Resources, columns: Vec<usize>) {
+    match shapes.iter_mut().find(|k| k.requests == *requests && k.columns == columns) {
+        Some(k) => k.count += 1,
+        None => shapes.push(lp::Class { requests: requests.clone(), count: 1, columns }),
+    }
+}
+
 /// The LP lower bound, in USD per hour, on new capacity for the pods `results` put on new NodeClaims: fractional
 /// instances of any type their NodePool allows, each pod's requests on instances of a type it fits, every
 /// resource (CPU, memory, pods, extended) covered per type, each type at the cheapest offering the NodePool
@@ -613,25 +637,12 @@ fn empty_class() -> Class {
 pub fn lower_bound(input: &Input<'_>, pods: &[PodData], results: &Results) -> Option<f64> {
     let prepared = Prepared::new(input);
     let templates = &prepared.fixed.templates;
-    let mut cols: Vec<Column> = Vec::new();
-    let mut offset: HashMap<&str, usize> = HashMap::new();
-    for tpl in templates {
-        offset.insert(tpl.nodepool.as_str(), cols.len());
-        cols.extend(columns(tpl, &net_capacity(tpl)));
-    }
+    let (cols, offset) = all_columns(templates);
     let mut shapes: Vec<lp::Class> = Vec::new();
     for claim in &results.new_claims {
         let Some(t) = templates.iter().position(|tpl| tpl.nodepool == claim.nodepool) else { continue };
-        let tpl = &templates[t];
-        let base = offset[tpl.nodepool.as_str()];
         for &i in &claim.pods {
-            let pod = &pods[i];
-            let columns: Vec<usize> =
-                pod_types(tpl, pod).iter().filter(|&ti| cols[base + ti].price < f64::MAX).map(|ti| base + ti).collect();
-            match shapes.iter_mut().find(|k| k.requests == pod.requests && k.columns == columns) {
-                Some(k) => k.count += 1,
-                None => shapes.push(lp::Class { requests: pod.requests.clone(), count: 1, columns }),
-            }
+            add_to_shapes(&mut shapes, &pods[i].requests, pod_columns(&templates[t], offset[t], &cols, &pods[i]));
         }
     }
     lp::plan(&cols, &shapes).map(|p| p.cost)
@@ -642,26 +653,15 @@ pub fn lower_bound(input: &Input<'_>, pods: &[PodData], results: &Results) -> Op
 /// pod fits no NodePool or the LP has no optimum.
 pub fn pods_bound(prepared: &Prepared, pods: &[PodData]) -> Option<f64> {
     let templates = &prepared.fixed.templates;
-    let mut cols: Vec<Column> = Vec::new();
-    let mut offset: Vec<usize> = Vec::new();
-    for tpl in templates {
-        offset.push(cols.len());
-        cols.extend(columns(tpl, &net_capacity(tpl)));
-    }
+    let (cols, offset) = all_columns(templates);
     let mut shapes: Vec<lp::Class> = Vec::new();
     for pod in pods {
-        let (columns, _) = templates.iter().enumerate().find_map(|(t, tpl)| {
-            let cs: Vec<usize> = pod_types(tpl, pod)
-                .iter()
-                .filter(|&ti| cols[offset[t] + ti].price < f64::MAX)
-                .map(|ti| offset[t] + ti)
-                .collect();
-            (!cs.is_empty()).then_some((cs, t))
-        })?;
-        match shapes.iter_mut().find(|k| k.requests == pod.requests && k.columns == columns) {
-            Some(k) => k.count += 1,
-            None => shapes.push(lp::Class { requests: pod.requests.clone(), count: 1, columns }),
-        }
+        let columns = templates
+            .iter()
+            .enumerate()
+            .map(|(t, tpl)| pod_columns(tpl, offset[t], &cols, pod))
+            .find(|cs| !cs.is_empty())?;
+        add_to_shapes(&mut shapes, &pod.requests, columns);
     }
     lp::plan(&cols, &shapes).map(|p| p.cost)
 }
