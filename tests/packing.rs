@@ -14,7 +14,7 @@ use karpenter_tui::engine::catalog::aws::aws_catalog;
 use karpenter_tui::engine::labels::LabelPolicy;
 use karpenter_tui::engine::packing::Packing;
 use karpenter_tui::engine::resources::Resources;
-use karpenter_tui::engine::scheduling::cost::lower_bound;
+use karpenter_tui::engine::scheduling::cost::{bound_mix, lower_bound};
 use karpenter_tui::engine::scheduling::pod::PodData;
 use karpenter_tui::engine::scheduling::volumes::VolumeIndex;
 use karpenter_tui::engine::scheduling::workload::plain_pods_seeded;
@@ -259,6 +259,11 @@ fn diagnostics() {
         for (n, (k, c, m, p)) in per {
             let k = k as f64;
             println!("  {n:>14} x{k:<4} cpu {:.2} mem {:.2} pods {:.2}", c / k, m / k, p / k);
+        }
+        let input = w.input(&[], SchedulerOptions { packing: Packing::Cost, ..Default::default() });
+        let (_, mix) = bound_mix(&input, &pods, &cost).expect("the LP has an optimum");
+        for (_, name, amount) in mix {
+            println!("  bound buys {name:>14} x{amount:.2}");
         }
     }
 }

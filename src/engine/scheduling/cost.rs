@@ -375,18 +375,32 @@ impl Scheduler<'_> {
                 let within = cap_of(&mut caps, target);
                 let planned =
                     |k: usize| shape_of[k].is_some_and(|s| quota.borrow()[s].get(&target).is_some_and(|q| *q > 0.5));
-                // The plan's pods of each shape on this type, spread evenly over its whole instances: each then holds
-                // about the plan's average mix, which fits (the plan is feasible) and wastes little.
-                let planned_total: Vec<f64> =
-                    quota.borrow().iter().map(|q| q.get(&target).copied().unwrap_or(0.0).max(0.0)).collect();
-                let whole = plan.amounts[target].max(1.0);
+                // The plan's pods on this type, largest first, dealt round-robin over its instances (the fraction
+                // counting as one): each instance then holds about the plan's average mix, which fits (the plan is
+                // feasible) and wastes little, and no instance gets more than its share of the largest pods.
+                let planned_total: Vec<usize> = quota
+                    .borrow()
+                    .iter()
+                    .map(|q| q.get(&target).copied().unwrap_or(0.0).max(0.0).round() as usize)
+                    .collect();
+                let mut by_size: Vec<usize> = (0..planned_total.len()).filter(|&s| planned_total[s] > 0).collect();
+                by_size.sort_by(|&a, &b| {
+                    share_of(&shapes[b].requests, &net[target])
+                        .total_cmp(&share_of(&shapes[a].requests, &net[target]))
+                        .then(a.cmp(&b))
+                });
+                let mut first = vec![0usize; planned_total.len()];
+                let mut next = 0;
+                for &s in &by_size {
+                    first[s] = next;
+                    next += planned_total[s];
+                }
+                let dealt_over = (plan.amounts[target] - 1e-6).ceil().max(1.0) as usize;
                 for node in 0..count + FRACTION_CLAIMS {
                     let (size, mut want) = if node < count {
-                        let share = |s: usize| {
-                            let q = planned_total[s];
-                            let upto = |n: usize| (n as f64 * q / whole + 1e-9).floor() as usize;
-                            upto(node + 1) - upto(node)
-                        };
+                        // How many of positions [from, to) fall to this instance.
+                        let below = |x: usize| if x > node { (x - node).div_ceil(dealt_over) } else { 0 };
+                        let share = |s: usize| below(first[s] + planned_total[s]) - below(first[s]);
                         (target, (0..planned_total.len()).map(share).collect::<Vec<usize>>())
                     } else if last {
                         // The fraction: what the plan still puts on this type, on the best-value types no larger
@@ -635,6 +649,14 @@ fn add_to_shapes(shapes: &mut Vec<lp::Class>, requests: &Resources, columns: Vec
 /// allows (see [`lp`]). No packing of those pods, by either strategy, can cost
 /// less. `None` when the LP has no optimum.
 pub fn lower_bound(input: &Input<'_>, pods: &[PodData], results: &Results) -> Option<f64> {
+    bound_mix(input, pods, results).map(|(cost, _)| cost)
+}
+
+/// Fractional instances of one type: (NodePool, type name, amount).
+pub type Amount = (String, String, f64);
+
+/// [`lower_bound`] with the fractional instances it buys: what the diagnostics compare a plan's fleet with.
+pub fn bound_mix(input: &Input<'_>, pods: &[PodData], results: &Results) -> Option<(f64, Vec<Amount>)> {
     let prepared = Prepared::new(input);
     let templates = &prepared.fixed.templates;
     let (cols, offset) = all_columns(templates);
@@ -645,7 +667,17 @@ pub fn lower_bound(input: &Input<'_>, pods: &[PodData], results: &Results) -> Op
             add_to_shapes(&mut shapes, &pods[i].requests, pod_columns(&templates[t], offset[t], &cols, &pods[i]));
         }
     }
-    lp::plan(&cols, &shapes).map(|p| p.cost)
+    let plan = lp::plan(&cols, &shapes)?;
+    let mut mix = Vec::new();
+    for (t, tpl) in templates.iter().enumerate() {
+        for (ti, ty) in tpl.types.iter().enumerate() {
+            let a = plan.amounts[offset[t] + ti];
+            if a > 1e-9 {
+                mix.push((tpl.nodepool.clone(), ty.name.clone(), a));
+            }
+        }
+    }
+    Some((plan.cost, mix))
 }
 
 /// The LP lower bound on new capacity for `pods`, each on the first NodePool (in weight order) with a type that
