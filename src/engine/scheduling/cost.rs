@@ -165,10 +165,14 @@ impl Scheduler<'_> {
         let queue = self.place_hinted(pods, queue);
         let mut waiting = classes(pods, &queue);
         self.fill_nodes(pods, &mut waiting);
-        let mut rest: Vec<usize> = waiting.iter().flat_map(|c| c.pods[c.next..].iter().copied()).collect();
-        rest.sort_by_key(|i| rank.get(i).copied().unwrap_or(usize::MAX));
+        // What is left of each class, the classes in order of their first pod left (as `classes` would group them).
+        let mut all: Vec<Class> = waiting
+            .into_iter()
+            .filter(|c| c.next < c.pods.len())
+            .map(|c| Class { pods: c.pods[c.next..].to_vec(), next: 0, requests: c.requests })
+            .collect();
+        all.sort_by_key(|c| rank.get(&c.pods[0]).copied().unwrap_or(usize::MAX));
         // The NodePool each class would open a NodeClaim from: the first, in weight order, whose template takes it.
-        let all = classes(pods, &rest);
         let mut per_template: Vec<Vec<usize>> = vec![Vec::new(); self.fixed.templates.len()];
         let mut leftover: Vec<usize> = Vec::new();
         for (k, class) in all.iter().enumerate() {
@@ -179,7 +183,6 @@ impl Scheduler<'_> {
                 None => leftover.extend(class.pods.iter().copied()),
             }
         }
-        let mut all = all;
         for (t, ks) in per_template.iter().enumerate() {
             if ks.is_empty() {
                 continue;
@@ -301,8 +304,12 @@ impl Scheduler<'_> {
                 let usable: Vec<usize> = a.iter().filter(|&ti| cols[ti].price < f64::MAX).collect();
                 let top = |per_pod: &dyn Fn(usize) -> f64| -> Vec<usize> {
                     let mut ranked: Vec<(f64, usize)> = usable.iter().map(|&ti| (per_pod(ti), ti)).collect();
-                    ranked.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
-                    ranked.into_iter().take(PLAN_TYPES_PER_CLASS).map(|(_, ti)| ti).collect()
+                    let order = |a: &(f64, usize), b: &(f64, usize)| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1));
+                    if ranked.len() > PLAN_TYPES_PER_CLASS {
+                        ranked.select_nth_unstable_by(PLAN_TYPES_PER_CLASS, order);
+                        ranked.truncate(PLAN_TYPES_PER_CLASS);
+                    }
+                    ranked.into_iter().map(|(_, ti)| ti).collect()
                 };
                 // Filled with whole pods of this class, and filled fractionally (what shares it with other pods).
                 let mut keep = top(&|ti| cols[ti].price / per_instance(&c.requests, &net[ti]).max(1) as f64);
@@ -635,11 +642,11 @@ fn pod_columns(tpl: &Template, base: usize, cols: &[Column], pod: &PodData) -> V
     pod_types(tpl, pod).iter().filter(|&ti| cols[base + ti].price < f64::MAX).map(|ti| base + ti).collect()
 }
 
-/// Counts one more pod of `requests` on `columns` among `shapes`.
-fn add_to_shapes(shapes: &mut Vec<lp::Class>, requests: &Resources, columns: Vec<usize>) {
+/// Counts `count` more pods of `requests` on `columns` among `shapes`.
+fn add_to_shapes(shapes: &mut Vec<lp::Class>, requests: &Resources, count: usize, columns: Vec<usize>) {
     match shapes.iter_mut().find(|k| k.requests == *requests && k.columns == columns) {
-        Some(k) => k.count += 1,
-        None => shapes.push(lp::Class { requests: requests.clone(), count: 1, columns }),
+        Some(k) => k.count += count,
+        None => shapes.push(lp::Class { requests: requests.clone(), count, columns }),
     }
 }
 
@@ -660,11 +667,18 @@ pub fn bound_mix(input: &Input<'_>, pods: &[PodData], results: &Results) -> Opti
     let prepared = Prepared::new(input);
     let templates = &prepared.fixed.templates;
     let (cols, offset) = all_columns(templates);
-    let mut shapes: Vec<lp::Class> = Vec::new();
+    // Interchangeable pods share their columns: computed once per class, not per pod.
+    let mut per_template: Vec<Vec<usize>> = vec![Vec::new(); templates.len()];
     for claim in &results.new_claims {
         let Some(t) = templates.iter().position(|tpl| tpl.nodepool == claim.nodepool) else { continue };
-        for &i in &claim.pods {
-            add_to_shapes(&mut shapes, &pods[i].requests, pod_columns(&templates[t], offset[t], &cols, &pods[i]));
+        per_template[t].extend(claim.pods.iter().copied());
+    }
+    let mut shapes: Vec<lp::Class> = Vec::new();
+    for (t, idx) in per_template.iter().enumerate() {
+        for class in classes(pods, idx) {
+            let first = &pods[class.pods[0]];
+            let columns = pod_columns(&templates[t], offset[t], &cols, first);
+            add_to_shapes(&mut shapes, &first.requests, class.pods.len(), columns);
         }
     }
     let plan = lp::plan(&cols, &shapes)?;
@@ -687,13 +701,15 @@ pub fn pods_bound(prepared: &Prepared, pods: &[PodData]) -> Option<f64> {
     let templates = &prepared.fixed.templates;
     let (cols, offset) = all_columns(templates);
     let mut shapes: Vec<lp::Class> = Vec::new();
-    for pod in pods {
+    let all: Vec<usize> = (0..pods.len()).collect();
+    for class in classes(pods, &all) {
+        let pod = &pods[class.pods[0]];
         let columns = templates
             .iter()
             .enumerate()
             .map(|(t, tpl)| pod_columns(tpl, offset[t], &cols, pod))
             .find(|cs| !cs.is_empty())?;
-        add_to_shapes(&mut shapes, &pod.requests, columns);
+        add_to_shapes(&mut shapes, &pod.requests, class.pods.len(), columns);
     }
     lp::plan(&cols, &shapes).map(|p| p.cost)
 }

@@ -852,7 +852,7 @@ impl<'a> Scheduler<'a> {
         let hostname = format!("hostname-placeholder-{:04}", self.next_hostname);
         let mut requirements = tpl.requirements.clone();
         requirements.add(labels::HOSTNAME, Requirement::in_values([hostname.clone()]));
-        let req_bits = tpl.compatible_types(&requirements).and(&tpl.offered_types(&requirements));
+        let req_bits = tpl.claim_types(&requirements);
         let max_alloc = tpl.max_allocatable(&types);
         let hostname_id = self.topology.register(labels::HOSTNAME, &hostname);
         let domain_ids = self.topology.domain_ids(&requirements);
@@ -1240,11 +1240,33 @@ impl<'a> Scheduler<'a> {
             }
         }
         let max = self.input.options.max_instance_types.max(1);
+        // Per price order, each type's place in it: a claim with few types (as cost packing makes thousands of)
+        // sorts its own instead of scanning the whole catalog's order.
+        let mut ranks: Vec<(std::rc::Rc<Vec<usize>>, Vec<usize>)> = Vec::new();
         for claim in &self.claims {
             let tpl = &self.fixed.templates[claim.template];
             // Cheapest first (ties by name): the template's price order filtered by the claim's types.
             let order = tpl.price_order(&claim.requirements);
-            let kept: Vec<usize> = order.iter().copied().filter(|&ti| claim.types.get(ti)).take(max).collect();
+            let kept: Vec<usize> = if claim.types.count() * 8 < order.len() {
+                let at = match ranks.iter().position(|(o, _)| std::rc::Rc::ptr_eq(o, &order)) {
+                    Some(at) => at,
+                    None => {
+                        let mut rank = vec![0; order.len()];
+                        for (r, &ti) in order.iter().enumerate() {
+                            rank[ti] = r;
+                        }
+                        ranks.push((order.clone(), rank));
+                        ranks.len() - 1
+                    }
+                };
+                let rank = &ranks[at].1;
+                let mut own: Vec<usize> = claim.types.iter().collect();
+                own.sort_by_key(|&ti| rank[ti]);
+                own.truncate(max);
+                own
+            } else {
+                order.iter().copied().filter(|&ti| claim.types.get(ti)).take(max).collect()
+            };
             let mut requirements = claim.requirements.clone();
             for k in WELL_KNOWN_HELPER_KEYS {
                 requirements.remove(k);

@@ -102,6 +102,8 @@ pub struct Template {
     key_cache: RefCell<HashMap<String, Vec<(Requirement, Bitset)>>>,
     offering_cache: RefCell<Vec<(OfferingKey, Bitset)>>,
     price_cache: RefCell<Vec<(OfferingKey, std::rc::Rc<Vec<usize>>)>>,
+    /// [`Template::claim_types`] of the template's own requirements.
+    claim_cache: RefCell<Option<Bitset>>,
     pub has_prefer_no_schedule: bool,
     pub limits: Option<BTreeMap<String, i64>>,
 }
@@ -189,6 +191,7 @@ impl Template {
             key_cache: RefCell::new(HashMap::new()),
             offering_cache: RefCell::new(Vec::new()),
             price_cache: RefCell::new(Vec::new()),
+            claim_cache: RefCell::new(None),
             has_prefer_no_schedule,
             limits,
         };
@@ -272,6 +275,21 @@ impl Template {
             }
         }
         bits
+    }
+
+    /// The types a new NodeClaim of this template may launch: requirement-compatible and offered under
+    /// `requirements`, which are the template's own plus the claim's placeholder hostname. No type defines a
+    /// hostname, so that is the same set for every new claim: computed once per solve.
+    pub fn claim_types(&self, requirements: &Requirements) -> Bitset {
+        if self.type_keys.contains(labels::HOSTNAME) {
+            return self.compatible_types(requirements).and(&self.offered_types(requirements));
+        }
+        if let Some(b) = self.claim_cache.borrow().as_ref() {
+            return b.clone();
+        }
+        let b = self.compatible_types(&self.requirements).and(&self.offered_types(&self.requirements));
+        *self.claim_cache.borrow_mut() = Some(b.clone());
+        b
     }
 
     /// Types with an available offering compatible with the zone and capacity-type requirements of `reqs`.
