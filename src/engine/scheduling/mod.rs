@@ -1189,9 +1189,9 @@ impl<'a> Scheduler<'a> {
         claim.host_ports.extend(pod.host_ports.iter().cloned());
         claim.pods.push(i);
         claim.min_values_relaxed |= cand.relaxed_min_values;
-        let taints = self.fixed.templates[claim.template].taints.clone();
-        let reqs = claim.requirements.clone();
-        self.topology.record(pod, &reqs, &taints);
+        // Disjoint fields: no copy of the claim's requirements or the template's taints per pod.
+        let claim = &self.claims[c];
+        self.topology.record(pod, &claim.requirements, &self.fixed.templates[claim.template].taints);
     }
 
     /// Keeps the scan indexes in step with claim `c`, whose pod count went from `old` (with its domain ids then)

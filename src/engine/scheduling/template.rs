@@ -294,10 +294,13 @@ impl Template {
 
     /// Types with an available offering compatible with the zone and capacity-type requirements of `reqs`.
     pub fn offered_types(&self, reqs: &Requirements) -> Bitset {
-        let key = (reqs.get_ref(labels::ZONE).cloned(), reqs.get_ref(labels::CAPACITY_TYPE).cloned());
-        if let Some((_, b)) = self.offering_cache.borrow().iter().find(|(k, _)| *k == key) {
+        let (zone, ct) = (reqs.get_ref(labels::ZONE), reqs.get_ref(labels::CAPACITY_TYPE));
+        if let Some((_, b)) =
+            self.offering_cache.borrow().iter().find(|(k, _)| k.0.as_ref() == zone && k.1.as_ref() == ct)
+        {
             return b.clone();
         }
+        let key = (zone.cloned(), ct.cloned());
         let mut bits = Bitset::empty(self.types.len());
         for (i, t) in self.types.iter().enumerate() {
             if t.offerings.iter().any(|o| o.available && o.compatible(reqs)) {
@@ -392,10 +395,13 @@ impl Template {
     /// Type indices ordered by cheapest compatible available offering under `reqs` (ties by name), cached by
     /// zone/capacity-type requirements.
     pub fn price_order(&self, reqs: &Requirements) -> std::rc::Rc<Vec<usize>> {
-        let key = (reqs.get_ref(labels::ZONE).cloned(), reqs.get_ref(labels::CAPACITY_TYPE).cloned());
-        if let Some((_, p)) = self.price_cache.borrow().iter().find(|(k, _)| *k == key) {
+        let (zone, ct) = (reqs.get_ref(labels::ZONE), reqs.get_ref(labels::CAPACITY_TYPE));
+        // Looked up without copying the key: finalize asks once per claim.
+        if let Some((_, p)) = self.price_cache.borrow().iter().find(|(k, _)| k.0.as_ref() == zone && k.1.as_ref() == ct)
+        {
             return p.clone();
         }
+        let key = (zone.cloned(), ct.cloned());
         let prices: Vec<f64> =
             self.types.iter().map(|t| t.cheapest_offering(reqs).map_or(f64::MAX, |o| o.price)).collect();
         let mut order: Vec<usize> = (0..self.types.len()).collect();
