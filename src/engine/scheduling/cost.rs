@@ -88,7 +88,7 @@ fn same_class(a: &PodData, b: &PodData) -> bool {
 }
 
 fn class_hash(p: &PodData) -> u64 {
-    let mut h = std::collections::hash_map::DefaultHasher::new();
+    let mut h = rustc_hash::FxHasher::default();
     p.requests.hash(&mut h);
     p.namespace.hash(&mut h);
     p.labels.hash(&mut h);
@@ -103,6 +103,9 @@ struct Class {
     /// Next pod of `pods` not placed yet.
     next: usize,
     requests: Resources,
+    /// The pods' requirements when they have no topology constraints: then every pod of the class has the same
+    /// context wherever it is tried, and it is built once (`None` inside: built per try).
+    plain: std::cell::OnceCell<Option<Requirements>>,
 }
 
 impl Class {
@@ -122,7 +125,7 @@ fn classes(pods: &[PodData], order: &[usize]) -> Vec<Class> {
             Some(&c) => out[c].pods.push(i),
             None => {
                 bucket.push(out.len());
-                out.push(Class { pods: vec![i], next: 0, requests: p.requests.clone() });
+                out.push(Class { pods: vec![i], next: 0, requests: p.requests.clone(), plain: Default::default() });
             }
         }
     }
@@ -154,6 +157,22 @@ impl Scheduler<'_> {
         (reqs, groups)
     }
 
+    /// [`Scheduler::context`] for a pod of `class`, built once for a class without topology constraints.
+    fn class_context<'c>(
+        &self,
+        class: &'c Class,
+        pod: &PodData,
+    ) -> (std::borrow::Cow<'c, Requirements>, Vec<topology::GroupCtx>) {
+        let plain = class.plain.get_or_init(|| self.topology.constraints_for(pod).is_empty().then(|| pod.requirements()));
+        match plain {
+            Some(r) => (std::borrow::Cow::Borrowed(r), Vec::new()),
+            None => {
+                let (r, g) = self.context(pod);
+                (std::borrow::Cow::Owned(r), g)
+            }
+        }
+    }
+
     /// Cost packing's solve (see the module comment). `pods` must be the slice given to `new`.
     pub(super) fn solve_cost(mut self, pods: &[PodData]) -> Results {
         let mut results = Results::default();
@@ -169,7 +188,7 @@ impl Scheduler<'_> {
         let mut all: Vec<Class> = waiting
             .into_iter()
             .filter(|c| c.next < c.pods.len())
-            .map(|c| Class { pods: c.pods[c.next..].to_vec(), next: 0, requests: c.requests })
+            .map(|c| Class { pods: c.pods[c.next..].to_vec(), next: 0, requests: c.requests, plain: c.plain })
             .collect();
         all.sort_by_key(|c| rank.get(&c.pods[0]).copied().unwrap_or(usize::MAX));
         // The NodePool each class would open a NodeClaim from: the first, in weight order, whose template takes it.
@@ -255,7 +274,7 @@ impl Scheduler<'_> {
                 let Some((k, _)) = best else { break };
                 let Some(i) = classes[k].head() else { break };
                 let off_limits = self.settling.as_ref().is_some_and(|(first, s)| i >= *first && s[n]);
-                let (reqs, groups) = self.context(&pods[i]);
+                let (reqs, groups) = self.class_context(&classes[k], &pods[i]);
                 let admitted = self.fixed.node_compat.admitted(&reqs);
                 if !off_limits && self.can_add_to_node(n, i, &pods[i], &admitted, &groups) {
                     self.place_on_node(n, i, &pods[i]);
@@ -436,7 +455,7 @@ impl Scheduler<'_> {
                             if !(if pass == 0 { wanted_here } else { planned(k) }) {
                                 continue;
                             }
-                            let (reqs, groups) = self.context(&pods[i]);
+                            let (reqs, groups) = self.class_context(&classes[k], &pods[i]);
                             if let Ok(c) = self.open_claim(t, i, &pods[i], &reqs, &groups, Some(&cap), true) {
                                 classes[k].next += 1;
                                 take(&mut quota.borrow_mut(), shape_of[k], target);
@@ -458,7 +477,7 @@ impl Scheduler<'_> {
                         let Some(s) = shape_of[k] else { continue };
                         while want[s] > 0 {
                             let Some(i) = classes[k].head() else { break };
-                            let (reqs, groups) = self.context(&pods[i]);
+                            let (reqs, groups) = self.class_context(&classes[k], &pods[i]);
                             match self.can_add_to_claim(c, i, &pods[i], &reqs, &groups, false) {
                                 Ok(cand) => {
                                     self.grow_claim(c, i, &pods[i], cand);
@@ -523,7 +542,7 @@ impl Scheduler<'_> {
             }
             let Some((k, _)) = best else { return };
             let Some(i) = classes[k].head() else { return };
-            let (reqs, groups) = self.context(&pods[i]);
+            let (reqs, groups) = self.class_context(&classes[k], &pods[i]);
             match self.can_add_to_claim(c, i, &pods[i], &reqs, &groups, false) {
                 Ok(cand) => {
                     self.grow_claim(c, i, &pods[i], cand);
@@ -623,7 +642,7 @@ fn take(quota: &mut [HashMap<usize, f64>], shape: Option<usize>, target: usize) 
 }
 
 fn empty_class() -> Class {
-    Class { pods: Vec::new(), next: 0, requests: Resources::default() }
+    Class { pods: Vec::new(), next: 0, requests: Resources::default(), plain: Default::default() }
 }
 
 /// Every template's LP columns, one list, and where each template's start.

@@ -1243,7 +1243,8 @@ impl<'a> Scheduler<'a> {
         // Per price order, each type's place in it: a claim with few types (as cost packing makes thousands of)
         // sorts its own instead of scanning the whole catalog's order.
         let mut ranks: Vec<(std::rc::Rc<Vec<usize>>, Vec<usize>)> = Vec::new();
-        for claim in &self.claims {
+        // The claims' requirements and pods move into the results: nothing is copied or dropped per claim.
+        for claim in std::mem::take(&mut self.claims) {
             let tpl = &self.fixed.templates[claim.template];
             // Cheapest first (ties by name): the template's price order filtered by the claim's types.
             let order = tpl.price_order(&claim.requirements);
@@ -1267,7 +1268,8 @@ impl<'a> Scheduler<'a> {
             } else {
                 order.iter().copied().filter(|&ti| claim.types.get(ti)).take(max).collect()
             };
-            let mut requirements = claim.requirements.clone();
+            let instance_type_min_values = claim.requirements.get_ref(labels::INSTANCE_TYPE).and_then(|r| r.min_values);
+            let mut requirements = claim.requirements;
             for k in WELL_KNOWN_HELPER_KEYS {
                 requirements.remove(k);
             }
@@ -1304,11 +1306,15 @@ impl<'a> Scheduler<'a> {
             // The instance-type requirement is materialised from `instance_types` when the object is built
             // (`NewNodeClaim::full_requirements`): a large solve would otherwise copy every name into every claim.
             requirements.remove(labels::INSTANCE_TYPE);
-            let instance_type_min_values = claim.requirements.get_ref(labels::INSTANCE_TYPE).and_then(|r| r.min_values);
-            let zone_req = claim.requirements.get_ref(labels::ZONE);
-            let ct_req = claim.requirements.get_ref(labels::CAPACITY_TYPE);
+            let zone_req = requirements.get_ref(labels::ZONE);
+            let ct_req = requirements.get_ref(labels::CAPACITY_TYPE);
             let mut capacity_types: BTreeSet<&str> = BTreeSet::new();
+            // Once every capacity type the requirement allows is found, no offering can add one.
+            let allowed = ct_req.filter(|r| !r.complement).map_or(usize::MAX, |r| r.values.len());
             for &ti in &kept {
+                if capacity_types.len() >= allowed {
+                    break;
+                }
                 for o in &tpl.types[ti].offerings {
                     if o.available
                         && !capacity_types.contains(o.capacity_type.as_str())
@@ -1363,7 +1369,7 @@ impl<'a> Scheduler<'a> {
                 requirements,
                 instance_types: kept.iter().map(|&ti| tpl.types[ti].clone()).collect(),
                 instance_type_min_values,
-                pods: claim.pods.clone(),
+                pods: claim.pods,
                 requests,
                 min_values_relaxed: relaxed,
                 labels: labels_out,
