@@ -163,7 +163,8 @@ impl Scheduler<'_> {
         class: &'c Class,
         pod: &PodData,
     ) -> (std::borrow::Cow<'c, Requirements>, Vec<topology::GroupCtx>) {
-        let plain = class.plain.get_or_init(|| self.topology.constraints_for(pod).is_empty().then(|| pod.requirements()));
+        let plain =
+            class.plain.get_or_init(|| self.topology.constraints_for(pod).is_empty().then(|| pod.requirements()));
         match plain {
             Some(r) => (std::borrow::Cow::Borrowed(r), Vec::new()),
             None => {
