@@ -3,14 +3,15 @@
 //!
 //! Upstream opens a NodeClaim for the first pod that fits nowhere and keeps adding pods while any compatible type
 //! can still hold them, so a large batch ends on the largest types (with ENI-sized max-pods, the very largest).
-//! Here, per NodePool:
-//! 1. the LP relaxation over the pods' total requests ([`crate::engine::packing::lp`]) names the best-value types
-//!    and how many of each the batch needs;
-//! 2. NodeClaims are opened one at a time with one of those types as their size limit (their options are cut to
-//!    the types no larger than it), the type the LP still wants most first;
-//! 3. each claim is filled bin by bin: of the pods left, the one whose requests best match the room left (largest
-//!    dot product, both scaled by the target's capacity) goes next, so a compute-shaped claim takes CPU-heavy pods
-//!    and a memory-shaped one memory-heavy pods, and no claim strands much of either;
+//! Here, existing nodes are filled first; then, per NodePool in weight order:
+//! 1. the assignment LP ([`crate::engine::packing::lp`]), offered each class's best types, names the best-value
+//!    types, how many of each the batch needs and which pods each holds;
+//! 2. the whole instances it buys are opened, each claim capped at its type (its options cut to the types no
+//!    larger than it); the plan's pods for the type are dealt round-robin over them, largest first, so each holds
+//!    about the plan's mix; then each takes the plan's other pods for the type, then anything that still fits, the
+//!    best match for the room left first (largest dot product, both scaled by the type's capacity);
+//! 3. the LP is solved again for what is left, and from the second round on the fraction of an instance it buys
+//!    is split over smaller best-value types (`fraction_type`);
 //! 4. whatever could not be placed that way (a constraint only relaxation satisfies, a pod larger than every
 //!    target) goes through upstream's pod-by-pod path, which may still use the claims opened here.
 //!
