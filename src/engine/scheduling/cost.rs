@@ -306,10 +306,9 @@ impl Scheduler<'_> {
     fn pack_template(&mut self, t: usize, pods: &[PodData], classes: &mut [Class]) {
         let net = net_capacity(&self.fixed.templates[t]);
         let cols = columns(&self.fixed.templates[t], &net);
-        // Per class, the types its pod fits alone (constant over the rounds).
         // Per class, the types its pod fits alone (constant over the rounds), and of those the ones the plan may
-        // buy: the cheapest per pod when filled with that pod alone. The rest rarely take part in an optimum and
-        // make the LP many times slower; the bound ([`lower_bound`]) still offers every type.
+        // buy: the cheapest per pod filled whole, filled fractionally, and for the batch's mix. The rest rarely take
+        // part in an optimum and make the LP many times slower; the bound ([`lower_bound`]) still offers every type.
         let allowed: Vec<Bitset> =
             classes.iter().map(|c| pod_types(&self.fixed.templates[t], &pods[c.pods[0]])).collect();
         let mut mix = Resources::default();
@@ -342,7 +341,21 @@ impl Scheduler<'_> {
                 keep
             })
             .collect();
+        // Per type, the types no larger than it: a claim capped at it may launch only these.
         let mut caps: HashMap<usize, Bitset> = HashMap::new();
+        let cap_of = |caps: &mut HashMap<usize, Bitset>, ti: usize| {
+            caps.entry(ti)
+                .or_insert_with(|| {
+                    let mut b = Bitset::empty(net.len());
+                    for (tj, r) in net.iter().enumerate() {
+                        if r.fits_in(&net[ti]) {
+                            b.set(tj);
+                        }
+                    }
+                    b
+                })
+                .clone()
+        };
         for round in 0..MAX_ROUNDS {
             // Shapes: classes with the same requests and types are one LP class.
             let mut shapes: Vec<lp::Class> = Vec::new();
@@ -387,30 +400,13 @@ impl Scheduler<'_> {
             targets.sort_by(|a, b| plan.amounts[b.0].total_cmp(&plan.amounts[a.0]).then(a.0.cmp(&b.0)));
             let mut placed_any = false;
             for (target, count) in targets {
-                let cap_of = |caps: &mut HashMap<usize, Bitset>, ti: usize| {
-                    caps.entry(ti)
-                        .or_insert_with(|| {
-                            let mut b = Bitset::empty(net.len());
-                            for (tj, r) in net.iter().enumerate() {
-                                if r.fits_in(&net[ti]) {
-                                    b.set(tj);
-                                }
-                            }
-                            b
-                        })
-                        .clone()
-                };
                 let within = cap_of(&mut caps, target);
                 let planned =
                     |k: usize| shape_of[k].is_some_and(|s| quota.borrow()[s].get(&target).is_some_and(|q| *q > 0.5));
                 // The plan's pods on this type, largest first, dealt round-robin over its instances (the fraction
                 // counting as one): each instance then holds about the plan's average mix, which fits (the plan is
                 // feasible) and wastes little, and no instance gets more than its share of the largest pods.
-                let planned_total: Vec<usize> = quota
-                    .borrow()
-                    .iter()
-                    .map(|q| q.get(&target).copied().unwrap_or(0.0).max(0.0).round() as usize)
-                    .collect();
+                let planned_total = left_on(&quota.borrow(), target);
                 let mut by_size: Vec<usize> = (0..planned_total.len()).filter(|&s| planned_total[s] > 0).collect();
                 by_size.sort_by(|&a, &b| {
                     share_of(&shapes[b].requests, &net[target])
@@ -434,11 +430,7 @@ impl Scheduler<'_> {
                         // The fraction: what the plan still puts on this type, on the best-value types no larger
                         // than it, one claim at a time (a fifth of a 192-CPU instance is a 48-CPU one, not a
                         // 192-CPU one a fifth full).
-                        let want: Vec<usize> = quota
-                            .borrow()
-                            .iter()
-                            .map(|q| q.get(&target).copied().unwrap_or(0.0).max(0.0).round() as usize)
-                            .collect();
+                        let want = left_on(&quota.borrow(), target);
                         if want.iter().all(|&w| w == 0) {
                             break;
                         }
@@ -611,14 +603,7 @@ fn fraction_type(
         let mut counts = vec![0; want.len()];
         for &s in &order {
             let r = &shapes[s].requests;
-            let n = r
-                .entries()
-                .iter()
-                .filter(|(_, v)| *v > 0)
-                .map(|(k, v)| (room.get(k).max(0) / v) as usize)
-                .min()
-                .unwrap_or(want[s])
-                .min(want[s]);
+            let n = per_instance(r, &room).clamp(0, want[s] as i64) as usize;
             for (k, v) in r.entries() {
                 room.set_value(k, room.get(k) - v * n as i64);
             }
@@ -634,6 +619,11 @@ fn fraction_type(
         }
     }
     best.map_or_else(|| (target, want.to_vec()), |(ti, _, _, counts)| (ti, counts))
+}
+
+/// Per shape, the pods the plan still puts on `target`, to the nearest whole pod.
+fn left_on(quota: &[HashMap<usize, f64>], target: usize) -> Vec<usize> {
+    quota.iter().map(|q| q.get(&target).copied().unwrap_or(0.0).max(0.0).round() as usize).collect()
 }
 
 /// One pod of `shape` placed on `target`: one less in the plan.
