@@ -263,3 +263,42 @@ fn comparing_after_a_pass_gives_the_same_figures_as_comparing_from_scratch() {
         assert_eq!(after.of(packing).nodes, pass.results.new_claims.len());
     }
 }
+
+#[test]
+fn pod_level_requests_size_the_node() {
+    // › "should schedule based on the pod level resources requests": the pod-level 9.9 CPU / 3.9Gi replaces the
+    // containers' 12 CPU / 6Gi, so the 10 CPU / 4Gi type holds it and the 16 CPU one is not needed.
+    use karpenter_tui::engine::catalog::fake::{FakeInstanceTypeOptions, fake_instance_type};
+    use karpenter_tui::engine::resources::Resources;
+    let gi = 1i64 << 30;
+    let types = vec![
+        fake_instance_type(FakeInstanceTypeOptions {
+            name: "ten-cpu".into(),
+            resources: Resources::new(10_000, 4 * gi, 10),
+            ..Default::default()
+        }),
+        fake_instance_type(FakeInstanceTypeOptions {
+            name: "sixteen-cpu".into(),
+            resources: Resources::new(16_000, 16 * gi, 10),
+            ..Default::default()
+        }),
+    ];
+    let mut p: Pod = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": "p", "namespace": "default", "uid": "p"},
+        "spec": {
+            "resources": {"requests": {"cpu": "9900m", "memory": "3.9Gi"}},
+            "containers": [
+                {"name": "a", "resources": {"requests": {"cpu": "8", "memory": "3Gi"}}},
+                {"name": "b", "resources": {"requests": {"cpu": "4", "memory": "3Gi"}}}
+            ]
+        },
+        "status": {"phase": "Pending", "conditions": [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}]}
+    }))
+    .unwrap();
+    let r = world(vec![p.clone()]).provision(&fake::fake_catalog_with(types.clone()));
+    assert_eq!(launched(&r), ["ten-cpu"]);
+    // Without the pod-level requests the containers' sum needs the larger type.
+    p.spec.as_mut().unwrap().resources = None;
+    let r = world(vec![p]).provision(&fake::fake_catalog_with(types));
+    assert_eq!(launched(&r), ["sixteen-cpu"]);
+}

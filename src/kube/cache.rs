@@ -110,14 +110,25 @@ const VOLUME_SOURCES: [&str; 2] = ["persistentVolumeClaim", "ephemeral"];
 
 /// The pod status fields anything here reads: the phase (finished pods, PDB health), the conditions (unschedulable,
 /// ready), the nominated node (pending pods) and the start time (termination order); the reason and message are
-/// small and what `kubectl` shows beside the phase.
-const POD_STATUS_FIELDS: [&str; 6] = ["phase", "conditions", "nominatedNodeName", "startTime", "reason", "message"];
+/// small and what `kubectl` shows beside the phase. Container statuses matter only while an in-place resize has
+/// them differ from the spec (see [`trim_container_statuses`]).
+const POD_STATUS_FIELDS: [&str; 8] = [
+    "phase",
+    "conditions",
+    "nominatedNodeName",
+    "startTime",
+    "reason",
+    "message",
+    "containerStatuses",
+    "initContainerStatuses",
+];
+
+/// The pod condition types anything here reads: scheduled (pending pods), ready (PDBs), and a resize the kubelet
+/// put off (requests).
+const POD_CONDITIONS: [&str; 3] = ["PodScheduled", "Ready", "PodResizePending"];
 
 /// The node status fields anything here reads: capacity and allocatable (what fits, initialization) and the
 /// conditions (Ready).
-/// The pod condition types anything here reads.
-const POD_CONDITIONS: [&str; 2] = ["PodScheduled", "Ready"];
-
 const NODE_STATUS_FIELDS: [&str; 3] = ["capacity", "allocatable", "conditions"];
 
 /// What `kubectl apply` keeps of the last configuration it applied: the whole object again, as JSON text.
@@ -163,14 +174,72 @@ fn trim_pod(map: &mut serde_json::Map<String, serde_json::Value>) {
             }
         }
     }
+    let spec = map.get("spec").cloned().unwrap_or_default();
     if let Some(status) = map.get_mut("status").and_then(|s| s.as_object_mut()) {
         status.retain(|k, _| POD_STATUS_FIELDS.contains(&k.as_str()));
+        trim_container_statuses(&spec, status);
         // Of a pod's conditions only these two are read (pending pods, healthy pods for PDBs); the kubelet's others
         // (Initialized, ContainersReady, PodReadyToStartContainers) are a third of a running pod's kept status.
         if let Some(conditions) = status.get_mut("conditions").and_then(|l| l.as_array_mut()) {
             conditions.retain(|c| c["type"].as_str().is_some_and(|t| POD_CONDITIONS.contains(&t)));
         }
     }
+}
+
+/// Keeps of a pod's container statuses only those that change its requests (see
+/// [`pod_requests`](crate::engine::scheduling::pod::pod_requests)): where the resources the kubelet reports or has
+/// allocated exceed the spec's, as while a resize down is under way, or every reported one while a resize is put
+/// off (then the spec does not count). Of those, only the name and resources are kept; the other required fields
+/// are emptied. Every running pod on a cluster with in-place resize carries such statuses, so keeping them all
+/// would grow every pod for nothing.
+fn trim_container_statuses(spec: &serde_json::Value, status: &mut serde_json::Map<String, serde_json::Value>) {
+    let pending =
+        status.get("conditions").and_then(|c| c.as_array()).into_iter().flatten().any(|c| {
+            c["type"] == "PodResizePending" && matches!(c["reason"].as_str(), Some("Deferred" | "Infeasible"))
+        });
+    for (list, spec_list) in [("containerStatuses", "containers"), ("initContainerStatuses", "initContainers")] {
+        let Some(entries) = status.get_mut(list).and_then(|l| l.as_array_mut()) else { continue };
+        entries.retain_mut(|e| {
+            let Some(e) = e.as_object_mut() else { return false };
+            if e.get("resources").is_none_or(|r| r.is_null()) {
+                return false;
+            }
+            let container = spec[spec_list]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .find(|c| c.get("name").is_some_and(|n| Some(n) == e.get("name")));
+            let Some(container) = container else { return false };
+            if !pending && !exceeds_spec(e, &container["resources"]) {
+                return false;
+            }
+            e.retain(|k, _| ["name", "resources", "allocatedResources"].contains(&k.as_str()));
+            for k in ["image", "imageID"] {
+                e.insert(k.into(), "".into());
+            }
+            e.insert("ready".into(), false.into());
+            e.insert("restartCount".into(), 0.into());
+            true
+        });
+        if entries.is_empty() {
+            status.remove(list);
+        }
+    }
+}
+
+/// Whether a container status reports or has allocated more of some resource than the spec requests (limits
+/// standing in for absent requests). An unreadable quantity counts as more, so the scheduler sees it and says so.
+fn exceeds_spec(status: &serde_json::Map<String, serde_json::Value>, spec: &serde_json::Value) -> bool {
+    let amount = |q: &serde_json::Value| q.as_str().and_then(|q| crate::engine::resources::parse_quantity(q).ok());
+    let spec_of =
+        |name: &str| amount(&spec["requests"][name]).or_else(|| amount(&spec["limits"][name])).map_or(0, |q| q.milli());
+    let reported = status.get("resources").and_then(|r| r.get("requests"));
+    [reported, status.get("allocatedResources")]
+        .into_iter()
+        .flatten()
+        .filter_map(|m| m.as_object())
+        .flatten()
+        .any(|(name, q)| amount(q).is_none_or(|q| q.milli() > spec_of(name)))
 }
 
 fn trim_node(map: &mut serde_json::Map<String, serde_json::Value>) {
@@ -730,6 +799,44 @@ mod tests {
         assert_eq!(kept.metadata.managed_fields, None);
         let volumes: Vec<&str> = kept.spec().volumes.iter().flatten().map(|v| v.name.as_str()).collect();
         assert_eq!(volumes, ["data", "scratch"], "claims and ephemeral volumes stay");
+    }
+
+    #[test]
+    fn container_statuses_stay_only_while_a_resize_makes_them_count() {
+        // As a 1.34 kubelet reports a running pod: every container status carries its resources.
+        let running = |allocated_cpu: &str, pending: Option<&str>| {
+            let mut conditions = vec![json!({"type": "Ready", "status": "True"})];
+            if let Some(reason) = pending {
+                conditions.push(json!({"type": "PodResizePending", "status": "True", "reason": reason}));
+            }
+            dynamic(json!({
+                "metadata": {"name": "web-1", "namespace": "default", "resourceVersion": "3"},
+                "spec": {"nodeName": "n1", "containers": [
+                    {"name": "app", "image": "web:1", "resources": {"requests": {"cpu": "2", "memory": "512Mi"}}},
+                    {"name": "log", "image": "fluent", "resources": {"requests": {"cpu": "100m"}}}]},
+                "status": {"phase": "Running", "conditions": conditions, "containerStatuses": [
+                    {"name": "app", "image": "web:1", "imageID": "sha256:abc", "ready": true, "restartCount": 0,
+                     "containerID": "containerd://1", "started": true, "state": {"running": {"startedAt": "2026-05-01T08:00:00Z"}},
+                     "allocatedResources": {"cpu": allocated_cpu, "memory": "512Mi"},
+                     "resources": {"requests": {"cpu": allocated_cpu, "memory": "512Mi"}}},
+                    {"name": "log", "image": "fluent", "imageID": "sha256:def", "ready": true, "restartCount": 0,
+                     "allocatedResources": {"cpu": "100m"}, "resources": {"requests": {"cpu": "100m"}}}]}
+            }))
+        };
+        let kept_statuses = |obj: DynamicObject| {
+            let mut c = Cache::default();
+            assert!(list(&mut c, Kind::Pod, &[obj]).is_empty());
+            let p = c.pods.items["default/web-1"].clone();
+            let names: Vec<String> =
+                p.status.iter().flat_map(|s| s.container_statuses.iter().flatten()).map(|s| s.name.clone()).collect();
+            (names, crate::engine::scheduling::pod::pod_requests(&p).unwrap().cpu)
+        };
+        // Settled: the statuses say what the spec says, and none is kept.
+        assert_eq!(kept_statuses(running("2", None)), (vec![], 2100));
+        // Resizing down from 6: the allocation counts, and only that container's status is kept.
+        assert_eq!(kept_statuses(running("6", None)), (vec!["app".to_string()], 6100));
+        // A resize up to 2 from 1 put off: what runs counts, not the spec.
+        assert_eq!(kept_statuses(running("1", Some("Deferred"))), (vec!["app".to_string(), "log".to_string()], 1100));
     }
 
     #[test]

@@ -5,7 +5,10 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use k8s_openapi::api::core::v1::{Container, NodeSelectorTerm, PodAffinityTerm, ResourceRequirements, Toleration};
+use k8s_openapi::api::core::v1::{
+    Container, ContainerStatus, NodeSelectorTerm, PodAffinityTerm, ResourceRequirements, Toleration,
+};
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use thiserror::Error;
 
 use super::selector::Selector;
@@ -192,10 +195,7 @@ fn container_requests(c_res: Option<&ResourceRequirements>, field: &str) -> Resu
     let Some(res) = c_res else { return Ok(r) };
     // The API server defaults requests to limits; pods pasted into a scenario may not have been defaulted.
     if let Some(limits) = &res.limits {
-        for (k, q) in limits {
-            let v = parse_quantity(&q.0).map_err(|e| invalid(format!("{field}.limits.{k}"), e.to_string()))?;
-            r.set(k, v);
-        }
+        r = quantities(limits, &format!("{field}.limits"))?;
     }
     if let Some(requests) = &res.requests {
         for (k, q) in requests {
@@ -206,30 +206,103 @@ fn container_requests(c_res: Option<&ResourceRequirements>, field: &str) -> Resu
     Ok(r)
 }
 
-/// Effective pod requests: max(init containers with sidecar semantics, Σ containers) + overhead, and `pods: 1`.
+fn quantities(list: &BTreeMap<String, Quantity>, field: &str) -> Result<Resources, PodError> {
+    let mut r = Resources::default();
+    for (k, q) in list {
+        let v = parse_quantity(&q.0).map_err(|e| invalid(format!("{field}.{k}"), e.to_string()))?;
+        r.set(k, v);
+    }
+    Ok(r)
+}
+
+/// Whether the kubelet has put a resize of this pod off (`PodResizePending` with reason `Deferred` or
+/// `Infeasible`): the spec then asks for what the pod may never get, so only what it has counts.
+fn resize_pending(pod: &StoredPod) -> bool {
+    pod.status
+        .iter()
+        .flat_map(|s| s.conditions.iter().flatten())
+        .any(|c| c.type_ == "PodResizePending" && matches!(c.reason.as_deref(), Some("Deferred" | "Infeasible")))
+}
+
+/// A container's requests with an in-place resize taken into account (component-helpers' `PodRequests` with
+/// `UseStatusResources`, which upstream v1.14 uses): once the kubelet reports the container's resources, the
+/// larger of the spec, the reported requests and the allocation, so a pod resizing down keeps its old size until
+/// done and one resizing up is placed at its new size. An allocation without reported resources is ignored.
+fn container_with_status(
+    c: &Container,
+    statuses: Option<&Vec<ContainerStatus>>,
+    field: &str,
+    status_field: &str,
+    pending: bool,
+) -> Result<Resources, PodError> {
+    let spec = container_requests(c.resources.as_ref(), field)?;
+    let Some((i, status)) = statuses.into_iter().flatten().enumerate().find(|(_, s)| s.name == c.name) else {
+        return Ok(spec);
+    };
+    let Some(reported) = &status.resources else { return Ok(spec) };
+    let mut r = if pending { Resources::default() } else { spec };
+    if let Some(requests) = &reported.requests {
+        r.max_with(&quantities(requests, &format!("{status_field}[{i}].resources.requests"))?);
+    }
+    if let Some(allocated) = &status.allocated_resources {
+        r.max_with(&quantities(allocated, &format!("{status_field}[{i}].allocatedResources"))?);
+    }
+    Ok(r)
+}
+
+/// The resources pod-level `spec.resources` may set (KEP-2837): these replace the containers' sum.
+fn pod_level_resource(name: &str) -> bool {
+    name == "cpu" || name == "memory" || name.starts_with("hugepages-")
+}
+
+/// Effective pod requests (upstream's `resources.Ceiling`): max(init containers with sidecar semantics,
+/// Σ containers), each container at least what an in-place resize has allocated it; pod-level requests override
+/// CPU, memory and huge pages; then overhead, and `pods: 1`.
 pub fn pod_requests(pod: &StoredPod) -> Result<Resources, PodError> {
     let spec = pod.spec();
+    let status = pod.status.as_ref();
+    let pending = resize_pending(pod);
     let mut total = Resources::default();
-    if let Some(pod_level) = &spec.resources
-        && pod_level.requests.as_ref().is_some_and(|r| !r.is_empty())
-    {
-        total = container_requests(Some(pod_level), "spec.resources")?;
-    } else {
-        for (i, c) in spec.containers.iter().enumerate() {
-            total.add(&container_requests(c.resources.as_ref(), &format!("spec.containers[{i}].resources"))?);
+    for (i, c) in spec.containers.iter().enumerate() {
+        total.add(&container_with_status(
+            c,
+            status.and_then(|s| s.container_statuses.as_ref()),
+            &format!("spec.containers[{i}].resources"),
+            "status.containerStatuses",
+            pending,
+        )?);
+    }
+    let mut sidecars = Resources::default();
+    let mut init_max = Resources::default();
+    for (i, c) in spec.init_containers.iter().flatten().enumerate() {
+        let field = format!("spec.initContainers[{i}].resources");
+        if is_sidecar(c) {
+            let r = container_with_status(
+                c,
+                status.and_then(|s| s.init_container_statuses.as_ref()),
+                &field,
+                "status.initContainerStatuses",
+                pending,
+            )?;
+            sidecars.add(&r);
+            total.add(&r);
+        } else {
+            // Plain init containers have run to completion before any resize: their spec is what counts.
+            let r = container_requests(c.resources.as_ref(), &field)?;
+            init_max.max_with(&r.plus(&sidecars));
         }
-        let mut sidecars = Resources::default();
-        let mut init_max = Resources::default();
-        for (i, c) in spec.init_containers.iter().flatten().enumerate() {
-            let r = container_requests(c.resources.as_ref(), &format!("spec.initContainers[{i}].resources"))?;
-            if is_sidecar(c) {
-                sidecars.add(&r);
-                total.add(&r);
-            } else {
-                init_max.max_with(&r.plus(&sidecars));
+    }
+    total.max_with(&init_max);
+    if let Some(pod_level) = &spec.resources
+        && (pod_level.requests.as_ref().is_some_and(|r| !r.is_empty())
+            || pod_level.limits.as_ref().is_some_and(|l| !l.is_empty()))
+    {
+        let level = container_requests(Some(pod_level), "spec.resources")?;
+        for (name, v) in level.entries() {
+            if pod_level_resource(name) {
+                total.set_value(name, v);
             }
         }
-        total.max_with(&init_max);
     }
     if let Some(overhead) = &spec.overhead {
         for (k, q) in overhead {
@@ -490,4 +563,150 @@ pub fn restricted_key(p: &PodData, policy: &labels::LabelPolicy) -> Option<(Stri
 pub fn opts_out_of_karpenter(p: &PodData) -> bool {
     let is_dne = |r: &Requirements| r.get_ref(labels::NODEPOOL).is_some_and(|q| q.operator() == Operator::DoesNotExist);
     is_dne(&p.node_selector) || (!p.required_terms.is_empty() && p.required_terms.iter().all(is_dne))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::api::core::v1::Pod;
+
+    fn pod(json: serde_json::Value) -> StoredPod {
+        StoredPod::from(serde_json::from_value::<Pod>(json).unwrap())
+    }
+
+    fn cpu_mem(r: &Resources) -> (i64, i64) {
+        (r.cpu, r.memory)
+    }
+
+    const GI: i64 = 1 << 30;
+    const MI: i64 = 1 << 20;
+
+    /// One container `app` with these spec requests, and (when given) its status entry.
+    fn resizing(spec: serde_json::Value, status: Option<serde_json::Value>, pending: Option<&str>) -> StoredPod {
+        let mut p = serde_json::json!({
+            "metadata": {"name": "p", "namespace": "default"},
+            "spec": {"containers": [{"name": "app", "resources": {"requests": spec}}]},
+            "status": {"phase": "Running"}
+        });
+        if let Some(s) = status {
+            p["status"]["containerStatuses"] = serde_json::json!([s]);
+        }
+        if let Some(reason) = pending {
+            p["status"]["conditions"] =
+                serde_json::json!([{"type": "PodResizePending", "status": "True", "reason": reason}]);
+        }
+        pod(p)
+    }
+
+    #[test]
+    fn a_resize_down_in_progress_counts_what_is_allocated() {
+        // › "should use allocatedResources when higher than spec requests (resize-down in progress)"
+        let p = resizing(
+            serde_json::json!({"cpu": "2", "memory": "512Mi"}),
+            Some(serde_json::json!({
+                "name": "app", "image": "x", "imageID": "", "ready": true, "restartCount": 0,
+                "allocatedResources": {"cpu": "6", "memory": "2Gi"},
+                "resources": {"requests": {"cpu": "6", "memory": "2Gi"}}
+            })),
+            None,
+        );
+        assert_eq!(cpu_mem(&pod_requests(&p).unwrap()), (6000, 2 * GI));
+    }
+
+    #[test]
+    fn a_resize_up_in_progress_counts_the_spec() {
+        // › "should use spec requests when higher than allocatedResources (resize-up in progress)"
+        let p = resizing(
+            serde_json::json!({"cpu": "8", "memory": "4Gi"}),
+            Some(serde_json::json!({
+                "name": "app", "image": "x", "imageID": "", "ready": true, "restartCount": 0,
+                "allocatedResources": {"cpu": "2", "memory": "1Gi"},
+                "resources": {"requests": {"cpu": "2", "memory": "1Gi"}}
+            })),
+            None,
+        );
+        assert_eq!(cpu_mem(&pod_requests(&p).unwrap()), (8000, 4 * GI));
+    }
+
+    #[test]
+    fn status_resources_count_only_when_reported_and_a_deferred_resize_drops_the_spec() {
+        // An allocation without reported resources is ignored.
+        let alloc_only = serde_json::json!({
+            "name": "app", "image": "x", "imageID": "", "ready": true, "restartCount": 0,
+            "allocatedResources": {"cpu": "6", "memory": "2Gi"}
+        });
+        let p = resizing(serde_json::json!({"cpu": "2", "memory": "512Mi"}), Some(alloc_only), None);
+        assert_eq!(cpu_mem(&pod_requests(&p).unwrap()), (2000, 512 * MI));
+        // A status entry for another container changes nothing.
+        let other = serde_json::json!({
+            "name": "other", "image": "x", "imageID": "", "ready": true, "restartCount": 0,
+            "resources": {"requests": {"cpu": "6"}}
+        });
+        let p = resizing(serde_json::json!({"cpu": "2", "memory": "512Mi"}), Some(other), None);
+        assert_eq!(cpu_mem(&pod_requests(&p).unwrap()), (2000, 512 * MI));
+        // A resize up the kubelet can't do: the pod keeps what it has, the spec's 8 CPU is not counted.
+        let running = serde_json::json!({
+            "name": "app", "image": "x", "imageID": "", "ready": true, "restartCount": 0,
+            "allocatedResources": {"cpu": "2", "memory": "1Gi"},
+            "resources": {"requests": {"cpu": "2", "memory": "1Gi"}}
+        });
+        for reason in ["Infeasible", "Deferred"] {
+            let p = resizing(serde_json::json!({"cpu": "8", "memory": "4Gi"}), Some(running.clone()), Some(reason));
+            assert_eq!(cpu_mem(&pod_requests(&p).unwrap()), (2000, GI), "{reason}");
+        }
+    }
+
+    #[test]
+    fn sidecars_use_their_status_and_plain_init_containers_their_spec() {
+        let p = pod(serde_json::json!({
+            "metadata": {"name": "p"},
+            "spec": {
+                "initContainers": [
+                    {"name": "setup", "resources": {"requests": {"cpu": "3"}}},
+                    {"name": "proxy", "restartPolicy": "Always", "resources": {"requests": {"cpu": "500m"}}}
+                ],
+                "containers": [{"name": "app", "resources": {"requests": {"cpu": "1"}}}]
+            },
+            "status": {"initContainerStatuses": [
+                {"name": "setup", "image": "x", "imageID": "", "ready": false, "restartCount": 0,
+                 "resources": {"requests": {"cpu": "9"}}},
+                {"name": "proxy", "image": "x", "imageID": "", "ready": true, "restartCount": 0,
+                 "resources": {"requests": {"cpu": "1500m"}}}
+            ]}
+        }));
+        // Containers 1 + sidecar 1.5 = 2.5, against the plain init container's spec 3 (not its status's 9).
+        assert_eq!(pod_requests(&p).unwrap().cpu, 3000);
+    }
+
+    #[test]
+    fn pod_level_requests_replace_cpu_memory_and_hugepages_only() {
+        let p = pod(serde_json::json!({
+            "metadata": {"name": "p"},
+            "spec": {
+                "resources": {"requests": {"cpu": "9900m", "memory": "3900Mi"}},
+                "containers": [
+                    {"name": "a", "resources": {"requests": {"cpu": "8", "memory": "4Gi", "fake.com/gpu": "1"}}},
+                    {"name": "b", "resources": {"requests": {"cpu": "4", "memory": "4Gi"}}}
+                ]
+            }
+        }));
+        let r = pod_requests(&p).unwrap();
+        assert_eq!(cpu_mem(&r), (9900, 3900 * MI));
+        assert_eq!(r.get("fake.com/gpu"), 1, "extended resources still come from the containers");
+        assert_eq!(r.pods, 1);
+    }
+
+    #[test]
+    fn a_bad_status_quantity_names_its_field() {
+        let p = resizing(
+            serde_json::json!({"cpu": "1"}),
+            Some(serde_json::json!({
+                "name": "app", "image": "x", "imageID": "", "ready": true, "restartCount": 0,
+                "allocatedResources": {"cpu": "lots"}, "resources": {}
+            })),
+            None,
+        );
+        let e = pod_requests(&p).unwrap_err().to_string();
+        assert!(e.starts_with("status.containerStatuses[0].allocatedResources.cpu:"), "{e}");
+    }
 }
