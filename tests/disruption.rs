@@ -577,3 +577,32 @@ fn proposals_waiting_for_approval_count_against_the_budget_of_the_next() {
     );
     assert!(d.iter().any(|x| x.state == DecisionState::Executed), "the approved ones run");
 }
+
+#[test]
+fn a_node_running_a_dra_pod_is_not_consolidated_and_says_why() {
+    // Upstream v1.14.1 runs with --ignore-dra-requests=true: a pod with a ResourceClaim would not schedule anywhere
+    // else, so its node stays, and "why not" names DRA. The plain pod beside it changes nothing.
+    let dra = r#"  - apiVersion: v1
+    kind: Pod
+    metadata: {name: trainer, namespace: default}
+    spec:
+      nodeName: n1
+      resourceClaims: [{name: gpu, resourceClaimName: gpu-claim}]
+      containers: [{name: c, image: x, resources: {requests: {cpu: 500m}, claims: [{name: gpu}]}}]
+"#;
+    let text =
+        scenario_text("name: dra\nuntil: 10m\n", TYPES, &format!("{}{dra}", objects("", ON_DEMAND_ONLY, 1)), BIG_NODE);
+    let r = simulate(&text);
+    assert!(disruptions(&r).is_empty(), "{:?}", r.decisions);
+    assert!(node_named(&r, "n1").deleted_at.is_none());
+    let s = parse_scenario(&text, "dra.yaml").unwrap();
+    let mut w = run_world(&s, Some(std::time::Duration::from_secs(120))).unwrap();
+    match &w.explain()["n1"] {
+        Outlook::Blocked(b) => assert!(
+            b.iter().any(|b| b.to_string().contains("default/trainer")
+                && b.to_string().contains("Dynamic Resource Allocation requirements that are not yet supported")),
+            "{b:?}"
+        ),
+        Outlook::Disruptable(c) => panic!("{}", c.summary()),
+    }
+}

@@ -302,3 +302,54 @@ fn pod_level_requests_size_the_node() {
     let r = world(vec![p]).provision(&fake::fake_catalog_with(types));
     assert_eq!(launched(&r), ["sixteen-cpu"]);
 }
+
+#[test]
+fn dra_pods_are_not_placed_and_dra_daemonsets_add_no_overhead() {
+    // Upstream v1.14.1's default (--ignore-dra-requests=true): a pod referencing a ResourceClaim, pod-level or from
+    // an init container, fails with the DRA error under no NodePool's name, and is not relaxed.
+    let unschedulable = || pod("x").status;
+    let pod_level: Pod = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": "gpu", "namespace": "default", "uid": "gpu"},
+        "status": unschedulable(),
+        "spec": {
+            "resourceClaims": [{"name": "gpu", "resourceClaimTemplateName": "one-gpu"}],
+            "containers": [{"name": "c", "resources": {"requests": {"cpu": "1"}, "claims": [{"name": "gpu"}]}}]
+        }
+    }))
+    .unwrap();
+    let init: Pod = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": "init", "namespace": "default", "uid": "init"},
+        "status": unschedulable(),
+        "spec": {
+            "initContainers": [{"name": "i", "resources": {"claims": [{"name": "fpga"}]}}],
+            "containers": [{"name": "c", "resources": {"requests": {"cpu": "1"}}}]
+        }
+    }))
+    .unwrap();
+    let r = world(vec![pod_level, init, pod("plain")]).provision(&fake::fake_catalog());
+    assert_eq!(scheduled(&r), 1, "only the plain pod is placed");
+    for name in ["gpu", "init"] {
+        let text = failure_text(&r, name).unwrap_or_else(|| panic!("{name} has no failure"));
+        assert_eq!(
+            text, "pod has Dynamic Resource Allocation requirements that are not yet supported by Karpenter",
+            "{name}"
+        );
+    }
+
+    // A DaemonSet whose pods claim devices is left out of the overhead: the 1 CPU pod gets the 2 CPU type, where
+    // the DaemonSet's 3 CPU would not fit beside it.
+    let mut ds = daemonset("gpu-agent", "3", None);
+    let spec = ds.spec.template.spec.as_mut().unwrap();
+    spec.resource_claims =
+        Some(vec![serde_json::from_value(serde_json::json!({"name": "gpu", "resourceClaimName": "x"})).unwrap()]);
+    let mut w = world(vec![with_requests(pod("p"), Some("1"), None)]);
+    w.daemonsets = vec![ds.clone()];
+    let r = w.provision(&fake::fake_catalog_with(fake::fake_default_instance_types()));
+    assert_eq!(launched(&r), ["small-instance-type"]);
+    // The same DaemonSet without the claim counts: 3 + 1 CPU needs a larger type.
+    ds.spec.template.spec.as_mut().unwrap().resource_claims = None;
+    w.daemonsets = vec![ds];
+    let r = w.provision(&fake::fake_catalog_with(fake::fake_default_instance_types()));
+    assert_eq!(launched(&r).len(), 1);
+    assert_ne!(launched(&r), ["small-instance-type"]);
+}

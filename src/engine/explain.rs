@@ -27,6 +27,9 @@ pub enum PoolRejection {
     NoInstanceTypes,
     /// A reserved-capacity or other structural problem.
     Other(String),
+    /// The pod uses Dynamic Resource Allocation, which is not placed (upstream v1.14.1's default); the same for
+    /// every NodePool, so it stands alone, under no pool's name.
+    Dra,
 }
 
 /// The detail of an instance-type miss: which checks ever passed, what was needed, and the closest candidate.
@@ -145,9 +148,14 @@ impl fmt::Display for PoolRejection {
                 f.write_str("no instance type of the NodePool's catalog is compatible with its requirements")
             }
             PoolRejection::Other(s) => f.write_str(s),
+            PoolRejection::Dra => f.write_str(DRA_UNSUPPORTED),
         }
     }
 }
+
+/// Upstream's `DRAError` text.
+pub const DRA_UNSUPPORTED: &str =
+    "pod has Dynamic Resource Allocation requirements that are not yet supported by Karpenter";
 
 /// Why a pod is not being provisioned for at all (it never reaches a NodePool).
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -497,7 +497,10 @@ pub fn daemonset_pods(snap: &ClusterSnapshot<'_>, namespaces: &[(String, BTreeMa
         let node_affinity = tpl_affinity.and_then(|a| a.node_affinity);
         let aff = shape.spec_mut().affinity.get_or_insert_with(Default::default);
         aff.node_affinity = node_affinity;
-        if let Ok(mut d) = pod::pod_data(&shape, namespaces) {
+        // A DaemonSet whose pods use DRA is left out of overhead, as upstream does (they are never placed).
+        if let Ok(mut d) = pod::pod_data(&shape, namespaces)
+            && !d.dra
+        {
             d.daemonset = Some(name.clone());
             out.push(d);
         }

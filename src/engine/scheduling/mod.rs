@@ -177,7 +177,11 @@ impl PodFailure {
         if self.reasons.is_empty() {
             return "no NodePool can provision for this pod".to_string();
         }
-        self.reasons.iter().map(|(p, r)| format!("NodePool {p:?}: {r}")).collect::<Vec<_>>().join("; ")
+        self.reasons
+            .iter()
+            .map(|(p, r)| if p.is_empty() { r.to_string() } else { format!("NodePool {p:?}: {r}") })
+            .collect::<Vec<_>>()
+            .join("; ")
     }
 }
 
@@ -669,6 +673,11 @@ impl<'a> Scheduler<'a> {
     fn queue(&self, pods: &[PodData], results: &mut Results) -> Vec<usize> {
         let mut queue: Vec<usize> = Vec::with_capacity(pods.len());
         for (i, p) in pods.iter().enumerate() {
+            // Upstream's `add` refuses these before trying any node, and never relaxes the error.
+            if p.dra {
+                results.failures.push(PodFailure { pod: i, reasons: vec![(String::new(), PoolRejection::Dra)] });
+                continue;
+            }
             match self.input.volumes.alternatives(p) {
                 Ok(_) => queue.push(i),
                 Err(detail) => results.ignored.push((i, PodIgnored::Volume { detail })),

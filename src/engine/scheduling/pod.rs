@@ -115,6 +115,9 @@ pub struct PodData {
     pub priority: i32,
     /// Name of the owning DaemonSet, if any.
     pub daemonset: Option<String>,
+    /// The pod references a ResourceClaim (Dynamic Resource Allocation), which upstream v1.14.1 does not place by
+    /// default (`--ignore-dra-requests=true`).
+    pub dra: bool,
 }
 
 impl PodData {
@@ -543,7 +546,19 @@ pub fn pod_data(pod: &StoredPod, namespaces: &[(String, BTreeMap<String, String>
         tolerate_prefer_no_schedule: false,
         priority: spec.priority.unwrap_or(0),
         daemonset,
+        dra: has_dra_requirements(spec),
     })
+}
+
+/// Whether a pod references a ResourceClaim, pod-level or from a container or init container (upstream's
+/// `HasDRARequirements`).
+pub fn has_dra_requirements(spec: &k8s_openapi::api::core::v1::PodSpec) -> bool {
+    spec.resource_claims.as_ref().is_some_and(|c| !c.is_empty())
+        || spec
+            .containers
+            .iter()
+            .chain(spec.init_containers.iter().flatten())
+            .any(|c| c.resources.as_ref().and_then(|r| r.claims.as_ref()).is_some_and(|c| !c.is_empty()))
 }
 
 /// Upstream's provisioner validation of a pod's node constraints: restricted labels are rejected. Returns the

@@ -47,6 +47,7 @@ fn base(i: usize, rng: &mut Lcg, labels_: &[(&str, String)]) -> PodData {
         tolerate_prefer_no_schedule: false,
         priority: 0,
         daemonset: None,
+        dra: false,
     }
 }
 
