@@ -228,3 +228,137 @@ async fn a_message_whose_handling_fails_comes_back_and_is_deleted_once_handled()
     assert_eq!(seen, 1, "redelivered after the visibility timeout");
     assert_eq!(queue_depth(&client, &queue.url).await, 0);
 }
+
+/// One `DescribeInstanceStatus` answer in EC2's query-protocol XML: (instance, instance check failed since,
+/// system check failed since, a scheduled event), and a next-page token.
+fn status_page(items: &[(&str, Option<&str>, Option<&str>, bool)], next: Option<&str>) -> String {
+    let check = |failed: Option<&str>| match failed {
+        Some(t) => format!(
+            "<status>impaired</status><details><item><name>reachability</name><status>failed</status><impairedSince>{t}</impairedSince></item></details>"
+        ),
+        None => {
+            "<status>ok</status><details><item><name>reachability</name><status>passed</status></item></details>".into()
+        }
+    };
+    let mut xml = String::from(
+        r#"<DescribeInstanceStatusResponse xmlns="http://ec2.amazonaws.com/doc/2016-11-15/"><requestId>r</requestId><instanceStatusSet>"#,
+    );
+    for (id, instance, system, event) in items {
+        xml.push_str(&format!(
+            "<item><instanceId>{id}</instanceId><availabilityZone>us-east-1a</availabilityZone><instanceState><code>16</code><name>running</name></instanceState><instanceStatus>{}</instanceStatus><systemStatus>{}</systemStatus>",
+            check(*instance),
+            check(*system)
+        ));
+        if *event {
+            xml.push_str("<eventsSet><item><code>instance-retirement</code><description>The instance is running on degraded hardware</description><notBefore>2026-12-01T00:00:00Z</notBefore></item></eventsSet>");
+        }
+        xml.push_str("</item>");
+    }
+    xml.push_str("</instanceStatusSet>");
+    if let Some(t) = next {
+        xml.push_str(&format!("<nextToken>{t}</nextToken>"));
+    }
+    xml.push_str("</DescribeInstanceStatusResponse>");
+    xml
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn instance_status_checks_terminate_forcefully_and_scheduled_events_drain() {
+    use karpenter_tui::aws::instancestatus::{Episodes, list, messages};
+    // moto answers DescribeInstanceStatus but knows no impairments and none of these filters: the fault wrapper
+    // answers for EC2, by the filter each call sends. The instance check call has two pages.
+    let moto = moto::Moto::start();
+    let faults = moto::faults::Faults::default();
+    faults.rule(
+        "DescribeInstanceStatus",
+        Box::new(|body| {
+            let page = if body.contains("instance-status.status") && !body.contains("NextToken") {
+                status_page(&[("i-aaa", Some("2026-11-24T10:00:00Z"), None, false)], Some("page2"))
+            } else if body.contains("instance-status.status") {
+                status_page(&[("i-ddd", Some("2099-01-01T00:00:00Z"), None, false)], None)
+            } else if body.contains("system-status.status") {
+                status_page(&[("i-bbb", None, Some("2026-11-24T11:00:00Z"), false)], None)
+            } else {
+                // The event call lists i-aaa again (already read) and i-ccc, with a retirement scheduled.
+                status_page(&[("i-aaa", None, None, true), ("i-ccc", None, None, true)], None)
+            };
+            Some((200, page))
+        }),
+    );
+    let sdk = moto.sdk_with(&faults).await;
+    let ec2 = aws_sdk_ec2::Client::new(&sdk);
+    let now = chrono::DateTime::parse_from_rfc3339("2026-11-24T12:00:00Z").unwrap().timestamp();
+    let found = list(&ec2, now).await.expect("DescribeInstanceStatus");
+    assert_eq!(faults.calls("DescribeInstanceStatus"), 4, "three filter sets, one of them two pages");
+    let by_id: BTreeMap<&str, &[Kind]> = found.iter().map(|u| (u.instance_id.as_str(), u.kinds.as_slice())).collect();
+    assert_eq!(by_id["i-aaa"], [Kind::InstanceStatus], "the first answer for an instance stands");
+    assert_eq!(by_id["i-bbb"], [Kind::SystemStatus]);
+    assert_eq!(by_id["i-ccc"], [Kind::EventStatus]);
+    assert!(!by_id.contains_key("i-ddd"), "impaired for less than two minutes: not yet");
+    let mut episodes = Episodes::default();
+    assert_eq!(episodes.observe(&found).len(), 3);
+
+    // The controller: status check failures terminate forcefully (the drain deadline is now), a scheduled event
+    // drains normally, and a repeat of a notice for a claim already going records nothing new.
+    let mut h = harness();
+    for msg in messages(&found) {
+        let m = manifests(&h.cluster);
+        let effects = h.controller.interruption(&m.view(), &msg, h.now);
+        h.apply(effects);
+    }
+    let claim = |name: &str| h.cluster.nodeclaims[name].clone();
+    let deadline = |name: &str| {
+        claim(name)
+            .metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get("karpenter.sh/nodeclaim-termination-timestamp").cloned())
+    };
+    for name in ["default-aaaaa", "default-bbbbb", "default-ccccc"] {
+        assert!(claim(name).metadata.deletion_timestamp.is_some(), "{name} is deleted");
+    }
+    let stamp = karpenter_tui::engine::lifecycle::rfc3339(h.now);
+    assert_eq!(deadline("default-aaaaa"), Some(stamp.clone()), "instance status: forceful");
+    assert_eq!(deadline("default-bbbbb"), Some(stamp), "system status: forceful");
+    assert_eq!(deadline("default-ccccc"), None, "a scheduled event drains by the usual rules");
+    assert!(h.events.iter().filter(|(_, r, _)| r == "InstanceUnhealthy").count() == 3, "{:?}", h.events);
+    let recorded = h.controller.interruptions.len();
+    let again = list(&ec2, now + 60).await.unwrap();
+    assert!(episodes.observe(&again).is_empty(), "still listed: the same episode");
+    for msg in messages(&again) {
+        let m = manifests(&h.cluster);
+        let effects = h.controller.interruption(&m.view(), &msg, h.now + 60_000);
+        h.apply(effects);
+    }
+    assert_eq!(h.controller.interruptions.len(), recorded, "repeats for claims already going add nothing");
+
+    // The pane tells the three apart.
+    let v = karpenter_tui::runtime::live_view::picture(
+        &manifests(&h.cluster),
+        &kwok_catalog("us-east-1"),
+        h.now,
+        &Default::default(),
+        &[],
+        1,
+        Some(&h.controller),
+    );
+    let kinds: std::collections::BTreeSet<&str> = v.interruptions.iter().map(|r| r.kind.as_str()).collect();
+    assert_eq!(
+        kinds,
+        [
+            "InstanceUnhealthy (instance status)",
+            "InstanceUnhealthy (scheduled event)",
+            "InstanceUnhealthy (system status)"
+        ]
+        .into()
+    );
+
+    // Without the IAM right, the error says which call and carries the code the poller stops on.
+    faults.queue(
+        "DescribeInstanceStatus",
+        Box::new(|_| (403, "<Response><Errors><Error><Code>UnauthorizedOperation</Code><Message>You are not authorized to perform this operation.</Message></Error></Errors><RequestID>x</RequestID></Response>".into())),
+    );
+    let err = list(&ec2, now).await.unwrap_err();
+    assert_eq!(err.code(), Some("UnauthorizedOperation"));
+    assert!(err.to_string().contains("DescribeInstanceStatus"), "{err}");
+}

@@ -154,9 +154,14 @@ fn controller_deployments_run_the_controller_with_the_rbac_service_account_and_p
         .iter()
         .flat_map(|s| s["Action"].as_array().unwrap().iter().filter_map(|a| a.as_str()))
         .collect();
-    for needed in
-        ["ec2:CreateFleet", "ec2:TerminateInstances", "iam:PassRole", "sqs:ReceiveMessage", "ssm:GetParameter"]
-    {
+    for needed in [
+        "ec2:CreateFleet",
+        "ec2:TerminateInstances",
+        "ec2:DescribeInstanceStatus",
+        "iam:PassRole",
+        "sqs:ReceiveMessage",
+        "ssm:GetParameter",
+    ] {
         assert!(actions.contains(&needed), "iam-policy.json lacks {needed}");
     }
 }

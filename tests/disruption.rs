@@ -606,3 +606,27 @@ fn a_node_running_a_dra_pod_is_not_consolidated_and_says_why() {
         Outlook::Disruptable(c) => panic!("{}", c.summary()),
     }
 }
+
+#[test]
+fn status_check_failures_terminate_forcefully_and_scheduled_events_drain_normally() {
+    // A PDB allowing no disruption holds a normal drain, not a forceful one (engine-v1x.md §5).
+    let pdb = "  - apiVersion: policy/v1\n    kind: PodDisruptionBudget\n    metadata: {name: app}\n    spec:\n      maxUnavailable: 0\n      selector: {matchLabels: {app: app}}\n";
+    let run = |kind: &str| {
+        let pool = format!("{}{pdb}", objects("      disruption: {budgets: [{nodes: \"0\"}]}", "", 1));
+        let node = "nodes:\n  - {name: s1, instanceType: small, zone: z1, capacityType: spot, nodePool: default}\n";
+        let events = format!("events:\n  - at: 1m\n    interrupt: {{node: s1, kind: {kind}}}\n");
+        simulate(&scenario_text("name: status\nuntil: 5m\n", TYPES, &pool, &format!("{node}{events}")))
+    };
+    for kind in ["instance-status", "system-status"] {
+        let r = run(kind);
+        let gone = node_named(&r, "s1").deleted_at.unwrap_or_else(|| panic!("{kind}: the node is gone"));
+        assert!(gone < 90.0, "{kind}: forceful, the PDB does not hold it ({gone})");
+        let d = disruptions(&r);
+        assert!(d.iter().any(|x| x.method == DisruptionMethod::Interruption && x.candidates == ["s1"]), "{kind}");
+    }
+    for kind in ["event-status", "capacity-reservation-interrupted"] {
+        let r = run(kind);
+        assert!(node_named(&r, "s1").deleted_at.is_none(), "{kind}: the PDB holds the drain");
+        assert!(disruptions(&r).iter().any(|x| x.method == DisruptionMethod::Interruption), "{kind}: recorded");
+    }
+}

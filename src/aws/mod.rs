@@ -10,6 +10,7 @@ pub mod config;
 pub mod drift;
 pub mod ec2;
 pub mod instanceprofile;
+pub mod instancestatus;
 pub mod instancetypes;
 pub mod interruption;
 pub mod launch;

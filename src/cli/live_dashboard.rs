@@ -125,15 +125,21 @@ async fn aws_acting(
     }
     tracing::info!(types = n, region = %cloud.region, "AWS cloud ready");
     let wake = Arc::new(tokio::sync::Notify::new());
-    let notices = match &choice.interruption_queue {
-        Some(name) => {
-            let queue = crate::aws::sqs::Queue::resolve(&sdk, name).await?;
-            let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
-            tokio::spawn(poll_queue(queue, tx, wake.clone()));
-            Some(rx)
-        }
-        None => None,
-    };
+    // Interruption notices: the queue's (with --interruption-queue) and the instance status poller's, which runs
+    // either way, as upstream's does.
+    let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+    if let Some(name) = &choice.interruption_queue {
+        let queue = crate::aws::sqs::Queue::resolve(&sdk, name).await?;
+        tokio::spawn(poll_queue(queue, tx.clone(), wake.clone()));
+    }
+    let listed = cloud.clone();
+    tokio::spawn(crate::aws::instancestatus::poll_statuses(
+        cloud.ec2.clone(),
+        move || listed.live_provider_ids(),
+        tx,
+        wake.clone(),
+    ));
+    let notices = Some(rx);
     let now = chrono::Utc::now().timestamp_millis();
     let static_catalog = Arc::new(
         crate::engine::catalog::aws::aws_catalog(&cloud.region, None, None, 0)

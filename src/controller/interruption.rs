@@ -16,9 +16,16 @@ pub enum Kind {
     InstanceStopping,
     /// `EC2 Instance State-change Notification`, shutting-down or terminated.
     InstanceTerminated,
-    /// `EC2 Capacity Reservation Instance Interruption Warning`.
-    #[serde(skip)]
+    /// `EC2 Capacity Reservation Instance Interruption Warning`: the owner of an interruptible capacity reservation
+    /// takes it back.
+    #[serde(rename = "capacity-reservation-interrupted")]
     CapacityReservationInterruption,
+    /// DescribeInstanceStatus: the instance status check has been impaired for two minutes (forceful).
+    InstanceStatus,
+    /// DescribeInstanceStatus: the system status check has been impaired for two minutes (forceful).
+    SystemStatus,
+    /// DescribeInstanceStatus: a scheduled event (reboot, maintenance, retirement, stop) is listed.
+    EventStatus,
     /// Anything else (another health event, another state, another source): nothing to do.
     #[serde(skip)]
     NoOp,
@@ -30,6 +37,13 @@ impl Kind {
         !matches!(self, Kind::RebalanceRecommendation | Kind::NoOp)
     }
 
+    /// Whether the drain is forceful: the NodeClaim's termination deadline is set to now before it is deleted, so
+    /// pods are deleted at once, PDBs and grace periods notwithstanding (upstream's `ForcefulTermination`, for an
+    /// instance whose status checks failed).
+    pub fn forceful(self) -> bool {
+        matches!(self, Kind::InstanceStatus | Kind::SystemStatus)
+    }
+
     /// The upstream event reason shown to operators.
     pub fn reason(self) -> &'static str {
         match self {
@@ -38,9 +52,26 @@ impl Kind {
             Kind::ScheduledChange => "Unhealthy",
             Kind::InstanceStopping => "Stopping",
             Kind::InstanceTerminated => "Terminating",
-            Kind::CapacityReservationInterruption => "CapacityReservationInterrupted",
+            Kind::CapacityReservationInterruption => "CapacityReservationInstanceInterrupted",
+            Kind::InstanceStatus | Kind::SystemStatus | Kind::EventStatus => "InstanceUnhealthy",
             Kind::NoOp => "NoOp",
         }
+    }
+
+    /// What the Interruptions pane shows: the event reason, with the failed check for the three that share one.
+    pub fn label(self) -> &'static str {
+        match self {
+            Kind::InstanceStatus => "InstanceUnhealthy (instance status)",
+            Kind::SystemStatus => "InstanceUnhealthy (system status)",
+            Kind::EventStatus => "InstanceUnhealthy (scheduled event)",
+            k => k.reason(),
+        }
+    }
+
+    /// Whether the notice comes from polling instance statuses, which repeats it every minute while the instance
+    /// stays listed: a repeat for a NodeClaim already being deleted is nothing new.
+    pub fn polled(self) -> bool {
+        matches!(self, Kind::InstanceStatus | Kind::SystemStatus | Kind::EventStatus)
     }
 }
 

@@ -273,6 +273,11 @@ impl Controller {
             else {
                 continue;
             };
+            // A polled notice repeats every minute while the instance stays listed; once its claim is going,
+            // there is nothing new to record or do.
+            if msg.kind.polled() && claim.metadata.deletion_timestamp.is_some() {
+                continue;
+            }
             let node =
                 m.nodes.iter().find(|n| n.spec.as_ref().and_then(|s| s.provider_id.as_deref()) == claim.provider_id());
             let node_name = node.and_then(|n| n.metadata.name.clone());
@@ -300,6 +305,16 @@ impl Controller {
             let message = format!("{} for instance {id} (event {})", msg.kind.reason(), msg.id);
             let warning = msg.kind.deletes_nodeclaim();
             self.event(regarding, warning, msg.kind.reason(), message, now, &mut out);
+            // Forceful: the drain's deadline is now (one already past is kept), so pods go at once.
+            if msg.kind.forceful() && lifecycle::annotated_deadline(claim).is_none_or(|t| t >= now) {
+                out.push(Effect::PatchClaimMetadata {
+                    name: claim.name().to_string(),
+                    labels: BTreeMap::new(),
+                    annotations: [(lifecycle::ANNOTATION_TERMINATION_TIMESTAMP.to_string(), lifecycle::rfc3339(now))]
+                        .into(),
+                    finalizers: None,
+                });
+            }
             if msg.kind.deletes_nodeclaim() && claim.metadata.deletion_timestamp.is_none() {
                 out.push(Effect::DeleteNodeClaim { name: claim.name().to_string(), reason: DeleteReason::Interrupted });
             }

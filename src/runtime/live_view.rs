@@ -91,7 +91,7 @@ pub fn picture(
                 };
                 InterruptionRow {
                     at: r.at,
-                    kind: r.kind.reason().to_string(),
+                    kind: r.kind.label().to_string(),
                     node: r.node.clone().unwrap_or_else(|| r.instance_id.clone()),
                     capacity_type: r.capacity_type.clone(),
                     zone: r.zone.clone(),

@@ -78,7 +78,7 @@ fn record_rows(w: &World) -> (Vec<InterruptionRow>, Vec<EventRow>) {
             }),
             Decision::Interruption { at, node, kind, displaced, .. } => {
                 let rec = node_records.get(node.as_str());
-                let kind_s = InterruptionKind::reason(*kind);
+                let kind_s = InterruptionKind::label(*kind);
                 // A displaced pod is running again once a pod of the same name (the controller's replacement, or
                 // the pod itself) is bound to another node after the notice.
                 let back: Vec<Option<Millis>> = displaced

@@ -1414,6 +1414,10 @@ mod tests {
             ("rebalance-recommendation", InterruptionKind::RebalanceRecommendation),
             ("scheduled-change", InterruptionKind::ScheduledChange),
             ("instance-terminated", InterruptionKind::InstanceTerminated),
+            ("capacity-reservation-interrupted", InterruptionKind::CapacityReservationInterruption),
+            ("instance-status", InterruptionKind::InstanceStatus),
+            ("system-status", InterruptionKind::SystemStatus),
+            ("event-status", InterruptionKind::EventStatus),
         ] {
             let s = ok(&format!("events:\n  - at: 1s\n    interrupt: {{node: n, kind: {k}}}\n"));
             assert!(matches!(&s.events[0].action, Action::Interrupt(i) if i.kind == want), "{k}");
