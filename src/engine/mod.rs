@@ -2,6 +2,7 @@
 //! returns decisions and explanations. It never touches the network, never reads the wall clock, never sleeps.
 
 pub mod api;
+pub mod capacitybuffer;
 pub mod catalog;
 pub mod disruption;
 pub mod drift;

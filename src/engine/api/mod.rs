@@ -1,6 +1,7 @@
 //! The Karpenter API objects as serde types: `karpenter.sh/v1` NodePool and NodeClaim, `karpenter.k8s.aws/v1`
 //! EC2NodeClass. Reading is lenient (unknown fields ignored); [`validation`] is the strict check for operator input.
 
+pub mod capacitybuffer;
 pub mod common;
 pub mod duration;
 pub mod ec2nodeclass;
