@@ -98,6 +98,13 @@ pub enum Effect {
         name: String,
         status: Box<crate::engine::api::nodeoverlay::NodeOverlayStatus>,
     },
+    /// A CapacityBuffer's status: its resolution (replicas, template, `ReadyForProvisioning`) and the provisioner's
+    /// `Provisioning` condition.
+    PatchCapacityBufferStatus {
+        namespace: String,
+        name: String,
+        status: Box<crate::engine::api::capacitybuffer::CapacityBufferStatus>,
+    },
     /// What the cloud resolved for an EC2NodeClass (subnets, security groups, AMIs, instance profile, conditions).
     UpdateNodeClassStatus {
         name: String,
@@ -130,6 +137,9 @@ impl Effect {
             Effect::UpdateNodeClassStatus { name, .. } => format!("update the status of EC2NodeClass {name}"),
             Effect::PatchNodePoolStatus { name, .. } => format!("update the status of NodePool {name}"),
             Effect::PatchNodeOverlayStatus { name, .. } => format!("update the status of NodeOverlay {name}"),
+            Effect::PatchCapacityBufferStatus { namespace, name, .. } => {
+                format!("update the status of CapacityBuffer {namespace}/{name}")
+            }
             Effect::Event { regarding, reason, .. } => {
                 format!(
                     "event {reason} on {}/{}",

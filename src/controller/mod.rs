@@ -12,6 +12,7 @@
 //! of disruption commands (proposals, approvals, commands in flight). It reads no clock (time is an argument) and
 //! does no I/O.
 
+pub mod buffers;
 mod claims;
 pub mod cloud;
 pub mod disruption;
@@ -132,6 +133,8 @@ pub struct Controller {
     repairs: Vec<repair::RepairRecord>,
     /// The NodeOverlays' last evaluation (gate `NodeOverlay`).
     overlays: overlays::OverlayState,
+    /// The CapacityBuffers as last resolved, their virtual pods and where they went (gate `CapacityBuffer`).
+    buffers: buffers::BufferState,
     /// When the static pools' step wants to look again (its own slot: the lifecycle's is reset by each run).
     static_requeue: Option<Millis>,
     /// The latest provisioning solve that created NodeClaims, compared with the other packing strategy.
@@ -210,6 +213,7 @@ impl Controller {
             repair_policies: Vec::new(),
             repairs: Vec::new(),
             overlays: overlays::OverlayState::default(),
+            buffers: buffers::BufferState::default(),
             static_requeue: None,
             last_packing: None,
             placements: Arc::default(),
@@ -456,6 +460,9 @@ impl Controller {
         for e in self.sync_overlays(&m.nodeoverlays, &m.nodepools, now) {
             out.push(e);
         }
+        for e in self.sync_buffers_from(m, now) {
+            out.push(e);
+        }
         let pending = m.pods.iter().filter(|p| is_provisionable(p));
         self.observe_pending(pending.map(|p| p.metadata.uid.as_deref().unwrap_or_default()), now);
         self.solve(&view, now, &mut out);
@@ -522,7 +529,14 @@ impl Controller {
     /// Pending pods as the pod watch sees them (upstream's provisioner trigger): a pod not seen for a while opens
     /// or extends the batch window. Says whether one did (the caller looks again after `POD_REQUEUE`).
     pub fn observe_pending<'a>(&mut self, uids: impl Iterator<Item = &'a str> + Clone, now: Millis) -> bool {
-        self.provisioner.observe(uids, now)
+        // Virtual pods ask for capacity like pending pods (upstream triggers the provisioner per buffer).
+        if self.buffers.pods.is_empty() {
+            return self.provisioner.observe(uids, now);
+        }
+        let buffered = Arc::clone(&self.buffers.pods);
+        let mut all: Vec<&str> = uids.collect();
+        all.extend(buffered.iter().filter_map(|p| p.metadata.uid.as_deref()));
+        self.provisioner.observe(all.iter().copied(), now)
     }
 
     /// Whether the batch window is over (a solve would run if there is something to place).
@@ -772,19 +786,30 @@ impl Controller {
         self.provisioner.solved();
         let catalogs = self.catalogs(m);
         self.forget_placements(m);
+        let pods = self.buffers.pods.clone();
+        let m = &ClusterSnapshot { virtual_pods: &pods, ..*m };
         let result = provision(m, &catalogs, &self.catalog.label_policy, self.scheduler_options());
+        let mut statuses = Vec::new();
+        self.buffer_outcome(&result, now, &mut statuses);
+        for e in statuses {
+            out.push(e);
+        }
         for p in &result.results.existing {
+            // Virtual pods never nominate a node, nor get events (they are not pods).
+            if p.pods.iter().all(|&i| result.pods[i].buffer.is_some()) {
+                continue;
+            }
             self.nominated.insert(p.node.clone(), self.provisioner.nominated_until(now));
             // An in-flight claim has no Node yet: upstream names the claim then.
             let is_node = m.nodes.iter().any(|n| n.metadata.name.as_deref() == Some(p.node.as_str()));
             let target = if is_node { format!("node/{}", p.node) } else { format!("nodeclaim/{}", p.node) };
-            for &i in &p.pods {
+            for &i in p.pods.iter().filter(|&&i| result.pods[i].buffer.is_none()) {
                 let pod = &result.pods[i];
                 let message = format!("Pod should schedule on: {target}");
                 self.event(pod_ref(&pod.namespace, &pod.name, &pod.uid), false, "Nominated", message, now, out);
             }
         }
-        for f in &result.results.failures {
+        for f in result.results.failures.iter().filter(|f| result.pods[f.pod].buffer.is_none()) {
             let pod = &result.pods[f.pod];
             let message = format!("Failed to schedule pod, {}", f.summary());
             self.event(pod_ref(&pod.namespace, &pod.name, &pod.uid), true, "FailedScheduling", message, now, out);
@@ -1035,6 +1060,8 @@ impl Controller {
         if let Some(claims) = &assumed {
             view.nodeclaims = claims.into();
         }
+        // Disruption simulations place the buffers' virtual pods too: a node goes only if they still fit.
+        view.virtual_pods = &self.buffers.pods;
         let ctx = Context {
             snap: view,
             catalogs: &catalogs,
@@ -1042,6 +1069,7 @@ impl Controller {
             now,
             busy,
             nominated: &self.nominated,
+            buffer_nodes: &self.buffers.nodes,
             options: &options,
         };
         f(&ctx)

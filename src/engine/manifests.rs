@@ -38,6 +38,14 @@ pub struct Manifests {
     /// Price and capacity adjustments (`karpenter.sh/v1alpha1`); empty where the CRD isn't installed. Not part of
     /// the provisioning snapshots: the controller evaluates them itself ([`crate::engine::overlay`]).
     pub nodeoverlays: Vec<NodeOverlay>,
+    /// CapacityBuffers (`autoscaling.x-k8s.io/v1beta1`) and the PodTemplates they may take their shape from;
+    /// empty where the CRD isn't installed. Like overlays, not part of the provisioning snapshots: the controller
+    /// resolves them itself ([`crate::engine::capacitybuffer`]).
+    pub capacitybuffers: Vec<crate::engine::api::capacitybuffer::CapacityBuffer>,
+    pub pod_templates: Vec<k8s_openapi::api::core::v1::PodTemplate>,
+    /// Workloads as a live cluster has them, for buffers' `scalableRef`s only (a manifest file's Deployments are
+    /// `deployments`, which are expanded into pods).
+    pub workloads: Workloads,
     pub nodes: Vec<Node>,
     pub pods: Vec<Arc<StoredPod>>,
     pub deployments: Vec<Deployment>,
@@ -47,6 +55,13 @@ pub struct Manifests {
     pub pvs: Vec<PersistentVolume>,
     pub storage_classes: Vec<StorageClass>,
     pub namespaces: Vec<Namespace>,
+}
+
+/// Deployments and StatefulSets read from a live cluster (see [`Manifests::workloads`]).
+#[derive(Debug, Clone, Default)]
+pub struct Workloads {
+    pub deployments: Vec<Deployment>,
+    pub statefulsets: Vec<k8s_openapi::api::apps::v1::StatefulSet>,
 }
 
 #[derive(Deserialize)]
@@ -108,6 +123,12 @@ impl Manifests {
                 ("karpenter.sh/v1alpha1", "NodeOverlay") => {
                     out.nodeoverlays.push(NodeOverlay::deserialize(doc).map_err(err)?)
                 }
+                ("autoscaling.x-k8s.io/v1beta1", "CapacityBuffer") => out
+                    .capacitybuffers
+                    .push(crate::engine::api::capacitybuffer::CapacityBuffer::deserialize(doc).map_err(err)?),
+                ("v1", "PodTemplate") => {
+                    out.pod_templates.push(k8s_openapi::api::core::v1::PodTemplate::deserialize(doc).map_err(err)?)
+                }
                 ("v1", "Node") => out.nodes.push(Node::deserialize(doc).map_err(err)?),
                 ("v1", "Pod") => out.pods.push(Arc::new(Pod::deserialize(doc).map_err(err)?.into())),
                 ("apps/v1", "Deployment") => out.deployments.push(Deployment::deserialize(doc).map_err(err)?),
@@ -150,6 +171,7 @@ impl Manifests {
             storage_classes: &self.storage_classes,
             namespaces: &self.namespaces,
             digests: None,
+            virtual_pods: &[],
         }
     }
 

@@ -243,6 +243,9 @@ pub struct ClusterSnapshot<'a> {
     /// Optional: a version per pod (parallel to `pods`, changing whenever the pod changes) and the digests kept
     /// for them between snapshots of the same store. `None` digests every pod afresh.
     pub digests: Option<(&'a [u64], &'a PodDigests)>,
+    /// CapacityBuffers' virtual pods (see [`crate::engine::capacitybuffer`]): solved after the pending pods, like
+    /// them. The controller adds them; a read of the cluster has none.
+    pub virtual_pods: &'a [StoredPod],
 }
 
 /// An owned snapshot: the vectors a [`ClusterSnapshot`] borrows.
@@ -275,6 +278,7 @@ impl Snapshot {
             storage_classes: &self.storage_classes,
             namespaces: &self.namespaces,
             digests: None,
+            virtual_pods: &[],
         }
     }
 }
@@ -433,7 +437,8 @@ impl ProvisioningResult {
     /// pool, or ("", reason) for a reason that applies to every pool.
     pub fn pending_reasons(&self) -> BTreeMap<(String, String), Vec<(String, String)>> {
         let mut out = BTreeMap::new();
-        for f in &self.results.failures {
+        // A CapacityBuffer's virtual pods are not pods anyone waits for.
+        for f in self.results.failures.iter().filter(|f| self.pods[f.pod].buffer.is_none()) {
             let p = &self.pods[f.pod];
             let reasons = f.reasons.iter().map(|(pool, r)| (pool.clone(), r.to_string())).collect();
             out.insert((p.namespace.clone(), p.name.clone()), reasons);
@@ -450,9 +455,21 @@ impl ProvisioningResult {
         out
     }
 
+    /// How many real pods (not CapacityBuffer virtual pods) the solve placed.
+    pub fn placed_pods(&self) -> usize {
+        let real = |pods: &[usize]| pods.iter().filter(|&&i| self.pods[i].buffer.is_none()).count();
+        self.results.new_claims.iter().map(|c| real(&c.pods)).sum::<usize>()
+            + self.results.existing.iter().map(|p| real(&p.pods)).sum::<usize>()
+    }
+
     /// (pod, reason per NodePool) for every pod that could not be placed.
     pub fn failures(&self) -> Vec<(&PodData, String)> {
-        self.results.failures.iter().map(|f| (&self.pods[f.pod], f.summary())).collect()
+        self.results
+            .failures
+            .iter()
+            .filter(|f| self.pods[f.pod].buffer.is_none())
+            .map(|f| (&self.pods[f.pod], f.summary()))
+            .collect()
     }
 }
 
@@ -634,6 +651,13 @@ impl ClusterState {
             }
         }
         drop(digests);
+        // Virtual pods come last: pending like the others, never more important (upstream appends them too).
+        for p in snap.virtual_pods {
+            if let Ok(d) = pod::pod_data(p, &namespaces) {
+                to_schedule.push(d);
+                provisionable.push(true);
+            }
+        }
         let daemonsets = daemonset_pods(snap, &namespaces);
         let volumes = VolumeIndex::new(snap.pvcs, snap.pvs, snap.storage_classes);
         ClusterState {

@@ -318,6 +318,7 @@ pub fn preview(input: &WhatIfInput<'_>, edited: &NodePool) -> EditPreview {
 
     let busy = BTreeSet::new();
     let nominated = BTreeMap::new();
+    let no_buffers = BTreeMap::new();
     let disruption_options = DisruptionOptions::default();
     let ctx = Context {
         snap: view_after,
@@ -326,6 +327,7 @@ pub fn preview(input: &WhatIfInput<'_>, edited: &NodePool) -> EditPreview {
         now: input.now,
         busy: &busy,
         nominated: &nominated,
+        buffer_nodes: &no_buffers,
         options: &disruption_options,
     };
     let survey = survey(&ctx);

@@ -18,6 +18,7 @@ use crate::engine::api::ec2nodeclass::EC2NodeClassStatus;
 use crate::engine::api::nodepool::NodePoolStatus;
 use crate::engine::api::{EC2NodeClass, NodeClaim, NodeClaimStatus, NodePool};
 
+mod buffer_writes;
 mod controller_writes;
 mod overlay_writes;
 

@@ -154,6 +154,9 @@ async fn write_one(e: Effect, writer: &Writer, outcomes: &mut Vec<Outcome>) -> R
         Effect::PatchNodeOverlayStatus { name, status } => {
             writer.patch_nodeoverlay_status(&name, &status).await.map(|()| None)
         }
+        Effect::PatchCapacityBufferStatus { namespace, name, status } => {
+            writer.patch_capacitybuffer_status(&namespace, &name, &status).await.map(|()| None)
+        }
         Effect::DeleteNodeClaim { name, .. } => writer.delete_nodeclaim(&name).await.map(|()| None),
         Effect::FinalizeNodeClaim { claim } => writer
             .remove_nodeclaim_finalizer(&claim, crate::engine::labels::TERMINATION_FINALIZER)

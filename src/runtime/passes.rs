@@ -123,6 +123,7 @@ pub fn disruption_with(
         now,
         busy: &busy,
         nominated: &nominated,
+        buffer_nodes: &BTreeMap::new(),
         options: &options,
     };
     (consolidation::pass(&ctx), consolidation::explain_nodes(&ctx))

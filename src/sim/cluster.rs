@@ -217,6 +217,8 @@ pub struct Cluster {
     pub storage_classes: Watched<String, StorageClass>,
     pub namespaces: Watched<String, Namespace>,
     pub nodeoverlays: Watched<String, crate::engine::api::nodeoverlay::NodeOverlay>,
+    pub capacitybuffers: Watched<Key, crate::engine::api::capacitybuffer::CapacityBuffer>,
+    pub pod_templates: Watched<Key, k8s_openapi::api::core::v1::PodTemplate>,
     next_uid: u64,
     /// The seeded generator behind generated pod names.
     pub name_seed: u64,
@@ -244,6 +246,8 @@ impl Default for Cluster {
             storage_classes: Watched::new(v.clone()),
             namespaces: Watched::new(v.clone()),
             nodeoverlays: Watched::new(v.clone()),
+            capacitybuffers: Watched::new(v.clone()),
+            pod_templates: Watched::new(v.clone()),
             next_uid: 0,
             name_seed: 0,
             synced: Synced::default(),
@@ -353,6 +357,33 @@ impl Cluster {
                 o.status = self.nodeoverlays.get(o.name()).and_then(|old| old.status.clone());
             }
             self.nodeoverlays.insert(o.name().to_string(), o);
+        }
+        for o in &m.capacitybuffers {
+            let mut o = o.clone();
+            self.stamp(&mut o.metadata);
+            let key = key_of(&o.metadata);
+            // A changed spec is a new generation; the status is the controller's and stays.
+            let old = self.capacitybuffers.get(&key);
+            let generation = old.map_or(0, |old| {
+                let g = old.metadata.generation.unwrap_or(1);
+                if old.spec == o.spec { g - 1 } else { g }
+            });
+            o.metadata.generation = Some(generation + 1);
+            if o.status.is_none() {
+                o.status = old.and_then(|old| old.status.clone());
+            }
+            self.capacitybuffers.insert(key, o);
+        }
+        for o in &m.pod_templates {
+            let mut o = o.clone();
+            self.stamp(&mut o.metadata);
+            let key = key_of(&o.metadata);
+            let generation = self.pod_templates.get(&key).map_or(0, |old| {
+                let g = old.metadata.generation.unwrap_or(1);
+                if old.template == o.template { g - 1 } else { g }
+            });
+            o.metadata.generation = Some(generation + 1);
+            self.pod_templates.insert(key, o);
         }
         for o in &m.nodeclaims {
             self.nodeclaims.insert(o.name().to_string(), o.clone());
@@ -466,6 +497,7 @@ impl Cluster {
             storage_classes: m.storage_classes.plain(),
             namespaces: m.namespaces.plain(),
             digests: Some((&m.pods.versions, &m.digests)),
+            virtual_pods: &[],
         }
     }
 

@@ -335,6 +335,12 @@ fn apply_event(w: &mut World, action: &Action) -> Result<(), String> {
                     ObjectKind::NodeOverlay => {
                         w.cluster.nodeoverlays.remove(&r.name).ok_or_else(missing)?;
                     }
+                    ObjectKind::CapacityBuffer => {
+                        w.cluster.capacitybuffers.remove(&key).ok_or_else(missing)?;
+                    }
+                    ObjectKind::PodTemplate => {
+                        w.cluster.pod_templates.remove(&key).ok_or_else(missing)?;
+                    }
                     ObjectKind::Namespace => {
                         w.cluster.namespaces.remove(&r.name).ok_or_else(missing)?;
                     }
@@ -404,6 +410,8 @@ fn apply_event(w: &mut World, action: &Action) -> Result<(), String> {
                 ObjectKind::Node => patch_in!(w.cluster.nodes, name),
                 ObjectKind::NodeClaim => patch_in!(w.cluster.nodeclaims, name),
                 ObjectKind::NodeOverlay => patch_in!(w.cluster.nodeoverlays, name),
+                ObjectKind::CapacityBuffer => patch_in!(w.cluster.capacitybuffers, &key),
+                ObjectKind::PodTemplate => patch_in!(w.cluster.pod_templates, &key),
             }
         }
         Action::Interrupt(i) => {

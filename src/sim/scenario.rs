@@ -225,6 +225,8 @@ pub enum ObjectKind {
     Node,
     NodeClaim,
     NodeOverlay,
+    CapacityBuffer,
+    PodTemplate,
 }
 
 impl ObjectKind {
@@ -237,6 +239,8 @@ impl ObjectKind {
                 | ObjectKind::DaemonSet
                 | ObjectKind::PodDisruptionBudget
                 | ObjectKind::PersistentVolumeClaim
+                | ObjectKind::CapacityBuffer
+                | ObjectKind::PodTemplate
         )
     }
 }
@@ -837,7 +841,7 @@ struct TypeMeta {
 }
 
 const OBJECT_KINDS: &str = "karpenter.sh/v1 NodePool, karpenter.k8s.aws/v1 EC2NodeClass, karpenter.sh/v1alpha1 NodeOverlay, \
-     v1 Pod, apps/v1 Deployment, \
+     autoscaling.x-k8s.io/v1beta1 CapacityBuffer, v1 PodTemplate, v1 Pod, apps/v1 Deployment, \
      apps/v1 DaemonSet, policy/v1 PodDisruptionBudget, v1 PersistentVolumeClaim, v1 PersistentVolume, \
      storage.k8s.io/v1 StorageClass, v1 Namespace";
 
@@ -871,6 +875,7 @@ fn add_object(
         ("karpenter.sh/v1", "NodePool")
             | ("karpenter.k8s.aws/v1", "EC2NodeClass")
             | ("karpenter.sh/v1alpha1", "NodeOverlay")
+            | ("autoscaling.x-k8s.io/v1beta1", "CapacityBuffer")
     );
     if derived && let Some(m) = body.as_mapping_mut() {
         m.remove("apiVersion");
@@ -888,6 +893,14 @@ fn add_object(
             }
             out.nodeoverlays.push(o);
         }
+        ("autoscaling.x-k8s.io/v1beta1", "CapacityBuffer") => {
+            let o: crate::engine::api::capacitybuffer::CapacityBuffer = typed(cx, body, path)?;
+            if let Some(e) = crate::engine::api::capacitybuffer::validate_capacitybuffer(&o).into_iter().next() {
+                return Err(cx.err(&FieldPath::parse(&format!("{path}.{}", e.path)), e.message));
+            }
+            out.capacitybuffers.push(o);
+        }
+        ("v1", "PodTemplate") => out.pod_templates.push(typed(cx, body, path)?),
         ("v1", "Pod") => {
             let pod: Pod = typed(cx, body, path)?;
             node_name = pod.spec.as_ref().and_then(|s| s.node_name.clone()).filter(|n| !n.is_empty());
@@ -957,6 +970,12 @@ fn check_duplicates(cx: &Ctx<'_>, m: &Manifests) -> Result<(), ScenarioError> {
     }
     for o in &m.namespaces {
         check("Namespace", &o.metadata)?;
+    }
+    for o in &m.capacitybuffers {
+        check("CapacityBuffer", &o.metadata)?;
+    }
+    for o in &m.pod_templates {
+        check("PodTemplate", &o.metadata)?;
     }
     Ok(())
 }

@@ -281,6 +281,8 @@ struct Caches {
     provisionable: Option<(u64, Vec<String>)>,
     /// The store as the engine last read it, kept so the next snapshot copies only what changed.
     snapshot: crate::sim::cluster::SnapshotMirror,
+    /// (capacitybuffers, pod templates, deployments) stamps the buffer controller last resolved.
+    buffers: Option<[u64; 3]>,
 }
 
 /// Pod counts (all, bound, terminating) and a hash of the node and NodeClaim lifecycle state (deletion, taints,
@@ -450,6 +452,7 @@ impl World {
         for _ in 0..8 {
             let before = self.fingerprint();
             self.controllers();
+            self.buffers();
             self.provisioning();
             self.lifecycle();
             self.nodepool_status();
@@ -618,6 +621,32 @@ impl World {
         self.cluster.nodepools.keys().map(|k| (k.clone(), types.clone())).collect()
     }
 
+    /// The controller's CapacityBuffer resolution (gate `CapacityBuffer`), whenever a buffer or what it may take
+    /// its shape from changed; the status writes land in the store.
+    fn buffers(&mut self) {
+        if !self.settings.gates.capacity_buffer {
+            return;
+        }
+        let c = &self.cluster;
+        let stamps = [c.capacitybuffers.stamp(), c.pod_templates.stamp(), c.deployments.stamp()];
+        if self.caches.buffers == Some(stamps) {
+            return;
+        }
+        let buffers: Vec<_> = c.capacitybuffers.values().map(|b| (**b).clone()).collect();
+        let templates: Vec<_> = c.pod_templates.values().map(|t| (**t).clone()).collect();
+        let deployments: Vec<_> = c.deployments.values().map(|d| (**d).clone()).collect();
+        let src = crate::engine::capacitybuffer::Sources {
+            pod_templates: &templates,
+            deployments: &deployments,
+            ..Default::default()
+        };
+        let effects = self.controller.sync_buffers(&buffers, src, self.now);
+        self.apply_effects(effects);
+        // The writes just made are the controller's own: they need no second look.
+        let c = &self.cluster;
+        self.caches.buffers = Some([c.capacitybuffers.stamp(), c.pod_templates.stamp(), c.deployments.stamp()]);
+    }
+
     /// The controller's provisioning: the world feeds it the pending pods (as the pod watch does) and, when its
     /// batch window is over, lets it solve on the store; the claims it asks for are created here and the solve is
     /// recorded for the report.
@@ -665,7 +694,7 @@ impl World {
             }
         }
         self.pending_reasons = result.pending_reasons();
-        let placed = result.results.scheduled_pods();
+        let placed = result.placed_pods();
         self.record.solves.push(SolveTiming { at: self.now, pods: result.pods.len(), nodes: names.len(), millis });
         if !names.is_empty() {
             // The controller compared the packing strategies over this solve's pods (the report sums them).

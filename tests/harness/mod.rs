@@ -222,6 +222,11 @@ impl Harness {
                         o.status = Some(*status);
                     }
                 }
+                Effect::PatchCapacityBufferStatus { namespace, name, status } => {
+                    if let Some(b) = self.cluster.capacitybuffers.get_mut(&(namespace, name)) {
+                        b.status = Some(*status);
+                    }
+                }
                 Effect::Evict { namespace, name } | Effect::DeletePod { namespace, name, .. } => {
                     self.cluster.pods.remove(&(namespace, name));
                 }

@@ -60,6 +60,8 @@ pub struct Candidate {
     /// Why consolidation (emptiness included) can't use this node yet: consolidateAfter, Never.
     pub consolidation_wait: Option<Blocker>,
     pub policy: String,
+    /// CapacityBuffer virtual pods the last solve put here.
+    pub buffer_pods: usize,
 }
 
 impl Candidate {
@@ -77,6 +79,9 @@ impl Candidate {
         self.graceful()?;
         if let Some(b) = &self.consolidation_wait {
             return Err(b.clone());
+        }
+        if self.buffer_pods > 0 {
+            return Err(Blocker::BufferPods { count: self.buffer_pods });
         }
         Ok(())
     }
@@ -324,6 +329,7 @@ pub fn survey(ctx: &Context<'_>) -> Survey {
             (since, c.message.clone().or_else(|| c.reason.clone()).unwrap_or_default())
         });
         let list = if is_static { &mut out.static_candidates } else { &mut out.candidates };
+        let buffer_pods = ctx.buffer_nodes.get(&name).copied().unwrap_or(0);
         list.push(Candidate {
             node: name,
             nodeclaim: claim.name().to_string(),
@@ -340,8 +346,9 @@ pub fn survey(ctx: &Context<'_>) -> Survey {
             drifted,
             pod_blockers,
             has_termination_grace_period: claim.spec.termination_grace_period.is_some(),
-            consolidation_wait: wait,
             policy: pool.spec.disruption.consolidation_policy.clone(),
+            buffer_pods,
+            consolidation_wait: wait,
         });
     }
     out

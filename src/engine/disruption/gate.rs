@@ -203,6 +203,7 @@ mod tests {
             has_termination_grace_period: false,
             consolidation_wait: None,
             policy: String::new(),
+            buffer_pods: 0,
         };
         c.node = node.into();
         Command {

@@ -240,6 +240,11 @@ pub enum Blocker {
     },
     /// Not empty and the policy only removes empty nodes.
     WhenEmptyPolicy,
+    /// The last provisioning solve put CapacityBuffer virtual pods here: emptiness leaves it (consolidation
+    /// simulates them instead).
+    BufferPods {
+        count: usize,
+    },
     Budget {
         message: String,
     },
@@ -297,6 +302,7 @@ impl fmt::Display for Blocker {
             Blocker::ConsolidateAfterNever => f.write_str("consolidateAfter is Never"),
             Blocker::ConsolidateAfter { left } => write!(f, "consolidateAfter has {} left", human_duration(*left)),
             Blocker::WhenEmptyPolicy => f.write_str("not empty, and the consolidation policy is WhenEmpty"),
+            Blocker::BufferPods { count } => write!(f, "holds {count} CapacityBuffer virtual pod(s)"),
             Blocker::Budget { message } => f.write_str(message),
             Blocker::PodsWouldNotFit { pod, reason } => write!(f, "pods would not fit elsewhere (pod {pod}: {reason})"),
             Blocker::UninitializedDestination { pod, node } => {
@@ -383,6 +389,8 @@ pub struct Context<'a> {
     pub busy: &'a BTreeSet<String>,
     /// Nodes nominated for pending pods, until when.
     pub nominated: &'a BTreeMap<String, Millis>,
+    /// Nodes the last provisioning solve put CapacityBuffer virtual pods on, and how many.
+    pub buffer_nodes: &'a BTreeMap<String, usize>,
     pub options: &'a DisruptionOptions,
 }
 

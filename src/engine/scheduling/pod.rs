@@ -118,6 +118,9 @@ pub struct PodData {
     /// The pod references a ResourceClaim (Dynamic Resource Allocation), which upstream v1.14.1 does not place by
     /// default (`--ignore-dra-requests=true`).
     pub dra: bool,
+    /// For a CapacityBuffer's virtual pod, its buffer (`namespace/name`): placed like a pending pod, but never
+    /// nominated, evented or reported as pending.
+    pub buffer: Option<Arc<str>>,
 }
 
 impl PodData {
@@ -547,6 +550,7 @@ pub fn pod_data(pod: &StoredPod, namespaces: &[(String, BTreeMap<String, String>
         priority: spec.priority.unwrap_or(0),
         daemonset,
         dra: has_dra_requirements(spec),
+        buffer: crate::engine::capacitybuffer::buffer_of(pod).map(Arc::from),
     })
 }
 

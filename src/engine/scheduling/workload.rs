@@ -48,6 +48,7 @@ fn base(i: usize, rng: &mut Lcg, labels_: &[(&str, String)]) -> PodData {
         priority: 0,
         daemonset: None,
         dra: false,
+        buffer: None,
     }
 }
 

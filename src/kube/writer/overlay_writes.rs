@@ -58,7 +58,7 @@ impl Writer {
 
 /// `had` with each of `new` set by type: replaced in place (its transition time kept while its status is the
 /// same), or appended.
-fn merge_conditions(had: &[Condition], new: &[Condition]) -> Vec<Condition> {
+pub(super) fn merge_conditions(had: &[Condition], new: &[Condition]) -> Vec<Condition> {
     let mut out = had.to_vec();
     for c in new {
         match out.iter_mut().find(|o| o.type_ == c.type_) {

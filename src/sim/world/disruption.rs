@@ -252,6 +252,7 @@ impl World {
             now: self.now,
             busy: &busy,
             nominated: self.controller.nominated(),
+            buffer_nodes: self.controller.buffer_nodes(),
             options: &options,
         };
         f(&ctx)

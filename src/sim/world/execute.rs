@@ -157,6 +157,11 @@ impl World {
                     o.status = Some(*status);
                 }
             }
+            Effect::PatchCapacityBufferStatus { namespace, name, status } => {
+                if let Some(b) = self.cluster.capacitybuffers.get_mut(&(namespace, name)) {
+                    b.status = Some(*status);
+                }
+            }
             Effect::UpdateNodeClassStatus { name, status } => {
                 if let Some(c) = self.cluster.nodeclasses.get_mut(&name) {
                     c.status = Some(*status);
