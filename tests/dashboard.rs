@@ -1,6 +1,8 @@
 //! The dashboard without a terminal: the reducer driven by keys over pictures of the demo world, the simulated
 //! backend's handling of commands, and snapshots of every pane and of full screens (ratatui's TestBackend).
 
+mod common;
+
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
@@ -840,4 +842,59 @@ fn the_pending_pane_shows_both_packing_strategies_after_a_provisioning_pass() {
         let (used, other) = if packing == Packing::Upstream { (&upstream, &cost) } else { (&cost, &upstream) };
         assert!(bold(used) && !bold(other), "{footer}");
     }
+}
+
+#[test]
+fn the_pending_pane_shows_capacity_buffers_as_room_not_pods() {
+    let text = format!(
+        r#"name: buffer-pane
+until: 5m
+settings:
+  featureGates: {{CapacityBuffer: true}}
+{}
+objects:
+  - apiVersion: karpenter.sh/v1
+    kind: NodePool
+    metadata: {{name: default}}
+    spec:
+      template:
+        spec:
+          nodeClassRef: {{group: karpenter.k8s.aws, kind: EC2NodeClass, name: default}}
+  - apiVersion: v1
+    kind: PodTemplate
+    metadata: {{name: worker, namespace: default}}
+    template:
+      spec:
+        containers: [{{name: c, image: x, resources: {{requests: {{cpu: "1", memory: 1Gi}}}}}}]
+  - apiVersion: autoscaling.x-k8s.io/v1beta1
+    kind: CapacityBuffer
+    metadata: {{name: headroom, namespace: default}}
+    spec: {{podTemplateRef: {{name: worker}}, replicas: 3}}
+  - apiVersion: autoscaling.x-k8s.io/v1beta1
+    kind: CapacityBuffer
+    metadata: {{name: broken, namespace: default}}
+    spec: {{podTemplateRef: {{name: missing}}, replicas: 1}}
+"#,
+        common::SMALL_LARGE_TYPES
+    );
+    let s = karpenter_tui::sim::scenario::parse_scenario(&text, "buffer-pane.yaml").unwrap();
+    let mut p = Playback::new(&s).expect("builds");
+    let start = p.start;
+    p.advance(start + 120_000).expect("plays");
+    let v = SimDriver::new(p, "demo".into(), 10.0, false).view();
+    assert!(v.pending.is_empty(), "virtual pods are not pending pods: {:?}", v.pending);
+    assert_eq!(v.buffers.len(), 2);
+    let mut s = app(Arc::new(v), false);
+    key(&mut s, '1');
+    let text = screen(&s, 130, 30);
+    let line =
+        |needle: &str| text.lines().find(|l| l.contains(needle)).unwrap_or_else(|| panic!("{needle} in\n{text}"));
+    let ok = line("default/headroom");
+    assert!(ok.contains("3 × cpu 1, memory 1Gi") && ok.contains("Provisioning True (FitsExistingCapacity)"), "{ok}");
+    let broken = line("default/broken");
+    assert!(
+        broken.contains("ReadyForProvisioning False (PodTemplateNotFound): podtemplates \"missing\" not found"),
+        "{broken}"
+    );
+    assert!(text.contains("no pending pods"), "{text}");
 }

@@ -478,3 +478,41 @@ fn instances_no_claim_holds_are_terminated_with_their_nodes_once_old_enough() {
         vec![Effect::DeleteInstance { provider_id: stray.into() }, Effect::DeleteNode { name: "stray-1".into() }]
     );
 }
+
+#[test]
+fn a_capacity_buffer_keeps_room_on_the_live_path() {
+    // The live planner (Controller::plan over a watch-cache read) with the CapacityBuffer gate: a buffer of 50% of
+    // the Deployment (3 pods of 1 CPU) resolves from the Deployment, its status is written, and its virtual pods
+    // get room beside the Deployment's own pods.
+    let objects = format!(
+        "{}---\napiVersion: autoscaling.x-k8s.io/v1beta1\nkind: CapacityBuffer\nmetadata: {{name: headroom, namespace: default}}\nspec: {{scalableRef: {{apiGroup: apps, kind: Deployment, name: inflate}}, percentage: 50}}\n",
+        harness::OBJECTS
+    );
+    let mut h = Harness::with_objects(Mode::Approve, &objects);
+    let mut settings = karpenter_tui::controller::Settings::default();
+    settings.gates.capacity_buffer = true;
+    settings.mode = Mode::Approve;
+    h.controller = karpenter_tui::controller::Controller::with_settings(h.catalog.clone(), settings, h.now);
+    h.run_until("all six pods bound", 120, Harness::all_bound);
+    let key = ("default".to_string(), "headroom".to_string());
+    h.run_until("the buffer fits existing capacity", 120, |h| {
+        h.cluster.capacitybuffers[&key].condition("Provisioning").is_some_and(|c| c.status == "True")
+    });
+    let b = h.cluster.capacitybuffers[&key].clone();
+    assert_eq!(b.status.as_ref().unwrap().replicas, Some(3));
+    assert_eq!(
+        b.condition("ReadyForProvisioning").map(|c| c.reason.clone().unwrap_or_default()).as_deref(),
+        Some("Resolved")
+    );
+    // 6 + 3 CPU of 1 CPU pods on 4-CPU KWOK nodes (3 pods each): three nodes, where the pods alone need two.
+    assert_eq!(h.cluster.nodes.len(), 3, "{:?}", h.cluster.nodes.keys());
+    // The virtual pods are not pods: none in the cluster, no events about them.
+    assert!(h.cluster.pods.keys().all(|(_, n)| !n.starts_with("capacity-buffer-")));
+    assert!(h.events.iter().all(|(o, _, _)| !o.contains("capacity-buffer-")), "{:?}", h.events);
+    // Settled: emptiness does not take the node the buffer holds, and nothing more is created.
+    for _ in 0..120 {
+        h.tick();
+    }
+    assert_eq!(h.cluster.nodes.len(), 3);
+    assert!(h.controller.records().is_empty(), "{:?}", h.controller.records());
+}

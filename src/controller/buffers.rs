@@ -164,12 +164,13 @@ impl Controller {
                         (c.status.clone(), c.reason.clone().unwrap_or_default())
                     })
                 };
-                let message = cb
-                    .condition(COND_PROVISIONING)
-                    .filter(|c| c.status != "True")
-                    .or_else(|| cb.condition(crate::engine::api::capacitybuffer::COND_READY_FOR_PROVISIONING))
-                    .and_then(|c| c.message.clone())
-                    .unwrap_or_default();
+                // The condition that holds it back says why: resolution first, then provisioning.
+                let ready = cb.condition(crate::engine::api::capacitybuffer::COND_READY_FOR_PROVISIONING);
+                let message = match ready {
+                    Some(r) if r.status == "True" => cb.condition(COND_PROVISIONING).and_then(|c| c.message.clone()),
+                    other => other.and_then(|c| c.message.clone()),
+                }
+                .unwrap_or_default();
                 let requests = self
                     .buffers
                     .pods

@@ -56,6 +56,9 @@ pub fn needs() -> Vec<Need> {
         need("get", k, "nodeoverlays", None, false),
         need("patch", k, "nodeoverlays", None, false),
         need("patch", k, "nodeoverlays", Some("status"), false),
+        // CapacityBuffer status (resolution and the Provisioning condition), merged into a fresh read.
+        need("get", "autoscaling.x-k8s.io", "capacitybuffers", None, false),
+        need("patch", "autoscaling.x-k8s.io", "capacitybuffers", Some("status"), false),
         need("patch", "", "nodes", None, false),
         need("delete", "", "nodes", None, false),
         need("create", "", "pods", Some("eviction"), false),

@@ -84,6 +84,10 @@ pub struct Cache {
     pub pvs: Typed<k8s_openapi::api::core::v1::PersistentVolume>,
     pub storage_classes: Typed<k8s_openapi::api::storage::v1::StorageClass>,
     pub namespaces: Typed<k8s_openapi::api::core::v1::Namespace>,
+    pub capacitybuffers: Typed<crate::engine::api::capacitybuffer::CapacityBuffer>,
+    pub pod_templates: Typed<k8s_openapi::api::core::v1::PodTemplate>,
+    pub deployments: Typed<k8s_openapi::api::apps::v1::Deployment>,
+    pub statefulsets: Typed<k8s_openapi::api::apps::v1::StatefulSet>,
     pub states: BTreeMap<Kind, WatchState>,
     /// Objects skipped because they don't parse, by kind and key.
     problems: BTreeMap<(Kind, String), Problem>,
@@ -300,6 +304,10 @@ macro_rules! same_by_eq {
 }
 
 same_by_eq!(
+    crate::engine::api::capacitybuffer::CapacityBuffer,
+    k8s_openapi::api::core::v1::PodTemplate,
+    k8s_openapi::api::apps::v1::Deployment,
+    k8s_openapi::api::apps::v1::StatefulSet,
     crate::engine::stored_pod::StoredPod,
     k8s_openapi::api::core::v1::Node,
     crate::engine::api::NodePool,
@@ -389,6 +397,10 @@ impl Cache {
             Kind::Pv => typed!(pvs),
             Kind::StorageClass => typed!(storage_classes),
             Kind::Namespace => typed!(namespaces),
+            Kind::CapacityBuffer => typed!(capacitybuffers),
+            Kind::PodTemplate => typed!(pod_templates),
+            Kind::Deployment => typed!(deployments),
+            Kind::StatefulSet => typed!(statefulsets),
         };
         match (&key, listing) {
             (None, true) => {
@@ -463,6 +475,10 @@ impl Cache {
             Kind::Pv => self.pvs.synced,
             Kind::StorageClass => self.storage_classes.synced,
             Kind::Namespace => self.namespaces.synced,
+            Kind::CapacityBuffer => self.capacitybuffers.synced,
+            Kind::PodTemplate => self.pod_templates.synced,
+            Kind::Deployment => self.deployments.synced,
+            Kind::StatefulSet => self.statefulsets.synced,
         }
     }
 
@@ -531,9 +547,12 @@ impl Cache {
             nodeclaims: self.nodeclaims.values(),
             nodeclasses: self.nodeclasses.values(),
             nodeoverlays: self.nodeoverlays.values(),
-            capacitybuffers: Vec::new(),
-            pod_templates: Vec::new(),
-            workloads: Default::default(),
+            capacitybuffers: self.capacitybuffers.values(),
+            pod_templates: self.pod_templates.values(),
+            workloads: crate::engine::manifests::Workloads {
+                deployments: self.deployments.values(),
+                statefulsets: self.statefulsets.values(),
+            },
             nodes,
             pods: self.pods.shared(),
             deployments: Vec::new(),

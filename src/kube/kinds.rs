@@ -1,12 +1,13 @@
 //! The object kinds the engine reads from a live cluster, and where they live in the API.
 
-use k8s_openapi::api::apps::v1::DaemonSet;
-use k8s_openapi::api::core::v1::{Namespace, Node, PersistentVolume, PersistentVolumeClaim, Pod};
+use k8s_openapi::api::apps::v1::{DaemonSet, Deployment, StatefulSet};
+use k8s_openapi::api::core::v1::{Namespace, Node, PersistentVolume, PersistentVolumeClaim, Pod, PodTemplate};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::storage::v1::StorageClass;
 use kube::Resource;
 use kube::core::ApiResource;
 
+use crate::engine::api::capacitybuffer::CapacityBuffer;
 use crate::engine::api::nodeoverlay::NodeOverlay;
 use crate::engine::api::{EC2NodeClass, NodeClaim, NodePool};
 
@@ -24,10 +25,15 @@ pub enum Kind {
     Pv,
     StorageClass,
     Namespace,
+    /// CapacityBuffers and what they take their shape from (gate `CapacityBuffer`).
+    CapacityBuffer,
+    PodTemplate,
+    Deployment,
+    StatefulSet,
 }
 
 impl Kind {
-    pub const ALL: [Kind; 12] = [
+    pub const ALL: [Kind; 16] = [
         Kind::Pod,
         Kind::Node,
         Kind::NodePool,
@@ -40,6 +46,10 @@ impl Kind {
         Kind::Pv,
         Kind::StorageClass,
         Kind::Namespace,
+        Kind::CapacityBuffer,
+        Kind::PodTemplate,
+        Kind::Deployment,
+        Kind::StatefulSet,
     ];
 
     pub fn api_resource(self) -> ApiResource {
@@ -56,6 +66,10 @@ impl Kind {
             Kind::Pv => ApiResource::erase::<PersistentVolume>(&()),
             Kind::StorageClass => ApiResource::erase::<StorageClass>(&()),
             Kind::Namespace => ApiResource::erase::<Namespace>(&()),
+            Kind::CapacityBuffer => ApiResource::erase::<CapacityBuffer>(&()),
+            Kind::PodTemplate => ApiResource::erase::<PodTemplate>(&()),
+            Kind::Deployment => ApiResource::erase::<Deployment>(&()),
+            Kind::StatefulSet => ApiResource::erase::<StatefulSet>(&()),
         }
     }
 
@@ -66,13 +80,38 @@ impl Kind {
     }
 
     /// Whether the engine can work without it: a cluster without Karpenter's AWS CRD still has NodePools to show,
-    /// and upstream installs the NodeOverlay CRD only from v1.7 on (no CRD, no overlays).
+    /// upstream installs the NodeOverlay CRD only from v1.7 on (no CRD, no overlays), and CapacityBuffers need the
+    /// autoscaling CRD and, to resolve, rights on workloads that an install may not grant.
     pub fn optional(self) -> bool {
-        matches!(self, Kind::NodeClass | Kind::NodeOverlay)
+        matches!(
+            self,
+            Kind::NodeClass
+                | Kind::NodeOverlay
+                | Kind::CapacityBuffer
+                | Kind::PodTemplate
+                | Kind::Deployment
+                | Kind::StatefulSet
+        )
+    }
+
+    /// Whether a missing right to list it is no fault: only CapacityBuffers read these, and without them there are
+    /// simply no buffers to resolve.
+    pub fn forbidden_is_absent(self) -> bool {
+        matches!(self, Kind::CapacityBuffer | Kind::PodTemplate | Kind::Deployment | Kind::StatefulSet)
     }
 
     pub fn namespaced(self) -> bool {
-        matches!(self, Kind::Pod | Kind::DaemonSet | Kind::Pdb | Kind::Pvc)
+        matches!(
+            self,
+            Kind::Pod
+                | Kind::DaemonSet
+                | Kind::Pdb
+                | Kind::Pvc
+                | Kind::CapacityBuffer
+                | Kind::PodTemplate
+                | Kind::Deployment
+                | Kind::StatefulSet
+        )
     }
 }
 

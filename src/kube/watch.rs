@@ -83,15 +83,19 @@ async fn run_one(client: kube::Client, kind: Kind, cache: Arc<Mutex<Cache>>, tx:
                     }
                     Err(e) => {
                         let code = status_code(&e);
-                        if code == Some(404) && kind.optional() {
+                        let absent =
+                            (code == Some(404) && kind.optional()) || (code == Some(403) && kind.forbidden_is_absent());
+                        if absent {
                             // A CRD not installed (NodeOverlay before upstream v1.7, EC2NodeClass off AWS) is a
                             // normal setup, not a fault: said once, and again only after it was served meanwhile.
                             // The list is still retried (backing off to every 30 s), so a CRD installed later is seen.
                             let news = c.state(kind) != WatchState::Absent;
-                            if news {
+                            if news && code == Some(403) {
+                                tracing::warn!(kind = %kind.resource_name(), "not allowed to list (RBAC); CapacityBuffers that need it do not resolve");
+                            } else if news {
                                 tracing::info!(kind = %kind.resource_name(), "not served by the API server (CRD not installed); treated as having no objects");
                             }
-                            c.watch_failed(kind, code, e.to_string());
+                            c.watch_failed(kind, Some(404), e.to_string());
                             (news, true)
                         } else if code != Some(410) {
                             // 410 is routine: the watcher relists by itself.

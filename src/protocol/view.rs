@@ -26,6 +26,8 @@ pub struct ClusterView {
     /// an observing instance, of the pods pending now), and the LP lower bound (the Pending pods pane's footer).
     pub packing_pass: Option<PackingRow>,
     pub pending: Vec<PendingPod>,
+    /// CapacityBuffers: the room kept for virtual pods (shown under the pending pods, as capacity, not pods).
+    pub buffers: Vec<BufferRow>,
     pub nodepools: Vec<NodePoolRow>,
     /// NodeOverlays, by evaluation order (weight, then name descending).
     pub overlays: Vec<OverlayRow>,
@@ -38,6 +40,8 @@ pub struct ClusterView {
     /// Bumped by the backend whenever anything above changed (the UI redraws on change).
     pub generation: u64,
 }
+
+pub use crate::controller::buffers::BufferRow;
 
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Source {

@@ -227,7 +227,7 @@ impl LiveDriver {
             info.leadership = self.leadership();
             if !read.lagging.is_empty() {
                 // Every kind failing at once is the API server gone, not one watch in trouble.
-                let all = read.lagging.len() >= crate::kube::kinds::Kind::ALL.len() - 1;
+                let all = read.lagging.len() >= crate::kube::kinds::Kind::ALL.iter().filter(|k| !k.optional()).count();
                 let what = if all { "disconnected" } else { "catching up" };
                 info.clock = format!("live ({what}: {})", read.lagging.join("; "));
             }

@@ -156,6 +156,7 @@ pub fn picture(
         would_disrupt: pass.command.as_ref(),
         pending,
         packing_pass,
+        buffers: engine.map(Controller::buffer_rows).unwrap_or_default(),
         interruptions: &interruptions,
         events,
     })

@@ -74,6 +74,8 @@ pub struct Input<'a> {
     pub pending: Vec<PendingPod>,
     /// Both packing strategies over the latest launching pass's pods (or the pods pending now), when there is one.
     pub packing_pass: Option<PackingRow>,
+    /// CapacityBuffers as the acting controller resolved them.
+    pub buffers: Vec<crate::protocol::view::BufferRow>,
     /// The interruption notices seen, newest first, given where the pods are now.
     pub interruptions: &'a dyn Fn(&PodsOn<'_>) -> Vec<InterruptionRow>,
     /// Events, in the order the pane shows them.
@@ -105,6 +107,7 @@ pub fn build(input: Input<'_>) -> ClusterView {
         would_disrupt,
         pending,
         packing_pass,
+        buffers,
         interruptions,
         mut events,
     } = input;
@@ -118,6 +121,7 @@ pub fn build(input: Input<'_>) -> ClusterView {
         price_provenance: price_provenance(&catalog.price_source, &catalog.region),
         generation,
         packing_pass,
+        buffers,
         ..Default::default()
     };
     let pods_on = pods_by_node(&objects.pods);

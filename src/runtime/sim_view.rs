@@ -47,6 +47,7 @@ pub fn view(w: &mut World, source: Source, generation: u64) -> ClusterView {
         would_disrupt: None,
         pending,
         packing_pass: w.last_packing().map(picture::packing_row),
+        buffers: w.buffer_rows(),
         interruptions: &|_| interruptions.clone(),
         events,
     })

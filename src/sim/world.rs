@@ -299,6 +299,11 @@ fn taint(key: &str, effect: &str) -> Taint {
 
 impl World {
     /// The controller's NodeOverlay evaluation, for the dashboard (gate `NodeOverlay` on).
+    /// The CapacityBuffers as the controller resolved them, for the dashboard.
+    pub fn buffer_rows(&self) -> Vec<crate::controller::buffers::BufferRow> {
+        self.controller.buffer_rows()
+    }
+
     pub fn overlays(&self) -> Option<crate::controller::overlays::OverlayView<'_>> {
         self.controller.overlay_view()
     }

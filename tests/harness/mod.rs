@@ -83,6 +83,12 @@ pub fn manifests(c: &Cluster) -> Manifests {
         pods: c.pods.values().cloned().collect(),
         // As the live watch cache: the engine would otherwise add the Deployments' pods to the ones that exist.
         deployments: Vec::new(),
+        capacitybuffers: c.capacitybuffers.values().map(|o| (**o).clone()).collect(),
+        pod_templates: c.pod_templates.values().map(|o| (**o).clone()).collect(),
+        workloads: karpenter_tui::engine::manifests::Workloads {
+            deployments: c.deployments.values().map(|o| (**o).clone()).collect(),
+            statefulsets: Vec::new(),
+        },
         ..Default::default()
     }
 }

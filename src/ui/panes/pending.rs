@@ -8,7 +8,7 @@ use ratatui::widgets::{Cell, Paragraph, Widget, Wrap};
 
 use super::{Columns, table};
 use crate::engine::resources::{format_bytes_approx, format_cpu};
-use crate::protocol::view::PackingRow;
+use crate::protocol::view::{BufferRow, PackingRow};
 use crate::ui::action::Pane;
 use crate::ui::app::AppState;
 use crate::ui::rows::{age, clock};
@@ -19,6 +19,7 @@ pub fn render(s: &AppState, area: Rect, buf: &mut Buffer) {
         Some(p) => footer(s, p, area, buf),
         None => area,
     };
+    let area = buffers(s, &v.buffers, area, buf);
     let widths =
         [Constraint::Fill(2), Constraint::Length(6), Constraint::Length(7), Constraint::Length(7), Constraint::Fill(5)];
     table(
@@ -83,5 +84,49 @@ fn footer(s: &AppState, p: &PackingRow, area: Rect, buf: &mut Buffer) -> Rect {
     }
     let [table, foot] = Layout::vertical([Constraint::Fill(1), Constraint::Length(lines)]).areas(area);
     Paragraph::new(line).wrap(Wrap { trim: true }).style(t.base()).render(foot, buf);
+    table
+}
+
+/// Most buffer lines shown under the table; the rest are counted.
+const BUFFER_LINES: usize = 3;
+
+/// CapacityBuffers under the table, one line each: the room they keep is capacity, not pods waiting.
+/// `buffer default/headroom  3 × cpu 1, memory 1Gi  Provisioning True (FitsExistingCapacity)`. Only when the table
+/// keeps its header and a row; returns the area left for it.
+fn buffers(s: &AppState, rows: &[BufferRow], area: Rect, buf: &mut Buffer) -> Rect {
+    if rows.is_empty() {
+        return area;
+    }
+    let t = &s.theme;
+    let shown = rows.len().min(BUFFER_LINES);
+    let more = rows.len() > BUFFER_LINES;
+    let lines = (shown + usize::from(more)) as u16;
+    if area.height < lines + 2 {
+        return area;
+    }
+    let mut text: Vec<Line<'_>> = rows
+        .iter()
+        .take(shown)
+        .map(|r| {
+            let (status, reason) = if r.ready.0 == "True" { &r.provisioning } else { &r.ready };
+            let state = if r.ready.0 == "True" { "Provisioning" } else { "ReadyForProvisioning" };
+            let colour = if status == "True" { t.ok } else { t.warn };
+            let mut spans = vec![
+                Span::styled("buffer ", t.muted()),
+                Span::raw(format!("{}/{}  ", r.namespace, r.name)),
+                Span::raw(format!("{} × {}  ", r.replicas, if r.requests.is_empty() { "-" } else { &r.requests })),
+                Span::styled(format!("{state} {status} ({reason})"), t.fg(colour)),
+            ];
+            if status != "True" && !r.message.is_empty() {
+                spans.push(Span::styled(format!(": {}", r.message), t.muted()));
+            }
+            Line::from(spans)
+        })
+        .collect();
+    if more {
+        text.push(Line::styled(format!("+{} more buffers", rows.len() - shown), t.muted()));
+    }
+    let [table, foot] = Layout::vertical([Constraint::Fill(1), Constraint::Length(lines)]).areas(area);
+    Paragraph::new(text).style(t.base()).render(foot, buf);
     table
 }
