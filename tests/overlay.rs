@@ -35,7 +35,7 @@ fn offering(capacity_type: &str, zone: &str, price: f64) -> Offering {
         capacity_type: capacity_type.to_string(),
         price,
         available: true,
-        reservation_id: None,
+        reservation: None,
     }
 }
 

@@ -190,6 +190,13 @@ pub trait CloudProvider: Send + Sync {
         Vec::new()
     }
 
+    /// NodeClaims whose instances run in a capacity block that ends within 40 minutes (upstream's
+    /// `capacityreservation.expiration`, which marks such blocks `expiring`): the controller deletes them at once,
+    /// before EC2 reclaims the instances. A cloud without reservations has none.
+    fn expiring_claims(&mut self, _claims: &mut dyn Iterator<Item = &NodeClaim>, _now: Millis) -> Vec<String> {
+        Vec::new()
+    }
+
     /// The NodeOverlay prices of the offerings they reprice, per NodePool (upstream wraps the cloud provider with
     /// the overlay store, so its launches see them): a claim annotated `karpenter.sh/price-overlay-applied` is
     /// launched by these prices (AWS: a prioritized fleet). A cloud that picks no type itself ignores them.

@@ -263,6 +263,36 @@ impl Controller {
         self
     }
 
+    /// Capacity blocks about to end (see [`cloud::CloudProvider::expiring_claims`]): their NodeClaims are deleted
+    /// forcefully (the drain's deadline is now; budgets and do-not-disrupt do not hold it), as upstream's
+    /// `capacityreservation.expiration` does.
+    pub fn reservation_expiration(
+        &mut self,
+        cloud: &mut dyn cloud::CloudProvider,
+        m: &ClusterSnapshot<'_>,
+        now: Millis,
+    ) -> Vec<Effect> {
+        let expiring = cloud.expiring_claims(&mut m.nodeclaims.iter(), now);
+        let mut out = Out::default();
+        for name in expiring {
+            let Some(claim) = m.nodeclaims.iter().find(|c| c.name() == name) else { continue };
+            if claim.metadata.deletion_timestamp.is_some() || !self.ours(claim.provider_id()) {
+                continue;
+            }
+            if lifecycle::annotated_deadline(claim).is_none_or(|t| t >= now) {
+                out.push(Effect::PatchClaimMetadata {
+                    name: name.clone(),
+                    labels: BTreeMap::new(),
+                    annotations: [(lifecycle::ANNOTATION_TERMINATION_TIMESTAMP.to_string(), lifecycle::rfc3339(now))]
+                        .into(),
+                    finalizers: None,
+                });
+            }
+            out.push(Effect::DeleteNodeClaim { name, reason: DeleteReason::CapacityBlockExpiring });
+        }
+        out.finish(m)
+    }
+
     /// An interruption notice from the cloud: the instances' NodeClaims are deleted (their finalizer cordons and
     /// drains the nodes) unless the notice is informational, and every notice is recorded and published as an
     /// Event. Instances that are not ours are ignored, as upstream does.

@@ -938,7 +938,7 @@ spec:
             capacity_type: ct.into(),
             price: 1.0,
             available,
-            reservation_id: None,
+            reservation: None,
         };
         let unavailable = with_offerings(vec![o("test-zone-1", labels::CAPACITY_ON_DEMAND, false)]);
         assert_eq!(run(&claim, &p, &unavailable, T0 + 2 * HOUR), None);

@@ -27,6 +27,8 @@ pub enum PoolRejection {
     NoInstanceTypes,
     /// A reserved-capacity or other structural problem.
     Other(String),
+    /// Strict reservation handling (provisioning): the pod waits for a later pass rather than fall back.
+    ReservedOffering { detail: String },
     /// The pod uses Dynamic Resource Allocation, which is not placed (upstream v1.14.1's default); the same for
     /// every NodePool, so it stands alone, under no pool's name.
     Dra,
@@ -149,6 +151,7 @@ impl fmt::Display for PoolRejection {
             }
             PoolRejection::Other(s) => f.write_str(s),
             PoolRejection::Dra => f.write_str(DRA_UNSUPPORTED),
+            PoolRejection::ReservedOffering { detail } => f.write_str(detail),
         }
     }
 }

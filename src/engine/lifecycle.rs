@@ -76,6 +76,8 @@ pub enum DeleteReason {
     Unhealthy,
     /// Static scale-down: the pool has more NodeClaims than its replicas.
     Overprovisioned,
+    /// Its capacity block ends within 40 minutes (forceful, before EC2 takes the instance back).
+    CapacityBlockExpiring,
 }
 
 impl DeleteReason {
@@ -92,6 +94,7 @@ impl DeleteReason {
             DeleteReason::Interrupted => "interrupted",
             DeleteReason::Unhealthy => "unhealthy",
             DeleteReason::Overprovisioned => "overprovisioned",
+            DeleteReason::CapacityBlockExpiring => "capacity_block_expiring",
         }
     }
 }

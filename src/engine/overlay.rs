@@ -150,7 +150,7 @@ impl OfferingKey {
         OfferingKey {
             capacity_type: o.capacity_type.clone(),
             zone: o.zone.clone(),
-            reservation_id: o.reservation_id.clone(),
+            reservation_id: o.reservation_id().map(str::to_string),
         }
     }
 }
@@ -288,7 +288,7 @@ fn prepare<'a>(overlay: &'a NodeOverlay, policy: &LabelPolicy) -> Result<Prepare
 /// reservation id when the offering has one (keys the overlay doesn't mention don't constrain).
 fn offering_matches(o: &Offering, reqs: &Requirements) -> bool {
     o.compatible(reqs)
-        && o.reservation_id.as_deref().is_none_or(|id| reqs.get_ref(CAPACITY_RESERVATION_ID).is_none_or(|r| r.has(id)))
+        && o.reservation_id().is_none_or(|id| reqs.get_ref(CAPACITY_RESERVATION_ID).is_none_or(|r| r.has(id)))
 }
 
 /// The offerings of `it` in `pool` that `reqs` selects; empty when the overlay doesn't match the type. The base is
@@ -720,7 +720,7 @@ mod tests {
     use k8s_openapi::api::core::v1::NodeSelectorRequirement;
 
     fn offering(ct: &str, zone: &str, price: f64) -> Offering {
-        Offering { zone: zone.to_string(), capacity_type: ct.to_string(), price, available: true, reservation_id: None }
+        Offering { zone: zone.to_string(), capacity_type: ct.to_string(), price, available: true, reservation: None }
     }
 
     fn it(name: &str, offerings: Vec<Offering>) -> Arc<InstanceType> {

@@ -112,6 +112,11 @@ impl Acting {
             pre.done.extend(ran.done);
             pre.errors.extend(ran.errors);
         }
+        // Capacity blocks about to end take their claims with them.
+        let effects = self.controller.reservation_expiration(self.cloud.as_mut(), &m.view(), now);
+        let ran = self.run(effects, now).await;
+        pre.done.extend(ran.done);
+        pre.errors.extend(ran.errors);
         // What the cloud offers now and which claims drifted from their node class, as the cloud judges it.
         self.controller.sync_instance_types(self.cloud.as_mut(), now);
         self.controller.sync_drift(self.cloud.as_mut(), &m.view(), now);

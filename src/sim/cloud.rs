@@ -101,6 +101,45 @@ pub struct SimCloud {
     repair: Vec<cloud::RepairPolicy>,
     /// NodeOverlay prices: a claim annotated as overlay-priced launches by them (a prioritized fleet).
     overlay_prices: Arc<cloud::OverlayPrices>,
+    /// Capacity reservations by id: what each holds and which instances run in it.
+    reservations: BTreeMap<String, SimReservation>,
+}
+
+/// How long before a capacity block's end its instances are reclaimed by Karpenter (upstream marks the block
+/// `expiring` then; EC2 itself takes the instances back at the end).
+pub const CAPACITY_BLOCK_EXPIRY: Millis = 40 * 60 * 1000;
+
+/// A capacity reservation of the simulated EC2.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SimReservation {
+    pub instance_type: String,
+    pub zone: String,
+    pub total: i64,
+    pub kind: String,
+    pub interruptible: bool,
+    pub end: Option<Millis>,
+    /// Instances running in it.
+    pub used: BTreeSet<String>,
+    /// Its owner took it back (an interruptible reservation's interruption): nothing more launches into it.
+    pub reclaimed: bool,
+}
+
+impl SimReservation {
+    /// Whether launches may use it at `now`: not ended, not reclaimed, and for a capacity block not within
+    /// [`CAPACITY_BLOCK_EXPIRY`] of its end.
+    pub fn usable(&self, now: Millis) -> bool {
+        let cutoff = match self.end {
+            Some(e) if self.kind == crate::engine::catalog::RESERVATION_CAPACITY_BLOCK => e - CAPACITY_BLOCK_EXPIRY,
+            Some(e) => e,
+            None => Millis::MAX,
+        };
+        !self.reclaimed && now < cutoff
+    }
+
+    /// Instances it can still take at `now`.
+    pub fn left(&self, now: Millis) -> i64 {
+        if self.usable(now) { (self.total - self.used.len() as i64).max(0) } else { 0 }
+    }
 }
 
 impl SimCloud {
@@ -120,7 +159,23 @@ impl SimCloud {
             region: catalog.region.clone(),
             repair: cloud::aws_repair_policies(),
             overlay_prices: Arc::default(),
+            reservations: reservations_of(catalog),
         }
+    }
+
+    /// The capacity reservations, by id.
+    pub fn reservations(&self) -> &BTreeMap<String, SimReservation> {
+        &self.reservations
+    }
+
+    /// The next moment a reservation changes by itself (a capacity block starts expiring, a reservation ends).
+    pub fn next_reservation_change(&self, now: Millis) -> Option<Millis> {
+        self.reservations
+            .values()
+            .filter_map(|r| r.end)
+            .flat_map(|e| [e - CAPACITY_BLOCK_EXPIRY, e])
+            .filter(|t| *t > now)
+            .min()
     }
 
     /// The repair policies it names (a scenario's KWOK or inline catalog plays KWOK's provider).
@@ -157,16 +212,37 @@ impl SimCloud {
         self.learned.values().min().copied()
     }
 
-    /// The catalog as the controller should see it at `now`: the learned offerings marked unavailable.
+    /// The catalog as the controller should see it at `now`: the learned offerings marked unavailable, and each
+    /// reserved offering with what its reservation can still take (unavailable at 0).
     pub fn catalog_at(&mut self, now: Millis) -> Arc<Catalog> {
         self.learned.retain(|_, until| *until > now);
-        let keys: BTreeSet<OfferingKey> = self.learned.keys().cloned().collect();
+        let mut keys: BTreeSet<OfferingKey> = self.learned.keys().cloned().collect();
+        // The reservations' state is part of what was handed out: (id, left, "reservation").
+        for (id, r) in &self.reservations {
+            keys.insert((id.clone(), r.left(now).to_string(), "reservation".into()));
+        }
         if let Some((at, c)) = &self.marked
             && *at == keys
         {
             return c.clone();
         }
         let mut catalog = (*self.catalog).clone();
+        if !self.reservations.is_empty() {
+            for t in &mut catalog.instance_types {
+                if !t.offerings.iter().any(|o| o.reservation.is_some()) {
+                    continue;
+                }
+                let t = Arc::make_mut(t);
+                for o in &mut t.offerings {
+                    if let Some(res) = &mut o.reservation
+                        && let Some(r) = self.reservations.get(&res.id)
+                    {
+                        res.capacity = r.left(now);
+                        o.available = o.available && res.capacity > 0;
+                    }
+                }
+            }
+        }
         if !keys.is_empty() {
             for t in &mut catalog.instance_types {
                 if !keys.iter().any(|(n, _, _)| *n == t.name) {
@@ -196,6 +272,41 @@ impl SimCloud {
         !self.ice.contains(&(t.to_string(), o.zone.clone(), o.capacity_type.clone()))
     }
 
+    /// Whether a reserved offering's reservation can take one more instance now (other offerings: always).
+    fn reservation_room(&self, o: &Offering, now: Millis) -> bool {
+        match &o.reservation {
+            Some(res) => self.reservations.get(&res.id).is_some_and(|r| r.left(now) > 0),
+            None => true,
+        }
+    }
+
+    /// An interruptible reservation's owner took it back: nothing more launches into it (upstream marks its
+    /// availability 0).
+    pub fn reclaim_reservation(&mut self, id: &str) {
+        if let Some(r) = self.reservations.get_mut(id) {
+            r.reclaimed = true;
+        }
+    }
+
+    /// EC2 takes back the instances of capacity blocks that have ended; returns them (already terminated).
+    pub fn end_capacity_blocks(&mut self, now: Millis) -> Vec<String> {
+        let ended: Vec<String> = self
+            .reservations
+            .values()
+            .filter(|r| r.kind == crate::engine::catalog::RESERVATION_CAPACITY_BLOCK && r.end.is_some_and(|e| e <= now))
+            .flat_map(|r| r.used.iter().cloned())
+            .collect();
+        for p in &ended {
+            let _ = self.terminate(p, now);
+        }
+        ended
+    }
+
+    /// The reservation an instance runs in, if any.
+    pub fn reservation_of(&self, provider_id: &str) -> Option<(&str, &SimReservation)> {
+        self.reservations.iter().find(|(_, r)| r.used.contains(provider_id)).map(|(id, r)| (id.as_str(), r))
+    }
+
     /// Launches an instance for the claim: among the instance types its requirements allow and whose allocatable
     /// fits its requests, the cheapest available offering — reserved before spot before on-demand, as the AWS
     /// provider prefers when the claim allows them.
@@ -210,7 +321,11 @@ impl SimCloud {
             }
             compatible_types += 1;
             for o in &t.offerings {
-                if o.available && o.compatible(&reqs) && self.has_capacity(&t.name, o) && !self.avoided(&t.name, o, now)
+                if o.available
+                    && o.compatible(&reqs)
+                    && self.has_capacity(&t.name, o)
+                    && !self.avoided(&t.name, o, now)
+                    && self.reservation_room(o, now)
                 {
                     candidates.push((t, o));
                 }
@@ -240,8 +355,21 @@ impl SimCloud {
             )));
         };
         let (t, zone, capacity_type, price) = (t.clone(), o.zone.clone(), o.capacity_type.clone(), o.price);
-        let launched = self.new_instance(&t, &zone, &capacity_type, price);
+        let reservation = o.reservation.clone();
+        let mut launched = self.new_instance(&t, &zone, &capacity_type, price);
         let provider_id = launched.provider_id.clone();
+        if let Some(res) = reservation {
+            // Launched into the reservation: labelled as upstream's AWS provider labels the claim.
+            launched.labels.insert(crate::engine::catalog::aws::CAPACITY_RESERVATION_ID.into(), res.id.clone());
+            launched.labels.insert(crate::engine::catalog::aws::CAPACITY_RESERVATION_TYPE.into(), res.kind.clone());
+            launched.labels.insert(
+                crate::engine::catalog::aws::CAPACITY_RESERVATION_INTERRUPTIBLE.into(),
+                res.interruptible.to_string(),
+            );
+            if let Some(r) = self.reservations.get_mut(&res.id) {
+                r.used.insert(provider_id.clone());
+            }
+        }
         self.instances.insert(
             provider_id,
             Instance {
@@ -333,6 +461,9 @@ impl SimCloud {
                 self.generation += 1;
                 i.state = InstanceState::Terminated;
                 i.terminated_at = Some(now);
+                for r in self.reservations.values_mut() {
+                    r.used.remove(provider_id);
+                }
                 Ok(())
             }
             _ => Err(CloudError::NotFound(provider_id.to_string())),
@@ -415,6 +546,19 @@ impl CloudProvider for SimCloud {
         Box::pin(std::future::ready(out))
     }
 
+    fn expiring_claims(&mut self, _claims: &mut dyn Iterator<Item = &NodeClaim>, now: Millis) -> Vec<String> {
+        let mut out = Vec::new();
+        for r in self.reservations.values() {
+            let Some(end) = r.end else { continue };
+            if r.kind != crate::engine::catalog::RESERVATION_CAPACITY_BLOCK || now < end - CAPACITY_BLOCK_EXPIRY {
+                continue;
+            }
+            out.extend(r.used.iter().filter_map(|p| self.instances.get(p)).map(|i| i.nodeclaim.clone()));
+        }
+        out.sort();
+        out
+    }
+
     fn instance_types(&mut self, now: Millis) -> Option<cloud::InstanceTypes> {
         Some(cloud::InstanceTypes::All(self.catalog_at(now)))
     }
@@ -422,6 +566,12 @@ impl CloudProvider for SimCloud {
     fn interruptions(&mut self, _claims: &mut dyn Iterator<Item = &NodeClaim>, now: Millis) -> Vec<Notice> {
         let mut out = Vec::new();
         for i in self.drain_interruptions() {
+            // A reservation interruption: its owner takes it back, nothing more launches into it.
+            if i.kind == InterruptionKind::CapacityReservationInterruption
+                && let Some(id) = self.reservation_of(&i.provider_id).map(|(id, _)| id.to_string())
+            {
+                self.reclaim_reservation(&id);
+            }
             if i.kind == InterruptionKind::SpotInterruption
                 && let Some(l) = self.get(&i.provider_id).map(|inst| inst.launched.clone())
             {
@@ -468,6 +618,28 @@ impl CloudProvider for SimCloud {
         let done = self.terminate(provider_id, now).ok().map(|()| format!("terminating instance {provider_id}"));
         Box::pin(std::future::ready(Ok(done)))
     }
+}
+
+/// The reservations behind a catalog's reserved offerings.
+fn reservations_of(catalog: &Catalog) -> BTreeMap<String, SimReservation> {
+    let mut out = BTreeMap::new();
+    for t in &catalog.instance_types {
+        for o in &t.offerings {
+            if let Some(r) = &o.reservation {
+                out.entry(r.id.clone()).or_insert_with(|| SimReservation {
+                    instance_type: t.name.clone(),
+                    zone: o.zone.clone(),
+                    total: r.capacity,
+                    kind: r.kind.clone(),
+                    interruptible: r.interruptible,
+                    end: r.end,
+                    used: BTreeSet::new(),
+                    reclaimed: false,
+                });
+            }
+        }
+    }
+    out
 }
 
 #[cfg(test)]

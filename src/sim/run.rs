@@ -512,6 +512,8 @@ impl Playback {
             },
         };
         let start = s.start.timestamp_millis();
+        let catalog = catalog.with_start(start);
+        let catalog = if settings.gates.reserved_capacity { catalog } else { catalog.without_reservations() };
         let mut w = World::new(catalog, settings, start, s.seed);
         w.cluster.apply(&s.objects);
         add_nodes(s, &mut w, start)?;
@@ -657,7 +659,14 @@ fn build_report(s: &Scenario, w: &World, start: Millis, end: Millis, wall: Durat
         .iter()
         .filter(|d| match d {
             Decision::Delete { reason, .. } => {
-                matches!(reason, DeleteReason::Expired | DeleteReason::Unhealthy | DeleteReason::Overprovisioned)
+                // A capacity block about to end is reported like an interruption: the cloud takes the node back.
+                matches!(
+                    reason,
+                    DeleteReason::Expired
+                        | DeleteReason::Unhealthy
+                        | DeleteReason::Overprovisioned
+                        | DeleteReason::CapacityBlockExpiring
+                )
             }
             Decision::Interruption { kind, .. } => *kind != InterruptionKind::RebalanceRecommendation,
             Decision::Provision { .. } => true,

@@ -411,7 +411,8 @@ impl World {
         // A window that closed at or before now was looked at by this instant's reconcile; if it is still open
         // (the controller waits for claims it created), waking at the same instant again would change nothing.
         let c = self.controller.next_wake(self.now);
-        [t, w, c, Some(self.next_gc)].into_iter().flatten().min()
+        let r = self.cloud.next_reservation_change(self.now);
+        [t, w, c, r, Some(self.next_gc)].into_iter().flatten().min()
     }
 
     /// Advances to `until`, reconciling at every moment something can happen.
@@ -463,6 +464,7 @@ impl World {
             self.nodepool_status();
             self.static_capacity();
             self.interruptions();
+            self.reservations();
             self.disruption();
             self.explanatory_events();
             if self.now >= self.next_gc {
@@ -912,6 +914,19 @@ impl World {
     /// Interruption notices from the cloud, through the cloud port as the live loop takes them (the simulated cloud
     /// keeps a spot interruption's offering out for a while, as the AWS provider does). The controller acts on them
     /// as it does live; the world records each notice against the node it hit for the report.
+    /// Capacity blocks: the controller deletes the claims of one about to end, and EC2 takes back the instances of
+    /// one that has ended (the garbage collector then removes what is left of them).
+    fn reservations(&mut self) {
+        if self.cloud.reservations().is_empty() {
+            return;
+        }
+        let now = self.now;
+        let snap = self.cluster.snapshot_into(&mut self.caches.snapshot);
+        let effects = self.controller.reservation_expiration(&mut self.cloud, &snap, now);
+        self.apply_effects(effects);
+        self.cloud.end_capacity_blocks(now);
+    }
+
     fn interruptions(&mut self) {
         use crate::controller::cloud::CloudProvider;
         let now = self.now;

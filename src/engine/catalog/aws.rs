@@ -813,7 +813,7 @@ pub fn build_catalog(
                     capacity_type: ct.to_string(),
                     price: p.unwrap_or(0.0),
                     available: compatible && p.is_some() && type_zones.contains(zone),
-                    reservation_id: None,
+                    reservation: None,
                 });
             }
         }

@@ -54,7 +54,7 @@ fn offering(zone: &str, capacity_type: &str, price: f64) -> Offering {
         capacity_type: capacity_type.to_string(),
         price,
         available: true,
-        reservation_id: None,
+        reservation: None,
     }
 }
 

@@ -50,10 +50,68 @@ pub struct InlineOffering {
     pub price: f64,
     #[serde(default = "yes")]
     pub available: bool,
+    /// A `reserved` offering's capacity reservation (`cr-…`), how many instances it holds, its type
+    /// (`default` | `capacity-block`), whether its owner may interrupt it, and when it ends (from t=0).
+    #[serde(default)]
+    pub reservation_id: Option<String>,
+    #[serde(default)]
+    pub reservation_capacity: Option<i64>,
+    #[serde(default)]
+    pub reservation_type: Option<String>,
+    #[serde(default)]
+    pub interruptible: Option<bool>,
+    #[serde(default)]
+    pub ends_at: Option<String>,
 }
 
 fn yes() -> bool {
     true
+}
+
+/// A `reserved` offering's reservation, checked: the id (`^cr-[0-9a-z]+$`) and capacity are required, the rest
+/// belong to reserved offerings only.
+fn reservation(
+    o: &InlineOffering,
+    at: &dyn Fn(&str, String) -> InlineError,
+) -> Result<Option<super::Reservation>, InlineError> {
+    if o.capacity_type != labels::CAPACITY_RESERVED {
+        for (field, set) in [
+            ("reservationId", o.reservation_id.is_some()),
+            ("reservationCapacity", o.reservation_capacity.is_some()),
+            ("reservationType", o.reservation_type.is_some()),
+            ("interruptible", o.interruptible.is_some()),
+            ("endsAt", o.ends_at.is_some()),
+        ] {
+            if set {
+                return Err(at(field, "only a reserved offering has a capacity reservation".into()));
+            }
+        }
+        return Ok(None);
+    }
+    let id = o.reservation_id.clone().ok_or_else(|| at("reservationId", "required for a reserved offering".into()))?;
+    let valid = id
+        .strip_prefix("cr-")
+        .is_some_and(|r| !r.is_empty() && r.bytes().all(|b| b.is_ascii_digit() || b.is_ascii_lowercase()));
+    if !valid {
+        return Err(at("reservationId", format!("must match ^cr-[0-9a-z]+$, got {id:?}")));
+    }
+    let capacity =
+        o.reservation_capacity.ok_or_else(|| at("reservationCapacity", "required for a reserved offering".into()))?;
+    if capacity < 0 {
+        return Err(at("reservationCapacity", format!("must not be negative, got {capacity}")));
+    }
+    let kind = o.reservation_type.clone().unwrap_or_else(|| super::RESERVATION_DEFAULT.to_string());
+    if kind != super::RESERVATION_DEFAULT && kind != super::RESERVATION_CAPACITY_BLOCK {
+        return Err(at("reservationType", format!("must be default or capacity-block, got {kind:?}")));
+    }
+    let end = match &o.ends_at {
+        Some(d) => Some(
+            crate::engine::lifecycle::duration_ms(d)
+                .ok_or_else(|| at("endsAt", format!("must be a duration such as 90m, got {d:?}")))?,
+        ),
+        None => None,
+    };
+    Ok(Some(super::Reservation { id, capacity, kind, interruptible: o.interruptible.unwrap_or(false), end }))
 }
 
 /// A quantity written as a string (`"4"`, `4Gi`) or a bare YAML number (`4`, `0.5`).
@@ -174,7 +232,8 @@ impl InlineInstanceType {
             if !o.price.is_finite() || o.price < 0.0 {
                 return Err(at("price", format!("must be a non-negative number, got {}", o.price)));
             }
-            if !seen.insert((o.zone.as_str(), o.capacity_type.as_str())) {
+            let reservation = reservation(o, &at)?;
+            if !seen.insert((o.zone.as_str(), o.capacity_type.as_str(), o.reservation_id.as_deref().unwrap_or(""))) {
                 return Err(at("zone", format!("duplicate offering {} {}", o.zone, o.capacity_type)));
             }
             offerings.push(Offering {
@@ -182,7 +241,7 @@ impl InlineInstanceType {
                 capacity_type: o.capacity_type.clone(),
                 price: o.price,
                 available: o.available,
-                reservation_id: None,
+                reservation,
             });
         }
 

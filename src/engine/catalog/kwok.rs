@@ -51,7 +51,7 @@ fn kwok_type(cpu: i64, family: &str, gib_per_cpu: i64, os: &str, arch: &str) -> 
                 capacity_type: ct.to_string(),
                 price,
                 available: true,
-                reservation_id: None,
+                reservation: None,
             });
         }
     }

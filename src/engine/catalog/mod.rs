@@ -15,7 +15,7 @@ use serde::Serialize;
 use thiserror::Error;
 
 use super::labels::{self, LabelPolicy};
-use super::requirements::Requirements;
+use super::requirements::{Operator, Requirements};
 use super::resources::Resources;
 
 /// Where a price came from; shown next to every cost figure.
@@ -56,15 +56,49 @@ pub struct Offering {
     /// USD per hour.
     pub price: f64,
     pub available: bool,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub reservation_id: Option<String>,
+    /// For a `reserved` offering, the capacity reservation it launches into.
+    #[serde(flatten, skip_serializing_if = "Option::is_none")]
+    pub reservation: Option<Reservation>,
 }
 
+/// A capacity reservation behind a `reserved` offering (an ODCR or a capacity block, engine-v1x.md §4).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Reservation {
+    #[serde(rename = "reservationId")]
+    pub id: String,
+    /// Instances it can still take now (upstream's `ReservationCapacity`).
+    #[serde(rename = "reservationCapacity")]
+    pub capacity: i64,
+    /// `default` or `capacity-block`.
+    #[serde(rename = "reservationType")]
+    pub kind: String,
+    pub interruptible: bool,
+    /// When it ends (ms since the epoch), if it does.
+    #[serde(skip)]
+    pub end: Option<i64>,
+}
+
+/// `karpenter.k8s.aws/capacity-reservation-type` values.
+pub const RESERVATION_DEFAULT: &str = "default";
+pub const RESERVATION_CAPACITY_BLOCK: &str = "capacity-block";
+
 impl Offering {
-    /// Whether the offering satisfies the zone and capacity-type requirements of `reqs`.
+    /// Whether the offering satisfies the zone, capacity-type and capacity-reservation requirements of `reqs`. A
+    /// non-reserved offering has none of the reservation labels (upstream gives it `DoesNotExist` for them).
     pub fn compatible(&self, reqs: &Requirements) -> bool {
         reqs.get_ref(labels::ZONE).is_none_or(|r| r.has(&self.zone))
             && reqs.get_ref(labels::CAPACITY_TYPE).is_none_or(|r| r.has(&self.capacity_type))
+            && reqs.get_ref(aws::CAPACITY_RESERVATION_ID).is_none_or(|r| match &self.reservation {
+                Some(res) => r.has(&res.id),
+                // Upstream's Intersects: a missing label satisfies only NotIn and DoesNotExist.
+                None => matches!(r.operator(), Operator::NotIn | Operator::DoesNotExist),
+            })
+    }
+
+    /// The reservation's id, for a reserved offering.
+    pub fn reservation_id(&self) -> Option<&str> {
+        self.reservation.as_ref().map(|r| r.id.as_str())
     }
 }
 
@@ -104,6 +138,32 @@ pub struct Catalog {
 }
 
 impl Catalog {
+    /// The catalog without reserved offerings (gate `ReservedCapacity` off: upstream then knows no reservations).
+    pub fn without_reservations(mut self) -> Catalog {
+        for t in &mut self.instance_types {
+            if t.offerings.iter().any(|o| o.reservation.is_some()) {
+                Arc::make_mut(t).offerings.retain(|o| o.reservation.is_none());
+            }
+        }
+        self.instance_types.retain(|t| !t.offerings.is_empty());
+        self
+    }
+
+    /// The catalog with its reservations' ends, written relative to a scenario's t=0, made absolute.
+    pub fn with_start(mut self, start: i64) -> Catalog {
+        for t in &mut self.instance_types {
+            if t.offerings.iter().any(|o| o.reservation.as_ref().is_some_and(|r| r.end.is_some())) {
+                let t = Arc::make_mut(t);
+                for r in t.offerings.iter_mut().filter_map(|o| o.reservation.as_mut()) {
+                    if let Some(e) = &mut r.end {
+                        *e += start;
+                    }
+                }
+            }
+        }
+        self
+    }
+
     /// Where one offering's price came from. Static tables only ever hold on-demand prices, so a spot offering of a
     /// statically priced catalog carries a simulated price (see `aws::spot_fraction`).
     pub fn offering_price_source(&self, offering: &Offering) -> PriceSource {

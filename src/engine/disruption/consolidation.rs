@@ -48,7 +48,8 @@ impl<'a> Simulator<'a> {
         survey: &'a Survey,
         packing: Packing,
     ) -> Self {
-        let options = SchedulerOptions { packing, ..Default::default() };
+        // Disruption simulates with reservations in fallback mode: they never refuse a pod.
+        let options = SchedulerOptions { packing, reserved_fallback: true, ..Default::default() };
         let input = state.input(ctx.snap.nodepools, ctx.catalogs, ctx.policy, options);
         let bound_index =
             state.bound.iter().enumerate().map(|(i, (p, _))| ((p.namespace.as_str(), p.name.as_str()), i)).collect();

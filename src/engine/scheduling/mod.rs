@@ -11,6 +11,7 @@ pub mod bitset;
 pub mod cost;
 mod node_compat;
 pub mod pod;
+mod reservations;
 pub mod selector;
 pub mod taints;
 pub mod template;
@@ -63,6 +64,9 @@ pub struct SchedulerOptions {
     /// Cost packing: pod uid → the in-flight NodeClaim an earlier solve made for it. Such pods go back to it first,
     /// so a claim packed tightly for its pods gets them again before any other pod.
     pub hints: Arc<BTreeMap<String, String>>,
+    /// Capacity reservations in fallback mode (disruption's simulations): never refuse a pod over them. Off
+    /// (provisioning), a pod whose compatible reservations are all held waits instead of falling back.
+    pub reserved_fallback: bool,
 }
 
 impl Default for SchedulerOptions {
@@ -74,6 +78,7 @@ impl Default for SchedulerOptions {
             scan_indexes: true,
             packing: crate::engine::packing::Packing::Upstream,
             hints: Arc::default(),
+            reserved_fallback: false,
         }
     }
 }
@@ -272,6 +277,8 @@ struct Candidate {
     types: Bitset,
     req_bits: Option<Bitset>,
     relaxed_min_values: bool,
+    /// The capacity reservations the claim would hold (when the catalog has any).
+    reserve: Option<BTreeSet<String>>,
 }
 
 /// The parts of a solve that never change during it.
@@ -288,6 +295,8 @@ struct Fixed {
     /// only bound pods topology set-up looks at. Found once per preparation instead of a scan of every bound pod
     /// in every consolidation simulation.
     bound_with_terms: Vec<usize>,
+    /// What each capacity reservation can take at the start of a solve (empty without reserved offerings).
+    reservations: BTreeMap<String, i64>,
 }
 
 impl Fixed {
@@ -463,6 +472,7 @@ impl Prepared {
             })
             .map(|(i, _)| i)
             .collect();
+        let reservations = reservations::starting_capacity(&templates);
         let fixed = Fixed {
             templates,
             unusable,
@@ -470,6 +480,7 @@ impl Prepared {
             node_compat,
             domains: Default::default(),
             bound_with_terms,
+            reservations,
         };
         let mut by_name: Vec<(Arc<str>, usize)> = nodes.iter().enumerate().map(|(i, n)| (n.name.clone(), i)).collect();
         by_name.sort();
@@ -522,6 +533,8 @@ pub struct Scheduler<'a> {
     /// Consolidation simulations: pods from this index on are being moved off candidates, and may not land on the
     /// nodes marked here (by position in `nodes`).
     settling: Option<(usize, Vec<bool>)>,
+    /// The capacity reservations claims hold in this solve.
+    reservations: reservations::Reservations,
 }
 
 const WELL_KNOWN_HELPER_KEYS: [&str; 3] = [labels::HOSTNAME, labels::REGISTERED, labels::INITIALIZED];
@@ -638,6 +651,7 @@ impl<'a> Scheduler<'a> {
 
         let room = (0..nodes.len().div_ceil(ROOM_BLOCK)).map(|b| block_room(&nodes, &gone, b)).collect();
         let volume_alternatives = pods.iter().map(|p| input.volumes.alternatives(p).unwrap_or_default()).collect();
+        let reservations = reservations::Reservations::new(&fixed.reservations, !input.options.reserved_fallback);
         Scheduler {
             input,
             fixed,
@@ -653,6 +667,7 @@ impl<'a> Scheduler<'a> {
             next_hostname: 0,
             volume_alternatives,
             settling: None,
+            reservations,
         }
     }
 
@@ -742,7 +757,11 @@ impl<'a> Scheduler<'a> {
             match self.add(i, &pod) {
                 Ok(()) => return Ok(()),
                 Err(e) => {
-                    if self.input.options.ignore_preferences || pod.relax(self.fixed.prefer_no_schedule_step).is_none()
+                    // A reservation error is never relaxed: the pod waits for the next pass.
+                    let reserved = e.iter().any(|(_, r)| matches!(r, PoolRejection::ReservedOffering { .. }));
+                    if reserved
+                        || self.input.options.ignore_preferences
+                        || pod.relax(self.fixed.prefer_no_schedule_step).is_none()
                     {
                         return Err(e);
                     }
@@ -807,7 +826,14 @@ impl<'a> Scheduler<'a> {
         for t in 0..self.fixed.templates.len() {
             match self.open_claim(t, i, pod, &reqs, &groups, None, true) {
                 Ok(_) => return Ok(()),
-                Err(r) => reasons.push((self.fixed.templates[t].nodepool.clone(), r)),
+                Err(r) => {
+                    // Waiting for a held reservation also bars lower-weight NodePools (upstream's strict mode).
+                    let reserved = matches!(r, PoolRejection::ReservedOffering { .. });
+                    reasons.push((self.fixed.templates[t].nodepool.clone(), r));
+                    if reserved {
+                        return Err(reasons);
+                    }
+                }
             }
         }
         reasons.extend(self.fixed.unusable.iter().cloned());
@@ -1114,11 +1140,14 @@ impl<'a> Scheduler<'a> {
                 }
             }
         }
+        let reserve =
+            if self.reservations.any() { Some(self.reservations.check(c, tpl, &survivors, reqs_now)?) } else { None };
         Ok(Candidate {
             requirements: if changed { merged } else { None },
             types: survivors,
             req_bits: if changed { Some(req_bits.clone()) } else { None },
             relaxed_min_values: relaxed,
+            reserve,
         })
     }
 
@@ -1180,6 +1209,9 @@ impl<'a> Scheduler<'a> {
     }
 
     fn commit_claim(&mut self, c: usize, i: usize, pod: &PodData, cand: Candidate) {
+        if let Some(ids) = cand.reserve {
+            self.reservations.hold(c, ids);
+        }
         let claim = &mut self.claims[c];
         if let Some(r) = cand.requirements {
             claim.requirements = r;
@@ -1253,8 +1285,9 @@ impl<'a> Scheduler<'a> {
         // sorts its own instead of scanning the whole catalog's order.
         let mut ranks: Vec<(std::rc::Rc<Vec<usize>>, Vec<usize>)> = Vec::new();
         // The claims' requirements and pods move into the results: nothing is copied or dropped per claim.
-        for claim in std::mem::take(&mut self.claims) {
+        for (c, claim) in std::mem::take(&mut self.claims).into_iter().enumerate() {
             let tpl = &self.fixed.templates[claim.template];
+            let pinned = self.reservations.held_by(c);
             // Cheapest first (ties by name): the template's price order filtered by the claim's types.
             let order = tpl.price_order(&claim.requirements);
             let kept: Vec<usize> = if claim.types.count() * 8 < order.len() {
@@ -1279,6 +1312,17 @@ impl<'a> Scheduler<'a> {
             };
             let instance_type_min_values = claim.requirements.get_ref(labels::INSTANCE_TYPE).and_then(|r| r.min_values);
             let mut requirements = claim.requirements;
+            let mut kept = kept;
+            if let Some(ids) = pinned {
+                // Pinned to what it holds, so the launch can't take more than was counted; a later relabel to
+                // on-demand then reads as requirement drift, as upstream.
+                requirements.set(labels::CAPACITY_TYPE, Requirement::in_values([labels::CAPACITY_RESERVED]));
+                requirements.set(
+                    crate::engine::catalog::aws::CAPACITY_RESERVATION_ID,
+                    Requirement::in_values(ids.iter().cloned()),
+                );
+                kept.retain(|&ti| tpl.types[ti].offerings.iter().any(|o| o.available && o.compatible(&requirements)));
+            }
             for k in WELL_KNOWN_HELPER_KEYS {
                 requirements.remove(k);
             }

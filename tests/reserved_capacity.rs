@@ -1,0 +1,238 @@
+//! Capacity reservations through the simulated world (engine-v1x.md §4): the scheduler's strict reservation
+//! handling, pinning, the simulated EC2's accounting, consolidation into free reservations, capacity blocks
+//! expiring 40 minutes before their end, reservation interruptions, and the gate.
+
+use karpenter_tui::sim::report::{DecisionDetail, DisruptionMethod, Report};
+use karpenter_tui::sim::run::run;
+use karpenter_tui::sim::scenario::parse_scenario;
+
+/// small (1 pod per node) and medium, each with a 1-instance reservation and on-demand offerings.
+const TYPES: &str = r#"
+catalog:
+  source: inline
+  instanceTypes:
+    - name: small
+      cpu: "2"
+      memory: 4Gi
+      pods: 10
+      offerings:
+        - {zone: z1, capacityType: reserved, price: 0.00000001, reservationId: cr-small, reservationCapacity: 1}
+        - {zone: z1, capacityType: on-demand, price: 0.1}
+    - name: medium
+      cpu: "4"
+      memory: 8Gi
+      pods: 10
+      offerings:
+        - {zone: z1, capacityType: reserved, price: 0.00000002, reservationId: cr-medium, reservationCapacity: 1}
+        - {zone: z1, capacityType: on-demand, price: 0.2}
+"#;
+
+fn pool(name: &str, weight: u32) -> String {
+    format!(
+        r#"  - apiVersion: karpenter.sh/v1
+    kind: NodePool
+    metadata: {{name: {name}}}
+    spec:
+      weight: {weight}
+      disruption: {{consolidationPolicy: WhenEmptyOrUnderutilized, consolidateAfter: 0s}}
+      template:
+        spec:
+          requirements: [{{key: karpenter.sh/capacity-type, operator: In, values: [reserved, on-demand]}}]
+          nodeClassRef: {{group: karpenter.k8s.aws, kind: EC2NodeClass, name: default}}
+"#
+    )
+}
+
+/// `replicas` pods of 1 CPU, one per node (hostname anti-affinity).
+fn app(replicas: u32) -> String {
+    format!(
+        r#"  - apiVersion: apps/v1
+    kind: Deployment
+    metadata: {{name: app}}
+    spec:
+      replicas: {replicas}
+      selector: {{matchLabels: {{app: app}}}}
+      template:
+        metadata: {{labels: {{app: app}}}}
+        spec:
+          affinity:
+            podAntiAffinity:
+              requiredDuringSchedulingIgnoredDuringExecution:
+                - {{topologyKey: kubernetes.io/hostname, labelSelector: {{matchLabels: {{app: app}}}}}}
+          containers: [{{name: c, image: x, resources: {{requests: {{cpu: "1", memory: 1Gi}}}}}}]
+"#
+    )
+}
+
+fn simulate(text: &str) -> Report {
+    let s = parse_scenario(text, "reserved.yaml").unwrap_or_else(|e| panic!("{e}"));
+    run(&s, None, None).unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// (instance type, capacity type, reservation id label, node pool) of the nodes, in creation order.
+fn nodes(r: &Report) -> Vec<(String, String, String, String)> {
+    let mut n: Vec<_> = r.nodes.iter().collect();
+    n.sort_by(|a, b| a.created_at.total_cmp(&b.created_at).then(a.name.cmp(&b.name)));
+    n.into_iter()
+        .map(|n| {
+            (
+                n.instance_type.clone(),
+                n.capacity_type.clone(),
+                n.labels.get("karpenter.k8s.aws/capacity-reservation-id").cloned().unwrap_or_default(),
+                n.node_pool.clone().unwrap_or_default(),
+            )
+        })
+        .collect()
+}
+
+fn t(it: &str, ct: &str, id: &str, pool: &str) -> (String, String, String, String) {
+    (it.into(), ct.into(), id.into(), pool.into())
+}
+
+#[test]
+fn reservations_are_used_first_one_claim_per_pass_without_falling_back() {
+    // › "shouldn't fallback to on-demand or spot when compatible reserved offerings are available": the first
+    // claim holds both reservations (any of its options could use either), so the other pods wait; the next pass
+    // uses the medium reservation, and only then does a pod go on-demand.
+    let text = format!("name: r1\nuntil: 10m\n{TYPES}objects:\n{}{}", pool("default", 10), app(3));
+    let r = simulate(&text);
+    assert_eq!(
+        nodes(&r),
+        [
+            t("small", "reserved", "cr-small", "default"),
+            t("medium", "reserved", "cr-medium", "default"),
+            t("small", "on-demand", "", "default"),
+        ]
+    );
+    let created: Vec<f64> = r.nodes.iter().map(|n| n.created_at).collect();
+    assert!(created.iter().all(|c| created.iter().filter(|d| *d == c).count() == 1), "one per pass: {created:?}");
+    assert!(r.pending.is_empty());
+    let reserved = r.nodes.iter().find(|n| n.instance_type == "small" && n.capacity_type == "reserved").unwrap();
+    assert_eq!(reserved.labels.get("karpenter.k8s.aws/capacity-reservation-type").map(String::as_str), Some("default"));
+    assert_eq!(
+        reserved.labels.get("karpenter.k8s.aws/capacity-reservation-interruptible").map(String::as_str),
+        Some("false")
+    );
+}
+
+#[test]
+fn a_held_reservation_does_not_let_pods_fall_back_to_a_lower_weight_pool() {
+    // › "shouldn't fallback to a lower weight NodePool if a reserved offering is available": weight 100 with the
+    // small reservation only (medium's capacity 0), weight 50: the second pod waits, then goes on-demand in the
+    // weight-100 pool, never to the weight-50 one.
+    let types = TYPES.replace(
+        "reservationId: cr-medium, reservationCapacity: 1",
+        "reservationId: cr-medium, reservationCapacity: 0",
+    );
+    let text = format!("name: r2\nuntil: 10m\n{types}objects:\n{}{}{}", pool("heavy", 100), pool("light", 50), app(2));
+    let r = simulate(&text);
+    assert_eq!(nodes(&r), [t("small", "reserved", "cr-small", "heavy"), t("small", "on-demand", "", "heavy")]);
+    let mut created: Vec<f64> = r.nodes.iter().map(|n| n.created_at).collect();
+    created.sort_by(f64::total_cmp);
+    assert!(created[1] > created[0], "the second pod waited for a later pass: {created:?}");
+}
+
+#[test]
+fn an_on_demand_node_is_consolidated_into_a_free_reservation() {
+    // › "can consolidate into reserved capacity for the same instance pool": an on-demand small node, and a small
+    // reservation with room: single-node consolidation replaces it with the reserved small.
+    let text = format!(
+        "name: r3\nuntil: 10m\n{TYPES}objects:\n{}{}nodes:\n  - {{name: od, instanceType: small, zone: z1, capacityType: on-demand, nodePool: default}}\n",
+        pool("default", 10),
+        app(1)
+    );
+    let r = simulate(&text);
+    let d = r.decisions.iter().find_map(|d| match &d.detail {
+        DecisionDetail::Disruption { method, candidates, .. } => Some((*method, candidates.clone())),
+        _ => None,
+    });
+    assert_eq!(d, Some((DisruptionMethod::SingleNode, vec!["od".to_string()])), "{:?}", r.decisions);
+    let live: Vec<_> = nodes(&r).into_iter().collect();
+    let od = r.nodes.iter().find(|n| n.name == "od").unwrap();
+    assert!(od.deleted_at.is_some());
+    assert!(live.contains(&t("small", "reserved", "cr-small", "default")), "{live:?}");
+}
+
+#[test]
+fn a_capacity_block_is_left_40_minutes_before_its_end_and_not_launched_into_after() {
+    // A capacity block of 2 small instances ending at 2h: the pod's node runs in it until 1h20m, when its claim
+    // is deleted at once (a PDB would not hold it) and the pod moves to on-demand.
+    // (The medium reservation is full, so the only reservation is the block.)
+    let types = TYPES
+        .replace(
+            "reservationId: cr-small, reservationCapacity: 1}",
+            "reservationId: cr-small, reservationCapacity: 2, reservationType: capacity-block, endsAt: 2h}",
+        )
+        .replace(
+            "reservationId: cr-medium, reservationCapacity: 1",
+            "reservationId: cr-medium, reservationCapacity: 0",
+        );
+    let pdb = "  - apiVersion: policy/v1\n    kind: PodDisruptionBudget\n    metadata: {name: app}\n    spec:\n      maxUnavailable: 0\n      selector: {matchLabels: {app: app}}\n";
+    let text = format!(
+        "name: r4\nuntil: 3h\n{types}objects:\n{}{}{pdb}",
+        pool("default", 10).replace("consolidateAfter: 0s", "consolidateAfter: Never"),
+        app(1)
+    );
+    let r = simulate(&text);
+    let block = r.nodes.iter().find(|n| n.capacity_type == "reserved").expect("launched into the block");
+    assert_eq!(
+        block.labels.get("karpenter.k8s.aws/capacity-reservation-type").map(String::as_str),
+        Some("capacity-block")
+    );
+    let gone = block.deleted_at.expect("deleted before the block ends");
+    assert!((4800.0..4900.0).contains(&gone), "at end − 40 min (4800 s), got {gone}");
+    // Reported as the cloud taking the node back, at the expiry.
+    let taken = r.decisions.iter().find(|d| match &d.detail {
+        DecisionDetail::Disruption { method: DisruptionMethod::Interruption, candidates, .. } => {
+            candidates.contains(&block.name)
+        }
+        _ => false,
+    });
+    assert!(taken.is_some_and(|d| (4800.0..4801.0).contains(&d.at)), "{:?}", r.decisions);
+    let after: Vec<_> = r.nodes.iter().filter(|n| n.created_at >= 4800.0).collect();
+    assert!(after.iter().all(|n| n.capacity_type == "on-demand"), "the expiring block takes no launch: {after:?}");
+    assert!(!after.is_empty() && r.pending.is_empty());
+}
+
+#[test]
+fn a_reservation_interruption_deletes_the_node_and_the_reservation_takes_no_more() {
+    // An interruptible small reservation of 3; the medium one is full.
+    let types = TYPES
+        .replace(
+            "reservationCapacity: 1}\n        - {zone: z1, capacityType: on-demand, price: 0.1}",
+            "reservationCapacity: 3, interruptible: true}\n        - {zone: z1, capacityType: on-demand, price: 0.1}",
+        )
+        .replace(
+            "reservationId: cr-medium, reservationCapacity: 1",
+            "reservationId: cr-medium, reservationCapacity: 0",
+        );
+    let events = "events:\n  - at: 5m\n    interrupt: {node: NODE, kind: capacity-reservation-interrupted}\n";
+    let base = format!("name: r5\nuntil: 10m\n{types}objects:\n{}{}", pool("default", 10), app(1));
+    let first = simulate(&base);
+    let node = first.nodes[0].name.clone();
+    assert_eq!(first.nodes[0].capacity_type, "reserved");
+    assert_eq!(
+        first.nodes[0].labels.get("karpenter.k8s.aws/capacity-reservation-interruptible").map(String::as_str),
+        Some("true")
+    );
+    let r = simulate(&format!("{base}{}", events.replace("NODE", &node)));
+    assert!(r.nodes.iter().find(|n| n.name == node).unwrap().deleted_at.is_some());
+    let replacement: Vec<_> = r.nodes.iter().filter(|n| n.name != node).collect();
+    assert!(!replacement.is_empty() && replacement.iter().all(|n| n.capacity_type != "reserved"), "{replacement:?}");
+    assert!(
+        r.decisions
+            .iter()
+            .any(|d| matches!(&d.detail, DecisionDetail::Disruption { method: DisruptionMethod::Interruption, .. }))
+    );
+}
+
+#[test]
+fn with_the_gate_off_reservations_do_not_exist() {
+    let text = format!(
+        "name: r6\nuntil: 5m\nsettings:\n  featureGates: {{ReservedCapacity: false}}\n{TYPES}objects:\n{}{}",
+        pool("default", 10),
+        app(2)
+    );
+    let r = simulate(&text);
+    assert_eq!(nodes(&r), [t("small", "on-demand", "", "default"), t("small", "on-demand", "", "default")]);
+}
