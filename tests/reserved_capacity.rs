@@ -236,3 +236,27 @@ fn with_the_gate_off_reservations_do_not_exist() {
     let r = simulate(&text);
     assert_eq!(nodes(&r), [t("small", "on-demand", "", "default"), t("small", "on-demand", "", "default")]);
 }
+
+#[test]
+fn the_shipped_scenario_uses_reservations_first_and_leaves_the_block_before_it_ends() {
+    let text = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/scenarios/reserved.yaml")).expect("file");
+    let r = simulate(&text);
+    let reserved: Vec<_> = r.nodes.iter().filter(|n| n.capacity_type == "reserved").collect();
+    let other: Vec<_> = r.nodes.iter().filter(|n| n.capacity_type != "reserved").collect();
+    assert_eq!(reserved.len(), 4, "both reservations filled: {reserved:?}");
+    let last_reserved = reserved.iter().map(|n| n.created_at).fold(0.0, f64::max);
+    assert!(other.iter().all(|n| n.created_at > last_reserved), "reservations before anything else");
+    let block: Vec<_> = reserved
+        .iter()
+        .filter(|n| n.labels.get("karpenter.k8s.aws/capacity-reservation-type").map(String::as_str) == Some("capacity-block"))
+        .collect();
+    assert_eq!(block.len(), 2);
+    assert!(block.iter().all(|n| n.deleted_at.is_some_and(|d| (8400.0..8410.0).contains(&d))), "{block:?}");
+    let odcr: Vec<_> = reserved.iter().filter(|n| !block.iter().any(|b| b.name == n.name)).collect();
+    assert!(odcr.iter().all(|n| n.deleted_at.is_none()), "the ODCR has no end");
+    assert!(other.iter().all(|n| n.capacity_type == "spot"), "spot is cheaper than on-demand: {other:?}");
+    assert!(r.pending.is_empty());
+    let web: Vec<_> = r.pods.iter().filter(|p| p.deleted_at.is_none()).collect();
+    assert_eq!(web.len(), 6);
+    assert!(web.iter().all(|p| p.node.as_ref().is_some_and(|n| !block.iter().any(|b| &b.name == n))));
+}

@@ -70,6 +70,8 @@ pub struct CostSummary {
     pub pending_savings_per_hour: f64,
     pub spot_nodes: usize,
     pub on_demand_nodes: usize,
+    /// Nodes launched into capacity reservations.
+    pub reserved_nodes: usize,
 }
 
 impl CostSummary {

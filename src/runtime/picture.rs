@@ -334,6 +334,8 @@ pub fn fill_nodes(
         v.cost.per_hour += n.price;
         if n.capacity_type == labels::CAPACITY_SPOT {
             v.cost.spot_nodes += 1;
+        } else if n.capacity_type == labels::CAPACITY_RESERVED {
+            v.cost.reserved_nodes += 1;
         } else if !n.capacity_type.is_empty() {
             v.cost.on_demand_nodes += 1;
         }

@@ -45,6 +45,9 @@ struct ThemeFile {
     info: String,
     spot: String,
     on_demand: String,
+    /// Optional (themes from before reserved capacity): `info` stands in.
+    #[serde(default)]
+    reserved: Option<String>,
     diff_add: String,
     diff_del: String,
 }
@@ -70,6 +73,7 @@ pub struct Theme {
     pub info: Color,
     pub spot: Color,
     pub on_demand: Color,
+    pub reserved: Color,
     pub diff_add: Color,
     pub diff_del: Color,
 }
@@ -105,6 +109,7 @@ impl Theme {
             info: c("info", &f.info)?,
             spot: c("spot", &f.spot)?,
             on_demand: c("on_demand", &f.on_demand)?,
+            reserved: c("reserved", f.reserved.as_ref().unwrap_or(&f.info))?,
             diff_add: c("diff_add", &f.diff_add)?,
             diff_del: c("diff_del", &f.diff_del)?,
         })
@@ -152,6 +157,7 @@ impl Theme {
             info: Color::Blue,
             spot: Color::Magenta,
             on_demand: Color::Cyan,
+            reserved: Color::Blue,
             diff_add: Color::Green,
             diff_del: Color::Red,
         }

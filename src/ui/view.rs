@@ -79,7 +79,13 @@ fn render_header(s: &AppState, area: Rect, buf: &mut Buffer) {
         Span::styled(format!("${:.0}/month ", c.per_month()), t.header()),
         Span::styled(format!("· saved ${:.3}/h ", c.saved_per_hour), t.header().fg(t.ok)),
         Span::styled(format!("· pending ${:.3}/h ", c.pending_savings_per_hour), t.header().fg(t.warn)),
-        Span::styled(format!("· {} spot, {} on-demand ", c.spot_nodes, c.on_demand_nodes), t.header()),
+        Span::styled(
+            match c.reserved_nodes {
+                0 => format!("· {} spot, {} on-demand ", c.spot_nodes, c.on_demand_nodes),
+                r => format!("· {} spot, {} on-demand, {r} reserved ", c.spot_nodes, c.on_demand_nodes),
+            },
+            t.header(),
+        ),
         Span::styled(format!("· prices: {}", v.price_provenance), t.header()),
     ];
     Paragraph::new(vec![Line::from(first), Line::from(second)]).style(t.header()).render(area, buf);

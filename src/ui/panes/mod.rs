@@ -143,6 +143,7 @@ pub(crate) fn capacity_style(theme: &Theme, capacity_type: &str) -> Style {
     match capacity_type {
         "spot" => Style::default().fg(theme.spot),
         "on-demand" => Style::default().fg(theme.on_demand),
+        "reserved" => Style::default().fg(theme.reserved),
         _ => theme.muted(),
     }
 }
