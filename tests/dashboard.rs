@@ -898,3 +898,31 @@ objects:
     );
     assert!(text.contains("no pending pods"), "{text}");
 }
+
+#[test]
+fn the_nodepools_pane_lists_capacity_reservations_and_reserved_nodes_count() {
+    let text = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/scenarios/reserved.yaml")).unwrap();
+    let s = parse_scenario(&text, "reserved.yaml").unwrap();
+    let mut p = Playback::new(&s).expect("builds");
+    let start = p.start;
+    p.advance(start + 120_000).expect("plays");
+    let v = SimDriver::new(p, "demo".into(), 10.0, false).view();
+    assert_eq!(v.reservations.len(), 2);
+    assert_eq!(v.cost.reserved_nodes, 4, "{:?}", v.cost);
+    let mut s = app(Arc::new(v), false);
+    key(&mut s, '2');
+    let text = screen(&s, 130, 30);
+    let line =
+        |needle: &str| text.lines().find(|l| l.contains(needle)).unwrap_or_else(|| panic!("{needle} in\n{text}"));
+    let block = line("cr-0a1b2c3d4e5f60002");
+    assert!(
+        block.contains("c-large test-zone-1 capacity-block") && block.contains("2/2 used, ends 12:00:00"),
+        "{block}"
+    );
+    let odcr = line("cr-0a1b2c3d4e5f60001");
+    assert!(
+        odcr.contains("m-large test-zone-1 default") && odcr.contains("2/2 used") && !odcr.contains("ends"),
+        "{odcr}"
+    );
+    assert!(text.contains("2 spot, 0 on-demand, 4 reserved"), "{text}");
+}

@@ -248,7 +248,9 @@ fn the_shipped_scenario_uses_reservations_first_and_leaves_the_block_before_it_e
     assert!(other.iter().all(|n| n.created_at > last_reserved), "reservations before anything else");
     let block: Vec<_> = reserved
         .iter()
-        .filter(|n| n.labels.get("karpenter.k8s.aws/capacity-reservation-type").map(String::as_str) == Some("capacity-block"))
+        .filter(|n| {
+            n.labels.get("karpenter.k8s.aws/capacity-reservation-type").map(String::as_str) == Some("capacity-block")
+        })
         .collect();
     assert_eq!(block.len(), 2);
     assert!(block.iter().all(|n| n.deleted_at.is_some_and(|d| (8400.0..8410.0).contains(&d))), "{block:?}");

@@ -31,6 +31,8 @@ pub struct ClusterView {
     pub nodepools: Vec<NodePoolRow>,
     /// NodeOverlays, by evaluation order (weight, then name descending).
     pub overlays: Vec<OverlayRow>,
+    /// Capacity reservations, by id.
+    pub reservations: Vec<ReservationRow>,
     pub nodes: Vec<NodeRow>,
     pub disruptions: Vec<DisruptionRow>,
     pub budgets: Vec<BudgetRow>,
@@ -127,6 +129,21 @@ pub struct NodePoolRow {
     pub overlays: Vec<String>,
     /// The live object as YAML, what the editor opens.
     pub yaml: String,
+}
+
+/// A capacity reservation as the dashboard shows it (under the NodePools).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ReservationRow {
+    pub id: String,
+    pub instance_type: String,
+    pub zone: String,
+    /// `default` or `capacity-block`, and `interruptible` when it is.
+    pub kind: String,
+    /// Nodes running in it now, and how many it holds.
+    pub used: usize,
+    pub total: i64,
+    /// When it ends, if it does.
+    pub ends: Option<Millis>,
 }
 
 /// A NodeOverlay as the dashboard shows it.

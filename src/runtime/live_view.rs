@@ -157,6 +157,7 @@ pub fn picture(
         pending,
         packing_pass,
         buffers: engine.map(Controller::buffer_rows).unwrap_or_default(),
+        reservations: picture::reservation_rows(catalog, &m.nodes.iter().collect::<Vec<_>>()),
         interruptions: &interruptions,
         events,
     })

@@ -76,6 +76,8 @@ pub struct Input<'a> {
     pub packing_pass: Option<PackingRow>,
     /// CapacityBuffers as the acting controller resolved them.
     pub buffers: Vec<crate::protocol::view::BufferRow>,
+    /// Capacity reservations, by id.
+    pub reservations: Vec<ReservationRow>,
     /// The interruption notices seen, newest first, given where the pods are now.
     pub interruptions: &'a dyn Fn(&PodsOn<'_>) -> Vec<InterruptionRow>,
     /// Events, in the order the pane shows them.
@@ -108,6 +110,7 @@ pub fn build(input: Input<'_>) -> ClusterView {
         pending,
         packing_pass,
         buffers,
+        reservations,
         interruptions,
         mut events,
     } = input;
@@ -129,6 +132,7 @@ pub fn build(input: Input<'_>) -> ClusterView {
     let health = NodeHealth { repair_policies, overlays };
     fill_nodes(&mut v, &objects, &pods_on, price, &busy, outlook, health);
     fill_overlays(&mut v, &objects.nodeoverlays, overlays);
+    v.reservations = reservations;
     if let Some(o) = orchestrator {
         let nodes: BTreeSet<&str> = objects.nodes.iter().filter_map(|n| n.metadata.name.as_deref()).collect();
         let ready: BTreeSet<&str> =
@@ -642,4 +646,33 @@ pub fn disrupting(orchestrator: &Orchestrator) -> BTreeSet<String> {
         .filter(|r| r.state == CommandState::InProgress)
         .flat_map(|r| r.command.node_names())
         .collect()
+}
+
+/// A live catalog's capacity reservations with the nodes running in each (by their reservation-id label). The
+/// catalog's capacity is what each can still take, so its size is that plus the nodes in it. (A simulated world
+/// knows its reservations exactly: see `sim_view`.)
+pub fn reservation_rows(catalog: &Catalog, nodes: &[&Node]) -> Vec<ReservationRow> {
+    let mut rows: BTreeMap<String, ReservationRow> = BTreeMap::new();
+    for t in &catalog.instance_types {
+        for o in &t.offerings {
+            let Some(r) = &o.reservation else { continue };
+            rows.entry(r.id.clone()).or_insert_with(|| ReservationRow {
+                id: r.id.clone(),
+                instance_type: t.name.clone(),
+                zone: o.zone.clone(),
+                kind: if r.interruptible { format!("{}, interruptible", r.kind) } else { r.kind.clone() },
+                used: 0,
+                total: r.capacity.max(0),
+                ends: r.end,
+            });
+        }
+    }
+    for n in nodes.iter().filter(|n| n.metadata.deletion_timestamp.is_none()) {
+        let id = n.metadata.labels.as_ref().and_then(|l| l.get(crate::engine::catalog::aws::CAPACITY_RESERVATION_ID));
+        if let Some(row) = id.and_then(|id| rows.get_mut(id)) {
+            row.used += 1;
+            row.total += 1;
+        }
+    }
+    rows.into_values().collect()
 }

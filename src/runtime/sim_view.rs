@@ -48,6 +48,20 @@ pub fn view(w: &mut World, source: Source, generation: u64) -> ClusterView {
         pending,
         packing_pass: w.last_packing().map(picture::packing_row),
         buffers: w.buffer_rows(),
+        reservations: w
+            .cloud
+            .reservations()
+            .iter()
+            .map(|(id, r)| crate::protocol::view::ReservationRow {
+                id: id.clone(),
+                instance_type: r.instance_type.clone(),
+                zone: r.zone.clone(),
+                kind: if r.interruptible { format!("{}, interruptible", r.kind) } else { r.kind.clone() },
+                used: r.used.len(),
+                total: r.total,
+                ends: r.end,
+            })
+            .collect(),
         interruptions: &|_| interruptions.clone(),
         events,
     })

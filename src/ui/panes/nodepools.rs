@@ -2,17 +2,19 @@
 //! per reason, drifted count.
 
 use ratatui::buffer::Buffer;
-use ratatui::layout::{Constraint, Rect};
+use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::text::{Line, Span};
-use ratatui::widgets::Cell;
+use ratatui::widgets::{Cell, Paragraph, Widget};
 
-use super::{Columns, limit_bar, table};
+use super::{Columns, capacity_style, limit_bar, table};
+use crate::protocol::view::ReservationRow;
 use crate::ui::action::Pane;
 use crate::ui::app::AppState;
 use crate::ui::rows::usage_text;
 
 pub fn render(s: &AppState, area: Rect, buf: &mut Buffer) {
     let v = &s.view;
+    let area = reservations(s, &v.reservations, area, buf);
     let widths = [
         Constraint::Fill(2),
         Constraint::Length(3),
@@ -61,6 +63,44 @@ pub fn render(s: &AppState, area: Rect, buf: &mut Buffer) {
             )),
         ]
     });
+}
+
+/// Most reservation lines shown under the table; the rest are counted.
+const RESERVATION_LINES: usize = 4;
+
+/// Capacity reservations under the table, one line each: `reserved cr-0a1b… m-large test-zone-1 default 2/2 used,
+/// ends 12:00:00`. Only when the table keeps its header and a row; returns the area left for it.
+fn reservations(s: &AppState, rows: &[ReservationRow], area: Rect, buf: &mut Buffer) -> Rect {
+    if rows.is_empty() {
+        return area;
+    }
+    let t = &s.theme;
+    let shown = rows.len().min(RESERVATION_LINES);
+    let more = rows.len() > RESERVATION_LINES;
+    let lines = (shown + usize::from(more)) as u16;
+    if area.height < lines + 3 {
+        return area;
+    }
+    let mut text: Vec<Line<'_>> = rows
+        .iter()
+        .take(shown)
+        .map(|r| {
+            let full = r.used as i64 >= r.total;
+            let ends = r.ends.map_or(String::new(), |e| format!(", ends {}", crate::ui::rows::clock(e)));
+            Line::from(vec![
+                Span::styled("reserved ", capacity_style(t, "reserved")),
+                Span::raw(format!("{} {} {} {}  ", r.id, r.instance_type, r.zone, r.kind)),
+                Span::styled(format!("{}/{} used", r.used, r.total), if full { t.fg(t.warn) } else { t.fg(t.ok) }),
+                Span::styled(ends, t.muted()),
+            ])
+        })
+        .collect();
+    if more {
+        text.push(Line::styled(format!("+{} more reservations", rows.len() - shown), t.muted()));
+    }
+    let [table, foot] = Layout::vertical([Constraint::Fill(1), Constraint::Length(lines)]).areas(area);
+    Paragraph::new(text).style(t.base()).render(foot, buf);
+    table
 }
 
 #[cfg(test)]
