@@ -183,3 +183,17 @@ fn a_missing_template_is_reported_and_launches_nothing() {
     assert_eq!(message, "podtemplates \"nope\" not found");
     assert!(live_nodes(&w).is_empty());
 }
+
+#[test]
+fn a_deleted_buffer_lets_emptiness_take_its_nodes() {
+    let text = scenario(
+        true,
+        "",
+        "{podTemplateRef: {name: worker}, replicas: 3}",
+        "events:\n  - at: 5m\n    delete: [{kind: CapacityBuffer, name: spare, namespace: default}]\n",
+    );
+    let r = report(&text);
+    assert_eq!(r.nodes.len(), 1, "{:?}", r.nodes);
+    let gone = r.nodes[0].deleted_at.expect("emptiness removed the buffer's node once the buffer was gone");
+    assert!(gone > 300.0, "{gone}");
+}

@@ -630,3 +630,16 @@ fn status_check_failures_terminate_forcefully_and_scheduled_events_drain_normall
         assert!(disruptions(&r).iter().any(|x| x.method == DisruptionMethod::Interruption), "{kind}: recorded");
     }
 }
+
+#[test]
+fn a_failed_status_check_makes_a_drain_already_under_way_forceful() {
+    // A scheduled event starts a normal drain, which the PDB holds; the system status check failing a minute later
+    // makes it forceful, and the node goes.
+    let pdb = "  - apiVersion: policy/v1\n    kind: PodDisruptionBudget\n    metadata: {name: app}\n    spec:\n      maxUnavailable: 0\n      selector: {matchLabels: {app: app}}\n";
+    let pool = format!("{}{pdb}", objects("      disruption: {budgets: [{nodes: \"0\"}]}", "", 1));
+    let node = "nodes:\n  - {name: s1, instanceType: small, zone: z1, capacityType: spot, nodePool: default}\n";
+    let events = "events:\n  - at: 1m\n    interrupt: {node: s1, kind: event-status}\n  - at: 2m\n    interrupt: {node: s1, kind: system-status}\n";
+    let r = simulate(&scenario_text("name: both\nuntil: 5m\n", TYPES, &pool, &format!("{node}{events}")));
+    let gone = node_named(&r, "s1").deleted_at.expect("the node is gone");
+    assert!((120.0..150.0).contains(&gone), "forceful from the second notice on: {gone}");
+}

@@ -262,3 +262,23 @@ fn the_shipped_scenario_uses_reservations_first_and_leaves_the_block_before_it_e
     assert_eq!(web.len(), 6);
     assert!(web.iter().all(|p| p.node.as_ref().is_some_and(|n| !block.iter().any(|b| &b.name == n))));
 }
+
+#[test]
+fn a_scenario_node_in_a_reservation_counts_against_it() {
+    // The one-instance small reservation is taken by the scenario's own reserved node: the pod that needs a node
+    // goes on-demand, and the node carries the reservation's labels.
+    let types = TYPES.replace(
+        "reservationId: cr-medium, reservationCapacity: 1",
+        "reservationId: cr-medium, reservationCapacity: 0",
+    );
+    let text = format!(
+        "name: r7\nuntil: 5m\n{types}objects:\n{}{}nodes:\n  - {{name: held, instanceType: small, zone: z1, capacityType: reserved, nodePool: default}}\n",
+        pool("default", 10).replace("consolidateAfter: 0s", "consolidateAfter: Never"),
+        app(2)
+    );
+    let r = simulate(&text);
+    let held = r.nodes.iter().find(|n| n.name == "held").unwrap();
+    assert_eq!(held.labels.get("karpenter.k8s.aws/capacity-reservation-id").map(String::as_str), Some("cr-small"));
+    let new: Vec<_> = r.nodes.iter().filter(|n| n.name != "held").map(|n| n.capacity_type.as_str()).collect();
+    assert_eq!(new, ["on-demand"]);
+}

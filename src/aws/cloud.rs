@@ -80,6 +80,8 @@ type BuiltCatalogs = (u64, Millis, Arc<BTreeMap<String, Arc<Catalog>>>);
 const CATALOG_TTL: Millis = 10_000;
 
 pub struct AwsCloud {
+    /// Gate `ReservedCapacity` (see [`AwsCloud::with_reserved_capacity`]).
+    reserved_capacity: bool,
     pub ec2: aws_sdk_ec2::Client,
     pub ssm: aws_sdk_ssm::Client,
     pub iam: aws_sdk_iam::Client,
@@ -119,7 +121,15 @@ impl AwsCloud {
             catalogs: Mutex::new(None),
             validations: Mutex::new(BTreeMap::new()),
             overlay_prices: Mutex::new(Arc::default()),
+            reserved_capacity: true,
         }
+    }
+
+    /// With the `ReservedCapacity` gate (upstream's default: on), EC2NodeClasses' capacity reservations are looked
+    /// up and written to their status with `CapacityReservationsReady`.
+    pub fn with_reserved_capacity(mut self, on: bool) -> AwsCloud {
+        self.reserved_capacity = on;
+        self
     }
 
     fn known(&self) -> std::sync::MutexGuard<'_, Known> {
@@ -260,6 +270,19 @@ impl AwsCloud {
                 "InstanceProfileNotReady",
                 "neither spec.role nor spec.instanceProfile is set",
             )),
+        }
+        if self.reserved_capacity {
+            let now = chrono::Utc::now().timestamp();
+            match super::capacityreservation::describe(&self.ec2, &nc.spec.capacity_reservation_selector_terms, now)
+                .await
+            {
+                Ok(found) => r.capacity_reservations = Some(found.into_iter().map(|f| f.status).collect()),
+                Err(e) => r.problems.push(Problem::unknown(
+                    super::nodeclass::CAPACITY_RESERVATIONS_READY,
+                    "CapacityReservationsNotReady",
+                    format!("looking up capacity reservations, retrying: {e}"),
+                )),
+            }
         }
         // As upstream, the dry runs only run once everything they need resolved.
         if r.dependencies_ready()

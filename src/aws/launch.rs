@@ -381,6 +381,7 @@ mod tests {
                 AmiStatus { id: "ami-arm".into(), name: None, requirements: vec![arch("arm64")], deprecated: None },
             ],
             instance_profile: None,
+            capacity_reservations: Vec::new(),
             conditions: vec![
                 Condition {
                     type_: "SubnetsReady".into(),

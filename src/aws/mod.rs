@@ -5,6 +5,7 @@
 //! keeping offerings out for a while ([`unavailable`]); NodeClass drift ([`drift`]); and the interruption queue ([`interruption`], [`sqs`]).
 //! [`cloud::AwsCloud`] ties them together for the controller.
 
+pub mod capacityreservation;
 pub mod cloud;
 pub mod config;
 pub mod drift;

@@ -241,6 +241,8 @@ pub const SECURITY_GROUPS_READY: &str = "SecurityGroupsReady";
 pub const AMIS_READY: &str = "AMIsReady";
 pub const INSTANCE_PROFILE_READY: &str = "InstanceProfileReady";
 pub const VALIDATION_SUCCEEDED: &str = "ValidationSucceeded";
+/// Written (and part of Ready) only with the `ReservedCapacity` gate on.
+pub const CAPACITY_RESERVATIONS_READY: &str = "CapacityReservationsReady";
 pub const READY: &str = "Ready";
 
 /// The conditions validation waits for (upstream's `requiredConditions`), in the order they are written.
@@ -278,6 +280,8 @@ pub struct Resolved {
     pub amis: Vec<Ami>,
     /// The instance profile nodes launch with (`instanceProfile`, or the one made for `role`).
     pub instance_profile: Option<String>,
+    /// The capacity reservations selected, when they were looked up (gate `ReservedCapacity`).
+    pub capacity_reservations: Option<Vec<crate::engine::api::ec2nodeclass::CapacityReservationStatus>>,
     /// Why a part is empty or failed, at most one per condition.
     pub problems: Vec<Problem>,
 }
@@ -622,6 +626,13 @@ pub fn conditions(r: &Resolved, now: &str) -> Vec<Condition> {
             None => condition(VALIDATION_SUCCEEDED, "True", VALIDATION_SUCCEEDED, "", now),
         }
     });
+    // Reservations count for Ready, not for validation (gate on only: otherwise they were not looked up).
+    if r.capacity_reservations.is_some() || r.problem(CAPACITY_RESERVATIONS_READY).is_some() {
+        out.push(match r.problem(CAPACITY_RESERVATIONS_READY) {
+            Some(p) => problem_condition(p, now),
+            None => condition(CAPACITY_RESERVATIONS_READY, "True", CAPACITY_RESERVATIONS_READY, "", now),
+        });
+    }
     let unhealthy: Vec<&Condition> = out.iter().filter(|c| c.status != "True").collect();
     let ready = if unhealthy.is_empty() {
         condition(READY, "True", READY, "", now)
@@ -674,6 +685,7 @@ pub fn status(r: &Resolved, now: &str) -> EC2NodeClassStatus {
             })
             .collect(),
         instance_profile: r.instance_profile.clone(),
+        capacity_reservations: r.capacity_reservations.clone().unwrap_or_default(),
         conditions: conditions(r, now),
     }
 }

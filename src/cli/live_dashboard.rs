@@ -111,7 +111,7 @@ async fn aws_acting(
     };
     let alias =
         AliasContext { k8s_version: version.unwrap_or_else(|_| "1.33".into()), ssm_prefix: "/aws/service".into() };
-    let cloud = Arc::new(AwsCloud::new(&sdk, cluster, alias));
+    let cloud = Arc::new(AwsCloud::new(&sdk, cluster, alias).with_reserved_capacity(settings.gates.reserved_capacity));
     progress(&format!("discovering EC2 instance types in {} ...", cloud.region));
     let n = cloud
         .refresh_types()

@@ -45,7 +45,7 @@ impl Controller {
     /// gate off there are none.
     pub fn sync_buffers(&mut self, buffers: &[CapacityBuffer], src: Sources<'_>, now: Millis) -> Vec<Effect> {
         if !self.gates.capacity_buffer {
-            if !self.buffers.buffers.is_empty() || !self.buffers.pods.is_empty() {
+            if !self.buffers.buffers.is_empty() || !self.buffers.pods.is_empty() || !self.buffers.nodes.is_empty() {
                 self.buffers = BufferState::default();
             }
             return Vec::new();
@@ -75,7 +75,12 @@ impl Controller {
             held.push(held_cb);
         }
         if *self.buffers.pods != pods {
+            // Where the old virtual pods went no longer says where these go: the next solve (their uids trigger
+            // one) says it again, and with none left no node holds any.
+            self.buffers.nodes.clear();
             self.buffers.pods = Arc::new(pods);
+            // What consolidation concluded counted on those pods.
+            self.disruption.mark_unconsolidated();
         }
         self.buffers.buffers = held;
         out
@@ -108,7 +113,10 @@ impl Controller {
     /// changed, and the nodes holding them.
     pub(super) fn buffer_outcome(&mut self, result: &ProvisioningResult, now: Millis, out: &mut Vec<Effect>) {
         if self.buffers.buffers.is_empty() {
-            self.buffers.nodes.clear();
+            if !self.buffers.nodes.is_empty() {
+                self.buffers.nodes.clear();
+                self.disruption.mark_unconsolidated();
+            }
             return;
         }
         let mut placed: BTreeMap<&str, Placed> = BTreeMap::new();
@@ -149,7 +157,10 @@ impl Controller {
                 cb.status = Some(new);
             }
         }
-        self.buffers.nodes = nodes;
+        if self.buffers.nodes != nodes {
+            self.buffers.nodes = nodes;
+            self.disruption.mark_unconsolidated();
+        }
     }
 
     /// The buffers for the dashboard's Pending pane, in namespace/name order.

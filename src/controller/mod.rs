@@ -308,8 +308,21 @@ impl Controller {
                 continue;
             };
             // A polled notice repeats every minute while the instance stays listed; once its claim is going,
-            // there is nothing new to record or do.
+            // there is nothing new to record: only a failed status check still makes the drain forceful, if a
+            // drain already under way (held by a PDB, say) isn't yet.
             if msg.kind.polled() && claim.metadata.deletion_timestamp.is_some() {
+                if msg.kind.forceful() && lifecycle::annotated_deadline(claim).is_none_or(|t| t > now) {
+                    out.push(Effect::PatchClaimMetadata {
+                        name: claim.name().to_string(),
+                        labels: BTreeMap::new(),
+                        annotations: [(
+                            lifecycle::ANNOTATION_TERMINATION_TIMESTAMP.to_string(),
+                            lifecycle::rfc3339(now),
+                        )]
+                        .into(),
+                        finalizers: None,
+                    });
+                }
                 continue;
             }
             let node =

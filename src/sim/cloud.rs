@@ -302,6 +302,19 @@ impl SimCloud {
         ended
     }
 
+    /// An instance launched into a reservation: labelled as upstream's AWS provider labels the claim, and counted.
+    fn label_reserved(&mut self, launched: &mut Launched, res: &crate::engine::catalog::Reservation) {
+        use crate::engine::catalog::aws::{
+            CAPACITY_RESERVATION_ID, CAPACITY_RESERVATION_INTERRUPTIBLE, CAPACITY_RESERVATION_TYPE,
+        };
+        launched.labels.insert(CAPACITY_RESERVATION_ID.into(), res.id.clone());
+        launched.labels.insert(CAPACITY_RESERVATION_TYPE.into(), res.kind.clone());
+        launched.labels.insert(CAPACITY_RESERVATION_INTERRUPTIBLE.into(), res.interruptible.to_string());
+        if let Some(r) = self.reservations.get_mut(&res.id) {
+            r.used.insert(launched.provider_id.clone());
+        }
+    }
+
     /// The reservation an instance runs in, if any.
     pub fn reservation_of(&self, provider_id: &str) -> Option<(&str, &SimReservation)> {
         self.reservations.iter().find(|(_, r)| r.used.contains(provider_id)).map(|(id, r)| (id.as_str(), r))
@@ -357,19 +370,10 @@ impl SimCloud {
         let (t, zone, capacity_type, price) = (t.clone(), o.zone.clone(), o.capacity_type.clone(), o.price);
         let reservation = o.reservation.clone();
         let mut launched = self.new_instance(&t, &zone, &capacity_type, price);
-        let provider_id = launched.provider_id.clone();
         if let Some(res) = reservation {
-            // Launched into the reservation: labelled as upstream's AWS provider labels the claim.
-            launched.labels.insert(crate::engine::catalog::aws::CAPACITY_RESERVATION_ID.into(), res.id.clone());
-            launched.labels.insert(crate::engine::catalog::aws::CAPACITY_RESERVATION_TYPE.into(), res.kind.clone());
-            launched.labels.insert(
-                crate::engine::catalog::aws::CAPACITY_RESERVATION_INTERRUPTIBLE.into(),
-                res.interruptible.to_string(),
-            );
-            if let Some(r) = self.reservations.get_mut(&res.id) {
-                r.used.insert(provider_id.clone());
-            }
+            self.label_reserved(&mut launched, &res);
         }
+        let provider_id = launched.provider_id.clone();
         self.instances.insert(
             provider_id,
             Instance {
@@ -430,10 +434,21 @@ impl SimCloud {
         nodeclaim: &str,
         since: Millis,
     ) -> Launched {
-        let price =
-            t.offerings.iter().find(|o| o.zone == zone && o.capacity_type == capacity_type).map_or(0.0, |o| o.price);
-        let launched = self.new_instance(t, zone, capacity_type, price);
+        // A reserved node runs in the first reservation of its type and zone with room (and counts against it).
+        let offering = t.offerings.iter().find(|o| {
+            o.zone == zone
+                && o.capacity_type == capacity_type
+                && o.reservation
+                    .as_ref()
+                    .is_none_or(|r| self.reservations.get(&r.id).is_some_and(|s| s.left(since) > 0))
+        });
+        let price = offering.map_or(0.0, |o| o.price);
+        let reservation = offering.and_then(|o| o.reservation.clone());
+        let mut launched = self.new_instance(t, zone, capacity_type, price);
         let provider_id = launched.provider_id.clone();
+        if let Some(res) = reservation {
+            self.label_reserved(&mut launched, &res);
+        }
         self.instances.insert(
             provider_id,
             Instance {

@@ -25,7 +25,7 @@ pub struct EC2NodeClassSpec {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub security_group_selector_terms: Vec<SelectorTerm>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub capacity_reservation_selector_terms: Vec<SelectorTerm>,
+    pub capacity_reservation_selector_terms: Vec<CapacityReservationSelectorTerm>,
     #[serde(default, rename = "associatePublicIPAddress", skip_serializing_if = "Option::is_none")]
     pub associate_public_ip_address: Option<bool>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -93,6 +93,56 @@ pub struct SelectorTerm {
     pub name: Option<String>,
     #[serde(default, rename = "ownerID", skip_serializing_if = "Option::is_none")]
     pub owner_id: Option<String>,
+}
+
+/// A capacity reservation selector term (upstream v1.x): ORed with the others; `id` alone, or tags, owner and
+/// match criteria together.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct CapacityReservationSelectorTerm {
+    /// `*` as a value means "the key exists".
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub tags: BTreeMap<String, String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub id: Option<String>,
+    #[serde(default, rename = "ownerID", skip_serializing_if = "Option::is_none")]
+    pub owner_id: Option<String>,
+    /// `open` or `targeted`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub instance_match_criteria: Option<String>,
+}
+
+/// A capacity reservation the class selected, as upstream v1.14.1's CRD writes it in
+/// `status.capacityReservations` (sorted by id).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct CapacityReservationStatus {
+    pub availability_zone: String,
+    /// RFC 3339; absent for a reservation without an end.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub end_time: Option<String>,
+    pub id: String,
+    /// `open` or `targeted`.
+    pub instance_match_criteria: String,
+    pub instance_type: String,
+    #[serde(rename = "ownerID")]
+    pub owner_id: String,
+    /// `default` or `capacity-block`.
+    #[serde(default = "default_reservation_type")]
+    pub reservation_type: String,
+    /// `active`, or `expiring` (a capacity block within 40 minutes of its end).
+    #[serde(default = "active")]
+    pub state: String,
+    #[serde(default)]
+    pub interruptible: bool,
+}
+
+fn default_reservation_type() -> String {
+    "default".into()
+}
+
+fn active() -> String {
+    "active".into()
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
@@ -168,6 +218,9 @@ pub struct EC2NodeClassStatus {
     pub amis: Vec<AmiStatus>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub instance_profile: Option<String>,
+    /// The capacity reservations the class selected (gate `ReservedCapacity`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub capacity_reservations: Vec<CapacityReservationStatus>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub conditions: Vec<Condition>,
 }

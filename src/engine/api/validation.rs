@@ -840,6 +840,56 @@ pub fn validate_ec2nodeclass(nc: &EC2NodeClass) -> Vec<FieldError> {
         }
     }
 
+    // Capacity reservation selector terms: the CRD's CEL rules and patterns, with its messages.
+    let cp = sp.field("capacityReservationSelectorTerms");
+    let terms = &s.capacity_reservation_selector_terms;
+    if terms.len() > MAX_SELECTOR_TERMS {
+        r.err(&cp, terms.len().to_string(), format!("must have at most {MAX_SELECTOR_TERMS} terms"));
+    }
+    for (i, t) in terms.iter().enumerate() {
+        let tp = cp.index(i);
+        if t.tags.is_empty() && t.id.is_none() && t.instance_match_criteria.is_none() {
+            r.err(&tp, "", "expected at least one, got none, ['tags', 'id', 'instanceMatchCriteria']");
+        }
+        if t.tags.len() > 20 {
+            r.err(&tp.field("tags"), t.tags.len().to_string(), "must have at most 20 items");
+        }
+        for (k, v) in &t.tags {
+            if k.is_empty() || v.is_empty() {
+                r.err(&tp.field("tags").key(k), v, "empty tag keys or values aren't supported");
+            }
+        }
+        if let Some(id) = &t.id
+            && !id
+                .strip_prefix("cr-")
+                .is_some_and(|r| !r.is_empty() && r.bytes().all(|b| b.is_ascii_digit() || b.is_ascii_lowercase()))
+        {
+            r.err(&tp.field("id"), id, "should match '^cr-[0-9a-z]+$'");
+        }
+        if let Some(o) = &t.owner_id
+            && !(o.len() == 12 && o.bytes().all(|b| b.is_ascii_digit()))
+        {
+            r.err(&tp.field("ownerID"), o, "should match '^[0-9]{12}$'");
+        }
+        if let Some(c) = &t.instance_match_criteria
+            && c != "open"
+            && c != "targeted"
+        {
+            r.err(&tp.field("instanceMatchCriteria"), c, "Unsupported value: must be one of \"open\", \"targeted\"");
+        }
+    }
+    // Written as `!self.all(...)` in the CRD: refused only when every term mixes `id` with other fields.
+    let mixes = |t: &crate::engine::api::ec2nodeclass::CapacityReservationSelectorTerm| {
+        t.id.is_some() && (!t.tags.is_empty() || t.owner_id.is_some() || t.instance_match_criteria.is_some())
+    };
+    if !terms.is_empty() && terms.iter().all(mixes) {
+        r.err(
+            &cp,
+            "",
+            "'id' is mutually exclusive, cannot be set along with other fields in a capacity reservation selector term",
+        );
+    }
+
     match (&s.role, &s.instance_profile) {
         (Some(_), Some(_)) | (None, None) => {
             r.err(&sp, "", "must specify exactly one of ['role', 'instanceProfile']");

@@ -27,6 +27,7 @@ use super::bitset::Bitset;
 use super::pod::PodData;
 use super::template::Template;
 use super::{Input, Prepared, Results, Scheduler, topology};
+use crate::engine::explain::PoolRejection;
 use crate::engine::packing::lp::{self, Column};
 use crate::engine::requirements::Requirements;
 use crate::engine::resources::Resources;
@@ -199,7 +200,19 @@ impl Scheduler<'_> {
         for (k, class) in all.iter().enumerate() {
             let i = class.pods[0];
             let (reqs, groups) = self.context(&pods[i]);
-            match (0..self.fixed.templates.len()).find(|&t| self.probe_template(t, i, &pods[i], &reqs, &groups)) {
+            let mut chosen = None;
+            for t in 0..self.fixed.templates.len() {
+                match self.probe_template(t, i, &pods[i], &reqs, &groups) {
+                    Ok(()) => {
+                        chosen = Some(t);
+                        break;
+                    }
+                    // Waiting for a held reservation bars lower-weight NodePools, as in upstream's path.
+                    Err(PoolRejection::ReservedOffering { .. }) => break,
+                    Err(_) => {}
+                }
+            }
+            match chosen {
                 Some(t) => per_template[t].push(k),
                 None => leftover.extend(class.pods.iter().copied()),
             }
@@ -288,7 +301,7 @@ impl Scheduler<'_> {
         }
     }
 
-    /// Whether template `t` would open a NodeClaim for the pod now (nothing is kept).
+    /// Whether template `t` would open a NodeClaim for the pod now, or why not (nothing is kept).
     fn probe_template(
         &mut self,
         t: usize,
@@ -296,8 +309,8 @@ impl Scheduler<'_> {
         pod: &PodData,
         reqs: &Requirements,
         groups: &[topology::GroupCtx],
-    ) -> bool {
-        self.open_claim(t, i, pod, reqs, groups, None, false).is_ok()
+    ) -> Result<(), PoolRejection> {
+        self.open_claim(t, i, pod, reqs, groups, None, false).map(|_| ())
     }
 
     /// Opens and fills NodeClaims of template `t` for `classes`, following the LP's plan: rounds of "buy the whole

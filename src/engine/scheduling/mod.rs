@@ -1285,9 +1285,31 @@ impl<'a> Scheduler<'a> {
         // sorts its own instead of scanning the whole catalog's order.
         let mut ranks: Vec<(std::rc::Rc<Vec<usize>>, Vec<usize>)> = Vec::new();
         // The claims' requirements and pods move into the results: nothing is copied or dropped per claim.
-        for (c, claim) in std::mem::take(&mut self.claims).into_iter().enumerate() {
+        for (c, mut claim) in std::mem::take(&mut self.claims).into_iter().enumerate() {
             let tpl = &self.fixed.templates[claim.template];
-            let pinned = self.reservations.held_by(c);
+            if let Some(ids) = self.reservations.held_by(c) {
+                // Pinned to what it holds, so the launch can't take more than was counted; a later relabel to
+                // on-demand then reads as requirement drift, as upstream. Before the options are cut to the
+                // cheapest, so the reserved ones are among them.
+                claim.requirements.set(labels::CAPACITY_TYPE, Requirement::in_values([labels::CAPACITY_RESERVED]));
+                claim.requirements.set(
+                    crate::engine::catalog::aws::CAPACITY_RESERVATION_ID,
+                    Requirement::in_values(ids.iter().cloned()),
+                );
+                let offered = tpl.offered_types(&claim.requirements);
+                claim.types = claim.types.and(&offered);
+                if claim.types.is_empty() {
+                    let why = PoolRejection::ReservedOffering {
+                        detail: "no option of the NodeClaim launches into the capacity reservations it holds".into(),
+                    };
+                    for &p in &claim.pods {
+                        results
+                            .failures
+                            .push(PodFailure { pod: p, reasons: vec![(tpl.nodepool.clone(), why.clone())] });
+                    }
+                    continue;
+                }
+            }
             // Cheapest first (ties by name): the template's price order filtered by the claim's types.
             let order = tpl.price_order(&claim.requirements);
             let kept: Vec<usize> = if claim.types.count() * 8 < order.len() {
@@ -1312,17 +1334,6 @@ impl<'a> Scheduler<'a> {
             };
             let instance_type_min_values = claim.requirements.get_ref(labels::INSTANCE_TYPE).and_then(|r| r.min_values);
             let mut requirements = claim.requirements;
-            let mut kept = kept;
-            if let Some(ids) = pinned {
-                // Pinned to what it holds, so the launch can't take more than was counted; a later relabel to
-                // on-demand then reads as requirement drift, as upstream.
-                requirements.set(labels::CAPACITY_TYPE, Requirement::in_values([labels::CAPACITY_RESERVED]));
-                requirements.set(
-                    crate::engine::catalog::aws::CAPACITY_RESERVATION_ID,
-                    Requirement::in_values(ids.iter().cloned()),
-                );
-                kept.retain(|&ti| tpl.types[ti].offerings.iter().any(|o| o.available && o.compatible(&requirements)));
-            }
             for k in WELL_KNOWN_HELPER_KEYS {
                 requirements.remove(k);
             }

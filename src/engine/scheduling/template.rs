@@ -70,7 +70,17 @@ impl FitIndex {
 }
 
 /// Zone and capacity-type requirements: what offering availability depends on.
-type OfferingKey = (Option<Requirement>, Option<Requirement>);
+/// The requirements offering compatibility reads (see [`crate::engine::catalog::Offering::compatible`]).
+fn offering_keys(reqs: &Requirements) -> (Option<&Requirement>, Option<&Requirement>, Option<&Requirement>) {
+    (
+        reqs.get_ref(labels::ZONE),
+        reqs.get_ref(labels::CAPACITY_TYPE),
+        reqs.get_ref(crate::engine::catalog::aws::CAPACITY_RESERVATION_ID),
+    )
+}
+
+/// What offering compatibility reads of requirements: zone, capacity type and capacity reservation id.
+type OfferingKey = (Option<Requirement>, Option<Requirement>, Option<Requirement>);
 
 /// Instance types grouped by which DaemonSets would run on them, with those DaemonSets' summed requests.
 #[derive(Debug, Clone)]
@@ -292,15 +302,19 @@ impl Template {
         b
     }
 
-    /// Types with an available offering compatible with the zone and capacity-type requirements of `reqs`.
+    /// Types with an available offering compatible with the zone, capacity-type and reservation requirements of
+    /// `reqs`.
     pub fn offered_types(&self, reqs: &Requirements) -> Bitset {
-        let (zone, ct) = (reqs.get_ref(labels::ZONE), reqs.get_ref(labels::CAPACITY_TYPE));
-        if let Some((_, b)) =
-            self.offering_cache.borrow().iter().find(|(k, _)| k.0.as_ref() == zone && k.1.as_ref() == ct)
+        let (zone, ct, res) = offering_keys(reqs);
+        if let Some((_, b)) = self
+            .offering_cache
+            .borrow()
+            .iter()
+            .find(|(k, _)| k.0.as_ref() == zone && k.1.as_ref() == ct && k.2.as_ref() == res)
         {
             return b.clone();
         }
-        let key = (zone.cloned(), ct.cloned());
+        let key = (zone.cloned(), ct.cloned(), res.cloned());
         let mut bits = Bitset::empty(self.types.len());
         for (i, t) in self.types.iter().enumerate() {
             if t.offerings.iter().any(|o| o.available && o.compatible(reqs)) {
@@ -395,13 +409,17 @@ impl Template {
     /// Type indices ordered by cheapest compatible available offering under `reqs` (ties by name), cached by
     /// zone/capacity-type requirements.
     pub fn price_order(&self, reqs: &Requirements) -> std::rc::Rc<Vec<usize>> {
-        let (zone, ct) = (reqs.get_ref(labels::ZONE), reqs.get_ref(labels::CAPACITY_TYPE));
+        let (zone, ct, res) = offering_keys(reqs);
         // Looked up without copying the key: finalize asks once per claim.
-        if let Some((_, p)) = self.price_cache.borrow().iter().find(|(k, _)| k.0.as_ref() == zone && k.1.as_ref() == ct)
+        if let Some((_, p)) = self
+            .price_cache
+            .borrow()
+            .iter()
+            .find(|(k, _)| k.0.as_ref() == zone && k.1.as_ref() == ct && k.2.as_ref() == res)
         {
             return p.clone();
         }
-        let key = (zone.cloned(), ct.cloned());
+        let key = (zone.cloned(), ct.cloned(), res.cloned());
         let prices: Vec<f64> =
             self.types.iter().map(|t| t.cheapest_offering(reqs).map_or(f64::MAX, |o| o.price)).collect();
         let mut order: Vec<usize> = (0..self.types.len()).collect();
