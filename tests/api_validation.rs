@@ -636,3 +636,44 @@ proptest! {
         let _ = locate(&s, &s);
     }
 }
+
+#[test]
+fn capacity_reservation_selector_terms_follow_the_crd() {
+    let base: EC2NodeClass = serde_yaml::from_str(EC2NODECLASS).unwrap();
+    let errs = |terms: &str| -> Vec<(String, String)> {
+        let mut nc = base.clone();
+        nc.spec.capacity_reservation_selector_terms = serde_yaml::from_str(terms).unwrap();
+        validate_ec2nodeclass(&nc).into_iter().map(|e| (e.path.to_string(), e.message)).collect()
+    };
+    assert!(
+        errs("[{id: cr-0123abc}, {tags: {team: ml}, ownerID: '123456789012', instanceMatchCriteria: open}]").is_empty()
+    );
+    assert_eq!(
+        errs("[{ownerID: '123456789012'}]"),
+        [(
+            "spec.capacityReservationSelectorTerms[0]".to_string(),
+            "expected at least one, got none, ['tags', 'id', 'instanceMatchCriteria']".to_string()
+        )]
+    );
+    // `id` with other fields is refused only when every term does so (the CRD's `!self.all(...)`).
+    let mixed =
+        "'id' is mutually exclusive, cannot be set along with other fields in a capacity reservation selector term";
+    assert_eq!(
+        errs("[{id: cr-1, tags: {a: b}}]"),
+        [("spec.capacityReservationSelectorTerms".to_string(), mixed.to_string())]
+    );
+    assert!(errs("[{id: cr-1, tags: {a: b}}, {id: cr-2}]").is_empty());
+    let paths: Vec<String> = errs("[{id: CR-1}, {tags: {'': x}, ownerID: '12', instanceMatchCriteria: maybe}]")
+        .into_iter()
+        .map(|e| e.0)
+        .collect();
+    assert_eq!(
+        paths,
+        [
+            "spec.capacityReservationSelectorTerms[0].id",
+            "spec.capacityReservationSelectorTerms[1].tags[]",
+            "spec.capacityReservationSelectorTerms[1].ownerID",
+            "spec.capacityReservationSelectorTerms[1].instanceMatchCriteria",
+        ]
+    );
+}

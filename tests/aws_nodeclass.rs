@@ -216,3 +216,100 @@ spec:
     let cond = st.conditions.iter().find(|c| c.type_ == "AMIsReady").unwrap();
     assert_eq!(cond.status, "True");
 }
+
+/// One `DescribeCapacityReservations` answer: (id, type, reservation type, end).
+fn reservations_page(items: &[(&str, &str, &str, Option<&str>)]) -> String {
+    let mut xml = String::from(
+        r#"<DescribeCapacityReservationsResponse xmlns="http://ec2.amazonaws.com/doc/2016-11-15/"><requestId>r</requestId><capacityReservationSet>"#,
+    );
+    for (id, it, kind, end) in items {
+        xml.push_str(&format!(
+            "<item><capacityReservationId>{id}</capacityReservationId><ownerId>123456789012</ownerId><instanceType>{it}</instanceType><availabilityZone>us-east-1a</availabilityZone><availableInstanceCount>2</availableInstanceCount><totalInstanceCount>4</totalInstanceCount><state>active</state><instanceMatchCriteria>targeted</instanceMatchCriteria><reservationType>{kind}</reservationType>{}</item>",
+            end.map_or(String::new(), |e| format!("<endDate>{e}</endDate>"))
+        ));
+    }
+    xml.push_str("</capacityReservationSet></DescribeCapacityReservationsResponse>");
+    xml
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn capacity_reservations_are_selected_into_the_status() {
+    use karpenter_tui::aws::cloud::AwsCloud;
+    use karpenter_tui::aws::launch::ClusterInfo;
+    // moto has no capacity reservations: the wrapper answers DescribeCapacityReservations by what was asked.
+    let moto = moto::Moto::start();
+    let faults = moto::faults::Faults::default();
+    let soon = (chrono::Utc::now() + chrono::Duration::minutes(30)).to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
+    let end = soon.clone();
+    faults.rule(
+        "DescribeCapacityReservations",
+        Box::new(move |body| {
+            if body.contains("CapacityReservationId.1=cr-0aaaa") {
+                Some((200, reservations_page(&[("cr-0aaaa", "m5.large", "default", None)])))
+            } else if body.contains("CapacityReservationId.1=cr-0gone") {
+                Some((400, "<Response><Errors><Error><Code>InvalidCapacityReservationId.NotFound</Code><Message>The capacity reservation 'cr-0gone' does not exist</Message></Error></Errors><RequestID>x</RequestID></Response>".into()))
+            } else if body.contains("tag%3Ateam") && body.contains("state") {
+                Some((200, reservations_page(&[("cr-0bbbb", "p5.48xlarge", "capacity-block", Some(&end))])))
+            } else {
+                None
+            }
+        }),
+    );
+    let sdk = moto.sdk_with(&faults).await;
+    let cluster = ClusterInfo { name: "demo".into(), service_cidr: Some("10.100.0.0/16".into()), ..Default::default() };
+    let cloud =
+        AwsCloud::new(&sdk, cluster, AliasContext { k8s_version: "1.33".into(), ssm_prefix: "/aws/service".into() });
+    let mut nc = moto::network(&cloud.ec2, &cloud.iam, "demo").await;
+    nc.spec.capacity_reservation_selector_terms =
+        serde_yaml::from_str("[{id: cr-0aaaa}, {id: cr-0gone}, {tags: {team: ml}, instanceMatchCriteria: targeted}]")
+            .unwrap();
+    let st = cloud.resolve_nodeclass(&nc).await.expect("resolves");
+    let got: Vec<(&str, &str, &str)> = st
+        .capacity_reservations
+        .iter()
+        .map(|r| (r.id.as_str(), r.reservation_type.as_str(), r.state.as_str()))
+        .collect();
+    assert_eq!(
+        got,
+        [("cr-0aaaa", "default", "active"), ("cr-0bbbb", "capacity-block", "expiring")],
+        "the unknown id is skipped"
+    );
+    assert_eq!(st.capacity_reservations[0].instance_type, "m5.large");
+    assert_eq!(st.capacity_reservations[0].owner_id, "123456789012");
+    assert_eq!(st.capacity_reservations[1].end_time.as_deref(), Some(soon.as_str()));
+    let cond = |t: &str| st.conditions.iter().find(|c| c.type_ == t).map(|c| c.status.clone());
+    assert_eq!(cond("CapacityReservationsReady").as_deref(), Some("True"));
+    // The status reads back as the upstream CRD writes it.
+    let yaml = serde_yaml::to_string(&st).unwrap();
+    for field in [
+        "availabilityZone:",
+        "instanceMatchCriteria: targeted",
+        "ownerID:",
+        "reservationType: capacity-block",
+        "state: expiring",
+        "endTime:",
+    ] {
+        assert!(yaml.contains(field), "{field} in\n{yaml}");
+    }
+
+    // A failing lookup leaves the condition Unknown and Ready not True; with the gate off nothing is looked up.
+    faults.queue("DescribeCapacityReservations", Box::new(|_| (500, "<Response><Errors><Error><Code>InternalError</Code><Message>injected</Message></Error></Errors><RequestID>x</RequestID></Response>".into())));
+    faults.queue("DescribeCapacityReservations", Box::new(|_| (500, "<Response><Errors><Error><Code>InternalError</Code><Message>injected</Message></Error></Errors><RequestID>x</RequestID></Response>".into())));
+    faults.queue("DescribeCapacityReservations", Box::new(|_| (500, "<Response><Errors><Error><Code>InternalError</Code><Message>injected</Message></Error></Errors><RequestID>x</RequestID></Response>".into())));
+    let st = cloud.resolve_nodeclass(&nc).await.expect("resolves");
+    let cond = |t: &str| st.conditions.iter().find(|c| c.type_ == t).map(|c| c.status.clone());
+    assert_eq!(cond("CapacityReservationsReady").as_deref(), Some("Unknown"));
+    assert_ne!(cond("Ready").as_deref(), Some("True"));
+    let before = faults.calls("DescribeCapacityReservations");
+    let off = AwsCloud::new(
+        &sdk,
+        ClusterInfo { name: "demo".into(), service_cidr: Some("10.100.0.0/16".into()), ..Default::default() },
+        AliasContext { k8s_version: "1.33".into(), ssm_prefix: "/aws/service".into() },
+    )
+    .with_reserved_capacity(false);
+    let st = off.resolve_nodeclass(&nc).await.expect("resolves");
+    assert!(
+        st.capacity_reservations.is_empty() && !st.conditions.iter().any(|c| c.type_ == "CapacityReservationsReady")
+    );
+    assert_eq!(faults.calls("DescribeCapacityReservations"), before);
+}
