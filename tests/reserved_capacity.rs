@@ -282,3 +282,49 @@ fn a_scenario_node_in_a_reservation_counts_against_it() {
     let new: Vec<_> = r.nodes.iter().filter(|n| n.name != "held").map(|n| n.capacity_type.as_str()).collect();
     assert_eq!(new, ["on-demand"]);
 }
+
+#[test]
+fn an_aws_catalog_takes_capacity_reservations_priced_as_upstream() {
+    let text = format!(
+        r#"name: aws-reserved
+until: 10m
+region: us-east-1
+catalog:
+  source: aws
+  capacityReservations:
+    - {{id: cr-0abc1234, instanceType: m5.large, zone: us-east-1a, count: 2}}
+objects:
+  - apiVersion: karpenter.sh/v1
+    kind: NodePool
+    metadata: {{name: default}}
+    spec:
+      template:
+        spec:
+          requirements:
+            - {{key: node.kubernetes.io/instance-type, operator: In, values: [m5.large]}}
+            - {{key: karpenter.sh/capacity-type, operator: In, values: [reserved, on-demand]}}
+          nodeClassRef: {{group: karpenter.k8s.aws, kind: EC2NodeClass, name: default}}
+{}"#,
+        app(3)
+    );
+    let r = simulate(&text);
+    let mut kinds: Vec<(String, String)> = r.nodes.iter().map(|n| (n.capacity_type.clone(), n.zone.clone())).collect();
+    kinds.sort();
+    assert_eq!(kinds.len(), 3, "{kinds:?}");
+    assert_eq!(kinds[0].0, "on-demand");
+    assert_eq!(
+        kinds[1..],
+        [("reserved".to_string(), "us-east-1a".to_string()), ("reserved".to_string(), "us-east-1a".to_string())]
+    );
+    let reserved: Vec<_> = r.nodes.iter().filter(|n| n.capacity_type == "reserved").collect();
+    assert_eq!(reserved.len(), 2, "{:?}", r.nodes);
+    let od_price = r.nodes.iter().find(|n| n.capacity_type == "on-demand").map(|n| n.price_per_hour).unwrap();
+    assert!((reserved[0].price_per_hour - 0.096 / 10_000_000.0).abs() < 1e-12, "{}", reserved[0].price_per_hour);
+    assert!((od_price - 0.096).abs() < 1e-9, "m5.large on-demand in us-east-1: {od_price}");
+
+    // A reservation of a type the catalog lacks is refused, naming it.
+    let bad = text.replace("instanceType: m5.large, zone", "instanceType: m9.huge, zone");
+    let s = parse_scenario(&bad, "bad.yaml").unwrap();
+    let e = run(&s, None, None).unwrap_err().to_string();
+    assert!(e.contains("catalog.capacityReservations[0]") && e.contains("m9.huge"), "{e}");
+}

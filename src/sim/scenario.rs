@@ -90,6 +90,27 @@ pub struct CatalogSpec {
     pub zones: Option<Vec<String>>,
     /// The catalog for `inline`, added to it otherwise. Already checked (quantities, offerings, unique names).
     pub instance_types: Vec<InlineInstanceType>,
+    /// Capacity reservations of the catalog's types (`catalog.capacityReservations`): each a `reserved` offering
+    /// of its type and zone, priced as upstream prices them (on-demand ÷ 10,000,000).
+    pub capacity_reservations: Vec<CapacityReservationSpec>,
+}
+
+/// `catalog.capacityReservations[]`: `{id, instanceType, zone, count, type, interruptible, endsAt}`.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct CapacityReservationSpec {
+    pub id: String,
+    pub instance_type: String,
+    pub zone: String,
+    pub count: i64,
+    /// `default` (an ODCR, the default) or `capacity-block`.
+    #[serde(default, rename = "type")]
+    pub kind: Option<String>,
+    #[serde(default)]
+    pub interruptible: bool,
+    /// When it ends, from t=0 (a Go duration, checked).
+    #[serde(default)]
+    pub ends_at: Option<String>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, Serialize)]
@@ -373,6 +394,8 @@ struct RawCatalog {
     zones: Option<Vec<String>>,
     #[serde(default)]
     instance_types: Option<Vec<InlineInstanceType>>,
+    #[serde(default)]
+    capacity_reservations: Option<Vec<CapacityReservationSpec>>,
 }
 
 #[derive(Deserialize)]
@@ -690,7 +713,12 @@ fn build(cx: &Ctx<'_>, raw: RawScenario) -> Result<Scenario, ScenarioError> {
     let start_text = raw.start.as_deref().unwrap_or(DEFAULT_START);
     let start = parse_start(start_text).map_err(|m| cx.err(&field("start"), m))?;
 
-    let raw_catalog = raw.catalog.unwrap_or(RawCatalog { source: None, zones: None, instance_types: None });
+    let raw_catalog = raw.catalog.unwrap_or(RawCatalog {
+        source: None,
+        zones: None,
+        instance_types: None,
+        capacity_reservations: None,
+    });
     let source = raw_catalog.source.unwrap_or_default();
     let region = raw.region.unwrap_or_else(|| DEFAULT_REGION.to_string());
     if region.trim().is_empty() {
@@ -799,7 +827,35 @@ fn build_catalog(
         let path = FieldPath::parse(&format!("catalog.{}", e.path));
         cx.err(&path, e.message)
     })?;
-    Ok(CatalogSpec { source, zones: raw.zones, instance_types: types })
+    let reservations = raw.capacity_reservations.unwrap_or_default();
+    let mut ids = BTreeSet::new();
+    for (i, r) in reservations.iter().enumerate() {
+        let at = |f: &str| cat.field("capacityReservations").index(i).field(f);
+        let valid =
+            r.id.strip_prefix("cr-")
+                .is_some_and(|s| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit() || b.is_ascii_lowercase()));
+        if !valid {
+            return Err(cx.err(&at("id"), format!("must match ^cr-[0-9a-z]+$, got {:?}", r.id)));
+        }
+        if !ids.insert(r.id.as_str()) {
+            return Err(cx.err(&at("id"), format!("duplicate capacity reservation {}", r.id)));
+        }
+        if r.count < 0 {
+            return Err(cx.err(&at("count"), format!("must not be negative, got {}", r.count)));
+        }
+        if let Some(k) = &r.kind
+            && k != "default"
+            && k != "capacity-block"
+        {
+            return Err(cx.err(&at("type"), format!("must be default or capacity-block, got {k:?}")));
+        }
+        if let Some(d) = &r.ends_at
+            && crate::engine::lifecycle::duration_ms(d).is_none()
+        {
+            return Err(cx.err(&at("endsAt"), format!("must be a duration such as 3h, got {d:?}")));
+        }
+    }
+    Ok(CatalogSpec { source, zones: raw.zones, instance_types: types, capacity_reservations: reservations })
 }
 
 fn build_settings(cx: &Ctx<'_>, raw: Option<RawSettings>) -> Result<Settings, ScenarioError> {
