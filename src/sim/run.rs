@@ -211,6 +211,12 @@ fn add_nodes(s: &Scenario, w: &mut World, start: Millis) -> Result<(), RunError>
                 return Err(err(format!("NodePool {pool_name:?} is not among the scenario's objects")));
             };
             let launched = w.cloud.adopt(&t, &n.zone, &n.capacity_type, &name, created);
+            // A node in a capacity reservation carries its labels, as the cloud reports them.
+            for (k, v) in &launched.labels {
+                if k.starts_with("karpenter.k8s.aws/capacity-reservation-") {
+                    node_labels.insert(k.clone(), v.clone());
+                }
+            }
             let tpl = &pool.spec.template;
             let mut claim_labels = tpl.metadata.labels.clone();
             claim_labels.insert(labels::NODEPOOL.into(), pool_name.clone());

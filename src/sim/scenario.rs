@@ -1361,7 +1361,15 @@ mod tests {
         assert_eq!(s.region, "us-east-1");
         assert_eq!(s.until, Duration::from_secs(3600));
         assert_eq!(s.start.to_rfc3339(), "2026-01-01T00:00:00+00:00");
-        assert_eq!(s.catalog, CatalogSpec { source: CatalogSource::Aws, zones: None, instance_types: vec![] });
+        assert_eq!(
+            s.catalog,
+            CatalogSpec {
+                source: CatalogSource::Aws,
+                zones: None,
+                instance_types: vec![],
+                capacity_reservations: vec![]
+            }
+        );
         let st = s.settings;
         assert_eq!(st.disruption, DisruptionMode::Auto);
         assert_eq!(st.launch_latency, Duration::from_secs(5));
