@@ -148,6 +148,32 @@ pub async fn describe(
     Ok(read(&all, now))
 }
 
+/// The NodeClaims running in reservations that are `expiring` (capacity blocks within 40 minutes of their end),
+/// by their `karpenter.k8s.aws/capacity-reservation-id` label: what upstream's `capacityreservation.expiration`
+/// deletes.
+pub fn expiring_claims<'a>(
+    claims: impl Iterator<Item = &'a crate::engine::api::NodeClaim>,
+    statuses: &[&CapacityReservationStatus],
+) -> Vec<String> {
+    let expiring: std::collections::BTreeSet<&str> =
+        statuses.iter().filter(|s| s.state == "expiring").map(|s| s.id.as_str()).collect();
+    if expiring.is_empty() {
+        return Vec::new();
+    }
+    let mut out: Vec<String> = claims
+        .filter(|c| {
+            c.metadata
+                .labels
+                .as_ref()
+                .and_then(|l| l.get(crate::engine::catalog::aws::CAPACITY_RESERVATION_ID))
+                .is_some_and(|id| expiring.contains(id.as_str()))
+        })
+        .map(|c| c.name().to_string())
+        .collect();
+    out.sort();
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -234,5 +260,16 @@ mod tests {
         );
         assert_eq!(found[0].status.owner_id, "123456789012");
         assert_eq!(found[0].status.instance_match_criteria, "targeted");
+
+        // The claims in the expiring block are the ones to delete.
+        let claim = |name: &str, id: Option<&str>| {
+            let mut c = crate::engine::api::NodeClaim::new(name, Default::default());
+            c.metadata.labels = id
+                .map(|id| [(crate::engine::catalog::aws::CAPACITY_RESERVATION_ID.to_string(), id.to_string())].into());
+            c
+        };
+        let claims = [claim("a", Some("cr-a")), claim("b", Some("cr-b")), claim("c", None), claim("d", Some("cr-c"))];
+        let statuses: Vec<_> = found.iter().map(|f| &f.status).collect();
+        assert_eq!(expiring_claims(claims.iter(), &statuses), ["b"]);
     }
 }

@@ -880,6 +880,14 @@ impl crate::controller::cloud::CloudProvider for AwsProvider {
         self.cloud.set_type_price_overlays(prices);
     }
 
+    fn expiring_claims(&mut self, claims: &mut dyn Iterator<Item = &NodeClaim>, _now: Millis) -> Vec<String> {
+        // The classes' statuses as last resolved (every minute, as upstream's controller runs).
+        let classes: Vec<EC2NodeClass> = self.cloud.known().nodeclasses.values().cloned().collect();
+        let statuses: Vec<_> =
+            classes.iter().filter_map(|c| c.status.as_ref()).flat_map(|s| s.capacity_reservations.iter()).collect();
+        super::capacityreservation::expiring_claims(claims, &statuses)
+    }
+
     fn live_catalog(&self, now: Millis) -> Option<Catalog> {
         self.catalog_for(None, now).and_then(Result::ok)
     }

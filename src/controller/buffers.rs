@@ -56,9 +56,9 @@ impl Controller {
         for cb in buffers {
             let (mut status, resolved) = engine::reconcile(cb, &src, now);
             // The provisioner's condition stays as the last solve left it (it is rewritten after each solve).
-            if let Some(p) =
-                self.buffers.buffers.iter().find(|b| b.key() == cb.key()).and_then(|b| b.condition(COND_PROVISIONING))
-            {
+            // Only the same object's (not one re-created under its name).
+            let same = |b: &&CapacityBuffer| b.key() == cb.key() && b.metadata.uid == cb.metadata.uid;
+            if let Some(p) = self.buffers.buffers.iter().find(same).and_then(|b| b.condition(COND_PROVISIONING)) {
                 match status.conditions.iter_mut().find(|c| c.type_ == COND_PROVISIONING) {
                     Some(c) => *c = p.clone(),
                     None => status.conditions.push(p.clone()),
