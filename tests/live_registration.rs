@@ -313,8 +313,10 @@ async fn an_unreachable_node_is_repaired_forcefully_in_approve_mode() {
     );
     assert!(claim["metadata"]["deletionTimestamp"].is_string(), "deleted without approval: {claim:#}");
     // The finalizer takes it from there: the Node is deleted and drained; the pod is deleted, not evicted, at
-    // once (its 600 s grace is not waited out).
-    for _ in 0..10 {
+    // once (its 600 s grace is not waited out). Each tick acts on the cache as the watches have filled it so far:
+    // give them a moment between ticks, as the live loop's own waits do (on a loaded machine a tight loop of
+    // ticks can run ahead of the watch events).
+    for _ in 0..40 {
         let c = watches.cache.clone();
         eventually(5, "the cache shows the claim deleting", move || {
             c.lock().unwrap().nodeclaims.items.get(NAME).is_none_or(|c| c.metadata.deletion_timestamp.is_some())
@@ -329,6 +331,7 @@ async fn an_unreachable_node_is_repaired_forcefully_in_approve_mode() {
         {
             break;
         }
+        tokio::time::sleep(Duration::from_millis(25)).await;
     }
     let node = fake.get(NODES, None, NAME);
     assert!(node.is_none_or(|n| n["metadata"]["deletionTimestamp"].is_string()), "the Node is being deleted");
