@@ -279,14 +279,8 @@ impl Controller {
             if claim.metadata.deletion_timestamp.is_some() || !self.ours(claim.provider_id()) {
                 continue;
             }
-            if lifecycle::annotated_deadline(claim).is_none_or(|t| t >= now) {
-                out.push(Effect::PatchClaimMetadata {
-                    name: name.clone(),
-                    labels: BTreeMap::new(),
-                    annotations: [(lifecycle::ANNOTATION_TERMINATION_TIMESTAMP.to_string(), lifecycle::rfc3339(now))]
-                        .into(),
-                    finalizers: None,
-                });
+            if let Some(e) = forceful_deadline(claim, now) {
+                out.push(e);
             }
             out.push(Effect::DeleteNodeClaim { name, reason: DeleteReason::CapacityBlockExpiring });
         }
@@ -311,17 +305,10 @@ impl Controller {
             // there is nothing new to record: only a failed status check still makes the drain forceful, if a
             // drain already under way (held by a PDB, say) isn't yet.
             if msg.kind.polled() && claim.metadata.deletion_timestamp.is_some() {
-                if msg.kind.forceful() && lifecycle::annotated_deadline(claim).is_none_or(|t| t > now) {
-                    out.push(Effect::PatchClaimMetadata {
-                        name: claim.name().to_string(),
-                        labels: BTreeMap::new(),
-                        annotations: [(
-                            lifecycle::ANNOTATION_TERMINATION_TIMESTAMP.to_string(),
-                            lifecycle::rfc3339(now),
-                        )]
-                        .into(),
-                        finalizers: None,
-                    });
+                if msg.kind.forceful()
+                    && let Some(e) = forceful_deadline(claim, now)
+                {
+                    out.push(e);
                 }
                 continue;
             }
@@ -353,14 +340,10 @@ impl Controller {
             let warning = msg.kind.deletes_nodeclaim();
             self.event(regarding, warning, msg.kind.reason(), message, now, &mut out);
             // Forceful: the drain's deadline is now (one already past is kept), so pods go at once.
-            if msg.kind.forceful() && lifecycle::annotated_deadline(claim).is_none_or(|t| t >= now) {
-                out.push(Effect::PatchClaimMetadata {
-                    name: claim.name().to_string(),
-                    labels: BTreeMap::new(),
-                    annotations: [(lifecycle::ANNOTATION_TERMINATION_TIMESTAMP.to_string(), lifecycle::rfc3339(now))]
-                        .into(),
-                    finalizers: None,
-                });
+            if msg.kind.forceful()
+                && let Some(e) = forceful_deadline(claim, now)
+            {
+                out.push(e);
             }
             if msg.kind.deletes_nodeclaim() && claim.metadata.deletion_timestamp.is_none() {
                 out.push(Effect::DeleteNodeClaim { name: claim.name().to_string(), reason: DeleteReason::Interrupted });
@@ -1357,6 +1340,20 @@ pub struct PassKeys {
 
 /// A watch cache's objects as the engine reads them: unbound pods as kube-scheduler leaves them (marked
 /// unschedulable, see [`Manifests::pending_view`]).
+/// A forceful deletion's first step: the NodeClaim's drain deadline set to now, so the drain deletes pods at once
+/// (node repair, failed status checks, expiring capacity blocks). A deadline already past is kept.
+pub(crate) fn forceful_deadline(claim: &NodeClaim, now: Millis) -> Option<Effect> {
+    if lifecycle::annotated_deadline(claim).is_some_and(|t| t < now) {
+        return None;
+    }
+    Some(Effect::PatchClaimMetadata {
+        name: claim.name().to_string(),
+        labels: BTreeMap::new(),
+        annotations: [(lifecycle::ANNOTATION_TERMINATION_TIMESTAMP.to_string(), lifecycle::rfc3339(now))].into(),
+        finalizers: None,
+    })
+}
+
 pub fn live_view<'a>(m: &'a Manifests, pods: &'a [Arc<StoredPod>]) -> ClusterSnapshot<'a> {
     let mut view = m.view();
     view.pods = crate::engine::objects::Objects::Shared(pods);

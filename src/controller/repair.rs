@@ -110,15 +110,8 @@ impl Controller {
         now: Millis,
         out: &mut Out,
     ) {
-        let stamped = lifecycle::annotated_deadline(claim).is_some_and(|t| t < now);
-        if !stamped {
-            out.push(Effect::PatchClaimMetadata {
-                name: claim.name().to_string(),
-                labels: BTreeMap::new(),
-                annotations: [(lifecycle::ANNOTATION_TERMINATION_TIMESTAMP.to_string(), lifecycle::rfc3339(now))]
-                    .into(),
-                finalizers: None,
-            });
+        if let Some(e) = super::forceful_deadline(claim, now) {
+            out.push(e);
         }
         if claim.metadata.deletion_timestamp.is_some() {
             return;
