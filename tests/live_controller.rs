@@ -342,14 +342,24 @@ fn a_claim_whose_instance_is_gone_is_collected_unless_its_node_is_ready() {
     h.run_until("every claim registered", 10, |h| h.cluster.nodeclaims.values().all(|c| c.is_true(COND_REGISTERED)));
     let victim = h.cluster.nodeclaims.values().next().unwrap().clone();
     let pid = victim.provider_id().unwrap().to_string();
-    let instance = |p: &str| CloudInstance { provider_id: p.to_string(), launched_at: Some(h.now), terminating: false };
+    let instance = |p: &str| CloudInstance {
+        provider_id: p.to_string(),
+        launched_at: Some(h.now),
+        terminating: false,
+        capacity_type: None,
+    };
     let listed = |h: &Harness| -> Vec<CloudInstance> {
         h.cluster
             .nodeclaims
             .values()
             .filter_map(|c| c.provider_id())
             .filter(|p| *p != pid)
-            .map(|p| CloudInstance { provider_id: p.to_string(), launched_at: Some(h.now), terminating: false })
+            .map(|p| CloudInstance {
+                provider_id: p.to_string(),
+                launched_at: Some(h.now),
+                terminating: false,
+                capacity_type: None,
+            })
             .collect()
     };
     // Every instance listed: nothing to collect.
@@ -459,6 +469,7 @@ fn instances_no_claim_holds_are_terminated_with_their_nodes_once_old_enough() {
         provider_id: p.to_string(),
         launched_at: Some(now - age),
         terminating,
+        capacity_type: None,
     };
     let stray = "kwok://stray-1";
     let mut m = manifests(&h.cluster);

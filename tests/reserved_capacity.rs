@@ -328,3 +328,64 @@ objects:
     let e = run(&s, None, None).unwrap_err().to_string();
     assert!(e.contains("catalog.capacityReservations[0]") && e.contains("m9.huge"), "{e}");
 }
+
+fn world_at(text: &str, seconds: u64) -> karpenter_tui::sim::world::World {
+    let s = parse_scenario(text, "reserved.yaml").unwrap_or_else(|e| panic!("{e}"));
+    karpenter_tui::sim::run::run_world(&s, Some(std::time::Duration::from_secs(seconds)))
+        .unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// (capacity type, reservation id, reservation type, interruptible) labels of the world's only live claim and node.
+fn live_labels(w: &karpenter_tui::sim::world::World) -> [[Option<String>; 4]; 2] {
+    let keys = [
+        "karpenter.sh/capacity-type",
+        "karpenter.k8s.aws/capacity-reservation-id",
+        "karpenter.k8s.aws/capacity-reservation-type",
+        "karpenter.k8s.aws/capacity-reservation-interruptible",
+    ];
+    let pick = |l: Option<&std::collections::BTreeMap<String, String>>| keys.map(|k| l.and_then(|l| l.get(k)).cloned());
+    let claims: Vec<_> = w.cluster.nodeclaims.values().filter(|c| c.metadata.deletion_timestamp.is_none()).collect();
+    let nodes: Vec<_> = w.cluster.nodes.values().filter(|n| n.metadata.deletion_timestamp.is_none()).collect();
+    assert_eq!((claims.len(), nodes.len()), (1, 1), "one claim and one node");
+    [pick(claims[0].metadata.labels.as_ref()), pick(nodes[0].metadata.labels.as_ref())]
+}
+
+#[test]
+fn a_node_whose_reservation_ended_becomes_on_demand_and_drifts_only_where_on_demand_is_not_allowed() {
+    // The small reservation (1 instance) ends at 1h; the medium one is full. EC2 keeps the instance running as
+    // on-demand: the claim and node are relabelled on the next instance list (within 2 minutes), keeping
+    // `-interruptible`, and the run is billed on-demand from the end.
+    let types = TYPES
+        .replace(
+            "reservationId: cr-small, reservationCapacity: 1}",
+            "reservationId: cr-small, reservationCapacity: 1, endsAt: 1h}",
+        )
+        .replace(
+            "reservationId: cr-medium, reservationCapacity: 1",
+            "reservationId: cr-medium, reservationCapacity: 0",
+        );
+    let text = |pool: String, until: &str| format!("name: r7\nuntil: {until}\n{types}objects:\n{pool}{}", app(1));
+    let keep = pool("default", 10).replace("consolidateAfter: 0s", "consolidateAfter: Never");
+    let s = |v: &str| Some(v.to_string());
+    let before = world_at(&text(keep.clone(), "2h"), 59 * 60);
+    let reserved = [s("reserved"), s("cr-small"), s("default"), s("false")];
+    assert_eq!(live_labels(&before), [reserved.clone(), reserved]);
+    let after = world_at(&text(keep.clone(), "2h"), 63 * 60);
+    let on_demand = [s("on-demand"), None, None, s("false")];
+    assert_eq!(live_labels(&after), [on_demand.clone(), on_demand]);
+    // The pool allows on-demand: not drifted, and the same node carries on.
+    let r = simulate(&text(keep.clone(), "2h"));
+    assert_eq!(r.nodes.len(), 1, "{:?}", r.nodes);
+    assert!(r.nodes[0].deleted_at.is_none());
+    // 1h at the reserved price, 1h at the on-demand 0.1.
+    assert!((r.cost.total - (0.00000001 + 0.1)).abs() < 1e-6, "{}", r.cost.total);
+    assert!((r.cost.final_per_hour - 0.1).abs() < 1e-9, "{}", r.cost.final_per_hour);
+
+    // A reserved-only pool: the relabelled claim no longer meets the pool's requirements (upstream's drift
+    // compares the pool's requirements with the claim's labels), so it is drifted.
+    let strict = keep.replace("values: [reserved, on-demand]", "values: [reserved]");
+    let w = world_at(&text(strict, "2h"), 66 * 60);
+    let claim = w.cluster.nodeclaims.values().find(|c| c.metadata.deletion_timestamp.is_none()).unwrap();
+    let drifted = claim.condition("Drifted").expect("drifted");
+    assert_eq!((drifted.status.as_str(), drifted.reason.as_deref()), ("True", Some("RequirementsDrifted")));
+}

@@ -412,11 +412,19 @@ impl AwsCloud {
         k.generation += 1;
     }
 
+    /// An instance's capacity type: with the gate `ReservedCapacity` off nothing is `reserved`, as upstream.
+    fn reported_capacity_type(&self, i: &Ec2Instance) -> &'static str {
+        match i.capacity_type() {
+            "reserved" if !self.reserved_capacity => labels::CAPACITY_ON_DEMAND,
+            t => t,
+        }
+    }
+
     fn result(&self, nc: &EC2NodeClass, catalog: &Catalog, i: &Ec2Instance) -> LaunchResult {
         let t = catalog.get(&i.instance_type);
         let mut labels_out = t.map(|t| t.requirements.single_valued_labels()).unwrap_or_default();
         labels_out.insert(labels::ZONE.into(), i.zone.clone());
-        labels_out.insert(labels::CAPACITY_TYPE.into(), i.capacity_type().into());
+        labels_out.insert(labels::CAPACITY_TYPE.into(), self.reported_capacity_type(i).into());
         labels_out.insert(labels::INSTANCE_TYPE.into(), i.instance_type.clone());
         if let Some(zone_id) =
             nc.status.as_ref().and_then(|s| s.subnets.iter().find(|s| s.zone == i.zone)).and_then(|s| s.zone_id.clone())
@@ -427,7 +435,7 @@ impl AwsCloud {
             provider_id: i.provider_id(),
             instance_type: i.instance_type.clone(),
             zone: i.zone.clone(),
-            capacity_type: i.capacity_type().into(),
+            capacity_type: self.reported_capacity_type(i).into(),
             labels: labels_out,
             capacity: t.map(|t| t.capacity.clone()).unwrap_or_default(),
             allocatable: t.map(|t| t.allocatable()).unwrap_or_default(),
@@ -643,6 +651,8 @@ impl AwsCloud {
                 security_groups: Vec::new(),
                 tags: tags.clone(),
                 instance_profile_arn: None,
+                capacity_reservation_id: None,
+                reservations_only: false,
             };
             let result = self.result(nc, catalog, &i);
             // The subnet this zone's overrides named takes the instance's pods (upstream's in-flight prediction).
@@ -808,6 +818,7 @@ impl crate::controller::cloud::CloudProvider for AwsProvider {
                         provider_id: i.provider_id(),
                         launched_at: i.launched_at.map(|t| t * 1000),
                         terminating: i.state == "shutting-down",
+                        capacity_type: Some(self.reported_capacity_type(i).into()),
                     })
                     .collect(),
             ))

@@ -124,6 +124,8 @@ mod tests {
             security_groups: sgs.iter().map(|s| s.to_string()).collect(),
             tags: BTreeMap::new(),
             instance_profile_arn: None,
+            capacity_reservation_id: None,
+            reservations_only: false,
         }
     }
 

@@ -47,6 +47,11 @@ pub struct Ec2Instance {
     pub tags: BTreeMap<String, String>,
     /// The ARN of its IAM instance profile.
     pub instance_profile_arn: Option<String>,
+    /// The capacity reservation it runs in, if any (EC2 clears it when the reservation ends or is cancelled).
+    pub capacity_reservation_id: Option<String>,
+    /// Launched with the preference `capacity-reservations-only`, as launches into a reservation are; an instance
+    /// that merely landed in an *open* reservation is still on-demand to Karpenter.
+    pub reservations_only: bool,
 }
 
 impl Ec2Instance {
@@ -55,8 +60,16 @@ impl Ec2Instance {
         format!("aws:///{}/{}", self.zone, self.id)
     }
 
+    /// Its capacity type as upstream's provider reads it: `reserved` only while it runs in a reservation it was
+    /// launched into (see [`Ec2Instance::reservations_only`]).
     pub fn capacity_type(&self) -> &'static str {
-        if self.spot { "spot" } else { "on-demand" }
+        if self.spot {
+            "spot"
+        } else if self.capacity_reservation_id.is_some() && self.reservations_only {
+            "reserved"
+        } else {
+            "on-demand"
+        }
     }
 }
 
@@ -81,6 +94,12 @@ fn instance(i: &Instance) -> Option<Ec2Instance> {
         security_groups: i.security_groups().iter().filter_map(|g| g.group_id.clone()).collect(),
         tags: i.tags().iter().filter_map(|t| Some((t.key.clone()?, t.value.clone().unwrap_or_default()))).collect(),
         instance_profile_arn: i.iam_instance_profile.as_ref().and_then(|p| p.arn.clone()),
+        capacity_reservation_id: i.capacity_reservation_id.clone(),
+        reservations_only: i
+            .capacity_reservation_specification
+            .as_ref()
+            .and_then(|s| s.capacity_reservation_preference.as_ref())
+            .is_some_and(|p| *p == aws_sdk_ec2::types::CapacityReservationPreference::CapacityReservationsOnly),
     })
 }
 
@@ -591,6 +610,8 @@ mod tests {
             security_groups: vec![],
             tags: BTreeMap::new(),
             instance_profile_arn: None,
+            capacity_reservation_id: None,
+            reservations_only: false,
         }
     }
 

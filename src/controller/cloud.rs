@@ -50,6 +50,10 @@ pub struct CloudInstance {
     pub launched_at: Option<Millis>,
     /// Already shutting down: terminating it again would do nothing.
     pub terminating: bool,
+    /// The capacity type the cloud reports for it now (`reserved`, `on-demand`, `spot`), if it says: an instance
+    /// whose reservation ended reports `on-demand`, and its claim and node are relabelled (see
+    /// [`crate::controller::Controller::capacity_types`]).
+    pub capacity_type: Option<String>,
 }
 
 /// The instance types and offerings launches can use, as a cloud offers them now.

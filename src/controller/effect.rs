@@ -22,6 +22,13 @@ pub enum Purpose {
     Static { nodepool: String },
 }
 
+/// The kind of object a [`Effect::Relabel`] writes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LabelTarget {
+    NodeClaim,
+    Node,
+}
+
 #[derive(Debug, Clone, PartialEq)]
 pub enum Effect {
     CreateNodeClaim {
@@ -56,6 +63,14 @@ pub enum Effect {
         annotations: BTreeMap<String, String>,
         taints: Option<Vec<Taint>>,
         finalizers: Option<Vec<String>>,
+    },
+    /// Labels set and removed by a merge patch on a NodeClaim or a Node (keys this tool owns, so no guard): an
+    /// instance whose reservation ended is relabelled on-demand.
+    Relabel {
+        target: LabelTarget,
+        name: String,
+        set: BTreeMap<String, String>,
+        remove: Vec<String>,
     },
     DeleteNodeClaim {
         name: String,
@@ -128,6 +143,12 @@ impl Effect {
             Effect::PatchClaimStatus { name, .. } => format!("update the status of NodeClaim {name}"),
             Effect::PatchClaimMetadata { name, .. } => format!("update NodeClaim {name}"),
             Effect::SyncNode { name, .. } => format!("sync node {name}"),
+            Effect::Relabel { target: LabelTarget::NodeClaim, name, set, .. } => {
+                format!("relabel NodeClaim {name} ({})", pairs(set))
+            }
+            Effect::Relabel { target: LabelTarget::Node, name, set, .. } => {
+                format!("relabel node {name} ({})", pairs(set))
+            }
             Effect::DeleteNodeClaim { name, reason } => format!("delete NodeClaim {name} ({})", reason.as_str()),
             Effect::FinalizeNodeClaim { claim } => format!("finalize NodeClaim {}", claim.name()),
             Effect::DeleteNode { name } => format!("delete node {name}"),
@@ -149,4 +170,8 @@ impl Effect {
             }
         }
     }
+}
+
+fn pairs(set: &BTreeMap<String, String>) -> String {
+    set.iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>().join(", ")
 }

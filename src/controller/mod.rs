@@ -13,6 +13,7 @@
 //! does no I/O.
 
 pub mod buffers;
+mod capacity_type;
 mod claims;
 pub mod cloud;
 pub mod disruption;

@@ -79,7 +79,9 @@ impl Acting {
         self.next_gc = now + GC_EVERY;
         match self.cloud.list(now).await {
             Ok(Some(list)) => {
-                let effects = self.controller.garbage_collect(&m.view(), &list, now);
+                let mut effects = self.controller.garbage_collect(&m.view(), &list, now);
+                // Instances whose reservation ended: their claims and nodes become on-demand.
+                effects.extend(self.controller.capacity_types(&m.view(), &list));
                 self.controller.set_live_instances(list.into_iter().map(|i| i.provider_id).collect());
                 let ran = self.run(effects, now).await;
                 report.done.extend(ran.done);

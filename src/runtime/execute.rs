@@ -148,6 +148,9 @@ async fn write_one(e: Effect, writer: &Writer, outcomes: &mut Vec<Outcome>) -> R
             )
             .await
             .map(|()| None),
+        Effect::Relabel { target, name, set, remove } => {
+            writer.relabel(target, &name, &set, &remove).await.map(|()| None)
+        }
         Effect::PatchNodePoolStatus { name, status } => {
             writer.update_nodepool_status(&name, &status).await.map(|()| None)
         }

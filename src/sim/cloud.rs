@@ -59,6 +59,30 @@ pub struct Instance {
     pub launched_at: Millis,
     pub state: InstanceState,
     pub terminated_at: Option<Millis>,
+    /// Its reservation ended under it: EC2 runs (and bills) it as on-demand from this moment, at this price.
+    pub on_demand_from: Option<(Millis, f64)>,
+}
+
+impl Instance {
+    /// What it cost over `[from, to)`: its launch price, then the on-demand price once its reservation ended.
+    pub fn cost(&self, from: Millis, to: Millis) -> f64 {
+        let hours = |a: Millis, b: Millis| (b - a).max(0) as f64 / 3_600_000.0;
+        match self.on_demand_from {
+            Some((at, od)) => {
+                let at = at.clamp(from, to.max(from));
+                self.launched.price * hours(from, at) + od * hours(at, to)
+            }
+            None => self.launched.price * hours(from, to),
+        }
+    }
+
+    /// Its hourly price at `t`.
+    pub fn price_at(&self, t: Millis) -> f64 {
+        match self.on_demand_from {
+            Some((at, od)) if at <= t => od,
+            _ => self.launched.price,
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -288,18 +312,49 @@ impl SimCloud {
         }
     }
 
-    /// EC2 takes back the instances of capacity blocks that have ended; returns them (already terminated).
-    pub fn end_capacity_blocks(&mut self, now: Millis) -> Vec<String> {
-        let ended: Vec<String> = self
-            .reservations
-            .values()
-            .filter(|r| r.kind == crate::engine::catalog::RESERVATION_CAPACITY_BLOCK && r.end.is_some_and(|e| e <= now))
-            .flat_map(|r| r.used.iter().cloned())
-            .collect();
+    /// Reservations that have ended: EC2 takes back a capacity block's instances (returned, already terminated),
+    /// and runs a default reservation's on as on-demand, billed at the on-demand price from the end.
+    pub fn end_reservations(&mut self, now: Millis) -> Vec<String> {
+        use crate::engine::catalog::RESERVATION_CAPACITY_BLOCK;
+        let mut ended = Vec::new();
+        let mut fallen_back = Vec::new();
+        for r in self.reservations.values_mut() {
+            let Some(end) = r.end.filter(|e| *e <= now) else { continue };
+            if r.kind == RESERVATION_CAPACITY_BLOCK {
+                ended.extend(r.used.iter().cloned());
+            } else if !r.used.is_empty() {
+                let od = self.catalog.get(&r.instance_type).and_then(|t| {
+                    t.offerings
+                        .iter()
+                        .find(|o| o.zone == r.zone && o.capacity_type == crate::engine::labels::CAPACITY_ON_DEMAND)
+                        .map(|o| o.price)
+                });
+                fallen_back.extend(std::mem::take(&mut r.used).into_iter().map(|p| (p, end, od)));
+            }
+        }
         for p in &ended {
             let _ = self.terminate(p, now);
         }
+        for (p, end, od) in fallen_back {
+            if let Some(i) = self.instances.get_mut(&p) {
+                let price = od.unwrap_or(i.launched.price);
+                i.on_demand_from = Some((end, price));
+                self.generation += 1;
+            }
+        }
         ended
+    }
+
+    /// The capacity type EC2 reports for an instance now: a reserved one whose reservation ended is on-demand.
+    pub fn capacity_type_of<'a>(&self, provider_id: &str, i: &'a Instance) -> &'a str {
+        let t = i.launched.capacity_type.as_str();
+        if t == crate::engine::labels::CAPACITY_RESERVED
+            && !self.reservations.values().any(|r| r.used.contains(provider_id))
+        {
+            crate::engine::labels::CAPACITY_ON_DEMAND
+        } else {
+            t
+        }
     }
 
     /// An instance launched into a reservation: labelled as upstream's AWS provider labels the claim, and counted.
@@ -382,6 +437,7 @@ impl SimCloud {
                 launched_at: now,
                 state: InstanceState::Pending,
                 terminated_at: None,
+                on_demand_from: None,
             },
         );
         Ok(launched)
@@ -457,6 +513,7 @@ impl SimCloud {
                 launched_at: since,
                 state: InstanceState::Running,
                 terminated_at: None,
+                on_demand_from: None,
             },
         );
         launched
@@ -623,6 +680,7 @@ impl CloudProvider for SimCloud {
                 provider_id: pid.clone(),
                 launched_at: Some(i.launched_at),
                 terminating: false,
+                capacity_type: Some(self.capacity_type_of(pid, i).to_string()),
             })
             .collect();
         Box::pin(std::future::ready(Ok(Some(list))))

@@ -862,10 +862,9 @@ fn build_report(s: &Scenario, w: &World, start: Millis, end: Millis, wall: Durat
     for i in w.cloud.instances() {
         let from = i.launched_at.max(start);
         let to = i.terminated_at.unwrap_or(end).min(end);
-        let hours = (to - from).max(0) as f64 / 3_600_000.0;
-        let total = i.launched.price * hours;
+        let total = i.cost(from, to);
         let running = i.terminated_at.is_none_or(|x| x > end) && i.launched_at <= end;
-        let final_rate = if running { i.launched.price } else { 0.0 };
+        let final_rate = if running { i.price_at(end) } else { 0.0 };
         cost.total += total;
         cost.final_per_hour += final_rate;
         let pool = pool_of_claim.get(i.nodeclaim.as_str()).copied().or_else(|| {

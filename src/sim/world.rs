@@ -924,7 +924,7 @@ impl World {
         let snap = self.cluster.snapshot_into(&mut self.caches.snapshot);
         let effects = self.controller.reservation_expiration(&mut self.cloud, &snap, now);
         self.apply_effects(effects);
-        self.cloud.end_capacity_blocks(now);
+        self.cloud.end_reservations(now);
     }
 
     fn interruptions(&mut self) {
@@ -1081,13 +1081,15 @@ impl World {
         self.apply_effects(effects);
     }
 
-    /// The controller's garbage collection of claims whose instance is gone, every [`GC_PERIOD`].
+    /// The controller's garbage collection of claims whose instance is gone, and the relabelling of instances whose
+    /// reservation ended, on the same list, every [`GC_PERIOD`].
     fn garbage_collect(&mut self) {
         use crate::controller::cloud::{CloudProvider, at_once};
         let now = self.now;
         let Some(Ok(Some(list))) = at_once(CloudProvider::list(&mut self.cloud, now)) else { return };
         let snap = self.cluster.snapshot_into(&mut self.caches.snapshot);
-        let effects = self.controller.garbage_collect(&snap, &list, now);
+        let mut effects = self.controller.garbage_collect(&snap, &list, now);
+        effects.extend(self.controller.capacity_types(&snap, &list));
         self.apply_effects(effects);
     }
 

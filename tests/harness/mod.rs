@@ -202,6 +202,23 @@ impl Harness {
                         p.status = Some(*status);
                     }
                 }
+                Effect::Relabel { target, name, set, remove } => {
+                    let meta = match target {
+                        karpenter_tui::controller::effect::LabelTarget::NodeClaim => {
+                            self.cluster.nodeclaims.get_mut(&name).map(|c| &mut c.metadata)
+                        }
+                        karpenter_tui::controller::effect::LabelTarget::Node => {
+                            self.cluster.nodes.get_mut(&name).map(|n| &mut n.metadata)
+                        }
+                    };
+                    if let Some(meta) = meta {
+                        let l = meta.labels.get_or_insert_with(BTreeMap::new);
+                        for k in &remove {
+                            l.remove(k);
+                        }
+                        l.extend(set);
+                    }
+                }
                 Effect::DeleteNodeClaim { name, .. } => {
                     if let Some(c) = self.cluster.nodeclaims.get_mut(&name) {
                         c.metadata.deletion_timestamp.get_or_insert(ms_time(now));

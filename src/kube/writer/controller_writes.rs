@@ -31,6 +31,40 @@ impl Writer {
             .map_err(|e| WriteError::from_kube(what, e))
     }
 
+    /// Labels set and removed (a merge patch: a removed key is `null`) on a NodeClaim or a Node.
+    pub async fn relabel(
+        &self,
+        target: crate::controller::effect::LabelTarget,
+        name: &str,
+        set: &BTreeMap<String, String>,
+        remove: &[String],
+    ) -> Result<()> {
+        use crate::controller::effect::LabelTarget;
+        let kind = match target {
+            LabelTarget::NodeClaim => "NodeClaim",
+            LabelTarget::Node => "node",
+        };
+        let what = self.guard(|| format!("relabel {kind} {name}"))?;
+        let mut labels = serde_json::Map::new();
+        for k in remove {
+            labels.insert(k.clone(), serde_json::Value::Null);
+        }
+        for (k, v) in set {
+            labels.insert(k.clone(), json!(v));
+        }
+        let patch = json!({ "metadata": { "labels": labels } });
+        let pp = PatchParams::default();
+        let r = match target {
+            LabelTarget::NodeClaim => {
+                Api::<NodeClaim>::all(self.client.clone()).patch(name, &pp, &Patch::Merge(&patch)).await.map(drop)
+            }
+            LabelTarget::Node => {
+                Api::<Node>::all(self.client.clone()).patch(name, &pp, &Patch::Merge(&patch)).await.map(drop)
+            }
+        };
+        r.map_err(|e| WriteError::from_kube(what, e))
+    }
+
     /// A node as the engine needs it: labels and annotations merged in, and taints and finalizers replaced when
     /// given. Only a write that replaces a list carries `resource_version` (a 409 when someone changed the node since
     /// it was read, so their change is never overwritten); labels and annotations are keys this tool owns and merge

@@ -7,6 +7,7 @@ use std::collections::BTreeMap;
 
 use super::{Timer, World};
 use crate::controller::cloud::{CloudProvider, LaunchFailure, Retry, at_once};
+use crate::controller::effect::LabelTarget;
 use crate::controller::{Effect, Outcome};
 use crate::engine::labels;
 use crate::engine::lifecycle;
@@ -99,6 +100,19 @@ impl World {
                 }
                 if gone {
                     self.remove_node(&name);
+                }
+            }
+            Effect::Relabel { target, name, set, remove } => {
+                let meta = match target {
+                    LabelTarget::NodeClaim => self.cluster.nodeclaims.get_mut(&name).map(|c| &mut c.metadata),
+                    LabelTarget::Node => self.cluster.nodes.get_mut(&name).map(|n| &mut n.metadata),
+                };
+                if let Some(meta) = meta {
+                    let l = meta.labels.get_or_insert_with(BTreeMap::new);
+                    for k in &remove {
+                        l.remove(k);
+                    }
+                    l.extend(set);
                 }
             }
             Effect::DeleteNodeClaim { name, reason } => self.delete_nodeclaim(&name, reason),
