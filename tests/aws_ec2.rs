@@ -404,3 +404,105 @@ async fn launches_spread_over_a_zones_subnets_as_their_addresses_are_taken() {
     let listed = cloud.refresh_instances().await.unwrap();
     assert_eq!(listed.into_iter().find(|i| i.provider_id() == r.provider_id).unwrap().subnet_id, Some(ids[0].clone()));
 }
+
+/// moto has no capacity reservations: the wrapper answers `DescribeCapacityReservations` with one default
+/// reservation of m5.large in us-east-1a that can take `available` more instances.
+fn one_reservation(available: u32) -> String {
+    format!(
+        r#"<DescribeCapacityReservationsResponse xmlns="http://ec2.amazonaws.com/doc/2016-11-15/"><requestId>r</requestId><capacityReservationSet><item><capacityReservationId>cr-0aaaa</capacityReservationId><ownerId>123456789012</ownerId><instanceType>m5.large</instanceType><availabilityZone>us-east-1a</availabilityZone><availableInstanceCount>{available}</availableInstanceCount><totalInstanceCount>4</totalInstanceCount><state>active</state><instanceMatchCriteria>targeted</instanceMatchCriteria><reservationType>default</reservationType></item></capacityReservationSet></DescribeCapacityReservationsResponse>"#
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn launches_go_into_capacity_reservations_and_count_against_them() {
+    use std::sync::{Arc, Mutex};
+    let moto = moto::Moto::start();
+    let faults = Faults::default();
+    faults.rule("DescribeCapacityReservations", Box::new(|_| Some((200, one_reservation(2)))));
+    // The requests as sent (moto takes them; only their text is kept here).
+    let sent: Arc<Mutex<Vec<String>>> = Arc::default();
+    for action in ["CreateLaunchTemplate", "CreateFleet"] {
+        let sent = sent.clone();
+        faults.rule(
+            action,
+            Box::new(move |body| {
+                sent.lock().unwrap().push(body.to_string());
+                None
+            }),
+        );
+    }
+    let sdk = moto.sdk_with(&faults).await;
+    let cloud = AwsCloud::new(&sdk, cluster(), alias());
+    cloud.refresh_types().await.expect("instance types");
+    let mut nc = moto::network(&cloud.ec2, &cloud.iam, CLUSTER).await;
+    nc.spec.capacity_reservation_selector_terms = serde_yaml::from_str("[{id: cr-0aaaa}]").unwrap();
+    let st = cloud.resolve_nodeclass(&nc).await.expect("resolves");
+    assert!(st.conditions.iter().any(|c| c.type_ == "Ready" && c.status == "True"), "{:?}", st.conditions);
+    let nc = cloud.nodeclass("default").unwrap();
+
+    // The class's catalog offers the reservation: priced on-demand ÷ 10⁷, with what it can take.
+    let reserved_offering = |cloud: &AwsCloud| {
+        let now = chrono::Utc::now().timestamp_millis();
+        let catalog = cloud.catalog_for(Some(&nc), now).unwrap().unwrap();
+        let m5 = catalog.get("m5.large").unwrap().clone();
+        let od = m5.offerings.iter().find(|o| o.zone == "us-east-1a" && o.capacity_type == "on-demand").unwrap().price;
+        let r = m5.offerings.iter().find(|o| o.capacity_type == "reserved").cloned().expect("a reserved offering");
+        (r, od)
+    };
+    let (r, od) = reserved_offering(&cloud);
+    assert_eq!(r.zone, "us-east-1a");
+    assert!((r.price - od / 1e7).abs() < 1e-15, "{} vs {od}", r.price);
+    assert_eq!((r.reservation.as_ref().unwrap().capacity, r.available), (2, true));
+
+    // A claim allowing reserved launches into it: the template targets the reservation, the fleet is on-demand,
+    // and the claim carries the reservation's labels.
+    let reqs = || {
+        vec![
+            req("karpenter.sh/capacity-type", &["reserved", "on-demand"]),
+            req("node.kubernetes.io/instance-type", &["m5.large", "m5.xlarge"]),
+        ]
+    };
+    let launched = cloud.launch(&claim("default-res01", reqs())).await.expect("launched");
+    assert_eq!((launched.instance_type.as_str(), launched.zone.as_str()), ("m5.large", "us-east-1a"));
+    assert_eq!(launched.capacity_type, "reserved");
+    let label = |k: &str| launched.labels.get(k).map(String::as_str);
+    assert_eq!(label("karpenter.sh/capacity-type"), Some("reserved"));
+    assert_eq!(label("karpenter.k8s.aws/capacity-reservation-id"), Some("cr-0aaaa"));
+    assert_eq!(label("karpenter.k8s.aws/capacity-reservation-type"), Some("default"));
+    assert_eq!(label("karpenter.k8s.aws/capacity-reservation-interruptible"), Some("false"));
+    {
+        let sent = sent.lock().unwrap();
+        let template = sent.iter().find(|b| b.contains("Action=CreateLaunchTemplate")).expect("a template");
+        assert!(template.contains("CapacityReservationTarget.CapacityReservationId=cr-0aaaa"), "{template}");
+        assert!(template.contains("CapacityReservationPreference=capacity-reservations-only"), "{template}");
+        let fleet = sent.iter().rev().find(|b| b.contains("Action=CreateFleet")).unwrap();
+        assert!(fleet.contains("DefaultTargetCapacityType=on-demand"), "{fleet}");
+        assert!(!fleet.contains("us-east-1b") && !fleet.contains("m5.xlarge"), "only the reservation's pool: {fleet}");
+    }
+    let (r, _) = reserved_offering(&cloud);
+    assert_eq!(r.reservation.as_ref().unwrap().capacity, 1, "one launch counted against it");
+
+    // EC2 says the reservation is full: it takes nothing more (the on-demand pool is untouched).
+    faults.queue("CreateFleet", faults::fleet_errors("ReservationCapacityExceeded", |_| true));
+    let err = cloud.launch(&claim("default-res02", reqs())).await.unwrap_err();
+    assert!(matches!(err, LaunchError::InsufficientCapacity(_)), "{err}");
+    let (r, _) = reserved_offering(&cloud);
+    assert_eq!((r.reservation.as_ref().unwrap().capacity, r.available), (0, false));
+    let now = chrono::Utc::now().timestamp_millis();
+    let catalog = cloud.catalog_for(Some(&nc), now).unwrap().unwrap();
+    assert!(catalog.get("m5.large").unwrap().offerings.iter().any(|o| o.capacity_type == "on-demand" && o.available));
+    // The next launch of the same claim goes on-demand.
+    let next = cloud.launch(&claim("default-res03", reqs())).await.expect("launched on-demand");
+    assert_eq!(next.capacity_type, "on-demand");
+    assert!(!next.labels.contains_key("karpenter.k8s.aws/capacity-reservation-id"));
+
+    // EC2's count comes back with the next lookup.
+    cloud.resolve_nodeclass(&nc).await.expect("resolves");
+    assert_eq!(reserved_offering(&cloud).0.reservation.unwrap().capacity, 2);
+    // With the gate off the catalog has no reserved offerings.
+    let off = AwsCloud::new(&sdk, cluster(), alias()).with_reserved_capacity(false);
+    off.refresh_types().await.unwrap();
+    off.resolve_nodeclass(&nc).await.unwrap();
+    let catalog = off.catalog_for(Some(&nc), now).unwrap().unwrap();
+    assert!(catalog.instance_types.iter().all(|t| t.offerings.iter().all(|o| o.capacity_type != "reserved")));
+}

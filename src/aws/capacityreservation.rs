@@ -3,8 +3,8 @@
 //! `DescribeCapacityReservations` calls, and what they find becomes `status.capacityReservations` (sorted by id;
 //! a capacity block turns `expiring` 40 minutes before its end) with each reservation's available instance count.
 //!
-//! What this does not do yet: offer the reservations to the scheduler as `reserved` offerings, or launch into them
-//! (docs/karpenter-v1x.md says what is missing). Until both exist, the AWS catalog carries no reserved offerings.
+//! The cloud ([`super::cloud::AwsCloud`]) turns the status into `reserved` offerings of the class's catalog, keeps
+//! each reservation's availability count, and launches into them ([`super::launch`]).
 
 use std::collections::BTreeMap;
 

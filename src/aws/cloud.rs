@@ -52,6 +52,42 @@ fn request_key(f: &FleetPlan) -> String {
     key
 }
 
+/// The reservation a reserved fleet launched `instance_type` in `zone` into.
+fn reservation_at<'a>(
+    fleet: &'a FleetPlan,
+    instance_type: &str,
+    zone: &str,
+) -> Option<&'a crate::engine::catalog::Reservation> {
+    fleet
+        .configs
+        .iter()
+        .flat_map(|(_, o)| o)
+        .find(|o| o.instance_type == instance_type && o.zone == zone)
+        .and_then(|o| o.reservation.as_ref())
+}
+
+/// The class's resolved capacity reservations as reserved offerings of its catalog (upstream's reserved capacity
+/// resolver): each for its type and zone where the class has a subnet, with what it can still take; an `expiring`
+/// capacity block takes nothing more.
+fn add_reservations(c: &mut Catalog, nc: &EC2NodeClass, left: &BTreeMap<String, i64>) {
+    let Some(st) = nc.status.as_ref() else { return };
+    for r in &st.capacity_reservations {
+        if !st.subnets.iter().any(|s| s.zone == r.availability_zone) {
+            continue;
+        }
+        let count = if r.state == "expiring" { 0 } else { left.get(&r.id).copied().unwrap_or(0).max(0) };
+        let reservation = crate::engine::catalog::Reservation {
+            id: r.id.clone(),
+            capacity: count,
+            kind: r.reservation_type.clone(),
+            interruptible: r.interruptible,
+            end: r.end_time.as_deref().and_then(crate::engine::lifecycle::parse_rfc3339),
+        };
+        // A type the class does not offer (or not in that zone) has no reserved offering.
+        let _ = c.add_reservation(&r.instance_type, &r.availability_zone, reservation);
+    }
+}
+
 /// What the provider has learnt, readable without an await.
 #[derive(Default)]
 struct Known {
@@ -71,6 +107,10 @@ struct Known {
     /// Prices of instance-type-only NodeOverlays, for types the price list has none for (upstream v1.14's
     /// `GetOverlayPrice`): without them those types' offerings are unavailable.
     type_price_overlays: BTreeMap<String, f64>,
+    /// Per capacity reservation id, how many instances it can still take (upstream's availability count): EC2's
+    /// `AvailableInstanceCount` at each lookup, less launches into it since, plus terminations, and 0 after a
+    /// capacity error.
+    reservation_left: BTreeMap<String, i64>,
 }
 
 /// Catalogs by NodeClass name, with the generation and time they were built at.
@@ -194,8 +234,12 @@ impl AwsCloud {
             |f, ct, z| prices.price(f, ct, z).or_else(|| overlay_prices.get(&f.name).copied()),
             prices.source(),
         );
+        let reserved = self.reserved_capacity;
         Some(built.map(|mut c| {
             k.unavailable.apply(&mut c, now);
+            if reserved && let Some(nc) = nodeclass {
+                add_reservations(&mut c, nc, &k.reservation_left);
+            }
             c
         }))
     }
@@ -276,7 +320,16 @@ impl AwsCloud {
             match super::capacityreservation::describe(&self.ec2, &nc.spec.capacity_reservation_selector_terms, now)
                 .await
             {
-                Ok(found) => r.capacity_reservations = Some(found.into_iter().map(|f| f.status).collect()),
+                Ok(found) => {
+                    let mut k = self.known();
+                    for f in &found {
+                        if k.reservation_left.insert(f.status.id.clone(), f.available) != Some(f.available) {
+                            k.generation += 1;
+                        }
+                    }
+                    drop(k);
+                    r.capacity_reservations = Some(found.into_iter().map(|f| f.status).collect());
+                }
                 Err(e) => r.problems.push(Problem::unknown(
                     super::nodeclass::CAPACITY_RESERVATIONS_READY,
                     "CapacityReservationsNotReady",
@@ -426,6 +479,22 @@ impl AwsCloud {
         labels_out.insert(labels::ZONE.into(), i.zone.clone());
         labels_out.insert(labels::CAPACITY_TYPE.into(), self.reported_capacity_type(i).into());
         labels_out.insert(labels::INSTANCE_TYPE.into(), i.instance_type.clone());
+        // A reserved instance carries its reservation's labels, as upstream's provider labels the claim.
+        if self.reported_capacity_type(i) == labels::CAPACITY_RESERVED
+            && let Some(id) = &i.capacity_reservation_id
+        {
+            use crate::engine::catalog::aws::{
+                CAPACITY_RESERVATION_ID, CAPACITY_RESERVATION_INTERRUPTIBLE, CAPACITY_RESERVATION_TYPE,
+            };
+            let st = nc.status.as_ref().and_then(|s| s.capacity_reservations.iter().find(|r| &r.id == id));
+            labels_out.insert(CAPACITY_RESERVATION_ID.into(), id.clone());
+            labels_out.insert(
+                CAPACITY_RESERVATION_TYPE.into(),
+                st.map_or(crate::engine::catalog::RESERVATION_DEFAULT.into(), |r| r.reservation_type.clone()),
+            );
+            labels_out
+                .insert(CAPACITY_RESERVATION_INTERRUPTIBLE.into(), st.is_some_and(|r| r.interruptible).to_string());
+        }
         if let Some(zone_id) =
             nc.status.as_ref().and_then(|s| s.subnets.iter().find(|s| s.zone == i.zone)).and_then(|s| s.zone_id.clone())
         {
@@ -612,7 +681,13 @@ impl AwsCloud {
             }
             for (code, _, t, z) in &answer.errors {
                 if let (true, Some(t), Some(z)) = (is_capacity_error(code), t, z) {
-                    k.unavailable.mark(&fleet.capacity_type, t, z, now);
+                    match reservation_at(fleet, t, z) {
+                        // A reservation out of capacity takes nothing more until EC2 says otherwise.
+                        Some(r) => {
+                            k.reservation_left.insert(r.id.clone(), 0);
+                        }
+                        None => k.unavailable.mark(&fleet.capacity_type, t, z, now),
+                    }
                 }
                 if code == "AuthFailure.ServiceLinkedRoleCreationNotPermitted" {
                     k.unavailable.mark_capacity_type(labels::CAPACITY_SPOT, now);
@@ -639,6 +714,13 @@ impl AwsCloud {
                 // The instance is there and the claim will record it; the tag only helps adoption after a crash.
                 tracing::warn!(nodeclaim = claim.name(), "tagging instance {}: {e}", l.instance_id);
             }
+            let reservation = reservation_at(fleet, &l.instance_type, &l.zone);
+            if let Some(r) = reservation {
+                let mut k = self.known();
+                let left = k.reservation_left.entry(r.id.clone()).or_insert(0);
+                *left = (*left - 1).max(0);
+                k.generation += 1;
+            }
             let i = Ec2Instance {
                 id: l.instance_id.clone(),
                 instance_type: l.instance_type.clone(),
@@ -651,8 +733,8 @@ impl AwsCloud {
                 security_groups: Vec::new(),
                 tags: tags.clone(),
                 instance_profile_arn: None,
-                capacity_reservation_id: None,
-                reservations_only: false,
+                capacity_reservation_id: reservation.map(|r| r.id.clone()),
+                reservations_only: reservation.is_some(),
             };
             let result = self.result(nc, catalog, &i);
             // The subnet this zone's overrides named takes the instance's pods (upstream's in-flight prediction).
@@ -698,7 +780,11 @@ impl AwsCloud {
                 .and_then(|l| l.get(labels::INSTANCE_TYPE))
                 .and_then(|t| catalogs.get(class_name).and_then(|cat| cat.get(t)).cloned());
             let hash = hashes.get(class_name).map(String::as_str).unwrap_or_default();
-            if let Some(why) = super::drift::drifted(c, nc, hash, instances.get(pid).copied(), t.as_deref()) {
+            let instance = instances.get(pid).copied();
+            let why = super::drift::drifted(c, nc, hash, instance, t.as_deref()).or_else(|| {
+                instance.filter(|_| self.reserved_capacity).and_then(|i| super::drift::reservation_drift(nc, i))
+            });
+            if let Some(why) = why {
                 out.insert(c.name().to_string(), why);
             }
         }
@@ -708,7 +794,24 @@ impl AwsCloud {
     /// Terminates the instance behind a provider id; `Ok(false)` when it is already gone.
     pub async fn terminate(&self, provider_id: &str) -> Result<bool, AwsError> {
         let Some(id) = ec2::instance_id(provider_id) else { return Ok(false) };
-        ec2::terminate(&self.ec2, id).await
+        let done = ec2::terminate(&self.ec2, id).await?;
+        // An instance leaving its reservation gives the reservation its place back.
+        let mut k = self.known();
+        // Once per instance: a repeated terminate of one already shutting down gives nothing back.
+        let reservation = k
+            .instances
+            .iter_mut()
+            .flatten()
+            .find(|i| i.id == id && i.state != "shutting-down" && i.capacity_type() == labels::CAPACITY_RESERVED)
+            .and_then(|i| {
+                i.state = "shutting-down".into();
+                i.capacity_reservation_id.clone()
+            });
+        if done && let Some(r) = reservation.filter(|r| k.reservation_left.contains_key(r)) {
+            *k.reservation_left.entry(r).or_insert(0) += 1;
+            k.generation += 1;
+        }
+        Ok(done)
     }
 
     /// Deletes this cluster's instance profiles whose EC2NodeClass (by uid) is gone and that no live instance uses.

@@ -85,6 +85,22 @@ pub fn drifted(
     None
 }
 
+/// Capacity-reservation drift (upstream's `CapacityReservationDrift`, gate `ReservedCapacity`): the instance runs
+/// in a reservation the NodeClass no longer selects (its status lacks it). An instance that fell back to on-demand
+/// when its reservation ended does not drift; its relabel does the rest.
+pub fn reservation_drift(nc: &EC2NodeClass, instance: &Ec2Instance) -> Option<String> {
+    if instance.capacity_type() != crate::engine::labels::CAPACITY_RESERVED {
+        return None;
+    }
+    let id = instance.capacity_reservation_id.as_deref()?;
+    let status = nc.status.as_ref()?;
+    if status.capacity_reservations.iter().any(|r| r.id == id) {
+        return None;
+    }
+    let name = nc.metadata.name.as_deref().unwrap_or("");
+    Some(format!("capacity reservation {id} is no longer selected by EC2NodeClass {name}"))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -127,6 +143,30 @@ mod tests {
             capacity_reservation_id: None,
             reservations_only: false,
         }
+    }
+
+    #[test]
+    fn an_instance_in_a_reservation_the_class_no_longer_selects_drifts() {
+        use crate::engine::api::ec2nodeclass::CapacityReservationStatus;
+        let mut class = nc();
+        class.status.as_mut().unwrap().capacity_reservations =
+            vec![CapacityReservationStatus { id: "cr-foo".into(), ..Default::default() }];
+        let mut i = instance("subnet-1", &["sg-1"]);
+        i.capacity_reservation_id = Some("cr-foo".into());
+        i.reservations_only = true;
+        assert_eq!(reservation_drift(&class, &i), None);
+        i.capacity_reservation_id = Some("cr-bar".into());
+        assert_eq!(
+            reservation_drift(&class, &i).as_deref(),
+            Some("capacity reservation cr-bar is no longer selected by EC2NodeClass default")
+        );
+        // Landed in an open reservation without asking for it: on-demand, not reserved, so no drift.
+        i.reservations_only = false;
+        assert_eq!(reservation_drift(&class, &i), None);
+        // Fell back to on-demand when the reservation ended: no drift.
+        i.reservations_only = true;
+        i.capacity_reservation_id = None;
+        assert_eq!(reservation_drift(&class, &i), None);
     }
 
     #[test]

@@ -142,6 +142,25 @@ fn template_data(t: &Template) -> RequestLaunchTemplateData {
         )
         // The security groups travel inside the network interface, as upstream does.
         .network_interfaces(nic.build());
+    if let Some(id) = &t.capacity_reservation_id {
+        b = b.capacity_reservation_specification(
+            aws_sdk_ec2::types::LaunchTemplateCapacityReservationSpecificationRequest::builder()
+                .capacity_reservation_preference(
+                    aws_sdk_ec2::types::CapacityReservationPreference::CapacityReservationsOnly,
+                )
+                .capacity_reservation_target(
+                    aws_sdk_ec2::types::CapacityReservationTarget::builder().capacity_reservation_id(id).build(),
+                )
+                .build(),
+        );
+    }
+    if let Some(m) = &t.market_type {
+        b = b.instance_market_options(
+            aws_sdk_ec2::types::LaunchTemplateInstanceMarketOptionsRequest::builder()
+                .market_type(aws_sdk_ec2::types::MarketType::from(m.as_str()))
+                .build(),
+        );
+    }
     if let Some(p) = &t.instance_profile {
         b = b.iam_instance_profile(LaunchTemplateIamInstanceProfileSpecificationRequest::builder().name(p).build());
     }
@@ -319,11 +338,7 @@ pub async fn create_fleet(
         .target_capacity_specification(
             TargetCapacitySpecificationRequest::builder()
                 .total_target_capacity(i32::try_from(count).unwrap_or(i32::MAX))
-                .default_target_capacity_type(if spot {
-                    DefaultTargetCapacityType::Spot
-                } else {
-                    DefaultTargetCapacityType::OnDemand
-                })
+                .default_target_capacity_type(DefaultTargetCapacityType::from(plan.target.as_str()))
                 .build(),
         )
         .tag_specifications(tag_spec(ResourceType::Instance, tags))

@@ -12,7 +12,7 @@ use crate::controller::cloud::{OverlayPrices, is_price_overlaid, launch_price};
 use crate::engine::api::ec2nodeclass::{BlockDevice, BlockDeviceMapping, EC2NodeClass};
 use crate::engine::api::{Condition, NodeClaim};
 use crate::engine::catalog::aws::{AmiFamily, INSTANCE_ACCELERATOR_COUNT, INSTANCE_GPU_COUNT};
-use crate::engine::catalog::{Catalog, InstanceType};
+use crate::engine::catalog::{Catalog, InstanceType, RESERVATION_CAPACITY_BLOCK, Reservation};
 use crate::engine::labels;
 use crate::engine::lifecycle::LaunchError;
 use crate::engine::requirements::{claim_requests, claim_requirements, selector_requirements};
@@ -55,6 +55,13 @@ pub struct Template {
     pub associate_public_ip: Option<bool>,
     pub tags: BTreeMap<String, String>,
     pub spot: bool,
+    /// A launch into a capacity reservation targets it (preference `capacity-reservations-only`); left out of the
+    /// name's hash when unset, so templates without one keep their names.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub capacity_reservation_id: Option<String>,
+    /// `capacity-block` for a launch into a capacity block.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub market_type: Option<String>,
 }
 
 impl std::fmt::Debug for Template {
@@ -65,6 +72,7 @@ impl std::fmt::Debug for Template {
             .field("security_groups", &self.security_groups)
             .field("instance_profile", &self.instance_profile)
             .field("spot", &self.spot)
+            .field("capacity_reservation_id", &self.capacity_reservation_id)
             .finish_non_exhaustive()
     }
 }
@@ -85,11 +93,16 @@ pub struct Override {
     pub image_id: String,
     /// The offering's price (CreateFleet's priority; lower first).
     pub priority: f64,
+    /// The reservation a reserved launch goes into (its template targets it).
+    pub reservation: Option<Reservation>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct FleetPlan {
     pub capacity_type: String,
+    /// CreateFleet's default target capacity type: `spot`, `on-demand` (also a default reservation's), or
+    /// `capacity-block` / `reserved-capacity` (an interruptible reservation's).
+    pub target: String,
     pub configs: Vec<(Template, Vec<Override>)>,
     /// Instance, volume and fleet tags.
     pub tags: BTreeMap<String, String>,
@@ -100,8 +113,11 @@ pub struct FleetPlan {
     pub prioritized: bool,
 }
 
-/// A type with its usable offerings: (zone, price).
-type TypeOffers = (Arc<InstanceType>, Vec<(String, f64)>);
+/// A usable offering: its zone, its price, and the reservation of a reserved one.
+type Offer = (String, f64, Option<Reservation>);
+
+/// What a launch template is made for: the AMI, max pods, and the reservation it targets.
+type TemplateKey = (String, i64, Option<String>);
 
 fn ready(nc: &EC2NodeClass) -> Result<(), LaunchError> {
     let name = nc.metadata.name.as_deref().unwrap_or("");
@@ -176,6 +192,57 @@ fn default_block_devices(family: AmiFamily) -> Vec<BlockDeviceMapping> {
     }
 }
 
+/// CreateFleet's limits on a reserved launch, as upstream's instance filters apply them: one kind of reservation
+/// per request (the cheapest; ties go default, then capacity block, then interruptible), a single capacity-block
+/// offering, and one reserved offering per type and zone (the one that can take the most).
+fn reserved_offers(offers: &mut BTreeMap<String, Vec<Offer>>) {
+    let partition = |r: &Reservation| {
+        if r.kind == RESERVATION_CAPACITY_BLOCK {
+            1
+        } else if r.interruptible {
+            2
+        } else {
+            0
+        }
+    };
+    let chosen = offers
+        .values()
+        .flatten()
+        .filter_map(|(_, p, r)| r.as_ref().map(|r| (*p, partition(r))))
+        .min_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)))
+        .map(|(_, k)| k);
+    for list in offers.values_mut() {
+        list.retain(|(_, _, r)| r.as_ref().is_some_and(|r| Some(partition(r)) == chosen));
+    }
+    if chosen == Some(1) {
+        // A single capacity block: the cheapest (ties: the first type by name).
+        let best = offers
+            .iter()
+            .flat_map(|(t, l)| l.iter().map(move |o| (t.clone(), o.clone())))
+            .min_by(|a, b| a.1.1.total_cmp(&b.1.1));
+        for list in offers.values_mut() {
+            list.clear();
+        }
+        if let Some((t, o)) = best {
+            offers.entry(t).or_default().push(o);
+        }
+        return;
+    }
+    for list in offers.values_mut() {
+        let mut by_zone: BTreeMap<String, Offer> = BTreeMap::new();
+        for o in list.drain(..) {
+            let cap = |o: &Offer| o.2.as_ref().map_or(0, |r| r.capacity);
+            match by_zone.get(&o.0) {
+                Some(cur) if cap(cur) >= cap(&o) => {}
+                _ => {
+                    by_zone.insert(o.0.clone(), o);
+                }
+            }
+        }
+        list.extend(by_zone.into_values());
+    }
+}
+
 /// The fleet request for `claim`. `catalog` is the NodeClass's live catalog with unavailable offerings already
 /// marked.
 pub fn plan(
@@ -225,12 +292,14 @@ pub fn plan(
         types.retain(|t| !is_exotic(t));
     }
 
-    // Capacity type: spot when allowed and offered, else on-demand.
+    // Capacity type: reserved, then spot, then on-demand, each when allowed and offered.
     let allows = |ct: &str| reqs.get_ref(labels::CAPACITY_TYPE).is_none_or(|r| r.has(ct));
     let offered = |ct: &str| {
         types.iter().any(|t| t.offerings.iter().any(|o| o.available && o.capacity_type == ct && o.compatible(&reqs)))
     };
-    let capacity_type = if allows(labels::CAPACITY_SPOT) && offered(labels::CAPACITY_SPOT) {
+    let capacity_type = if allows(labels::CAPACITY_RESERVED) && offered(labels::CAPACITY_RESERVED) {
+        labels::CAPACITY_RESERVED
+    } else if allows(labels::CAPACITY_SPOT) && offered(labels::CAPACITY_SPOT) {
         labels::CAPACITY_SPOT
     } else {
         labels::CAPACITY_ON_DEMAND
@@ -249,22 +318,31 @@ pub fn plan(
                 .min_by(f64::total_cmp)
         })
         .flatten();
-    let usable = |t: &InstanceType, zone_subnet: &BTreeMap<&str, &str>| -> Vec<(String, f64)> {
-        t.offerings
-            .iter()
-            .filter(|o| o.available && o.capacity_type == capacity_type && o.compatible(&reqs))
-            .filter(|o| od_ceiling.is_none_or(|c| price_of(t, o) <= c))
-            .filter(|o| zone_subnet.contains_key(o.zone.as_str()))
-            .map(|o| (o.zone.clone(), price_of(t, o)))
-            .collect()
-    };
 
     // One subnet per zone: status lists them by free addresses, most first.
     let mut zone_subnet: BTreeMap<&str, &str> = BTreeMap::new();
     for s in &status.subnets {
         zone_subnet.entry(s.zone.as_str()).or_insert(s.id.as_str());
     }
-    let cheapest = |t: &InstanceType| usable(t, &zone_subnet).iter().map(|(_, p)| *p).min_by(f64::total_cmp);
+    let mut offers: BTreeMap<String, Vec<Offer>> = types
+        .iter()
+        .map(|t| {
+            let usable: Vec<Offer> = t
+                .offerings
+                .iter()
+                .filter(|o| o.available && o.capacity_type == capacity_type && o.compatible(&reqs))
+                .filter(|o| od_ceiling.is_none_or(|c| price_of(t, o) <= c))
+                .filter(|o| zone_subnet.contains_key(o.zone.as_str()))
+                .map(|o| (o.zone.clone(), price_of(t, o), o.reservation.clone()))
+                .collect();
+            (t.name.clone(), usable)
+        })
+        .collect();
+    if capacity_type == labels::CAPACITY_RESERVED {
+        reserved_offers(&mut offers);
+    }
+    let cheapest =
+        |t: &InstanceType| offers.get(&t.name).and_then(|o| o.iter().map(|(_, p, _)| *p).min_by(f64::total_cmp));
     types.retain(|t| cheapest(t).is_some());
     types.sort_by(|a, b| {
         cheapest(a).unwrap_or(f64::MAX).total_cmp(&cheapest(b).unwrap_or(f64::MAX)).then_with(|| a.name.cmp(&b.name))
@@ -276,6 +354,14 @@ pub fn plan(
             nc.metadata.name.as_deref().unwrap_or("")
         )));
     }
+    let reservation_of = |o: &Offer| o.2.clone();
+    let first_reservation = types.iter().flat_map(|t| &offers[&t.name]).find_map(reservation_of);
+    let target = match &first_reservation {
+        _ if capacity_type == labels::CAPACITY_SPOT => "spot",
+        Some(r) if r.kind == RESERVATION_CAPACITY_BLOCK => "capacity-block",
+        Some(r) if r.interruptible => "reserved-capacity",
+        _ => "on-demand",
+    };
 
     let family = AmiFamily::of(Some(nc)).map_err(|e| LaunchError::NodeClassNotReady(e.to_string()))?;
     let tags = tags(nc, claim, &cluster.name);
@@ -285,11 +371,15 @@ pub fn plan(
     } else {
         nc.spec.block_device_mappings.clone()
     };
-    // Group the types by what their template needs: the AMI and max pods.
-    let mut groups: BTreeMap<(String, i64), Vec<TypeOffers>> = BTreeMap::new();
+    // Group the offerings by what their template needs: the AMI, max pods, and the reservation a reserved launch
+    // targets (one template per reservation).
+    let mut groups: BTreeMap<TemplateKey, Vec<(Arc<InstanceType>, Offer)>> = BTreeMap::new();
     for t in &types {
         let Some(ami) = ami_for(nc, t) else { continue };
-        groups.entry((ami.to_string(), t.capacity.pods)).or_default().push((t.clone(), usable(t, &zone_subnet)));
+        for o in &offers[&t.name] {
+            let key = (ami.to_string(), t.capacity.pods, o.2.as_ref().map(|r| r.id.clone()));
+            groups.entry(key).or_default().push((t.clone(), o.clone()));
+        }
     }
     if groups.is_empty() {
         return Err(LaunchError::InsufficientCapacity(format!(
@@ -298,7 +388,7 @@ pub fn plan(
         )));
     }
     let mut configs = Vec::new();
-    for ((image_id, max_pods), members) in groups {
+    for ((image_id, max_pods, reservation_id), members) in groups {
         let boot = Bootstrap {
             family,
             cluster,
@@ -307,6 +397,7 @@ pub fn plan(
             kubelet: nc.spec.kubelet.as_ref(),
             user: nc.spec.user_data.as_deref(),
         };
+        let block = members.iter().any(|(_, o)| o.2.as_ref().is_some_and(|r| r.kind == RESERVATION_CAPACITY_BLOCK));
         let template = Template {
             image_id: image_id.clone(),
             user_data: userdata::render(&boot),
@@ -322,24 +413,25 @@ pub fn plan(
             // Not the NodeClaim's own tag: claims of one pool share their templates.
             tags: tags.iter().filter(|(k, _)| *k != TAG_NODECLAIM).map(|(k, v)| (k.clone(), v.clone())).collect(),
             spot: capacity_type == labels::CAPACITY_SPOT,
+            capacity_reservation_id: reservation_id,
+            market_type: block.then(|| RESERVATION_CAPACITY_BLOCK.to_string()),
         };
         let mut overrides = Vec::new();
-        for (t, offers) in members {
-            for (zone, price) in offers {
-                if let Some(subnet) = zone_subnet.get(zone.as_str()) {
-                    overrides.push(Override {
-                        instance_type: t.name.clone(),
-                        subnet_id: subnet.to_string(),
-                        zone,
-                        image_id: image_id.clone(),
-                        priority: price,
-                    });
-                }
+        for (t, (zone, price, reservation)) in members {
+            if let Some(subnet) = zone_subnet.get(zone.as_str()) {
+                overrides.push(Override {
+                    instance_type: t.name.clone(),
+                    subnet_id: subnet.to_string(),
+                    zone,
+                    image_id: image_id.clone(),
+                    priority: price,
+                    reservation,
+                });
             }
         }
         configs.push((template, overrides));
     }
-    Ok(FleetPlan { capacity_type: capacity_type.to_string(), configs, tags, types, prioritized })
+    Ok(FleetPlan { capacity_type: capacity_type.to_string(), target: target.into(), configs, tags, types, prioritized })
 }
 
 #[cfg(test)]
@@ -504,6 +596,81 @@ mod tests {
             plan(&huge, &nodeclass(true), &catalog, &cluster(), &OverlayPrices::new()),
             Err(LaunchError::InsufficientCapacity(_))
         ));
+    }
+
+    fn reserved(id: &str, capacity: i64, kind: &str, interruptible: bool) -> Reservation {
+        Reservation { id: id.into(), capacity, kind: kind.into(), interruptible, end: None }
+    }
+
+    #[test]
+    fn a_reserved_launch_targets_one_kind_of_reservation_with_one_offering_per_type_and_zone() {
+        let mut catalog = aws_catalog("us-east-1", None, Some(&nodeclass(true)), 7).unwrap();
+        for (t, z, r) in [
+            ("m5.large", "us-east-1a", reserved("cr-small-a", 1, "default", false)),
+            ("m5.large", "us-east-1a", reserved("cr-big-a", 5, "default", false)),
+            ("m5.large", "us-east-1b", reserved("cr-b", 2, "default", false)),
+            ("m5.xlarge", "us-east-1a", reserved("cr-xl", 1, "default", false)),
+            ("m5.2xlarge", "us-east-1a", reserved("cr-int", 3, "default", true)),
+        ] {
+            catalog.add_reservation(t, z, r).unwrap();
+        }
+        // The class has no subnet in 1c, so its catalog has no offerings there to reserve.
+        assert!(catalog.add_reservation("m5.large", "us-east-1c", reserved("cr-c", 9, "default", false)).is_err());
+        let c = claim(vec![req(labels::CAPACITY_TYPE, &["reserved", "on-demand"]), req(labels::ARCH, &["amd64"])], "1");
+        let p = plan(&c, &nodeclass(true), &catalog, &cluster(), &OverlayPrices::new()).unwrap();
+        assert_eq!((p.capacity_type.as_str(), p.target.as_str()), ("reserved", "on-demand"));
+        let mut got: Vec<(String, String, String)> = p
+            .configs
+            .iter()
+            .flat_map(|(t, o)| {
+                o.iter().map(|o| {
+                    assert_eq!(t.capacity_reservation_id.as_deref(), o.reservation.as_ref().map(|r| r.id.as_str()));
+                    (o.instance_type.clone(), o.zone.clone(), o.reservation.as_ref().unwrap().id.clone())
+                })
+            })
+            .collect();
+        got.sort();
+        let want = [
+            ("m5.large", "us-east-1a", "cr-big-a"),
+            ("m5.large", "us-east-1b", "cr-b"),
+            ("m5.xlarge", "us-east-1a", "cr-xl"),
+        ];
+        assert_eq!(
+            got,
+            want.map(|(a, b, c)| (a.to_string(), b.to_string(), c.to_string())),
+            "the default partition, the largest reservation per zone"
+        );
+        assert!(p.configs.iter().all(|(t, _)| t.market_type.is_none() && !t.spot));
+
+        // Only the interruptible reservation fits: the fleet targets reserved capacity.
+        let big = claim(
+            vec![req(labels::CAPACITY_TYPE, &["reserved", "on-demand"]), req(labels::INSTANCE_TYPE, &["m5.2xlarge"])],
+            "6",
+        );
+        let p = plan(&big, &nodeclass(true), &catalog, &cluster(), &OverlayPrices::new()).unwrap();
+        assert_eq!((p.capacity_type.as_str(), p.target.as_str()), ("reserved", "reserved-capacity"));
+
+        // Capacity blocks: one offering, the cheapest, with the capacity-block market type.
+        let mut blocks = aws_catalog("us-east-1", None, Some(&nodeclass(true)), 7).unwrap();
+        blocks.add_reservation("m5.xlarge", "us-east-1a", reserved("cr-blk-xl", 1, "capacity-block", false)).unwrap();
+        blocks.add_reservation("m5.large", "us-east-1b", reserved("cr-blk-l", 1, "capacity-block", false)).unwrap();
+        let p = plan(&c, &nodeclass(true), &blocks, &cluster(), &OverlayPrices::new()).unwrap();
+        assert_eq!(p.target, "capacity-block");
+        let overrides: Vec<&Override> = p.configs.iter().flat_map(|(_, o)| o).collect();
+        assert_eq!(overrides.len(), 1);
+        assert_eq!((overrides[0].instance_type.as_str(), overrides[0].zone.as_str()), ("m5.large", "us-east-1b"));
+        assert_eq!(p.configs[0].0.market_type.as_deref(), Some("capacity-block"));
+        assert_eq!(p.configs[0].0.capacity_reservation_id.as_deref(), Some("cr-blk-l"));
+
+        // Without reserved in the claim's requirements the reservations are not used, and the templates are the
+        // same as without any reservation.
+        let od = claim(vec![req(labels::CAPACITY_TYPE, &["on-demand"]), req(labels::ARCH, &["amd64"])], "1");
+        let with = plan(&od, &nodeclass(true), &catalog, &cluster(), &OverlayPrices::new()).unwrap();
+        let plain_catalog = aws_catalog("us-east-1", None, Some(&nodeclass(true)), 7).unwrap();
+        let without = plan(&od, &nodeclass(true), &plain_catalog, &cluster(), &OverlayPrices::new()).unwrap();
+        assert_eq!(with.target, "on-demand");
+        assert_eq!(with.configs[0].0.name(), without.configs[0].0.name());
+        assert!(with.configs.iter().flat_map(|(_, o)| o).all(|o| o.reservation.is_none()));
     }
 
     #[test]

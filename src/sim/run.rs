@@ -74,50 +74,14 @@ pub fn build_catalog(s: &Scenario) -> Result<Catalog, RunError> {
 /// Adds a scenario's capacity reservation to its type as a `reserved` offering in its zone, priced as upstream
 /// prices reserved offerings: the zone's on-demand price ÷ 10,000,000 (0 without one).
 fn add_reservation(catalog: &mut Catalog, r: &crate::sim::scenario::CapacityReservationSpec) -> Result<(), String> {
-    let t = catalog
-        .instance_types
-        .iter_mut()
-        .find(|t| t.name == r.instance_type)
-        .ok_or_else(|| format!("the catalog has no instance type {:?}", r.instance_type))?;
-    let od =
-        t.offerings.iter().find(|o| o.zone == r.zone && o.capacity_type == crate::engine::labels::CAPACITY_ON_DEMAND);
-    if !t.offerings.iter().any(|o| o.zone == r.zone) {
-        return Err(format!("{} is not offered in zone {:?}", r.instance_type, r.zone));
-    }
-    let price = od.map_or(0.0, |o| o.price / 10_000_000.0);
-    let offering = crate::engine::catalog::Offering {
-        zone: r.zone.clone(),
-        capacity_type: crate::engine::labels::CAPACITY_RESERVED.into(),
-        price,
-        available: r.count > 0,
-        reservation: Some(crate::engine::catalog::Reservation {
-            id: r.id.clone(),
-            capacity: r.count,
-            kind: r.kind.clone().unwrap_or_else(|| crate::engine::catalog::RESERVATION_DEFAULT.into()),
-            interruptible: r.interruptible,
-            end: r.ends_at.as_deref().and_then(crate::engine::lifecycle::duration_ms),
-        }),
+    let reservation = crate::engine::catalog::Reservation {
+        id: r.id.clone(),
+        capacity: r.count,
+        kind: r.kind.clone().unwrap_or_else(|| crate::engine::catalog::RESERVATION_DEFAULT.into()),
+        interruptible: r.interruptible,
+        end: r.ends_at.as_deref().and_then(crate::engine::lifecycle::duration_ms),
     };
-    let t = std::sync::Arc::make_mut(t);
-    t.offerings.push(offering);
-    // The type now has offerings with and without the reservation labels: its offerings say which (the AWS
-    // catalog's `DoesNotExist` for them would refuse every claim pinned to a reservation).
-    for key in [
-        crate::engine::catalog::aws::CAPACITY_RESERVATION_ID,
-        crate::engine::catalog::aws::CAPACITY_RESERVATION_TYPE,
-        crate::engine::catalog::aws::CAPACITY_RESERVATION_INTERRUPTIBLE,
-    ] {
-        t.requirements.remove(key);
-    }
-    let mut cts = t.requirements.get(crate::engine::labels::CAPACITY_TYPE);
-    if !cts.has(crate::engine::labels::CAPACITY_RESERVED) {
-        let mut values: Vec<String> = t.offerings.iter().map(|o| o.capacity_type.clone()).collect();
-        values.sort();
-        values.dedup();
-        cts = crate::engine::requirements::Requirement::in_values(values);
-        t.requirements.set(crate::engine::labels::CAPACITY_TYPE, cts);
-    }
-    Ok(())
+    catalog.add_reservation(&r.instance_type, &r.zone, reservation)
 }
 
 /// Sets a Node condition as a kubelet or monitoring agent reports it: the transition time moves only when the status

@@ -138,6 +138,44 @@ pub struct Catalog {
 }
 
 impl Catalog {
+    /// Adds a reserved offering of `instance_type` in `zone` for a capacity reservation, priced as upstream's AWS
+    /// provider prices one (its on-demand price ÷ 10⁷: nearly free, yet in the on-demand order) and available while
+    /// it can take an instance. The type's offerings then say for themselves whether they carry the reservation
+    /// labels (a type-level `DoesNotExist` for them would refuse every claim pinned to the reservation).
+    pub fn add_reservation(&mut self, instance_type: &str, zone: &str, reservation: Reservation) -> Result<(), String> {
+        use crate::engine::labels::{CAPACITY_ON_DEMAND, CAPACITY_RESERVED, CAPACITY_TYPE};
+        let t = self
+            .instance_types
+            .iter_mut()
+            .find(|t| t.name == instance_type)
+            .ok_or_else(|| format!("the catalog has no instance type {instance_type:?}"))?;
+        if !t.offerings.iter().any(|o| o.zone == zone) {
+            return Err(format!("{instance_type} is not offered in zone {zone:?}"));
+        }
+        let od = t.offerings.iter().find(|o| o.zone == zone && o.capacity_type == CAPACITY_ON_DEMAND);
+        let offering = Offering {
+            zone: zone.to_string(),
+            capacity_type: CAPACITY_RESERVED.into(),
+            price: od.map_or(0.0, |o| o.price / 10_000_000.0),
+            available: reservation.capacity > 0,
+            reservation: Some(reservation),
+        };
+        let t = Arc::make_mut(t);
+        t.offerings.push(offering);
+        for key in
+            [aws::CAPACITY_RESERVATION_ID, aws::CAPACITY_RESERVATION_TYPE, aws::CAPACITY_RESERVATION_INTERRUPTIBLE]
+        {
+            t.requirements.remove(key);
+        }
+        if !t.requirements.get(CAPACITY_TYPE).has(CAPACITY_RESERVED) {
+            let mut values: Vec<String> = t.offerings.iter().map(|o| o.capacity_type.clone()).collect();
+            values.sort();
+            values.dedup();
+            t.requirements.set(CAPACITY_TYPE, crate::engine::requirements::Requirement::in_values(values));
+        }
+        Ok(())
+    }
+
     /// The catalog without reserved offerings (gate `ReservedCapacity` off: upstream then knows no reservations).
     pub fn without_reservations(mut self) -> Catalog {
         for t in &mut self.instance_types {
