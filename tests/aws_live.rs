@@ -101,6 +101,83 @@ async fn cloud_aws_prepares_acts_and_writes_the_nodeclass_status() {
         cache.lock().unwrap().manifests().nodeclasses[0].status.is_some()
     })
     .await;
+
+    // An instance launched into a capacity reservation that has since ended: EC2 lists it without a reservation
+    // (moto never reports one), so the next tick's instance list relabels its claim and node on-demand through the
+    // API server, dropping the reservation's id and type and keeping `-interruptible`.
+    let mut launch_claim = karpenter_tui::engine::api::NodeClaim::new(
+        "default-rsv01",
+        karpenter_tui::engine::api::nodeclaim::NodeClaimSpec::default(),
+    );
+    launch_claim.metadata.labels = Some([("karpenter.sh/nodepool".to_string(), "default".to_string())].into());
+    launch_claim.spec.node_class_ref.name = "default".into();
+    launch_claim.spec.node_class_ref.kind = "EC2NodeClass".into();
+    launch_claim.spec.node_class_ref.group = "karpenter.k8s.aws".into();
+    launch_claim.spec.requirements = serde_json::from_value(serde_json::json!([
+        {"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["on-demand"]},
+        {"key": "node.kubernetes.io/instance-type", "operator": "In", "values": ["m5.large"]},
+        {"key": "kubernetes.io/arch", "operator": "In", "values": ["amd64"]}
+    ]))
+    .unwrap();
+    let launched = cloud.launch(&launch_claim).await.expect("an instance");
+    let pid = launched.provider_id.clone();
+    let reserved_labels = serde_json::json!({
+        "karpenter.sh/nodepool": "default", "karpenter.sh/capacity-type": "reserved",
+        "karpenter.k8s.aws/capacity-reservation-id": "cr-0aaaa",
+        "karpenter.k8s.aws/capacity-reservation-type": "default",
+        "karpenter.k8s.aws/capacity-reservation-interruptible": "false",
+        "node.kubernetes.io/instance-type": "m5.large", "topology.kubernetes.io/zone": launched.zone,
+        "kubernetes.io/arch": "amd64", "karpenter.sh/registered": "true", "karpenter.sh/initialized": "true"
+    });
+    let cond = |t: &str| serde_json::json!({"type": t, "status": "True", "reason": t, "message": "", "lastTransitionTime": "2026-01-01T00:00:05Z"});
+    fake.put("apis/karpenter.sh/v1/nodepools", serde_json::json!({
+        "apiVersion": "karpenter.sh/v1", "kind": "NodePool",
+        "metadata": {"name": "default", "uid": "9d5e-pool", "generation": 1, "creationTimestamp": "2026-01-01T00:00:00Z"},
+        "spec": {"disruption": {"consolidationPolicy": "WhenEmpty", "consolidateAfter": "Never"},
+                 "template": {"spec": {"nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"},
+                                       "requirements": [{"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["reserved", "on-demand"]}]}}}
+    }));
+    fake.put("apis/karpenter.sh/v1/nodeclaims", serde_json::json!({
+        "apiVersion": "karpenter.sh/v1", "kind": "NodeClaim",
+        "metadata": {"name": "default-rsv01", "uid": "4f1c-claim", "generation": 1, "creationTimestamp": "2026-01-01T00:00:00Z",
+                     "finalizers": ["karpenter.sh/termination"], "labels": reserved_labels},
+        "spec": {"nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"},
+                 "requirements": [{"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["reserved"]},
+                                  {"key": "karpenter.k8s.aws/capacity-reservation-id", "operator": "In", "values": ["cr-0aaaa"]}],
+                 "resources": {"requests": {"cpu": "1", "pods": "1"}}},
+        "status": {"providerID": pid, "nodeName": "ip-10-0-16-9.ec2.internal",
+                   "capacity": {"cpu": "2", "memory": "8Gi", "pods": "29"}, "allocatable": {"cpu": "1930m", "memory": "7Gi", "pods": "29"},
+                   "conditions": [cond("Launched"), cond("Registered"), cond("Initialized")]}
+    }));
+    fake.put("api/v1/nodes", serde_json::json!({
+        "apiVersion": "v1", "kind": "Node",
+        "metadata": {"name": "ip-10-0-16-9.ec2.internal", "uid": "77aa-node", "creationTimestamp": "2026-01-01T00:00:20Z",
+                     "labels": reserved_labels, "finalizers": ["karpenter.sh/termination"]},
+        "spec": {"providerID": pid},
+        "status": {"capacity": {"cpu": "2", "memory": "8Gi", "pods": "29"}, "allocatable": {"cpu": "1930m", "memory": "7Gi", "pods": "29"},
+                   "conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady", "lastHeartbeatTime": "2026-01-01T00:00:30Z", "lastTransitionTime": "2026-01-01T00:00:20Z"}]}
+    }));
+    eventually(5, "the claim and node seen by the watches", || {
+        let m = cache.lock().unwrap().manifests();
+        m.nodeclaims.len() == 1 && m.nodes.len() == 1
+    })
+    .await;
+    fake.clear_requests();
+    let m = cache.lock().unwrap().manifests();
+    // Past the garbage collector's period, so the instances are listed.
+    let report = acting.tick(&m, chrono::Utc::now().timestamp_millis() + 60_000).await;
+    assert!(report.errors.is_empty(), "{:?}", report.errors);
+    for (collection, name) in
+        [("apis/karpenter.sh/v1/nodeclaims", "default-rsv01"), ("api/v1/nodes", "ip-10-0-16-9.ec2.internal")]
+    {
+        let obj = fake.get(collection, None, name).expect("still there");
+        let l = &obj["metadata"]["labels"];
+        assert_eq!(l["karpenter.sh/capacity-type"], "on-demand", "{name}: {l}");
+        assert!(l.get("karpenter.k8s.aws/capacity-reservation-id").is_none(), "{name}: {l}");
+        assert!(l.get("karpenter.k8s.aws/capacity-reservation-type").is_none(), "{name}: {l}");
+        assert_eq!(l["karpenter.k8s.aws/capacity-reservation-interruptible"], "false", "{name}: {l}");
+        assert_eq!(l["karpenter.sh/nodepool"], "default", "other labels kept: {l}");
+    }
     p.release().await;
     let _ = std::fs::remove_dir_all(&dir);
 }
