@@ -499,6 +499,10 @@ async fn launches_go_into_capacity_reservations_and_count_against_them() {
     // EC2's count comes back with the next lookup.
     cloud.resolve_nodeclass(&nc).await.expect("resolves");
     assert_eq!(reserved_offering(&cloud).0.reservation.unwrap().capacity, 2);
+    // A reservation interruption (its owner takes it back) leaves it nothing to give until the next lookup.
+    cloud.reservation_unavailable("cr-0aaaa");
+    assert!(!reserved_offering(&cloud).0.available);
+    cloud.resolve_nodeclass(&nc).await.expect("resolves");
     // With the gate off the catalog has no reserved offerings.
     let off = AwsCloud::new(&sdk, cluster(), alias()).with_reserved_capacity(false);
     off.refresh_types().await.unwrap();

@@ -458,6 +458,15 @@ impl AwsCloud {
         self.known().instances.as_ref().map(|l| l.iter().map(Ec2Instance::provider_id).collect())
     }
 
+    /// A reservation EC2 said is full, or whose owner is taking it back, takes nothing more until the next lookup
+    /// says otherwise (upstream's `MarkUnavailable`).
+    pub fn reservation_unavailable(&self, id: &str) {
+        let mut k = self.known();
+        if k.reservation_left.insert(id.to_string(), 0) != Some(0) {
+            k.generation += 1;
+        }
+    }
+
     /// An interruption for a spot instance keeps its offering out for a while, as a capacity error does.
     pub fn spot_interrupted(&self, instance_type: &str, zone: &str) {
         let mut k = self.known();
@@ -969,6 +978,19 @@ impl crate::controller::cloud::CloudProvider for AwsProvider {
                             l.and_then(|l| Some((l.get(labels::INSTANCE_TYPE)?, l.get(labels::ZONE)?)))
                         {
                             self.cloud.spot_interrupted(t, z);
+                        }
+                    }
+                }
+                // A reservation interruption: its owner is taking it back, so it takes nothing more.
+                if message.kind == crate::controller::interruption::Kind::CapacityReservationInterruption {
+                    for id in &message.instance_ids {
+                        let reservation = claims
+                            .iter()
+                            .find(|c| c.provider_id().is_some_and(|p| super::ec2::instance_id(p) == Some(id.as_str())))
+                            .and_then(|c| c.metadata.labels.as_ref())
+                            .and_then(|l| l.get(crate::engine::catalog::aws::CAPACITY_RESERVATION_ID));
+                        if let Some(r) = reservation {
+                            self.cloud.reservation_unavailable(r);
                         }
                     }
                 }
