@@ -69,10 +69,10 @@ fn reservation_at<'a>(
 /// The class's resolved capacity reservations as reserved offerings of its catalog (upstream's reserved capacity
 /// resolver): each for its type and zone where the class has a subnet, with what it can still take; an `expiring`
 /// capacity block takes nothing more.
-fn add_reservations(c: &mut Catalog, nc: &EC2NodeClass, left: &BTreeMap<String, i64>) {
+fn add_reservations(c: &mut Catalog, nc: &EC2NodeClass, left: &BTreeMap<String, i64>, seen: &mut BTreeSet<String>) {
     let Some(st) = nc.status.as_ref() else { return };
     for r in &st.capacity_reservations {
-        if !st.subnets.iter().any(|s| s.zone == r.availability_zone) {
+        if !st.subnets.iter().any(|s| s.zone == r.availability_zone) || !seen.insert(r.id.clone()) {
             continue;
         }
         let count = if r.state == "expiring" { 0 } else { left.get(&r.id).copied().unwrap_or(0).max(0) };
@@ -238,10 +238,24 @@ impl AwsCloud {
         Some(built.map(|mut c| {
             k.unavailable.apply(&mut c, now);
             if reserved && let Some(nc) = nodeclass {
-                add_reservations(&mut c, nc, &k.reservation_left);
+                add_reservations(&mut c, nc, &k.reservation_left, &mut BTreeSet::new());
             }
             c
         }))
+    }
+
+    /// Every type and zone, with the reservations of every resolved class (for the dashboard's prices and its
+    /// reservations list).
+    pub fn live_catalog(&self, now: Millis) -> Option<Catalog> {
+        let mut c = self.catalog_for(None, now).and_then(Result::ok)?;
+        if self.reserved_capacity {
+            let k = self.known();
+            let mut seen = BTreeSet::new();
+            for nc in k.nodeclasses.values() {
+                add_reservations(&mut c, nc, &k.reservation_left, &mut seen);
+            }
+        }
+        Some(c)
     }
 
     /// Catalogs per resolved NodeClass, for the planner: rebuilt when what they are built from changed, else at
@@ -1025,6 +1039,6 @@ impl crate::controller::cloud::CloudProvider for AwsProvider {
     }
 
     fn live_catalog(&self, now: Millis) -> Option<Catalog> {
-        self.catalog_for(None, now).and_then(Result::ok)
+        self.cloud.live_catalog(now)
     }
 }
