@@ -507,6 +507,41 @@ async fn launches_go_into_capacity_reservations_and_count_against_them() {
     cloud.reservation_unavailable("cr-0aaaa");
     assert!(!reserved_offering(&cloud).0.available);
     cloud.resolve_nodeclass(&nc).await.expect("resolves");
+
+    // Capacity-reservation drift (the spec's acceptance 4): EC2 lists one instance still in cr-0aaaa and one that
+    // moved to cr-0bbbb, which the class does not select. moto places nothing in reservations, so the wrapper
+    // answers this one listing as EC2 would.
+    let instance = |id: &str, cr: &str| {
+        format!(
+            "<item><instanceId>{id}</instanceId><instanceType>m5.large</instanceType><placement><availabilityZone>us-east-1a</availabilityZone></placement><instanceState><code>16</code><name>running</name></instanceState><capacityReservationId>{cr}</capacityReservationId><capacityReservationSpecification><capacityReservationPreference>capacity-reservations-only</capacityReservationPreference></capacityReservationSpecification><tagSet><item><key>eks:eks-cluster-name</key><value>demo</value></item><item><key>karpenter.sh/nodepool</key><value>default</value></item><item><key>karpenter.k8s.aws/ec2nodeclass</key><value>default</value></item></tagSet></item>"
+        )
+    };
+    let body = format!(
+        r#"<DescribeInstancesResponse xmlns="http://ec2.amazonaws.com/doc/2016-11-15/"><requestId>r</requestId><reservationSet><item><reservationId>r-1</reservationId><ownerId>123456789012</ownerId><instancesSet>{}{}</instancesSet></item></reservationSet></DescribeInstancesResponse>"#,
+        instance("i-0stay", "cr-0aaaa"),
+        instance("i-0moved", "cr-0bbbb")
+    );
+    faults.queue("DescribeInstances", Box::new(move |_| (200, body.clone())));
+    let listed = cloud.refresh_instances().await.expect("listed");
+    assert!(listed.iter().all(|i| i.capacity_type() == "reserved"), "{listed:?}");
+    let in_reservation = |name: &str, id: &str| {
+        let mut c = claim(name, reqs());
+        c.status = Some(karpenter_tui::engine::api::nodeclaim::NodeClaimStatus {
+            provider_id: Some(format!("aws:///us-east-1a/{id}")),
+            ..Default::default()
+        });
+        c
+    };
+    let claims = [in_reservation("default-stay1", "i-0stay"), in_reservation("default-moved", "i-0moved")];
+    let drift = cloud.class_drift(claims.iter(), now);
+    assert_eq!(
+        drift.into_iter().collect::<Vec<_>>(),
+        [(
+            "default-moved".to_string(),
+            "capacity reservation cr-0bbbb is no longer selected by EC2NodeClass default".to_string()
+        )]
+    );
+
     // With the gate off the catalog has no reserved offerings.
     let off = AwsCloud::new(&sdk, cluster(), alias()).with_reserved_capacity(false);
     off.refresh_types().await.unwrap();
