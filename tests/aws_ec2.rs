@@ -542,6 +542,14 @@ async fn launches_go_into_capacity_reservations_and_count_against_them() {
         )]
     );
 
+    // A failed lookup keeps the last list, and drift waits for a lookup that succeeds.
+    for _ in 0..3 {
+        faults.queue("DescribeCapacityReservations", Box::new(|_| (500, "<Response><Errors><Error><Code>InternalError</Code><Message>injected</Message></Error></Errors><RequestID>x</RequestID></Response>".into())));
+    }
+    let st = cloud.resolve_nodeclass(&cloud.nodeclass("default").unwrap()).await.expect("resolves");
+    assert_eq!(st.capacity_reservations.iter().map(|r| r.id.as_str()).collect::<Vec<_>>(), ["cr-0aaaa"]);
+    assert!(cloud.class_drift(claims.iter(), now).is_empty());
+
     // With the gate off the catalog has no reserved offerings.
     let off = AwsCloud::new(&sdk, cluster(), alias()).with_reserved_capacity(false);
     off.refresh_types().await.unwrap();

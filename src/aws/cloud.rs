@@ -52,6 +52,13 @@ fn request_key(f: &FleetPlan) -> String {
     key
 }
 
+/// Whether the class's last capacity reservation lookup succeeded (its list can be trusted for drift).
+fn reservations_ready(nc: &EC2NodeClass) -> bool {
+    nc.status.as_ref().is_some_and(|s| {
+        s.conditions.iter().any(|c| c.type_ == super::nodeclass::CAPACITY_RESERVATIONS_READY && c.status == "True")
+    })
+}
+
 /// The reservation a reserved fleet launched `instance_type` in `zone` into.
 fn reservation_at<'a>(
     fleet: &'a FleetPlan,
@@ -344,11 +351,16 @@ impl AwsCloud {
                     drop(k);
                     r.capacity_reservations = Some(found.into_iter().map(|f| f.status).collect());
                 }
-                Err(e) => r.problems.push(Problem::unknown(
-                    super::nodeclass::CAPACITY_RESERVATIONS_READY,
-                    "CapacityReservationsNotReady",
-                    format!("looking up capacity reservations, retrying: {e}"),
-                )),
+                Err(e) => {
+                    // The last list stands (a failed lookup is not an empty one: clearing it would drift every
+                    // reserved node of the class).
+                    r.capacity_reservations = nc.status.as_ref().map(|s| s.capacity_reservations.clone());
+                    r.problems.push(Problem::unknown(
+                        super::nodeclass::CAPACITY_RESERVATIONS_READY,
+                        "CapacityReservationsNotReady",
+                        format!("looking up capacity reservations, retrying: {e}"),
+                    ))
+                }
             }
         }
         // As upstream, the dry runs only run once everything they need resolved.
@@ -412,6 +424,13 @@ impl AwsCloud {
         let mut claim = NodeClaim::new("validation", Default::default());
         claim.metadata.labels = Some([(labels::NODEPOOL.to_string(), "karpenter-tui-validation".to_string())].into());
         claim.spec.node_class_ref.name = nc.metadata.name.clone().unwrap_or_default();
+        // Not into a reservation: the dry run asks about permissions, not about a reservation's room.
+        claim.spec.requirements = vec![crate::engine::api::NodeSelectorRequirementWithMinValues {
+            key: labels::CAPACITY_TYPE.into(),
+            operator: "NotIn".into(),
+            values: vec![labels::CAPACITY_RESERVED.into()],
+            min_values: None,
+        }];
         // Nothing fits or is offered: a capacity question, not a permission one.
         let fleet = plan(&claim, &probe, &catalog, &self.cluster, &Default::default()).ok()?;
         let outcome = async {
@@ -496,7 +515,15 @@ impl AwsCloud {
         }
     }
 
-    fn result(&self, nc: &EC2NodeClass, catalog: &Catalog, i: &Ec2Instance) -> LaunchResult {
+    /// What a launch records on its claim. `launched_into` is the reservation a fresh launch targeted (an adopted
+    /// instance's is looked up in the class's status).
+    fn result(
+        &self,
+        nc: &EC2NodeClass,
+        catalog: &Catalog,
+        i: &Ec2Instance,
+        launched_into: Option<&crate::engine::catalog::Reservation>,
+    ) -> LaunchResult {
         let t = catalog.get(&i.instance_type);
         let mut labels_out = t.map(|t| t.requirements.single_valued_labels()).unwrap_or_default();
         labels_out.insert(labels::ZONE.into(), i.zone.clone());
@@ -510,13 +537,14 @@ impl AwsCloud {
                 CAPACITY_RESERVATION_ID, CAPACITY_RESERVATION_INTERRUPTIBLE, CAPACITY_RESERVATION_TYPE,
             };
             let st = nc.status.as_ref().and_then(|s| s.capacity_reservations.iter().find(|r| &r.id == id));
+            let (kind, interruptible) = match (launched_into.filter(|r| &r.id == id), st) {
+                (Some(r), _) => (r.kind.clone(), r.interruptible),
+                (None, Some(r)) => (r.reservation_type.clone(), r.interruptible),
+                (None, None) => (crate::engine::catalog::RESERVATION_DEFAULT.into(), false),
+            };
             labels_out.insert(CAPACITY_RESERVATION_ID.into(), id.clone());
-            labels_out.insert(
-                CAPACITY_RESERVATION_TYPE.into(),
-                st.map_or(crate::engine::catalog::RESERVATION_DEFAULT.into(), |r| r.reservation_type.clone()),
-            );
-            labels_out
-                .insert(CAPACITY_RESERVATION_INTERRUPTIBLE.into(), st.is_some_and(|r| r.interruptible).to_string());
+            labels_out.insert(CAPACITY_RESERVATION_TYPE.into(), kind);
+            labels_out.insert(CAPACITY_RESERVATION_INTERRUPTIBLE.into(), interruptible.to_string());
         }
         if let Some(zone_id) =
             nc.status.as_ref().and_then(|s| s.subnets.iter().find(|s| s.zone == i.zone)).and_then(|s| s.zone_id.clone())
@@ -613,7 +641,7 @@ impl AwsCloud {
             };
             if let Some(inst) = adopted.get(claim.name()) {
                 tracing::info!(nodeclaim = claim.name(), instance = %inst.id, "adopting the instance an earlier launch made");
-                results[i] = Some(Ok(self.result(&nc, &catalog, inst)));
+                results[i] = Some(Ok(self.result(&nc, &catalog, inst, None)));
                 continue;
             }
             match plan(claim, &self.by_free_addresses(&nc), &catalog, &self.cluster, &overlay_prices) {
@@ -759,7 +787,7 @@ impl AwsCloud {
                 capacity_reservation_id: reservation.map(|r| r.id.clone()),
                 reservations_only: reservation.is_some(),
             };
-            let result = self.result(nc, catalog, &i);
+            let result = self.result(nc, catalog, &i, reservation);
             // The subnet this zone's overrides named takes the instance's pods (upstream's in-flight prediction).
             if let Some(o) = fleet.configs.iter().flat_map(|(_, o)| o).find(|o| o.zone == l.zone) {
                 *self.known().in_flight_ips.entry(o.subnet_id.clone()).or_insert(0) += result.capacity.pods.max(1);
@@ -805,7 +833,9 @@ impl AwsCloud {
             let hash = hashes.get(class_name).map(String::as_str).unwrap_or_default();
             let instance = instances.get(pid).copied();
             let why = super::drift::drifted(c, nc, hash, instance, t.as_deref()).or_else(|| {
-                instance.filter(|_| self.reserved_capacity).and_then(|i| super::drift::reservation_drift(nc, i))
+                instance
+                    .filter(|_| self.reserved_capacity && reservations_ready(nc))
+                    .and_then(|i| super::drift::reservation_drift(nc, i))
             });
             if let Some(why) = why {
                 out.insert(c.name().to_string(), why);

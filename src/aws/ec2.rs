@@ -345,19 +345,26 @@ pub async fn create_fleet(
         .tag_specifications(tag_spec(ResourceType::Volume, tags))
         .tag_specifications(tag_spec(ResourceType::Fleet, tags));
     // Overlay-priced claims: EC2 follows the priorities (the overlaid prices, lower first), as upstream does.
-    req = match (spot, plan.prioritized) {
-        (true, false) => req.spot_options(
+    // A capacity block takes no allocation options; an interruptible reservation's fleet names its kind.
+    req = match (plan.target.as_str(), spot, plan.prioritized) {
+        ("capacity-block", ..) => req,
+        ("reserved-capacity", ..) => req.reserved_capacity_options(
+            aws_sdk_ec2::types::ReservedCapacityOptionsRequest::builder()
+                .reservation_types(aws_sdk_ec2::types::FleetReservationType::InterruptibleCapacityReservation)
+                .build(),
+        ),
+        (_, true, false) => req.spot_options(
             SpotOptionsRequest::builder().allocation_strategy(SpotAllocationStrategy::PriceCapacityOptimized).build(),
         ),
-        (true, true) => req.spot_options(
+        (_, true, true) => req.spot_options(
             SpotOptionsRequest::builder()
                 .allocation_strategy(SpotAllocationStrategy::CapacityOptimizedPrioritized)
                 .build(),
         ),
-        (false, false) => req.on_demand_options(
+        (_, false, false) => req.on_demand_options(
             OnDemandOptionsRequest::builder().allocation_strategy(FleetOnDemandAllocationStrategy::LowestPrice).build(),
         ),
-        (false, true) => req.on_demand_options(
+        (_, false, true) => req.on_demand_options(
             OnDemandOptionsRequest::builder().allocation_strategy(FleetOnDemandAllocationStrategy::Prioritized).build(),
         ),
     };

@@ -323,10 +323,13 @@ impl SimCloud {
             if r.kind == RESERVATION_CAPACITY_BLOCK {
                 ended.extend(r.used.iter().cloned());
             } else if !r.used.is_empty() {
+                // The zone's on-demand price; without one there, the type's cheapest on-demand price.
                 let od = self.catalog.get(&r.instance_type).and_then(|t| {
-                    t.offerings
-                        .iter()
-                        .find(|o| o.zone == r.zone && o.capacity_type == crate::engine::labels::CAPACITY_ON_DEMAND)
+                    let on_demand =
+                        || t.offerings.iter().filter(|o| o.capacity_type == crate::engine::labels::CAPACITY_ON_DEMAND);
+                    on_demand()
+                        .find(|o| o.zone == r.zone)
+                        .or_else(|| on_demand().min_by(|a, b| a.price.total_cmp(&b.price)))
                         .map(|o| o.price)
                 });
                 fallen_back.extend(std::mem::take(&mut r.used).into_iter().map(|p| (p, end, od)));

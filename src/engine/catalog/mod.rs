@@ -87,13 +87,23 @@ impl Offering {
     /// Whether the offering satisfies the zone, capacity-type and capacity-reservation requirements of `reqs`. A
     /// non-reserved offering has none of the reservation labels (upstream gives it `DoesNotExist` for them).
     pub fn compatible(&self, reqs: &Requirements) -> bool {
-        reqs.get_ref(labels::ZONE).is_none_or(|r| r.has(&self.zone))
-            && reqs.get_ref(labels::CAPACITY_TYPE).is_none_or(|r| r.has(&self.capacity_type))
-            && reqs.get_ref(aws::CAPACITY_RESERVATION_ID).is_none_or(|r| match &self.reservation {
-                Some(res) => r.has(&res.id),
-                // Upstream's Intersects: a missing label satisfies only NotIn and DoesNotExist.
+        // A reserved offering's three reservation labels; upstream's Intersects lets a missing label satisfy only
+        // NotIn and DoesNotExist.
+        let label = |key: &str, value: Option<&str>| {
+            reqs.get_ref(key).is_none_or(|r| match value {
+                Some(v) => r.has(v),
                 None => matches!(r.operator(), Operator::NotIn | Operator::DoesNotExist),
             })
+        };
+        let res = self.reservation.as_ref();
+        reqs.get_ref(labels::ZONE).is_none_or(|r| r.has(&self.zone))
+            && reqs.get_ref(labels::CAPACITY_TYPE).is_none_or(|r| r.has(&self.capacity_type))
+            && label(aws::CAPACITY_RESERVATION_ID, res.map(|r| r.id.as_str()))
+            && label(aws::CAPACITY_RESERVATION_TYPE, res.map(|r| r.kind.as_str()))
+            && label(
+                aws::CAPACITY_RESERVATION_INTERRUPTIBLE,
+                res.map(|r| if r.interruptible { "true" } else { "false" }),
+            )
     }
 
     /// The reservation's id, for a reserved offering.
@@ -238,4 +248,49 @@ pub enum CatalogError {
     InvalidNodeClass { field: String, message: String },
     #[error("embedded AWS catalog data is unreadable: {0}")]
     Data(String),
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::requirements::{Requirement, Requirements};
+
+    fn offering(reservation: Option<Reservation>) -> Offering {
+        let ct = if reservation.is_some() { labels::CAPACITY_RESERVED } else { labels::CAPACITY_ON_DEMAND };
+        Offering { zone: "z1".into(), capacity_type: ct.into(), price: 0.1, available: true, reservation }
+    }
+
+    #[test]
+    fn reservation_type_and_interruptible_requirements_pick_the_offerings_that_carry_them() {
+        let block = offering(Some(Reservation {
+            id: "cr-1".into(),
+            capacity: 1,
+            kind: RESERVATION_CAPACITY_BLOCK.into(),
+            interruptible: false,
+            end: None,
+        }));
+        let odcr = offering(Some(Reservation {
+            id: "cr-2".into(),
+            capacity: 1,
+            kind: RESERVATION_DEFAULT.into(),
+            interruptible: true,
+            end: None,
+        }));
+        let od = offering(None);
+        let with = |key: &str, r: Requirement| {
+            let mut reqs = Requirements::new();
+            reqs.set(key, r);
+            reqs
+        };
+        let blocks = with(aws::CAPACITY_RESERVATION_TYPE, Requirement::in_values(["capacity-block"]));
+        assert_eq!([&block, &odcr, &od].map(|o| o.compatible(&blocks)), [true, false, false]);
+        let steady = with(aws::CAPACITY_RESERVATION_INTERRUPTIBLE, Requirement::not_in(["true"]));
+        assert_eq!(
+            [&block, &odcr, &od].map(|o| o.compatible(&steady)),
+            [true, false, true],
+            "a missing label is NotIn"
+        );
+        let none = with(aws::CAPACITY_RESERVATION_TYPE, Requirement::does_not_exist());
+        assert_eq!([&block, &odcr, &od].map(|o| o.compatible(&none)), [false, false, true]);
+    }
 }

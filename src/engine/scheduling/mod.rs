@@ -1288,9 +1288,8 @@ impl<'a> Scheduler<'a> {
         for (c, mut claim) in std::mem::take(&mut self.claims).into_iter().enumerate() {
             let tpl = &self.fixed.templates[claim.template];
             if let Some(ids) = self.reservations.held_by(c) {
-                // Pinned to what it holds, so the launch can't take more than was counted; a later relabel to
-                // on-demand then reads as requirement drift, as upstream. Before the options are cut to the
-                // cheapest, so the reserved ones are among them.
+                // Pinned to what it holds, so the launch can't take more than was counted. Before the options are
+                // cut to the cheapest, so the reserved ones are among them.
                 claim.requirements.set(labels::CAPACITY_TYPE, Requirement::in_values([labels::CAPACITY_RESERVED]));
                 claim.requirements.set(
                     crate::engine::catalog::aws::CAPACITY_RESERVATION_ID,

@@ -69,18 +69,35 @@ impl FitIndex {
     }
 }
 
-/// Zone and capacity-type requirements: what offering availability depends on.
-/// The requirements offering compatibility reads (see [`crate::engine::catalog::Offering::compatible`]).
-fn offering_keys(reqs: &Requirements) -> (Option<&Requirement>, Option<&Requirement>, Option<&Requirement>) {
+/// The requirements offering compatibility reads (see [`crate::engine::catalog::Offering::compatible`]): zone,
+/// capacity type, and the three capacity-reservation labels.
+fn offering_keys(reqs: &Requirements) -> (Option<&Requirement>, Option<&Requirement>, [Option<&Requirement>; 3]) {
+    use crate::engine::catalog::aws::{
+        CAPACITY_RESERVATION_ID, CAPACITY_RESERVATION_INTERRUPTIBLE, CAPACITY_RESERVATION_TYPE,
+    };
     (
         reqs.get_ref(labels::ZONE),
         reqs.get_ref(labels::CAPACITY_TYPE),
-        reqs.get_ref(crate::engine::catalog::aws::CAPACITY_RESERVATION_ID),
+        [
+            reqs.get_ref(CAPACITY_RESERVATION_ID),
+            reqs.get_ref(CAPACITY_RESERVATION_TYPE),
+            reqs.get_ref(CAPACITY_RESERVATION_INTERRUPTIBLE),
+        ],
     )
 }
 
-/// What offering compatibility reads of requirements: zone, capacity type and capacity reservation id.
-type OfferingKey = (Option<Requirement>, Option<Requirement>, Option<Requirement>);
+/// What offering compatibility reads of requirements (see [`offering_keys`]).
+type OfferingKey = (Option<Requirement>, Option<Requirement>, [Option<Requirement>; 3]);
+
+/// Whether a cached key is `(zone, ct, res)`.
+fn same_key(
+    k: &OfferingKey,
+    zone: Option<&Requirement>,
+    ct: Option<&Requirement>,
+    res: &[Option<&Requirement>; 3],
+) -> bool {
+    k.0.as_ref() == zone && k.1.as_ref() == ct && k.2.iter().map(Option::as_ref).eq(res.iter().copied())
+}
 
 /// Instance types grouped by which DaemonSets would run on them, with those DaemonSets' summed requests.
 #[derive(Debug, Clone)]
@@ -306,15 +323,10 @@ impl Template {
     /// `reqs`.
     pub fn offered_types(&self, reqs: &Requirements) -> Bitset {
         let (zone, ct, res) = offering_keys(reqs);
-        if let Some((_, b)) = self
-            .offering_cache
-            .borrow()
-            .iter()
-            .find(|(k, _)| k.0.as_ref() == zone && k.1.as_ref() == ct && k.2.as_ref() == res)
-        {
+        if let Some((_, b)) = self.offering_cache.borrow().iter().find(|(k, _)| same_key(k, zone, ct, &res)) {
             return b.clone();
         }
-        let key = (zone.cloned(), ct.cloned(), res.cloned());
+        let key = (zone.cloned(), ct.cloned(), res.map(|r| r.cloned()));
         let mut bits = Bitset::empty(self.types.len());
         for (i, t) in self.types.iter().enumerate() {
             if t.offerings.iter().any(|o| o.available && o.compatible(reqs)) {
@@ -411,15 +423,10 @@ impl Template {
     pub fn price_order(&self, reqs: &Requirements) -> std::rc::Rc<Vec<usize>> {
         let (zone, ct, res) = offering_keys(reqs);
         // Looked up without copying the key: finalize asks once per claim.
-        if let Some((_, p)) = self
-            .price_cache
-            .borrow()
-            .iter()
-            .find(|(k, _)| k.0.as_ref() == zone && k.1.as_ref() == ct && k.2.as_ref() == res)
-        {
+        if let Some((_, p)) = self.price_cache.borrow().iter().find(|(k, _)| same_key(k, zone, ct, &res)) {
             return p.clone();
         }
-        let key = (zone.cloned(), ct.cloned(), res.cloned());
+        let key = (zone.cloned(), ct.cloned(), res.map(|r| r.cloned()));
         let prices: Vec<f64> =
             self.types.iter().map(|t| t.cheapest_offering(reqs).map_or(f64::MAX, |o| o.price)).collect();
         let mut order: Vec<usize> = (0..self.types.len()).collect();
