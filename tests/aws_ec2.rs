@@ -476,9 +476,15 @@ async fn launches_go_into_capacity_reservations_and_count_against_them() {
     assert_eq!(label("karpenter.k8s.aws/capacity-reservation-interruptible"), Some("false"));
     {
         let sent = sent.lock().unwrap();
-        let template = sent.iter().find(|b| b.contains("Action=CreateLaunchTemplate")).expect("a template");
-        assert!(template.contains("CapacityReservationTarget.CapacityReservationId=cr-0aaaa"), "{template}");
+        let templates: Vec<&String> = sent.iter().filter(|b| b.contains("Action=CreateLaunchTemplate")).collect();
+        let template = templates
+            .iter()
+            .find(|b| b.contains("CapacityReservationTarget.CapacityReservationId=cr-0aaaa"))
+            .expect("a template targeting the reservation");
         assert!(template.contains("CapacityReservationPreference=capacity-reservations-only"), "{template}");
+        // The class validation's dry run does not target the reservation.
+        let validation = templates.iter().find(|b| b.contains("karpenter-tui-validation")).expect("the validation's");
+        assert!(!validation.contains("CapacityReservation"), "{validation}");
         let fleet = sent.iter().rev().find(|b| b.contains("Action=CreateFleet")).unwrap();
         assert!(fleet.contains("DefaultTargetCapacityType=on-demand"), "{fleet}");
         assert!(!fleet.contains("us-east-1b") && !fleet.contains("m5.xlarge"), "only the reservation's pool: {fleet}");
