@@ -10,7 +10,7 @@
 //!    larger than it); the plan's pods for the type are dealt round-robin over them, largest first, so each holds
 //!    about the plan's mix; then each takes the plan's other pods for the type, then anything that still fits, the
 //!    best match for the room left first (largest dot product, both scaled by the type's capacity);
-//! 3. the LP is solved again for what is left, and from the second round on the fraction of an instance it buys
+//! 3. the LP is solved again for what is left, and from the third round on the fraction of an instance it buys
 //!    is split over smaller best-value types (`fraction_type`);
 //! 4. whatever could not be placed that way (a constraint only relaxation satisfies, a pod larger than every
 //!    target) goes through upstream's pod-by-pod path, which may still use the claims opened here.
@@ -412,6 +412,7 @@ impl Scheduler<'_> {
                 .collect();
             targets.sort_by(|a, b| plan.amounts[b.0].total_cmp(&plan.amounts[a.0]).then(a.0.cmp(&b.0)));
             let mut placed_any = false;
+            let mut topup: Vec<(usize, usize)> = Vec::new();
             for (target, count) in targets {
                 let within = cap_of(&mut caps, target);
                 let planned =
@@ -479,8 +480,35 @@ impl Scheduler<'_> {
                     }
                     let Some(c) = opened else { break };
                     placed_any = true;
+                    if node < count {
+                        // The LP is optimistic about how a mix of a few pods packs, so the dealt share may not fit
+                        // a whole instance. Keep the subset of it that fills the instance most (the rest stays for
+                        // the plan's other instances and the next round), not whatever largest-first leaves room for.
+                        let room = net[size].minus(&self.claims[c].requests);
+                        let mut avail = vec![0usize; shapes.len()];
+                        for (k, cl) in classes.iter().enumerate() {
+                            if let Some(s) = shape_of[k] {
+                                avail[s] += cl.pods.len() - cl.next;
+                            }
+                        }
+                        let items: Vec<usize> = (0..shapes.len()).filter(|&s| want[s].min(avail[s]) > 0).collect();
+                        let reqs: Vec<&Resources> = items.iter().map(|&s| &shapes[s].requests).collect();
+                        let limits: Vec<usize> = items.iter().map(|&s| want[s].min(avail[s])).collect();
+                        let counts = fullest_subset(&room, &net[size], &reqs, &limits);
+                        want.iter_mut().for_each(|w| *w = 0);
+                        for (j, &s) in items.iter().enumerate() {
+                            want[s] = counts[j];
+                        }
+                    }
                     // This instance's share of the plan, largest pods first.
-                    for k in 0..classes.len() {
+                    let mut dealt_order: Vec<usize> =
+                        (0..classes.len()).filter(|&k| shape_of[k].is_some_and(|s| want[s] > 0)).collect();
+                    dealt_order.sort_by(|&a, &b| {
+                        share_of(&classes[b].requests, &net[size])
+                            .total_cmp(&share_of(&classes[a].requests, &net[size]))
+                            .then(a.cmp(&b))
+                    });
+                    for k in dealt_order {
                         let Some(s) = shape_of[k] else { continue };
                         while want[s] > 0 {
                             let Some(i) = classes[k].head() else { break };
@@ -504,19 +532,22 @@ impl Scheduler<'_> {
                         // A fraction's claim is sized for its own pods; the other types' fractions follow.
                         continue;
                     }
-                    self.fill_claim(c, &net[size], pods, classes, |_| true, &mut |k| {
-                        // A pod placed beyond the plan uses up its own plan elsewhere.
-                        let mut quota = quota.borrow_mut();
-                        if let Some(s) = shape_of[k]
-                            && let Some((&other, _)) = quota[s]
-                                .iter()
-                                .filter(|(_, q)| **q > 0.0)
-                                .max_by(|a, b| a.1.total_cmp(b.1).then(b.0.cmp(a.0)))
-                        {
-                            take(&mut quota, Some(s), other);
-                        }
-                    });
+                    topup.push((c, size));
                 }
+            }
+            for (c, size) in topup {
+                self.fill_claim(c, &net[size], pods, classes, |_| true, &mut |k| {
+                    // A pod placed beyond the plan uses up its own plan elsewhere.
+                    let mut quota = quota.borrow_mut();
+                    if let Some(s) = shape_of[k]
+                        && let Some((&other, _)) = quota[s]
+                            .iter()
+                            .filter(|(_, q)| **q > 0.0)
+                            .max_by(|a, b| a.1.total_cmp(b.1).then(b.0.cmp(a.0)))
+                    {
+                        take(&mut quota, Some(s), other);
+                    }
+                });
             }
             if !placed_any {
                 return;
@@ -562,8 +593,84 @@ impl Scheduler<'_> {
     }
 }
 
+/// Per item, how many to take (at most `avail`) so the items fill `room` most, each valued by the share of `cap`
+/// it uses summed over CPU and memory. A depth-first search, largest items first, with a node budget: the first
+/// branch it follows is the greedy fill, so it never does worse than that.
+fn fullest_subset(room: &Resources, cap: &Resources, reqs: &[&Resources], avail: &[usize]) -> Vec<usize> {
+    let mut all = Resources::default();
+    for (r, &n) in reqs.iter().zip(avail) {
+        for (k, v) in r.entries() {
+            all.set_value(k, all.get(k) + v * n as i64);
+        }
+    }
+    if all.fits_in(room) {
+        return avail.to_vec();
+    }
+    let val = |r: &Resources| r.cpu as f64 / cap.cpu.max(1) as f64 + r.memory as f64 / cap.memory.max(1) as f64;
+    let mut order: Vec<usize> = (0..reqs.len()).collect();
+    order.sort_by(|&a, &b| val(reqs[b]).total_cmp(&val(reqs[a])).then(a.cmp(&b)));
+    struct S<'a> {
+        reqs: Vec<&'a Resources>,
+        vals: Vec<f64>,
+        avail: Vec<usize>,
+        cur: Vec<usize>,
+        best: Vec<usize>,
+        best_val: f64,
+        budget: usize,
+        cap: &'a Resources,
+    }
+    fn dfs(st: &mut S<'_>, idx: usize, room: &Resources, value: f64) {
+        if value > st.best_val + 1e-12 {
+            st.best_val = value;
+            st.best = st.cur.clone();
+        }
+        if idx >= st.reqs.len() || st.budget == 0 {
+            return;
+        }
+        st.budget -= 1;
+        let bound = value
+            + room.cpu.max(0) as f64 / st.cap.cpu.max(1) as f64
+            + room.memory.max(0) as f64 / st.cap.memory.max(1) as f64;
+        if bound <= st.best_val + 1e-12 {
+            return;
+        }
+        let max = (per_instance(st.reqs[idx], room).max(0) as usize).min(st.avail[idx]);
+        for n in (0..=max).rev() {
+            let mut r = room.clone();
+            for (k, v) in st.reqs[idx].entries() {
+                r.set_value(k, r.get(k) - v * n as i64);
+            }
+            st.cur[idx] = n;
+            dfs(st, idx + 1, &r, value + n as f64 * st.vals[idx]);
+            st.cur[idx] = 0;
+            if st.budget == 0 {
+                break;
+            }
+        }
+    }
+    let mut st = S {
+        reqs: order.iter().map(|&j| reqs[j]).collect(),
+        vals: order.iter().map(|&j| val(reqs[j])).collect(),
+        avail: order.iter().map(|&j| avail[j]).collect(),
+        cur: vec![0; reqs.len()],
+        best: vec![0; reqs.len()],
+        best_val: 0.0,
+        budget: SUBSET_SEARCH_NODES,
+        cap,
+    };
+    dfs(&mut st, 0, room, 0.0);
+    let mut out = vec![0; reqs.len()];
+    for (pos, &j) in order.iter().enumerate() {
+        out[j] = st.best[pos];
+    }
+    out
+}
+
+/// Search nodes [`fullest_subset`] may visit per instance.
+const SUBSET_SEARCH_NODES: usize = 300;
+
 /// Rounds of plan-and-pack before the rest goes to upstream's path.
-const MAX_ROUNDS: usize = 4;
+const MAX_ROUNDS: usize = 6;
 /// Types per class the plan may buy (see `pack_template`).
 const PLAN_TYPES_PER_CLASS: usize = 12;
 /// How many pods of `requests` one instance with `room` holds.
