@@ -1006,34 +1006,26 @@ impl crate::controller::cloud::CloudProvider for AwsProvider {
         if taken.is_empty() {
             return Vec::new();
         }
-        // A spot interruption keeps its offering out of launches for a while (the unavailable-offerings cache):
-        // the instance's type and zone as its NodeClaim records them.
+        // The instance's type, zone and reservation as its NodeClaim records them.
         let claims: Vec<&NodeClaim> = claims.collect();
         taken
             .into_iter()
             .map(|(message, answer)| {
-                if message.kind == crate::controller::interruption::Kind::SpotInterruption {
+                use crate::controller::interruption::Kind;
+                // The cloud's own part: a spot interruption keeps the offering out for a while; a reservation
+                // interruption (its owner taking it back) leaves the reservation nothing to give.
+                if matches!(message.kind, Kind::SpotInterruption | Kind::CapacityReservationInterruption) {
                     for id in &message.instance_ids {
-                        let claim = claims
-                            .iter()
-                            .find(|c| c.provider_id().is_some_and(|p| super::ec2::instance_id(p) == Some(id.as_str())));
-                        let l = claim.and_then(|c| c.metadata.labels.as_ref());
-                        if let Some((t, z)) =
-                            l.and_then(|l| Some((l.get(labels::INSTANCE_TYPE)?, l.get(labels::ZONE)?)))
-                        {
-                            self.cloud.spot_interrupted(t, z);
-                        }
-                    }
-                }
-                // A reservation interruption: its owner is taking it back, so it takes nothing more.
-                if message.kind == crate::controller::interruption::Kind::CapacityReservationInterruption {
-                    for id in &message.instance_ids {
-                        let reservation = claims
+                        let labels_of = claims
                             .iter()
                             .find(|c| c.provider_id().is_some_and(|p| super::ec2::instance_id(p) == Some(id.as_str())))
-                            .and_then(|c| c.metadata.labels.as_ref())
-                            .and_then(|l| l.get(crate::engine::catalog::aws::CAPACITY_RESERVATION_ID));
-                        if let Some(r) = reservation {
+                            .and_then(|c| c.metadata.labels.as_ref());
+                        let Some(l) = labels_of else { continue };
+                        if message.kind == Kind::SpotInterruption {
+                            if let (Some(t), Some(z)) = (l.get(labels::INSTANCE_TYPE), l.get(labels::ZONE)) {
+                                self.cloud.spot_interrupted(t, z);
+                            }
+                        } else if let Some(r) = l.get(crate::engine::catalog::aws::CAPACITY_RESERVATION_ID) {
                             self.cloud.reservation_unavailable(r);
                         }
                     }

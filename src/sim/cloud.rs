@@ -351,9 +351,7 @@ impl SimCloud {
     /// The capacity type EC2 reports for an instance now: a reserved one whose reservation ended is on-demand.
     pub fn capacity_type_of<'a>(&self, provider_id: &str, i: &'a Instance) -> &'a str {
         let t = i.launched.capacity_type.as_str();
-        if t == crate::engine::labels::CAPACITY_RESERVED
-            && !self.reservations.values().any(|r| r.used.contains(provider_id))
-        {
+        if t == crate::engine::labels::CAPACITY_RESERVED && self.reservation_of(provider_id).is_none() {
             crate::engine::labels::CAPACITY_ON_DEMAND
         } else {
             t
