@@ -269,6 +269,52 @@ async fn evict_uses_the_eviction_subresource_and_maps_429_and_404() {
     assert!(err.to_string().contains("evict pod team/p3"), "{err}");
 }
 
+/// Cost packing's nomination: a merge patch of the pod's status subresource carrying the node and, as a guard, the
+/// pod's uid; only the status changes; a pod that is gone is no error; any other refusal is, naming the pod.
+#[tokio::test]
+async fn nominate_pod_patches_the_status_subresource_and_a_gone_pod_is_not_an_error() {
+    let (fake, w) = setup().await;
+    let mut p = pod("team", "web-0");
+    p["spec"]["nodeName"] = Value::Null;
+    p["metadata"]["uid"] = json!("u-web-0");
+    p["status"] = json!({"phase": "Pending", "conditions": [{"type": "PodScheduled", "status": "False",
+                         "reason": "Unschedulable"}]});
+    fake.put(PODS, p);
+
+    w.nominate_pod("team", "web-0", Some("u-web-0"), "ip-10-0-1-7.ec2.internal").await.unwrap();
+    let r = only(&fake);
+    assert_eq!((r.method.as_str(), r.path.as_str()), ("PATCH", "/api/v1/namespaces/team/pods/web-0/status"));
+    assert_eq!(r.content_type.as_deref(), Some("application/merge-patch+json"));
+    assert_eq!(
+        r.body,
+        json!({"metadata": {"uid": "u-web-0"}, "status": {"nominatedNodeName": "ip-10-0-1-7.ec2.internal"}})
+    );
+    let stored = fake.get(PODS, Some("team"), "web-0").unwrap();
+    assert_eq!(stored["status"]["nominatedNodeName"], "ip-10-0-1-7.ec2.internal");
+    assert_eq!(stored["status"]["conditions"][0]["reason"], "Unschedulable", "the rest of the status is kept");
+    assert!(stored["spec"].get("nodeName").is_none_or(Value::is_null), "the spec is untouched");
+
+    // Without a uid the patch is the status alone.
+    w.nominate_pod("team", "web-0", None, "n2").await.unwrap();
+    assert_eq!(only(&fake).body, json!({"status": {"nominatedNodeName": "n2"}}));
+
+    // Gone: nothing to nominate, and nothing to retry.
+    w.nominate_pod("team", "web-9", Some("u-web-9"), "n2").await.unwrap();
+    assert_eq!(only(&fake).path, "/api/v1/namespaces/team/pods/web-9/status");
+
+    fake.script(
+        "PATCH",
+        "/api/v1/namespaces/team/pods/web-0/status",
+        false,
+        500,
+        status(500, "InternalError", "x"),
+        None,
+    );
+    let err = w.nominate_pod("team", "web-0", Some("u-web-0"), "n3").await.unwrap_err();
+    assert!(matches!(err, WriteError::Api { code: 500, .. }), "{err}");
+    assert!(err.to_string().contains("pod team/web-0"), "{err}");
+}
+
 /// The live backend's client (connect.rs) keeps kube-rs's default retry policy, which retries every 429 up to 15
 /// times with exponential backoff (5 ms doubling, jittered: minutes in all). A PodDisruptionBudget refusing an
 /// eviction is a 429, so `evict` neither returns `Eviction::Blocked` promptly nor asks only once: the drain holds
@@ -504,6 +550,7 @@ async fn read_only_refuses_every_write_without_sending_anything() {
         w.event(reference("Node", "v1", &n.metadata), false, "R", "m").await,
         w.create_node(&n).await,
         w.patch_nodeclaim_metadata("c", &m, &m, None).await,
+        w.nominate_pod("ns", "p", None, "n1").await,
     ];
     for (i, r) in results.into_iter().enumerate() {
         assert!(matches!(r, Err(WriteError::ReadOnly(_))), "write #{i}: {r:?}");

@@ -350,3 +350,111 @@ async fn with_the_gate_off_an_unreachable_node_is_left_alone() {
     assert!(claim["metadata"]["deletionTimestamp"].is_null(), "{claim:#}");
     assert!(claim["metadata"]["annotations"]["karpenter.sh/nodeclaim-termination-timestamp"].is_null());
 }
+
+/// A pod kube-scheduler found no room for, as the API server shows it.
+fn pending_pod() -> Value {
+    json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": "web-5d8f7-pending", "namespace": "default", "uid": "pod-uid-pending",
+                     "creationTimestamp": "2026-01-01T00:00:40Z", "labels": {"app": "web"},
+                     "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "web-5d8f7",
+                                          "uid": "rs-uid", "controller": true, "blockOwnerDeletion": true}]},
+        "spec": {"terminationGracePeriodSeconds": 30,
+                 "containers": [{"name": "web", "image": "nginx",
+                                 "resources": {"requests": {"cpu": "500m", "memory": "256Mi"}}}]},
+        "status": {"phase": "Pending",
+                   "conditions": [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
+                                   "message": "0/0 nodes are available", "lastTransitionTime": "2026-01-01T00:00:41Z"}]}
+    })
+}
+
+/// The acting controller with `packing` over a cluster with one pending pod and no node, ticked once a second (each
+/// tick on the cache as the watches have filled it by then) until the claim it launches has registered and a few
+/// ticks more; nobody binds the pod. Returns the fake API server and the registered claim's Node.
+async fn provision_for_a_pending_pod(packing: karpenter_tui::engine::packing::Packing) -> (FakeApi, String) {
+    let fake = FakeApi::start().await;
+    fake.put(NODEPOOLS, nodepool());
+    fake.put(PODS, pending_pod());
+    let mut watches = watch::spawn(fake.client());
+    watches.wait_synced(Duration::from_secs(10)).await.expect("synced");
+    let catalog = Arc::new(kwok_catalog("us-east-1"));
+    let settings = karpenter_tui::controller::Settings { mode: Mode::Approve, packing, ..Default::default() };
+    let mut now = 1_767_225_660_000; // 2026-01-01T00:01:00Z
+    let mut acting = Acting::new(
+        Controller::with_settings(catalog.clone(), settings, now),
+        Writer::new(fake.client(), false),
+        Box::new(karpenter_tui::kube::kwok::KwokCloud::new(catalog, Writer::new(fake.client(), false))),
+        None,
+    );
+    let registered = |fake: &FakeApi| {
+        fake.list(NODECLAIMS).into_iter().find_map(|c| {
+            c["status"]["nodeName"].as_str().filter(|n| fake.get(NODES, None, n).is_some()).map(String::from)
+        })
+    };
+    let mut after = 0;
+    for _ in 0..60 {
+        now += 1_000;
+        let m = watches.cache.lock().unwrap().manifests();
+        acting.tick(&m, now).await;
+        if registered(&fake).is_some() {
+            after += 1;
+            if after == 5 {
+                break;
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let node = registered(&fake).expect("the claim registered");
+    (fake, node)
+}
+
+/// Patches of pod statuses: (pod path, body).
+fn pod_status_patches(fake: &FakeApi) -> Vec<(String, Value)> {
+    fake.requests()
+        .into_iter()
+        .filter(|r| r.method == "PATCH" && r.path.starts_with("/api/v1/namespaces/") && r.path.ends_with("/status"))
+        .map(|r| (r.path, r.body))
+        .collect()
+}
+
+/// Cost packing on a live API server: once the claim made for a pending pod has registered, the pod's
+/// `status.nominatedNodeName` names the claim's Node (so kube-scheduler binds it where it was planned), written once
+/// and only after the Node existed; upstream packing writes no pod status at all.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cost_packing_nominates_the_pending_pod_to_its_claims_node_once_it_registered() {
+    use karpenter_tui::engine::packing::Packing;
+    let (fake, node) = provision_for_a_pending_pod(Packing::Cost).await;
+    let patches = pod_status_patches(&fake);
+    assert_eq!(
+        patches,
+        vec![(
+            "/api/v1/namespaces/default/pods/web-5d8f7-pending/status".to_string(),
+            json!({"metadata": {"uid": "pod-uid-pending"}, "status": {"nominatedNodeName": node}})
+        )],
+        "one nomination, to the claim's Node"
+    );
+    let pod = fake.get(PODS, Some("default"), "web-5d8f7-pending").unwrap();
+    assert_eq!(pod["status"]["nominatedNodeName"], json!(node));
+    assert_eq!(pod["status"]["conditions"][0]["reason"], "Unschedulable", "the rest of the status is the scheduler's");
+    // The Node existed before the nomination was written.
+    let node_created = fake.history(NODES, &node).first().map(|(rv, _)| *rv).unwrap();
+    let nominated = fake
+        .history(PODS, "web-5d8f7-pending")
+        .into_iter()
+        .find(|(_, p)| p["status"]["nominatedNodeName"].is_string())
+        .map(|(rv, _)| rv)
+        .unwrap();
+    assert!(node_created < nominated, "nominated (rv {nominated}) after the Node existed (rv {node_created})");
+    let claim = fake.list(NODECLAIMS).into_iter().next().unwrap();
+    let claim_name = claim["metadata"]["name"].as_str().unwrap().to_string();
+    let named = fake
+        .history(NODECLAIMS, &claim_name)
+        .into_iter()
+        .find(|(_, c)| c["status"]["nodeName"].is_string())
+        .map(|(rv, _)| rv)
+        .unwrap();
+    assert!(named < nominated, "nominated (rv {nominated}) after the claim named its Node (rv {named})");
+
+    let (fake, _) = provision_for_a_pending_pod(Packing::Upstream).await;
+    assert_eq!(pod_status_patches(&fake), vec![], "upstream packing writes no nomination");
+}

@@ -72,6 +72,16 @@ pub enum Effect {
         set: BTreeMap<String, String>,
         remove: Vec<String>,
     },
+    /// Cost packing: `status.nominatedNodeName` of a pending pod set to the registered Node of the claim a solve
+    /// sized for it, so that kube-scheduler (PreferNominatedNode) tries that node first and holds the pod's room
+    /// there against other pods. A merge patch of the pod's status; `uid`, when known, guards against a pod
+    /// recreated under the same name (a StatefulSet's), which is another pod.
+    Nominate {
+        namespace: String,
+        name: String,
+        uid: Option<String>,
+        node: String,
+    },
     DeleteNodeClaim {
         name: String,
         reason: DeleteReason,
@@ -148,6 +158,9 @@ impl Effect {
             }
             Effect::Relabel { target: LabelTarget::Node, name, set, .. } => {
                 format!("relabel node {name} ({})", pairs(set))
+            }
+            Effect::Nominate { namespace, name, node, .. } => {
+                format!("nominate node {node} for pod {namespace}/{name}")
             }
             Effect::DeleteNodeClaim { name, reason } => format!("delete NodeClaim {name} ({})", reason.as_str()),
             Effect::FinalizeNodeClaim { claim } => format!("finalize NodeClaim {}", claim.name()),

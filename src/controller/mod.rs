@@ -21,6 +21,7 @@ pub mod drift;
 pub mod effect;
 pub mod interruption;
 pub mod nodepool_status;
+mod nominations;
 mod out;
 pub mod overlays;
 pub mod pod_events;
@@ -494,6 +495,7 @@ impl Controller {
         self.observe_pending(pending.map(|p| p.metadata.uid.as_deref().unwrap_or_default()), now);
         self.solve(&view, now, &mut out);
         self.nodeclaims(&view, now, &mut out);
+        self.nominate_pods(&view, &mut out);
         self.repair(&view, now, &mut out);
         self.terminations(&view, now, &mut out);
         self.orchestrate(&view, now, &mut out);

@@ -63,6 +63,8 @@ pub fn needs() -> Vec<Need> {
         need("delete", "", "nodes", None, false),
         need("create", "", "pods", Some("eviction"), false),
         need("delete", "", "pods", None, false),
+        // Cost packing nominates pending pods to the Nodes of the claims sized for them.
+        need("patch", "", "pods", Some("status"), false),
         need("create", "", "events", None, false),
         need("get", "coordination.k8s.io", "leases", None, false),
         need("create", "coordination.k8s.io", "leases", None, false),
@@ -136,6 +138,7 @@ mod tests {
         assert!(all.contains(&"watch pods".to_string()));
         assert!(all.contains(&"list ec2nodeclasses.karpenter.k8s.aws".to_string()));
         assert!(all.contains(&"create pods/eviction".to_string()));
+        assert!(all.contains(&"patch pods/status".to_string()));
         assert!(all.contains(&"patch nodeclaims/status.karpenter.sh".to_string()));
         assert!(all.contains(&"watch nodeoverlays.karpenter.sh".to_string()));
         assert!(all.contains(&"patch nodeoverlays/status.karpenter.sh".to_string()));

@@ -151,6 +151,9 @@ async fn write_one(e: Effect, writer: &Writer, outcomes: &mut Vec<Outcome>) -> R
         Effect::Relabel { target, name, set, remove } => {
             writer.relabel(target, &name, &set, &remove).await.map(|()| None)
         }
+        Effect::Nominate { namespace, name, uid, node } => {
+            writer.nominate_pod(&namespace, &name, uid.as_deref(), &node).await.map(|()| None)
+        }
         Effect::PatchNodePoolStatus { name, status } => {
             writer.update_nodepool_status(&name, &status).await.map(|()| None)
         }

@@ -37,6 +37,7 @@ use crate::engine::api::{EC2NodeClass, NodeClaim, NodePool};
 use crate::engine::labels;
 use crate::engine::manifests::Manifests;
 use crate::engine::provisioning::{ClusterSnapshot, PodDigests, Snapshot, StateNode, pod_digests, state_nodes};
+use crate::engine::requirements::Requirement;
 use crate::engine::scheduling::pod::{self, PodData};
 use crate::engine::scheduling::volumes::VolumeIndex;
 use crate::engine::scheduling::{ExistingNode, Input, SchedulerOptions, solve};
@@ -650,8 +651,14 @@ impl Cluster {
     }
 
     /// The kube-scheduler stand-in: binds pending pods to Ready, registered nodes where they fit (the engine's
-    /// scheduling simulation restricted to existing nodes), and marks the rest unschedulable. Pods nominated to a
-    /// node (status.nominatedNodeName) are considered like any other. Returns the (pod, node) bindings.
+    /// scheduling simulation restricted to existing nodes, first fit), and marks the rest unschedulable. Pods
+    /// nominated to a node (status.nominatedNodeName) are bound there first, as kube-scheduler's
+    /// PreferNominatedNode tries that node first and its nominator counts them as using the node's room against
+    /// pods not nominated to it (priorities are not compared: the stand-in has no preemption). A nominated pod
+    /// that no longer fits its Ready node goes the normal way; if no node takes it, its nomination is cleared, as
+    /// kube-scheduler clears it after an attempt that failed (so Karpenter provisions for it again). A pod
+    /// nominated to a node that is not Ready yet keeps its nomination while it waits for it. Returns the (pod,
+    /// node) bindings.
     pub fn schedule_pending(&mut self) -> Vec<(Key, String)> {
         self.schedule_pending_with(&mut SnapshotMirror::default())
     }
@@ -704,6 +711,8 @@ impl Cluster {
         }
         let mut to_schedule: Vec<PodData> = Vec::new();
         let mut keys: Vec<Key> = Vec::new();
+        // Per pod to schedule, the node it is nominated to, if any.
+        let mut nominated: Vec<Option<String>> = Vec::new();
         let mut bound: Vec<(Arc<PodData>, String)> = Vec::new();
         // The snapshot's pods are the store's, in the same (key) order.
         for ((k, p), d) in self.pods.iter().zip(pod_digests(&view, &namespaces)) {
@@ -714,33 +723,83 @@ impl Cluster {
                 None if pending.contains(k) => {
                     to_schedule.push(Arc::unwrap_or_clone(d));
                     keys.push(k.clone());
+                    let n = p.status.as_ref().and_then(|s| s.nominated_node_name.as_deref()).filter(|n| !n.is_empty());
+                    nominated.push(n.map(str::to_string));
                 }
                 None => {}
             }
         }
+        let exists: BTreeSet<&str> = view
+            .nodes
+            .iter()
+            .filter(|n| n.metadata.deletion_timestamp.is_none())
+            .filter_map(|n| n.metadata.name.as_deref())
+            .collect();
+        let ready: BTreeSet<&str> = existing.iter().map(|n| n.name.as_str()).collect();
         let daemonsets = Vec::new();
         let volumes = VolumeIndex::new(view.pvcs, view.pvs, view.storage_classes);
         let no_types = BTreeMap::new();
         let usage = BTreeMap::new();
-        let input = Input {
-            nodepools: &[],
-            instance_types: &no_types,
-            policy: &Default::default(),
-            nodes: &existing,
-            nodepool_usage: &usage,
-            bound_pods: &bound,
-            node_labels: &node_labels,
-            daemonsets: &daemonsets,
-            volumes: &volumes,
-            options: SchedulerOptions { ignore_preferences: false, ..Default::default() },
+        let pass = |bound: &[(Arc<PodData>, String)], pods: &[PodData]| {
+            let input = Input {
+                nodepools: &[],
+                instance_types: &no_types,
+                policy: &Default::default(),
+                nodes: &existing,
+                nodepool_usage: &usage,
+                bound_pods: bound,
+                node_labels: &node_labels,
+                daemonsets: &daemonsets,
+                volumes: &volumes,
+                options: SchedulerOptions { ignore_preferences: false, ..Default::default() },
+            };
+            solve(&input, pods).existing
         };
-        let results = solve(&input, &to_schedule);
         let mut bindings = Vec::new();
         let mut placed: BTreeSet<usize> = BTreeSet::new();
-        for placement in &results.existing {
-            for &i in &placement.pods {
-                placed.insert(i);
-                bindings.push((keys[i].clone(), placement.node.clone()));
+        // First the pods nominated to a Ready node, each held to its node (a hostname selector), so their room is
+        // theirs before any other pod is placed.
+        let first: Vec<usize> =
+            (0..keys.len()).filter(|&i| nominated[i].as_deref().is_some_and(|n| ready.contains(n))).collect();
+        if !first.is_empty() {
+            let pinned: Vec<PodData> = first
+                .iter()
+                .map(|&i| {
+                    let mut d = to_schedule[i].clone();
+                    let node = nominated[i].clone().unwrap_or_default();
+                    d.node_selector.add(labels::HOSTNAME, Requirement::in_values([node]));
+                    d
+                })
+                .collect();
+            for placement in pass(&bound, &pinned) {
+                for &j in &placement.pods {
+                    let i = first[j];
+                    placed.insert(i);
+                    bound.push((Arc::new(to_schedule[i].clone()), placement.node.clone()));
+                    bindings.push((keys[i].clone(), placement.node.clone()));
+                }
+            }
+        }
+        let rest: Vec<usize> = (0..keys.len()).filter(|i| !placed.contains(i)).collect();
+        let others: Vec<PodData> = if placed.is_empty() {
+            std::mem::take(&mut to_schedule)
+        } else {
+            rest.iter().map(|&i| to_schedule[i].clone()).collect()
+        };
+        for placement in pass(&bound, &others) {
+            for &j in &placement.pods {
+                placed.insert(rest[j]);
+                bindings.push((keys[rest[j]].clone(), placement.node.clone()));
+            }
+        }
+        // Nominations no attempt can honour any more: the node is gone, or it is Ready and didn't take the pod.
+        let stale: Vec<usize> = (0..keys.len())
+            .filter(|i| !placed.contains(i))
+            .filter(|&i| nominated[i].as_deref().is_some_and(|n| ready.contains(n) || !exists.contains(n)))
+            .collect();
+        for i in stale {
+            if let Some(p) = self.pods.get_mut(&keys[i]) {
+                p.status.get_or_insert_with(PodStatus::default).nominated_node_name = None;
             }
         }
         for (key, node) in &bindings {

@@ -461,6 +461,7 @@ impl World {
             self.buffers();
             self.provisioning();
             self.lifecycle();
+            self.nominations();
             self.nodepool_status();
             self.static_capacity();
             self.interruptions();
@@ -1001,6 +1002,17 @@ impl World {
         }
         // What was read, not what the effects left: a controller reacts to its own writes too.
         self.lifecycle_seen = Some(seen);
+    }
+
+    /// Cost packing: the controller nominates the pods it planned onto claims whose Nodes registered (after the
+    /// lifecycle step, which records a claim's Node), so the stand-in kube-scheduler binds them there.
+    fn nominations(&mut self) {
+        if self.controller.packing() != crate::engine::packing::Packing::Cost {
+            return;
+        }
+        let snap = self.cluster.snapshot_into(&mut self.caches.snapshot);
+        let effects = self.controller.nominations(&snap);
+        self.apply_effects(effects);
     }
 
     /// The NodePools' stamp, leaving out writes of their status: what the controllers that read NodePools see

@@ -219,6 +219,13 @@ impl Harness {
                         l.extend(set);
                     }
                 }
+                Effect::Nominate { namespace, name, uid, node } => {
+                    let key = (namespace, name);
+                    let same = self.cluster.pods.get(&key).is_some_and(|p| uid.is_none() || p.metadata.uid == uid);
+                    if same && let Some(p) = self.cluster.pods.get_mut(&key) {
+                        p.status.get_or_insert_with(Default::default).nominated_node_name = Some(node);
+                    }
+                }
                 Effect::DeleteNodeClaim { name, .. } => {
                     if let Some(c) = self.cluster.nodeclaims.get_mut(&name) {
                         c.metadata.deletion_timestamp.get_or_insert(ms_time(now));

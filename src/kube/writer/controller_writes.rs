@@ -1,9 +1,10 @@
 //! The writes only the acting controller makes: NodeClaim metadata, whole-node syncs (labels, annotations, taints
-//! and finalizers in one guarded patch) and, for the KWOK cloud, Node creation and deletion.
+//! and finalizers in one guarded patch), cost packing's pod nominations and, for the KWOK cloud, Node creation and
+//! deletion.
 
 use std::collections::BTreeMap;
 
-use k8s_openapi::api::core::v1::{Node, Taint};
+use k8s_openapi::api::core::v1::{Node, Pod, Taint};
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use serde_json::json;
 
@@ -65,6 +66,17 @@ impl Writer {
         r.map_err(|e| WriteError::from_kube(what, e))
     }
 
+    /// Sets a pending pod's `status.nominatedNodeName` (cost packing: the Node of the claim sized for it), a merge
+    /// patch of the status subresource. With `uid` the patch carries it, so a pod recreated under the same name is
+    /// refused by the API server instead of nominated. A pod that is gone needs no nomination: not an error.
+    pub async fn nominate_pod(&self, namespace: &str, name: &str, uid: Option<&str>, node: &str) -> Result<()> {
+        let what = self.guard(|| format!("nominate node {node} for pod {namespace}/{name}"))?;
+        let api: Api<Pod> = Api::namespaced(self.client.clone(), namespace);
+        let patch = nomination_patch(uid, node);
+        let r = api.patch_status(name, &PatchParams::default(), &Patch::Merge(&patch)).await.map(drop);
+        super::ignore_not_found(r, what)
+    }
+
     /// A node as the engine needs it: labels and annotations merged in, and taints and finalizers replaced when
     /// given. Only a write that replaces a list carries `resource_version` (a 409 when someone changed the node since
     /// it was read, so their change is never overwritten); labels and annotations are keys this tool owns and merge
@@ -98,6 +110,15 @@ impl Writer {
             Err(e) => Err(WriteError::from_kube(what, e)),
         }
     }
+}
+
+/// The merge patch of [`Writer::nominate_pod`].
+fn nomination_patch(uid: Option<&str>, node: &str) -> serde_json::Value {
+    let mut patch = json!({ "status": { "nominatedNodeName": node } });
+    if let Some(uid) = uid {
+        patch["metadata"] = json!({ "uid": uid });
+    }
+    patch
 }
 
 /// The merge patch of [`Writer::sync_node_full`]: only the parts that change, and the guard only with a list.

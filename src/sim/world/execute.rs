@@ -115,6 +115,17 @@ impl World {
                     l.extend(set);
                 }
             }
+            Effect::Nominate { namespace, name, uid, node } => {
+                // As the API server: a pod that is gone, or another pod under its name, is not written.
+                let key = (namespace, name);
+                let Some(p) = self.cluster.pods.get(&key) else { return };
+                if uid.is_some() && p.metadata.uid != uid {
+                    return;
+                }
+                if let Some(p) = self.cluster.pods.get_mut(&key) {
+                    p.status.get_or_insert_with(Default::default).nominated_node_name = Some(node);
+                }
+            }
             Effect::DeleteNodeClaim { name, reason } => self.delete_nodeclaim(&name, reason),
             Effect::FinalizeNodeClaim { claim } => {
                 // Ours is the only finalizer a simulated claim carries: without it the claim is gone.
