@@ -512,6 +512,14 @@ impl Requirements {
     }
 
     /// Labels implied by single-valued `In` requirements.
+    /// Each key with exactly one allowed value, borrowed (see [`Requirements::single_valued_labels`]).
+    pub fn single_valued(&self) -> impl Iterator<Item = (&str, &str)> {
+        self.map
+            .iter()
+            .filter(|(_, r)| !r.complement && r.values.len() == 1)
+            .map(|(k, r)| (k.as_str(), r.values[0].as_str()))
+    }
+
     pub fn single_valued_labels(&self) -> BTreeMap<String, String> {
         self.map
             .iter()

@@ -413,6 +413,8 @@ impl Scheduler<'_> {
             targets.sort_by(|a, b| plan.amounts[b.0].total_cmp(&plan.amounts[a.0]).then(a.0.cmp(&b.0)));
             let mut placed_any = false;
             let mut topup: Vec<(usize, usize)> = Vec::new();
+            // `fullest_subset`'s answers this round (shape indices are the round's own).
+            let mut subsets: HashMap<(usize, Resources, Vec<(usize, usize)>), Vec<usize>> = HashMap::new();
             for (target, count) in targets {
                 let within = cap_of(&mut caps, target);
                 let planned =
@@ -492,9 +494,18 @@ impl Scheduler<'_> {
                             }
                         }
                         let items: Vec<usize> = (0..shapes.len()).filter(|&s| want[s].min(avail[s]) > 0).collect();
-                        let reqs: Vec<&Resources> = items.iter().map(|&s| &shapes[s].requests).collect();
                         let limits: Vec<usize> = items.iter().map(|&s| want[s].min(avail[s])).collect();
-                        let counts = fullest_subset(&room, &net[size], &reqs, &limits);
+                        // Thousands of instances share a handful of (type, room, share) cases: search each once.
+                        let key = (size, room, items.iter().copied().zip(limits.iter().copied()).collect::<Vec<_>>());
+                        let counts = match subsets.get(&key) {
+                            Some(c) => c.clone(),
+                            None => {
+                                let reqs: Vec<&Resources> = items.iter().map(|&s| &shapes[s].requests).collect();
+                                let c = fullest_subset(&key.1, &net[size], &reqs, &limits);
+                                subsets.insert(key, c.clone());
+                                c
+                            }
+                        };
                         want.iter_mut().for_each(|w| *w = 0);
                         for (j, &s) in items.iter().enumerate() {
                             want[s] = counts[j];

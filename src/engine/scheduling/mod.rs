@@ -242,6 +242,9 @@ struct SimClaim {
     host_ports: Vec<HostPort>,
     pods: Vec<usize>,
     min_values_relaxed: bool,
+    /// `requirements` are still the template's plus the hostname (no pod narrowed them): the template's price
+    /// order is the claim's.
+    as_template: bool,
 }
 
 #[derive(Default)]
@@ -888,7 +891,7 @@ impl<'a> Scheduler<'a> {
         let mut requirements = tpl.requirements.clone();
         requirements.add(labels::HOSTNAME, Requirement::in_values([hostname.clone()]));
         let req_bits = tpl.claim_types(&requirements);
-        let max_alloc = tpl.max_allocatable(&types);
+        let max_alloc = tpl.open_allocatable(&types);
         let hostname_id = self.topology.register(labels::HOSTNAME, &hostname);
         let domain_ids = self.topology.domain_ids(&requirements);
         self.claims.push(SimClaim {
@@ -905,6 +908,7 @@ impl<'a> Scheduler<'a> {
             host_ports: Vec::new(),
             pods: Vec::new(),
             min_values_relaxed: false,
+            as_template: true,
         });
         let c = self.claims.len() - 1;
         match self.can_add_to_claim(c, i, pod, reqs, groups, true) {
@@ -1215,6 +1219,7 @@ impl<'a> Scheduler<'a> {
         let claim = &mut self.claims[c];
         if let Some(r) = cand.requirements {
             claim.requirements = r;
+            claim.as_template = false;
             claim.domain_ids = self.topology.domain_ids(&claim.requirements);
         }
         if let Some(b) = cand.req_bits {
@@ -1284,12 +1289,14 @@ impl<'a> Scheduler<'a> {
         // Per price order, each type's place in it: a claim with few types (as cost packing makes thousands of)
         // sorts its own instead of scanning the whole catalog's order.
         let mut ranks: Vec<(std::rc::Rc<Vec<usize>>, Vec<usize>)> = Vec::new();
+        let mut template_orders: Vec<Option<std::rc::Rc<Vec<usize>>>> = vec![None; self.fixed.templates.len()];
         // The claims' requirements and pods move into the results: nothing is copied or dropped per claim.
         for (c, mut claim) in std::mem::take(&mut self.claims).into_iter().enumerate() {
             let tpl = &self.fixed.templates[claim.template];
             if let Some(ids) = self.reservations.held_by(c) {
                 // Pinned to what it holds, so the launch can't take more than was counted. Before the options are
                 // cut to the cheapest, so the reserved ones are among them.
+                claim.as_template = false;
                 claim.requirements.set(labels::CAPACITY_TYPE, Requirement::in_values([labels::CAPACITY_RESERVED]));
                 claim.requirements.set(
                     crate::engine::catalog::aws::CAPACITY_RESERVATION_ID,
@@ -1309,8 +1316,15 @@ impl<'a> Scheduler<'a> {
                     continue;
                 }
             }
-            // Cheapest first (ties by name): the template's price order filtered by the claim's types.
-            let order = tpl.price_order(&claim.requirements);
+            // Cheapest first (ties by name): the template's price order filtered by the claim's types. A claim no
+            // pod narrowed has the template's offering requirements (the hostname takes no part), so it skips the
+            // per-claim lookup.
+            let order = if claim.as_template {
+                let slot = &mut template_orders[claim.template];
+                slot.get_or_insert_with(|| tpl.price_order(&claim.requirements)).clone()
+            } else {
+                tpl.price_order(&claim.requirements)
+            };
             let kept: Vec<usize> = if claim.types.count() * 8 < order.len() {
                 let at = match ranks.iter().position(|(o, _)| std::rc::Rc::ptr_eq(o, &order)) {
                     Some(at) => at,
@@ -1408,9 +1422,10 @@ impl<'a> Scheduler<'a> {
                 }
             }
             let mut labels_out = tpl.labels.clone();
-            for (k, v) in requirements.single_valued_labels() {
-                if !self.input.policy.is_well_known(&k) && !WELL_KNOWN_HELPER_KEYS.contains(&k.as_str()) {
-                    labels_out.entry(k).or_insert(v);
+            // Borrowed until kept: most single-valued keys are well known (a large cost solve makes thousands).
+            for (k, v) in requirements.single_valued() {
+                if !self.input.policy.is_well_known(k) && !WELL_KNOWN_HELPER_KEYS.contains(&k) {
+                    labels_out.entry(k.to_string()).or_insert_with(|| v.to_string());
                 }
             }
             let mut annotations = tpl.annotations.clone();

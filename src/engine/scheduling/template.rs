@@ -131,6 +131,8 @@ pub struct Template {
     price_cache: RefCell<Vec<(OfferingKey, std::rc::Rc<Vec<usize>>)>>,
     /// [`Template::claim_types`] of the template's own requirements.
     claim_cache: RefCell<Option<Bitset>>,
+    /// [`Template::max_allocatable`] per option set a claim opens with (a handful per solve, thousands of claims).
+    open_alloc_cache: RefCell<HashMap<Bitset, Resources>>,
     pub has_prefer_no_schedule: bool,
     pub limits: Option<BTreeMap<String, i64>>,
 }
@@ -219,6 +221,7 @@ impl Template {
             offering_cache: RefCell::new(Vec::new()),
             price_cache: RefCell::new(Vec::new()),
             claim_cache: RefCell::new(None),
+            open_alloc_cache: RefCell::new(HashMap::new()),
             has_prefer_no_schedule,
             limits,
         };
@@ -416,6 +419,16 @@ impl Template {
             m.max_with(&self.allocatable[i]);
         }
         m
+    }
+
+    /// [`Template::max_allocatable`] of the options a new claim opens with, remembered per option set.
+    pub fn open_allocatable(&self, types: &Bitset) -> Resources {
+        if let Some(r) = self.open_alloc_cache.borrow().get(types) {
+            return r.clone();
+        }
+        let r = self.max_allocatable(types);
+        self.open_alloc_cache.borrow_mut().insert(types.clone(), r.clone());
+        r
     }
 
     /// Type indices ordered by cheapest compatible available offering under `reqs` (ties by name), cached by
