@@ -351,20 +351,15 @@ impl Resources {
 
     /// Non-zero entries as (name, integer) pairs, core resources first.
     pub fn entries(&self) -> Vec<(&str, i64)> {
-        let mut out = Vec::new();
-        for (k, v) in
-            [(CPU, self.cpu), (MEMORY, self.memory), (EPHEMERAL_STORAGE, self.ephemeral_storage), (PODS, self.pods)]
-        {
-            if v != 0 {
-                out.push((k, v));
-            }
-        }
-        for (k, v) in &self.extended {
-            if *v != 0 {
-                out.push((k.as_str(), *v));
-            }
-        }
-        out
+        self.nonzero().collect()
+    }
+
+    /// [`Resources::entries`] without collecting them (hot loops call this per type and pod).
+    pub fn nonzero(&self) -> impl Iterator<Item = (&str, i64)> {
+        [(CPU, self.cpu), (MEMORY, self.memory), (EPHEMERAL_STORAGE, self.ephemeral_storage), (PODS, self.pods)]
+            .into_iter()
+            .chain(self.extended.iter().map(|(k, v)| (k.as_str(), *v)))
+            .filter(|(_, v)| *v != 0)
     }
 
     /// Kubernetes quantity strings per non-zero resource, for objects and reports.

@@ -228,7 +228,7 @@ impl Scheduler<'_> {
         // Upstream's path for the rest, in queue order, with its retries and relaxation.
         leftover.sort_by_key(|i| rank.get(i).copied().unwrap_or(usize::MAX));
         self.run_queue(pods, leftover, &mut results);
-        self.finalize(pods, &mut results);
+        self.finalize(&mut results);
         results
     }
 
@@ -610,7 +610,7 @@ impl Scheduler<'_> {
 fn fullest_subset(room: &Resources, cap: &Resources, reqs: &[&Resources], avail: &[usize]) -> Vec<usize> {
     let mut all = Resources::default();
     for (r, &n) in reqs.iter().zip(avail) {
-        for (k, v) in r.entries() {
+        for (k, v) in r.nonzero() {
             all.set_value(k, all.get(k) + v * n as i64);
         }
     }
@@ -648,7 +648,7 @@ fn fullest_subset(room: &Resources, cap: &Resources, reqs: &[&Resources], avail:
         let max = (per_instance(st.reqs[idx], room).max(0) as usize).min(st.avail[idx]);
         for n in (0..=max).rev() {
             let mut r = room.clone();
-            for (k, v) in st.reqs[idx].entries() {
+            for (k, v) in st.reqs[idx].nonzero() {
                 r.set_value(k, r.get(k) - v * n as i64);
             }
             st.cur[idx] = n;
@@ -686,17 +686,12 @@ const MAX_ROUNDS: usize = 6;
 const PLAN_TYPES_PER_CLASS: usize = 12;
 /// How many pods of `requests` one instance with `room` holds.
 fn per_instance(requests: &Resources, room: &Resources) -> i64 {
-    requests.entries().iter().filter(|(_, v)| *v > 0).map(|(k, v)| room.get(k).max(0) / v).min().unwrap_or(i64::MAX)
+    requests.nonzero().filter(|(_, v)| *v > 0).map(|(k, v)| room.get(k).max(0) / v).min().unwrap_or(i64::MAX)
 }
 
 /// The largest share of `room` one pod of `requests` takes in any resource.
 fn share_of(requests: &Resources, room: &Resources) -> f64 {
-    requests
-        .entries()
-        .iter()
-        .filter(|(_, v)| *v > 0)
-        .map(|(k, v)| *v as f64 / room.get(k).max(1) as f64)
-        .fold(0.0, f64::max)
+    requests.nonzero().filter(|(_, v)| *v > 0).map(|(k, v)| v as f64 / room.get(k).max(1) as f64).fold(0.0, f64::max)
 }
 
 /// Claims at most for the fraction of an instance the plan buys beyond its whole ones.

@@ -682,7 +682,7 @@ impl<'a> Scheduler<'a> {
         let mut results = Results::default();
         let queue = self.queue(pods, &mut results);
         self.run_queue(pods, queue, &mut results);
-        self.finalize(pods, &mut results);
+        self.finalize(&mut results);
         results
     }
 
@@ -1279,7 +1279,7 @@ impl<'a> Scheduler<'a> {
         }
     }
 
-    fn finalize(&mut self, pods: &[PodData], results: &mut Results) {
+    fn finalize(&mut self, results: &mut Results) {
         for n in self.nodes.iter() {
             if !n.pods.is_empty() {
                 results.existing.push(Placement { node: n.name.to_string(), pods: n.pods.clone() });
@@ -1290,6 +1290,7 @@ impl<'a> Scheduler<'a> {
         // sorts its own instead of scanning the whole catalog's order.
         let mut ranks: Vec<(std::rc::Rc<Vec<usize>>, Vec<usize>)> = Vec::new();
         let mut template_orders: Vec<Option<std::rc::Rc<Vec<usize>>>> = vec![None; self.fixed.templates.len()];
+        results.new_claims.reserve(self.claims.len());
         // The claims' requirements and pods move into the results: nothing is copied or dropped per claim.
         for (c, mut claim) in std::mem::take(&mut self.claims).into_iter().enumerate() {
             let tpl = &self.fixed.templates[claim.template];
@@ -1432,10 +1433,8 @@ impl<'a> Scheduler<'a> {
             if relaxed {
                 annotations.insert(labels::ANNOTATION_MIN_VALUES_RELAXED.to_string(), "true".to_string());
             }
-            let mut requests: Resources = claim.pods.iter().fold(Resources::default(), |mut acc, &p| {
-                acc.add(&pods[p].requests);
-                acc
-            });
+            // What its pods ask: `commit_claim` summed it as they were placed.
+            let mut requests = std::mem::take(&mut claim.requests);
             let mut kept_bits = Bitset::empty(tpl.types.len());
             for &ti in &kept {
                 kept_bits.set(ti);
@@ -1443,7 +1442,7 @@ impl<'a> Scheduler<'a> {
             requests.add(&tpl.min_overhead(&kept_bits));
             results.new_claims.push(NewNodeClaim {
                 nodepool: tpl.nodepool.clone(),
-                hostname: claim.hostname.clone(),
+                hostname: std::mem::take(&mut claim.hostname),
                 requirements,
                 instance_types: kept.iter().map(|&ti| tpl.types[ti].clone()).collect(),
                 instance_type_min_values,

@@ -126,6 +126,8 @@ pub struct Template {
     pub daemon_groups: Vec<DaemonGroup>,
     /// Keys present in at least one type's requirements.
     type_keys: std::collections::BTreeSet<String>,
+    /// Some type has a hostname label (then a claim's hostname narrows its types): asked per new claim.
+    hostname_typed: bool,
     key_cache: RefCell<HashMap<String, Vec<(Requirement, Bitset)>>>,
     offering_cache: RefCell<Vec<(OfferingKey, Bitset)>>,
     price_cache: RefCell<Vec<(OfferingKey, std::rc::Rc<Vec<usize>>)>>,
@@ -187,7 +189,8 @@ impl Template {
         }
         let allocatable: Vec<Resources> = types.iter().map(|t| t.allocatable()).collect();
         let fit = FitIndex::new(&allocatable);
-        let type_keys = types.iter().flat_map(|t| t.requirements.keys().cloned()).collect();
+        let type_keys: std::collections::BTreeSet<String> =
+            types.iter().flat_map(|t| t.requirements.keys().cloned()).collect();
 
         let taints = spec.taints.clone();
         let has_prefer_no_schedule = taints.iter().any(|t| t.effect == "PreferNoSchedule");
@@ -216,6 +219,7 @@ impl Template {
             allocatable,
             fit,
             daemon_groups: Vec::new(),
+            hostname_typed: type_keys.contains(labels::HOSTNAME),
             type_keys,
             key_cache: RefCell::new(HashMap::new()),
             offering_cache: RefCell::new(Vec::new()),
@@ -311,7 +315,7 @@ impl Template {
     /// `requirements`, which are the template's own plus the claim's placeholder hostname. No type defines a
     /// hostname, so that is the same set for every new claim: computed once per solve.
     pub fn claim_types(&self, requirements: &Requirements) -> Bitset {
-        if self.type_keys.contains(labels::HOSTNAME) {
+        if self.hostname_typed {
             return self.compatible_types(requirements).and(&self.offered_types(requirements));
         }
         if let Some(b) = self.claim_cache.borrow().as_ref() {
