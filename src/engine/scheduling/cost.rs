@@ -414,7 +414,7 @@ impl Scheduler<'_> {
             let mut placed_any = false;
             let mut topup: Vec<(usize, usize)> = Vec::new();
             // `fullest_subset`'s answers this round (shape indices are the round's own).
-            let mut subsets: HashMap<(usize, Resources, Vec<(usize, usize)>), Vec<usize>> = HashMap::new();
+            let mut subsets: HashMap<SubsetCase, Vec<usize>> = HashMap::new();
             for (target, count) in targets {
                 let within = cap_of(&mut caps, target);
                 let planned =
@@ -676,6 +676,9 @@ fn fullest_subset(room: &Resources, cap: &Resources, reqs: &[&Resources], avail:
     }
     out
 }
+
+/// A [`fullest_subset`] question: the instance's type, its room, and (shape, how many at most) of its share.
+type SubsetCase = (usize, Resources, Vec<(usize, usize)>);
 
 /// Search nodes [`fullest_subset`] may visit per instance.
 const SUBSET_SEARCH_NODES: usize = 300;
