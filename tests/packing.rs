@@ -85,9 +85,9 @@ fn by_type(r: &Results) -> BTreeMap<String, usize> {
 }
 
 /// The workload: 1,500 plain pods, one on-demand amd64 NodePool over three zones, the AWS catalog.
-/// Measured on 2026-11-26 (third session): upstream $145.90/h on 2 nodes (a u7i-12tb.224xlarge and an
-/// m8i.96xlarge); cost $35.46–$36.94/h; LP bound $34.49–$35.58/h, so cost is 1.028–1.038× the bound on seeds 1–3
-/// (1.028–1.055× over seeds 1–20: seed 10 is the one above 1.05, see docs/packing.md).
+/// Measured on 2026-11-26 (fifth session): upstream $145.90/h on 2 nodes (a u7i-12tb.224xlarge and an
+/// m8i.96xlarge); cost $35.35–$36.92/h; LP bound $34.49–$35.58/h, so cost is 1.025–1.038× the bound on seeds 1–3
+/// (1.025–1.049× over seeds 1–20, see docs/packing.md).
 #[test]
 fn cost_packing_is_far_cheaper_than_upstream_and_near_the_lp_bound() {
     let w = aws_world();
