@@ -521,11 +521,7 @@ impl Requirements {
     }
 
     pub fn single_valued_labels(&self) -> BTreeMap<String, String> {
-        self.map
-            .iter()
-            .filter(|(_, r)| !r.complement && r.values.len() == 1)
-            .map(|(k, r)| (k.clone(), r.values[0].clone()))
-            .collect()
+        self.single_valued().map(|(k, v)| (k.to_string(), v.to_string())).collect()
     }
 
     pub fn keys_set(&self) -> BTreeSet<&str> {
