@@ -119,21 +119,17 @@ pub struct Input<'a> {
     pub options: SchedulerOptions,
 }
 
-/// A NodeClaim the solve decided to create.
+/// What a solve's NodeClaims share when they differ only in their pods: a cost solve makes thousands of claims
+/// from one template whose options, requirements and template fields are the same, so they share one of these.
 #[derive(Debug, Clone)]
-pub struct NewNodeClaim {
+pub struct ClaimShape {
     pub nodepool: String,
-    pub hostname: String,
     /// Final requirements except the instance-type list (see [`NewNodeClaim::full_requirements`]): capacity-type
     /// narrowed to the options, no hostname.
     pub requirements: Requirements,
     /// Options cheapest first, truncated to `max_instance_types`.
     pub instance_types: Vec<Arc<InstanceType>>,
     pub instance_type_min_values: Option<u32>,
-    /// Indices into the solved pods.
-    pub pods: Vec<usize>,
-    /// Σ pod requests + the smallest daemon overhead among the remaining options.
-    pub requests: Resources,
     pub min_values_relaxed: bool,
     pub labels: BTreeMap<String, String>,
     pub annotations: BTreeMap<String, String>,
@@ -144,7 +140,32 @@ pub struct NewNodeClaim {
     pub termination_grace_period: Option<String>,
 }
 
+/// A NodeClaim the solve decided to create: its own pods and hostname, and a shape it may share with others
+/// (read through `Deref`, so `claim.labels` is the shape's).
+#[derive(Debug, Clone)]
+pub struct NewNodeClaim {
+    pub shape: Arc<ClaimShape>,
+    pub hostname: String,
+    /// Indices into the solved pods.
+    pub pods: Vec<usize>,
+    /// Σ pod requests + the smallest daemon overhead among the remaining options.
+    pub requests: Resources,
+}
+
+impl std::ops::Deref for NewNodeClaim {
+    type Target = ClaimShape;
+
+    fn deref(&self) -> &ClaimShape {
+        &self.shape
+    }
+}
+
 impl NewNodeClaim {
+    /// This claim's own copy of its shape, to change (copied only when shared).
+    pub fn shape_mut(&mut self) -> &mut ClaimShape {
+        Arc::make_mut(&mut self.shape)
+    }
+
     /// The requirements as written to the NodeClaim: including `node.kubernetes.io/instance-type In [options]`.
     pub fn full_requirements(&self) -> Requirements {
         let mut r = self.requirements.clone();
@@ -1285,11 +1306,10 @@ impl<'a> Scheduler<'a> {
                 results.existing.push(Placement { node: n.name.to_string(), pods: n.pods.clone() });
             }
         }
-        let max = self.input.options.max_instance_types.max(1);
-        // Per price order, each type's place in it: a claim with few types (as cost packing makes thousands of)
-        // sorts its own instead of scanning the whole catalog's order.
-        let mut ranks: Vec<(std::rc::Rc<Vec<usize>>, Vec<usize>)> = Vec::new();
-        let mut template_orders: Vec<Option<std::rc::Rc<Vec<usize>>>> = vec![None; self.fixed.templates.len()];
+        let mut orders = PriceOrders::new(self.fixed.templates.len());
+        // Claims no pod narrowed, of one template and with the same options, come out alike but for their pods
+        // (cost packing makes thousands): their shape is built once.
+        let mut alike: std::collections::HashMap<(usize, Bitset, bool), Shaped> = std::collections::HashMap::new();
         results.new_claims.reserve(self.claims.len());
         // The claims' requirements and pods move into the results: nothing is copied or dropped per claim.
         for (c, mut claim) in std::mem::take(&mut self.claims).into_iter().enumerate() {
@@ -1317,148 +1337,210 @@ impl<'a> Scheduler<'a> {
                     continue;
                 }
             }
-            // Cheapest first (ties by name): the template's price order filtered by the claim's types. A claim no
-            // pod narrowed has the template's offering requirements (the hostname takes no part), so it skips the
-            // per-claim lookup.
-            let order = if claim.as_template {
-                let slot = &mut template_orders[claim.template];
-                slot.get_or_insert_with(|| tpl.price_order(&claim.requirements)).clone()
-            } else {
-                tpl.price_order(&claim.requirements)
-            };
-            let kept: Vec<usize> = if claim.types.count() * 8 < order.len() {
-                let at = match ranks.iter().position(|(o, _)| std::rc::Rc::ptr_eq(o, &order)) {
-                    Some(at) => at,
+            let shaped = if claim.as_template {
+                let key = (claim.template, std::mem::take(&mut claim.types), claim.min_values_relaxed);
+                match alike.get(&key) {
+                    Some(s) => s.clone(),
                     None => {
-                        let mut rank = vec![0; order.len()];
-                        for (r, &ti) in order.iter().enumerate() {
-                            rank[ti] = r;
-                        }
-                        ranks.push((order.clone(), rank));
-                        ranks.len() - 1
+                        let s = self.claim_shape(&mut orders, claim.template, claim.requirements, &key.1, key.2, true);
+                        alike.insert(key, s.clone());
+                        s
                     }
-                };
-                let rank = &ranks[at].1;
-                let mut own: Vec<usize> = claim.types.iter().collect();
-                own.sort_by_key(|&ti| rank[ti]);
-                own.truncate(max);
-                own
+                }
             } else {
-                order.iter().copied().filter(|&ti| claim.types.get(ti)).take(max).collect()
+                let relaxed = claim.min_values_relaxed;
+                self.claim_shape(&mut orders, claim.template, claim.requirements, &claim.types, relaxed, false)
             };
-            let instance_type_min_values = claim.requirements.get_ref(labels::INSTANCE_TYPE).and_then(|r| r.min_values);
-            let mut requirements = claim.requirements;
-            for k in WELL_KNOWN_HELPER_KEYS {
-                requirements.remove(k);
-            }
-            // minValues must still hold after truncation.
-            let mut relaxed = claim.min_values_relaxed;
-            let mut violated: Option<PoolRejection> = None;
-            for (key, r) in requirements.iter() {
-                let Some(min) = r.min_values else { continue };
-                let values: BTreeSet<&str> = kept
-                    .iter()
-                    .filter_map(|&ti| tpl.types[ti].requirements.get_ref(key))
-                    .filter(|tr| !tr.complement)
-                    .flat_map(|tr| tr.values.iter().filter(|v| r.has(v)).map(String::as_str))
-                    .collect();
-                if values.len() < min as usize {
-                    match self.input.options.min_values {
-                        MinValuesPolicy::Strict => {
-                            violated = Some(PoolRejection::MinValues {
-                                key: key.clone(),
-                                needed: min,
-                                available: values.len(),
-                            });
-                        }
-                        MinValuesPolicy::BestEffort => relaxed = true,
+            match shaped {
+                Ok((shape, overhead)) => {
+                    // What its pods ask (`commit_claim` summed it as they were placed) and the daemons.
+                    let mut requests = claim.requests;
+                    requests.add(&overhead);
+                    results.new_claims.push(NewNodeClaim {
+                        shape,
+                        hostname: claim.hostname,
+                        pods: claim.pods,
+                        requests,
+                    });
+                }
+                Err(why) => {
+                    for &p in &claim.pods {
+                        results
+                            .failures
+                            .push(PodFailure { pod: p, reasons: vec![(tpl.nodepool.clone(), why.clone())] });
                     }
                 }
             }
-            if let Some(v) = violated {
-                for &p in &claim.pods {
-                    results.failures.push(PodFailure { pod: p, reasons: vec![(tpl.nodepool.clone(), v.clone())] });
-                }
-                continue;
-            }
-            // The instance-type requirement is materialised from `instance_types` when the object is built
-            // (`NewNodeClaim::full_requirements`): a large solve would otherwise copy every name into every claim.
-            requirements.remove(labels::INSTANCE_TYPE);
-            let zone_req = requirements.get_ref(labels::ZONE);
-            let ct_req = requirements.get_ref(labels::CAPACITY_TYPE);
-            let mut capacity_types: BTreeSet<&str> = BTreeSet::new();
-            // Once every capacity type the requirement allows is found, no offering can add one.
-            let allowed = ct_req.filter(|r| !r.complement).map_or(usize::MAX, |r| r.values.len());
-            for &ti in &kept {
-                if capacity_types.len() >= allowed {
-                    break;
-                }
-                for o in &tpl.types[ti].offerings {
-                    if o.available
-                        && !capacity_types.contains(o.capacity_type.as_str())
-                        && zone_req.is_none_or(|r| r.has(&o.zone))
-                        && ct_req.is_none_or(|r| r.has(&o.capacity_type))
-                    {
-                        capacity_types.insert(o.capacity_type.as_str());
-                    }
-                }
-            }
-            let ct_min = requirements.get_ref(labels::CAPACITY_TYPE).and_then(|r| r.min_values);
-            requirements.set(labels::CAPACITY_TYPE, Requirement::in_values(capacity_types).with_min_values(ct_min));
-            if relaxed {
-                // BestEffort: lower each minValues to what the options offer.
-                let keys: Vec<String> =
-                    requirements.iter().filter(|(_, r)| r.min_values.is_some()).map(|(k, _)| k.clone()).collect();
-                for key in keys {
-                    let r = requirements.get(&key);
-                    let n = kept
-                        .iter()
-                        .filter_map(|&ti| tpl.types[ti].requirements.get_ref(&key))
-                        .filter(|tr| !tr.complement)
-                        .flat_map(|tr| tr.values.iter().filter(|v| r.has(v)).cloned())
-                        .collect::<BTreeSet<String>>()
-                        .len() as u32;
-                    let lowered = r.min_values.map(|m| m.min(n));
-                    requirements.set(&key, r.with_min_values(lowered));
-                }
-            }
-            let mut labels_out = tpl.labels.clone();
-            // Borrowed until kept: most single-valued keys are well known (a large cost solve makes thousands).
-            for (k, v) in requirements.single_valued() {
-                if !self.input.policy.is_well_known(k) && !WELL_KNOWN_HELPER_KEYS.contains(&k) {
-                    labels_out.entry(k.to_string()).or_insert_with(|| v.to_string());
-                }
-            }
-            let mut annotations = tpl.annotations.clone();
-            if relaxed {
-                annotations.insert(labels::ANNOTATION_MIN_VALUES_RELAXED.to_string(), "true".to_string());
-            }
-            // What its pods ask: `commit_claim` summed it as they were placed.
-            let mut requests = std::mem::take(&mut claim.requests);
-            let mut kept_bits = Bitset::empty(tpl.types.len());
-            for &ti in &kept {
-                kept_bits.set(ti);
-            }
-            requests.add(&tpl.min_overhead(&kept_bits));
-            results.new_claims.push(NewNodeClaim {
-                nodepool: tpl.nodepool.clone(),
-                hostname: std::mem::take(&mut claim.hostname),
-                requirements,
-                instance_types: kept.iter().map(|&ti| tpl.types[ti].clone()).collect(),
-                instance_type_min_values,
-                pods: claim.pods,
-                requests,
-                min_values_relaxed: relaxed,
-                labels: labels_out,
-                annotations,
-                taints: tpl.taints.clone(),
-                startup_taints: tpl.startup_taints.clone(),
-                node_class_ref: tpl.node_class_ref.clone(),
-                expire_after: tpl.expire_after.clone(),
-                termination_grace_period: tpl.termination_grace_period.clone(),
-            });
         }
         results.failures.sort_by_key(|f| f.pod);
+    }
+
+    /// What a claim of template `t` with `requirements` and options `types` becomes: its cheapest options, final
+    /// requirements and template fields, and the DaemonSet overhead to add to its pods' requests; or why minValues
+    /// can't hold. `as_template`: the requirements are the template's (plus the hostname).
+    fn claim_shape(
+        &self,
+        orders: &mut PriceOrders,
+        t: usize,
+        mut requirements: Requirements,
+        types: &Bitset,
+        min_values_relaxed: bool,
+        as_template: bool,
+    ) -> Shaped {
+        let tpl = &self.fixed.templates[t];
+        let max = self.input.options.max_instance_types.max(1);
+        let kept = orders.cheapest(tpl, t, &requirements, types, as_template, max);
+        let instance_type_min_values = requirements.get_ref(labels::INSTANCE_TYPE).and_then(|r| r.min_values);
+        for k in WELL_KNOWN_HELPER_KEYS {
+            requirements.remove(k);
+        }
+        // minValues must still hold after truncation.
+        let mut relaxed = min_values_relaxed;
+        for (key, r) in requirements.iter() {
+            let Some(min) = r.min_values else { continue };
+            let values: BTreeSet<&str> = kept
+                .iter()
+                .filter_map(|&ti| tpl.types[ti].requirements.get_ref(key))
+                .filter(|tr| !tr.complement)
+                .flat_map(|tr| tr.values.iter().filter(|v| r.has(v)).map(String::as_str))
+                .collect();
+            if values.len() < min as usize {
+                match self.input.options.min_values {
+                    MinValuesPolicy::Strict => {
+                        return Err(PoolRejection::MinValues {
+                            key: key.clone(),
+                            needed: min,
+                            available: values.len(),
+                        });
+                    }
+                    MinValuesPolicy::BestEffort => relaxed = true,
+                }
+            }
+        }
+        // The instance-type requirement is materialised from `instance_types` when the object is built
+        // (`NewNodeClaim::full_requirements`): a large solve would otherwise copy every name into every claim.
+        requirements.remove(labels::INSTANCE_TYPE);
+        let zone_req = requirements.get_ref(labels::ZONE);
+        let ct_req = requirements.get_ref(labels::CAPACITY_TYPE);
+        let mut capacity_types: BTreeSet<&str> = BTreeSet::new();
+        // Once every capacity type the requirement allows is found, no offering can add one.
+        let allowed = ct_req.filter(|r| !r.complement).map_or(usize::MAX, |r| r.values.len());
+        for &ti in &kept {
+            if capacity_types.len() >= allowed {
+                break;
+            }
+            for o in &tpl.types[ti].offerings {
+                if o.available
+                    && !capacity_types.contains(o.capacity_type.as_str())
+                    && zone_req.is_none_or(|r| r.has(&o.zone))
+                    && ct_req.is_none_or(|r| r.has(&o.capacity_type))
+                {
+                    capacity_types.insert(o.capacity_type.as_str());
+                }
+            }
+        }
+        let ct_min = requirements.get_ref(labels::CAPACITY_TYPE).and_then(|r| r.min_values);
+        requirements.set(labels::CAPACITY_TYPE, Requirement::in_values(capacity_types).with_min_values(ct_min));
+        if relaxed {
+            // BestEffort: lower each minValues to what the options offer.
+            let keys: Vec<String> =
+                requirements.iter().filter(|(_, r)| r.min_values.is_some()).map(|(k, _)| k.clone()).collect();
+            for key in keys {
+                let r = requirements.get(&key);
+                let n = kept
+                    .iter()
+                    .filter_map(|&ti| tpl.types[ti].requirements.get_ref(&key))
+                    .filter(|tr| !tr.complement)
+                    .flat_map(|tr| tr.values.iter().filter(|v| r.has(v)).cloned())
+                    .collect::<BTreeSet<String>>()
+                    .len() as u32;
+                let lowered = r.min_values.map(|m| m.min(n));
+                requirements.set(&key, r.with_min_values(lowered));
+            }
+        }
+        let mut labels_out = tpl.labels.clone();
+        for (k, v) in requirements.single_valued() {
+            if !self.input.policy.is_well_known(k) && !WELL_KNOWN_HELPER_KEYS.contains(&k) {
+                labels_out.entry(k.to_string()).or_insert_with(|| v.to_string());
+            }
+        }
+        let mut annotations = tpl.annotations.clone();
+        if relaxed {
+            annotations.insert(labels::ANNOTATION_MIN_VALUES_RELAXED.to_string(), "true".to_string());
+        }
+        let mut kept_bits = Bitset::empty(tpl.types.len());
+        for &ti in &kept {
+            kept_bits.set(ti);
+        }
+        let shape = ClaimShape {
+            nodepool: tpl.nodepool.clone(),
+            requirements,
+            instance_types: kept.iter().map(|&ti| tpl.types[ti].clone()).collect(),
+            instance_type_min_values,
+            min_values_relaxed: relaxed,
+            labels: labels_out,
+            annotations,
+            taints: tpl.taints.clone(),
+            startup_taints: tpl.startup_taints.clone(),
+            node_class_ref: tpl.node_class_ref.clone(),
+            expire_after: tpl.expire_after.clone(),
+            termination_grace_period: tpl.termination_grace_period.clone(),
+        };
+        Ok((Arc::new(shape), tpl.min_overhead(&kept_bits)))
+    }
+}
+
+/// A claim's shape and the DaemonSet overhead of its options, or why it can't be made.
+type Shaped = Result<(Arc<ClaimShape>, Resources), PoolRejection>;
+
+/// Finalize's price orders: per template the order of a claim no pod narrowed, and per order each type's rank.
+struct PriceOrders {
+    template_orders: Vec<Option<std::rc::Rc<Vec<usize>>>>,
+    ranks: Vec<(std::rc::Rc<Vec<usize>>, Vec<usize>)>,
+}
+
+impl PriceOrders {
+    fn new(templates: usize) -> Self {
+        PriceOrders { template_orders: vec![None; templates], ranks: Vec::new() }
+    }
+
+    /// Up to `max` of `types`, cheapest first (ties by name): the template's price order filtered by the types. A
+    /// claim no pod narrowed has the template's offering requirements (the hostname takes no part), so it skips
+    /// the per-claim lookup.
+    fn cheapest(
+        &mut self,
+        tpl: &Template,
+        t: usize,
+        requirements: &Requirements,
+        types: &Bitset,
+        as_template: bool,
+        max: usize,
+    ) -> Vec<usize> {
+        let order = if as_template {
+            self.template_orders[t].get_or_insert_with(|| tpl.price_order(requirements)).clone()
+        } else {
+            tpl.price_order(requirements)
+        };
+        if types.count() * 8 >= order.len() {
+            return order.iter().copied().filter(|&ti| types.get(ti)).take(max).collect();
+        }
+        // Few types (as cost packing's claims have): sort them by rank instead of scanning the whole order.
+        let at = match self.ranks.iter().position(|(o, _)| std::rc::Rc::ptr_eq(o, &order)) {
+            Some(at) => at,
+            None => {
+                let mut rank = vec![0; order.len()];
+                for (r, &ti) in order.iter().enumerate() {
+                    rank[ti] = r;
+                }
+                self.ranks.push((order.clone(), rank));
+                self.ranks.len() - 1
+            }
+        };
+        let rank = &self.ranks[at].1;
+        let mut own: Vec<usize> = types.iter().collect();
+        own.sort_by_key(|&ti| rank[ti]);
+        own.truncate(max);
+        own
     }
 }
 
