@@ -166,9 +166,8 @@ fn pin_spot(reqs: &mut Requirements) {
 
 fn replacement(ctx: &Context<'_>, mut claim: NewNodeClaim) -> Replacement {
     let price = claim.cheapest_price().unwrap_or(0.0);
-    let shape = claim.shape_mut();
-    let reqs = &shape.requirements;
-    shape.instance_types.sort_by(|a, b| {
+    let reqs = &claim.shape.requirements;
+    claim.instance_types.sort_by(|a, b| {
         let pa = cheapest(a, reqs).unwrap_or(f64::MAX);
         let pb = cheapest(b, reqs).unwrap_or(f64::MAX);
         pa.total_cmp(&pb).then_with(|| a.name.cmp(&b.name))
@@ -234,7 +233,7 @@ fn compute(ctx: &Context<'_>, sim: &Simulator<'_>, cands: &[&Candidate], method:
             let keep = SPOT_TO_SPOT_MIN_TYPES.max(claim.instance_type_min_values.unwrap_or(0) as usize);
             types.truncate(keep);
         }
-        claim.shape_mut().instance_types = types.into_iter().map(|(_, t)| t).collect();
+        claim.instance_types = types.into_iter().map(|(_, t)| t).collect();
     } else {
         let mut types: Vec<(f64, Arc<InstanceType>)> = claim
             .instance_types
@@ -247,7 +246,7 @@ fn compute(ctx: &Context<'_>, sim: &Simulator<'_>, cands: &[&Candidate], method:
             return Err(Blocker::NoCheaperReplacement { cheapest: cheapest_now, current });
         }
         by_price(&mut types);
-        claim.shape_mut().instance_types = types.into_iter().map(|(_, t)| t).collect();
+        claim.instance_types = types.into_iter().map(|(_, t)| t).collect();
         // Prices were judged as if spot; don't risk an on-demand fallback that costs more.
         if allows_spot && allows_od {
             pin_spot(&mut claim.shape_mut().requirements);

@@ -119,16 +119,14 @@ pub struct Input<'a> {
     pub options: SchedulerOptions,
 }
 
-/// What a solve's NodeClaims share when they differ only in their pods: a cost solve makes thousands of claims
-/// from one template whose options, requirements and template fields are the same, so they share one of these.
+/// What a solve's NodeClaims share when they differ only in their pods and options: a cost solve makes thousands of
+/// claims from one template whose requirements and template fields are the same, so they share one of these.
 #[derive(Debug, Clone)]
 pub struct ClaimShape {
     pub nodepool: String,
     /// Final requirements except the instance-type list (see [`NewNodeClaim::full_requirements`]): capacity-type
     /// narrowed to the options, no hostname.
     pub requirements: Requirements,
-    /// Options cheapest first, truncated to `max_instance_types`.
-    pub instance_types: Vec<Arc<InstanceType>>,
     pub instance_type_min_values: Option<u32>,
     pub min_values_relaxed: bool,
     pub labels: BTreeMap<String, String>,
@@ -140,11 +138,13 @@ pub struct ClaimShape {
     pub termination_grace_period: Option<String>,
 }
 
-/// A NodeClaim the solve decided to create: its own pods and hostname, and a shape it may share with others
-/// (read through `Deref`, so `claim.labels` is the shape's).
+/// A NodeClaim the solve decided to create: its own pods, options and hostname, and a shape it may share with
+/// others (read through `Deref`, so `claim.labels` is the shape's).
 #[derive(Debug, Clone)]
 pub struct NewNodeClaim {
     pub shape: Arc<ClaimShape>,
+    /// Options cheapest first, truncated to `max_instance_types`.
+    pub instance_types: Vec<Arc<InstanceType>>,
     pub hostname: String,
     /// Indices into the solved pods.
     pub pods: Vec<usize>,
@@ -1307,9 +1307,9 @@ impl<'a> Scheduler<'a> {
             }
         }
         let mut orders = PriceOrders::new(self.fixed.templates.len());
-        // Claims no pod narrowed, of one template and with the same options, come out alike but for their pods
-        // (cost packing makes thousands): their shape is built once.
-        let mut alike: std::collections::HashMap<(usize, Bitset, bool), Shaped> = std::collections::HashMap::new();
+        // Claims no pod narrowed come out alike but for their pods and options (cost packing makes thousands):
+        // per template, minValues outcome and capacity types, their shape is built once.
+        let mut alike: Vec<Alike> = Vec::new();
         results.new_claims.reserve(self.claims.len());
         // The claims' requirements and pods move into the results: nothing is copied or dropped per claim.
         for (c, mut claim) in std::mem::take(&mut self.claims).into_iter().enumerate() {
@@ -1337,27 +1337,18 @@ impl<'a> Scheduler<'a> {
                     continue;
                 }
             }
-            let shaped = if claim.as_template {
-                let key = (claim.template, std::mem::take(&mut claim.types), claim.min_values_relaxed);
-                match alike.get(&key) {
-                    Some(s) => s.clone(),
-                    None => {
-                        let s = self.claim_shape(&mut orders, claim.template, claim.requirements, &key.1, key.2, true);
-                        alike.insert(key, s.clone());
-                        s
+            match self.claim_shape(&mut orders, &mut alike, &claim) {
+                Ok((shape, kept)) => {
+                    let mut kept_bits = Bitset::empty(tpl.types.len());
+                    for &ti in &kept {
+                        kept_bits.set(ti);
                     }
-                }
-            } else {
-                let relaxed = claim.min_values_relaxed;
-                self.claim_shape(&mut orders, claim.template, claim.requirements, &claim.types, relaxed, false)
-            };
-            match shaped {
-                Ok((shape, overhead)) => {
                     // What its pods ask (`commit_claim` summed it as they were placed) and the daemons.
                     let mut requests = claim.requests;
-                    requests.add(&overhead);
+                    requests.add(&tpl.min_overhead(&kept_bits));
                     results.new_claims.push(NewNodeClaim {
                         shape,
+                        instance_types: kept.iter().map(|&ti| tpl.types[ti].clone()).collect(),
                         hostname: claim.hostname,
                         pods: claim.pods,
                         requests,
@@ -1375,29 +1366,26 @@ impl<'a> Scheduler<'a> {
         results.failures.sort_by_key(|f| f.pod);
     }
 
-    /// What a claim of template `t` with `requirements` and options `types` becomes: its cheapest options, final
-    /// requirements and template fields, and the DaemonSet overhead to add to its pods' requests; or why minValues
-    /// can't hold. `as_template`: the requirements are the template's (plus the hostname).
+    /// What `claim` becomes: its cheapest options (type indices), and its final requirements and template fields,
+    /// shared with the claims alike; or why minValues can't hold.
     fn claim_shape(
         &self,
         orders: &mut PriceOrders,
-        t: usize,
-        mut requirements: Requirements,
-        types: &Bitset,
-        min_values_relaxed: bool,
-        as_template: bool,
-    ) -> Shaped {
+        alike: &mut Vec<Alike>,
+        claim: &SimClaim,
+    ) -> Result<(Arc<ClaimShape>, Vec<usize>), PoolRejection> {
+        let t = claim.template;
         let tpl = &self.fixed.templates[t];
         let max = self.input.options.max_instance_types.max(1);
-        let kept = orders.cheapest(tpl, t, &requirements, types, as_template, max);
-        let instance_type_min_values = requirements.get_ref(labels::INSTANCE_TYPE).and_then(|r| r.min_values);
-        for k in WELL_KNOWN_HELPER_KEYS {
-            requirements.remove(k);
-        }
+        let reqs = &claim.requirements;
+        let kept = orders.cheapest(tpl, t, reqs, &claim.types, claim.as_template, max);
         // minValues must still hold after truncation.
-        let mut relaxed = min_values_relaxed;
-        for (key, r) in requirements.iter() {
+        let mut relaxed = claim.min_values_relaxed;
+        for (key, r) in reqs.iter() {
             let Some(min) = r.min_values else { continue };
+            if WELL_KNOWN_HELPER_KEYS.contains(&key.as_str()) {
+                continue;
+            }
             let values: BTreeSet<&str> = kept
                 .iter()
                 .filter_map(|&ti| tpl.types[ti].requirements.get_ref(key))
@@ -1417,11 +1405,9 @@ impl<'a> Scheduler<'a> {
                 }
             }
         }
-        // The instance-type requirement is materialised from `instance_types` when the object is built
-        // (`NewNodeClaim::full_requirements`): a large solve would otherwise copy every name into every claim.
-        requirements.remove(labels::INSTANCE_TYPE);
-        let zone_req = requirements.get_ref(labels::ZONE);
-        let ct_req = requirements.get_ref(labels::CAPACITY_TYPE);
+        // The capacity types the options offer under the claim's zones and capacity types.
+        let zone_req = reqs.get_ref(labels::ZONE);
+        let ct_req = reqs.get_ref(labels::CAPACITY_TYPE);
         let mut capacity_types: BTreeSet<&str> = BTreeSet::new();
         // Once every capacity type the requirement allows is found, no offering can add one.
         let allowed = ct_req.filter(|r| !r.complement).map_or(usize::MAX, |r| r.values.len());
@@ -1439,8 +1425,26 @@ impl<'a> Scheduler<'a> {
                 }
             }
         }
+        // minValues lowered to what the options offer (BestEffort) differs per option set: not shared then.
+        let shareable = claim.as_template && !relaxed;
+        if shareable
+            && let Some(a) = alike.iter().find(|a| {
+                a.template == t && a.capacity_types.iter().map(String::as_str).eq(capacity_types.iter().copied())
+            })
+        {
+            return Ok((a.shape.clone(), kept));
+        }
+        let mut requirements = reqs.clone();
+        for k in WELL_KNOWN_HELPER_KEYS {
+            requirements.remove(k);
+        }
+        let instance_type_min_values = requirements.get_ref(labels::INSTANCE_TYPE).and_then(|r| r.min_values);
+        // The instance-type requirement is materialised from `instance_types` when the object is built
+        // (`NewNodeClaim::full_requirements`): a large solve would otherwise copy every name into every claim.
+        requirements.remove(labels::INSTANCE_TYPE);
         let ct_min = requirements.get_ref(labels::CAPACITY_TYPE).and_then(|r| r.min_values);
-        requirements.set(labels::CAPACITY_TYPE, Requirement::in_values(capacity_types).with_min_values(ct_min));
+        let ct_names: Vec<String> = capacity_types.iter().map(|c| c.to_string()).collect();
+        requirements.set(labels::CAPACITY_TYPE, Requirement::in_values(ct_names.clone()).with_min_values(ct_min));
         if relaxed {
             // BestEffort: lower each minValues to what the options offer.
             let keys: Vec<String> =
@@ -1468,14 +1472,9 @@ impl<'a> Scheduler<'a> {
         if relaxed {
             annotations.insert(labels::ANNOTATION_MIN_VALUES_RELAXED.to_string(), "true".to_string());
         }
-        let mut kept_bits = Bitset::empty(tpl.types.len());
-        for &ti in &kept {
-            kept_bits.set(ti);
-        }
-        let shape = ClaimShape {
+        let shape = Arc::new(ClaimShape {
             nodepool: tpl.nodepool.clone(),
             requirements,
-            instance_types: kept.iter().map(|&ti| tpl.types[ti].clone()).collect(),
             instance_type_min_values,
             min_values_relaxed: relaxed,
             labels: labels_out,
@@ -1485,13 +1484,21 @@ impl<'a> Scheduler<'a> {
             node_class_ref: tpl.node_class_ref.clone(),
             expire_after: tpl.expire_after.clone(),
             termination_grace_period: tpl.termination_grace_period.clone(),
-        };
-        Ok((Arc::new(shape), tpl.min_overhead(&kept_bits)))
+        });
+        if shareable {
+            alike.push(Alike { template: t, capacity_types: ct_names, shape: shape.clone() });
+        }
+        Ok((shape, kept))
     }
 }
 
-/// A claim's shape and the DaemonSet overhead of its options, or why it can't be made.
-type Shaped = Result<(Arc<ClaimShape>, Resources), PoolRejection>;
+/// A shape claims of one template share: those no pod narrowed, minValues held, whose options offer these
+/// capacity types.
+struct Alike {
+    template: usize,
+    capacity_types: Vec<String>,
+    shape: Arc<ClaimShape>,
+}
 
 /// Finalize's price orders: per template the order of a claim no pod narrowed, and per order each type's rank.
 struct PriceOrders {
