@@ -207,14 +207,19 @@ pub fn plan(columns: &[Column], classes: &[Class]) -> Option<Plan> {
     }
     let mut solution = problem.solve().ok()?.into_solution().ok()?;
     let mut added = vec![false; cuts.len()];
+    let breaks = |row: &[(microlp::Variable, f64)], solution: &microlp::Solution| {
+        row.iter().map(|(v, a)| a * solution.var_value(*v)).sum::<f64>() > 1e-7
+    };
     for _ in 0..MAX_CUT_ROUNDS {
-        let violated: Vec<usize> = (0..cuts.len())
-            .filter(|&i| !added[i] && cuts[i].iter().map(|(v, a)| a * solution.var_value(*v)).sum::<f64>() > 1e-7)
-            .collect();
+        let violated: Vec<usize> = (0..cuts.len()).filter(|&i| !added[i] && breaks(&cuts[i], &solution)).collect();
         if violated.is_empty() {
             break;
         }
         for i in violated {
+            // Each cut re-solves; one added before may already have mended this one.
+            if !breaks(&cuts[i], &solution) {
+                continue;
+            }
             added[i] = true;
             solution = solution.add_constraint(cuts[i].as_slice(), ComparisonOp::Le, 0.0).ok()?.into_solution().ok()?;
         }
