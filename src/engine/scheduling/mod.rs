@@ -20,7 +20,8 @@ pub mod volumes;
 pub mod workload;
 
 use std::borrow::Cow;
-use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
+use std::rc::Rc;
 use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::Taint;
@@ -1310,6 +1311,7 @@ impl<'a> Scheduler<'a> {
         // Claims no pod narrowed come out alike but for their pods and options (cost packing makes thousands):
         // per template, minValues outcome and capacity types, their shape is built once.
         let mut alike: Vec<Alike> = Vec::new();
+        let mut made_for: HashMap<(usize, bool), HashMap<Bitset, Result<Made, PoolRejection>>> = HashMap::new();
         results.new_claims.reserve(self.claims.len());
         // The claims' requirements and pods move into the results: nothing is copied or dropped per claim.
         for (c, mut claim) in std::mem::take(&mut self.claims).into_iter().enumerate() {
@@ -1337,15 +1339,26 @@ impl<'a> Scheduler<'a> {
                     continue;
                 }
             }
-            match self.claim_shape(&mut orders, &mut alike, &claim) {
-                Ok((shape, kept)) => {
-                    let mut kept_bits = Bitset::empty(tpl.types.len());
-                    for &ti in &kept {
-                        kept_bits.set(ti);
+            // A claim no pod narrowed comes out as every other of its template with the same options and minValues
+            // outcome: made once per option set.
+            let made = if claim.as_template {
+                let seen = made_for.entry((claim.template, claim.min_values_relaxed)).or_default();
+                match seen.get(&claim.types) {
+                    Some(m) => m.clone(),
+                    None => {
+                        let m = self.make_claim(&mut orders, &mut alike, &claim);
+                        seen.insert(std::mem::take(&mut claim.types), m.clone());
+                        m
                     }
+                }
+            } else {
+                self.make_claim(&mut orders, &mut alike, &claim)
+            };
+            match made {
+                Ok(Made { shape, kept, overhead }) => {
                     // What its pods ask (`commit_claim` summed it as they were placed) and the daemons.
                     let mut requests = claim.requests;
-                    requests.add(&tpl.min_overhead(&kept_bits));
+                    requests.add(&overhead);
                     results.new_claims.push(NewNodeClaim {
                         shape,
                         instance_types: kept.iter().map(|&ti| tpl.types[ti].clone()).collect(),
@@ -1364,6 +1377,22 @@ impl<'a> Scheduler<'a> {
             }
         }
         results.failures.sort_by_key(|f| f.pod);
+    }
+
+    /// What `claim` becomes apart from its pods and hostname.
+    fn make_claim(
+        &self,
+        orders: &mut PriceOrders,
+        alike: &mut Vec<Alike>,
+        claim: &SimClaim,
+    ) -> Result<Made, PoolRejection> {
+        let (shape, kept) = self.claim_shape(orders, alike, claim)?;
+        let tpl = &self.fixed.templates[claim.template];
+        let mut kept_bits = Bitset::empty(tpl.types.len());
+        for &ti in &kept {
+            kept_bits.set(ti);
+        }
+        Ok(Made { shape, overhead: tpl.min_overhead(&kept_bits), kept: Rc::new(kept) })
     }
 
     /// What `claim` becomes: its cheapest options (type indices), and its final requirements and template fields,
@@ -1490,6 +1519,14 @@ impl<'a> Scheduler<'a> {
         }
         Ok((shape, kept))
     }
+}
+
+/// A claim's shape, cheapest options (type indices) and the DaemonSet overhead among them.
+#[derive(Clone)]
+struct Made {
+    shape: Arc<ClaimShape>,
+    kept: Rc<Vec<usize>>,
+    overhead: Resources,
 }
 
 /// A shape claims of one template share: those no pod narrowed, minValues held, whose options offer these
