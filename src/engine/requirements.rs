@@ -421,6 +421,23 @@ impl Requirements {
         self.map.insert(labels::normalize_key(key).to_string(), req);
     }
 
+    /// Makes the requirement on `key` `In [value]`, reusing the storage of one that already is a plain single-value
+    /// `In` (a solve names thousands of new claims this way).
+    pub fn set_single_value(&mut self, key: &str, value: &str) {
+        if let Some(r) = self.map.get_mut(key)
+            && !r.complement
+            && r.values.len() == 1
+            && r.gte.is_none()
+            && r.lte.is_none()
+            && r.min_values.is_none()
+        {
+            r.values[0].clear();
+            r.values[0].push_str(value);
+            return;
+        }
+        self.set(key, Requirement::in_values([value.to_string()]));
+    }
+
     pub fn remove(&mut self, key: &str) -> Option<Requirement> {
         self.map.remove(key)
     }
@@ -590,6 +607,20 @@ mod tests {
 
     fn s(v: &[&str]) -> Vec<String> {
         v.iter().map(|x| x.to_string()).collect()
+    }
+
+    #[test]
+    fn set_single_value_makes_the_requirement_in_that_value_whatever_it_was() {
+        let mut r = Requirements::default();
+        r.set("a", Requirement::in_values(["old"]));
+        r.set("b", Requirement::not_in(["x"]));
+        r.set("c", Requirement::in_values(["p", "q"]));
+        r.set("d", Requirement::in_values(["m"]).with_min_values(Some(1)));
+        for key in ["a", "b", "c", "d", "e"] {
+            r.set_single_value(key, "new");
+            assert_eq!(r.get(key), Requirement::in_values(["new"]), "{key}");
+        }
+        assert_eq!(r.len(), 5);
     }
 
     #[test]

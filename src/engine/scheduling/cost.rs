@@ -689,12 +689,45 @@ const MAX_ROUNDS: usize = 6;
 const PLAN_TYPES_PER_CLASS: usize = 12;
 /// How many pods of `requests` one instance with `room` holds.
 fn per_instance(requests: &Resources, room: &Resources) -> i64 {
-    requests.nonzero().filter(|(_, v)| *v > 0).map(|(k, v)| room.get(k).max(0) / v).min().unwrap_or(i64::MAX)
+    // Asked per class and type when ranking types: the named resources by field, not by name.
+    let mut most = i64::MAX;
+    for (need, have) in fixed_pairs(requests, room) {
+        if need > 0 {
+            most = most.min(have.max(0) / need);
+        }
+    }
+    for (k, need) in &requests.extended {
+        if *need > 0 {
+            most = most.min(room.get(k).max(0) / need);
+        }
+    }
+    most
+}
+
+/// (request, room) for CPU, memory, ephemeral storage and pods.
+fn fixed_pairs(requests: &Resources, room: &Resources) -> [(i64, i64); 4] {
+    [
+        (requests.cpu, room.cpu),
+        (requests.memory, room.memory),
+        (requests.ephemeral_storage, room.ephemeral_storage),
+        (requests.pods, room.pods),
+    ]
 }
 
 /// The largest share of `room` one pod of `requests` takes in any resource.
 fn share_of(requests: &Resources, room: &Resources) -> f64 {
-    requests.nonzero().filter(|(_, v)| *v > 0).map(|(k, v)| v as f64 / room.get(k).max(1) as f64).fold(0.0, f64::max)
+    let mut most: f64 = 0.0;
+    for (need, have) in fixed_pairs(requests, room) {
+        if need > 0 {
+            most = most.max(need as f64 / have.max(1) as f64);
+        }
+    }
+    for (k, need) in &requests.extended {
+        if *need > 0 {
+            most = most.max(*need as f64 / room.get(k).max(1) as f64);
+        }
+    }
+    most
 }
 
 /// Claims at most for the fraction of an instance the plan buys beyond its whole ones.

@@ -910,8 +910,7 @@ impl<'a> Scheduler<'a> {
             }
         }
         let hostname = format!("hostname-placeholder-{:04}", self.next_hostname);
-        let mut requirements = tpl.requirements.clone();
-        requirements.add(labels::HOSTNAME, Requirement::in_values([hostname.clone()]));
+        let requirements = tpl.new_claim_requirements(&hostname);
         let req_bits = tpl.claim_types(&requirements);
         let max_alloc = tpl.open_allocatable(&types);
         let hostname_id = self.topology.register(labels::HOSTNAME, &hostname);

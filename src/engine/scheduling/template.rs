@@ -113,6 +113,9 @@ pub struct Template {
     pub weight: i32,
     /// Template requirements ∧ template labels ∧ `karpenter.sh/nodepool In [name]`.
     pub requirements: Requirements,
+    /// `requirements` and a placeholder hostname: a new claim's requirements once the hostname is its own (see
+    /// [`Template::new_claim_requirements`]).
+    claim_requirements: Requirements,
     pub labels: BTreeMap<String, String>,
     pub annotations: BTreeMap<String, String>,
     pub taints: Vec<Taint>,
@@ -204,10 +207,13 @@ impl Template {
                 .collect()
         });
 
+        let mut claim_requirements = requirements.clone();
+        claim_requirements.add(labels::HOSTNAME, Requirement::in_values(["hostname-placeholder".to_string()]));
         let mut t = Template {
             nodepool: pool.name().to_string(),
             weight: pool.weight(),
             requirements,
+            claim_requirements,
             labels: labels_map,
             annotations: pool.spec.template.metadata.annotations.clone(),
             taints,
@@ -309,6 +315,19 @@ impl Template {
             }
         }
         bits
+    }
+
+    /// A new claim's requirements: the template's and `kubernetes.io/hostname In [hostname]`.
+    pub fn new_claim_requirements(&self, hostname: &str) -> Requirements {
+        if self.requirements.has(labels::HOSTNAME) {
+            // Never from a valid NodePool (the label is restricted), but then the two must intersect.
+            let mut r = self.requirements.clone();
+            r.add(labels::HOSTNAME, Requirement::in_values([hostname.to_string()]));
+            return r;
+        }
+        let mut r = self.claim_requirements.clone();
+        r.set_single_value(labels::HOSTNAME, hostname);
+        r
     }
 
     /// The types a new NodeClaim of this template may launch: requirement-compatible and offered under
