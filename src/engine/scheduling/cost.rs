@@ -689,45 +689,26 @@ const MAX_ROUNDS: usize = 6;
 const PLAN_TYPES_PER_CLASS: usize = 12;
 /// How many pods of `requests` one instance with `room` holds.
 fn per_instance(requests: &Resources, room: &Resources) -> i64 {
-    // Asked per class and type when ranking types: the named resources by field, not by name.
-    let mut most = i64::MAX;
-    for (need, have) in fixed_pairs(requests, room) {
-        if need > 0 {
-            most = most.min(have.max(0) / need);
-        }
-    }
-    for (k, need) in &requests.extended {
-        if *need > 0 {
-            most = most.min(room.get(k).max(0) / need);
-        }
-    }
-    most
+    needs_and_room(requests, room).map(|(need, have)| have.max(0) / need).min().unwrap_or(i64::MAX)
 }
 
-/// (request, room) for CPU, memory, ephemeral storage and pods.
-fn fixed_pairs(requests: &Resources, room: &Resources) -> [(i64, i64); 4] {
+/// (request, room) for each resource `requests` asks for. Asked per class and type when ranking types: the named
+/// resources are read by field, not looked up by name.
+fn needs_and_room<'a>(requests: &'a Resources, room: &'a Resources) -> impl Iterator<Item = (i64, i64)> + 'a {
     [
         (requests.cpu, room.cpu),
         (requests.memory, room.memory),
         (requests.ephemeral_storage, room.ephemeral_storage),
         (requests.pods, room.pods),
     ]
+    .into_iter()
+    .chain(requests.extended.iter().map(|(k, need)| (*need, room.get(k))))
+    .filter(|(need, _)| *need > 0)
 }
 
 /// The largest share of `room` one pod of `requests` takes in any resource.
 fn share_of(requests: &Resources, room: &Resources) -> f64 {
-    let mut most: f64 = 0.0;
-    for (need, have) in fixed_pairs(requests, room) {
-        if need > 0 {
-            most = most.max(need as f64 / have.max(1) as f64);
-        }
-    }
-    for (k, need) in &requests.extended {
-        if *need > 0 {
-            most = most.max(*need as f64 / room.get(k).max(1) as f64);
-        }
-    }
-    most
+    needs_and_room(requests, room).map(|(need, have)| need as f64 / have.max(1) as f64).fold(0.0, f64::max)
 }
 
 /// Claims at most for the fraction of an instance the plan buys beyond its whole ones.

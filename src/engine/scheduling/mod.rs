@@ -1141,30 +1141,7 @@ impl<'a> Scheduler<'a> {
         };
         // minValues.
         let reqs_now = final_reqs.unwrap_or(&claim.requirements);
-        let mut relaxed = false;
-        for (key, r) in reqs_now.iter() {
-            let Some(min) = r.min_values else { continue };
-            let mut values: BTreeSet<&str> = BTreeSet::new();
-            for ti in survivors.iter() {
-                if let Some(tr) = tpl.types[ti].requirements.get_ref(key)
-                    && !tr.complement
-                {
-                    values.extend(tr.values.iter().filter(|v| r.has(v)).map(String::as_str));
-                }
-            }
-            if values.len() < min as usize {
-                match self.input.options.min_values {
-                    MinValuesPolicy::Strict => {
-                        return Err(PoolRejection::MinValues {
-                            key: key.clone(),
-                            needed: min,
-                            available: values.len(),
-                        });
-                    }
-                    MinValuesPolicy::BestEffort => relaxed = true,
-                }
-            }
-        }
+        let relaxed = self.min_values_relaxed(tpl, reqs_now, || survivors.iter(), &[])?;
         let reserve =
             if self.reservations.any() { Some(self.reservations.check(c, tpl, &survivors, reqs_now)?) } else { None };
         Ok(Candidate {
@@ -1378,6 +1355,34 @@ impl<'a> Scheduler<'a> {
         results.failures.sort_by_key(|f| f.pod);
     }
 
+    /// Whether `reqs`' minValues (keys in `skip` aside) hold over `types`: `Ok(false)` if they do, `Ok(true)` if
+    /// some doesn't and the policy is BestEffort, the first that doesn't under Strict.
+    fn min_values_relaxed<I: Iterator<Item = usize>>(
+        &self,
+        tpl: &Template,
+        reqs: &Requirements,
+        types: impl Fn() -> I,
+        skip: &[&str],
+    ) -> Result<bool, PoolRejection> {
+        let mut relaxed = false;
+        for (key, r) in reqs.iter() {
+            let Some(min) = r.min_values else { continue };
+            if skip.contains(&key.as_str()) {
+                continue;
+            }
+            let available = offered_values(tpl, types(), key, r).len();
+            if available < min as usize {
+                match self.input.options.min_values {
+                    MinValuesPolicy::Strict => {
+                        return Err(PoolRejection::MinValues { key: key.clone(), needed: min, available });
+                    }
+                    MinValuesPolicy::BestEffort => relaxed = true,
+                }
+            }
+        }
+        Ok(relaxed)
+    }
+
     /// What `claim` becomes apart from its pods and hostname.
     fn make_claim(
         &self,
@@ -1408,31 +1413,8 @@ impl<'a> Scheduler<'a> {
         let reqs = &claim.requirements;
         let kept = orders.cheapest(tpl, t, reqs, &claim.types, claim.as_template, max);
         // minValues must still hold after truncation.
-        let mut relaxed = claim.min_values_relaxed;
-        for (key, r) in reqs.iter() {
-            let Some(min) = r.min_values else { continue };
-            if WELL_KNOWN_HELPER_KEYS.contains(&key.as_str()) {
-                continue;
-            }
-            let values: BTreeSet<&str> = kept
-                .iter()
-                .filter_map(|&ti| tpl.types[ti].requirements.get_ref(key))
-                .filter(|tr| !tr.complement)
-                .flat_map(|tr| tr.values.iter().filter(|v| r.has(v)).map(String::as_str))
-                .collect();
-            if values.len() < min as usize {
-                match self.input.options.min_values {
-                    MinValuesPolicy::Strict => {
-                        return Err(PoolRejection::MinValues {
-                            key: key.clone(),
-                            needed: min,
-                            available: values.len(),
-                        });
-                    }
-                    MinValuesPolicy::BestEffort => relaxed = true,
-                }
-            }
-        }
+        let relaxed = claim.min_values_relaxed
+            | self.min_values_relaxed(tpl, reqs, || kept.iter().copied(), &WELL_KNOWN_HELPER_KEYS)?;
         // The capacity types the options offer under the claim's zones and capacity types.
         let zone_req = reqs.get_ref(labels::ZONE);
         let ct_req = reqs.get_ref(labels::CAPACITY_TYPE);
@@ -1479,13 +1461,7 @@ impl<'a> Scheduler<'a> {
                 requirements.iter().filter(|(_, r)| r.min_values.is_some()).map(|(k, _)| k.clone()).collect();
             for key in keys {
                 let r = requirements.get(&key);
-                let n = kept
-                    .iter()
-                    .filter_map(|&ti| tpl.types[ti].requirements.get_ref(&key))
-                    .filter(|tr| !tr.complement)
-                    .flat_map(|tr| tr.values.iter().filter(|v| r.has(v)).cloned())
-                    .collect::<BTreeSet<String>>()
-                    .len() as u32;
+                let n = offered_values(tpl, kept.iter().copied(), &key, &r).len() as u32;
                 let lowered = r.min_values.map(|m| m.min(n));
                 requirements.set(&key, r.with_min_values(lowered));
             }
@@ -1518,6 +1494,20 @@ impl<'a> Scheduler<'a> {
         }
         Ok((shape, kept))
     }
+}
+
+/// The values of `key` that `r` allows and some of `types` (indices into the template's) defines.
+fn offered_values<'t>(
+    tpl: &'t Template,
+    types: impl Iterator<Item = usize>,
+    key: &str,
+    r: &Requirement,
+) -> BTreeSet<&'t str> {
+    types
+        .filter_map(|ti| tpl.types[ti].requirements.get_ref(key))
+        .filter(|tr| !tr.complement)
+        .flat_map(|tr| tr.values.iter().filter(|v| r.has(v)).map(String::as_str))
+        .collect()
 }
 
 /// A claim's shape, cheapest options (type indices) and the DaemonSet overhead among them.
