@@ -521,7 +521,7 @@ pub fn requirements_drift(
     let node = node_view_ref(claim, node_labels);
     let mut changes = Vec::new();
     for (key, req) in pool_requirements(pool).iter() {
-        match node.get(key.as_str()).copied() {
+        match node.get(key).copied() {
             None if req.operator().is_negative() => {}
             None => changes.push(format!("requirement {key} {req} is not met: the node has no {key} label")),
             Some(v) if req.has(v) => {}

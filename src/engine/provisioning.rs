@@ -811,7 +811,7 @@ pub fn to_nodeclaim(c: &NewNodeClaim, pool: Option<&NodePool>) -> NodeClaim {
     for (key, r) in c.full_requirements().iter() {
         for (op, values) in r.to_terms() {
             requirements.push(NodeSelectorRequirementWithMinValues {
-                key: key.clone(),
+                key: key.to_string(),
                 operator: op.as_str().to_string(),
                 values,
                 min_values: r.min_values.map(i64::from),

@@ -3,6 +3,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
+use std::sync::Arc;
 
 use thiserror::Error;
 
@@ -329,42 +330,40 @@ pub struct Requirements {
 /// instance type's a few dozen), so a search in one allocation beats a B-tree, whose smallest node is a kilobyte
 /// here — and every pod digest and instance type holds such sets.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Default)]
-struct SortedMap(Vec<(String, Requirement)>);
+struct SortedMap(Vec<(Arc<str>, Arc<Requirement>)>);
 
+// Entries are shared: copying a set (a new NodeClaim starts from its NodePool's, a pod's context from its selector)
+// costs one allocation, not one per key and value, and a change copies only the entry it touches.
 impl SortedMap {
     fn find(&self, key: &str) -> Result<usize, usize> {
-        self.0.binary_search_by(|(k, _)| k.as_str().cmp(key))
+        self.0.binary_search_by(|(k, _)| (**k).cmp(key))
     }
 
     fn get(&self, key: &str) -> Option<&Requirement> {
-        self.find(key).ok().map(|i| &self.0[i].1)
-    }
-
-    fn get_mut(&mut self, key: &str) -> Option<&mut Requirement> {
-        self.find(key).ok().map(|i| &mut self.0[i].1)
+        self.find(key).ok().map(|i| &*self.0[i].1)
     }
 
     fn contains_key(&self, key: &str) -> bool {
         self.find(key).is_ok()
     }
 
-    fn insert(&mut self, key: String, req: Requirement) {
-        match self.find(&key) {
-            Ok(i) => self.0[i].1 = req,
-            Err(i) => self.0.insert(i, (key, req)),
+    fn insert(&mut self, key: &str, req: Requirement) {
+        match self.find(key) {
+            Ok(i) => self.0[i].1 = Arc::new(req),
+            Err(i) => self.0.insert(i, (Arc::from(key), Arc::new(req))),
         }
     }
 
     fn remove(&mut self, key: &str) -> Option<Requirement> {
-        self.find(key).ok().map(|i| self.0.remove(i).1)
+        self.find(key).ok().map(|i| Arc::unwrap_or_clone(self.0.remove(i).1))
     }
 
-    fn iter(&self) -> impl Iterator<Item = (&String, &Requirement)> {
-        self.0.iter().map(|(k, r)| (k, r))
+    fn iter(&self) -> impl Iterator<Item = (&str, &Requirement)> {
+        self.0.iter().map(|(k, r)| (&**k, &**r))
     }
 
-    fn keys(&self) -> impl Iterator<Item = &String> {
-        self.0.iter().map(|(k, _)| k)
+    fn keys(&self) -> impl Iterator<Item = &str> {
+        self.0.iter().map(|(k, _)| &**k)
     }
 
     fn len(&self) -> usize {
@@ -396,17 +395,27 @@ impl Requirements {
     /// Intersects `req` into the key's existing requirement (the key is normalised).
     pub fn add(&mut self, key: &str, req: Requirement) {
         let key = labels::normalize_key(key);
-        match self.map.get_mut(key) {
-            Some(existing) => *existing = existing.intersect(&req),
-            None => {
-                self.map.insert(key.to_string(), req);
-            }
+        match self.map.find(key) {
+            Ok(i) => self.intersect_at(i, &req),
+            Err(i) => self.map.0.insert(i, (Arc::from(key), Arc::new(req))),
+        }
+    }
+
+    /// Intersects `req` into entry `i`, which keeps sharing its requirement when that already implies `req`.
+    fn intersect_at(&mut self, i: usize, req: &Requirement) {
+        let merged = self.map.0[i].1.intersect(req);
+        if merged != *self.map.0[i].1 {
+            self.map.0[i].1 = Arc::new(merged);
         }
     }
 
     pub fn add_all(&mut self, other: &Requirements) {
-        for (k, r) in other.map.iter() {
-            self.add(k, r.clone());
+        // `other`'s keys are normalised already; a key only `other` has is shared, not copied.
+        for (k, r) in &other.map.0 {
+            match self.map.find(k) {
+                Ok(i) => self.intersect_at(i, r),
+                Err(i) => self.map.0.insert(i, (k.clone(), r.clone())),
+            }
         }
     }
 
@@ -418,13 +427,14 @@ impl Requirements {
 
     /// Replaces a key's requirement outright.
     pub fn set(&mut self, key: &str, req: Requirement) {
-        self.map.insert(labels::normalize_key(key).to_string(), req);
+        self.map.insert(labels::normalize_key(key), req);
     }
 
     /// Makes the requirement on `key` `In [value]`, reusing the storage of one that already is a plain single-value
-    /// `In` (a solve names thousands of new claims this way).
+    /// `In` this set alone holds (a solve names thousands of new claims this way).
     pub fn set_single_value(&mut self, key: &str, value: &str) {
-        if let Some(r) = self.map.get_mut(key)
+        if let Ok(i) = self.map.find(key)
+            && let Some(r) = Arc::get_mut(&mut self.map.0[i].1)
             && !r.complement
             && r.values.len() == 1
             && r.gte.is_none()
@@ -455,11 +465,11 @@ impl Requirements {
         self.map.get(key)
     }
 
-    pub fn iter(&self) -> impl Iterator<Item = (&String, &Requirement)> {
+    pub fn iter(&self) -> impl Iterator<Item = (&str, &Requirement)> {
         self.map.iter()
     }
 
-    pub fn keys(&self) -> impl Iterator<Item = &String> {
+    pub fn keys(&self) -> impl Iterator<Item = &str> {
         self.map.keys()
     }
 
@@ -492,7 +502,7 @@ impl Requirements {
                 continue;
             }
             return Err(Incompatibility::Conflict {
-                key: key.clone(),
+                key: key.to_string(),
                 wanted: Box::new(theirs.clone()),
                 offered: Box::new(ours.clone()),
             });
@@ -516,14 +526,9 @@ impl Requirements {
                 continue;
             }
             let hint = allow_undefined
-                .and_then(|p| {
-                    labels::hint(
-                        key,
-                        p.well_known.iter().map(String::as_str).chain(self.map.keys().map(String::as_str)),
-                    )
-                })
+                .and_then(|p| labels::hint(key, p.well_known.iter().map(String::as_str).chain(self.map.keys())))
                 .map(str::to_string);
-            return Err(Incompatibility::Undefined { key: key.clone(), hint });
+            return Err(Incompatibility::Undefined { key: key.to_string(), hint });
         }
         self.intersects(other)
     }
@@ -531,10 +536,7 @@ impl Requirements {
     /// Labels implied by single-valued `In` requirements.
     /// Each key with exactly one allowed value, borrowed (see [`Requirements::single_valued_labels`]).
     pub fn single_valued(&self) -> impl Iterator<Item = (&str, &str)> {
-        self.map
-            .iter()
-            .filter(|(_, r)| !r.complement && r.values.len() == 1)
-            .map(|(k, r)| (k.as_str(), r.values[0].as_str()))
+        self.map.iter().filter(|(_, r)| !r.complement && r.values.len() == 1).map(|(k, r)| (k, r.values[0].as_str()))
     }
 
     pub fn single_valued_labels(&self) -> BTreeMap<String, String> {
@@ -542,7 +544,7 @@ impl Requirements {
     }
 
     pub fn keys_set(&self) -> BTreeSet<&str> {
-        self.map.keys().map(String::as_str).collect()
+        self.map.keys().collect()
     }
 }
 
@@ -621,6 +623,31 @@ mod tests {
             assert_eq!(r.get(key), Requirement::in_values(["new"]), "{key}");
         }
         assert_eq!(r.len(), 5);
+    }
+
+    #[test]
+    fn copies_share_entries_but_changes_stay_with_the_copy_changed() {
+        let mut original = Requirements::default();
+        original.set("zone", Requirement::in_values(["a", "b"]));
+        original.set("host", Requirement::in_values(["placeholder"]));
+        let before = original.clone();
+        let mut copy = original.clone();
+        copy.set_single_value("host", "claim-1");
+        copy.add("zone", Requirement::in_values(["b", "c"]));
+        copy.remove("missing");
+        let mut other = Requirements::default();
+        other.set("arch", Requirement::in_values(["amd64"]));
+        copy.add_all(&other);
+        assert_eq!(original, before, "the original is untouched");
+        assert_eq!(copy.get("host"), Requirement::in_values(["claim-1"]));
+        assert_eq!(copy.get("zone"), Requirement::in_values(["b"]));
+        assert_eq!(copy.get("arch"), Requirement::in_values(["amd64"]));
+        assert_eq!(other.get("arch"), Requirement::in_values(["amd64"]));
+        // A copy nobody else holds is changed in place and still reads the same.
+        let mut alone = Requirements::default();
+        alone.set("host", Requirement::in_values(["x"]));
+        alone.set_single_value("host", "y");
+        assert_eq!(alone.get("host"), Requirement::in_values(["y"]));
     }
 
     #[test]

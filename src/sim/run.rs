@@ -162,7 +162,7 @@ fn add_nodes(s: &Scenario, w: &mut World, start: Millis) -> Result<(), RunError>
                 .or_else(|| r.values.iter().find(|v| v.as_str() == "linux"))
                 .or_else(|| r.values.first());
             if let Some(v) = pick {
-                node_labels.insert(key.clone(), v.clone());
+                node_labels.insert(key.to_string(), v.clone());
             }
         }
         node_labels.insert(labels::ZONE.into(), n.zone.clone());

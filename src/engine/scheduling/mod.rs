@@ -12,6 +12,8 @@ pub mod cost;
 mod node_compat;
 pub mod pod;
 mod reservations;
+#[cfg(test)]
+mod run_tests;
 pub mod selector;
 pub mod taints;
 pub mod template;
@@ -1012,6 +1014,91 @@ impl<'a> Scheduler<'a> {
         self.update_indexes(c, Some((count, &old_ids)), count + 1);
     }
 
+    /// Adds as many of `run` (interchangeable pods: same requests and constraints, in placement order) to claim `c`
+    /// as take it one after the other, in one step: how many went, `None` when the pods' checks are not the same
+    /// whatever the claim holds (then the caller adds them one by one through [`Scheduler::can_add_to_claim`]).
+    ///
+    /// For pods without topology terms, host ports, volume topology or reserved offerings, and whose requirements
+    /// the claim's already imply, each pod's check only narrows the claim's types to those still holding the sum
+    /// of requests, and the minValues over them; both are monotone in the sum, so the first pod one-by-one would
+    /// reject is the first the largest run that passes leaves out, and the claim ends in the same state.
+    fn grow_claim_run(&mut self, c: usize, run: &[usize], pods: &[PodData], reqs: &Requirements) -> Option<usize> {
+        let &first = run.first()?;
+        let pod = &pods[first];
+        let claim = &self.claims[c];
+        let tpl = &self.fixed.templates[claim.template];
+        let trivial_volumes = |i: usize| {
+            let alts = &self.volume_alternatives[i];
+            alts.is_empty() || alts.len() == 1 && alts[0].is_empty()
+        };
+        if self.reservations.any()
+            || !pod.host_ports.is_empty()
+            || self.tolerates_template(pod, claim.template).is_err()
+            || !run.iter().all(|&i| trivial_volumes(i))
+        {
+            return None;
+        }
+        if !reqs.is_empty() {
+            claim.requirements.compatible(reqs, Some(self.input.policy)).ok()?;
+            if claim.requirements.intersected(reqs) != claim.requirements {
+                return None;
+            }
+        }
+        // The claim's types and minValues outcome with `n` more pods, if they hold them.
+        let with = |n: usize| -> Option<(Bitset, bool)> {
+            let mut total = claim.requests.clone();
+            for _ in 0..n {
+                total.add(&pod.requests);
+            }
+            let survivors = tpl.surviving_types(&claim.types, &claim.req_bits, &total, &[])?;
+            let relaxed = self.min_values_relaxed(tpl, &claim.requirements, || survivors.iter(), &[]).ok()?;
+            Some((survivors, relaxed))
+        };
+        // The largest n that passes: all of them, usually.
+        let (mut lo, mut hi, mut best) = (0usize, run.len(), None);
+        match with(hi) {
+            Some(r) => {
+                lo = hi;
+                best = Some(r);
+            }
+            None => hi -= 1,
+        }
+        while lo < hi {
+            let mid = (lo + hi).div_ceil(2);
+            match with(mid) {
+                Some(r) => {
+                    lo = mid;
+                    best = Some(r);
+                }
+                None => hi = mid - 1,
+            }
+        }
+        let Some((survivors, relaxed)) = best else { return Some(0) };
+        let taken = &run[..lo];
+        let count = claim.pods.len();
+        let old_ids = claim.domain_ids.clone();
+        let claim = &mut self.claims[c];
+        let remaining = survivors.count();
+        if remaining * 2 < claim.max_alloc_types {
+            claim.max_alloc = self.fixed.templates[claim.template].max_allocatable(&survivors);
+            claim.max_alloc_types = remaining;
+        }
+        claim.types = survivors;
+        claim.min_values_relaxed |= relaxed;
+        for &i in taken {
+            claim.requests.add(&pods[i].requests);
+            claim.pods.push(i);
+        }
+        let claim = &self.claims[c];
+        for &i in taken {
+            self.topology.record(&pods[i], &claim.requirements, &self.fixed.templates[claim.template].taints);
+        }
+        self.claim_order.remove(&(count, c));
+        self.claim_order.insert((count + taken.len(), c));
+        self.update_indexes(c, Some((count, &old_ids)), count + taken.len());
+        Some(taken.len())
+    }
+
     fn can_add_to_node(
         &self,
         n: usize,
@@ -1188,8 +1275,10 @@ impl<'a> Scheduler<'a> {
             }
         }
         // A single requirement no remaining type satisfies makes the clearest sentence.
-        let blocking_requirement =
-            reqs.iter().find(|(k, q)| tpl.key_bits(k, q).and(base).is_empty()).map(|(k, q)| (k.clone(), q.to_string()));
+        let blocking_requirement = reqs
+            .iter()
+            .find(|(k, q)| tpl.key_bits(k, q).and(base).is_empty())
+            .map(|(k, q)| (k.to_string(), q.to_string()));
         InstanceTypeMiss {
             blocking_requirement,
             requirements_ok: r.count(),
@@ -1287,7 +1376,11 @@ impl<'a> Scheduler<'a> {
         // Claims no pod narrowed come out alike but for their pods and options (cost packing makes thousands):
         // per template, minValues outcome and capacity types, their shape is built once.
         let mut alike: Vec<Alike> = Vec::new();
-        let mut made_for: HashMap<(usize, bool), HashMap<Bitset, Result<Made, PoolRejection>>> = HashMap::new();
+        // Thousands of entries when claims were capped at different sizes: a fast hash, sized up front (growing it
+        // rehashed every option set again and again).
+        let mut made_for: HashMap<(usize, bool), rustc_hash::FxHashMap<Bitset, Result<Made, PoolRejection>>> =
+            HashMap::new();
+        let claims = self.claims.len();
         results.new_claims.reserve(self.claims.len());
         // The claims' requirements and pods move into the results: nothing is copied or dropped per claim.
         for (c, mut claim) in std::mem::take(&mut self.claims).into_iter().enumerate() {
@@ -1318,7 +1411,9 @@ impl<'a> Scheduler<'a> {
             // A claim no pod narrowed comes out as every other of its template with the same options and minValues
             // outcome: made once per option set.
             let made = if claim.as_template {
-                let seen = made_for.entry((claim.template, claim.min_values_relaxed)).or_default();
+                let seen = made_for
+                    .entry((claim.template, claim.min_values_relaxed))
+                    .or_insert_with(|| rustc_hash::FxHashMap::with_capacity_and_hasher(claims, Default::default()));
                 match seen.get(&claim.types) {
                     Some(m) => m.clone(),
                     None => {
@@ -1367,14 +1462,14 @@ impl<'a> Scheduler<'a> {
         let mut relaxed = false;
         for (key, r) in reqs.iter() {
             let Some(min) = r.min_values else { continue };
-            if skip.contains(&key.as_str()) {
+            if skip.contains(&key) {
                 continue;
             }
             let available = offered_values(tpl, types(), key, r).len();
             if available < min as usize {
                 match self.input.options.min_values {
                     MinValuesPolicy::Strict => {
-                        return Err(PoolRejection::MinValues { key: key.clone(), needed: min, available });
+                        return Err(PoolRejection::MinValues { key: key.to_string(), needed: min, available });
                     }
                     MinValuesPolicy::BestEffort => relaxed = true,
                 }
@@ -1458,7 +1553,7 @@ impl<'a> Scheduler<'a> {
         if relaxed {
             // BestEffort: lower each minValues to what the options offer.
             let keys: Vec<String> =
-                requirements.iter().filter(|(_, r)| r.min_values.is_some()).map(|(k, _)| k.clone()).collect();
+                requirements.iter().filter(|(_, r)| r.min_values.is_some()).map(|(k, _)| k.to_string()).collect();
             for key in keys {
                 let r = requirements.get(&key);
                 let n = offered_values(tpl, kept.iter().copied(), &key, &r).len() as u32;

@@ -568,14 +568,14 @@ pub fn has_dra_requirements(spec: &k8s_openapi::api::core::v1::PodSpec) -> bool 
 /// Upstream's provisioner validation of a pod's node constraints: restricted labels are rejected. Returns the
 /// offending key.
 pub fn restricted_key(p: &PodData, policy: &labels::LabelPolicy) -> Option<(String, String)> {
-    let mut keys: Vec<&String> = p.node_selector.keys().collect();
+    let mut keys: Vec<&str> = p.node_selector.keys().collect();
     for t in &p.required_terms {
         keys.extend(t.keys());
     }
     for (_, t) in &p.preferred_terms {
         keys.extend(t.keys());
     }
-    keys.into_iter().find_map(|k| policy.restricted(k).map(|why| (k.clone(), why)))
+    keys.into_iter().find_map(|k| policy.restricted(k).map(|why| (k.to_string(), why)))
 }
 
 /// A pod requiring `karpenter.sh/nodepool DoesNotExist` in every required term opts out of Karpenter.

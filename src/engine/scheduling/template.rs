@@ -193,7 +193,7 @@ impl Template {
         let allocatable: Vec<Resources> = types.iter().map(|t| t.allocatable()).collect();
         let fit = FitIndex::new(&allocatable);
         let type_keys: std::collections::BTreeSet<String> =
-            types.iter().flat_map(|t| t.requirements.keys().cloned()).collect();
+            types.iter().flat_map(|t| t.requirements.keys().map(str::to_string)).collect();
 
         let taints = spec.taints.clone();
         let has_prefer_no_schedule = taints.iter().any(|t| t.effect == "PreferNoSchedule");
