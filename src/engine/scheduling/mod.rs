@@ -22,7 +22,7 @@ pub mod volumes;
 pub mod workload;
 
 use std::borrow::Cow;
-use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::rc::Rc;
 use std::sync::Arc;
 
@@ -1378,8 +1378,9 @@ impl<'a> Scheduler<'a> {
         let mut alike: Vec<Alike> = Vec::new();
         // Thousands of entries when claims were capped at different sizes: a fast hash, sized up front (growing it
         // rehashed every option set again and again).
-        let mut made_for: HashMap<(usize, bool), rustc_hash::FxHashMap<Bitset, Result<Made, PoolRejection>>> =
-            HashMap::new();
+        // Per template and minValues outcome (`2 * template + relaxed`).
+        let mut made_for: Vec<Option<rustc_hash::FxHashMap<Bitset, Result<Made, PoolRejection>>>> =
+            vec![None; 2 * self.fixed.templates.len()];
         let claims = self.claims.len();
         results.new_claims.reserve(self.claims.len());
         // The claims' requirements and pods move into the results: nothing is copied or dropped per claim.
@@ -1411,9 +1412,8 @@ impl<'a> Scheduler<'a> {
             // A claim no pod narrowed comes out as every other of its template with the same options and minValues
             // outcome: made once per option set.
             let made = if claim.as_template {
-                let seen = made_for
-                    .entry((claim.template, claim.min_values_relaxed))
-                    .or_insert_with(|| rustc_hash::FxHashMap::with_capacity_and_hasher(claims, Default::default()));
+                let seen = made_for[2 * claim.template + usize::from(claim.min_values_relaxed)]
+                    .get_or_insert_with(|| rustc_hash::FxHashMap::with_capacity_and_hasher(claims, Default::default()));
                 match seen.get(&claim.types) {
                     Some(m) => m.clone(),
                     None => {
