@@ -355,6 +355,8 @@ impl Scheduler<'_> {
                 mix.add(&c.requests);
             }
         }
+        // The batch's mix is the same for every class: its price per instance share is computed once per type.
+        let mix_cost: Vec<f64> = (0..cols.len()).map(|ti| cols[ti].price * share_of(&mix, &net[ti])).collect();
         let fits: Vec<Vec<usize>> = classes
             .iter()
             .zip(&allowed)
@@ -373,7 +375,7 @@ impl Scheduler<'_> {
                 let mut keep = top(&|ti| cols[ti].price / per_instance(&c.requests, &net[ti]).max(1) as f64);
                 keep.extend(top(&|ti| cols[ti].price * share_of(&c.requests, &net[ti])));
                 // And what holds the whole batch's mix best: pods of opposite shapes share those.
-                keep.extend(top(&|ti| cols[ti].price * share_of(&mix, &net[ti])));
+                keep.extend(top(&|ti| mix_cost[ti]));
                 keep.sort_unstable();
                 keep.dedup();
                 keep

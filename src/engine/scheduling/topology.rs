@@ -9,6 +9,7 @@
 //! and the hot question "may this pod join that NodeClaim" must be an array lookup, not a string-keyed map probe.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 
 use rustc_hash::FxHashMap as HashMap;
 
@@ -106,12 +107,13 @@ struct GroupKey {
 #[derive(Debug, Clone, Default)]
 struct KeyDomains {
     name: String,
-    ids: HashMap<String, u32>,
-    names: Vec<String>,
+    // One shared string per domain: a cost solve registers a placeholder hostname for each of thousands of claims.
+    ids: HashMap<Arc<str>, u32>,
+    names: Vec<Arc<str>>,
     /// Registered (a node or NodeClaim could be there) or seen with pods.
     known: Vec<bool>,
     /// Known domains by name, for deterministic iteration.
-    sorted: BTreeMap<String, u32>,
+    sorted: BTreeMap<Arc<str>, u32>,
 }
 
 impl KeyDomains {
@@ -120,8 +122,9 @@ impl KeyDomains {
             return *id;
         }
         let id = self.names.len() as u32;
-        self.ids.insert(name.to_string(), id);
-        self.names.push(name.to_string());
+        let name: Arc<str> = Arc::from(name);
+        self.ids.insert(name.clone(), id);
+        self.names.push(name);
         self.known.push(false);
         id
     }
@@ -582,12 +585,12 @@ impl Topology {
     fn options(&self, g: &TopologyGroup, cx: &GroupCtx, pod_domains: &Requirement, node: &Requirement) -> Vec<String> {
         let kd = &self.keys[g.key_idx];
         let candidates: Vec<(&str, u32)> = if node.complement {
-            kd.sorted.iter().filter(|(n, _)| node.has(n)).map(|(n, id)| (n.as_str(), *id)).collect()
+            kd.sorted.iter().filter(|(n, _)| node.has(n)).map(|(n, id)| (&**n, *id)).collect()
         } else {
             node.values
                 .iter()
                 .filter(|v| node.has(v))
-                .filter_map(|v| kd.ids.get(v).filter(|id| kd.is_known(**id)).map(|id| (v.as_str(), *id)))
+                .filter_map(|v| kd.ids.get(v.as_str()).filter(|id| kd.is_known(**id)).map(|id| (v.as_str(), *id)))
                 .collect()
         };
         match g.kind {
@@ -607,15 +610,20 @@ impl Topology {
                 best.map(|(n, _)| vec![n.to_string()]).unwrap_or_default()
             }
             GroupKind::Affinity => {
-                let mut options: Vec<String> =
-                    g.nonzero.iter().map(|&d| &kd.names[d as usize]).filter(|n| pod_domains.has(n)).cloned().collect();
+                let mut options: Vec<String> = g
+                    .nonzero
+                    .iter()
+                    .map(|&d| &kd.names[d as usize])
+                    .filter(|n| pod_domains.has(n))
+                    .map(|n| n.to_string())
+                    .collect();
                 if options.is_empty() && cx.selects {
                     // Bootstrap: one domain both allow, and one the pod allows.
                     if let Some((n, _)) = kd.sorted.iter().find(|(n, _)| pod_domains.has(n) && node.has(n)) {
-                        options.push(n.clone());
+                        options.push(n.to_string());
                     }
                     if let Some((n, _)) = kd.sorted.iter().find(|(n, _)| pod_domains.has(n)) {
-                        options.push(n.clone());
+                        options.push(n.to_string());
                     }
                 }
                 options
@@ -644,7 +652,7 @@ impl Topology {
             }
             let current = out.as_ref().unwrap_or(node_reqs).get_ref(&g.key).unwrap_or(&EXISTS);
             if !current.complement && current.values.len() == 1 {
-                let id = self.keys[g.key_idx].ids.get(&current.values[0]).copied();
+                let id = self.keys[g.key_idx].ids.get(current.values[0].as_str()).copied();
                 if !self.allows_single(g, cx, pod_domains, id) {
                     return Err(err());
                 }
