@@ -74,12 +74,13 @@ fn grow(input: &Input<'_>, pods: &[PodData], as_run: bool) -> Option<Outcome> {
     })
 }
 
-fn same_either_way(pools: &[NodePool], pods: &[PodData], policy: MinValuesPolicy) -> usize {
+/// Runs `f` on the scheduler's input for `pools` over the embedded AWS catalog, no nodes, no DaemonSets.
+fn with_input<R>(pools: &[NodePool], policy: MinValuesPolicy, f: impl FnOnce(&Input<'_>) -> R) -> R {
     let catalog = aws_catalog("us-east-1", None, None, 0).expect("embedded catalog");
     let types: BTreeMap<String, Vec<Arc<InstanceType>>> =
         [("default".to_string(), catalog.instance_types.clone())].into();
     let (usage, labels, volumes) = (BTreeMap::new(), BTreeMap::new(), VolumeIndex::default());
-    let input = Input {
+    f(&Input {
         nodepools: pools,
         instance_types: &types,
         policy: &catalog.label_policy,
@@ -90,15 +91,20 @@ fn same_either_way(pools: &[NodePool], pods: &[PodData], policy: MinValuesPolicy
         daemonsets: &[],
         volumes: &volumes,
         options: SchedulerOptions { min_values: policy, ..Default::default() },
-    };
-    let one = grow(&input, pods, false).expect("the first pod opens a claim");
-    let run = grow(&input, pods, true).expect("plain pods go as a run");
-    assert_eq!(run.taken, one.taken, "pods taken");
-    assert_eq!(run.pods, one.pods);
-    assert_eq!(run.types, one.types, "the claim's options");
-    assert_eq!(run.requests, one.requests);
-    assert_eq!(run.relaxed, one.relaxed, "minValues outcome");
-    one.taken
+    })
+}
+
+fn same_either_way(pools: &[NodePool], pods: &[PodData], policy: MinValuesPolicy) -> usize {
+    with_input(pools, policy, |input| {
+        let one = grow(input, pods, false).expect("the first pod opens a claim");
+        let run = grow(input, pods, true).expect("plain pods go as a run");
+        assert_eq!(run.taken, one.taken, "pods taken");
+        assert_eq!(run.pods, one.pods);
+        assert_eq!(run.types, one.types, "the claim's options");
+        assert_eq!(run.requests, one.requests);
+        assert_eq!(run.relaxed, one.relaxed, "minValues outcome");
+        one.taken
+    })
 }
 
 #[test]
@@ -133,22 +139,7 @@ fn pods_with_host_ports_are_not_run() {
     for p in &mut pods {
         p.host_ports.push(HostPort { ip: "0.0.0.0".into(), port: 8080, protocol: "TCP".into() });
     }
-    let catalog = aws_catalog("us-east-1", None, None, 0).expect("embedded catalog");
-    let types: BTreeMap<String, Vec<Arc<InstanceType>>> =
-        [("default".to_string(), catalog.instance_types.clone())].into();
-    let (usage, labels, volumes) = (BTreeMap::new(), BTreeMap::new(), VolumeIndex::default());
-    let pools = [pool("")];
-    let input = Input {
-        nodepools: &pools,
-        instance_types: &types,
-        policy: &catalog.label_policy,
-        nodes: &[],
-        nodepool_usage: &usage,
-        bound_pods: &[],
-        node_labels: &labels,
-        daemonsets: &[],
-        volumes: &volumes,
-        options: SchedulerOptions::default(),
-    };
-    assert!(grow(&input, &pods, true).is_none(), "host ports conflict pod to pod: one by one only");
+    with_input(&[pool("")], MinValuesPolicy::Strict, |input| {
+        assert!(grow(input, &pods, true).is_none(), "host ports conflict pod to pod: one by one only");
+    });
 }
