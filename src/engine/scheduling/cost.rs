@@ -121,14 +121,15 @@ fn classes(pods: &[PodData], order: &[usize]) -> Vec<Class> {
     // Pods are compared in memory order, then dealt out in queue order: comparing a pod with its class touches most
     // of it, and twenty thousand pods visited in queue order are a cache miss or more each.
     const NONE: usize = usize::MAX;
-    let mut class_of = vec![NONE; pods.len()];
+    let mut wanted = vec![false; pods.len()];
     for &i in order {
-        class_of[i] = NONE - 1;
+        wanted[i] = true;
     }
+    let mut class_of = vec![NONE; pods.len()];
     let mut first: Vec<usize> = Vec::new();
     let mut by_hash: HashMap<u64, Vec<usize>> = HashMap::new();
     for (i, p) in pods.iter().enumerate() {
-        if class_of[i] == NONE {
+        if !wanted[i] {
             continue;
         }
         let bucket = by_hash.entry(class_hash(p)).or_default();

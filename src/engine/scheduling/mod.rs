@@ -271,6 +271,19 @@ struct SimClaim {
     as_template: bool,
 }
 
+impl SimClaim {
+    /// The claim's options are now `types` (a subset of them): the cheap bound on what they can hold is redone
+    /// once half of the types it was computed over are gone.
+    fn narrow_to(&mut self, tpl: &Template, types: Bitset) {
+        let remaining = types.count();
+        if remaining * 2 < self.max_alloc_types {
+            self.max_alloc = tpl.max_allocatable(&types);
+            self.max_alloc_types = remaining;
+        }
+        self.types = types;
+    }
+}
+
 #[derive(Default)]
 struct KeyPartition {
     by_domain: rustc_hash::FxHashMap<u32, BTreeSet<(usize, usize)>>,
@@ -943,7 +956,6 @@ impl<'a> Scheduler<'a> {
             Ok(cand) => {
                 self.next_hostname += 1;
                 self.commit_claim(c, i, pod, cand);
-                self.claim_order.insert((1, c));
                 self.update_indexes(c, None, 1);
                 // Pessimistic: the claim may launch its largest option.
                 if let Some(rem) = self.remaining.get_mut(&self.fixed.templates[t].nodepool) {
@@ -1009,8 +1021,6 @@ impl<'a> Scheduler<'a> {
         let count = self.claims[c].pods.len();
         let old_ids = self.claims[c].domain_ids.clone();
         self.commit_claim(c, i, pod, cand);
-        self.claim_order.remove(&(count, c));
-        self.claim_order.insert((count + 1, c));
         self.update_indexes(c, Some((count, &old_ids)), count + 1);
     }
 
@@ -1027,14 +1037,10 @@ impl<'a> Scheduler<'a> {
         let pod = &pods[first];
         let claim = &self.claims[c];
         let tpl = &self.fixed.templates[claim.template];
-        let trivial_volumes = |i: usize| {
-            let alts = &self.volume_alternatives[i];
-            alts.is_empty() || alts.len() == 1 && alts[0].is_empty()
-        };
         if self.reservations.any()
             || !pod.host_ports.is_empty()
             || self.tolerates_template(pod, claim.template).is_err()
-            || !run.iter().all(|&i| trivial_volumes(i))
+            || run.iter().any(|&i| self.volumes_narrow(i))
         {
             return None;
         }
@@ -1078,12 +1084,7 @@ impl<'a> Scheduler<'a> {
         let count = claim.pods.len();
         let old_ids = claim.domain_ids.clone();
         let claim = &mut self.claims[c];
-        let remaining = survivors.count();
-        if remaining * 2 < claim.max_alloc_types {
-            claim.max_alloc = self.fixed.templates[claim.template].max_allocatable(&survivors);
-            claim.max_alloc_types = remaining;
-        }
-        claim.types = survivors;
+        claim.narrow_to(&self.fixed.templates[claim.template], survivors);
         claim.min_values_relaxed |= relaxed;
         for &i in taken {
             claim.requests.add(&pods[i].requests);
@@ -1093,8 +1094,6 @@ impl<'a> Scheduler<'a> {
         for &i in taken {
             self.topology.record(&pods[i], &claim.requirements, &self.fixed.templates[claim.template].taints);
         }
-        self.claim_order.remove(&(count, c));
-        self.claim_order.insert((count + taken.len(), c));
         self.update_indexes(c, Some((count, &old_ids)), count + taken.len());
         Some(taken.len())
     }
@@ -1133,6 +1132,12 @@ impl<'a> Scheduler<'a> {
             Ok(None) => true,
             Err(_) => false,
         }
+    }
+
+    /// Pod `i`'s volumes narrow where its NodeClaim may go (some volume is bound to a topology).
+    fn volumes_narrow(&self, i: usize) -> bool {
+        let alts = &self.volume_alternatives[i];
+        !(alts.is_empty() || alts.len() == 1 && alts[0].is_empty())
     }
 
     fn tolerates_template(&self, pod: &PodData, t: usize) -> Result<(), String> {
@@ -1181,8 +1186,8 @@ impl<'a> Scheduler<'a> {
             merged = Some(claim.requirements.intersected(reqs));
         }
         // Volume topology narrows the node only.
-        let alts = &self.volume_alternatives[i];
-        if !(alts.is_empty() || alts.len() == 1 && alts[0].is_empty()) {
+        if self.volumes_narrow(i) {
+            let alts = &self.volume_alternatives[i];
             let base = merged.as_ref().unwrap_or(&claim.requirements);
             let chosen =
                 alts.iter().find(|a| base.compatible(a, Some(self.input.policy)).is_ok()).ok_or_else(|| {
@@ -1312,12 +1317,7 @@ impl<'a> Scheduler<'a> {
         if let Some(b) = cand.req_bits {
             claim.req_bits = b;
         }
-        let remaining = cand.types.count();
-        if remaining * 2 < claim.max_alloc_types {
-            claim.max_alloc = self.fixed.templates[claim.template].max_allocatable(&cand.types);
-            claim.max_alloc_types = remaining;
-        }
-        claim.types = cand.types;
+        claim.narrow_to(&self.fixed.templates[claim.template], cand.types);
         claim.requests.add(&pod.requests);
         claim.host_ports.extend(pod.host_ports.iter().cloned());
         claim.pods.push(i);
@@ -1327,9 +1327,13 @@ impl<'a> Scheduler<'a> {
         self.topology.record(pod, &claim.requirements, &self.fixed.templates[claim.template].taints);
     }
 
-    /// Keeps the scan indexes in step with claim `c`, whose pod count went from `old` (with its domain ids then)
-    /// to `new`.
+    /// Keeps the scan order and indexes in step with claim `c`, whose pod count went from `old` (with its domain
+    /// ids then; `None` for a new claim) to `new`.
     fn update_indexes(&mut self, c: usize, old: Option<(usize, &[Option<u32>])>, new: usize) {
+        if let Some((o, _)) = old {
+            self.claim_order.remove(&(o, c));
+        }
+        self.claim_order.insert((new, c));
         let hid = self.claims[c].hostname_id;
         for g in self.topology.zero_filter_groups() {
             let zero = self.topology.count_of(g, hid) == 0;
@@ -1376,9 +1380,8 @@ impl<'a> Scheduler<'a> {
         // Claims no pod narrowed come out alike but for their pods and options (cost packing makes thousands):
         // per template, minValues outcome and capacity types, their shape is built once.
         let mut alike: Vec<Alike> = Vec::new();
-        // Thousands of entries when claims were capped at different sizes: a fast hash, sized up front (growing it
-        // rehashed every option set again and again).
-        // Per template and minValues outcome (`2 * template + relaxed`).
+        // Per template and minValues outcome (`2 * template + relaxed`). Thousands of option sets when claims were
+        // capped at different sizes: a fast hash, sized up front (growing it rehashed every set again and again).
         let mut made_for: Vec<Option<rustc_hash::FxHashMap<Bitset, Result<Made, PoolRejection>>>> =
             vec![None; 2 * self.fixed.templates.len()];
         let claims = self.claims.len();
