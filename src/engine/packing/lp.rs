@@ -52,6 +52,85 @@ const MAX_SIZE_LIMITS: usize = 16;
 /// Rounds of "add the size limits the solution breaks and solve again".
 const MAX_CUT_ROUNDS: usize = 50;
 
+/// Most maximal patterns enumerated for one column; a column with more keeps only the per-resource rows and cuts.
+const MAX_PATTERNS: usize = 400;
+/// Search steps allowed per column when enumerating its patterns.
+const MAX_PATTERN_STEPS: usize = 5_000;
+/// Columns one instance of which holds more pods than this (of any one size) lose little to whole pods: their
+/// patterns are not enumerated.
+const MAX_PATTERN_PODS: usize = 12;
+
+/// Every maximal way to fill one instance of `capacity` with whole pods of `sizes` (at most `limits[i]` of the
+/// i-th), as counts per size; `None` when there are more than [`MAX_PATTERNS`] or the search runs out of steps.
+/// A pattern is maximal when no further pod of any size fits beside it; every instance's pods are a subset of one.
+fn maximal_patterns(capacity: &Resources, sizes: &[&Resources], limits: &[usize]) -> Option<Vec<Vec<usize>>> {
+    struct Walk<'a> {
+        sizes: &'a [&'a Resources],
+        limits: &'a [usize],
+        cur: Vec<usize>,
+        out: Vec<Vec<usize>>,
+        steps: usize,
+        failed: bool,
+    }
+    fn fits_one(walk: &Walk<'_>, room: &Resources, from: usize) -> bool {
+        (from..walk.sizes.len()).any(|j| walk.cur[j] < walk.limits[j] && walk.sizes[j].fits_in(room))
+    }
+    fn go(walk: &mut Walk<'_>, i: usize, room: &Resources) {
+        if walk.failed {
+            return;
+        }
+        walk.steps += 1;
+        if walk.steps > MAX_PATTERN_STEPS {
+            walk.failed = true;
+            return;
+        }
+        if i == walk.sizes.len() {
+            // Maximal: nothing of any size still fits (sizes before `i` were taken as far as they go or stopped
+            // short on purpose, so check them all).
+            if !fits_one(walk, room, 0) {
+                walk.out.push(walk.cur.clone());
+                if walk.out.len() > MAX_PATTERNS {
+                    walk.failed = true;
+                }
+            }
+            return;
+        }
+        let mut r = room.clone();
+        let mut n = 0;
+        // Take as many of size i as fit, then one fewer each time.
+        while n < walk.limits[i] && walk.sizes[i].fits_in(&r) {
+            r = r.minus(walk.sizes[i]);
+            n += 1;
+        }
+        loop {
+            walk.cur[i] = n;
+            go(walk, i + 1, &r);
+            walk.cur[i] = 0;
+            if n == 0 || walk.failed {
+                break;
+            }
+            n -= 1;
+            r.add(walk.sizes[i]);
+        }
+    }
+    let most = sizes
+        .iter()
+        .zip(limits)
+        .map(|(r, &l)| {
+            let per =
+                r.nonzero().filter(|(_, v)| *v > 0).map(|(k, v)| capacity.get(k).max(0) / v).min().unwrap_or(i64::MAX);
+            (per.max(0) as usize).min(l)
+        })
+        .max()
+        .unwrap_or(0);
+    if most > MAX_PATTERN_PODS {
+        return None;
+    }
+    let mut walk = Walk { sizes, limits, cur: vec![0; sizes.len()], out: Vec::new(), steps: 0, failed: false };
+    go(&mut walk, 0, capacity);
+    (!walk.failed).then_some(walk.out)
+}
+
 /// Fekete and Schepers' dual-feasible function u_k at `need / room` (0 < need <= room): floor((k + 1) x) / k, or x
 /// itself when (k + 1) x is a whole number. Pods whose sizes sum to at most `room` weigh at most 1 in total.
 fn dual_feasible(need: i64, room: i64, k: i64) -> f64 {
@@ -205,6 +284,37 @@ pub fn plan(columns: &[Column], classes: &[Class]) -> Option<Plan> {
             }
         }
     }
+    // Small types hold few pods, and there the per-resource rows let pods share CPU and memory in ways no single
+    // instance can (a CPU-heavy and a memory-heavy pod "filling" both of an instance a third each). For those, the
+    // pods a column holds are also covered by whole instance patterns: every maximal way to fill one instance,
+    // bought at most as many times as instances are. Every packing obeys this (each instance's pods lie within one
+    // maximal pattern), so the bound stays a bound, and the plan learns which mixes really fit.
+    for (u, &c) in used.iter().enumerate() {
+        let on: Vec<usize> = (0..classes_sorted.len()).filter(|&ki| y[ki].iter().any(|(uu, _)| *uu == u)).collect();
+        if on.is_empty() {
+            continue;
+        }
+        let sizes: Vec<&Resources> = on.iter().map(|&ki| &classes_sorted[ki].requests).collect();
+        let limits: Vec<usize> = on.iter().map(|&ki| classes_sorted[ki].count).collect();
+        let Some(pats) = maximal_patterns(&columns[c].capacity, &sizes, &limits) else { continue };
+        if pats.is_empty() {
+            continue;
+        }
+        let z: Vec<_> = pats.iter().map(|_| problem.add_var(0.0, (0.0, f64::INFINITY))).collect();
+        let mut row: Vec<_> = z.iter().map(|v| (*v, 1.0)).collect();
+        row.push((x[u], -1.0));
+        problem.add_constraint(row.as_slice(), ComparisonOp::Le, 0.0);
+        for (j, &ki) in on.iter().enumerate() {
+            let Some((_, v)) = y[ki].iter().find(|(uu, _)| *uu == u) else { continue };
+            let mut row = vec![(*v, classes_sorted[ki].count as f64)];
+            for (p, pat) in pats.iter().enumerate() {
+                if pat[j] > 0 {
+                    row.push((z[p], -(pat[j] as f64)));
+                }
+            }
+            problem.add_constraint(row.as_slice(), ComparisonOp::Le, 0.0);
+        }
+    }
     let mut solution = problem.solve().ok()?.into_solution().ok()?;
     let mut added = vec![false; cuts.len()];
     let breaks = |row: &[(microlp::Variable, f64)], solution: &microlp::Solution| {
@@ -353,6 +463,70 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn whole_instance_patterns_stop_pods_sharing_what_no_instance_holds() {
+        // 10 CPU / 10 GiB instances at $1 and one pod each of (6 CPU, 1 GiB), (1 CPU, 6 GiB), (4 CPU, 4 GiB): any
+        // two share an instance, never all three. The per-resource rows and cuts allow 1.1 instances (11 of 10 in
+        // each resource); every instance's pods lie within one of the three two-pod patterns, so covering each pod
+        // once takes 1.5 of them.
+        let cols = [col(1.0, 10, 10, 100)];
+        let classes = [class(6, 1, 1, vec![0]), class(1, 6, 1, vec![0]), class(4, 4, 1, vec![0])];
+        let p = plan(&cols, &classes).unwrap();
+        assert!((p.cost - 1.5).abs() < 1e-6, "{p:?}");
+    }
+
+    #[test]
+    fn maximal_patterns_are_every_filling_nothing_more_fits_beside() {
+        let cap = demand(10, 10, 100);
+        let sizes = [demand(6, 1, 1), demand(1, 6, 1), demand(4, 4, 1), demand(1, 1, 1)];
+        let limits = [2, 2, 2, 3];
+        let refs: Vec<&Resources> = sizes.iter().collect();
+        let mut got = maximal_patterns(&cap, &refs, &limits).expect("few patterns");
+        // Every count vector within the limits, by brute force.
+        let fits = |v: &[usize]| {
+            let mut r = Resources::default();
+            for (s, &n) in sizes.iter().zip(v) {
+                for _ in 0..n {
+                    r.add(s);
+                }
+            }
+            r.fits_in(&cap)
+        };
+        let mut want = Vec::new();
+        for a in 0..=2 {
+            for b in 0..=2 {
+                for c in 0..=2 {
+                    for d in 0..=3 {
+                        let v = vec![a, b, c, d];
+                        let maximal = (0..4).all(|i| {
+                            let mut w = v.clone();
+                            w[i] += 1;
+                            w[i] > limits[i] || !fits(&w)
+                        });
+                        if fits(&v) && maximal {
+                            want.push(v);
+                        }
+                    }
+                }
+            }
+        }
+        got.sort();
+        want.sort();
+        assert_eq!(got, want);
+        assert!(!want.is_empty());
+    }
+
+    #[test]
+    fn types_holding_many_pods_are_not_enumerated() {
+        // 64 CPUs of 1-CPU pods: thousands of ways, and whole pods cost a big type little.
+        let cap = demand(64, 256, 1000);
+        let sizes = [demand(1, 1, 1), demand(2, 1, 1)];
+        let refs: Vec<&Resources> = sizes.iter().collect();
+        assert_eq!(maximal_patterns(&cap, &refs, &[100, 100]), None);
+        // Limited to a few pods by the counts, it is.
+        assert_eq!(maximal_patterns(&cap, &refs, &[2, 1]), Some(vec![vec![2, 1]]));
     }
 
     #[test]

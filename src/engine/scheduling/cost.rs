@@ -430,7 +430,9 @@ impl Scheduler<'_> {
                 plan.assigned.iter().map(|a| a.iter().map(|&(c, n)| (c, n)).collect()).collect(),
             );
             // Whole instances first; in the last rounds the fractions too.
-            let last = round + 1 >= MAX_ROUNDS / 2;
+            // Also as soon as the plan buys no whole instance: nothing else would place those pods, and upstream's
+            // path would put them all on one claim of the largest type.
+            let last = round + 1 >= MAX_ROUNDS / 2 || plan.amounts.iter().all(|a| *a < 1.0);
             let mut targets: Vec<(usize, usize)> = plan
                 .amounts
                 .iter()
