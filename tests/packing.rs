@@ -86,7 +86,7 @@ fn by_type(r: &Results) -> BTreeMap<String, usize> {
 
 /// The workload: 1,500 plain pods, one on-demand amd64 NodePool over three zones, the AWS catalog.
 /// Upstream packs every seed onto 2 nodes (a u7i-12tb.224xlarge and an m8i.96xlarge) for $145.90/h. Measured on
-/// 2026-11-27 over seeds 1–200 (docs/packing.md, "Whole-instance patterns"): cost 1.015–1.044× the bound. Seeds
+/// 2026-11-27 over seeds 1–200 (docs/packing.md, "Whole-instance patterns"): cost 1.016–1.044× the bound. Seeds
 /// 148 and 154 were the worst before the plan's LP had whole-instance patterns (1.061× and 1.059×); 154 is still
 /// the worst (1.044×).
 #[test]

@@ -5,13 +5,14 @@
 //! can still hold them, so a large batch ends on the largest types (with ENI-sized max-pods, the very largest).
 //! Here, existing nodes are filled first; then, per NodePool in weight order:
 //! 1. the assignment LP ([`crate::engine::packing::lp`]), offered each class's best types, names the best-value
-//!    types, how many of each the batch needs and which pods each holds;
+//!    types, how many of each the batch needs and which pods each holds (in the first round with whole-instance
+//!    patterns on small types, so the mixes it names are ones an instance holds);
 //! 2. the whole instances it buys are opened, each claim capped at its type (its options cut to the types no
 //!    larger than it); the plan's pods for the type are dealt round-robin over them, largest first, so each holds
 //!    about the plan's mix; then each takes the plan's other pods for the type, then anything that still fits, the
 //!    best match for the room left first (largest dot product, both scaled by the type's capacity);
-//! 3. the LP is solved again for what is left, and from the third round on the fraction of an instance it buys
-//!    is split over smaller best-value types (`fraction_type`);
+//! 3. the LP is solved again for what is left, and from the third round on (or once it buys no whole instance)
+//!    the fraction of an instance it buys is split over smaller best-value types (`fraction_type`);
 //! 4. whatever could not be placed that way (a constraint only relaxation satisfies, a pod larger than every
 //!    target) goes through upstream's pod-by-pod path, which may still use the claims opened here.
 //!
@@ -423,7 +424,10 @@ impl Scheduler<'_> {
             if shapes.is_empty() {
                 return;
             }
-            let Some(plan) = lp::plan(&cols, &shapes) else { return };
+            // Whole-instance patterns in the first round only, which places nearly everything: with them in every
+            // round, seeds 1–200 came out the same at worst (1.044× the bound) and 0.1 point better on average,
+            // for a tenth more solve time at 1,000 pods.
+            let Some(plan) = lp::plan_with(&cols, &shapes, round == 0) else { return };
             // Pods of each shape the plan still puts on each type.
             // Shared by the fill's "may it go here" and "it went here" callbacks.
             let quota: std::cell::RefCell<Vec<HashMap<usize, f64>>> = std::cell::RefCell::new(
