@@ -74,8 +74,8 @@ fn maximal_patterns(capacity: &Resources, sizes: &[&Resources], limits: &[usize]
         steps: usize,
         failed: bool,
     }
-    fn fits_one(walk: &Walk<'_>, room: &Resources, from: usize) -> bool {
-        (from..walk.sizes.len()).any(|j| walk.cur[j] < walk.limits[j] && walk.sizes[j].fits_in(room))
+    fn fits_one(walk: &Walk<'_>, room: &Resources) -> bool {
+        (0..walk.sizes.len()).any(|j| walk.cur[j] < walk.limits[j] && walk.sizes[j].fits_in(room))
     }
     fn go(walk: &mut Walk<'_>, i: usize, room: &Resources) {
         if walk.failed {
@@ -89,7 +89,7 @@ fn maximal_patterns(capacity: &Resources, sizes: &[&Resources], limits: &[usize]
         if i == walk.sizes.len() {
             // Maximal: nothing of any size still fits (sizes before `i` were taken as far as they go or stopped
             // short on purpose, so check them all).
-            if !fits_one(walk, room, 0) {
+            if !fits_one(walk, room) {
                 walk.out.push(walk.cur.clone());
                 if walk.out.len() > MAX_PATTERNS {
                     walk.failed = true;
@@ -167,8 +167,8 @@ pub fn plan(columns: &[Column], classes: &[Class]) -> Option<Plan> {
 
 /// [`plan`], with the pods on types that hold only a few of them also covered by whole-instance patterns when
 /// `patterns` is set. Still a bound, and the mixes it names are ones an instance holds; but over a whole catalog,
-/// with dozens of small types, it is many times slower (1.3 s against the plain LP at 20,000 pods), so the bound
-/// leaves them out and cost packing's plan offers them only its classes' best types.
+/// with dozens of small types, it is many times slower (about 1.3 s at 20,000 pods, release), so the bound leaves
+/// them out and cost packing's first plan uses them over its classes' best types only.
 pub fn plan_with(columns: &[Column], classes: &[Class], patterns: bool) -> Option<Plan> {
     let empty = || Plan { cost: 0.0, amounts: vec![0.0; columns.len()], assigned: vec![Vec::new(); classes.len()] };
     if classes.iter().all(|k| k.count == 0) {
@@ -294,11 +294,11 @@ pub fn plan_with(columns: &[Column], classes: &[Class], patterns: bool) -> Optio
             }
         }
     }
-    // Small types hold few pods, and there the per-resource rows let pods share CPU and memory in ways no single
-    // instance can (a CPU-heavy and a memory-heavy pod "filling" both of an instance a third each). For those, the
-    // pods a column holds are also covered by whole instance patterns: every maximal way to fill one instance,
-    // bought at most as many times as instances are. Every packing obeys this (each instance's pods lie within one
-    // maximal pattern), so the bound stays a bound, and the plan learns which mixes really fit.
+    // Small types hold few pods, and there the per-resource rows accept mixes no instance holds: each resource is
+    // counted apart, so pods that fill CPU and memory "on average" pass although no instance takes them together.
+    // For those types, the pods a column holds are also covered by whole-instance patterns: every maximal way to
+    // fill one instance, bought at most as many times as instances are. Every packing obeys this (each instance's
+    // pods lie within one maximal pattern), so the bound stays a bound, and the plan learns which mixes fit.
     for (u, &c) in used.iter().enumerate().filter(|_| patterns) {
         let on: Vec<usize> = (0..classes_sorted.len()).filter(|&ki| y[ki].iter().any(|(uu, _)| *uu == u)).collect();
         if on.is_empty() {
