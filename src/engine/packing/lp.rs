@@ -115,16 +115,8 @@ fn maximal_patterns(capacity: &Resources, sizes: &[&Resources], limits: &[usize]
             r.add(walk.sizes[i]);
         }
     }
-    let most = sizes
-        .iter()
-        .zip(limits)
-        .map(|(r, &l)| {
-            let per =
-                r.nonzero().filter(|(_, v)| *v > 0).map(|(k, v)| capacity.get(k).max(0) / v).min().unwrap_or(i64::MAX);
-            (per.max(0) as usize).min(l)
-        })
-        .max()
-        .unwrap_or(0);
+    let most =
+        sizes.iter().zip(limits).map(|(r, &l)| (r.copies_in(capacity).max(0) as usize).min(l)).max().unwrap_or(0);
     if most > MAX_PATTERN_PODS {
         return None;
     }

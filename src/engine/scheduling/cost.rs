@@ -375,7 +375,7 @@ impl Scheduler<'_> {
                     ranked.into_iter().map(|(_, ti)| ti).collect()
                 };
                 // Filled with whole pods of this class, and filled fractionally (what shares it with other pods).
-                let mut keep = top(&|ti| cols[ti].price / per_instance(&c.requests, &net[ti]).max(1) as f64);
+                let mut keep = top(&|ti| cols[ti].price / c.requests.copies_in(&net[ti]).max(1) as f64);
                 keep.extend(top(&|ti| cols[ti].price * share_of(&c.requests, &net[ti])));
                 // And what holds the whole batch's mix best: pods of opposite shapes share those.
                 keep.extend(top(&|ti| mix_cost[ti]));
@@ -704,7 +704,7 @@ fn fullest_subset(room: &Resources, cap: &Resources, reqs: &[&Resources], avail:
         if bound <= st.best_val + 1e-12 {
             return;
         }
-        let max = (per_instance(st.reqs[idx], room).max(0) as usize).min(st.avail[idx]);
+        let max = (st.reqs[idx].copies_in(room).max(0) as usize).min(st.avail[idx]);
         for n in (0..=max).rev() {
             let mut r = room.clone();
             for (k, v) in st.reqs[idx].nonzero() {
@@ -746,28 +746,9 @@ const SUBSET_SEARCH_NODES: usize = 300;
 const MAX_ROUNDS: usize = 6;
 /// Types per class the plan may buy (see `pack_template`).
 const PLAN_TYPES_PER_CLASS: usize = 12;
-/// How many pods of `requests` one instance with `room` holds.
-fn per_instance(requests: &Resources, room: &Resources) -> i64 {
-    needs_and_room(requests, room).map(|(need, have)| have.max(0) / need).min().unwrap_or(i64::MAX)
-}
-
-/// (request, room) for each resource `requests` asks for. Asked per class and type when ranking types: the named
-/// resources are read by field, not looked up by name.
-fn needs_and_room<'a>(requests: &'a Resources, room: &'a Resources) -> impl Iterator<Item = (i64, i64)> + 'a {
-    [
-        (requests.cpu, room.cpu),
-        (requests.memory, room.memory),
-        (requests.ephemeral_storage, room.ephemeral_storage),
-        (requests.pods, room.pods),
-    ]
-    .into_iter()
-    .chain(requests.extended.iter().map(|(k, need)| (*need, room.get(k))))
-    .filter(|(need, _)| *need > 0)
-}
-
 /// The largest share of `room` one pod of `requests` takes in any resource.
 fn share_of(requests: &Resources, room: &Resources) -> f64 {
-    needs_and_room(requests, room).map(|(need, have)| need as f64 / have.max(1) as f64).fold(0.0, f64::max)
+    requests.asked_with_room(room).map(|(need, have)| need as f64 / have.max(1) as f64).fold(0.0, f64::max)
 }
 
 /// Claims at most for the fraction of an instance the plan buys beyond its whole ones.
@@ -805,7 +786,7 @@ fn fraction_type(
         let mut counts = vec![0; want.len()];
         for &s in &order {
             let r = &shapes[s].requests;
-            let n = per_instance(r, &room).clamp(0, want[s] as i64) as usize;
+            let n = r.copies_in(&room).clamp(0, want[s] as i64) as usize;
             for (k, v) in r.entries() {
                 room.set_value(k, room.get(k) - v * n as i64);
             }
