@@ -105,10 +105,8 @@ fn cost_packing_is_far_cheaper_than_upstream_and_near_the_lp_bound() {
         assert!(bound <= p_cost + 1e-9 && bound <= p_up + 1e-9, "the bound is a bound");
         assert!(p_cost <= 1.05 * bound, "seed {seed}: cost ${p_cost:.2} vs bound ${bound:.2}: {:?}", by_type(&cost));
         assert!(p_up > 3.0 * p_cost, "seed {seed}: upstream ${p_up:.2}, cost ${p_cost:.2}");
-        // No claim holds more than fits its cheapest option.
-        for c in &cost.new_claims {
-            assert!(c.requests.fits_in(&c.instance_types[0].allocatable()), "{} overfull", c.hostname);
-        }
+        // Every node each claim may become holds its pods, in a zone and type they accept.
+        assert_eq!(common::plan_check::plan_violations(&pods, &[], &w.pools, &cost), Vec::<String>::new());
     }
 }
 
@@ -159,6 +157,7 @@ fn cost_packing_honours_weights_and_limits() {
     assert!(heavy_cpu <= 64_000, "the limit holds even counting each claim's largest option: {heavy_cpu}m");
     assert!(r.new_claims.iter().any(|c| c.nodepool == "default"), "the rest spills to the lighter pool");
     assert!(bound.unwrap() <= price(&r) + 1e-9);
+    assert_eq!(common::plan_check::plan_violations(&pods, &[], &w.pools, &r), Vec::<String>::new());
 }
 
 #[test]

@@ -1,17 +1,21 @@
 //! Properties of the scheduler as a whole: the scan indexes never change a decision, results are deterministic,
 //! every decision respects the constraints it was given, and arbitrary NodePool / Pod YAML never panics the
-//! engine (the bounded fuzz target CI runs).
+//! engine (the bounded fuzz target CI runs). Plans of both packing strategies over a mix with selectors, ORed
+//! node-affinity terms, host ports, a tainted and limited NodePool and a DaemonSet pass an independent check of
+//! every node each claim may become (`common::plan_check`).
 
 mod common;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
+use k8s_openapi::api::core::v1::Toleration;
 use karpenter_tui::engine::api::NodePool;
 use karpenter_tui::engine::catalog::{InstanceType, fake};
 use karpenter_tui::engine::labels;
 use karpenter_tui::engine::packing::Packing;
-use karpenter_tui::engine::scheduling::pod::PodData;
+use karpenter_tui::engine::requirements::{Requirement, Requirements};
+use karpenter_tui::engine::scheduling::pod::{HostPort, PodData};
 use karpenter_tui::engine::scheduling::volumes::VolumeIndex;
 use karpenter_tui::engine::scheduling::workload::diverse_pods_seeded;
 use karpenter_tui::engine::scheduling::{Input, Results, SchedulerOptions, solve};
@@ -116,6 +120,7 @@ fn decisions_respect_constraints() {
     let r = run(&pods, 60, true);
     assert!(r.failures.is_empty());
     check_constraints(&pods, &r);
+    assert_eq!(common::plan_check::plan_violations(&pods, &[], &pool(), &r), Vec::<String>::new());
 }
 
 #[test]
@@ -126,6 +131,7 @@ fn cost_packing_decisions_respect_constraints() {
         assert!(r.failures.is_empty(), "seed {seed}: {} pods failed", r.failures.len());
         assert_eq!(r.scheduled_pods(), pods.len());
         check_constraints(&pods, &r);
+        assert_eq!(common::plan_check::plan_violations(&pods, &[], &pool(), &r), Vec::<String>::new());
     }
 }
 
@@ -144,6 +150,8 @@ proptest! {
         if cost.failures.is_empty() {
             check_constraints(&pods, &cost);
         }
+        let violations = common::plan_check::plan_violations(&pods, &[], &pool(), &cost);
+        prop_assert!(violations.is_empty(), "{violations:?}");
     }
 
     #[test]
@@ -159,6 +167,152 @@ proptest! {
 }
 
 // --- bounded fuzz: arbitrary-ish NodePool and Pod YAML into the provisioning pass never panics -----------------
+
+/// What a pod of [`constrained_world`] asks beyond the diverse mix.
+#[derive(Debug, Clone)]
+struct Extra {
+    /// A node selector on one of the three zones.
+    zone: Option<usize>,
+    /// A node selector on arm64 (true) or amd64.
+    arm: Option<bool>,
+    /// Required node affinity: arm64, or else test-zone-3 (two ORed terms).
+    terms: bool,
+    /// Host port 8080/TCP on every address.
+    port: bool,
+    /// Tolerates the `batch` NodePool's taint.
+    tolerate: bool,
+}
+
+fn extra() -> impl Strategy<Value = Extra> {
+    (
+        prop::option::weighted(0.2, 0usize..3),
+        prop::option::weighted(0.15, any::<bool>()),
+        prop::bool::weighted(0.1),
+        prop::bool::weighted(0.1),
+        prop::bool::weighted(0.4),
+    )
+        .prop_map(|(zone, arm, terms, port, tolerate)| Extra { zone, arm, terms, port, tolerate })
+}
+
+fn one(key: &str, value: &str) -> Requirements {
+    let mut r = Requirements::new();
+    r.add(key, Requirement::in_values([value]));
+    r
+}
+
+/// Two NodePools over linux types: `batch` (weight 10, tainted `dedicated=batch:NoSchedule`, at most 64 CPUs) and
+/// `default` (at least 4 instance types per claim); the assorted fake catalog (zones, capacity types, arm64 and amd64) plus `types` fake types; a
+/// DaemonSet that tolerates nothing, so it runs on `default`'s nodes only; the diverse mix with `extras` applied.
+/// Returns the pools, the DaemonSet and the pods, and the results of solving them with `packing`.
+fn constrained_world(
+    seed: u64,
+    types: usize,
+    extras: &[Extra],
+    packing: Packing,
+) -> (Vec<NodePool>, Vec<PodData>, Vec<PodData>, Results) {
+    let pools = vec![
+        common::nodepool_yaml(
+            "apiVersion: karpenter.sh/v1\nkind: NodePool\nmetadata: {name: batch}\nspec:\n  weight: 10\n  limits: {cpu: \"64\"}\n  template:\n    spec:\n      nodeClassRef: {group: karpenter.k8s.aws, kind: EC2NodeClass, name: default}\n      taints: [{key: dedicated, value: batch, effect: NoSchedule}]\n      requirements: [{key: kubernetes.io/os, operator: In, values: [linux]}]\n",
+        ),
+        common::nodepool_yaml(
+            "apiVersion: karpenter.sh/v1\nkind: NodePool\nmetadata: {name: default}\nspec:\n  template:\n    spec:\n      nodeClassRef: {group: karpenter.k8s.aws, kind: EC2NodeClass, name: default}\n      requirements: [{key: kubernetes.io/os, operator: In, values: [linux]}, {key: node.kubernetes.io/instance-type, operator: Exists, minValues: 4}]\n",
+        ),
+    ];
+    let mut all = fake::fake_instance_types_assorted();
+    all.extend(fake::fake_instance_types(types));
+    let catalog = fake::fake_catalog_with(all);
+    let catalogs: BTreeMap<String, Vec<Arc<InstanceType>>> =
+        pools.iter().map(|p| (p.name().to_string(), catalog.instance_types.clone())).collect();
+    let mut pods = diverse_pods_seeded(extras.len(), seed);
+    for (p, e) in pods.iter_mut().zip(extras) {
+        if let Some(z) = e.zone {
+            p.node_selector.add_all(&one(labels::ZONE, &format!("test-zone-{}", z + 1)));
+        }
+        if let Some(arm) = e.arm {
+            p.node_selector.add_all(&one(labels::ARCH, if arm { "arm64" } else { "amd64" }));
+        }
+        if e.terms {
+            p.required_terms = vec![one(labels::ARCH, "arm64"), one(labels::ZONE, "test-zone-3")];
+        }
+        if e.port {
+            p.host_ports = vec![HostPort { ip: "0.0.0.0".into(), port: 8080, protocol: "TCP".into() }];
+        }
+        if e.tolerate {
+            p.tolerations = vec![Toleration {
+                key: Some("dedicated".into()),
+                operator: Some("Equal".into()),
+                value: Some("batch".into()),
+                effect: Some("NoSchedule".into()),
+                ..Default::default()
+            }];
+        }
+    }
+    let mut daemon = diverse_pods_seeded(1, seed)[0].clone();
+    daemon.name = "logging-agent".into();
+    daemon.requests = karpenter_tui::engine::resources::Resources::new(100, 128 << 20, 1);
+    daemon.daemonset = Some("logging-agent".into());
+    let daemonsets = vec![daemon];
+    let usage = BTreeMap::new();
+    let node_labels = BTreeMap::new();
+    let volumes = VolumeIndex::default();
+    let input = Input {
+        nodepools: &pools,
+        instance_types: &catalogs,
+        policy: &catalog.label_policy,
+        nodes: &[],
+        nodepool_usage: &usage,
+        bound_pods: &[],
+        node_labels: &node_labels,
+        daemonsets: &daemonsets,
+        volumes: &volumes,
+        options: SchedulerOptions { packing, ..Default::default() },
+    };
+    let r = solve(&input, &pods);
+    (pools, daemonsets, pods, r)
+}
+
+/// The check finds what it is for: a claim cut below minValues, a pod moved onto a claim it does not fit, and a pod
+/// that vanished.
+#[test]
+fn the_plan_check_catches_broken_plans() {
+    let extras = vec![Extra { zone: None, arm: None, terms: false, port: false, tolerate: false }; 40];
+    let (pools, ds, pods, mut r) = constrained_world(1, 10, &extras, Packing::Cost);
+    assert_eq!(common::plan_check::plan_violations(&pods, &ds, &pools, &r), Vec::<String>::new());
+    assert!(r.new_claims.len() >= 2, "{} claims", r.new_claims.len());
+    let mut cut = r.clone();
+    cut.new_claims[0].instance_types.truncate(1);
+    let broken = common::plan_check::plan_violations(&pods, &ds, &pools, &cut);
+    assert!(broken.iter().any(|v| v.contains("minValues 4")), "{broken:?}");
+    let moved: Vec<usize> = r.new_claims[1].pods.drain(..).collect();
+    r.new_claims[0].pods.extend(moved);
+    let broken = common::plan_check::plan_violations(&pods, &ds, &pools, &r);
+    assert!(broken.iter().any(|v| v.contains("cannot hold")), "{broken:?}");
+    let gone = r.new_claims[0].pods.pop().expect("a pod");
+    let broken = common::plan_check::plan_violations(&pods, &ds, &pools, &r);
+    assert!(broken.iter().any(|v| v.contains(&pods[gone].name) && v.contains("neither")), "{broken:?}");
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 16, ..ProptestConfig::default() })]
+
+    /// Both strategies' plans pass the independent check, and cost plans are deterministic.
+    #[test]
+    fn plans_hold_selectors_terms_ports_taints_daemonsets_and_limits(
+        extras in prop::collection::vec(extra(), 1..160),
+        seed in any::<u64>(),
+        types in 1usize..20,
+    ) {
+        for packing in [Packing::Upstream, Packing::Cost] {
+            let (pools, ds, pods, r) = constrained_world(seed, types, &extras, packing);
+            let violations = common::plan_check::plan_violations(&pods, &ds, &pools, &r);
+            prop_assert!(violations.is_empty(), "{packing}: {violations:?}");
+            if packing == Packing::Cost {
+                let again = constrained_world(seed, types, &extras, packing).3;
+                prop_assert_eq!(digest(&r), digest(&again));
+            }
+        }
+    }
+}
 
 fn yaml_fragment() -> impl Strategy<Value = String> {
     let key = prop_oneof![

@@ -18,6 +18,8 @@ use karpenter_tui::engine::catalog::{Catalog, InstanceType};
 use karpenter_tui::engine::provisioning::{ProvisioningResult, Snapshot, provision};
 use karpenter_tui::engine::scheduling::SchedulerOptions;
 
+pub mod plan_check;
+
 pub fn nodepool(name: &str) -> NodePool {
     let yaml = format!(
         "apiVersion: karpenter.sh/v1\nkind: NodePool\nmetadata: {{name: {name}}}\nspec:\n  template:\n    spec:\n      nodeClassRef: {{group: karpenter.k8s.aws, kind: EC2NodeClass, name: default}}\n"
