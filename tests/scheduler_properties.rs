@@ -15,7 +15,8 @@ use karpenter_tui::engine::catalog::{InstanceType, fake};
 use karpenter_tui::engine::labels;
 use karpenter_tui::engine::packing::Packing;
 use karpenter_tui::engine::requirements::{Requirement, Requirements};
-use karpenter_tui::engine::scheduling::pod::{HostPort, PodData};
+use karpenter_tui::engine::scheduling::pod::{HostPort, PodData, SpreadConstraint};
+use karpenter_tui::engine::scheduling::selector::Selector;
 use karpenter_tui::engine::scheduling::volumes::VolumeIndex;
 use karpenter_tui::engine::scheduling::workload::diverse_pods_seeded;
 use karpenter_tui::engine::scheduling::{Input, Results, SchedulerOptions, solve};
@@ -202,12 +203,13 @@ fn one(key: &str, value: &str) -> Requirements {
 
 /// Two NodePools over linux types: `batch` (weight 10, tainted `dedicated=batch:NoSchedule`, at most 64 CPUs) and
 /// `default` (at least 4 instance types per claim); the assorted fake catalog (zones, capacity types, arm64 and amd64) plus `types` fake types; a
-/// DaemonSet that tolerates nothing, so it runs on `default`'s nodes only; the diverse mix with `extras` applied.
-/// Returns the pools, the DaemonSet and the pods, and the results of solving them with `packing`.
+/// DaemonSet that tolerates nothing, so it runs on `default`'s nodes only; the diverse mix with `extras` applied,
+/// then `web` pods of one workload spread over zones with maxSkew 1 (DoNotSchedule). Returns the pools, the DaemonSet and the pods, and the results of solving them with `packing`.
 fn constrained_world(
     seed: u64,
     types: usize,
     extras: &[Extra],
+    web: usize,
     packing: Packing,
 ) -> (Vec<NodePool>, Vec<PodData>, Vec<PodData>, Results) {
     let pools = vec![
@@ -247,6 +249,22 @@ fn constrained_world(
             }];
         }
     }
+    for i in 0..web {
+        let mut p = diverse_pods_seeded(1, seed)[0].clone();
+        p.name = format!("web-{i}");
+        p.uid = p.name.clone();
+        p.labels = Arc::new([("app".to_string(), "web".to_string())].into());
+        p.spreads = vec![SpreadConstraint {
+            key: labels::ZONE.into(),
+            max_skew: 1,
+            min_domains: None,
+            required: true,
+            selector: Selector::default().with_label("app", "web"),
+            honor_node_affinity: true,
+            honor_taints: false,
+        }];
+        pods.push(p);
+    }
     let mut daemon = diverse_pods_seeded(1, seed)[0].clone();
     daemon.name = "logging-agent".into();
     daemon.requests = karpenter_tui::engine::resources::Resources::new(100, 128 << 20, 1);
@@ -276,7 +294,7 @@ fn constrained_world(
 #[test]
 fn the_plan_check_catches_broken_plans() {
     let extras = vec![Extra { zone: None, arm: None, terms: false, port: false, tolerate: false }; 40];
-    let (pools, ds, pods, mut r) = constrained_world(1, 10, &extras, Packing::Cost);
+    let (pools, ds, pods, mut r) = constrained_world(1, 10, &extras, 0, Packing::Cost);
     assert_eq!(common::plan_check::plan_violations(&pods, &ds, &pools, &r), Vec::<String>::new());
     assert!(r.new_claims.len() >= 2, "{} claims", r.new_claims.len());
     let mut cut = r.clone();
@@ -299,15 +317,30 @@ proptest! {
     #[test]
     fn plans_hold_selectors_terms_ports_taints_daemonsets_and_limits(
         extras in prop::collection::vec(extra(), 1..160),
+        web in 0usize..24,
         seed in any::<u64>(),
         types in 1usize..20,
     ) {
         for packing in [Packing::Upstream, Packing::Cost] {
-            let (pools, ds, pods, r) = constrained_world(seed, types, &extras, packing);
+            let (pools, ds, pods, r) = constrained_world(seed, types, &extras, web, packing);
             let violations = common::plan_check::plan_violations(&pods, &ds, &pools, &r);
             prop_assert!(violations.is_empty(), "{packing}: {violations:?}");
+            // The web pods are all placed, no zone more than one ahead of another.
+            let mut per_zone: BTreeMap<String, usize> =
+                (1..=3).map(|z| (format!("test-zone-{z}"), 0)).collect();
+            for c in &r.new_claims {
+                let on = c.pods.iter().filter(|&&i| pods[i].name.starts_with("web-")).count();
+                if on > 0 {
+                    let zone = c.requirements.get(labels::ZONE);
+                    prop_assert_eq!(zone.values.len(), 1, "{}: a zone-spread pod on a claim of zones {:?}", packing, zone);
+                    *per_zone.entry(zone.values[0].clone()).or_default() += on;
+                }
+            }
+            prop_assert_eq!(per_zone.values().sum::<usize>(), web, "{}: every web pod placed", packing);
+            let (lo, hi) = (per_zone.values().min().copied(), per_zone.values().max().copied());
+            prop_assert!(hi.unwrap_or(0) - lo.unwrap_or(0) <= 1, "{packing}: zone skew {per_zone:?}");
             if packing == Packing::Cost {
-                let again = constrained_world(seed, types, &extras, packing).3;
+                let again = constrained_world(seed, types, &extras, web, packing).3;
                 prop_assert_eq!(digest(&r), digest(&again));
             }
         }
