@@ -155,7 +155,6 @@ impl Manifests {
         Ok(out)
     }
 
-    /// The objects as a provisioning snapshot, with pods as [`Manifests::pending_view`] presents them.
     /// The objects as they are, borrowed (no Deployment expansion, unlike [`Manifests::snapshot`]): what a
     /// controller reads from a watch cache.
     pub fn view(&self) -> ClusterSnapshot<'_> {
@@ -175,6 +174,7 @@ impl Manifests {
         }
     }
 
+    /// The objects as a provisioning snapshot, with pods as [`Manifests::pending_view`] presents them.
     pub fn snapshot(&self) -> Snapshot {
         Snapshot {
             nodepools: self.nodepools.clone(),
