@@ -402,11 +402,15 @@ proptest! {
             pod_reqs.join(", "),
             labels::ZONE,
         );
-        // Either the manifests are rejected with a located error, or the engine runs; it never panics.
+        // Either the manifests are rejected with a located error, or the engine runs under both packing strategies;
+        // it never panics.
         if let Ok(m) = karpenter_tui::engine::manifests::Manifests::parse(&text, "fuzz.yaml") {
             let r = karpenter_tui::cli::plan::plan(&m, &fake::fake_catalog());
             let _ = karpenter_tui::cli::plan::to_table(&r);
             let _ = karpenter_tui::cli::plan::to_json(&m, &r);
+            // Both strategies and the LP bound, as `plan` and the dashboard compare them.
+            let cmp = karpenter_tui::cli::plan::packing_comparison(&m, &fake::fake_catalog(), Default::default());
+            let _ = cmp.summary();
         }
         let first = text.split("---").next().unwrap_or("");
         if let Ok(np) = karpenter_tui::engine::api::strict::parse_nodepool_strict(first, "fuzz.yaml") {
