@@ -106,7 +106,10 @@ fn cost_packing_is_far_cheaper_than_upstream_and_near_the_lp_bound() {
         assert!(p_cost <= 1.05 * bound, "seed {seed}: cost ${p_cost:.2} vs bound ${bound:.2}: {:?}", by_type(&cost));
         assert!(p_up > 3.0 * p_cost, "seed {seed}: upstream ${p_up:.2}, cost ${p_cost:.2}");
         // Every node each claim may become holds its pods, in a zone and type they accept.
-        assert_eq!(common::plan_check::plan_violations(&pods, &[], &w.pools, &cost), Vec::<String>::new());
+        assert_eq!(
+            common::plan_check::plan_violations(&pods, &[], &w.pools, Default::default(), &cost),
+            Vec::<String>::new()
+        );
     }
 }
 
@@ -157,7 +160,7 @@ fn cost_packing_honours_weights_and_limits() {
     assert!(heavy_cpu <= 64_000, "the limit holds even counting each claim's largest option: {heavy_cpu}m");
     assert!(r.new_claims.iter().any(|c| c.nodepool == "default"), "the rest spills to the lighter pool");
     assert!(bound.unwrap() <= price(&r) + 1e-9);
-    assert_eq!(common::plan_check::plan_violations(&pods, &[], &w.pools, &r), Vec::<String>::new());
+    assert_eq!(common::plan_check::plan_violations(&pods, &[], &w.pools, Default::default(), &r), Vec::<String>::new());
 }
 
 #[test]

@@ -9,7 +9,9 @@ mod common;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
-use k8s_openapi::api::core::v1::Toleration;
+use common::plan_check;
+use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim, Toleration};
+use k8s_openapi::api::storage::v1::StorageClass;
 use karpenter_tui::engine::api::NodePool;
 use karpenter_tui::engine::catalog::{InstanceType, fake};
 use karpenter_tui::engine::labels;
@@ -121,7 +123,7 @@ fn decisions_respect_constraints() {
     let r = run(&pods, 60, true);
     assert!(r.failures.is_empty());
     check_constraints(&pods, &r);
-    assert_eq!(common::plan_check::plan_violations(&pods, &[], &pool(), &r), Vec::<String>::new());
+    assert_eq!(plan_check::plan_violations(&pods, &[], &pool(), Default::default(), &r), Vec::<String>::new());
 }
 
 #[test]
@@ -132,7 +134,7 @@ fn cost_packing_decisions_respect_constraints() {
         assert!(r.failures.is_empty(), "seed {seed}: {} pods failed", r.failures.len());
         assert_eq!(r.scheduled_pods(), pods.len());
         check_constraints(&pods, &r);
-        assert_eq!(common::plan_check::plan_violations(&pods, &[], &pool(), &r), Vec::<String>::new());
+        assert_eq!(plan_check::plan_violations(&pods, &[], &pool(), Default::default(), &r), Vec::<String>::new());
     }
 }
 
@@ -151,7 +153,7 @@ proptest! {
         if cost.failures.is_empty() {
             check_constraints(&pods, &cost);
         }
-        let violations = common::plan_check::plan_violations(&pods, &[], &pool(), &cost);
+        let violations = plan_check::plan_violations(&pods, &[], &pool(), Default::default(), &cost);
         prop_assert!(violations.is_empty(), "{violations:?}");
     }
 
@@ -167,10 +169,10 @@ proptest! {
     }
 }
 
-// --- bounded fuzz: arbitrary-ish NodePool and Pod YAML into the provisioning pass never panics -----------------
+// --- both strategies against an independent check, in a world with most of the constraints upstream honours ----
 
-/// What a pod of [`constrained_world`] asks beyond the diverse mix.
-#[derive(Debug, Clone)]
+/// What a pod of [`ConstrainedWorld`] asks beyond the diverse mix.
+#[derive(Debug, Clone, Default)]
 struct Extra {
     /// A node selector on one of the three zones.
     zone: Option<usize>,
@@ -182,6 +184,9 @@ struct Extra {
     port: bool,
     /// Tolerates the `batch` NodePool's taint.
     tolerate: bool,
+    /// A volume: the claim bound to a PersistentVolume in test-zone-2 (true), or the unbound WaitForFirstConsumer
+    /// claim whose StorageClass allows test-zone-1 and test-zone-3.
+    volume: Option<bool>,
 }
 
 fn extra() -> impl Strategy<Value = Extra> {
@@ -191,8 +196,9 @@ fn extra() -> impl Strategy<Value = Extra> {
         prop::bool::weighted(0.1),
         prop::bool::weighted(0.1),
         prop::bool::weighted(0.4),
+        prop::option::weighted(0.1, any::<bool>()),
     )
-        .prop_map(|(zone, arm, terms, port, tolerate)| Extra { zone, arm, terms, port, tolerate })
+        .prop_map(|(zone, arm, terms, port, tolerate, volume)| Extra { zone, arm, terms, port, tolerate, volume })
 }
 
 fn one(key: &str, value: &str) -> Requirements {
@@ -202,137 +208,205 @@ fn one(key: &str, value: &str) -> Requirements {
 }
 
 /// Two NodePools over linux types: `batch` (weight 10, tainted `dedicated=batch:NoSchedule`, at most 64 CPUs) and
-/// `default` (at least 4 instance types per claim); the assorted fake catalog (zones, capacity types, arm64 and amd64) plus `types` fake types; a
-/// DaemonSet that tolerates nothing, so it runs on `default`'s nodes only; the diverse mix with `extras` applied,
-/// then `web` pods of one workload spread over zones with maxSkew 1 (DoNotSchedule). Returns the pools, the DaemonSet and the pods, and the results of solving them with `packing`.
-fn constrained_world(
-    seed: u64,
-    types: usize,
-    extras: &[Extra],
-    web: usize,
-    packing: Packing,
-) -> (Vec<NodePool>, Vec<PodData>, Vec<PodData>, Results) {
-    let pools = vec![
-        common::nodepool_yaml(
-            "apiVersion: karpenter.sh/v1\nkind: NodePool\nmetadata: {name: batch}\nspec:\n  weight: 10\n  limits: {cpu: \"64\"}\n  template:\n    spec:\n      nodeClassRef: {group: karpenter.k8s.aws, kind: EC2NodeClass, name: default}\n      taints: [{key: dedicated, value: batch, effect: NoSchedule}]\n      requirements: [{key: kubernetes.io/os, operator: In, values: [linux]}]\n",
-        ),
-        common::nodepool_yaml(
-            "apiVersion: karpenter.sh/v1\nkind: NodePool\nmetadata: {name: default}\nspec:\n  template:\n    spec:\n      nodeClassRef: {group: karpenter.k8s.aws, kind: EC2NodeClass, name: default}\n      requirements: [{key: kubernetes.io/os, operator: In, values: [linux]}, {key: node.kubernetes.io/instance-type, operator: Exists, minValues: 4}]\n",
-        ),
-    ];
-    let mut all = fake::fake_instance_types_assorted();
-    all.extend(fake::fake_instance_types(types));
-    let catalog = fake::fake_catalog_with(all);
-    let catalogs: BTreeMap<String, Vec<Arc<InstanceType>>> =
-        pools.iter().map(|p| (p.name().to_string(), catalog.instance_types.clone())).collect();
-    let mut pods = diverse_pods_seeded(extras.len(), seed);
-    for (p, e) in pods.iter_mut().zip(extras) {
-        if let Some(z) = e.zone {
-            p.node_selector.add_all(&one(labels::ZONE, &format!("test-zone-{}", z + 1)));
-        }
-        if let Some(arm) = e.arm {
-            p.node_selector.add_all(&one(labels::ARCH, if arm { "arm64" } else { "amd64" }));
-        }
-        if e.terms {
-            p.required_terms = vec![one(labels::ARCH, "arm64"), one(labels::ZONE, "test-zone-3")];
-        }
-        if e.port {
-            p.host_ports = vec![HostPort { ip: "0.0.0.0".into(), port: 8080, protocol: "TCP".into() }];
-        }
-        if e.tolerate {
-            p.tolerations = vec![Toleration {
-                key: Some("dedicated".into()),
-                operator: Some("Equal".into()),
-                value: Some("batch".into()),
-                effect: Some("NoSchedule".into()),
-                ..Default::default()
-            }];
-        }
-    }
-    for i in 0..web {
-        let mut p = diverse_pods_seeded(1, seed)[0].clone();
-        p.name = format!("web-{i}");
-        p.uid = p.name.clone();
-        p.labels = Arc::new([("app".to_string(), "web".to_string())].into());
-        p.spreads = vec![SpreadConstraint {
-            key: labels::ZONE.into(),
-            max_skew: 1,
-            min_domains: None,
-            required: true,
-            selector: Selector::default().with_label("app", "web"),
-            honor_node_affinity: true,
-            honor_taints: false,
-        }];
-        pods.push(p);
-    }
-    let mut daemon = diverse_pods_seeded(1, seed)[0].clone();
-    daemon.name = "logging-agent".into();
-    daemon.requests = karpenter_tui::engine::resources::Resources::new(100, 128 << 20, 1);
-    daemon.daemonset = Some("logging-agent".into());
-    let daemonsets = vec![daemon];
-    let usage = BTreeMap::new();
-    let node_labels = BTreeMap::new();
-    let volumes = VolumeIndex::default();
-    let input = Input {
-        nodepools: &pools,
-        instance_types: &catalogs,
-        policy: &catalog.label_policy,
-        nodes: &[],
-        nodepool_usage: &usage,
-        bound_pods: &[],
-        node_labels: &node_labels,
-        daemonsets: &daemonsets,
-        volumes: &volumes,
-        options: SchedulerOptions { packing, ..Default::default() },
-    };
-    let r = solve(&input, &pods);
-    (pools, daemonsets, pods, r)
+/// `default` (at least 4 instance types per claim); the assorted fake catalog (zones, capacity types, arm64 and
+/// amd64) plus `types` fake types; a DaemonSet that tolerates nothing, so it runs on `default`'s nodes only; a
+/// zonal PersistentVolume and a WaitForFirstConsumer StorageClass; the diverse mix with `extras` applied, then `web`
+/// pods of one workload spread over zones with maxSkew 1 (DoNotSchedule); and the solve of those pods.
+struct ConstrainedWorld {
+    pools: Vec<NodePool>,
+    daemonsets: Vec<PodData>,
+    pvcs: Vec<PersistentVolumeClaim>,
+    pvs: Vec<PersistentVolume>,
+    classes: Vec<StorageClass>,
+    pods: Vec<PodData>,
+    results: Results,
 }
 
-/// The check finds what it is for: a claim cut below minValues, a pod moved onto a claim it does not fit, and a pod
-/// that vanished.
+const VOLUMES: &str = "
+- apiVersion: v1
+  kind: PersistentVolumeClaim
+  metadata: {name: data, namespace: default}
+  spec: {accessModes: [ReadWriteMany], storageClassName: '', volumeName: data-pv, resources: {requests: {storage: 1Gi}}}
+  status: {phase: Bound}
+- apiVersion: v1
+  kind: PersistentVolumeClaim
+  metadata: {name: scratch, namespace: default}
+  spec: {accessModes: [ReadWriteMany], storageClassName: wffc, resources: {requests: {storage: 1Gi}}}
+  status: {phase: Pending}
+";
+
+const VOLUME: &str = "
+apiVersion: v1
+kind: PersistentVolume
+metadata: {name: data-pv}
+spec:
+  capacity: {storage: 1Gi}
+  accessModes: [ReadWriteMany]
+  claimRef: {name: data, namespace: default}
+  csi: {driver: ebs.csi.aws.com, volumeHandle: vol-1}
+  nodeAffinity:
+    required:
+      nodeSelectorTerms: [{matchExpressions: [{key: topology.kubernetes.io/zone, operator: In, values: [test-zone-2]}]}]
+";
+
+const STORAGE_CLASS: &str = "
+apiVersion: storage.k8s.io/v1
+kind: StorageClass
+metadata: {name: wffc}
+provisioner: ebs.csi.aws.com
+volumeBindingMode: WaitForFirstConsumer
+allowedTopologies: [{matchLabelExpressions: [{key: topology.kubernetes.io/zone, values: [test-zone-1, test-zone-3]}]}]
+";
+
+impl ConstrainedWorld {
+    fn solve(seed: u64, types: usize, extras: &[Extra], web: usize, packing: Packing) -> Self {
+        let pools = vec![
+            common::nodepool_yaml(
+                "apiVersion: karpenter.sh/v1\nkind: NodePool\nmetadata: {name: batch}\nspec:\n  weight: 10\n  limits: {cpu: \"64\"}\n  template:\n    spec:\n      nodeClassRef: {group: karpenter.k8s.aws, kind: EC2NodeClass, name: default}\n      taints: [{key: dedicated, value: batch, effect: NoSchedule}]\n      requirements: [{key: kubernetes.io/os, operator: In, values: [linux]}]\n",
+            ),
+            common::nodepool_yaml(
+                "apiVersion: karpenter.sh/v1\nkind: NodePool\nmetadata: {name: default}\nspec:\n  template:\n    spec:\n      nodeClassRef: {group: karpenter.k8s.aws, kind: EC2NodeClass, name: default}\n      requirements: [{key: kubernetes.io/os, operator: In, values: [linux]}, {key: node.kubernetes.io/instance-type, operator: Exists, minValues: 4}]\n",
+            ),
+        ];
+        let mut all = fake::fake_instance_types_assorted();
+        all.extend(fake::fake_instance_types(types));
+        let catalog = fake::fake_catalog_with(all);
+        let catalogs: BTreeMap<String, Vec<Arc<InstanceType>>> =
+            pools.iter().map(|p| (p.name().to_string(), catalog.instance_types.clone())).collect();
+        let mut pods = diverse_pods_seeded(extras.len(), seed);
+        for (p, e) in pods.iter_mut().zip(extras) {
+            if let Some(z) = e.zone {
+                p.node_selector.add_all(&one(labels::ZONE, &format!("test-zone-{}", z + 1)));
+            }
+            if let Some(arm) = e.arm {
+                p.node_selector.add_all(&one(labels::ARCH, if arm { "arm64" } else { "amd64" }));
+            }
+            if e.terms {
+                p.required_terms = vec![one(labels::ARCH, "arm64"), one(labels::ZONE, "test-zone-3")];
+            }
+            if e.port {
+                p.host_ports = vec![HostPort { ip: "0.0.0.0".into(), port: 8080, protocol: "TCP".into() }];
+            }
+            if e.tolerate {
+                p.tolerations = vec![Toleration {
+                    key: Some("dedicated".into()),
+                    operator: Some("Equal".into()),
+                    value: Some("batch".into()),
+                    effect: Some("NoSchedule".into()),
+                    ..Default::default()
+                }];
+            }
+            if let Some(bound) = e.volume {
+                p.pvcs = vec![if bound { "data" } else { "scratch" }.to_string()];
+            }
+        }
+        for i in 0..web {
+            let mut p = diverse_pods_seeded(1, seed)[0].clone();
+            p.name = format!("web-{i}");
+            p.uid = p.name.clone();
+            p.labels = Arc::new([("app".to_string(), "web".to_string())].into());
+            p.spreads = vec![SpreadConstraint {
+                key: labels::ZONE.into(),
+                max_skew: 1,
+                min_domains: None,
+                required: true,
+                selector: Selector::default().with_label("app", "web"),
+                honor_node_affinity: true,
+                honor_taints: false,
+            }];
+            pods.push(p);
+        }
+        let mut daemon = diverse_pods_seeded(1, seed)[0].clone();
+        daemon.name = "logging-agent".into();
+        daemon.requests = karpenter_tui::engine::resources::Resources::new(100, 128 << 20, 1);
+        daemon.daemonset = Some("logging-agent".into());
+        let daemonsets = vec![daemon];
+        let pvcs: Vec<PersistentVolumeClaim> = serde_yaml::from_str(VOLUMES).expect("valid claims");
+        let pvs: Vec<PersistentVolume> = vec![serde_yaml::from_str(VOLUME).expect("a valid volume")];
+        let classes: Vec<StorageClass> = vec![serde_yaml::from_str(STORAGE_CLASS).expect("a valid class")];
+        let usage = BTreeMap::new();
+        let node_labels = BTreeMap::new();
+        let volumes = VolumeIndex::new(&pvcs, &pvs, &classes);
+        let input = Input {
+            nodepools: &pools,
+            instance_types: &catalogs,
+            policy: &catalog.label_policy,
+            nodes: &[],
+            nodepool_usage: &usage,
+            bound_pods: &[],
+            node_labels: &node_labels,
+            daemonsets: &daemonsets,
+            volumes: &volumes,
+            options: SchedulerOptions { packing, ..Default::default() },
+        };
+        let results = solve(&input, &pods);
+        ConstrainedWorld { pools, daemonsets, pvcs, pvs, classes, pods, results }
+    }
+
+    /// What the independent check finds wrong with `r` (this world's results, or a broken copy of them).
+    fn violations(&self, r: &Results) -> Vec<String> {
+        let volumes = plan_check::Volumes { pvcs: &self.pvcs, pvs: &self.pvs, classes: &self.classes };
+        plan_check::plan_violations(&self.pods, &self.daemonsets, &self.pools, volumes, r)
+    }
+}
+
+/// The check finds what it is for: a claim cut below minValues, a pod moved onto a claim it does not fit, a pod
+/// whose volume cannot attach where its claim goes, and a pod that vanished.
 #[test]
 fn the_plan_check_catches_broken_plans() {
-    let extras = vec![Extra { zone: None, arm: None, terms: false, port: false, tolerate: false }; 40];
-    let (pools, ds, pods, mut r) = constrained_world(1, 10, &extras, 0, Packing::Cost);
-    assert_eq!(common::plan_check::plan_violations(&pods, &ds, &pools, &r), Vec::<String>::new());
-    assert!(r.new_claims.len() >= 2, "{} claims", r.new_claims.len());
-    let mut cut = r.clone();
+    let w = ConstrainedWorld::solve(1, 10, &vec![Extra::default(); 40], 0, Packing::Cost);
+    assert_eq!(w.violations(&w.results), Vec::<String>::new());
+    assert!(w.results.new_claims.len() >= 2, "{} claims", w.results.new_claims.len());
+    let mut cut = w.results.clone();
     cut.new_claims[0].instance_types.truncate(1);
-    let broken = common::plan_check::plan_violations(&pods, &ds, &pools, &cut);
+    let broken = w.violations(&cut);
     assert!(broken.iter().any(|v| v.contains("minValues 4")), "{broken:?}");
-    let moved: Vec<usize> = r.new_claims[1].pods.drain(..).collect();
-    r.new_claims[0].pods.extend(moved);
-    let broken = common::plan_check::plan_violations(&pods, &ds, &pools, &r);
+    let mut moved = w.results.clone();
+    let pods: Vec<usize> = moved.new_claims[1].pods.drain(..).collect();
+    moved.new_claims[0].pods.extend(pods);
+    let broken = w.violations(&moved);
     assert!(broken.iter().any(|v| v.contains("cannot hold")), "{broken:?}");
-    let gone = r.new_claims[0].pods.pop().expect("a pod");
-    let broken = common::plan_check::plan_violations(&pods, &ds, &pools, &r);
-    assert!(broken.iter().any(|v| v.contains(&pods[gone].name) && v.contains("neither")), "{broken:?}");
+    let gone = moved.new_claims[0].pods.pop().expect("a pod");
+    let broken = w.violations(&moved);
+    assert!(broken.iter().any(|v| v.contains(&w.pods[gone].name) && v.contains("neither")), "{broken:?}");
+    // The zone-2 volume on a pod whose claim may launch elsewhere.
+    let mut elsewhere = ConstrainedWorld::solve(1, 10, &vec![Extra::default(); 40], 0, Packing::Cost);
+    let zones = |c: &karpenter_tui::engine::scheduling::NewNodeClaim| c.requirements.get(labels::ZONE);
+    let c = elsewhere.results.new_claims.iter().find(|c| !zones(c).has("test-zone-2") || zones(c).len() > 1);
+    let i = c.expect("a claim that may launch outside test-zone-2").pods[0];
+    elsewhere.pods[i].pvcs = vec!["data".into()];
+    let broken = elsewhere.violations(&elsewhere.results);
+    assert!(broken.iter().any(|v| v.contains(&elsewhere.pods[i].name) && v.contains("volumes")), "{broken:?}");
 }
 
 proptest! {
     #![proptest_config(ProptestConfig { cases: 16, ..ProptestConfig::default() })]
 
-    /// Both strategies' plans pass the independent check, and cost plans are deterministic.
+    /// Both strategies' plans pass the independent check and spread the web pods evenly; cost plans are
+    /// deterministic. Unlike `cost_plans_hold_the_same_constraints`, this does not ask cost packing to place at
+    /// least the pods upstream places: here that depends on order. A zone-affinity group or a zone spread may end
+    /// up ahead in the one zone a pod's volume allows (volume topology constrains the node, never the domains the
+    /// pod counts, as upstream), and then that pod cannot follow. Over 300 cases on 2026-11-27, cost packing left
+    /// more such pods pending in 44 and fewer in 40.
     #[test]
-    fn plans_hold_selectors_terms_ports_taints_daemonsets_and_limits(
+    fn plans_hold_selectors_terms_ports_taints_volumes_daemonsets_and_limits(
         extras in prop::collection::vec(extra(), 1..160),
         web in 0usize..24,
         seed in any::<u64>(),
         types in 1usize..20,
     ) {
         for packing in [Packing::Upstream, Packing::Cost] {
-            let (pools, ds, pods, r) = constrained_world(seed, types, &extras, web, packing);
-            let violations = common::plan_check::plan_violations(&pods, &ds, &pools, &r);
+            let w = ConstrainedWorld::solve(seed, types, &extras, web, packing);
+            let violations = w.violations(&w.results);
             prop_assert!(violations.is_empty(), "{packing}: {violations:?}");
             // The web pods are all placed, no zone more than one ahead of another.
             let mut per_zone: BTreeMap<String, usize> =
                 (1..=3).map(|z| (format!("test-zone-{z}"), 0)).collect();
-            for c in &r.new_claims {
-                let on = c.pods.iter().filter(|&&i| pods[i].name.starts_with("web-")).count();
+            for c in &w.results.new_claims {
+                let on = c.pods.iter().filter(|&&i| w.pods[i].name.starts_with("web-")).count();
                 if on > 0 {
                     let zone = c.requirements.get(labels::ZONE);
-                    prop_assert_eq!(zone.values.len(), 1, "{}: a zone-spread pod on a claim of zones {:?}", packing, zone);
+                    prop_assert_eq!(zone.values.len(), 1, "{}: a web pod on a claim of zones {:?}", packing, zone);
                     *per_zone.entry(zone.values[0].clone()).or_default() += on;
                 }
             }
@@ -340,12 +414,14 @@ proptest! {
             let (lo, hi) = (per_zone.values().min().copied(), per_zone.values().max().copied());
             prop_assert!(hi.unwrap_or(0) - lo.unwrap_or(0) <= 1, "{packing}: zone skew {per_zone:?}");
             if packing == Packing::Cost {
-                let again = constrained_world(seed, types, &extras, web, packing).3;
-                prop_assert_eq!(digest(&r), digest(&again));
+                let again = ConstrainedWorld::solve(seed, types, &extras, web, packing);
+                prop_assert_eq!(digest(&w.results), digest(&again.results));
             }
         }
     }
 }
+
+// --- bounded fuzz: arbitrary-ish NodePool and Pod YAML into the provisioning pass never panics -----------------
 
 fn yaml_fragment() -> impl Strategy<Value = String> {
     let key = prop_oneof![

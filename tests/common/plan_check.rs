@@ -1,12 +1,15 @@
-//! An independent check of a solve's new NodeClaims against what every pod on them asks, whatever strategy made
-//! them: every node a claim may become (each option × each offering the claim's requirements allow) must hold its
-//! pods plus the DaemonSets that would run there, carry labels every pod's node selector and required node affinity
-//! accept, and carry no taint a pod does not tolerate; no two pods on a claim may want the same host port; a
-//! NodePool's claims may not exceed its limits even if each launched its largest option, and keep its minValues;
-//! and every pod is either on exactly one claim or reported as failed. It reads only the results, the pods and the
-//! NodePools, not the scheduler's state.
+//! An independent check of a solve's new NodeClaims against what every pod on them asks, whatever strategy made them:
+//! every node a claim may become (each option × each offering the claim's requirements allow) must hold its pods plus
+//! the DaemonSets that would run there, carry labels every pod's node selector and required node affinity accept and
+//! its volumes attach to, and carry no taint a pod does not tolerate; no two pods on a claim may want the same host
+//! port; a NodePool's claims may not exceed its limits even if each launched its largest option, and keep its
+//! minValues; and every pod is either on exactly one claim or reported as failed. It reads only what it is given (the
+//! results, pods, DaemonSets, NodePools and volumes), not the scheduler's state.
 
 use std::collections::{BTreeMap, BTreeSet};
+
+use k8s_openapi::api::core::v1::{NodeSelectorRequirement, PersistentVolume, PersistentVolumeClaim};
+use k8s_openapi::api::storage::v1::StorageClass;
 
 use karpenter_tui::engine::api::NodePool;
 use karpenter_tui::engine::catalog::{InstanceType, Offering};
@@ -43,8 +46,71 @@ fn accepts(pod: &PodData, node: &BTreeMap<String, String>) -> bool {
         && (pod.required_terms.is_empty() || pod.required_terms.iter().any(|t| satisfied(t, node)))
 }
 
+/// The cluster's volumes, for pods with PersistentVolumeClaims.
+#[derive(Default, Clone, Copy)]
+pub struct Volumes<'a> {
+    pub pvcs: &'a [PersistentVolumeClaim],
+    pub pvs: &'a [PersistentVolume],
+    pub classes: &'a [StorageClass],
+}
+
+/// Whether a node with `node` labels satisfies one node-selector expression (In, NotIn, Exists, DoesNotExist).
+fn expression_holds(e: &NodeSelectorRequirement, node: &BTreeMap<String, String>) -> bool {
+    let values = e.values.as_deref().unwrap_or_default();
+    let v = node.get(&e.key);
+    match e.operator.as_str() {
+        "In" => v.is_some_and(|v| values.contains(v)),
+        "NotIn" => v.is_none_or(|v| !values.contains(v)),
+        "Exists" => v.is_some(),
+        "DoesNotExist" => v.is_none(),
+        other => panic!("the check knows no operator {other}"),
+    }
+}
+
+/// Whether every volume of `pod` may attach on a node with `node` labels: a bound claim's PersistentVolume node
+/// affinity (one of its terms), or an unbound WaitForFirstConsumer claim's StorageClass allowed topologies.
+fn volumes_attach(pod: &PodData, volumes: Volumes<'_>, node: &BTreeMap<String, String>) -> bool {
+    pod.pvcs.iter().all(|claim| {
+        let Some(pvc) = volumes.pvcs.iter().find(|c| {
+            c.metadata.name.as_deref() == Some(claim.as_str())
+                && c.metadata.namespace.as_deref().unwrap_or("default") == pod.namespace
+        }) else {
+            return false;
+        };
+        let spec = pvc.spec.clone().unwrap_or_default();
+        if let Some(pv) = spec.volume_name.as_deref() {
+            let Some(pv) = volumes.pvs.iter().find(|v| v.metadata.name.as_deref() == Some(pv)) else { return false };
+            let terms = pv.spec.as_ref().and_then(|s| s.node_affinity.as_ref()).and_then(|a| a.required.as_ref());
+            return terms.is_none_or(|t| {
+                t.node_selector_terms
+                    .iter()
+                    .any(|term| term.match_expressions.iter().flatten().all(|e| expression_holds(e, node)))
+            });
+        }
+        let class = spec
+            .storage_class_name
+            .as_deref()
+            .and_then(|n| volumes.classes.iter().find(|c| c.metadata.name.as_deref() == Some(n)));
+        let topologies = class.and_then(|c| c.allowed_topologies.as_ref()).filter(|t| !t.is_empty());
+        topologies.is_none_or(|terms| {
+            terms.iter().any(|term| {
+                term.match_label_expressions
+                    .iter()
+                    .flatten()
+                    .all(|e| node.get(&e.key).is_some_and(|v| e.values.contains(v)))
+            })
+        })
+    })
+}
+
 /// Every violation found, one line each (empty when the plan holds).
-pub fn plan_violations(pods: &[PodData], daemonsets: &[PodData], pools: &[NodePool], r: &Results) -> Vec<String> {
+pub fn plan_violations(
+    pods: &[PodData],
+    daemonsets: &[PodData],
+    pools: &[NodePool],
+    volumes: Volumes<'_>,
+    r: &Results,
+) -> Vec<String> {
     let mut out = Vec::new();
     let mut seen: BTreeMap<usize, String> = BTreeMap::new();
     let mut worst_case: BTreeMap<&str, Resources> = BTreeMap::new();
@@ -85,6 +151,9 @@ pub fn plan_violations(pods: &[PodData], daemonsets: &[PodData], pools: &[NodePo
                 for &i in &c.pods {
                     if !accepts(&pods[i], &node) {
                         out.push(format!("{name}: {} does not accept {} in {}", pods[i].name, t.name, o.zone));
+                    }
+                    if !volumes_attach(&pods[i], volumes, &node) {
+                        out.push(format!("{name}: {}'s volumes cannot attach in {}", pods[i].name, o.zone));
                     }
                 }
                 // The DaemonSets that would run on this node take their share of it.
