@@ -354,7 +354,7 @@ impl ConstrainedWorld {
 /// whose volume cannot attach where its claim goes, and a pod that vanished.
 #[test]
 fn the_plan_check_catches_broken_plans() {
-    let w = ConstrainedWorld::solve(1, 10, &vec![Extra::default(); 40], 0, Packing::Cost);
+    let mut w = ConstrainedWorld::solve(1, 10, &vec![Extra::default(); 40], 0, Packing::Cost);
     assert_eq!(w.violations(&w.results), Vec::<String>::new());
     assert!(w.results.new_claims.len() >= 2, "{} claims", w.results.new_claims.len());
     let mut cut = w.results.clone();
@@ -369,14 +369,13 @@ fn the_plan_check_catches_broken_plans() {
     let gone = moved.new_claims[0].pods.pop().expect("a pod");
     let broken = w.violations(&moved);
     assert!(broken.iter().any(|v| v.contains(&w.pods[gone].name) && v.contains("neither")), "{broken:?}");
-    // The zone-2 volume on a pod whose claim may launch elsewhere.
-    let mut elsewhere = ConstrainedWorld::solve(1, 10, &vec![Extra::default(); 40], 0, Packing::Cost);
+    // The zone-2 volume on a pod whose claim may launch elsewhere (the world's own results, its pod changed).
     let zones = |c: &karpenter_tui::engine::scheduling::NewNodeClaim| c.requirements.get(labels::ZONE);
-    let c = elsewhere.results.new_claims.iter().find(|c| !zones(c).has("test-zone-2") || zones(c).len() > 1);
+    let c = w.results.new_claims.iter().find(|c| !zones(c).has("test-zone-2") || zones(c).len() > 1);
     let i = c.expect("a claim that may launch outside test-zone-2").pods[0];
-    elsewhere.pods[i].pvcs = vec!["data".into()];
-    let broken = elsewhere.violations(&elsewhere.results);
-    assert!(broken.iter().any(|v| v.contains(&elsewhere.pods[i].name) && v.contains("volumes")), "{broken:?}");
+    w.pods[i].pvcs = vec!["data".into()];
+    let broken = w.violations(&w.results);
+    assert!(broken.iter().any(|v| v.contains(&w.pods[i].name) && v.contains("volumes")), "{broken:?}");
 }
 
 proptest! {

@@ -20,11 +20,17 @@ use karpenter_tui::engine::scheduling::pod::PodData;
 use karpenter_tui::engine::scheduling::taints::first_untolerated;
 use karpenter_tui::engine::scheduling::{NewNodeClaim, Results};
 
-/// The labels a node launched as `t` into offering `o` for claim `c` carries.
-fn node_labels(c: &NewNodeClaim, t: &InstanceType, o: &Offering) -> BTreeMap<String, String> {
-    let mut out: BTreeMap<String, String> = t.requirements.single_valued_labels();
-    out.extend(c.requirements.single_valued_labels());
+/// The labels a claim gives its node whatever it launches as: its single-valued requirements and template labels.
+fn claim_labels(c: &NewNodeClaim) -> BTreeMap<String, String> {
+    let mut out = c.requirements.single_valued_labels();
     out.extend(c.labels.clone());
+    out
+}
+
+/// The labels a node launched as `t` into offering `o` carries, given its claim's (`claim_labels`).
+fn node_labels(claim: &BTreeMap<String, String>, t: &InstanceType, o: &Offering) -> BTreeMap<String, String> {
+    let mut out: BTreeMap<String, String> = t.requirements.single_valued_labels();
+    out.extend(claim.iter().map(|(k, v)| (k.clone(), v.clone())));
     out.insert(labels::ZONE.to_string(), o.zone.clone());
     out.insert(labels::CAPACITY_TYPE.to_string(), o.capacity_type.clone());
     out.insert(labels::INSTANCE_TYPE.to_string(), t.name.clone());
@@ -77,8 +83,8 @@ fn volumes_attach(pod: &PodData, volumes: Volumes<'_>, node: &BTreeMap<String, S
         }) else {
             return false;
         };
-        let spec = pvc.spec.clone().unwrap_or_default();
-        if let Some(pv) = spec.volume_name.as_deref() {
+        let spec = pvc.spec.as_ref();
+        if let Some(pv) = spec.and_then(|s| s.volume_name.as_deref()) {
             let Some(pv) = volumes.pvs.iter().find(|v| v.metadata.name.as_deref() == Some(pv)) else { return false };
             let terms = pv.spec.as_ref().and_then(|s| s.node_affinity.as_ref()).and_then(|a| a.required.as_ref());
             return terms.is_none_or(|t| {
@@ -88,8 +94,7 @@ fn volumes_attach(pod: &PodData, volumes: Volumes<'_>, node: &BTreeMap<String, S
             });
         }
         let class = spec
-            .storage_class_name
-            .as_deref()
+            .and_then(|s| s.storage_class_name.as_deref())
             .and_then(|n| volumes.classes.iter().find(|c| c.metadata.name.as_deref() == Some(n)));
         let topologies = class.and_then(|c| c.allowed_topologies.as_ref()).filter(|t| !t.is_empty());
         topologies.is_none_or(|terms| {
@@ -138,6 +143,7 @@ pub fn plan_violations(
                 }
             }
         }
+        let labels_of_claim = claim_labels(c);
         let mut largest = Resources::default();
         for t in &c.instance_types {
             largest.max_with(&t.capacity);
@@ -147,7 +153,7 @@ pub fn plan_violations(
                 out.push(format!("{name}: option {} has no offering the claim allows", t.name));
             }
             for o in offerings {
-                let node = node_labels(c, t, o);
+                let node = node_labels(&labels_of_claim, t, o);
                 for &i in &c.pods {
                     if !accepts(&pods[i], &node) {
                         out.push(format!("{name}: {} does not accept {} in {}", pods[i].name, t.name, o.zone));
@@ -178,7 +184,7 @@ pub fn plan_violations(
                 .iter()
                 .filter_map(|t| match req.key.as_str() {
                     labels::INSTANCE_TYPE => Some(t.name.clone()),
-                    key => t.requirements.single_valued_labels().remove(key),
+                    key => t.requirements.single_valued().find(|(k, _)| *k == key).map(|(_, v)| v.to_string()),
                 })
                 .collect();
             if (values.len() as i64) < min && !c.min_values_relaxed {
