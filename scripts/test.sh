@@ -19,6 +19,11 @@ if [ ! -x .venv/bin/moto_server ]; then
 fi
 export MOTO_SERVER="$PWD/.venv/bin/moto_server"
 
+# A one-shot build gains nothing from incremental caches, and they were about half of the ~20 GB target directory
+# (one per test binary); CI's disk is shared and once filled mid-build. Set CARGO_INCREMENTAL=1 to keep them locally.
+export CARGO_INCREMENTAL="${CARGO_INCREMENTAL:-0}"
+echo "== disk free where the build goes: $(df -h --output=avail . | tail -1 | tr -d ' ')"
+
 echo "== cargo fmt --check"
 cargo fmt --all -- --check
 
