@@ -1,9 +1,12 @@
 #!/usr/bin/env python3
 """Generate data/aws-catalog.json, the AWS catalog embedded in the binary (include_str!).
 
-Usage: scripts/gen_catalog.py [DATA_DIR] [OUTPUT]
+Usage: scripts/gen_catalog.py [DATA_DIR] [OUTPUT] [MOTO_INSTANCE_TYPES]
   DATA_DIR defaults to ../shared/data/aws (instance-types.json, on-demand-prices-us-east-1.json, offerings/*.json)
   OUTPUT   defaults to data/aws-catalog.json
+  MOTO_INSTANCE_TYPES: moto's own DescribeInstanceTypes resource (moto/ec2/resources/instance_types.json.gz inside
+           the moto package, 5.2.5 or later), read for `EbsInfo.EbsOptimizedInfo` and `EbsOptimizedSupport`, which the
+           DATA_DIR snapshot leaves out and the instance-ebs-bandwidth label needs. Without it no type has that label.
 
 Only the facts the engine's formulas read are kept (see src/engine/catalog/aws.rs). Output shape:
   {"prices": {"asOf", "region", "currency"},
@@ -13,6 +16,7 @@ Bit i of offered[j] means types[j] is offered in zones[i]. Optional facts are om
 file stays small. The output is deterministic: sorted keys, types sorted by name, no whitespace.
 """
 
+import gzip
 import json
 import os
 import sys
@@ -77,9 +81,10 @@ def compact_type(t, price):
         out["storeGB"] = store["TotalSizeInGB"]
         if store.get("NvmeSupport", "unsupported") != "unsupported":
             out["nvme"] = True
-    # The instance-ebs-bandwidth label needs EbsOptimizedInfo.MaximumBandwidthInMbps with support "default".
-    ebs = t.get("EbsOptimizedInfo")
-    if ebs and t.get("EbsOptimizedSupport") == "default" and "MaximumBandwidthInMbps" in ebs:
+    # The instance-ebs-bandwidth label needs EbsInfo.EbsOptimizedInfo.MaximumBandwidthInMbps with support "default".
+    ebs_info = t.get("EbsInfo", {})
+    ebs = ebs_info.get("EbsOptimizedInfo")
+    if ebs and ebs_info.get("EbsOptimizedSupport") == "default" and "MaximumBandwidthInMbps" in ebs:
         out["ebsMbps"] = ebs["MaximumBandwidthInMbps"]
     if price is not None and price > 0:
         out["od"] = price
@@ -91,6 +96,15 @@ def main(argv):
     output = argv[2] if len(argv) > 2 else "data/aws-catalog.json"
 
     raw = load(os.path.join(data_dir, "instance-types.json"))["instanceTypes"]
+    if len(argv) > 3:
+        with gzip.open(argv[3], "rt", encoding="utf-8") as f:
+            moto = json.load(f)
+        for t in raw:
+            m = moto.get(t["InstanceType"], {}).get("EbsInfo", {})
+            ebs = t.setdefault("EbsInfo", {})
+            for key in ("EbsOptimizedInfo", "EbsOptimizedSupport"):
+                if key in m and key not in ebs:
+                    ebs[key] = m[key]
     prices = load(os.path.join(data_dir, "on-demand-prices-us-east-1.json"))
     table = prices["prices"]
 

@@ -119,8 +119,10 @@ async fn status_updates_are_merge_patches_of_the_status_subresource() {
     fake.put(NODECLAIMS, claim);
     fake.put(
         NODECLASSES,
-        json!({"apiVersion": "karpenter.k8s.aws/v1", "kind": "EC2NodeClass",
-                                 "metadata": {"name": "default"}, "spec": {"role": "r"}}),
+        json!({"apiVersion": "karpenter.k8s.aws/v1", "kind": "EC2NodeClass", "metadata": {"name": "default"},
+               "spec": {"role": "r", "amiSelectorTerms": [{"alias": "al2023@latest"}],
+                        "subnetSelectorTerms": [{"tags": {"karpenter.sh/discovery": "demo"}}],
+                        "securityGroupSelectorTerms": [{"tags": {"karpenter.sh/discovery": "demo"}}]}}),
     );
 
     let status = NodeClaimStatus {

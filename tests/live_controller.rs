@@ -527,3 +527,47 @@ fn a_capacity_buffer_keeps_room_on_the_live_path() {
     assert_eq!(h.cluster.nodes.len(), 3);
     assert!(h.controller.records().is_empty(), "{:?}", h.controller.records());
 }
+
+#[test]
+fn a_launch_the_cloud_can_never_make_ends_its_claim_once_and_its_types_are_left_out() {
+    use karpenter_tui::controller::Outcome;
+    use karpenter_tui::engine::lifecycle::claim_instance_types;
+    let mut h = Harness::new(Mode::Approve);
+    h.run_until("a claim", 60, |h| !h.cluster.nodeclaims.is_empty());
+    let claim = h.cluster.nodeclaims.values().next().expect("a claim").clone();
+    let refused = claim_instance_types(&claim);
+    assert!(!refused.is_empty(), "a claim names its instance types");
+    // What an executor reports when the cloud can launch none of the claim's types; the claim is then gone.
+    let impossible =
+        Outcome::LaunchImpossible { claim: Box::new((*claim).clone()), message: "nothing holds it".into() };
+    h.controller.outcome(impossible, h.now);
+    h.cluster.nodeclaims.remove(claim.name());
+    let before: Vec<String> = h.cluster.nodeclaims.keys().cloned().collect();
+    // Its instance, if it got one before the test stepped in, goes with it, and the pods on it.
+    if let Some(pid) = claim.provider_id() {
+        let gone: Vec<String> = h
+            .cluster
+            .nodes
+            .iter()
+            .filter(|(_, n)| n.spec.as_ref().and_then(|s| s.provider_id.as_deref()) == Some(pid))
+            .map(|(k, _)| k.clone())
+            .collect();
+        for node in gone {
+            h.cluster.nodes.remove(&node);
+            h.cluster.pods.retain(|_, p| p.node_name() != Some(node.as_str()));
+        }
+    }
+    // A minute on: whatever is created for the pods left pending offers none of the refused types (if every type
+    // that fits them was refused, they stay pending rather than cycle through claims).
+    for _ in 0..60 {
+        h.tick();
+    }
+    for c in h.cluster.nodeclaims.values().filter(|c| !before.iter().any(|b| b == c.name())) {
+        let again: Vec<String> = claim_instance_types(c).into_iter().filter(|t| refused.contains(t)).collect();
+        assert!(again.is_empty(), "{} offers {again:?} again", c.name());
+    }
+    let said: Vec<&(String, String, String)> =
+        h.events.iter().filter(|(o, r, _)| o == claim.name() && r == "LaunchImpossible").collect();
+    assert_eq!(said.len(), 1, "one event on the claim: {:?}", h.events);
+    assert!(said[0].2.contains("nothing holds it") && said[0].2.contains("NodePool default"), "{}", said[0].2);
+}

@@ -279,8 +279,11 @@ async fn repair_setup(gate: bool) -> (fake_apiserver::FakeApi, watch::Watches, A
     fake.put(NODEPOOLS, nodepool());
     let mut claim = nodeclaim();
     for t in ["Registered", "Initialized"] {
-        claim["status"]["conditions"].as_array_mut().unwrap().push(json!({"type": t, "status": "True", "reason": t,
-            "message": "", "lastTransitionTime": "2026-01-01T00:00:30Z"}));
+        let conditions = claim["status"]["conditions"].as_array_mut().unwrap();
+        // One condition per type: the API server refuses a duplicate (`x-kubernetes-list-type: map`).
+        conditions.retain(|c| c["type"] != t);
+        conditions.push(json!({"type": t, "status": "True", "reason": t, "message": "",
+                               "lastTransitionTime": "2026-01-01T00:00:30Z"}));
     }
     claim["status"]["nodeName"] = json!(NAME);
     fake.put(NODECLAIMS, claim);

@@ -692,6 +692,46 @@ mod in_the_world {
         assert_eq!(alive, vec!["c-large".to_string()]);
     }
 
+    /// A scenario where an overlay gives c-large 4 `example.com/widget` (as a GPU time-slicing overlay gives
+    /// `nvidia.com/gpu`), and a Deployment whose pods each request one.
+    fn widget_scenario(overlay: bool) -> String {
+        let overlay = if overlay {
+            "  - apiVersion: karpenter.sh/v1alpha1\n    kind: NodeOverlay\n    metadata: {name: widgets}\n    spec:\n      requirements:\n        - {key: node.kubernetes.io/instance-type, operator: In, values: [c-large]}\n      capacity: {example.com/widget: \"4\"}\n"
+        } else {
+            ""
+        };
+        let head = shipped().split("\nevents:").next().expect("head").to_string();
+        let head = head.replace("  - apiVersion: apps/v1\n", &format!("{overlay}  - apiVersion: apps/v1\n"));
+        head.replace(
+            "resources: {requests: {cpu: \"1\", memory: 2Gi}}",
+            "resources: {requests: {cpu: \"1\", memory: 2Gi}, limits: {example.com/widget: \"1\"}}",
+        )
+        .replace("until: 30m", "until: 10m")
+    }
+
+    #[test]
+    fn a_type_an_overlay_gives_an_extended_resource_is_launched_for_pods_that_request_it() {
+        let s = parse_scenario(&widget_scenario(true), "widgets.yaml").unwrap_or_else(|e| panic!("{e}"));
+        let r = run(&s, None, None).unwrap_or_else(|e| panic!("{e}"));
+        // One claim, launched as the overlaid type, and it stays: no create/delete cycle.
+        assert_eq!(launched(&r), vec![(1.0, "c-large".to_string())], "{:?}", r.node_claims);
+        assert!(r.node_claims.iter().all(|c| c.deleted_at.is_none()), "{:?}", r.node_claims);
+        let w = run_world(&s, None).unwrap_or_else(|e| panic!("{e}"));
+        assert!(w.cluster.pods.values().all(|p| p.node_name().is_some()));
+        let node = w.cluster.nodes.values().next().expect("a node");
+        let widgets =
+            node.status.as_ref().and_then(|s| s.allocatable.as_ref()).and_then(|a| a.get("example.com/widget"));
+        assert_eq!(widgets.map(|q| q.0.as_str()), Some("4"), "the node has the overlaid capacity");
+    }
+
+    #[test]
+    fn a_launch_that_can_never_succeed_ends_its_claim_once_instead_of_cycling() {
+        // Without the overlay no type has widgets: the scheduler finds none and nothing is created.
+        let s = parse_scenario(&widget_scenario(false), "widgets.yaml").unwrap_or_else(|e| panic!("{e}"));
+        let r = run(&s, None, None).unwrap_or_else(|e| panic!("{e}"));
+        assert!(r.node_claims.is_empty(), "{:?}", r.node_claims);
+    }
+
     #[test]
     fn an_invalid_overlay_in_a_scenario_is_a_located_error() {
         let text = shipped().replace("priceAdjustment: \"-40%\"", "priceAdjustment: \"40%\"");

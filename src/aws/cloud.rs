@@ -143,7 +143,7 @@ pub struct AwsCloud {
     /// NodeClass validations by what was resolved: (when, the problem if any).
     validations: Mutex<BTreeMap<String, (Millis, Option<Problem>)>>,
     /// NodeOverlay prices launches of overlay-priced claims are prioritized by (set by the controller).
-    overlay_prices: Mutex<Arc<crate::controller::cloud::OverlayPrices>>,
+    overlays: Mutex<Arc<crate::controller::cloud::OverlayStore>>,
 }
 
 /// A NodeClass validation is trusted this long.
@@ -167,7 +167,7 @@ impl AwsCloud {
             templates: tokio::sync::Mutex::new(Templates::default()),
             catalogs: Mutex::new(None),
             validations: Mutex::new(BTreeMap::new()),
-            overlay_prices: Mutex::new(Arc::default()),
+            overlays: Mutex::new(Arc::default()),
             reserved_capacity: true,
         }
     }
@@ -573,9 +573,10 @@ impl AwsCloud {
         }
     }
 
-    /// The NodeOverlay prices the next launches are prioritized by.
-    pub fn set_overlay_prices(&self, prices: Arc<crate::controller::cloud::OverlayPrices>) {
-        *self.overlay_prices.lock().unwrap_or_else(|p| p.into_inner()) = prices;
+    /// What NodeOverlays changed, which the next launches see: overlaid prices prioritize the fleet, overlaid
+    /// capacity is what a claim's requests must fit.
+    pub fn set_overlays(&self, store: Arc<crate::controller::cloud::OverlayStore>) {
+        *self.overlays.lock().unwrap_or_else(|p| p.into_inner()) = store;
     }
 
     /// The cloud provider's Create for one claim (see [`AwsCloud::launch_batch`]).
@@ -600,7 +601,7 @@ impl AwsCloud {
                 return claims.iter().map(|_| Err(LaunchError::Other(why.clone()))).collect();
             }
         };
-        let overlay_prices = self.overlay_prices.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        let overlays = self.overlays.lock().unwrap_or_else(|p| p.into_inner()).clone();
         // (request key) → (plan, claim indexes, class, catalog)
         let mut groups: BTreeMap<String, (FleetPlan, Vec<usize>, EC2NodeClass, Arc<Catalog>)> = BTreeMap::new();
         let catalogs = self.catalogs(now);
@@ -644,7 +645,7 @@ impl AwsCloud {
                 results[i] = Some(Ok(self.result(&nc, &catalog, inst, None)));
                 continue;
             }
-            match plan(claim, &self.by_free_addresses(&nc), &catalog, &self.cluster, &overlay_prices) {
+            match plan(claim, &self.by_free_addresses(&nc), &catalog, &self.cluster, &overlays) {
                 Err(e) => results[i] = Some(Err(e)),
                 Ok(fleet) => {
                     let key = request_key(&fleet);
@@ -1044,8 +1045,8 @@ impl crate::controller::cloud::CloudProvider for AwsProvider {
         crate::controller::cloud::aws_repair_policies()
     }
 
-    fn set_overlay_prices(&mut self, prices: Arc<crate::controller::cloud::OverlayPrices>) {
-        self.cloud.set_overlay_prices(prices);
+    fn set_overlays(&mut self, store: Arc<crate::controller::cloud::OverlayStore>) {
+        self.cloud.set_overlays(store);
     }
 
     fn set_type_price_overlays(&mut self, prices: &BTreeMap<String, f64>) {

@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use serde::Serialize;
 
-use crate::controller::cloud::{OverlayPrices, is_price_overlaid, launch_price};
+use crate::controller::cloud::{OverlayStore, is_price_overlaid, launch_price, launch_type};
 use crate::engine::api::ec2nodeclass::{BlockDevice, BlockDeviceMapping, EC2NodeClass};
 use crate::engine::api::{Condition, NodeClaim};
 use crate::engine::catalog::aws::{AmiFamily, INSTANCE_ACCELERATOR_COUNT, INSTANCE_GPU_COUNT};
@@ -250,26 +250,34 @@ pub fn plan(
     nc: &EC2NodeClass,
     catalog: &Catalog,
     cluster: &ClusterInfo,
-    overlay_prices: &OverlayPrices,
+    overlays: &OverlayStore,
 ) -> Result<FleetPlan, LaunchError> {
     ready(nc)?;
     let prioritized = is_price_overlaid(claim);
     // The price each offering is ranked, cut and prioritized by: the overlay's for an overlay-priced claim.
-    let price_of =
-        |t: &InstanceType, o: &crate::engine::catalog::Offering| launch_price(overlay_prices, claim, &t.name, o);
+    let price_of = |t: &InstanceType, o: &crate::engine::catalog::Offering| launch_price(overlays, claim, &t.name, o);
     let status = nc.status.clone().unwrap_or_default();
     let reqs = claim_requirements(claim);
     let want = claim_requests(claim);
     let has_min_values = claim.spec.requirements.iter().any(|r| r.min_values.is_some());
 
-    // Compatible, fitting, with an available compatible offering.
-    let mut types: Vec<Arc<InstanceType>> = catalog
+    // Compatible, fitting (into the capacity the claim's NodePool sees, with its NodeOverlays applied, as upstream's
+    // Create sees it), with an available compatible offering.
+    let fitting: Vec<Arc<InstanceType>> = catalog
         .instance_types
         .iter()
+        .map(|t| launch_type(overlays, claim, t))
         .filter(|t| t.requirements.intersects(&reqs).is_ok() && want.fits_in(&t.allocatable()))
-        .filter(|t| t.offerings.iter().any(|o| o.available && o.compatible(&reqs)))
-        .cloned()
         .collect();
+    if fitting.is_empty() {
+        return Err(LaunchError::NoCompatibleType(format!(
+            "no instance type offered by EC2NodeClass {} that NodeClaim {} allows can hold its requests ({want})",
+            nc.metadata.name.as_deref().unwrap_or(""),
+            claim.name()
+        )));
+    }
+    let mut types: Vec<Arc<InstanceType>> =
+        fitting.into_iter().filter(|t| t.offerings.iter().any(|o| o.available && o.compatible(&reqs))).collect();
     if types.is_empty() {
         return Err(LaunchError::InsufficientCapacity(format!(
             "no instance type offered by EC2NodeClass {} fits NodeClaim {} and has capacity now",
@@ -523,8 +531,8 @@ mod tests {
             vec![req(labels::CAPACITY_TYPE, &["on-demand"]), req(labels::INSTANCE_TYPE, &["m5.large", "m5.4xlarge"])],
             "1",
         );
-        let mut prices = OverlayPrices::new();
-        let big = prices.entry("default".into()).or_default();
+        let mut prices = OverlayStore::default();
+        let big = prices.prices.entry("default".into()).or_default();
         for z in ["us-east-1a", "us-east-1b"] {
             big.insert(("m5.4xlarge".into(), z.into(), "on-demand".into()), 0.01);
         }
@@ -551,7 +559,7 @@ mod tests {
     fn spot_first_cheapest_sixty_with_one_subnet_per_zone_and_an_ami_per_arch() {
         let catalog = aws_catalog("us-east-1", None, Some(&nodeclass(true)), 7).unwrap();
         let c = claim(vec![req(labels::CAPACITY_TYPE, &["spot", "on-demand"])], "2");
-        let p = plan(&c, &nodeclass(true), &catalog, &cluster(), &OverlayPrices::new()).unwrap();
+        let p = plan(&c, &nodeclass(true), &catalog, &cluster(), &OverlayStore::default()).unwrap();
         assert_eq!(p.capacity_type, "spot");
         assert!(p.types.len() <= MAX_TYPES);
         let overrides: Vec<&Override> = p.configs.iter().flat_map(|(_, o)| o).collect();
@@ -581,20 +589,41 @@ mod tests {
     }
 
     #[test]
+    fn a_claim_fits_the_capacity_its_nodepools_overlays_give_a_type() {
+        let catalog = aws_catalog("us-east-1", None, Some(&nodeclass(true)), 7).unwrap();
+        let mut c = claim(vec![req(labels::CAPACITY_TYPE, &["on-demand"])], "1");
+        c.spec.resources.requests.insert("nvidia.com/gpu".into(), Quantity("1".into()));
+        let plain = plan(&c, &nodeclass(true), &catalog, &cluster(), &OverlayStore::default());
+        let only_gpu_types = plain.as_ref().map(|p| p.types.iter().all(|t| t.capacity.get("nvidia.com/gpu") > 0));
+        assert!(matches!(only_gpu_types, Ok(true)), "without the overlay only GPU types hold it");
+        // A time-slicing overlay: m5.large advertises 4 shared GPUs in this pool.
+        let m5 = catalog.instance_types.iter().find(|t| t.name == "m5.large").unwrap();
+        let mut shared = (**m5).clone();
+        shared.capacity.set_value("nvidia.com/gpu", 4);
+        let mut store = OverlayStore::default();
+        store.capacity.entry("default".into()).or_default().insert("m5.large".into(), Arc::new(shared));
+        c.spec.requirements.push(req(labels::INSTANCE_TYPE, &["m5.large"]));
+        let impossible = plan(&c, &nodeclass(true), &catalog, &cluster(), &OverlayStore::default());
+        assert!(matches!(impossible, Err(LaunchError::NoCompatibleType(_))), "{:?}", impossible.err());
+        let p = plan(&c, &nodeclass(true), &catalog, &cluster(), &store).expect("launchable with the overlay");
+        assert_eq!(p.types.iter().map(|t| t.name.as_str()).collect::<Vec<_>>(), ["m5.large"]);
+    }
+
+    #[test]
     fn on_demand_only_unready_and_impossible_claims() {
         let catalog = aws_catalog("us-east-1", None, Some(&nodeclass(true)), 7).unwrap();
         let c = claim(vec![req(labels::CAPACITY_TYPE, &["on-demand"]), req(labels::ARCH, &["arm64"])], "1");
-        let p = plan(&c, &nodeclass(true), &catalog, &cluster(), &OverlayPrices::new()).unwrap();
+        let p = plan(&c, &nodeclass(true), &catalog, &cluster(), &OverlayStore::default()).unwrap();
         assert_eq!(p.capacity_type, "on-demand");
         assert!(p.configs.iter().all(|(t, _)| t.image_id == "ami-arm" && !t.spot));
         assert!(
-            matches!(plan(&c, &nodeclass(false), &catalog, &cluster(), &OverlayPrices::new()), Err(LaunchError::NodeClassNotReady(m))
+            matches!(plan(&c, &nodeclass(false), &catalog, &cluster(), &OverlayStore::default()), Err(LaunchError::NodeClassNotReady(m))
                 if m == "EC2NodeClass default is not ready: SubnetsReady=False: SubnetSelector did not match any Subnets")
         );
         let huge = claim(vec![], "100000");
         assert!(matches!(
-            plan(&huge, &nodeclass(true), &catalog, &cluster(), &OverlayPrices::new()),
-            Err(LaunchError::InsufficientCapacity(_))
+            plan(&huge, &nodeclass(true), &catalog, &cluster(), &OverlayStore::default()),
+            Err(LaunchError::NoCompatibleType(_))
         ));
     }
 
@@ -617,7 +646,7 @@ mod tests {
         // The class has no subnet in 1c, so its catalog has no offerings there to reserve.
         assert!(catalog.add_reservation("m5.large", "us-east-1c", reserved("cr-c", 9, "default", false)).is_err());
         let c = claim(vec![req(labels::CAPACITY_TYPE, &["reserved", "on-demand"]), req(labels::ARCH, &["amd64"])], "1");
-        let p = plan(&c, &nodeclass(true), &catalog, &cluster(), &OverlayPrices::new()).unwrap();
+        let p = plan(&c, &nodeclass(true), &catalog, &cluster(), &OverlayStore::default()).unwrap();
         assert_eq!((p.capacity_type.as_str(), p.target.as_str()), ("reserved", "on-demand"));
         let mut got: Vec<(String, String, String)> = p
             .configs
@@ -647,14 +676,14 @@ mod tests {
             vec![req(labels::CAPACITY_TYPE, &["reserved", "on-demand"]), req(labels::INSTANCE_TYPE, &["m5.2xlarge"])],
             "6",
         );
-        let p = plan(&big, &nodeclass(true), &catalog, &cluster(), &OverlayPrices::new()).unwrap();
+        let p = plan(&big, &nodeclass(true), &catalog, &cluster(), &OverlayStore::default()).unwrap();
         assert_eq!((p.capacity_type.as_str(), p.target.as_str()), ("reserved", "reserved-capacity"));
 
         // Capacity blocks: one offering, the cheapest, with the capacity-block market type.
         let mut blocks = aws_catalog("us-east-1", None, Some(&nodeclass(true)), 7).unwrap();
         blocks.add_reservation("m5.xlarge", "us-east-1a", reserved("cr-blk-xl", 1, "capacity-block", false)).unwrap();
         blocks.add_reservation("m5.large", "us-east-1b", reserved("cr-blk-l", 1, "capacity-block", false)).unwrap();
-        let p = plan(&c, &nodeclass(true), &blocks, &cluster(), &OverlayPrices::new()).unwrap();
+        let p = plan(&c, &nodeclass(true), &blocks, &cluster(), &OverlayStore::default()).unwrap();
         assert_eq!(p.target, "capacity-block");
         let overrides: Vec<&Override> = p.configs.iter().flat_map(|(_, o)| o).collect();
         assert_eq!(overrides.len(), 1);
@@ -665,9 +694,9 @@ mod tests {
         // Without reserved in the claim's requirements the reservations are not used, and the templates are the
         // same as without any reservation.
         let od = claim(vec![req(labels::CAPACITY_TYPE, &["on-demand"]), req(labels::ARCH, &["amd64"])], "1");
-        let with = plan(&od, &nodeclass(true), &catalog, &cluster(), &OverlayPrices::new()).unwrap();
+        let with = plan(&od, &nodeclass(true), &catalog, &cluster(), &OverlayStore::default()).unwrap();
         let plain_catalog = aws_catalog("us-east-1", None, Some(&nodeclass(true)), 7).unwrap();
-        let without = plan(&od, &nodeclass(true), &plain_catalog, &cluster(), &OverlayPrices::new()).unwrap();
+        let without = plan(&od, &nodeclass(true), &plain_catalog, &cluster(), &OverlayStore::default()).unwrap();
         assert_eq!(with.target, "on-demand");
         assert_eq!(with.configs[0].0.name(), without.configs[0].0.name());
         assert!(with.configs.iter().flat_map(|(_, o)| o).all(|o| o.reservation.is_none()));
@@ -677,12 +706,12 @@ mod tests {
     fn template_names_follow_the_configuration() {
         let catalog = aws_catalog("us-east-1", None, Some(&nodeclass(true)), 7).unwrap();
         let c = claim(vec![req(labels::CAPACITY_TYPE, &["on-demand"]), req(labels::ARCH, &["amd64"])], "1");
-        let a = plan(&c, &nodeclass(true), &catalog, &cluster(), &OverlayPrices::new()).unwrap();
-        let b = plan(&c, &nodeclass(true), &catalog, &cluster(), &OverlayPrices::new()).unwrap();
+        let a = plan(&c, &nodeclass(true), &catalog, &cluster(), &OverlayStore::default()).unwrap();
+        let b = plan(&c, &nodeclass(true), &catalog, &cluster(), &OverlayStore::default()).unwrap();
         assert_eq!(a.configs[0].0.name(), b.configs[0].0.name(), "same configuration, same template");
         let mut other = nodeclass(true);
         other.spec.detailed_monitoring = Some(true);
-        let d = plan(&c, &other, &catalog, &cluster(), &OverlayPrices::new()).unwrap();
+        let d = plan(&c, &other, &catalog, &cluster(), &OverlayStore::default()).unwrap();
         assert_ne!(a.configs[0].0.name(), d.configs[0].0.name());
     }
 }

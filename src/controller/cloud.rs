@@ -11,7 +11,7 @@ use std::sync::Arc;
 use futures_util::FutureExt as _;
 
 use crate::engine::api::NodeClaim;
-use crate::engine::catalog::Catalog;
+use crate::engine::catalog::{Catalog, InstanceType};
 use crate::engine::lifecycle::{LaunchError, LaunchResult};
 use crate::engine::provisioning::Millis;
 
@@ -83,6 +83,30 @@ impl std::fmt::Debug for Notice {
 /// Overlaid offering prices: NodePool → (instance type, zone, capacity type) → $/h.
 pub type OverlayPrices = BTreeMap<String, BTreeMap<(String, String, String), f64>>;
 
+/// What NodeOverlays changed, as a cloud's launches must see it (upstream wraps the cloud provider with the overlay
+/// store, so `Create` sees the instance types the scheduler saw): offering prices, and the instance types whose
+/// capacity an overlay set (an extended resource such as `nvidia.com/gpu` shared by time-slicing, hugepages), per
+/// NodePool.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct OverlayStore {
+    pub prices: OverlayPrices,
+    /// NodePool → instance type name → the type with its overlaid capacity and overhead.
+    pub capacity: BTreeMap<String, BTreeMap<String, Arc<InstanceType>>>,
+}
+
+/// The instance type a launch of `claim` fits its requests into: `t` as the cloud offers it now (offerings,
+/// availability, prices), with the capacity and overhead an overlay gave it in the claim's NodePool.
+pub fn launch_type(store: &OverlayStore, claim: &NodeClaim, t: &Arc<InstanceType>) -> Arc<InstanceType> {
+    match claim.nodepool().and_then(|p| store.capacity.get(p)).and_then(|types| types.get(&t.name)) {
+        Some(overlaid) => Arc::new(InstanceType {
+            capacity: overlaid.capacity.clone(),
+            overhead: overlaid.overhead.clone(),
+            ..(**t).clone()
+        }),
+        None => t.clone(),
+    }
+}
+
 /// Whether the claim says a NodeOverlay set the price of a type it keeps (`karpenter.sh/price-overlay-applied`).
 pub fn is_price_overlaid(claim: &NodeClaim) -> bool {
     claim
@@ -97,14 +121,14 @@ pub fn is_price_overlaid(claim: &NodeClaim) -> bool {
 /// `karpenter.sh/price-overlay-applied` (upstream's AWS provider then launches a fleet prioritized by them), the
 /// offering's own otherwise.
 pub fn launch_price(
-    prices: &OverlayPrices,
+    store: &OverlayStore,
     claim: &NodeClaim,
     instance_type: &str,
     o: &crate::engine::catalog::Offering,
 ) -> f64 {
     claim
         .nodepool()
-        .and_then(|p| prices.get(p))
+        .and_then(|p| store.prices.get(p))
         .filter(|_| is_price_overlaid(claim))
         .and_then(|p| p.get(&(instance_type.to_string(), o.zone.clone(), o.capacity_type.clone())))
         .copied()
@@ -201,10 +225,11 @@ pub trait CloudProvider: Send + Sync {
         Vec::new()
     }
 
-    /// The NodeOverlay prices of the offerings they reprice, per NodePool (upstream wraps the cloud provider with
-    /// the overlay store, so its launches see them): a claim annotated `karpenter.sh/price-overlay-applied` is
-    /// launched by these prices (AWS: a prioritized fleet). A cloud that picks no type itself ignores them.
-    fn set_overlay_prices(&mut self, _prices: Arc<OverlayPrices>) {}
+    /// What the NodeOverlays changed, per NodePool (upstream wraps the cloud provider with the overlay store, so
+    /// its launches see it): a claim annotated `karpenter.sh/price-overlay-applied` is launched by the overlaid
+    /// prices (AWS: a prioritized fleet), and every claim fits its requests into the overlaid capacity
+    /// ([`launch_type`]). Every cloud that picks an instance type itself must take it.
+    fn set_overlays(&mut self, store: Arc<OverlayStore>);
 
     /// Prices for instance types the cloud has no price for, from instance-type-only NodeOverlays (upstream
     /// v1.14's AWS `GetOverlayPrice`; see [`crate::engine::overlay::instance_type_prices`]). A cloud whose types

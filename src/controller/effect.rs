@@ -138,6 +138,44 @@ pub enum Effect {
 }
 
 impl Effect {
+    /// The object a write goes to, with the part written where two effects write one object independently
+    /// (`NodeClaim/a` and `NodeClaim/a/status`): what a refused write is backed off by.
+    pub fn object_key(&self) -> String {
+        match self {
+            Effect::CreateNodeClaim { claim, purpose } => match purpose {
+                Purpose::Replacement { id } => format!("NodeClaim+replacement/{id}"),
+                _ => format!("NodeClaim+{}", claim.metadata.generate_name.as_deref().unwrap_or(claim.name())),
+            },
+            Effect::Launch { claim } => format!("NodeClaim/{}/launch", claim.name()),
+            Effect::PatchClaimStatus { name, .. } => format!("NodeClaim/{name}/status"),
+            Effect::PatchClaimMetadata { name, .. }
+            | Effect::Relabel { target: LabelTarget::NodeClaim, name, .. }
+            | Effect::DeleteNodeClaim { name, .. } => format!("NodeClaim/{name}"),
+            Effect::FinalizeNodeClaim { claim } => format!("NodeClaim/{}", claim.name()),
+            Effect::SyncNode { name, .. } | Effect::Relabel { target: LabelTarget::Node, name, .. } => {
+                format!("Node/{name}")
+            }
+            Effect::DeleteNode { name } => format!("Node/{name}"),
+            Effect::Nominate { namespace, name, .. } => format!("Pod/{namespace}/{name}/status"),
+            Effect::Evict { namespace, name } | Effect::DeletePod { namespace, name, .. } => {
+                format!("Pod/{namespace}/{name}")
+            }
+            Effect::DeleteInstance { provider_id } => format!("Instance/{provider_id}"),
+            Effect::Event { regarding, reason, .. } => format!(
+                "Event/{}/{}/{}",
+                regarding.kind.as_deref().unwrap_or(""),
+                regarding.name.as_deref().unwrap_or(""),
+                reason
+            ),
+            Effect::PatchNodePoolStatus { name, .. } => format!("NodePool/{name}/status"),
+            Effect::PatchNodeOverlayStatus { name, .. } => format!("NodeOverlay/{name}/status"),
+            Effect::PatchCapacityBufferStatus { namespace, name, .. } => {
+                format!("CapacityBuffer/{namespace}/{name}/status")
+            }
+            Effect::UpdateNodeClassStatus { name, .. } => format!("EC2NodeClass/{name}/status"),
+        }
+    }
+
     /// One line for logs and the events pane.
     pub fn describe(&self) -> String {
         match self {

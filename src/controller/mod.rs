@@ -12,6 +12,7 @@
 //! of disruption commands (proposals, approvals, commands in flight). It reads no clock (time is an argument) and
 //! does no I/O.
 
+pub mod backoff;
 pub mod buffers;
 mod capacity_type;
 mod claims;
@@ -115,6 +116,13 @@ pub struct Controller {
     events_sent: BTreeMap<(String, String), (String, Millis)>,
     /// When `events_sent` was last pruned.
     events_pruned_at: Millis,
+    /// Objects whose writes were refused, held until their retry is due.
+    writes: backoff::WriteBackoff,
+    /// (NodePool, instance type) the cloud could not launch a claim's requests on, until when: left out of the
+    /// pool's provisioning so a launch that can never succeed is not tried again and again.
+    unlaunchable: BTreeMap<(String, String), Millis>,
+    /// Events decided outside a planning step (an executor's outcome), sent with the next plan.
+    queued_events: Vec<Effect>,
     /// A cloud whose instance types depend on the NodeClass (AWS): the catalog of each resolved class. A NodePool
     /// whose class is not resolved yet gets no instance types until it is.
     class_catalogs: Option<BTreeMap<String, Arc<Catalog>>>,
@@ -165,9 +173,35 @@ pub struct InterruptionRecord {
 /// What the executor reports back.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Outcome {
-    Created { name: String, purpose: Purpose },
-    CreateFailed { purpose: Purpose, error: String },
-    Launched { claim: String },
+    Created {
+        name: String,
+        purpose: Purpose,
+    },
+    CreateFailed {
+        purpose: Purpose,
+        error: String,
+    },
+    Launched {
+        claim: String,
+    },
+    /// The cloud can launch none of the claim's instance types with its requests (see
+    /// [`crate::engine::lifecycle::LaunchError::NoCompatibleType`]); the claim was deleted.
+    LaunchImpossible {
+        claim: Box<NodeClaim>,
+        message: String,
+    },
+}
+
+impl Outcome {
+    /// The outcome of a launch the cloud refused, when it is one the controller must remember.
+    pub fn of_launch_error(claim: &NodeClaim, err: &lifecycle::LaunchError) -> Option<Outcome> {
+        match err {
+            lifecycle::LaunchError::NoCompatibleType(m) => {
+                Some(Outcome::LaunchImpossible { claim: Box::new(claim.clone()), message: m.clone() })
+            }
+            _ => None,
+        }
+    }
 }
 
 impl Controller {
@@ -204,6 +238,9 @@ impl Controller {
             drift: DriftTracker::default(),
             events_sent: BTreeMap::new(),
             events_pruned_at: Millis::MIN,
+            writes: backoff::WriteBackoff::default(),
+            unlaunchable: BTreeMap::new(),
+            queued_events: Vec::new(),
             interruptions: Vec::new(),
             provider_prefix: KWOK_PROVIDER_PREFIX.to_string(),
             class_catalogs: None,
@@ -406,6 +443,55 @@ impl Controller {
             }
         }
         raw
+    }
+
+    /// `catalogs` without the instance types the cloud could not launch a pool's claims on lately (see
+    /// [`Controller::launch_impossible`]).
+    fn launchable(
+        &self,
+        mut catalogs: BTreeMap<String, Vec<Arc<InstanceType>>>,
+        now: Millis,
+    ) -> BTreeMap<String, Vec<Arc<InstanceType>>> {
+        if self.unlaunchable.is_empty() {
+            return catalogs;
+        }
+        for (pool, types) in catalogs.iter_mut() {
+            types.retain(|t| self.unlaunchable.get(&(pool.clone(), t.name.clone())).is_none_or(|until| *until <= now));
+        }
+        catalogs
+    }
+
+    /// The cloud could launch none of `claim`'s instance types with its requests: they stay out of its NodePool's
+    /// provisioning for [`timing::UNLAUNCHABLE_FOR`] (or until the overlays are evaluated again), and a Warning
+    /// Event on the claim says why, so the pods wait with a reason instead of a claim created and deleted every few
+    /// seconds.
+    fn launch_impossible(&mut self, claim: &NodeClaim, message: &str, now: Millis) {
+        let Some(pool) = claim.nodepool() else { return };
+        let types = lifecycle::claim_instance_types(claim);
+        let until = now.saturating_add(timing::UNLAUNCHABLE_FOR);
+        for t in &types {
+            self.unlaunchable.insert((pool.to_string(), t.clone()), until);
+        }
+        let shown: Vec<&str> = types.iter().take(5).map(String::as_str).collect();
+        let more = types.len().saturating_sub(shown.len());
+        let more = if more > 0 { format!(" and {more} more") } else { String::new() };
+        let text = format!(
+            "Launch impossible, NodeClaim deleted: {message}. NodePool {pool} launches no more claims on {}{more} \
+             for {} minutes, or until its NodeOverlays change",
+            shown.join(", "),
+            timing::UNLAUNCHABLE_FOR / timing::MINUTE
+        );
+        tracing::warn!(nodeclaim = claim.name(), nodepool = pool, "{text}");
+        let regarding = ObjectReference {
+            kind: Some("NodeClaim".into()),
+            api_version: Some("karpenter.sh/v1".into()),
+            name: Some(claim.name().to_string()),
+            uid: claim.metadata.uid.clone(),
+            ..Default::default()
+        };
+        let mut out = Out::default();
+        self.event(regarding, true, "LaunchImpossible", text, now, &mut out);
+        self.queued_events.append(&mut out.effects);
     }
 
     /// Instance types per NodePool as the cloud offers them (no overlays).
@@ -626,6 +712,7 @@ impl Controller {
             orchestration,
             explain,
             self.drift.next_due(now),
+            self.writes.next_retry(),
         ]
         .into_iter()
         .flatten()
@@ -805,6 +892,8 @@ impl Controller {
     /// (the solve finds no work when there are none). Claims this instance created and the cache doesn't show yet
     /// would be made again: the window stays open until they show.
     fn solve(&mut self, m: &ClusterSnapshot<'_>, now: Millis, out: &mut Out) -> Option<ProvisioningResult> {
+        // Launch outcomes are provisioning's: their events go out with its next step.
+        out.effects.append(&mut self.queued_events);
         if !self.provisioner.due(now) {
             return None;
         }
@@ -813,7 +902,7 @@ impl Controller {
             return None;
         }
         self.provisioner.solved();
-        let catalogs = self.catalogs(m);
+        let catalogs = self.launchable(self.catalogs(m), now);
         self.forget_placements(m);
         let pods = self.buffers.pods.clone();
         let m = &ClusterSnapshot { virtual_pods: &pods, ..*m };
@@ -1257,6 +1346,67 @@ impl Controller {
     }
 
     /// Takes in what the executor did.
+    /// Splits `effects` into those to carry out now and the outcomes of those held back because their object's
+    /// writes are backing off ([`backoff`]): a held creation is answered as failed, so its pods are planned again.
+    pub fn hold_backed_off(&self, effects: Vec<Effect>, now: Millis) -> (Vec<Effect>, Vec<Outcome>) {
+        if self.writes.is_empty() {
+            return (effects, Vec::new());
+        }
+        let mut held = Vec::new();
+        let go = effects
+            .into_iter()
+            .filter_map(|e| {
+                if !self.writes.holds(&e.object_key(), now) {
+                    return Some(e);
+                }
+                if let Effect::CreateNodeClaim { purpose, .. } = e {
+                    held.push(Outcome::CreateFailed { purpose, error: "held: earlier creations were refused".into() });
+                }
+                None
+            })
+            .collect();
+        (go, held)
+    }
+
+    /// A write to `key` was refused (not a conflict): the object backs off. Logged when the error is new, and
+    /// again as its repeats pass each power of two from 8, with their count; returns the line for the operator
+    /// when it is new.
+    pub fn write_refused(&mut self, key: &str, effect: &str, error: &str, now: Millis) -> Option<String> {
+        let verdict = self.writes.refused(key, effect, error, now);
+        let r = self.writes.refusals().find(|(k, _)| *k == key).map(|(_, r)| r)?;
+        let retry_in = (r.retry_at - now) as f64 / 1000.0;
+        match verdict {
+            backoff::Verdict::New => {
+                tracing::warn!(%effect, failures = r.failures, "{error}; next try in {retry_in:.3}s");
+                Some(format!("{effect}: {error}"))
+            }
+            backoff::Verdict::Repeat => {
+                if r.failures >= 8 && r.failures.is_power_of_two() {
+                    tracing::warn!(
+                        %effect,
+                        failures = r.failures,
+                        "still refused ({} times in a row, this error {} times): {error}; next try in {retry_in:.0}s",
+                        r.failures,
+                        r.repeats + 1
+                    );
+                }
+                None
+            }
+        }
+    }
+
+    /// A write to `key` went through: any backoff of it ends.
+    pub fn write_succeeded(&mut self, key: &str) {
+        if let Some(r) = self.writes.succeeded(key) {
+            tracing::info!(effect = %r.effect, "went through after {} refusals in a row", r.failures);
+        }
+    }
+
+    /// Objects whose writes are being refused, by object key (the dashboard's Events pane).
+    pub fn refused_writes(&self) -> impl Iterator<Item = (&str, &backoff::Refusal)> {
+        self.writes.refusals()
+    }
+
     pub fn outcome(&mut self, o: Outcome, now: Millis) {
         match o {
             Outcome::Created { name, purpose } => {
@@ -1280,6 +1430,7 @@ impl Controller {
             Outcome::Launched { claim } => {
                 self.launching.insert(claim, now);
             }
+            Outcome::LaunchImpossible { claim, message } => self.launch_impossible(&claim, &message, now),
         }
     }
 

@@ -53,9 +53,11 @@ impl Controller {
             let (evaluation, applied) = overlaid_catalogs(overlays, pools, &raw, &self.catalog.label_policy);
             let before = self.overlays.evaluation.is_some();
             self.overlays = OverlayState { key, evaluation: Some(evaluation), applied };
-            // Prices and capacities may have moved: what consolidation concluded no longer holds.
+            // Prices and capacities may have moved: what consolidation concluded no longer holds, and types the
+            // cloud could not launch may fit now.
             if before {
                 self.disruption.mark_unconsolidated();
+                self.unlaunchable.clear();
             }
         }
         let Some(evaluation) = &self.overlays.evaluation else { return Vec::new() };
@@ -88,15 +90,21 @@ impl Controller {
         Some(self.overlays.applied.get(pool).map(|a| a.instance_types.clone()).unwrap_or_default())
     }
 
-    /// The overlaid offering prices, per pool, for the cloud's launches (see
-    /// [`super::cloud::CloudProvider::set_overlay_prices`]).
-    pub fn overlay_prices(&self) -> super::cloud::OverlayPrices {
-        let mut out = super::cloud::OverlayPrices::new();
+    /// What the overlays changed, per pool, for the cloud's launches (see
+    /// [`super::cloud::CloudProvider::set_overlays`]): the offering prices they set, and the instance types whose
+    /// capacity they set.
+    pub fn overlay_store(&self) -> super::cloud::OverlayStore {
+        let mut out = super::cloud::OverlayStore::default();
         for (pool, applied) in self.overlays.applied.iter().filter(|_| self.gates.node_overlay) {
-            for t in applied.instance_types.iter().filter(|t| applied.is_price_overlaid(&t.name)) {
-                let prices = out.entry(pool.clone()).or_default();
-                for o in &t.offerings {
-                    prices.insert((t.name.clone(), o.zone.clone(), o.capacity_type.clone()), o.price);
+            for t in &applied.instance_types {
+                if applied.is_price_overlaid(&t.name) {
+                    let prices = out.prices.entry(pool.clone()).or_default();
+                    for o in &t.offerings {
+                        prices.insert((t.name.clone(), o.zone.clone(), o.capacity_type.clone()), o.price);
+                    }
+                }
+                if applied.is_capacity_overlaid(&t.name) {
+                    out.capacity.entry(pool.clone()).or_default().insert(t.name.clone(), t.clone());
                 }
             }
         }

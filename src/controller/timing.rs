@@ -16,6 +16,9 @@ pub const STATE_REFRESH: Millis = 5 * MINUTE;
 pub const POD_REQUEUE: Millis = 10 * SECOND;
 /// `status.lastPodEventTime` is written at most this often per node (upstream's dedupe).
 pub const POD_EVENT_DEDUPE: Millis = 10 * SECOND;
+/// Instance types the cloud could launch none of a claim's requests on are kept out of the NodePool's
+/// provisioning this long.
+pub const UNLAUNCHABLE_FOR: Millis = 60 * MINUTE;
 /// Offerings that failed with insufficient capacity are kept out of launches this long (AWS provider).
 pub const ICE_TTL: Millis = 3 * MINUTE;
 /// An instance no NodeClaim holds is collected once it was launched this long ago (the AWS provider's; a claim

@@ -32,10 +32,15 @@ pub const TERMINATION_FINALIZER: &str = "karpenter.sh/termination";
 /// Labels every Karpenter provider understands (upstream `WellKnownLabels`).
 pub const CORE_WELL_KNOWN: [&str; 8] = [NODEPOOL, ZONE, REGION, INSTANCE_TYPE, ARCH, OS, CAPACITY_TYPE, WINDOWS_BUILD];
 
-/// Deprecated keys and their current names (upstream `NormalizedLabels`).
+/// The EBS CSI driver's zone key, which its volumes' node affinity and StorageClasses' `allowedTopologies` use.
+pub const EBS_CSI_ZONE: &str = "topology.ebs.csi.aws.com/zone";
+
+/// Deprecated keys and their current names (upstream `NormalizedLabels`), with the EBS CSI driver's zone key that
+/// the AWS provider adds to them at start-up (`pkg/operator/operator.go`), so a volume pinned to
+/// `topology.ebs.csi.aws.com/zone` constrains the node's `topology.kubernetes.io/zone`.
 pub fn normalize_key(key: &str) -> &str {
     match key {
-        "failure-domain.beta.kubernetes.io/zone" => ZONE,
+        "failure-domain.beta.kubernetes.io/zone" | EBS_CSI_ZONE => ZONE,
         "beta.kubernetes.io/arch" => ARCH,
         "beta.kubernetes.io/os" => OS,
         "beta.kubernetes.io/instance-type" => INSTANCE_TYPE,

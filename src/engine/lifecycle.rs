@@ -175,7 +175,7 @@ fn transition_ms(c: &Condition) -> Option<Millis> {
 // Applying claim-side actions
 
 /// Sets a condition the Kubernetes way: `lastTransitionTime` changes only when the status changes (or the
-/// condition is new); reason and message are always updated.
+/// condition is new); reason and message are always updated, and always written (see [`set_condition_in`]).
 pub fn set_condition(claim: &mut NodeClaim, type_: &str, status: &str, reason: &str, message: &str, now: Millis) {
     let conditions = &mut claim.status.get_or_insert_with(Default::default).conditions;
     set_condition_in(conditions, type_, status, reason, message, now);
@@ -216,8 +216,11 @@ pub fn set_condition_in(
     message: &str,
     now: Millis,
 ) {
-    let reason = (!reason.is_empty()).then(|| reason.to_string());
-    let message = (!message.is_empty()).then(|| message.to_string());
+    // Upstream's CRDs (NodePool, EC2NodeClass, NodeOverlay, CapacityBuffer) require both: a reason matching
+    // `^[A-Za-z]...` and a message, which may be empty. Without a reason of its own a condition takes its type, as
+    // upstream's status conditions do.
+    let reason = Some(if reason.is_empty() { type_ } else { reason }.to_string());
+    let message = Some(message.to_string());
     match conditions.iter_mut().find(|c| c.type_ == type_) {
         Some(c) => {
             if c.status != status || c.last_transition_time.is_none() {
@@ -484,12 +487,27 @@ pub enum LaunchError {
     InsufficientCapacity(String),
     #[error("node class not ready: {0}")]
     NodeClassNotReady(String),
+    /// No instance type the claim allows can hold its requests, whatever the capacity: launching it again can
+    /// never succeed (the cloud's instance types and the scheduler's disagree).
+    #[error("no compatible instance type: {0}")]
+    NoCompatibleType(String),
     #[error("{0}")]
     Other(String),
 }
 
 fn quantity_map(r: &Resources) -> BTreeMap<String, KQuantity> {
     r.to_quantity_map().into_iter().map(|(k, v)| (k, KQuantity(v))).collect()
+}
+
+/// The instance types a claim allows (its `node.kubernetes.io/instance-type In` values), in order.
+pub fn claim_instance_types(claim: &NodeClaim) -> Vec<String> {
+    claim
+        .spec
+        .requirements
+        .iter()
+        .filter(|r| r.key == labels::INSTANCE_TYPE && r.operator == "In")
+        .flat_map(|r| r.values.iter().cloned())
+        .collect()
 }
 
 /// Records a successful launch: provider labels (instance type, zone, capacity type and `r.labels`) merged under the
@@ -524,6 +542,11 @@ pub fn launch_failed(e: &LaunchError, now: Millis) -> Vec<LifecycleAction> {
             vec![LifecycleAction::Delete { reason: DeleteReason::InsufficientCapacity }]
         }
         LaunchError::NodeClassNotReady(_) => vec![LifecycleAction::Delete { reason: DeleteReason::NodeClassNotReady }],
+        // The claim ends; the controller keeps its instance types out of the NodePool's launches for a while
+        // ([`crate::controller::Outcome::LaunchImpossible`]), so it is not created again at once.
+        LaunchError::NoCompatibleType(_) => {
+            vec![LifecycleAction::Delete { reason: DeleteReason::InsufficientCapacity }]
+        }
         LaunchError::Other(m) => vec![
             cond_action(
                 COND_LAUNCHED,

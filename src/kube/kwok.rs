@@ -10,7 +10,9 @@ use k8s_openapi::api::core::v1::{Node, NodeCondition, NodeSpec, NodeStatus, Tain
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
-use crate::controller::cloud::{BoxFuture, CloudProvider, LaunchFailure, Launched, OverlayPrices, Retry, launch_price};
+use crate::controller::cloud::{
+    BoxFuture, CloudProvider, LaunchFailure, Launched, OverlayStore, Retry, launch_price, launch_type,
+};
 use crate::engine::api::NodeClaim;
 use crate::engine::catalog::{Catalog, InstanceType, Offering};
 use crate::engine::labels;
@@ -27,7 +29,7 @@ pub const PROVIDER_PREFIX: &str = crate::controller::KWOK_PROVIDER_PREFIX;
 pub fn pick(
     catalog: &Catalog,
     claim: &NodeClaim,
-    prices: &OverlayPrices,
+    store: &OverlayStore,
 ) -> Result<(Arc<InstanceType>, Offering), LaunchError> {
     let reqs = claim_requirements(claim);
     let requests = claim_requests(claim);
@@ -36,15 +38,25 @@ pub fn pick(
         labels::CAPACITY_SPOT => 1,
         _ => 2,
     };
-    catalog
+    let types: Vec<Arc<InstanceType>> = catalog
         .instance_types
         .iter()
+        .map(|t| launch_type(store, claim, t))
         .filter(|t| t.requirements.intersects(&reqs).is_ok() && requests.fits_in(&t.allocatable()))
+        .collect();
+    if types.is_empty() {
+        return Err(LaunchError::NoCompatibleType(format!(
+            "no KWOK instance type NodeClaim {} allows can hold its requests ({requests})",
+            claim.name()
+        )));
+    }
+    types
+        .iter()
         .flat_map(|t| t.offerings.iter().filter(|o| o.available && o.compatible(&reqs)).map(move |o| (t, o)))
         .min_by(|(ta, a), (tb, b)| {
             rank(&a.capacity_type)
                 .cmp(&rank(&b.capacity_type))
-                .then(launch_price(prices, claim, &ta.name, a).total_cmp(&launch_price(prices, claim, &tb.name, b)))
+                .then(launch_price(store, claim, &ta.name, a).total_cmp(&launch_price(store, claim, &tb.name, b)))
                 .then_with(|| ta.name.cmp(&tb.name))
                 .then_with(|| a.zone.cmp(&b.zone))
         })
@@ -57,12 +69,8 @@ fn quantities(r: &Resources) -> BTreeMap<String, Quantity> {
 }
 
 /// The launch: what to record on the claim, and the Node to create (named after the claim).
-pub fn launch(
-    catalog: &Catalog,
-    claim: &NodeClaim,
-    prices: &OverlayPrices,
-) -> Result<(LaunchResult, Node), LaunchError> {
-    let (t, o) = pick(catalog, claim, prices)?;
+pub fn launch(catalog: &Catalog, claim: &NodeClaim, store: &OverlayStore) -> Result<(LaunchResult, Node), LaunchError> {
+    let (t, o) = pick(catalog, claim, store)?;
     let name = claim.name().to_string();
     let provider_id = format!("{PROVIDER_PREFIX}{name}");
     let mut provider_labels = t.requirements.single_valued_labels();
@@ -113,13 +121,13 @@ pub fn launch(
 pub struct KwokCloud {
     pub catalog: Arc<Catalog>,
     pub writer: crate::kube::writer::Writer,
-    /// NodeOverlay prices launches rank by (see [`CloudProvider::set_overlay_prices`]).
-    pub overlay_prices: Arc<OverlayPrices>,
+    /// What NodeOverlays changed, which launches see (see [`CloudProvider::set_overlays`]).
+    pub overlays: Arc<OverlayStore>,
 }
 
 impl KwokCloud {
     pub fn new(catalog: Arc<Catalog>, writer: crate::kube::writer::Writer) -> KwokCloud {
-        KwokCloud { catalog, writer, overlay_prices: Arc::default() }
+        KwokCloud { catalog, writer, overlays: Arc::default() }
     }
 }
 
@@ -140,8 +148,8 @@ impl CloudProvider for KwokCloud {
         crate::controller::cloud::kwok_repair_policies()
     }
 
-    fn set_overlay_prices(&mut self, prices: Arc<OverlayPrices>) {
-        self.overlay_prices = prices;
+    fn set_overlays(&mut self, store: Arc<OverlayStore>) {
+        self.overlays = store;
     }
 
     fn create<'a>(
@@ -152,7 +160,7 @@ impl CloudProvider for KwokCloud {
         Box::pin(async move {
             let mut out = Vec::with_capacity(claims.len());
             for claim in claims {
-                out.push(match launch(&self.catalog, claim, &self.overlay_prices) {
+                out.push(match launch(&self.catalog, claim, &self.overlays) {
                     Ok((result, node)) => match self.writer.create_node(&node).await {
                         Ok(()) => Ok(Launched { result, annotations: BTreeMap::new() }),
                         Err(e) => Err(LaunchFailure::Retry(retry(e))),
@@ -182,6 +190,29 @@ mod tests {
     use crate::engine::api::nodeclaim::NodeClaimSpec;
 
     #[test]
+    fn an_extended_resource_an_overlay_adds_is_launched_on_that_type_with_that_capacity() {
+        let catalog = crate::engine::catalog::kwok::kwok_catalog("us-east-1");
+        let mut claim = NodeClaim::new("default-abcde", NodeClaimSpec::default());
+        claim.metadata.labels = Some([(labels::NODEPOOL.to_string(), "default".to_string())].into());
+        claim.spec.resources.requests = [("example.com/widget".to_string(), Quantity("1".into()))].into();
+        let none = launch(&catalog, &claim, &OverlayStore::default());
+        assert!(matches!(none, Err(LaunchError::NoCompatibleType(_))), "no type has widgets: {none:?}");
+        let raw = catalog.instance_types[3].clone();
+        let mut widened = (*raw).clone();
+        widened.capacity.set_value("example.com/widget", 4);
+        let mut store = OverlayStore::default();
+        store.capacity.entry("default".into()).or_default().insert(raw.name.clone(), Arc::new(widened));
+        let (r, node) = launch(&catalog, &claim, &store).expect("the overlaid type holds it");
+        assert_eq!(r.instance_type, raw.name);
+        assert_eq!(r.allocatable.get("example.com/widget"), 4);
+        let allocatable = node.status.and_then(|s| s.allocatable).unwrap_or_default();
+        assert_eq!(allocatable.get("example.com/widget").map(|q| q.0.as_str()), Some("4"));
+        // Another pool's claim does not see this pool's overlay.
+        claim.metadata.labels = Some([(labels::NODEPOOL.to_string(), "other".to_string())].into());
+        assert!(matches!(launch(&catalog, &claim, &store), Err(LaunchError::NoCompatibleType(_))));
+    }
+
+    #[test]
     fn launches_the_cheapest_fitting_offering_as_a_fake_node() {
         let catalog = crate::engine::catalog::kwok::kwok_catalog("us-east-1");
         let mut claim = NodeClaim::new("default-abcde", NodeClaimSpec::default());
@@ -193,7 +224,7 @@ mod tests {
             min_values: None,
         }];
         claim.spec.resources.requests = [("cpu".to_string(), Quantity("3".into()))].into();
-        let (r, node) = launch(&catalog, &claim, &OverlayPrices::new()).unwrap();
+        let (r, node) = launch(&catalog, &claim, &OverlayStore::default()).unwrap();
         assert_eq!(r.capacity_type, "on-demand");
         assert!(r.allocatable.get("cpu") >= 3000, "fits the requests");
         assert_eq!(r.provider_id, "kwok://default-abcde");
@@ -210,7 +241,7 @@ mod tests {
         });
         assert!(!cheaper);
         claim.spec.resources.requests = [("cpu".to_string(), Quantity("100000".into()))].into();
-        assert!(matches!(launch(&catalog, &claim, &OverlayPrices::new()), Err(LaunchError::InsufficientCapacity(_))));
+        assert!(matches!(launch(&catalog, &claim, &OverlayStore::default()), Err(LaunchError::NoCompatibleType(_))));
     }
 
     fn r_price(c: &Catalog, r: &LaunchResult) -> f64 {

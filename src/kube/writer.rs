@@ -265,7 +265,7 @@ impl Writer {
             metadata: ObjectMeta { name: Some(name), namespace: Some(namespace.clone()), ..Default::default() },
             involved_object: regarding,
             reason: Some(reason.into()),
-            message: Some(message.into()),
+            message: Some(event_note(message)),
             type_: Some(if warning { "Warning" } else { "Normal" }.into()),
             source: Some(k8s_openapi::api::core::v1::EventSource { component: Some(FIELD_MANAGER.into()), host: None }),
             reporting_component: Some(FIELD_MANAGER.into()),
@@ -280,6 +280,22 @@ impl Writer {
         let api: Api<Event> = Api::namespaced(self.client.clone(), &namespace);
         api.create(&PostParams::default(), &event).await.map(drop).map_err(|e| WriteError::from_kube(what, e))
     }
+}
+
+/// The API server refuses an Event with an `eventTime` whose message is over 1,024 bytes (`NoteLengthLimit`):
+/// longer messages are cut at a character boundary, ending in an ellipsis.
+pub const EVENT_NOTE_LIMIT: usize = 1024;
+
+pub fn event_note(message: &str) -> String {
+    if message.len() <= EVENT_NOTE_LIMIT {
+        return message.to_string();
+    }
+    let ellipsis = "…";
+    let mut end = EVENT_NOTE_LIMIT - ellipsis.len();
+    while !message.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}{ellipsis}", &message[..end])
 }
 
 /// An apply configuration carries intent only: the name, labels, annotations and spec, none of the fields the
@@ -324,5 +340,21 @@ pub fn reference(kind: &str, api_version: &str, meta: &ObjectMeta) -> ObjectRefe
         uid: meta.uid.clone(),
         resource_version: meta.resource_version.clone(),
         field_path: None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_event_note_over_the_api_servers_limit_is_cut_at_a_character_boundary() {
+        assert_eq!(event_note("short"), "short");
+        let exact = "a".repeat(EVENT_NOTE_LIMIT);
+        assert_eq!(event_note(&exact), exact);
+        let long = "é".repeat(EVENT_NOTE_LIMIT);
+        let cut = event_note(&long);
+        assert!(cut.len() <= EVENT_NOTE_LIMIT, "{} bytes", cut.len());
+        assert!(cut.ends_with('…') && cut.starts_with("éé"));
     }
 }

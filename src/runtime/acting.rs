@@ -62,10 +62,24 @@ impl Acting {
         self.upkeep.as_ref().map(|u| u.wake.clone())
     }
 
+    /// Carries out `effects`, except those whose object is backing off after a refusal; records what was refused
+    /// (logged and shown once per distinct error) and what went through.
     async fn run(&mut self, effects: Vec<Effect>, now: Millis) -> Report {
-        let report = execute(effects, &self.writer, self.cloud.as_mut(), now).await;
+        let (effects, held) = self.controller.hold_backed_off(effects, now);
+        let mut report = execute(effects, &self.writer, self.cloud.as_mut(), now).await;
+        report.outcomes.extend(held);
         for o in &report.outcomes {
             self.controller.outcome(o.clone(), now);
+        }
+        for key in &report.succeeded {
+            self.controller.write_succeeded(key);
+        }
+        for f in &report.failed {
+            if f.conflict {
+                tracing::info!(effect = %f.effect, "{}; planned again from the fresh object", f.message);
+            } else if let Some(line) = self.controller.write_refused(&f.key, &f.effect, &f.message, now) {
+                report.errors.push(line);
+            }
         }
         report
     }
@@ -124,7 +138,7 @@ impl Acting {
         self.controller.sync_drift(self.cloud.as_mut(), &m.view(), now);
         let effects = self.controller.plan(m, now, generation(m));
         if self.controller.overlays_on() {
-            self.cloud.set_overlay_prices(std::sync::Arc::new(self.controller.overlay_prices()));
+            self.cloud.set_overlays(std::sync::Arc::new(self.controller.overlay_store()));
             self.cloud.set_type_price_overlays(&crate::engine::overlay::instance_type_prices(&m.nodeoverlays));
         }
         let mut report = self.run(effects, now).await;

@@ -1,7 +1,8 @@
 //! Carries out the planner's effects through the cluster port ([`Writer`]) and the cloud. Effects run in order,
-//! one at a time; a failed one is logged at warn and the rest still run (the planner never sends, in one tick, a
-//! write that depends on another write of the same tick succeeding; the next tick decides again from what the
-//! cluster then says). Conflicts (409) happen when another writer got there first: logged, not shown as errors.
+//! one at a time; a failed one is reported and the rest still run (the planner never sends, in one tick, a write
+//! that depends on another write of the same tick succeeding; the next tick decides again from what the cluster
+//! then says). Conflicts (409) happen when another writer got there first: reported as such, not as errors. What is
+//! logged, shown and backed off is the caller's choice ([`crate::runtime::acting`]).
 
 use crate::engine::lifecycle::{self, LaunchError, LifecycleAction, apply_launch, launch_failed};
 use crate::engine::provisioning::Millis;
@@ -14,10 +15,25 @@ use crate::controller::{Effect, Outcome};
 #[derive(Debug, Default)]
 pub struct Report {
     pub outcomes: Vec<Outcome>,
-    /// One line per effect that failed (conflicts excluded).
+    /// One line per failure worth an operator's attention (conflicts excluded).
     pub errors: Vec<String>,
     /// One line per effect done, for the events pane.
     pub done: Vec<String>,
+    /// Every effect that failed, conflicts included, for the caller to back off.
+    pub failed: Vec<Failed>,
+    /// The object keys ([`Effect::object_key`]) of the effects that went through.
+    pub succeeded: Vec<String>,
+}
+
+/// An effect that failed.
+#[derive(Debug, Clone)]
+pub struct Failed {
+    pub key: String,
+    /// What it was (`update the status of NodePool default`).
+    pub effect: String,
+    pub message: String,
+    /// Another writer changed the object first: planned again from the fresh object, not backed off.
+    pub conflict: bool,
 }
 
 /// The launches of a batch, already made, by claim name.
@@ -61,17 +77,17 @@ pub async fn execute(effects: Vec<Effect>, writer: &Writer, cloud: &mut dyn Clou
     }
     for e in effects {
         let what = e.describe();
+        let key = e.object_key();
         match run_one(e, writer, cloud, now, &mut report.outcomes, &mut launches).await {
-            Ok(Some(note)) => report.done.push(note),
-            Ok(None) => report.done.push(what),
-            // Someone else changed the object since the cache read it: nothing was written, and the next tick
-            // plans again from the fresh object (nothing that depends on this write was written in this tick).
-            Err(Failure { message, conflict: true }) => {
-                tracing::warn!(effect = %what, "{message}; planned again from the fresh object on the next tick")
+            Ok(note) => {
+                report.done.push(note.unwrap_or(what));
+                report.succeeded.push(key);
             }
-            Err(Failure { message, .. }) => {
-                tracing::warn!(effect = %what, "{message}");
-                report.errors.push(message);
+            // A conflict means someone else changed the object since the cache read it: nothing was written, and
+            // the next tick plans again from the fresh object (nothing that depends on this write was written in
+            // this tick).
+            Err(Failure { message, conflict }) => {
+                report.failed.push(Failed { key, effect: what, message, conflict });
             }
         }
     }
@@ -106,6 +122,7 @@ async fn run_one(
                 }
                 Err(LaunchFailure::Cloud(err)) => {
                     launch_error(&claim, &err, writer, now).await?;
+                    outcomes.extend(Outcome::of_launch_error(&claim, &err));
                     Ok(Some(format!("launch of NodeClaim {name} failed: {err}")))
                 }
                 // A write the launch needed failed: nothing is recorded, and the next tick launches again.

@@ -127,7 +127,10 @@ pub fn picture(
     pending.sort_by(|a, b| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name)));
 
     let outlook = (m.nodes.len() <= picture::EXPLAIN_MAX_NODES).then_some(&outlook);
-    let events = events(skipped, &provisioning, pass.command.as_ref(), outlook, now);
+    let mut events = events(skipped, &provisioning, pass.command.as_ref(), outlook, now);
+    if let Some(c) = engine {
+        events.splice(0..0, refused_writes(c));
+    }
     // Observing with the cluster's NodeOverlay gate on: the overlays as the cluster's Karpenter would evaluate them.
     let observed = (engine.is_none() && gates.node_overlay && !m.nodeoverlays.is_empty()).then(|| {
         let raw: BTreeMap<String, Vec<std::sync::Arc<crate::engine::catalog::InstanceType>>> =
@@ -161,6 +164,26 @@ pub fn picture(
         interruptions: &interruptions,
         events,
     })
+}
+
+/// Writes the cluster or the cloud keeps refusing, each with its last error and when it is tried again.
+fn refused_writes(c: &Controller) -> Vec<EventRow> {
+    c.refused_writes()
+        .map(|(key, r)| EventRow {
+            at: r.since,
+            kind: "Warning".into(),
+            reason: "WriteRefused".into(),
+            object: key.to_string(),
+            message: format!(
+                "{}: {} (refused {} time(s) in a row; next try {})",
+                r.effect,
+                r.error,
+                r.failures,
+                chrono::DateTime::<chrono::Utc>::from_timestamp_millis(r.retry_at)
+                    .map_or_else(|| "later".to_string(), |t| format!("at {}", t.format("%H:%M:%S")))
+            ),
+        })
+        .collect()
 }
 
 /// Events: objects the cache could not read, and what the engine would do.

@@ -124,7 +124,7 @@ pub struct SimCloud {
     /// Which provider's repair policies it plays (AWS's unless told).
     repair: Vec<cloud::RepairPolicy>,
     /// NodeOverlay prices: a claim annotated as overlay-priced launches by them (a prioritized fleet).
-    overlay_prices: Arc<cloud::OverlayPrices>,
+    overlays: Arc<cloud::OverlayStore>,
     /// Capacity reservations by id: what each holds and which instances run in it.
     reservations: BTreeMap<String, SimReservation>,
 }
@@ -182,7 +182,7 @@ impl SimCloud {
             generation: 0,
             region: catalog.region.clone(),
             repair: cloud::aws_repair_policies(),
-            overlay_prices: Arc::default(),
+            overlays: Arc::default(),
             reservations: reservations_of(catalog),
         }
     }
@@ -382,26 +382,32 @@ impl SimCloud {
     pub fn create(&mut self, claim: &NodeClaim, now: Millis) -> Result<Launched, CloudError> {
         let reqs = claim_requirements(claim);
         let requests = crate::engine::requirements::claim_requests(claim);
-        let mut candidates: Vec<(&Arc<InstanceType>, &Offering)> = Vec::new();
+        let mut candidates: Vec<(Arc<InstanceType>, &Offering)> = Vec::new();
         let mut compatible_types = 0;
-        for t in self.types.values() {
+        for raw in self.types.values() {
+            // The capacity the claim's NodePool sees, with its NodeOverlays applied.
+            let t = cloud::launch_type(&self.overlays, claim, raw);
             if t.requirements.intersects(&reqs).is_err() || !requests.fits_in(&t.allocatable()) {
                 continue;
             }
             compatible_types += 1;
-            for o in &t.offerings {
+            for o in &raw.offerings {
                 if o.available
                     && o.compatible(&reqs)
                     && self.has_capacity(&t.name, o)
                     && !self.avoided(&t.name, o, now)
                     && self.reservation_room(o, now)
                 {
-                    candidates.push((t, o));
+                    candidates.push((t.clone(), o));
                 }
             }
         }
         if compatible_types == 0 {
-            return Err(CloudError::NoCompatibleType(claim.name().to_string()));
+            return Err(CloudError::NoCompatibleType(format!(
+                "none of NodeClaim {}'s instance types can hold its requests ({})",
+                claim.name(),
+                requests
+            )));
         }
         let rank = |ct: &str| match ct {
             labels::CAPACITY_RESERVED => 0,
@@ -409,7 +415,7 @@ impl SimCloud {
             _ => 2,
         };
         // With overlaid prices the fleet is prioritized by them (upstream's AWS provider), not by list prices.
-        let price_of = |t: &InstanceType, o: &Offering| cloud::launch_price(&self.overlay_prices, claim, &t.name, o);
+        let price_of = |t: &InstanceType, o: &Offering| cloud::launch_price(&self.overlays, claim, &t.name, o);
         let best = candidates.into_iter().min_by(|(ta, a), (tb, b)| {
             rank(&a.capacity_type)
                 .cmp(&rank(&b.capacity_type))
@@ -608,11 +614,10 @@ impl CloudProvider for SimCloud {
                     },
                     annotations: BTreeMap::new(),
                 }),
-                // Nothing compatible is as good as nothing available: the claim goes and its pods are placed
-                // elsewhere.
-                Err(CloudError::InsufficientCapacity(m) | CloudError::NoCompatibleType(m)) => {
+                Err(CloudError::InsufficientCapacity(m)) => {
                     Err(LaunchFailure::Cloud(LaunchError::InsufficientCapacity(m)))
                 }
+                Err(CloudError::NoCompatibleType(m)) => Err(LaunchFailure::Cloud(LaunchError::NoCompatibleType(m))),
                 Err(CloudError::NotFound(m)) => Err(LaunchFailure::Cloud(LaunchError::Other(m))),
             })
             .collect();
@@ -663,8 +668,8 @@ impl CloudProvider for SimCloud {
         out
     }
 
-    fn set_overlay_prices(&mut self, prices: Arc<cloud::OverlayPrices>) {
-        self.overlay_prices = prices;
+    fn set_overlays(&mut self, store: Arc<cloud::OverlayStore>) {
+        self.overlays = store;
     }
 
     /// AWS's policies when it plays EC2 (the aws catalog), KWOK's for the kwok and inline catalogs.

@@ -618,8 +618,8 @@ impl World {
             let pools: Vec<_> = self.cluster.nodepools.values().map(|p| (**p).clone()).collect();
             let effects = self.controller.sync_overlays(&overlays, &pools, now);
             self.apply_effects(effects);
-            let prices = std::sync::Arc::new(self.controller.overlay_prices());
-            crate::controller::cloud::CloudProvider::set_overlay_prices(&mut self.cloud, prices);
+            let store = std::sync::Arc::new(self.controller.overlay_store());
+            crate::controller::cloud::CloudProvider::set_overlays(&mut self.cloud, store);
         }
     }
 
@@ -793,6 +793,11 @@ impl World {
                     for key in self.cloud.exhausted_offerings_for(c) {
                         self.cloud.learn_unavailable(key, now + ICE_TTL);
                     }
+                }
+                if let Some(c) = self.cluster.nodeclaims.get(name)
+                    && let Some(o) = crate::controller::Outcome::of_launch_error(c, &err)
+                {
+                    self.controller.outcome(o, now);
                 }
                 // As the live executor does: the engine's rule decides (out of capacity deletes the claim so its
                 // pods are provisioned elsewhere; anything else is recorded on the claim and retried).

@@ -8,8 +8,18 @@
 //! and watch from a resourceVersion with the events since then replayed. Watches are ended with a `410 Gone` ERROR
 //! event by [`FakeApi::expire_watches`], as an API server does after compaction. Any request can be answered by a scripted status instead
 //! ([`FakeApi::script`]); a collection can be made unknown (404, a CRD not installed) with [`FakeApi::missing`].
+//!
+//! It is as strict as a real API server about what it stores: every create, update, patch and status write of a
+//! Karpenter kind (and CapacityBuffers) is pruned, defaulted and validated against upstream's CRDs as published
+//! ([`strict`]: the structural schema, list-map keys and the `x-kubernetes-validations` CEL rules), and refused with
+//! 422 `Invalid` and the field path a real server names; objects seeded with [`FakeApi::put`] must pass too. Events
+//! keep the limits a real server enforces on what the tool writes (a message of at most 1,024 bytes when
+//! `eventTime` is set). The CRDs are read at test time from `../shared/data/crds` beside the repository (or
+//! `KARPENTER_TUI_CRDS`); without them the tests fail, naming where they looked.
 
 #![allow(dead_code)]
+
+pub mod strict;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::convert::Infallible;
@@ -166,6 +176,95 @@ struct State {
     history: Vec<(u64, String, Value)>,
 }
 
+/// Where upstream's CRDs are: `KARPENTER_TUI_CRDS`, or `../shared/data/crds` beside the repository. Without them the
+/// tests fail, naming where they looked: the strict server is never quietly lax.
+pub fn crds_dir() -> &'static std::path::Path {
+    static DIR: std::sync::OnceLock<std::path::PathBuf> = std::sync::OnceLock::new();
+    DIR.get_or_init(|| {
+        let candidates: Vec<String> = std::env::var("KARPENTER_TUI_CRDS")
+            .ok()
+            .into_iter()
+            .chain([concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/data/crds").to_string()])
+            .chain(["/work/shared/data/crds".to_string()])
+            .collect();
+        match candidates.iter().find(|d| std::path::Path::new(d).join("karpenter.sh_nodepools.yaml").is_file()) {
+            Some(d) => std::path::PathBuf::from(d),
+            None => panic!(
+                "upstream's CRDs (karpenter.sh_nodepools.yaml, ...) not found; the strict fake API server validates \
+                 against them. Looked in: {}. Set KARPENTER_TUI_CRDS to their directory.",
+                candidates.join(", ")
+            ),
+        }
+    })
+}
+
+/// Upstream's CRDs, loaded once per test binary.
+pub fn crds() -> &'static strict::Crds {
+    static CRDS: std::sync::OnceLock<strict::Crds> = std::sync::OnceLock::new();
+    CRDS.get_or_init(|| strict::Crds::load_dir(crds_dir()))
+}
+
+/// What a real API server does to a write of a custom resource before storing it, for the kinds whose CRD is
+/// known: the object to store, or the 422 to answer.
+fn admit(collection: &str, obj: Value, write: &strict::Write) -> Result<Value, Response<Body>> {
+    let parts: Vec<&str> = collection.split('/').collect();
+    let ["apis", group, version, plural] = parts.as_slice() else { return Ok(obj) };
+    let Some(schema) = crds().schema_for(group, version, plural) else { return Ok(obj) };
+    let name = obj.pointer("/metadata/name").and_then(Value::as_str).unwrap_or_default().to_string();
+    schema.admit(obj, write).map_err(|errors| reply(422, &strict::invalid_status(&schema.kind, group, &name, &errors)))
+}
+
+/// An object a test stores as if another client had written it: admitted as a real server would have (spec and
+/// metadata as a create, then `status` as a status write). A seed a real server would refuse is a broken test.
+fn seed(collection: &str, obj: Value) -> Value {
+    let what = format!("{} {}", collection, obj.pointer("/metadata/name").and_then(Value::as_str).unwrap_or(""));
+    let refused = |r: Response<Body>| -> ! {
+        let body = futures_util::FutureExt::now_or_never(r.into_body().collect())
+            .and_then(Result::ok)
+            .map(|b| String::from_utf8_lossy(&b.to_bytes()).into_owned())
+            .unwrap_or_default();
+        panic!("the fake API server refuses the seeded {what} as a real one would: {body}")
+    };
+    let status = obj.get("status").cloned();
+    let mut stored = admit(collection, obj, &strict::Write::Create).unwrap_or_else(|r| refused(r));
+    if let Some(status) = status.filter(|s| !s.is_null()) {
+        let mut with_status = stored.clone();
+        with_status["status"] = status;
+        stored = admit(collection, with_status, &strict::Write::Status { old: stored }).unwrap_or_else(|r| refused(r));
+    }
+    stored
+}
+
+/// The limits a real API server puts on an Event the tool creates (core/v1 `ValidateEventCreate` with `eventTime`
+/// set): a message of at most 1,024 bytes, `reportingController` and `reportingInstance` set, an `action`.
+fn admit_event(obj: &Value) -> Result<(), Response<Body>> {
+    if obj.pointer("/eventTime").is_none_or(Value::is_null) {
+        return Ok(());
+    }
+    let mut causes = Vec::new();
+    let len = |p: &str| obj.pointer(p).and_then(Value::as_str).map_or(0, str::len);
+    if len("/message") > 1024 {
+        causes.push(("message", "Invalid value: \"\": can have at most 1024 characters".to_string()));
+    }
+    for (field, p) in [("reportingController", "/reportingComponent"), ("reportingInstance", "/reportingInstance")] {
+        if len(p) == 0 {
+            causes.push((field, "Required value".to_string()));
+        }
+    }
+    if len("/action") == 0 {
+        causes.push(("action", "Required value".to_string()));
+    } else if len("/action") > 128 {
+        causes.push(("action", "Invalid value: \"\": can have at most 128 characters".to_string()));
+    }
+    if causes.is_empty() {
+        return Ok(());
+    }
+    let message = causes.iter().map(|(f, m)| format!("{f}: {m}")).collect::<Vec<_>>().join(", ");
+    let mut body = status(422, "Invalid", &format!("Event is invalid: {message}"));
+    body["details"] = json!({"kind": "Event", "causes": causes.iter().map(|(f, m)| json!({"field": f, "message": m})).collect::<Vec<_>>()});
+    Err(reply(422, &body))
+}
+
 pub fn status(code: u16, reason: &str, message: &str) -> Value {
     json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
            "message": message, "reason": reason, "code": code})
@@ -289,6 +388,12 @@ impl FakeApi {
     /// Stores (or replaces) an object as another client would, telling the watchers. `collection` is the path of
     /// its collection without namespace: `api/v1/pods`, `apis/karpenter.sh/v1/nodeclaims`.
     pub fn put(&self, collection: &str, obj: Value) -> Value {
+        self.put_unchecked(collection, seed(collection, obj))
+    }
+
+    /// Stores an object a real API server would refuse today, as one written under an older or looser CRD version
+    /// stays stored: for tests of how a reader copes with it. Everything else goes through [`FakeApi::put`].
+    pub fn put_unchecked(&self, collection: &str, obj: Value) -> Value {
         let mut s = self.state();
         let meta = |f: &str| obj["metadata"][f].as_str().map(String::from);
         let key = key(collection, meta("namespace").as_deref(), &meta("name").unwrap_or_default());
@@ -501,6 +606,10 @@ async fn handle(st: &Arc<Mutex<State>>, req: Request<Incoming>) -> Response<Body
             if let Some(ns) = &t.namespace {
                 obj["metadata"]["namespace"] = json!(ns);
             }
+            let obj = match admit(&t.collection, obj, &strict::Write::Update { old: current }) {
+                Ok(obj) => obj,
+                Err(refused) => return refused,
+            };
             let obj = s.store(&t.collection, obj, "MODIFIED");
             reply(200, &obj)
         }
@@ -540,6 +649,15 @@ fn create(s: &mut State, t: &Target, mut obj: Value, dry_run: bool) -> Response<
     if s.objects.contains_key(&key(&t.collection, t.namespace.as_deref(), &name)) {
         return reply(409, &status(409, "AlreadyExists", &format!("\"{name}\" already exists")));
     }
+    if t.collection.ends_with("/events")
+        && let Err(refused) = admit_event(&obj)
+    {
+        return refused;
+    }
+    let mut obj = match admit(&t.collection, obj, &strict::Write::Create) {
+        Ok(obj) => obj,
+        Err(refused) => return refused,
+    };
     obj["metadata"]["uid"] = json!(format!("uid-{name}"));
     obj["metadata"]["creationTimestamp"] = json!("2026-01-01T00:00:00Z");
     if dry_run {
@@ -557,7 +675,12 @@ fn patch(s: &mut State, t: &Target, name: &str, sub: Option<&str>, rec: &Recorde
         s.conflicts += 1;
         reply(409, &status(409, "Conflict", "the object has been modified; please apply your changes"))
     };
-    let mut obj = match (ct, current) {
+    let write = match (&current, sub) {
+        (None, _) => strict::Write::Create,
+        (Some(old), Some("status")) => strict::Write::Status { old: old.clone() },
+        (Some(old), _) => strict::Write::Update { old: old.clone() },
+    };
+    let obj = match (ct, current) {
         ("application/apply-patch+yaml", None) => {
             let mut obj = rec.body.clone();
             obj["metadata"]["uid"] = json!(format!("uid-{name}"));
@@ -596,6 +719,10 @@ fn patch(s: &mut State, t: &Target, name: &str, sub: Option<&str>, rec: &Recorde
             patched
         }
         _ => return reply(415, &status(415, "UnsupportedMediaType", ct)),
+    };
+    let mut obj = match admit(&t.collection, obj, &write) {
+        Ok(obj) => obj,
+        Err(refused) => return refused,
     };
     if dry_run {
         return reply(200, &obj);

@@ -125,6 +125,7 @@ spec:
   role: KarpenterNodeRole
   subnetSelectorTerms: [{{tags: {{karpenter.sh/discovery: {cluster}}}}}]
   securityGroupSelectorTerms: [{{tags: {{karpenter.sh/discovery: {cluster}}}}}]
+  amiFamily: AL2023
   amiSelectorTerms: [{{id: {ami}}}]
   tags: {{team: web}}
 "#

@@ -882,6 +882,14 @@ mod tests {
         assert_eq!(single(it, INSTANCE_FAMILY).as_deref(), Some("m5"));
         assert_eq!(single(it, INSTANCE_SIZE).as_deref(), Some("large"));
         assert_eq!(single(it, INSTANCE_NETWORK_BANDWIDTH).as_deref(), Some("750"));
+        // EbsOptimizedInfo.MaximumBandwidthInMbps (EBS-optimized by default), which NodePools select with Gt.
+        assert_eq!(single(it, INSTANCE_EBS_BANDWIDTH).as_deref(), Some("4750"));
+        let fast_ebs = c
+            .instance_types
+            .iter()
+            .filter(|t| single(t, INSTANCE_EBS_BANDWIDTH).and_then(|b| b.parse::<i64>().ok()).is_some_and(|b| b > 8000))
+            .count();
+        assert!(fast_ebs > 100, "{fast_ebs} types over 8,000 Mbps of EBS bandwidth");
         assert_eq!(single(it, INSTANCE_CPU_MANUFACTURER).as_deref(), Some("intel"));
         assert_eq!(single(it, INSTANCE_CPU_SUSTAINED_CLOCK).as_deref(), Some("3100"));
         assert_eq!(single(it, labels::ARCH).as_deref(), Some("amd64"));
