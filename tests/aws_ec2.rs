@@ -90,10 +90,7 @@ async fn discovery_uses_the_embedded_formulas_and_prices_fall_back() {
         if let Some(e) = embedded.get(&t.name) {
             assert_eq!((&t.capacity, &t.overhead), (&e.capacity, &e.overhead), "{}", t.name);
             for (k, r) in t.requirements.iter() {
-                // The embedded snapshot has no EbsOptimizedInfo, so only the live catalog knows EBS bandwidth.
-                if k != "karpenter.k8s.aws/instance-ebs-bandwidth" {
-                    assert_eq!(Some(r), e.requirements.get_ref(k), "{} {k}", t.name);
-                }
+                assert_eq!(Some(r), e.requirements.get_ref(k), "{} {k}", t.name);
             }
             same += 1;
         }

@@ -60,7 +60,7 @@ fn scenario_text(nodes_per_pool: usize) -> String {
     kind: NodePool
     metadata: {{name: pool-{p:02}}}
     spec:
-      weight: {p}
+      weight: {weight}
       disruption: {{consolidationPolicy: WhenEmptyOrUnderutilized, consolidateAfter: 0s, budgets: [{{nodes: \"10%\"}}]}}
       template:
         metadata: {{labels: {{team: t{p:02}}}}}
@@ -70,7 +70,9 @@ fn scenario_text(nodes_per_pool: usize) -> String {
             - {{key: karpenter.k8s.aws/instance-category, operator: In, values: {cats}}}
             - {{key: karpenter.sh/capacity-type, operator: In, values: {ct}}}
             - {{key: kubernetes.io/arch, operator: In, values: {arch}}}
-"
+",
+            // The CRD takes weights 1–100.
+            weight = p + 1
         ));
         for n in 0..nodes_per_pool {
             let node = format!("p{p:02}-n{n:02}");
