@@ -162,7 +162,7 @@ impl Manifests {
                     if replicas > 0 && rs.spec.template.is_none() {
                         return Err(refuse("ReplicaSet spec.template: required when spec.replicas is not 0".into()));
                     }
-                    workloads.push(Workload::ReplicaSet(rs));
+                    workloads.push(Workload::ReplicaSet(Box::new(rs)));
                 }
                 ("apps/v1", "StatefulSet") => {
                     let s = StatefulSet::deserialize(doc).map_err(err)?;
@@ -175,14 +175,14 @@ impl Manifests {
                             )));
                         }
                     }
-                    workloads.push(Workload::StatefulSet(s));
+                    workloads.push(Workload::StatefulSet(Box::new(s)));
                 }
                 ("batch/v1", "Job") => {
                     let j = Job::deserialize(doc).map_err(err)?;
                     named("Job", &j.metadata).map_err(refuse)?;
                     let Some(spec) = &j.spec else { return Err(refuse("Job spec: required".into())) };
                     check_count("Job", "spec.parallelism", spec.parallelism.unwrap_or(1)).map_err(refuse)?;
-                    workloads.push(Workload::Job(j));
+                    workloads.push(Workload::Job(Box::new(j)));
                 }
                 ("batch/v1", "CronJob") => {
                     let c = CronJob::deserialize(doc).map_err(err)?;
@@ -230,7 +230,7 @@ impl Manifests {
         out.pods.extend(pods.into_iter().map(|p| Arc::new(StoredPod::from(p))));
         out.expand(&workloads, &mut notes);
         if !skipped.is_empty() {
-            skipped.sort_by(|a, b| b.1.cmp(&a.1));
+            skipped.sort_by_key(|(_, n)| std::cmp::Reverse(*n));
             let total: usize = skipped.iter().map(|(_, n)| n).sum();
             let kinds: Vec<String> = skipped.iter().map(|(k, n)| format!("{k} ×{n}")).collect();
             notes.push(format!(
@@ -412,9 +412,9 @@ fn object(kind: &str, meta: &ObjectMeta) -> String {
 
 /// The workloads expanded once every document is read.
 enum Workload {
-    Job(Job),
-    StatefulSet(StatefulSet),
-    ReplicaSet(ReplicaSet),
+    Job(Box<Job>),
+    StatefulSet(Box<StatefulSet>),
+    ReplicaSet(Box<ReplicaSet>),
 }
 
 impl Workload {
@@ -1000,6 +1000,9 @@ mod workload_tests {
         )
     }
 
+    /// A pod's priority, PriorityClass and preemption policy.
+    type Admitted = (Option<i32>, Option<String>, Option<String>);
+
     #[test]
     fn pods_get_their_priority_as_admission_gives_it_whatever_the_order() {
         let pods = [
@@ -1016,7 +1019,7 @@ mod workload_tests {
         for text in [format!("{pods}---\n{deployment}---\n{CLASSES}"), format!("{CLASSES}---\n{deployment}---\n{pods}")]
         {
             let m = Manifests::parse(&text, "p.yaml").unwrap();
-            let got: BTreeMap<String, (Option<i32>, Option<String>, Option<String>)> = m
+            let got: BTreeMap<String, Admitted> = m
                 .pending_view()
                 .iter()
                 .map(|p| {
