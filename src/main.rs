@@ -175,11 +175,13 @@ fn plan_manifests(
             if let Some(map) = v.as_object_mut() {
                 map.insert("packing".into(), cli::plan::packing_json(&packed, packing));
                 map.insert("disruption".into(), cli::plan::disruption_json(&pass, &outlook));
+                map.insert("notes".into(), serde_json::json!(manifests.notes));
             }
             emit(&format!("{}\n", serde_json::to_string_pretty(&v)?))
         }
         Output::Table => emit(&format!(
-            "{}{}{}",
+            "{}{}{}{}",
+            cli::plan::notes_table(&manifests.notes),
             cli::plan::to_table(&result),
             cli::plan::packing_table(&packed, packing),
             cli::plan::disruption_table(&pass, &outlook)

@@ -90,6 +90,20 @@ pub fn packing_json(
     })
 }
 
+/// The notes of a manifest file (what was skipped or read differently from a cluster), as the human form's first
+/// section; nothing when there are none.
+pub fn notes_table(notes: &[String]) -> String {
+    if notes.is_empty() {
+        return String::new();
+    }
+    let mut out = String::from("NOTES\n");
+    for n in notes {
+        out.push_str(&format!("{n}\n"));
+    }
+    out.push('\n');
+    out
+}
+
 pub fn load(path: &str) -> Result<Manifests> {
     let text = std::fs::read_to_string(path).with_context(|| format!("reading {path}"))?;
     Ok(Manifests::parse(&text, path)?)

@@ -562,6 +562,7 @@ impl Cache {
             pvs: self.pvs.values(),
             storage_classes: self.storage_classes.values(),
             namespaces: self.namespaces.values(),
+            notes: Vec::new(),
         }
     }
 }
