@@ -3,9 +3,10 @@
 
 use std::path::PathBuf;
 
-use karpenter_tui::engine::api::{EC2NodeClass, NodeClaim, NodePool};
+use karpenter_tui::engine::api::ec2nodeclass::ec2nodeclass_crd;
+use karpenter_tui::engine::api::nodeclaim::nodeclaim_crd;
+use karpenter_tui::engine::api::nodepool::nodepool_crd;
 use karpenter_tui::kube::access::needs;
-use kube::CustomResourceExt;
 use serde::Deserialize;
 use serde_yaml::Value;
 
@@ -23,10 +24,10 @@ fn render(crd: k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v
 #[test]
 fn crds_match_the_engine_types() {
     let crds = [
-        ("karpenter.sh_nodepools.yaml", render(karpenter_tui::engine::api::nodepool::nodepool_crd())),
-        ("karpenter.sh_nodeoverlays.yaml", render(karpenter_tui::engine::api::nodeoverlay::NodeOverlay::crd())),
-        ("karpenter.sh_nodeclaims.yaml", render(NodeClaim::crd())),
-        ("karpenter.k8s.aws_ec2nodeclasses.yaml", render(EC2NodeClass::crd())),
+        ("karpenter.sh_nodepools.yaml", render(nodepool_crd())),
+        ("karpenter.sh_nodeoverlays.yaml", render(karpenter_tui::engine::api::nodeoverlay::nodeoverlay_crd())),
+        ("karpenter.sh_nodeclaims.yaml", render(nodeclaim_crd())),
+        ("karpenter.k8s.aws_ec2nodeclasses.yaml", render(ec2nodeclass_crd())),
     ];
     let update = std::env::var_os("UPDATE_CRDS").is_some();
     let mut stale = Vec::new();
@@ -47,9 +48,9 @@ fn crds_match_the_engine_types() {
 #[test]
 fn crds_are_the_upstream_kinds_with_status_subresources() {
     for (crd, plural, scope) in [
-        (NodePool::crd(), "nodepools", "Cluster"),
-        (NodeClaim::crd(), "nodeclaims", "Cluster"),
-        (EC2NodeClass::crd(), "ec2nodeclasses", "Cluster"),
+        (nodepool_crd(), "nodepools", "Cluster"),
+        (nodeclaim_crd(), "nodeclaims", "Cluster"),
+        (ec2nodeclass_crd(), "ec2nodeclasses", "Cluster"),
     ] {
         assert_eq!(crd.spec.names.plural, plural);
         assert_eq!(crd.spec.scope, scope, "{plural}");
@@ -65,7 +66,7 @@ fn crds_are_the_upstream_kinds_with_status_subresources() {
 
 #[test]
 fn the_nodepool_crd_refuses_what_upstreams_refuses_and_scales() {
-    let crd = karpenter_tui::engine::api::nodepool::nodepool_crd();
+    let crd = nodepool_crd();
     let v = &crd.spec.versions[0];
     let scale = v.subresources.as_ref().and_then(|s| s.scale.as_ref()).expect("a scale subresource");
     assert_eq!(
@@ -89,7 +90,7 @@ fn the_nodepool_crd_refuses_what_upstreams_refuses_and_scales() {
     ] {
         assert!(messages.contains(&m), "{m}: {messages:?}");
     }
-    let overlay = karpenter_tui::engine::api::nodeoverlay::NodeOverlay::crd();
+    let overlay = karpenter_tui::engine::api::nodeoverlay::nodeoverlay_crd();
     assert_eq!((overlay.spec.group.as_str(), overlay.spec.versions[0].name.as_str()), ("karpenter.sh", "v1alpha1"));
     assert_eq!(overlay.spec.scope, "Cluster");
 }

@@ -3,6 +3,7 @@
 
 pub mod capacitybuffer;
 pub mod common;
+pub mod crd;
 pub mod duration;
 pub mod ec2nodeclass;
 pub mod nodeclaim;

@@ -14,6 +14,35 @@ use super::common::{Condition, NodeClassReference, NodeSelectorRequirementWithMi
 #[kube(group = "karpenter.sh", version = "v1", kind = "NodeClaim", plural = "nodeclaims", status = "NodeClaimStatus")]
 // Comparable objects let the simulator keep unchanged ones between snapshots.
 #[kube(derive = "PartialEq")]
+#[kube(category = "karpenter")]
+// `kubectl get nodeclaims`, as with upstream's CRD (`-o wide` adds the priority-1 columns).
+// One column per attribute: clippy takes their common keys (`type_ = "string"`) for duplicates.
+#[allow(clippy::duplicated_attributes)]
+#[kube(printcolumn(
+    name = "Type",
+    type_ = "string",
+    json_path = r".metadata.labels.node\.kubernetes\.io/instance-type"
+))]
+#[kube(printcolumn(name = "Capacity", type_ = "string", json_path = r".metadata.labels.karpenter\.sh/capacity-type"))]
+#[kube(printcolumn(name = "Zone", type_ = "string", json_path = r".metadata.labels.topology\.kubernetes\.io/zone"))]
+#[kube(printcolumn(name = "Node", type_ = "string", json_path = ".status.nodeName"))]
+#[kube(printcolumn(name = "Ready", type_ = "string", json_path = r#".status.conditions[?(@.type=="Ready")].status"#))]
+#[kube(printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp"))]
+#[kube(printcolumn(name = "ImageID", type_ = "string", json_path = ".status.imageID", priority = 1))]
+#[kube(printcolumn(name = "ID", type_ = "string", json_path = ".status.providerID", priority = 1))]
+#[kube(printcolumn(
+    name = "NodePool",
+    type_ = "string",
+    json_path = r".metadata.labels.karpenter\.sh/nodepool",
+    priority = 1
+))]
+#[kube(printcolumn(name = "NodeClass", type_ = "string", json_path = ".spec.nodeClassRef.name", priority = 1))]
+#[kube(printcolumn(
+    name = "Drifted",
+    type_ = "string",
+    json_path = r#".status.conditions[?(@.type=="Drifted")].status"#,
+    priority = 1
+))]
 #[serde(rename_all = "camelCase")]
 pub struct NodeClaimSpec {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -61,6 +90,33 @@ pub struct NodeClaimStatus {
     pub conditions: Vec<Condition>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_pod_event_time: Option<String>,
+}
+
+/// The NodeClaim CRD as `deploy/` installs it: upstream's schema, defaults and CEL rules on the derived schema (see
+/// [`super::crd`]). A NodeClaim's spec is immutable.
+pub fn nodeclaim_crd() -> k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition {
+    use super::crd::{self, RequirementsOf};
+    use kube::CustomResourceExt;
+    use serde_json::json;
+    crd::finish(NodeClaim::crd(), |root| {
+        let mut spec = root.at("spec");
+        spec.required(&["nodeClassRef", "requirements"]).rule("self == oldSelf", "spec is immutable");
+        spec.at("expireAfter")
+            .default(json!(super::nodepool::default_expire_after()))
+            .pattern(crd::NILLABLE_DURATION_PATTERN);
+        spec.at("terminationGracePeriod").pattern(crd::DURATION_PATTERN);
+        crd::node_class_ref(&mut spec.at("nodeClassRef"));
+        crd::requirements(&mut spec.at("requirements"), RequirementsOf::NodeClaim);
+        crd::quantity_map(&mut spec.at("resources.requests"));
+        crd::taints(&mut spec.at("taints"));
+        crd::taints(&mut spec.at("startupTaints"));
+
+        let mut status = root.at("status");
+        crd::conditions(&mut status.at("conditions"), false, true);
+        crd::quantity_map(&mut status.at("capacity"));
+        crd::quantity_map(&mut status.at("allocatable"));
+        status.at("lastPodEventTime").format("date-time");
+    })
 }
 
 /// The root condition: `True` when Launched, Registered and Initialized all are (what `kubectl get nodeclaims` shows as

@@ -42,8 +42,7 @@ pub const MSG_PRICE_AND_ADJUSTMENT: &str = "cannot set both 'price' and 'priceAd
 pub const PRICE_PATTERN: &str = r"^\d+(\.\d+)?$";
 pub const PRICE_ADJUSTMENT_PATTERN: &str =
     r"^(([+-]{1}(\d*\.?\d+))|(\+{1}\d*\.?\d+%)|(^(-\d{1,2}(\.\d+)?%)$)|(-100%))$";
-const KEY_PATTERN: &str =
-    r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*(\/))?([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$";
+const KEY_PATTERN: &str = super::crd::LABEL_KEY_PATTERN;
 
 /// Resources an overlay may not set: it only adds extended resources (and hugepages).
 pub const RESTRICTED_CAPACITY: [&str; 4] = [CPU, MEMORY, EPHEMERAL_STORAGE, PODS];
@@ -61,6 +60,13 @@ pub const OPERATORS: [&str; 8] = ["In", "NotIn", "Exists", "DoesNotExist", "Gt",
     status = "NodeOverlayStatus"
 )]
 #[kube(derive = "PartialEq")]
+#[kube(category = "karpenter")]
+// `kubectl get nodeoverlays`, as with upstream's CRD (`-o wide` adds the priority-1 column).
+// One column per attribute: clippy takes their common keys (`type_ = "string"`) for duplicates.
+#[allow(clippy::duplicated_attributes)]
+#[kube(printcolumn(name = "Ready", type_ = "string", json_path = r#".status.conditions[?(@.type=="Ready")].status"#))]
+#[kube(printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp"))]
+#[kube(printcolumn(name = "Weight", type_ = "integer", json_path = ".spec.weight", priority = 1))]
 #[serde(rename_all = "camelCase")]
 pub struct NodeOverlaySpec {
     /// Matched against `karpenter.sh/nodepool`, the NodePool's template labels and the instance type's labels; zone
@@ -86,6 +92,28 @@ pub struct NodeOverlaySpec {
 pub struct NodeOverlayStatus {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub conditions: Vec<Condition>,
+}
+
+/// The NodeOverlay CRD as `deploy/` installs it: upstream's schema and CEL rules on the derived schema (see
+/// [`super::crd`]); [`validate_nodeoverlay`] is the same check in this tool.
+pub fn nodeoverlay_crd() -> k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition
+{
+    use super::crd::{self, RequirementsOf};
+    use kube::CustomResourceExt;
+    crd::finish(NodeOverlay::crd(), |root| {
+        let mut spec = root.at("spec");
+        spec.required(&["requirements"])
+            .rule("!has(self.price) || !has(self.priceAdjustment)", MSG_PRICE_AND_ADJUSTMENT);
+        crd::requirements(&mut spec.at("requirements"), RequirementsOf::NodeOverlay);
+        spec.at("price").pattern(PRICE_PATTERN);
+        spec.at("priceAdjustment").pattern(PRICE_ADJUSTMENT_PATTERN);
+        spec.at("weight").min(MIN_WEIGHT.into()).max(MAX_WEIGHT.into());
+        let mut capacity = spec.at("capacity");
+        crd::quantity_map(&mut capacity);
+        let restricted = RESTRICTED_CAPACITY.map(|r| format!("'{r}'")).join(", ");
+        capacity.rule(&format!("self.all(x, !(x in [{restricted}]))"), MSG_RESTRICTED_RESOURCE);
+        crd::conditions(&mut root.at("status.conditions"), true, true);
+    })
 }
 
 impl NodeOverlay {

@@ -17,6 +17,17 @@ use super::common::{Condition, NodeClassReference, NodeSelectorRequirementWithMi
 #[kube(scale(spec_replicas_path = ".spec.replicas", status_replicas_path = ".status.nodes"))]
 // Comparable objects let the simulator keep unchanged ones between snapshots.
 #[kube(derive = "PartialEq")]
+#[kube(category = "karpenter")]
+// `kubectl get nodepools`, as with upstream's CRD (`-o wide` adds the priority-1 columns).
+// One column per attribute: clippy takes their common keys (`type_ = "string"`) for duplicates.
+#[allow(clippy::duplicated_attributes)]
+#[kube(printcolumn(name = "NodeClass", type_ = "string", json_path = ".spec.template.spec.nodeClassRef.name"))]
+#[kube(printcolumn(name = "Nodes", type_ = "string", json_path = ".status.nodes"))]
+#[kube(printcolumn(name = "Ready", type_ = "string", json_path = r#".status.conditions[?(@.type=="Ready")].status"#))]
+#[kube(printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp"))]
+#[kube(printcolumn(name = "Weight", type_ = "integer", json_path = ".spec.weight", priority = 1))]
+#[kube(printcolumn(name = "CPU", type_ = "string", json_path = ".status.resources.cpu", priority = 1))]
+#[kube(printcolumn(name = "Memory", type_ = "string", json_path = ".status.resources.memory", priority = 1))]
 #[serde(rename_all = "camelCase")]
 pub struct NodePoolSpec {
     pub template: NodeClaimTemplate,
@@ -169,38 +180,77 @@ impl NodePool {
     }
 }
 
-/// The NodePool CRD as `deploy/` installs it: the schema derived from these types plus upstream's CEL rules for static
-/// pools, so the API server refuses what upstream's CRD refuses (`kubectl` included, not only this tool's editor).
+/// The NodePool CRD as `deploy/` installs it: upstream's schema, defaults and CEL rules on the derived schema (see
+/// [`super::crd`]), so the API server accepts, defaults and refuses what upstream's CRD does (`kubectl` included, not
+/// only this tool's editor).
 pub fn nodepool_crd() -> k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition {
-    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::ValidationRule;
+    use super::crd::{self, RequirementsOf};
     use kube::CustomResourceExt;
-    let rule = |rule: &str, message: &str| ValidationRule {
-        rule: rule.to_string(),
-        message: Some(message.to_string()),
-        ..Default::default()
-    };
-    let mut crd = NodePool::crd();
-    for v in &mut crd.spec.versions {
-        let spec = v
-            .schema
-            .as_mut()
-            .and_then(|s| s.open_api_v3_schema.as_mut())
-            .and_then(|s| s.properties.as_mut())
-            .and_then(|p| p.get_mut("spec"));
-        if let Some(spec) = spec {
-            spec.x_kubernetes_validations = Some(vec![
-                rule(
-                    "has(self.replicas) == has(oldSelf.replicas)",
-                    "Cannot transition NodePool between static (replicas set) and dynamic (replicas unset) provisioning \
-                     modes",
-                ),
-                rule(
-                    "!has(self.replicas) || !has(self.limits) || self.limits.all(k, k == 'nodes')",
-                    "only 'limits.nodes' is supported on static NodePools",
-                ),
-                rule("!has(self.replicas) || !has(self.weight)", "'weight' is not supported on static NodePools"),
-            ]);
-        }
-    }
-    crd
+    use serde_json::json;
+    crd::finish(NodePool::crd(), |root| {
+        let mut spec = root.at("spec");
+        spec.required(&["template"])
+            .rule(
+                "has(self.replicas) == has(oldSelf.replicas)",
+                "Cannot transition NodePool between static (replicas set) and dynamic (replicas unset) provisioning \
+                 modes",
+            )
+            .rule(
+                "!has(self.replicas) || (!has(self.limits) || size(self.limits) == 0 || (size(self.limits) == 1 && \
+                 'nodes' in self.limits))",
+                "only 'limits.nodes' is supported on static NodePools",
+            )
+            .rule("!has(self.replicas) || !has(self.weight)", "'weight' is not supported on static NodePools");
+
+        let mut disruption = spec.at("disruption");
+        disruption.default(json!({"consolidateAfter": "0s"})).required(&["consolidateAfter"]);
+        disruption.at("consolidateAfter").pattern(crd::NILLABLE_DURATION_PATTERN);
+        disruption.at("consolidationPolicy").default(json!(POLICY_WHEN_EMPTY_OR_UNDERUTILIZED)).one_of(&[
+            POLICY_WHEN_EMPTY,
+            POLICY_WHEN_EMPTY_OR_UNDERUTILIZED,
+            POLICY_BALANCED,
+        ]);
+        let mut budgets = disruption.at("budgets");
+        budgets
+            .default(json!([{"nodes": default_budget_nodes()}]))
+            .max_items(50)
+            .list_type("atomic")
+            .rule("self.all(x, has(x.schedule) == has(x.duration))", "'schedule' must be set with 'duration'");
+        let mut budget = budgets.at("[]");
+        budget.required(&["nodes"]);
+        budget.at("nodes").default(json!(default_budget_nodes())).pattern(r"^((100|[0-9]{1,2})%|[0-9]+)$");
+        budget.at("duration").pattern(r"^((([0-9]+(h|m))|([0-9]+h[0-9]+m))(0s)?)$");
+        budget
+            .at("schedule")
+            .pattern(r"^(@(annually|yearly|monthly|weekly|daily|midnight|hourly))|((.+)\s(.+)\s(.+)\s(.+)\s(.+))$");
+        budget.at("reasons").max_items(50).list_type("set");
+        budget.at("reasons[]").one_of(&[REASON_UNDERUTILIZED, REASON_EMPTY, REASON_DRIFTED]);
+
+        crd::quantity_map(&mut spec.at("limits"));
+        spec.at("replicas").min(0);
+        spec.at("weight").min(1).max(100);
+
+        let mut template = spec.at("template");
+        template.required(&["spec"]);
+        template.at("metadata.annotations").map_type("granular");
+        crd::template_labels(&mut template.at("metadata.labels"));
+        let mut claim = template.at("spec");
+        claim.required(&["nodeClassRef", "requirements"]);
+        claim.at("expireAfter").default(json!(default_expire_after())).pattern(crd::NILLABLE_DURATION_PATTERN);
+        claim.at("terminationGracePeriod").pattern(crd::DURATION_PATTERN);
+        let mut class_ref = claim.at("nodeClassRef");
+        crd::node_class_ref(&mut class_ref);
+        class_ref
+            .rule("self.group == oldSelf.group", "nodeClassRef.group is immutable")
+            .rule("self.kind == oldSelf.kind", "nodeClassRef.kind is immutable");
+        crd::requirements(&mut claim.at("requirements"), RequirementsOf::NodePool);
+        crd::taints(&mut claim.at("taints"));
+        crd::taints(&mut claim.at("startupTaints"));
+
+        let mut status = root.at("status");
+        crd::conditions(&mut status.at("conditions"), true, true);
+        crd::quantity_map(&mut status.at("resources"));
+        status.at("nodes").default(json!(0));
+        status.add_property("nodeClassObservedGeneration", json!({"type": "integer", "format": "int64"}));
+    })
 }
