@@ -205,26 +205,21 @@ pub fn crds() -> &'static strict::Crds {
 }
 
 /// What a real API server does to a write of a custom resource before storing it, for the kinds whose CRD is
-/// known: the object to store, or the 422 to answer.
-fn admit(collection: &str, obj: Value, write: &strict::Write) -> Result<Value, Response<Body>> {
+/// known: the object to store, or the body of the 422 to answer.
+fn admit(collection: &str, obj: Value, write: &strict::Write) -> Result<Value, Value> {
     let parts: Vec<&str> = collection.split('/').collect();
     let ["apis", group, version, plural] = parts.as_slice() else { return Ok(obj) };
     let Some(schema) = crds().schema_for(group, version, plural) else { return Ok(obj) };
     let name = obj.pointer("/metadata/name").and_then(Value::as_str).unwrap_or_default().to_string();
-    schema.admit(obj, write).map_err(|errors| reply(422, &strict::invalid_status(&schema.kind, group, &name, &errors)))
+    schema.admit(obj, write).map_err(|errors| strict::invalid_status(&schema.kind, group, &name, &errors))
 }
 
 /// An object a test stores as if another client had written it: admitted as a real server would have (spec and
 /// metadata as a create, then `status` as a status write). A seed a real server would refuse is a broken test.
 fn seed(collection: &str, obj: Value) -> Value {
     let what = format!("{} {}", collection, obj.pointer("/metadata/name").and_then(Value::as_str).unwrap_or(""));
-    let refused = |r: Response<Body>| -> ! {
-        let body = futures_util::FutureExt::now_or_never(r.into_body().collect())
-            .and_then(Result::ok)
-            .map(|b| String::from_utf8_lossy(&b.to_bytes()).into_owned())
-            .unwrap_or_default();
-        panic!("the fake API server refuses the seeded {what} as a real one would: {body}")
-    };
+    let refused =
+        |body: Value| -> ! { panic!("the fake API server refuses the seeded {what} as a real one would: {body}") };
     let status = obj.get("status").cloned();
     let mut stored = admit(collection, obj, &strict::Write::Create).unwrap_or_else(|r| refused(r));
     if let Some(status) = status.filter(|s| !s.is_null()) {
@@ -237,7 +232,7 @@ fn seed(collection: &str, obj: Value) -> Value {
 
 /// The limits a real API server puts on an Event the tool creates (core/v1 `ValidateEventCreate` with `eventTime`
 /// set): a message of at most 1,024 bytes, `reportingController` and `reportingInstance` set, an `action`.
-fn admit_event(obj: &Value) -> Result<(), Response<Body>> {
+fn admit_event(obj: &Value) -> Result<(), Value> {
     if obj.pointer("/eventTime").is_none_or(Value::is_null) {
         return Ok(());
     }
@@ -262,7 +257,7 @@ fn admit_event(obj: &Value) -> Result<(), Response<Body>> {
     let message = causes.iter().map(|(f, m)| format!("{f}: {m}")).collect::<Vec<_>>().join(", ");
     let mut body = status(422, "Invalid", &format!("Event is invalid: {message}"));
     body["details"] = json!({"kind": "Event", "causes": causes.iter().map(|(f, m)| json!({"field": f, "message": m})).collect::<Vec<_>>()});
-    Err(reply(422, &body))
+    Err(body)
 }
 
 pub fn status(code: u16, reason: &str, message: &str) -> Value {
@@ -608,7 +603,7 @@ async fn handle(st: &Arc<Mutex<State>>, req: Request<Incoming>) -> Response<Body
             }
             let obj = match admit(&t.collection, obj, &strict::Write::Update { old: current }) {
                 Ok(obj) => obj,
-                Err(refused) => return refused,
+                Err(refused) => return reply(422, &refused),
             };
             let obj = s.store(&t.collection, obj, "MODIFIED");
             reply(200, &obj)
@@ -652,11 +647,11 @@ fn create(s: &mut State, t: &Target, mut obj: Value, dry_run: bool) -> Response<
     if t.collection.ends_with("/events")
         && let Err(refused) = admit_event(&obj)
     {
-        return refused;
+        return reply(422, &refused);
     }
     let mut obj = match admit(&t.collection, obj, &strict::Write::Create) {
         Ok(obj) => obj,
-        Err(refused) => return refused,
+        Err(refused) => return reply(422, &refused),
     };
     obj["metadata"]["uid"] = json!(format!("uid-{name}"));
     obj["metadata"]["creationTimestamp"] = json!("2026-01-01T00:00:00Z");
@@ -722,7 +717,7 @@ fn patch(s: &mut State, t: &Target, name: &str, sub: Option<&str>, rec: &Recorde
     };
     let mut obj = match admit(&t.collection, obj, &write) {
         Ok(obj) => obj,
-        Err(refused) => return refused,
+        Err(refused) => return reply(422, &refused),
     };
     if dry_run {
         return reply(200, &obj);
