@@ -169,19 +169,21 @@ fn plan_manifests(
     let now = chrono::Utc::now().timestamp_millis();
     let (pass, outlook) = cli::plan::disruption_with(manifests, catalog, &result, now, gates);
     let packed = cli::plan::packing_comparison(manifests, catalog, gates);
+    let mut notes = manifests.notes.clone();
+    notes.extend(karpenter_tui::engine::catalog::classes::pricing_notes(&manifests.nodepools, &manifests.nodeclasses));
     match output {
         Output::Json => {
             let mut v = cli::plan::to_json(manifests, &result);
             if let Some(map) = v.as_object_mut() {
                 map.insert("packing".into(), cli::plan::packing_json(&packed, packing));
                 map.insert("disruption".into(), cli::plan::disruption_json(&pass, &outlook));
-                map.insert("notes".into(), serde_json::json!(manifests.notes));
+                map.insert("notes".into(), serde_json::json!(notes));
             }
             emit(&format!("{}\n", serde_json::to_string_pretty(&v)?))
         }
         Output::Table => emit(&format!(
             "{}{}{}{}",
-            cli::plan::notes_table(&manifests.notes),
+            cli::plan::notes_table(&notes),
             cli::plan::to_table(&result),
             cli::plan::packing_table(&packed, packing),
             cli::plan::disruption_table(&pass, &outlook)

@@ -299,7 +299,7 @@ fn upstream_examples_and_project_fixtures_are_admitted() {
     let mut failures = Vec::new();
     let mut refusals = Vec::new();
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let mut files: Vec<_> = ["examples", "scenarios", "tests/fixtures"]
+    let mut files: Vec<_> = ["examples", "scenarios", "tests/fixtures", "tests/corpus"]
         .iter()
         .flat_map(|d| std::fs::read_dir(root.join(d)).unwrap())
         .map(|e| e.unwrap().path())

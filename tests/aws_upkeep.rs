@@ -72,7 +72,7 @@ async fn upkeep_resolves_classes_collects_leaks_and_handles_interruptions() {
         }
         other => panic!("AWS offers instance types per EC2NodeClass: {other:?}"),
     }
-    controller.sync_instance_types(&mut port, now);
+    controller.sync_instance_types(&mut port, &m.nodeclasses, now);
     // Once the cluster holds that status, the next round (a minute later) writes nothing.
     m.nodeclasses[0].status = Some(*status);
     let r = upkeep.run(&m, now + 61_000).await;

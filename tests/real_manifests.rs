@@ -236,3 +236,123 @@ spec:
     assert_eq!(all_placed(&r), 4);
     assert_eq!(r.results.new_claims.len(), 4);
 }
+
+/// The Windows shape: a class whose AMI alias is a Windows Server release, a NodePool that asks for the `windows`
+/// OS, and a pod that selects it. Upstream computes instance types per EC2NodeClass, so this class's types run
+/// Windows (amd64 only) with its build label, and the pods land on them beside a Linux pool of the default class.
+/// (As in any mixed cluster, a pod that selects no OS may land on either; the Linux app here selects `linux`.)
+#[test]
+fn a_windows_nodeclass_offers_windows_nodes_to_its_pools() {
+    let windows_class = r#"
+---
+apiVersion: karpenter.k8s.aws/v1
+kind: EC2NodeClass
+metadata:
+  name: windows2022
+spec:
+  amiSelectorTerms:
+    - alias: windows2022@latest
+  role: KarpenterNodeRole-my-cluster
+  subnetSelectorTerms:
+    - tags:
+        karpenter.sh/discovery: my-cluster
+  securityGroupSelectorTerms:
+    - tags:
+        karpenter.sh/discovery: my-cluster
+  metadataOptions:
+    httpProtocolIPv6: disabled
+    httpTokens: required
+"#;
+    let windows_pool = r#"
+---
+apiVersion: karpenter.sh/v1
+kind: NodePool
+metadata:
+  name: windows2022
+spec:
+  template:
+    spec:
+      nodeClassRef:
+        group: karpenter.k8s.aws
+        kind: EC2NodeClass
+        name: windows2022
+      requirements:
+        - key: kubernetes.io/os
+          operator: In
+          values: ["windows"]
+        - key: karpenter.sh/capacity-type
+          operator: In
+          values: ["on-demand"]
+        - key: karpenter.k8s.aws/instance-category
+          operator: In
+          values: ["c", "m", "r"]
+        - key: karpenter.k8s.aws/instance-generation
+          operator: Gt
+          values: ["2"]
+  disruption:
+    consolidationPolicy: WhenEmptyOrUnderutilized
+    consolidateAfter: 1m
+"#;
+    let app = r#"
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: iis
+  namespace: default
+spec:
+  replicas: 3
+  selector:
+    matchLabels: {app: iis}
+  template:
+    metadata:
+      labels: {app: iis}
+    spec:
+      nodeSelector:
+        kubernetes.io/os: windows
+      containers:
+        - name: iis
+          image: mcr.microsoft.com/windows/servercore/iis:windowsservercore-ltsc2022
+          resources:
+            requests: {cpu: "1", memory: 2Gi}
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: web
+  namespace: default
+spec:
+  replicas: 2
+  selector:
+    matchLabels: {app: web}
+  template:
+    metadata:
+      labels: {app: web}
+    spec:
+      nodeSelector:
+        kubernetes.io/os: linux
+      containers:
+        - name: nginx
+          image: nginx
+          resources:
+            requests: {cpu: "1", memory: 1Gi}
+"#;
+    let text = format!("{NODECLASS}{}{windows_class}{windows_pool}{app}", nodepool("linux", ""));
+    let r = plan(&text, FeatureGates::default());
+    assert_eq!(all_placed(&r), 5);
+    let windows: Vec<_> = r.results.new_claims.iter().filter(|c| c.nodepool == "windows2022").collect();
+    assert!(!windows.is_empty(), "the Windows pods got a Windows NodeClaim");
+    for c in &windows {
+        assert_eq!(c.requirements.get(labels::OS).values, ["windows"]);
+        for t in &c.instance_types {
+            assert_eq!(t.requirements.get(labels::OS).values, ["windows"], "{}", t.name);
+            assert_eq!(t.requirements.get(labels::WINDOWS_BUILD).values, ["10.0.20348"], "{}", t.name);
+            assert_eq!(t.requirements.get(labels::ARCH).values, ["amd64"], "{}", t.name);
+        }
+    }
+    let pods_on = |pool: &str| -> usize {
+        r.results.new_claims.iter().filter(|c| c.nodepool == pool).map(|c| c.pods.len()).sum()
+    };
+    assert_eq!(pods_on("windows2022"), 3);
+    assert_eq!(pods_on("linux"), 2, "Linux pods stay off the Windows nodes");
+}

@@ -400,3 +400,54 @@ fn a_run_that_launches_nothing_reports_zeros() {
     assert_eq!((p.upstream_per_hour, p.cost_per_hour, p.upstream_nodes, p.cost_nodes), (0.0, 0.0, 0, 0));
     assert_eq!(p.lower_bound_per_hour, Some(0.0));
 }
+
+/// A Windows EC2NodeClass on the AWS catalog: its pool's claims launch Windows instance types (as upstream computes
+/// instance types per class), and the Windows pods run on nodes labelled with the OS and Windows build.
+#[test]
+fn a_windows_nodeclass_launches_windows_nodes() {
+    let text = r#"
+name: windows
+until: 5m
+catalog:
+  source: aws
+objects:
+  - apiVersion: karpenter.k8s.aws/v1
+    kind: EC2NodeClass
+    metadata: {name: windows2022}
+    spec:
+      amiSelectorTerms: [{alias: windows2022@latest}]
+      role: KarpenterNodeRole-my-cluster
+      subnetSelectorTerms: [{tags: {karpenter.sh/discovery: my-cluster}}]
+      securityGroupSelectorTerms: [{tags: {karpenter.sh/discovery: my-cluster}}]
+  - apiVersion: karpenter.sh/v1
+    kind: NodePool
+    metadata: {name: windows}
+    spec:
+      template:
+        spec:
+          nodeClassRef: {group: karpenter.k8s.aws, kind: EC2NodeClass, name: windows2022}
+          requirements:
+            - {key: kubernetes.io/os, operator: In, values: [windows]}
+            - {key: karpenter.k8s.aws/instance-category, operator: In, values: [c, m]}
+  - apiVersion: apps/v1
+    kind: Deployment
+    metadata: {name: iis}
+    spec:
+      replicas: 2
+      selector: {matchLabels: {app: iis}}
+      template:
+        metadata: {labels: {app: iis}}
+        spec:
+          nodeSelector: {kubernetes.io/os: windows}
+          containers: [{name: iis, image: iis, resources: {requests: {cpu: "1", memory: 2Gi}}}]
+"#;
+    let s = parse_scenario(text, "windows.yaml").unwrap_or_else(|e| panic!("{e}"));
+    let r = run(&s, None, None).unwrap_or_else(|e| panic!("{e}"));
+    assert!(r.pending.is_empty(), "{:?}", r.pending);
+    assert!(!r.nodes.is_empty());
+    for n in &r.nodes {
+        assert_eq!(n.labels.get("kubernetes.io/os").map(String::as_str), Some("windows"), "{:?}", n.labels);
+        assert_eq!(n.labels.get("node.kubernetes.io/windows-build").map(String::as_str), Some("10.0.20348"));
+    }
+    assert!(r.pods.iter().filter(|p| p.name.starts_with("iis-")).all(|p| p.node.is_some()));
+}

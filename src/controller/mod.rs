@@ -126,6 +126,8 @@ pub struct Controller {
     /// A cloud whose instance types depend on the NodeClass (AWS): the catalog of each resolved class. A NodePool
     /// whose class is not resolved yet gets no instance types until it is.
     class_catalogs: Option<BTreeMap<String, Arc<Catalog>>>,
+    /// With one catalog for the whole cloud: the catalog as each EC2NodeClass sees it (AWS instance types only).
+    derived: crate::engine::catalog::classes::ClassCatalogs,
     /// Provider ids of the cloud's live instances as last listed, for a cloud whose instances are not Nodes.
     live_instances: Option<BTreeSet<String>>,
     /// Per NodeClaim, why it no longer matches its node class, as the cloud judges it (fed into drift).
@@ -149,6 +151,10 @@ pub struct Controller {
     static_requeue: Option<Millis>,
     /// The latest provisioning solve that created NodeClaims, compared with the other packing strategy.
     last_packing: Option<provisioning::PackingPass>,
+    /// The latest provisioning solve, for the picture (it reads it rather than solving again).
+    last_solve: Option<Arc<ProvisioningResult>>,
+    /// Why each node is (not) being disrupted, from the latest explanatory round, for the picture.
+    last_outlook: Option<Arc<BTreeMap<String, Outlook>>>,
     /// Cost packing: pod uid → the NodeClaim a solve placed it on, until the pod binds or the claim goes. The next
     /// solve puts each pod back there first (`SchedulerOptions::hints`), so claims packed tightly for their pods get
     /// them again instead of launching more.
@@ -244,6 +250,7 @@ impl Controller {
             interruptions: Vec::new(),
             provider_prefix: KWOK_PROVIDER_PREFIX.to_string(),
             class_catalogs: None,
+            derived: Default::default(),
             live_instances: None,
             class_drift: BTreeMap::new(),
             next_explain: now + 60 * SECOND,
@@ -255,6 +262,8 @@ impl Controller {
             buffers: buffers::BufferState::default(),
             static_requeue: None,
             last_packing: None,
+            last_solve: None,
+            last_outlook: None,
             placements: Arc::default(),
         }
     }
@@ -265,11 +274,16 @@ impl Controller {
     }
 
     /// Takes the instance types and offerings the cloud offers now (see [`cloud::CloudProvider::instance_types`]).
-    pub fn sync_instance_types(&mut self, cloud: &mut dyn cloud::CloudProvider, now: Millis) {
+    /// A cloud that offers one catalog for all has it seen through each of the cluster's EC2NodeClasses
+    /// (`classes`), as upstream computes instance types per class.
+    pub fn sync_instance_types(&mut self, cloud: &mut dyn cloud::CloudProvider, classes: &[EC2NodeClass], now: Millis) {
         match cloud.instance_types(now) {
             Some(cloud::InstanceTypes::All(c)) => self.set_catalog(c),
             Some(cloud::InstanceTypes::PerClass(by_class)) => self.set_class_catalogs(by_class),
             None => {}
+        }
+        if self.class_catalogs.is_none() {
+            self.derived.sync(&self.catalog, classes);
         }
     }
 
@@ -416,6 +430,16 @@ impl Controller {
         self.last_packing.as_ref()
     }
 
+    /// The latest provisioning solve: why the pods it saw were left pending, and what it launched for the rest.
+    pub fn last_solve(&self) -> Option<&Arc<ProvisioningResult>> {
+        self.last_solve.as_ref()
+    }
+
+    /// Why each node was (not) being disrupted at the latest explanatory round (`None` before the first).
+    pub fn last_outlook(&self) -> Option<&Arc<BTreeMap<String, Outlook>>> {
+        self.last_outlook.as_ref()
+    }
+
     /// Every disruption command so far, oldest first, with where it is.
     pub fn records(&self) -> &[CommandRecord] {
         &self.disruption.records
@@ -501,7 +525,7 @@ impl Controller {
             .iter()
             .map(|p| {
                 let types = match &self.class_catalogs {
-                    None => types.clone(),
+                    None => self.derived.for_pool(p).map_or_else(|| types.clone(), |c| c.instance_types.clone()),
                     // Only pools of this cloud's class kind: a KWOKNodeClass that shares a name with an
                     // EC2NodeClass gets nothing to launch here.
                     Some(by_class) => {
@@ -670,7 +694,7 @@ impl Controller {
         &mut self,
         m: &ClusterSnapshot<'_>,
         now: Millis,
-    ) -> (Vec<Effect>, Option<ProvisioningResult>) {
+    ) -> (Vec<Effect>, Option<Arc<ProvisioningResult>>) {
         let mut out = Out::default();
         let result = self.solve(m, now, &mut out);
         (out.finish(m), result)
@@ -813,7 +837,9 @@ impl Controller {
         }
         self.next_explain = now + EXPLAIN_EVERY;
         self.invalid_do_not_disrupt_events(m, now, out);
-        for (node, outlook) in self.explain_nodes(m, now) {
+        let outlooks = Arc::new(self.explain_nodes(m, now));
+        self.last_outlook = Some(outlooks.clone());
+        for (node, outlook) in outlooks.iter() {
             let Outlook::Blocked(blockers) = outlook else { continue };
             let Some(b) = blockers.first() else { continue };
             let reason = match b {
@@ -891,7 +917,7 @@ impl Controller {
     /// A provisioning solve when its batch window is over: the pending pods and the pods of nodes being deleted
     /// (the solve finds no work when there are none). Claims this instance created and the cache doesn't show yet
     /// would be made again: the window stays open until they show.
-    fn solve(&mut self, m: &ClusterSnapshot<'_>, now: Millis, out: &mut Out) -> Option<ProvisioningResult> {
+    fn solve(&mut self, m: &ClusterSnapshot<'_>, now: Millis, out: &mut Out) -> Option<Arc<ProvisioningResult>> {
         // Launch outcomes are provisioning's: their events go out with its next step.
         out.effects.append(&mut self.queued_events);
         if !self.provisioner.due(now) {
@@ -952,6 +978,8 @@ impl Controller {
                 purpose: Purpose::Provisioning { pods: decided.pods.len(), placeholder: decided.hostname.clone() },
             });
         }
+        let result = Arc::new(result);
+        self.last_solve = Some(result.clone());
         Some(result)
     }
 

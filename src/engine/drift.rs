@@ -295,7 +295,7 @@ fn is_system_key(key: &str) -> bool {
 /// terminationGracePeriod, in that order).
 ///
 /// A label the claim carries but the template does not counts as removed from the template only when it cannot
-/// have come from elsewhere: not `karpenter.sh/nodepool`, not constrained by the NodePool's requirements (the
+/// have come from elsewhere: not `karpenter.sh/nodepool` or the node-class label, not constrained by the NodePool's requirements (the
 /// scheduler copies single-valued requirements onto claims), not in a Kubernetes/Karpenter/provider domain, not a
 /// label any instance type defines (provider labels set at launch), and — for claims that record requirements —
 /// pinned by the claim's own requirements as `key In [value]`, which is how template labels are recorded on every
@@ -335,6 +335,7 @@ pub fn template_changes(pool: &NodePool, claim: &NodeClaim, instance_types: &[Ar
     for (k, have) in claim_labels {
         if template.metadata.labels.contains_key(k)
             || k == labels::NODEPOOL
+            || labels::node_class_key(&claim.spec.node_class_ref).as_deref() == Some(k.as_str())
             || pool_requirement_keys.contains(labels::normalize_key(k))
             || is_system_key(k)
             || provider_key(labels::normalize_key(k))

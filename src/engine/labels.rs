@@ -49,6 +49,12 @@ pub fn normalize_key(key: &str) -> &str {
     }
 }
 
+/// The label naming a node's class, keyed by the class's group and kind (upstream `NodeClassLabelKey`:
+/// `karpenter.k8s.aws/ec2nodeclass`); `None` for a reference without a group or kind.
+pub fn node_class_key(r: &crate::engine::api::common::NodeClassReference) -> Option<String> {
+    (!r.group.is_empty() && !r.kind.is_empty()).then(|| format!("{}/{}", r.group, r.kind.to_lowercase()))
+}
+
 /// The domain of a label key: the part before `/`, or "" for unprefixed keys.
 pub fn domain(key: &str) -> &str {
     key.split_once('/').map_or("", |(d, _)| d)

@@ -132,7 +132,12 @@ impl OverlayPool {
     }
 
     pub fn from_nodepool(pool: &NodePool, instance_types: Vec<Arc<InstanceType>>) -> Self {
-        OverlayPool::new(pool.name(), pool.spec.template.metadata.labels.clone(), instance_types)
+        let mut labels = pool.spec.template.metadata.labels.clone();
+        let class = &pool.spec.template.spec.node_class_ref;
+        if let Some(key) = crate::engine::labels::node_class_key(class) {
+            labels.insert(key, class.name.clone());
+        }
+        OverlayPool::new(pool.name(), labels, instance_types)
     }
 }
 

@@ -97,6 +97,9 @@ pub fn static_nodeclaim(pool: &NodePool) -> NodeClaim {
     let t = &pool.spec.template;
     let mut labels_map = t.metadata.labels.clone();
     labels_map.insert(labels::NODEPOOL.to_string(), pool.name().to_string());
+    if let Some(key) = labels::node_class_key(&t.spec.node_class_ref) {
+        labels_map.insert(key, t.spec.node_class_ref.name.clone());
+    }
     let mut requirements = t.spec.requirements.clone();
     for (k, v) in &labels_map {
         if !requirements.iter().any(|r| &r.key == k) {

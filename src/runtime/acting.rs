@@ -134,7 +134,7 @@ impl Acting {
         pre.done.extend(ran.done);
         pre.errors.extend(ran.errors);
         // What the cloud offers now and which claims drifted from their node class, as the cloud judges it.
-        self.controller.sync_instance_types(self.cloud.as_mut(), now);
+        self.controller.sync_instance_types(self.cloud.as_mut(), &m.nodeclasses, now);
         self.controller.sync_drift(self.cloud.as_mut(), &m.view(), now);
         let effects = self.controller.plan(m, now, generation(m));
         if self.controller.overlays_on() {

@@ -15,12 +15,10 @@ use crate::engine::provisioning::Millis;
 use crate::engine::provisioning::{ProvisioningResult, provision};
 use crate::engine::scheduling::SchedulerOptions;
 
-/// Instance types per NodePool: the catalog's, with the objects' NodeOverlays applied when the `NodeOverlay` gate
-/// is on (as the controller would see them).
+/// Instance types per NodePool: the catalog's as the pool's EC2NodeClass sees it, with the objects' NodeOverlays
+/// applied when the `NodeOverlay` gate is on (as the controller would see them).
 pub fn pool_types(m: &Manifests, catalog: &Catalog, gates: FeatureGates) -> BTreeMap<String, Vec<Arc<InstanceType>>> {
-    let types: Vec<Arc<InstanceType>> = catalog.instance_types.clone();
-    let raw: BTreeMap<String, Vec<Arc<InstanceType>>> =
-        m.nodepools.iter().map(|p| (p.name().to_string(), types.clone())).collect();
+    let raw = crate::engine::catalog::classes::pool_types(catalog, &m.nodepools, &m.nodeclasses);
     if !gates.node_overlay || m.nodeoverlays.is_empty() {
         return raw;
     }

@@ -127,6 +127,8 @@ pub struct SimCloud {
     overlays: Arc<cloud::OverlayStore>,
     /// Capacity reservations by id: what each holds and which instances run in it.
     reservations: BTreeMap<String, SimReservation>,
+    /// The catalog as each EC2NodeClass sees it: a claim launches the types of its class.
+    classes: crate::engine::catalog::classes::ClassCatalogs,
 }
 
 /// How long before a capacity block's end its instances are reclaimed by Karpenter (upstream marks the block
@@ -184,6 +186,7 @@ impl SimCloud {
             repair: cloud::aws_repair_policies(),
             overlays: Arc::default(),
             reservations: reservations_of(catalog),
+            classes: Default::default(),
         }
     }
 
@@ -206,6 +209,12 @@ impl SimCloud {
     pub fn with_repair_policies(mut self, policies: Vec<cloud::RepairPolicy>) -> Self {
         self.repair = policies;
         self
+    }
+
+    /// The cluster's EC2NodeClasses: each class's claims launch the catalog as that class sees it.
+    pub fn set_node_classes(&mut self, classes: &[crate::engine::api::EC2NodeClass]) {
+        let base = self.catalog.clone();
+        self.classes.sync(&base, classes);
     }
 
     /// Switches an offering's capacity on or off (scenario `capacity` events).
@@ -384,7 +393,9 @@ impl SimCloud {
         let requests = crate::engine::requirements::claim_requests(claim);
         let mut candidates: Vec<(Arc<InstanceType>, &Offering)> = Vec::new();
         let mut compatible_types = 0;
+        let class = self.classes.for_ref(&claim.spec.node_class_ref);
         for raw in self.types.values() {
+            let raw = class.and_then(|c| c.get(&raw.name)).unwrap_or(raw);
             // The capacity the claim's NodePool sees, with its NodeOverlays applied.
             let t = cloud::launch_type(&self.overlays, claim, raw);
             if t.requirements.intersects(&reqs).is_err() || !requests.fits_in(&t.allocatable()) {
@@ -454,7 +465,9 @@ impl SimCloud {
     pub fn exhausted_offerings_for(&self, claim: &NodeClaim) -> Vec<(String, String, String)> {
         let reqs = claim_requirements(claim);
         let mut out = Vec::new();
+        let class = self.classes.for_ref(&claim.spec.node_class_ref);
         for t in self.types.values() {
+            let t = class.and_then(|c| c.get(&t.name)).unwrap_or(t);
             if t.requirements.intersects(&reqs).is_err() {
                 continue;
             }

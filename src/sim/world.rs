@@ -610,7 +610,9 @@ impl World {
     /// Hands the controller what the cloud offers now, through the cloud port as the live loop does.
     pub(super) fn sync_catalog(&mut self) {
         let now = self.now;
-        self.controller.sync_instance_types(&mut self.cloud, now);
+        let classes: Vec<_> = self.cluster.nodeclasses.values().map(|o| (**o).clone()).collect();
+        self.cloud.set_node_classes(&classes);
+        self.controller.sync_instance_types(&mut self.cloud, &classes, now);
         // The overlays apply to the catalog just taken (the controller evaluates them again only when they, the
         // NodePools or the catalog changed).
         if self.settings.gates.node_overlay {

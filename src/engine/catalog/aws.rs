@@ -56,13 +56,21 @@ pub const INSTANCE_ACCELERATOR_NAME: &str = "karpenter.k8s.aws/instance-accelera
 pub const INSTANCE_ACCELERATOR_MANUFACTURER: &str = "karpenter.k8s.aws/instance-accelerator-manufacturer";
 pub const INSTANCE_ACCELERATOR_COUNT: &str = "karpenter.k8s.aws/instance-accelerator-count";
 pub const INSTANCE_TENANCY: &str = "karpenter.k8s.aws/instance-tenancy";
+/// The claim's EC2NodeClass (core labels every claim with its class; see [`labels::node_class_key`]).
+pub const EC2NODECLASS: &str = "karpenter.k8s.aws/ec2nodeclass";
+/// A placement group's id and partition: well-known, set only on instances launched into one (not modelled).
+pub const PLACEMENT_GROUP_ID: &str = "karpenter.k8s.aws/placement-group-id";
+pub const PLACEMENT_GROUP_PARTITION: &str = "karpenter.k8s.aws/placement-group-partition";
 pub const CAPACITY_RESERVATION_ID: &str = "karpenter.k8s.aws/capacity-reservation-id";
 pub const CAPACITY_RESERVATION_TYPE: &str = "karpenter.k8s.aws/capacity-reservation-type";
 pub const CAPACITY_RESERVATION_INTERRUPTIBLE: &str = "karpenter.k8s.aws/capacity-reservation-interruptible";
 
-/// Every provider label the AWS catalog can put on an instance type.
-pub const AWS_LABELS: [&str; 26] = [
+/// Every provider label upstream's AWS provider treats as well-known: what its instance types and claims carry.
+pub const AWS_LABELS: [&str; 29] = [
     ZONE_ID,
+    EC2NODECLASS,
+    PLACEMENT_GROUP_ID,
+    PLACEMENT_GROUP_PARTITION,
     INSTANCE_CATEGORY,
     INSTANCE_FAMILY,
     INSTANCE_GENERATION,
@@ -257,7 +265,7 @@ impl AmiFamily {
         Ok(AmiFamily::AL2023)
     }
 
-    fn is_windows(self) -> bool {
+    pub fn is_windows(self) -> bool {
         matches!(self, AmiFamily::Windows2019 | AmiFamily::Windows2022 | AmiFamily::Windows2025)
     }
     fn uses_eni_limited_memory_overhead(self) -> bool {
@@ -584,26 +592,8 @@ fn requirements(f: &TypeFacts, region: &str, zones: &[&str], cfg: &NodeConfig) -
         _ => None,
     });
     r.add(labels::ARCH, Requirement::in_values(arch));
-    let os: Vec<&str> = if !cfg.family.is_windows() {
-        vec!["linux"]
-    } else if arch == Some("amd64") {
-        vec!["windows"]
-    } else {
-        vec![]
-    };
-    r.add(labels::OS, Requirement::in_values(os));
-    r.add(labels::ZONE, Requirement::in_values(zones.iter().copied()));
-    if let Some(subnets) = &cfg.subnet_zones {
-        let ids: Vec<&str> = zones.iter().filter_map(|z| subnets.get(*z).and_then(|id| id.as_deref())).collect();
-        if !ids.is_empty() {
-            r.add(ZONE_ID, Requirement::in_values(ids));
-        }
-    }
+    class_requirements(&mut r, f, zones, cfg);
     r.add(labels::REGION, one(region.to_string()));
-    r.add(
-        labels::WINDOWS_BUILD,
-        cfg.family.windows_build().map_or_else(Requirement::does_not_exist, |b| one(b.to_string())),
-    );
     r.add(labels::CAPACITY_TYPE, Requirement::in_values(capacity_types(f)));
     r.add(INSTANCE_CPU, one(f.vcpu.to_string()));
     r.add(INSTANCE_MEMORY, one(f.mem_mi_b.to_string()));
@@ -658,6 +648,32 @@ fn requirements(f: &TypeFacts, region: &str, zones: &[&str], cfg: &NodeConfig) -
     }
     r.shrink_to_fit();
     r
+}
+
+/// The requirements that depend on the node class: the OS and Windows build its AMI family runs, and the zones
+/// (and zone ids) its subnets reach.
+fn class_requirements(r: &mut Requirements, f: &TypeFacts, zones: &[&str], cfg: &NodeConfig) {
+    let amd64 = f.arch.iter().any(|a| a == "x86_64");
+    let os: Vec<&str> = if !cfg.family.is_windows() {
+        vec!["linux"]
+    } else if amd64 {
+        vec!["windows"]
+    } else {
+        vec![]
+    };
+    r.set(labels::OS, Requirement::in_values(os));
+    r.set(labels::ZONE, Requirement::in_values(zones.iter().copied()));
+    r.remove(ZONE_ID);
+    if let Some(subnets) = &cfg.subnet_zones {
+        let ids: Vec<&str> = zones.iter().filter_map(|z| subnets.get(*z).and_then(|id| id.as_deref())).collect();
+        if !ids.is_empty() {
+            r.set(ZONE_ID, Requirement::in_values(ids));
+        }
+    }
+    r.set(
+        labels::WINDOWS_BUILD,
+        cfg.family.windows_build().map_or_else(Requirement::does_not_exist, |b| Requirement::in_values([b])),
+    );
 }
 
 fn capacity_types(f: &TypeFacts) -> Vec<&'static str> {
@@ -760,6 +776,48 @@ pub fn aws_catalog(
     let date = d.prices.as_of.split('T').next().unwrap_or(&d.prices.as_of).to_string();
     let fallback_region = (region != d.prices.region).then(|| d.prices.region.clone());
     build_catalog(region, &selected, &offered, nodeclass, price, PriceSource::Static { date, fallback_region })
+}
+
+/// The facts of an embedded instance type by name.
+fn facts_of(d: &'static AwsData, name: &str) -> Option<&'static TypeFacts> {
+    static BY_NAME: OnceLock<std::collections::HashMap<&'static str, usize>> = OnceLock::new();
+    let index = BY_NAME.get_or_init(|| d.types.iter().enumerate().map(|(i, t)| (t.name.as_str(), i)).collect());
+    index.get(name).map(|i| &d.types[*i])
+}
+
+/// `base` (a catalog computed for the default node class) as `nodeclass` sees it: capacity and overhead from its
+/// AMI family, kubelet settings and block devices, the OS (Windows families run `windows` on amd64 only) and
+/// Windows build, zones cut to its subnets, and a1 unavailable under AL2023 — what upstream's per-EC2NodeClass
+/// `GetInstanceTypes` computes. Offerings keep the base's prices and availability (what the cloud learned), so a
+/// Windows node is priced as a Linux one, as upstream prices it: its on-demand and spot queries are Linux-only.
+/// Types the embedded data does not describe (inline, synthetic) are kept as they are.
+pub fn for_class(base: &Catalog, nodeclass: &EC2NodeClass) -> Result<Catalog, CatalogError> {
+    let d = data()?;
+    let cfg = NodeConfig::new(Some(nodeclass))?;
+    let mut out = base.clone();
+    for t in &mut out.instance_types {
+        let Some(f) = facts_of(d, &t.name) else { continue };
+        let zones: Vec<String> = t
+            .requirements
+            .get(labels::ZONE)
+            .values
+            .iter()
+            .filter(|z| cfg.subnet_zones.as_ref().is_none_or(|s| s.contains_key(z.as_str())))
+            .cloned()
+            .collect();
+        let zones: Vec<&str> = zones.iter().map(String::as_str).collect();
+        let compatible = !(cfg.family == AmiFamily::AL2023 && f.name.starts_with("a1."));
+        let capacity = capacity(f, &cfg);
+        let overhead = overhead(f, &cfg, &capacity);
+        let it = Arc::make_mut(t);
+        class_requirements(&mut it.requirements, f, &zones, &cfg);
+        it.capacity = capacity;
+        it.overhead = overhead;
+        for o in &mut it.offerings {
+            o.available &= compatible && zones.contains(&o.zone.as_str());
+        }
+    }
+    Ok(out)
 }
 
 /// The embedded on-demand price of a type (us-east-1's table), the fallback when the Pricing API can't be read.

@@ -4,6 +4,7 @@
 //! the KWOK-style synthetic catalog, inline types from a scenario, or (later) the live AWS APIs.
 
 pub mod aws;
+pub mod classes;
 pub mod fake;
 pub mod inline;
 pub mod kwok;

@@ -176,6 +176,10 @@ impl Template {
         }
         let mut labels_map = pool.spec.template.metadata.labels.clone();
         labels_map.insert(labels::NODEPOOL.to_string(), pool.name().to_string());
+        // Upstream labels every claim with its node class (`karpenter.k8s.aws/ec2nodeclass: <name>`).
+        if let Some(key) = labels::node_class_key(&spec.node_class_ref) {
+            labels_map.insert(key, spec.node_class_ref.name.clone());
+        }
         for (k, v) in &labels_map {
             requirements.add(k, Requirement::in_values([v.clone()]));
         }
