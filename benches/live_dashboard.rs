@@ -7,7 +7,8 @@
 //! server of the tests (tests/fake_apiserver), in list pages of 500 as a real one does. Nothing of the simulated
 //! world is ever resident here. This process runs the real watchers (`kube::watch::spawn`) against it, as the live
 //! backend does, and waits for the cache to sync; then reads what the live backend reads for every picture
-//! (`Cache::manifests`), builds the live picture (the provisioning pass and the disruption pass over every node),
+//! (`Cache::manifests`), builds the live picture (observing: the provisioning pass and the disruption pass over
+//! every node; acting: the controller's latest decisions, no pass of its own),
 //! hands it to the dashboard and draws a frame; then does what an acting instance adds (a second read for the
 //! controller's tick and its planning pass). Live heap and resident memory are printed at each step; then the CPU
 //! the process spends idle, and while every node posts a heartbeat (kubelet's every 10 seconds), with how many of
@@ -300,6 +301,10 @@ fn live_dashboard_bench(c: &mut Criterion) {
     group.sample_size(10);
     group.bench_function("read-cache", |b| b.iter(|| black_box(cache.lock().unwrap().manifests())));
     group.bench_function("picture/build", |b| b.iter(|| black_box(picture(&m, &catalog, now, &info, &[], 2, None))));
+    // Acting, the picture reads the controller's latest solve and verdicts instead of solving again.
+    group.bench_function("picture/acting", |b| {
+        b.iter(|| black_box(picture(&tick_read, &catalog, now, &acting_info, &[], 2, Some(&controller))))
+    });
     group.finish();
     drop(to_child);
     drop(watches);

@@ -239,3 +239,47 @@ fn the_picture_compares_the_packing_strategies_of_whoever_decides() {
     );
     assert!(pass.comparison.upstream.nodes > 0);
 }
+
+/// Acting, the picture reads the controller's latest solve rather than solving again: a pod the controller has not
+/// solved for yet carries no reason (its batch window is open), and after the solve, the reasons it gave. Pods it
+/// launched for are being provisioned (no reason), and nothing is "would" anything.
+#[test]
+fn an_acting_picture_shows_the_controllers_reasons() {
+    use karpenter_tui::controller::Controller;
+    use karpenter_tui::engine::disruption::gate::Mode;
+    let (w, _) = world_at(20.0);
+    let mut m = cache_of(&w);
+    add_pending(&mut m, 3);
+    let mut pod = m.pods[0].to_pod();
+    pod.metadata.name = Some("needs-mars".into());
+    pod.metadata.uid = Some("uid-needs-mars".into());
+    let spec = pod.spec.as_mut().unwrap();
+    spec.node_name = None;
+    spec.node_selector = Some([("topology.kubernetes.io/zone".to_string(), "mars-1a".to_string())].into());
+    pod.status = m.pods.last().unwrap().status.clone();
+    m.pods.push(std::sync::Arc::new(pod.into()));
+
+    let catalog = std::sync::Arc::new(w.catalog().clone());
+    let settings = karpenter_tui::controller::Settings { mode: Mode::Approve, ..Default::default() };
+    let mut engine = Controller::with_settings(catalog, settings, w.now);
+    let acting = LiveInfo { leadership: Leadership::Acting, ..info() };
+    let before = picture(&m, w.catalog(), w.now, &acting, &[], 1, Some(&engine));
+    assert!(engine.last_solve().is_none());
+    assert!(before.pending.iter().all(|p| p.reasons.is_empty()), "no solve yet: {:?}", before.pending);
+    let mut t = w.now;
+    while engine.last_solve().is_none() && t < w.now + 60_000 {
+        engine.plan(&m, t, 1);
+        t += 1_000;
+    }
+    let solved = engine.last_solve().expect("the batch window closed and the controller solved").clone();
+    let v = picture(&m, w.catalog(), t, &acting, &[], 1, Some(&engine));
+    let mars = v.pending.iter().find(|p| p.name == "needs-mars").expect("still pending");
+    let theirs = solved.pending_reasons();
+    let key = ("default".to_string(), "needs-mars".to_string());
+    assert_eq!(Some(&mars.reasons), theirs.get(&key), "the controller's reasons, as it gave them");
+    assert!(!mars.reasons.is_empty());
+    for p in v.pending.iter().filter(|p| p.name.starts_with("waiting-")) {
+        assert!(p.reasons.is_empty(), "launched for: being provisioned, {p:?}");
+    }
+    assert!(v.events.iter().all(|e| e.reason != "WouldProvision" && e.reason != "WouldDisrupt"), "{:?}", v.events);
+}

@@ -414,7 +414,7 @@ fn min_each(a: &Resources, b: &Resources) -> Resources {
 }
 
 /// The result of a provisioning pass.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Default)]
 pub struct ProvisioningResult {
     /// The pods that were simulated (pending ∪ reschedulable pods of deleting nodes), indexed by `results`.
     pub pods: Vec<PodData>,

@@ -1,6 +1,7 @@
 //! What the dashboard's picture of a live cluster is built from ([`picture::build`]): what the watch cache holds,
-//! priced from the catalog, with one provisioning and one disruption pass run over it to say why each pod is
-//! pending, what the engine would launch, and what it would disrupt and why not the rest. Pure: the same objects
+//! priced from the catalog. Acting, it reads the controller's decisions (its latest solve says why each pod is
+//! pending and what it launched; its verdicts say why nodes are not disrupted). Observing, one provisioning and one
+//! disruption pass over the cache say what an engine would launch and disrupt. Pure: the same objects, controller
 //! and time give the same picture.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -45,7 +46,14 @@ pub fn picture(
 ) -> ClusterView {
     let gates = engine.map(Controller::gates).unwrap_or(info.gates);
     let packing = engine.map(Controller::packing).unwrap_or(info.packing);
-    let provisioning = passes::plan_packed(m, catalog, gates, packing);
+    // Acting, the picture reads what the controller decided (its latest solve; its proposals and verdicts); only
+    // an observing instance runs passes of its own.
+    let solved = match engine {
+        Some(c) => c.last_solve().cloned(),
+        None => Some(std::sync::Arc::new(passes::plan_packed(m, catalog, gates, packing))),
+    };
+    let no_solve = ProvisioningResult::default();
+    let provisioning: &ProvisioningResult = solved.as_deref().unwrap_or(&no_solve);
     // Both packing strategies: the acting controller's latest launching pass; observing, the pods pending now
     // (worked out only when the pass would launch something; its own plan is reused).
     let packing_pass = match engine {
@@ -54,16 +62,20 @@ pub fn picture(
             at: None,
             packing,
             pods: provisioning.results.new_claims.iter().map(|c| c.pods.len()).sum(),
-            comparison: passes::packing_comparison_after(m, catalog, gates, packing, &provisioning),
+            comparison: passes::packing_comparison_after(m, catalog, gates, packing, provisioning),
         }),
         None => None,
     };
-    let (mut pass, mut outlook) = passes::disruption_with(m, catalog, &provisioning, now, gates);
-    if let Some(c) = engine {
-        // The acting engine's own proposals and verdicts (they count the nodes its commands hold).
-        pass.command = None;
-        outlook = c.explain(m, now);
-    }
+    let (would_disrupt, outlook) = match engine {
+        // The controller's own verdicts (they count the nodes its commands hold): worked out afresh on a small
+        // cluster, else those of its latest explanatory round.
+        Some(c) if m.nodes.len() <= picture::EXPLAIN_MAX_NODES => (None, Some(c.explain(m, now))),
+        Some(c) => (None, c.last_outlook().map(|o| (**o).clone())),
+        None => {
+            let (pass, outlook) = passes::disruption_with(m, catalog, provisioning, now, gates);
+            (pass.command, (m.nodes.len() <= picture::EXPLAIN_MAX_NODES).then_some(outlook))
+        }
+    };
     let objects = Objects {
         nodes: m.nodes.iter().collect(),
         nodeclaims: m.nodeclaims.iter().collect(),
@@ -103,9 +115,11 @@ pub fn picture(
             .collect()
     };
 
-    // Pending pods, with the pass's reasons; pods it would place get the NodePool that would take them.
+    // Pending pods, with the pass's reasons. Observing, pods the pass would place get the NodePool that would take
+    // them; acting, they are being provisioned (no reason), as in the simulated picture.
     let mut reasons = provisioning.pending_reasons();
-    for c in &provisioning.results.new_claims {
+    let would_place = if engine.is_none() { &provisioning.results.new_claims[..] } else { &[] };
+    for c in would_place {
         let types: Vec<&str> = c.instance_types.iter().take(3).map(|t| t.name.as_str()).collect();
         for &i in &c.pods {
             let p = &provisioning.pods[i];
@@ -126,15 +140,16 @@ pub fn picture(
     }
     pending.sort_by(|a, b| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name)));
 
-    let outlook = (m.nodes.len() <= picture::EXPLAIN_MAX_NODES).then_some(&outlook);
-    let mut events = events(skipped, &provisioning, pass.command.as_ref(), outlook, now);
+    let outlook = outlook.as_ref();
+    // Acting, the controller's launches are real events of their own; "would" is for an observer.
+    let would_provision = if engine.is_none() { Some(provisioning) } else { None };
+    let mut events = events(skipped, would_provision, would_disrupt.as_ref(), outlook, now);
     if let Some(c) = engine {
         events.splice(0..0, refused_writes(c));
     }
     // Observing with the cluster's NodeOverlay gate on: the overlays as the cluster's Karpenter would evaluate them.
     let observed = (engine.is_none() && gates.node_overlay && !m.nodeoverlays.is_empty()).then(|| {
-        let raw: BTreeMap<String, Vec<std::sync::Arc<crate::engine::catalog::InstanceType>>> =
-            m.nodepools.iter().map(|p| (p.name().to_string(), catalog.instance_types.clone())).collect();
+        let raw = crate::engine::catalog::classes::pool_types(catalog, &m.nodepools, &m.nodeclasses);
         crate::engine::overlay::overlaid_catalogs(&m.nodeoverlays, &m.nodepools, &raw, &catalog.label_policy)
     });
     picture::build(picture::Input {
@@ -156,7 +171,7 @@ pub fn picture(
         price: &|_, labels| picture::catalog_price(catalog, labels),
         outlook,
         orchestrator: engine.map(Controller::orchestrator),
-        would_disrupt: pass.command.as_ref(),
+        would_disrupt: would_disrupt.as_ref(),
         pending,
         packing_pass,
         buffers: engine.map(Controller::buffer_rows).unwrap_or_default(),
@@ -189,7 +204,7 @@ fn refused_writes(c: &Controller) -> Vec<EventRow> {
 /// Events: objects the cache could not read, and what the engine would do.
 fn events(
     skipped: &[Problem],
-    provisioning: &ProvisioningResult,
+    provisioning: Option<&ProvisioningResult>,
     would_disrupt: Option<&Command>,
     outlook: Option<&BTreeMap<String, Outlook>>,
     now: Millis,
@@ -204,8 +219,8 @@ fn events(
             message: format!("skipped: {}", s.message),
         });
     }
-    let launches = provisioning.results.new_claims.len();
-    if launches > 0 {
+    let launches = provisioning.map_or(0, |p| p.results.new_claims.len());
+    if let Some(provisioning) = provisioning.filter(|_| launches > 0) {
         events.push(EventRow {
             at: now,
             kind: "Normal".into(),

@@ -114,25 +114,10 @@ fn set_node_condition(
     }
 }
 
-fn merge_patch(target: &mut serde_json::Value, patch: &serde_json::Value) {
-    // RFC 7386: objects merge key by key, null deletes, anything else replaces.
-    match (target, patch) {
-        (serde_json::Value::Object(t), serde_json::Value::Object(p)) => {
-            for (k, v) in p {
-                if v.is_null() {
-                    t.remove(k);
-                } else {
-                    merge_patch(t.entry(k.clone()).or_insert(serde_json::Value::Null), v);
-                }
-            }
-        }
-        (t, p) => *t = p.clone(),
-    }
-}
-
 fn patched<T: serde::Serialize + serde::de::DeserializeOwned>(obj: &T, patch: &serde_json::Value) -> Result<T, String> {
     let mut v = serde_json::to_value(obj).map_err(|e| e.to_string())?;
-    merge_patch(&mut v, patch);
+    // RFC 7386: objects merge key by key, null deletes, anything else replaces.
+    json_patch::merge(&mut v, patch);
     serde_json::from_value(v).map_err(|e| format!("the patched object is invalid: {e}"))
 }
 
