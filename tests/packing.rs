@@ -473,7 +473,7 @@ fn packing_scenario(packing: Packing) -> karpenter_tui::sim::scenario::Scenario 
     let path = concat!(env!("CARGO_MANIFEST_DIR"), "/scenarios/packing.yaml");
     let text = std::fs::read_to_string(path).unwrap();
     let mut s = karpenter_tui::sim::scenario::parse_scenario(&text, path).unwrap_or_else(|e| panic!("{e}"));
-    s.settings.packing = packing;
+    s.settings.controller.packing = packing;
     s
 }
 
@@ -559,7 +559,7 @@ fn over_bench_days_churn_on_the_aws_catalog_cost_packing_spends_less_and_no_pod_
         .replace("replicas: 600", "replicas: 60");
     let run = |packing: Packing| {
         let mut s = karpenter_tui::sim::scenario::parse_scenario(&text, path).unwrap_or_else(|e| panic!("{e}"));
-        s.settings.packing = packing;
+        s.settings.controller.packing = packing;
         karpenter_tui::sim::run::run(&s, None, None).unwrap_or_else(|e| panic!("{e}"))
     };
     let (up, cost) = (run(Packing::Upstream), run(Packing::Cost));

@@ -42,7 +42,7 @@ pub fn run_demo(opts: DemoOptions) -> anyhow::Result<()> {
     let mut scenario = std::thread::scope(|t| t.spawn(|| parse_scenario(&text, &name)).join())
         .map_err(|_| anyhow::anyhow!("the scenario parser panicked on {name}"))??;
     if let Some(p) = opts.packing {
-        scenario.settings.packing = p;
+        scenario.settings.controller.packing = p;
     }
     let mut playback = Playback::new(&scenario)?;
     // The Events pane shows why nodes are not disrupted, as against a cluster.

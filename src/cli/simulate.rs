@@ -9,7 +9,7 @@ pub fn load_scenario(file: &str, packing: Option<Packing>) -> Result<Scenario, S
     let text = std::fs::read_to_string(file).map_err(|e| format!("reading {file}: {e}"))?;
     let mut scenario = parse_scenario(&text, file).map_err(|e| e.to_string())?;
     if let Some(p) = packing {
-        scenario.settings.packing = p;
+        scenario.settings.controller.packing = p;
     }
     Ok(scenario)
 }

@@ -263,7 +263,7 @@ fn preview_nodepool(
 ) -> Result<Box<crate::engine::whatif::EditPreview>, String> {
     let pool = parse_edit(w, name, yaml, "no preview")?;
     let snapshot = w.cluster.snapshot();
-    let overlays: Vec<_> = if w.settings().gates.node_overlay {
+    let overlays: Vec<_> = if w.settings().controller.gates.node_overlay {
         w.cluster.nodeoverlays.values().map(|o| (**o).clone()).collect()
     } else {
         Vec::new()

@@ -34,7 +34,7 @@ pub fn view(w: &mut World, source: Source, generation: u64) -> ClusterView {
         now,
         mode: w.orchestrator().mode(),
         packing: w.packing(),
-        gates: w.settings().gates,
+        gates: w.settings().controller.gates,
         repair_policies: w.repair_policies(),
         overlays: w.overlays(),
         leadership: Leadership::Acting,

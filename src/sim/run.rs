@@ -13,7 +13,6 @@ use crate::controller::interruption::Kind as InterruptionKind;
 use crate::engine::api::NodeClaim;
 use crate::engine::api::common::NodeSelectorRequirementWithMinValues;
 use crate::engine::catalog::{Catalog, CatalogError, aws, inline, kwok};
-use crate::engine::disruption::gate::Mode;
 use crate::engine::labels;
 use crate::engine::lifecycle::{self, DeleteReason, LaunchResult};
 use crate::engine::provisioning::Millis;
@@ -503,27 +502,16 @@ impl Playback {
     pub fn new(s: &Scenario) -> Result<Playback, RunError> {
         let catalog = build_catalog(s)?;
         let settings = world::Settings {
-            launch_latency: ms(s.settings.launch_latency),
-            registration_latency: ms(s.settings.registration_latency),
-            ready_latency: ms(s.settings.ready_latency),
-            batch_idle: ms(s.settings.batch_idle),
-            batch_max: ms(s.settings.batch_max),
-            disruption_mode: match s.settings.disruption {
-                crate::sim::scenario::DisruptionMode::Auto => Mode::Auto,
-                crate::sim::scenario::DisruptionMode::Approve => Mode::Approve,
-                crate::sim::scenario::DisruptionMode::DryRun => Mode::DryRun,
-            },
-            validation_delay: ms(s.settings.validation_delay),
-            gates: s.settings.feature_gates,
-            packing: s.settings.packing,
             repair_policies: match s.catalog.source {
                 CatalogSource::Aws => crate::controller::cloud::aws_repair_policies(),
                 CatalogSource::Kwok | CatalogSource::Inline => crate::controller::cloud::kwok_repair_policies(),
             },
+            ..s.settings.clone()
         };
         let start = s.start.timestamp_millis();
         let catalog = catalog.with_start(start);
-        let catalog = if settings.gates.reserved_capacity { catalog } else { catalog.without_reservations() };
+        let catalog =
+            if settings.controller.gates.reserved_capacity { catalog } else { catalog.without_reservations() };
         let mut w = World::new(catalog, settings, start, s.seed);
         w.cluster.apply(&s.objects);
         add_nodes(s, &mut w, start)?;

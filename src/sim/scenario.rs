@@ -17,8 +17,9 @@ use k8s_openapi::api::storage::v1::StorageClass;
 use serde::de::{self, DeserializeOwned, Deserializer, Visitor};
 use serde::{Deserialize, Serialize};
 
-use crate::controller::settings::FeatureGates;
+use crate::engine::disruption::gate::Mode;
 use crate::engine::packing::Packing;
+use crate::engine::provisioning::Millis;
 use thiserror::Error;
 
 use crate::engine::api::duration::parse_go_duration;
@@ -138,44 +139,8 @@ pub enum DisruptionMode {
     DryRun,
 }
 
-/// Timings of the simulated world and the engine's batching (all optional in the file).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Settings {
-    pub disruption: DisruptionMode,
-    /// Launch request -> instance running (default 5s).
-    pub launch_latency: Duration,
-    /// Instance running -> Node registered (default 30s).
-    pub registration_latency: Duration,
-    /// Node registered -> Ready (default 10s).
-    pub ready_latency: Duration,
-    /// Provisioning batch idle window (default 1s).
-    pub batch_idle: Duration,
-    /// Provisioning batch maximum window (default 10s).
-    pub batch_max: Duration,
-    /// Consolidation validation wait (default 15s).
-    pub validation_delay: Duration,
-    /// Upstream's feature gates (`featureGates: {NodeRepair: true}`; the older `spotToSpotConsolidation: true`
-    /// sets that one gate). Defaults as upstream v1.14.1.
-    pub feature_gates: FeatureGates,
-    /// How provisioning sizes new NodeClaims: `upstream` (default, Karpenter's decisions) or `cost`.
-    pub packing: Packing,
-}
-
-impl Default for Settings {
-    fn default() -> Self {
-        Settings {
-            disruption: DisruptionMode::Auto,
-            launch_latency: Duration::from_secs(5),
-            registration_latency: Duration::from_secs(30),
-            ready_latency: Duration::from_secs(10),
-            batch_idle: Duration::from_secs(1),
-            batch_max: Duration::from_secs(10),
-            validation_delay: Duration::from_secs(15),
-            feature_gates: FeatureGates::default(),
-            packing: Packing::Upstream,
-        }
-    }
-}
+/// A scenario's `settings` (all optional in the file): the world's timings and the controller's settings.
+pub use crate::sim::world::Settings;
 
 /// A node that exists at t=0 (the `nodes:` shorthand).
 #[derive(Debug, Clone, PartialEq)]
@@ -861,7 +826,7 @@ fn build_catalog(
 fn build_settings(cx: &Ctx<'_>, raw: Option<RawSettings>) -> Result<Settings, ScenarioError> {
     let d = Settings::default();
     let Some(r) = raw else { return Ok(d) };
-    let mut gates = d.feature_gates;
+    let mut gates = d.controller.gates;
     if let Some(on) = r.spot_to_spot_consolidation {
         gates.spot_to_spot_consolidation = on;
     }
@@ -871,21 +836,36 @@ fn build_settings(cx: &Ctx<'_>, raw: Option<RawSettings>) -> Result<Settings, Sc
             .map_err(|e| cx.err(&field("settings").field("featureGates").field(name), e.to_string()))?;
     }
     let packing = match &r.packing {
-        None => d.packing,
+        None => d.controller.packing,
         Some(text) => text.parse::<Packing>().map_err(|e| cx.err(&field("settings").field("packing"), e))?,
     };
-    let or = |v: Option<GoDuration>, default: Duration| v.map_or(default, |g| g.0);
+    let or = |v: Option<GoDuration>, default: Millis| v.map_or(default, |g| millis(g.0));
+    let mode = match r.disruption {
+        None => d.controller.mode,
+        Some(DisruptionMode::Auto) => Mode::Auto,
+        Some(DisruptionMode::Approve) => Mode::Approve,
+        Some(DisruptionMode::DryRun) => Mode::DryRun,
+    };
     Ok(Settings {
-        disruption: r.disruption.unwrap_or(d.disruption),
         launch_latency: or(r.launch_latency, d.launch_latency),
         registration_latency: or(r.registration_latency, d.registration_latency),
         ready_latency: or(r.ready_latency, d.ready_latency),
-        batch_idle: or(r.batch_idle, d.batch_idle),
-        batch_max: or(r.batch_max, d.batch_max),
-        validation_delay: or(r.validation_delay, d.validation_delay),
-        feature_gates: gates,
-        packing,
+        controller: crate::controller::Settings {
+            mode,
+            gates,
+            packing,
+            batch_idle: or(r.batch_idle, d.controller.batch_idle),
+            batch_max: or(r.batch_max, d.controller.batch_max),
+            validation_delay: or(r.validation_delay, d.controller.validation_delay),
+            ..d.controller.clone()
+        },
+        repair_policies: d.repair_policies,
     })
+}
+
+/// A duration as the world's milliseconds.
+fn millis(d: Duration) -> Millis {
+    d.as_millis().min(i64::MAX as u128) as Millis
 }
 
 #[derive(Deserialize)]
@@ -1370,14 +1350,14 @@ mod tests {
                 capacity_reservations: vec![]
             }
         );
-        let st = s.settings;
-        assert_eq!(st.disruption, DisruptionMode::Auto);
-        assert_eq!(st.launch_latency, Duration::from_secs(5));
-        assert_eq!(st.registration_latency, Duration::from_secs(30));
-        assert_eq!(st.ready_latency, Duration::from_secs(10));
-        assert_eq!(st.batch_idle, Duration::from_secs(1));
-        assert_eq!(st.batch_max, Duration::from_secs(10));
-        assert_eq!(st.validation_delay, Duration::from_secs(15));
+        let st = s.settings.clone();
+        assert_eq!(st.controller.mode, Mode::Auto);
+        assert_eq!(st.launch_latency, 5_000);
+        assert_eq!(st.registration_latency, 30_000);
+        assert_eq!(st.ready_latency, 10_000);
+        assert_eq!(st.controller.batch_idle, 1_000);
+        assert_eq!(st.controller.batch_max, 10_000);
+        assert_eq!(st.controller.validation_delay, 15_000);
         assert_eq!(st, Settings::default());
         assert!(s.objects.nodepools.is_empty() && s.nodes.is_empty() && s.events.is_empty());
         assert_eq!(s.file(), "s.yaml");
@@ -1394,12 +1374,12 @@ mod tests {
         assert_eq!(s.start.to_rfc3339(), "2026-01-05T10:00:00+00:00");
         assert_eq!(s.catalog.source, CatalogSource::Kwok);
         assert_eq!(s.catalog.zones, Some(vec!["a".to_string()]));
-        assert_eq!(s.settings.disruption, DisruptionMode::DryRun);
-        assert_eq!(s.settings.launch_latency, Duration::from_secs(90));
-        assert_eq!(s.settings.registration_latency, Duration::ZERO);
-        assert_eq!(s.settings.ready_latency, Duration::from_secs(5400));
-        assert_eq!(s.settings.batch_idle, Duration::from_millis(500));
-        assert_eq!(ok("settings: {disruption: approve}\n").settings.disruption, DisruptionMode::Approve);
+        assert_eq!(s.settings.controller.mode, Mode::DryRun);
+        assert_eq!(s.settings.launch_latency, 90_000);
+        assert_eq!(s.settings.registration_latency, 0);
+        assert_eq!(s.settings.ready_latency, 5_400_000);
+        assert_eq!(s.settings.controller.batch_idle, 500);
+        assert_eq!(ok("settings: {disruption: approve}\n").settings.controller.mode, Mode::Approve);
     }
 
     #[test]
@@ -1588,7 +1568,7 @@ mod tests {
         assert_eq!((e.line, e.column, e.path.as_str()), (2, 1, "until"), "{e}");
         let e = parse_scenario("name: t\nuntil: 0s\n", "s.yaml").unwrap_err();
         assert_eq!((e.line, e.path.as_str()), (2, "until"), "{e}");
-        assert_eq!(ok("settings: {batchMax: 1.5s}\n").settings.batch_max, Duration::from_millis(1500));
+        assert_eq!(ok("settings: {batchMax: 1.5s}\n").settings.controller.batch_max, 1500);
     }
 
     #[test]
@@ -1630,12 +1610,12 @@ mod tests {
 
     #[test]
     fn packing_defaults_to_upstream_and_is_set_by_name() {
-        assert_eq!(ok("").settings.packing, Packing::Upstream);
-        assert_eq!(ok("settings: {}\n").settings.packing, Packing::Upstream);
-        assert_eq!(ok("settings:\n  packing: upstream\n").settings.packing, Packing::Upstream);
-        assert_eq!(ok("settings:\n  packing: cost\n").settings.packing, Packing::Cost);
+        assert_eq!(ok("").settings.controller.packing, Packing::Upstream);
+        assert_eq!(ok("settings: {}\n").settings.controller.packing, Packing::Upstream);
+        assert_eq!(ok("settings:\n  packing: upstream\n").settings.controller.packing, Packing::Upstream);
+        assert_eq!(ok("settings:\n  packing: cost\n").settings.controller.packing, Packing::Cost);
         let s = ok("settings: {disruption: approve, packing: cost}\n").settings;
-        assert_eq!((s.disruption, s.packing), (DisruptionMode::Approve, Packing::Cost));
+        assert_eq!((s.controller.mode, s.controller.packing), (Mode::Approve, Packing::Cost));
     }
 
     #[test]
@@ -1651,13 +1631,14 @@ mod tests {
 
     #[test]
     fn feature_gates_default_as_upstream_and_are_set_by_name() {
-        let g = ok("settings: {}\n").settings.feature_gates;
-        assert_eq!(g, FeatureGates::default());
+        let g = ok("settings: {}\n").settings.controller.gates;
+        assert_eq!(g, crate::controller::settings::FeatureGates::default());
         let g = ok(
             "settings:\n  spotToSpotConsolidation: true\n  featureGates: {NodeRepair: true, ReservedCapacity: false}\n",
         )
         .settings
-        .feature_gates;
+        .controller
+        .gates;
         assert!(g.node_repair && !g.reserved_capacity && g.spot_to_spot_consolidation && !g.static_capacity);
     }
 

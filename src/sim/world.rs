@@ -32,42 +32,26 @@ mod disruption;
 mod execute;
 
 pub use self::disruption::{DisruptionRecord, DisruptionState, PassTiming};
-use crate::engine::disruption::gate::Mode;
 
 pub use crate::controller::timing::{ICE_TTL, MINUTE, POD_REQUEUE, SECOND};
 pub const GC_PERIOD: Millis = 2 * MINUTE;
 /// Default pod termination grace period.
 const DEFAULT_POD_GRACE: Millis = 30 * SECOND;
 
+/// The simulated world's settings (a scenario's `settings`): how long the simulated cloud and kubelets take, and the
+/// controller's own settings, the one [`crate::controller::Settings`] every backend fills.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Settings {
+    /// Launch request -> instance running (default 5 s).
     pub launch_latency: Millis,
+    /// Instance running -> Node registered (default 30 s).
     pub registration_latency: Millis,
+    /// Node registered -> Ready (default 10 s).
     pub ready_latency: Millis,
-    pub batch_idle: Millis,
-    pub batch_max: Millis,
-    pub disruption_mode: Mode,
-    pub validation_delay: Millis,
-    pub gates: crate::controller::settings::FeatureGates,
-    /// How provisioning sizes new NodeClaims (`settings.packing`).
-    pub packing: crate::engine::packing::Packing,
+    /// Mode, feature gates, packing, batch windows, validation delay.
+    pub controller: crate::controller::Settings,
     /// The simulated cloud's repair policies (AWS's for the aws catalog, KWOK's for kwok and inline ones).
     pub repair_policies: Vec<crate::controller::cloud::RepairPolicy>,
-}
-
-impl Settings {
-    /// The controller's share of the settings (the rest are how the simulated cloud and kubelets behave).
-    pub fn controller(&self) -> crate::controller::Settings {
-        crate::controller::Settings {
-            mode: self.disruption_mode,
-            gates: self.gates,
-            packing: self.packing,
-            batch_idle: self.batch_idle,
-            batch_max: self.batch_max,
-            validation_delay: self.validation_delay,
-            ..crate::controller::Settings::default()
-        }
-    }
 }
 
 impl Default for Settings {
@@ -76,12 +60,7 @@ impl Default for Settings {
             launch_latency: 5 * SECOND,
             registration_latency: 30 * SECOND,
             ready_latency: 10 * SECOND,
-            batch_idle: SECOND,
-            batch_max: 10 * SECOND,
-            disruption_mode: Mode::Auto,
-            validation_delay: 15 * SECOND,
-            gates: Default::default(),
-            packing: Default::default(),
+            controller: crate::controller::Settings::default(),
             repair_policies: crate::controller::cloud::aws_repair_policies(),
         }
     }
@@ -356,7 +335,7 @@ impl World {
     pub fn new(catalog: Catalog, settings: Settings, start: Millis, seed: u64) -> World {
         let cloud = SimCloud::new(&catalog).with_repair_policies(settings.repair_policies.clone());
         let mut controller =
-            crate::controller::Controller::with_settings(Arc::new(catalog.clone()), settings.controller(), start)
+            crate::controller::Controller::with_settings(Arc::new(catalog.clone()), settings.controller.clone(), start)
                 .with_provider_prefix(crate::sim::cloud::PROVIDER_PREFIX)
                 .starting_empty();
         controller.set_repair_policies(crate::controller::cloud::CloudProvider::repair_policies(&cloud));
@@ -615,7 +594,7 @@ impl World {
         self.controller.sync_instance_types(&mut self.cloud, &classes, now);
         // The overlays apply to the catalog just taken (the controller evaluates them again only when they, the
         // NodePools or the catalog changed).
-        if self.settings.gates.node_overlay {
+        if self.settings.controller.gates.node_overlay {
             let overlays: Vec<_> = self.cluster.nodeoverlays.values().map(|o| (**o).clone()).collect();
             let pools: Vec<_> = self.cluster.nodepools.values().map(|p| (**p).clone()).collect();
             let effects = self.controller.sync_overlays(&overlays, &pools, now);
@@ -634,7 +613,7 @@ impl World {
     /// The controller's CapacityBuffer resolution (gate `CapacityBuffer`), whenever a buffer or what it may take
     /// its shape from changed; the status writes land in the store.
     fn buffers(&mut self) {
-        if !self.settings.gates.capacity_buffer {
+        if !self.settings.controller.gates.capacity_buffer {
             return;
         }
         let c = &self.cluster;
@@ -1047,7 +1026,7 @@ impl World {
     /// The controller's static NodePools (gate `StaticCapacity`): scale-up claims are recorded as static
     /// provisioning decisions; scale-down deletions as `overprovisioned` deletions.
     fn static_capacity(&mut self) {
-        if !self.settings.gates.static_capacity {
+        if !self.settings.controller.gates.static_capacity {
             return;
         }
         let c = &self.cluster;

@@ -213,7 +213,7 @@ impl World {
 
     /// Switches the packing strategy at run time (the dashboard's `:packing`): the next provisioning solve uses it.
     pub fn set_packing(&mut self, packing: crate::engine::packing::Packing) {
-        self.settings.packing = packing;
+        self.settings.controller.packing = packing;
         self.controller.set_packing(packing);
     }
 
