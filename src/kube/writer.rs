@@ -202,7 +202,7 @@ impl Writer {
         ignore_not_found(api.delete(name, &DeleteParams::default()).await.map(drop), what)
     }
 
-    /// Removes one finalizer from a NodeClaim, guarded by its resourceVersion (a JSON patch `test`).
+    /// Removes one finalizer from a NodeClaim, guarded by its resourceVersion (a merge patch carrying it).
     pub async fn remove_nodeclaim_finalizer(&self, claim: &NodeClaim, finalizer: &str) -> Result<()> {
         let name = claim.metadata.name.clone().unwrap_or_default();
         let what = self.guard(|| format!("remove finalizer {finalizer} from NodeClaim {name}"))?;

@@ -220,8 +220,8 @@ pub struct World {
     timer_seq: u64,
     /// Launches in flight: claim → the result the cloud will report.
     in_flight: BTreeMap<String, Result<crate::controller::cloud::Launched, crate::controller::cloud::LaunchFailure>>,
-    /// The controller's NodeClaim lifecycle, finalization, termination and interruption handling (the same code the
-    /// live planner runs; provisioning and disruption still go through the world's own calls below).
+    /// The one controller, as the live loop runs it; the world calls its steps on the virtual clock and carries out
+    /// their effects.
     controller: crate::controller::Controller,
     /// What the controller's lifecycle read last (store stamps, the cloud's generation): while it is the same and
     /// no requeue is due, running it again would change nothing.

@@ -215,6 +215,40 @@ pub fn spec_of(a: Action) -> Option<&'static ActionSpec> {
     REGISTRY.iter().find(|s| s.action == a)
 }
 
+/// The palette word of an action that has one (`:nodepools` focuses that pane).
+fn palette_word(a: Action) -> Option<&'static str> {
+    match a {
+        Action::Focus(p) => Some(p.command()),
+        Action::Help => Some("help"),
+        Action::Quit => Some("quit"),
+        _ => None,
+    }
+}
+
+/// Palette commands that take arguments or set something no key does, between the panes and help/quit.
+const PALETTE_ONLY: &[(&str, &str)] = &[
+    ("mode approve", "every voluntary disruption waits for an operator"),
+    ("mode auto", "Karpenter's behaviour: disruptions start after validation"),
+    ("mode dry-run", "decide and show, never act"),
+    ("packing upstream", "size new NodeClaims as Karpenter does"),
+    ("packing cost", "size new NodeClaims for the cheapest fleet"),
+    ("scale POOL N", "set a static NodePool's replicas (after confirmation)"),
+    ("overlay NAME", "edit a NodeOverlay in place (validated, diff, then apply)"),
+    ("theme dark", "switch colour theme (dark, light, high-contrast)"),
+    ("speed 10", "demo clock speed"),
+    ("pause", "pause the demo clock"),
+    ("resume", "resume the demo clock"),
+];
+
+/// The `:` palette's commands with their help, for help and completion: the registry's actions that have a
+/// palette word (the panes, help, quit), and the commands only the palette has.
+pub static PALETTE: std::sync::LazyLock<Vec<(&'static str, &'static str)>> = std::sync::LazyLock::new(|| {
+    let of = |s: &'static ActionSpec| palette_word(s.action).map(|w| (w, s.help));
+    let (panes, rest): (Vec<_>, Vec<_>) =
+        REGISTRY.iter().filter_map(of).partition(|(w, _)| Pane::ALL.iter().any(|p| p.command() == *w));
+    panes.into_iter().chain(PALETTE_ONLY.iter().copied()).chain(rest).collect()
+});
+
 /// A key as written in the config and shown in help: `a`, `A`, `ctrl-c`, `enter`, `tab`, `backtab`, `f5`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct Key {
@@ -425,6 +459,20 @@ mod tests {
 
     fn ev(c: char) -> Key {
         Key::from_event(&KeyEvent::new(KeyCode::Char(c), KeyModifiers::NONE)).expect("char key")
+    }
+
+    #[test]
+    fn the_palette_comes_from_the_registry() {
+        let words: Vec<&str> = PALETTE.iter().map(|(w, _)| *w).collect();
+        let panes: Vec<&str> = Pane::ALL.iter().map(|p| p.command()).collect();
+        assert_eq!(&words[..panes.len()], &panes[..], "the panes first, in Tab order");
+        for p in Pane::ALL {
+            let help = PALETTE.iter().find(|(w, _)| *w == p.command()).map(|(_, h)| *h);
+            assert_eq!(help, spec_of(Action::Focus(p)).map(|s| s.help), "{p:?}: the registry's help");
+        }
+        assert_eq!(&words[words.len() - 2..], ["help", "quit"]);
+        let unique: std::collections::BTreeSet<&str> = words.iter().copied().collect();
+        assert_eq!(unique.len(), words.len(), "{words:?}");
     }
 
     #[test]

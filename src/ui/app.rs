@@ -930,29 +930,7 @@ fn editor_key(s: &mut AppState, k: KeyEvent) -> Vec<Effect> {
     effects
 }
 
-/// Palette commands, for help and completion.
-pub const PALETTE: &[(&str, &str)] = &[
-    ("pending", "focus Pending pods"),
-    ("nodepools", "focus NodePools"),
-    ("nodes", "focus Nodes & NodeClaims"),
-    ("disruptions", "focus Disruptions"),
-    ("budgets", "focus Budgets"),
-    ("interruptions", "focus Interruptions"),
-    ("events", "focus Events"),
-    ("mode approve", "every voluntary disruption waits for an operator"),
-    ("mode auto", "Karpenter's behaviour: disruptions start after validation"),
-    ("mode dry-run", "decide and show, never act"),
-    ("packing upstream", "size new NodeClaims as Karpenter does"),
-    ("packing cost", "size new NodeClaims for the cheapest fleet"),
-    ("scale POOL N", "set a static NodePool's replicas (after confirmation)"),
-    ("overlay NAME", "edit a NodeOverlay in place (validated, diff, then apply)"),
-    ("theme dark", "switch colour theme (dark, light, high-contrast)"),
-    ("speed 10", "demo clock speed"),
-    ("pause", "pause the demo clock"),
-    ("resume", "resume the demo clock"),
-    ("help", "key bindings"),
-    ("quit", "leave"),
-];
+pub use crate::ui::action::PALETTE;
 
 /// `:packing upstream|cost`: a confirmation that switches the controller's packing strategy.
 fn packing_intent(s: &mut AppState, args: &[&str]) -> Vec<Effect> {

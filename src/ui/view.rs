@@ -254,7 +254,7 @@ fn render_overlay(s: &AppState, area: Rect, buf: &mut Buffer) {
                 "Commands (:)",
                 Style::default().fg(t.accent).add_modifier(Modifier::BOLD),
             )));
-            for (cmd, help) in PALETTE {
+            for (cmd, help) in PALETTE.iter() {
                 if s.readonly() && ["mode", "packing", "scale"].iter().any(|c| cmd.starts_with(c)) {
                     continue;
                 }

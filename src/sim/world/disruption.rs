@@ -2,8 +2,7 @@
 //! orchestration, validation, passes, approvals — the same code the live planner runs) on the virtual clock, each
 //! on the store as the previous step left it, and carries out their effects like any other. Drift checks and
 //! pod-event times run here on their own clock (only when what they read changed or a timed input is due) with the
-//! controller's trackers. What remains the world's own is when to look and what to record for the report;
-//! docs/architecture.md ("One controller") says what is shared so far.
+//! controller's trackers. What remains the world's own is when to look and what to record for the report.
 
 use std::collections::BTreeMap;
 use std::hash::{Hash, Hasher};
