@@ -39,6 +39,74 @@ pub enum CommandState {
     Failed(String),
 }
 
+/// Where a disruption command is, without the why: what the dashboard shows (and what [`CommandState`] holds with
+/// its reasons).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Phase {
+    #[default]
+    AwaitingApproval,
+    Validating,
+    DryRun,
+    InProgress,
+    Executed,
+    Rejected,
+    Invalidated,
+    Failed,
+}
+
+impl Phase {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Phase::AwaitingApproval => "awaiting approval",
+            Phase::Validating => "validating",
+            Phase::DryRun => "dry-run",
+            Phase::InProgress => "in progress",
+            Phase::Executed => "executed",
+            Phase::Rejected => "rejected",
+            Phase::Invalidated => "invalidated",
+            Phase::Failed => "failed",
+        }
+    }
+
+    /// A short form for table cells.
+    pub fn short(self) -> &'static str {
+        match self {
+            Phase::AwaitingApproval => "awaiting",
+            Phase::InProgress => "running",
+            other => other.as_str(),
+        }
+    }
+
+    /// Still actionable by an operator.
+    pub fn is_open(self) -> bool {
+        self == Phase::AwaitingApproval
+    }
+}
+
+impl CommandState {
+    /// The phase, without the reason an invalidated or failed command carries.
+    pub fn phase(&self) -> Phase {
+        match self {
+            CommandState::Validating => Phase::Validating,
+            CommandState::AwaitingApproval => Phase::AwaitingApproval,
+            CommandState::DryRun => Phase::DryRun,
+            CommandState::InProgress => Phase::InProgress,
+            CommandState::Executed => Phase::Executed,
+            CommandState::Rejected => Phase::Rejected,
+            CommandState::Invalidated(_) => Phase::Invalidated,
+            CommandState::Failed(_) => Phase::Failed,
+        }
+    }
+
+    /// Why an invalidated or failed command ended.
+    pub fn reason(&self) -> Option<&str> {
+        match self {
+            CommandState::Invalidated(why) | CommandState::Failed(why) => Some(why),
+            _ => None,
+        }
+    }
+}
+
 /// A disruption command as operators see it.
 #[derive(Debug, Clone)]
 pub struct CommandRecord {

@@ -239,47 +239,8 @@ pub struct RepairInfo {
     pub repair_at: Millis,
 }
 
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub enum ProposalState {
-    #[default]
-    AwaitingApproval,
-    Validating,
-    DryRun,
-    InProgress,
-    Executed,
-    Rejected,
-    Invalidated,
-    Failed,
-}
-
-impl ProposalState {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ProposalState::AwaitingApproval => "awaiting approval",
-            ProposalState::Validating => "validating",
-            ProposalState::DryRun => "dry-run",
-            ProposalState::InProgress => "in progress",
-            ProposalState::Executed => "executed",
-            ProposalState::Rejected => "rejected",
-            ProposalState::Invalidated => "invalidated",
-            ProposalState::Failed => "failed",
-        }
-    }
-
-    /// A short form for table cells.
-    pub fn short(self) -> &'static str {
-        match self {
-            ProposalState::AwaitingApproval => "awaiting",
-            ProposalState::InProgress => "running",
-            other => other.as_str(),
-        }
-    }
-
-    /// Still actionable by an operator.
-    pub fn is_open(self) -> bool {
-        self == ProposalState::AwaitingApproval
-    }
-}
+/// Where a disruption command is, as the dashboard shows it: the controller's [`crate::controller::disruption::Phase`].
+pub use crate::controller::disruption::Phase as ProposalState;
 
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct DisruptionRow {

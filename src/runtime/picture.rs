@@ -553,19 +553,6 @@ fn windows(schedule: &str, duration: &str, now: DateTime<Utc>) -> Vec<(u32, u32)
     out
 }
 
-fn proposal_state(s: &CommandState) -> ProposalState {
-    match s {
-        CommandState::Validating => ProposalState::Validating,
-        CommandState::AwaitingApproval => ProposalState::AwaitingApproval,
-        CommandState::DryRun => ProposalState::DryRun,
-        CommandState::InProgress => ProposalState::InProgress,
-        CommandState::Executed => ProposalState::Executed,
-        CommandState::Rejected => ProposalState::Rejected,
-        CommandState::Invalidated(_) => ProposalState::Invalidated,
-        CommandState::Failed(_) => ProposalState::Failed,
-    }
-}
-
 /// A disruption command's row; the budget each NodePool allows now is filled in with the NodePool rows.
 pub fn proposal_row(cmd: &Command, id: &str, at: Millis, state: ProposalState) -> DisruptionRow {
     let mut budget_use: BTreeMap<String, usize> = BTreeMap::new();
@@ -600,11 +587,8 @@ pub fn fill_disruptions(
     claim_ready: &dyn Fn(&str) -> bool,
 ) {
     for r in orchestrator.records.iter().rev() {
-        let mut row = proposal_row(&r.command, &r.id, r.at, proposal_state(&r.state));
-        row.detail = match &r.state {
-            CommandState::Invalidated(why) | CommandState::Failed(why) => Some(why.clone()),
-            _ => None,
-        };
+        let mut row = proposal_row(&r.command, &r.id, r.at, r.state.phase());
+        row.detail = r.state.reason().map(str::to_string);
         if row.state == ProposalState::InProgress {
             let mut parts = Vec::new();
             if let Some(f) = orchestrator.in_flight().iter().find(|f| f.id == r.id)

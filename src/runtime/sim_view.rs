@@ -4,11 +4,12 @@
 
 use std::collections::BTreeMap;
 
+use crate::controller::disruption::CommandState;
 use crate::controller::interruption::Kind as InterruptionKind;
 use crate::engine::provisioning::Millis;
 use crate::protocol::view::*;
 use crate::runtime::picture::{self, Objects};
-use crate::sim::world::{Decision, DisruptionState, World};
+use crate::sim::world::{Decision, World};
 
 /// Builds the dashboard's picture of `w`. `source` names the backend for the header.
 pub fn view(w: &mut World, source: Source, generation: u64) -> ClusterView {
@@ -197,10 +198,10 @@ fn capitalise(s: &str) -> String {
     s.split('-').map(|w| w[..1.min(w.len())].to_uppercase() + &w[1.min(w.len())..]).collect()
 }
 
-fn state_word(s: &DisruptionState) -> String {
+fn state_word(s: &CommandState) -> String {
     match s {
-        DisruptionState::Invalidated(w) => format!("invalidated: {w}"),
-        DisruptionState::Failed(w) => format!("failed: {w}"),
+        CommandState::Invalidated(w) => format!("invalidated: {w}"),
+        CommandState::Failed(w) => format!("failed: {w}"),
         other => format!("{other:?}").to_lowercase(),
     }
 }

@@ -558,13 +558,13 @@ pub fn secs(t: Millis, start: Millis) -> f64 {
 }
 
 fn build_report(s: &Scenario, w: &World, start: Millis, end: Millis, wall: Duration) -> Report {
+    use crate::controller::disruption::CommandState;
     use crate::engine::disruption::{Method, Reason as EReason};
     use crate::sim::report::{
         Cost, Decision as RDecision, DecisionDetail, DecisionState, DisruptionMethod, DisruptionReason, Launched,
         NodeClaimRecord, NodeRecord, PassTiming, PendingPod, PendingReason, PodRecord, PoolCost, Replacement,
         RequirementRecord, SolveTiming,
     };
-    use crate::sim::world::DisruptionState;
     let t = |ms: Millis| secs(ms, start);
     let mut r = Report::new(&s.name, s.seed);
     r.simulated_seconds = secs(end, start);
@@ -736,13 +736,13 @@ fn build_report(s: &Scenario, w: &World, start: Millis, end: Millis, wall: Durat
             Decision::Disruption(id) => {
                 let d = &disruptions[id.as_str()];
                 let (state, why) = match &d.state {
-                    DisruptionState::Executed => (DecisionState::Executed, None),
-                    DisruptionState::AwaitingApproval => (DecisionState::AwaitingApproval, None),
-                    DisruptionState::DryRun => (DecisionState::DryRun, None),
-                    DisruptionState::Rejected => (DecisionState::Rejected, None),
-                    DisruptionState::Validating | DisruptionState::InProgress => (DecisionState::InProgress, None),
-                    DisruptionState::Invalidated(w) => (DecisionState::Invalidated, Some(w.clone())),
-                    DisruptionState::Failed(w) => (DecisionState::Failed, Some(w.clone())),
+                    CommandState::Executed => (DecisionState::Executed, None),
+                    CommandState::AwaitingApproval => (DecisionState::AwaitingApproval, None),
+                    CommandState::DryRun => (DecisionState::DryRun, None),
+                    CommandState::Rejected => (DecisionState::Rejected, None),
+                    CommandState::Validating | CommandState::InProgress => (DecisionState::InProgress, None),
+                    CommandState::Invalidated(w) => (DecisionState::Invalidated, Some(w.clone())),
+                    CommandState::Failed(w) => (DecisionState::Failed, Some(w.clone())),
                 };
                 RDecision {
                     id: d.id.clone(),

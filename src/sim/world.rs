@@ -31,7 +31,7 @@ use crate::sim::cluster::{Cluster, Key};
 mod disruption;
 mod execute;
 
-pub use self::disruption::{DisruptionRecord, DisruptionState, PassTiming};
+pub use self::disruption::{DisruptionRecord, PassTiming};
 
 pub use crate::controller::timing::{ICE_TTL, MINUTE, POD_REQUEUE, SECOND};
 pub const GC_PERIOD: Millis = 2 * MINUTE;

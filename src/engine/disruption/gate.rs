@@ -45,8 +45,10 @@ impl FromStr for Mode {
     }
 }
 
+/// What the operator (or the engine) decided about a proposal at the gate; the command's own progress is the
+/// controller's `CommandState`.
 #[derive(Debug, Clone, PartialEq)]
-pub enum ProposalState {
+pub enum GateVerdict {
     Awaiting,
     /// Approved and started (or queued to start).
     Approved,
@@ -59,7 +61,7 @@ pub enum ProposalState {
 pub struct Proposal {
     pub id: String,
     pub command: Command,
-    pub state: ProposalState,
+    pub state: GateVerdict,
     pub updated_at: Millis,
 }
 
@@ -113,11 +115,11 @@ impl Gate {
 
     pub fn propose(&mut self, id: String, command: Command, now: Millis) {
         self.events.push((now, GateEvent::Proposed { id: id.clone() }));
-        self.proposals.push(Proposal { id, command, state: ProposalState::Awaiting, updated_at: now });
+        self.proposals.push(Proposal { id, command, state: GateVerdict::Awaiting, updated_at: now });
     }
 
     pub fn awaiting(&self) -> impl Iterator<Item = &Proposal> {
-        self.proposals.iter().filter(|p| p.state == ProposalState::Awaiting)
+        self.proposals.iter().filter(|p| p.state == GateVerdict::Awaiting)
     }
 
     pub fn proposals(&self) -> &[Proposal] {
@@ -140,7 +142,7 @@ impl Gate {
             return Err("dry-run mode: proposals are only shown".into());
         }
         let p = self.open_mut(id)?;
-        p.state = ProposalState::Approved;
+        p.state = GateVerdict::Approved;
         p.updated_at = now;
         let cmd = p.command.clone();
         self.events.push((now, GateEvent::Approved { id: id.to_string() }));
@@ -149,7 +151,7 @@ impl Gate {
 
     pub fn reject(&mut self, id: &str, generation: u64, now: Millis) -> Result<(), String> {
         let p = self.open_mut(id)?;
-        p.state = ProposalState::Rejected;
+        p.state = GateVerdict::Rejected;
         p.updated_at = now;
         let key = p.command.key();
         self.rejections.insert(key, generation);
@@ -159,7 +161,7 @@ impl Gate {
 
     pub fn withdraw(&mut self, id: &str, reason: &str, now: Millis) {
         if let Ok(p) = self.open_mut(id) {
-            p.state = ProposalState::Withdrawn(reason.to_string());
+            p.state = GateVerdict::Withdrawn(reason.to_string());
             p.updated_at = now;
             self.events.push((now, GateEvent::Withdrawn { id: id.to_string(), reason: reason.to_string() }));
         }
@@ -172,7 +174,7 @@ impl Gate {
 
     fn open_mut(&mut self, id: &str) -> Result<&mut Proposal, String> {
         match self.proposals.iter_mut().find(|p| p.id == id) {
-            Some(p) if p.state == ProposalState::Awaiting => Ok(p),
+            Some(p) if p.state == GateVerdict::Awaiting => Ok(p),
             Some(p) => Err(format!("proposal {id} is not awaiting approval ({:?})", p.state)),
             None => Err(format!("no proposal {id}")),
         }
@@ -233,10 +235,10 @@ mod tests {
         g.propose("d-1".into(), cmd("a"), 0);
         assert!(g.approve("d-1", 1).is_err());
         g.set_mode(Mode::Approve, 2);
-        assert!(matches!(g.get("d-1").unwrap().state, ProposalState::Withdrawn(_)));
+        assert!(matches!(g.get("d-1").unwrap().state, GateVerdict::Withdrawn(_)));
         g.propose("d-2".into(), cmd("b"), 3);
         assert!(g.approve("d-2", 4).is_ok());
-        assert_eq!(g.get("d-2").unwrap().state, ProposalState::Approved);
+        assert_eq!(g.get("d-2").unwrap().state, GateVerdict::Approved);
         assert!(g.events().iter().any(|(_, e)| matches!(e, GateEvent::ModeChanged { .. })));
     }
 }

@@ -16,7 +16,7 @@ use crate::engine::disruption::gate::Mode;
 use crate::engine::disruption::{Context, DisruptionOptions, Method};
 use crate::engine::provisioning::Millis;
 
-pub use crate::controller::disruption::CommandState as DisruptionState;
+use crate::controller::disruption::CommandState;
 
 /// A disruption decision as the report and the dashboard show it.
 #[derive(Debug, Clone, PartialEq)]
@@ -27,7 +27,7 @@ pub struct DisruptionRecord {
     pub candidates: Vec<String>,
     pub replacements: Vec<Vec<String>>,
     pub savings_per_hour: f64,
-    pub state: DisruptionState,
+    pub state: CommandState,
     pub summary: String,
 }
 
