@@ -193,7 +193,7 @@ fn record_rows(w: &World) -> (Vec<InterruptionRow>, Vec<EventRow>) {
     (interruptions, events)
 }
 
-/// Where a started command is: its replacements, then the candidates draining.
+/// A method's name as an event reason's tail: `single-node` → `SingleNode`.
 fn capitalise(s: &str) -> String {
     s.split('-').map(|w| w[..1.min(w.len())].to_uppercase() + &w[1.min(w.len())..]).collect()
 }
