@@ -27,7 +27,17 @@ spec:
         karpenter.sh/discovery: my-cluster
 "#;
 
+/// [`NODECLASS`] under another name and AMI alias, as a further document.
+fn nodeclass(name: &str, alias: &str) -> String {
+    format!("\n---{}", NODECLASS.replace("name: default", &format!("name: {name}")).replace("al2023@latest", alias))
+}
+
 fn nodepool(name: &str, extra_requirements: &str) -> String {
+    nodepool_of(name, "default", extra_requirements)
+}
+
+/// A NodePool of the EC2NodeClass `class`: amd64 on-demand c/m/r/g, plus `extra_requirements`.
+fn nodepool_of(name: &str, class: &str, extra_requirements: &str) -> String {
     format!(
         r#"
 ---
@@ -41,7 +51,7 @@ spec:
       nodeClassRef:
         group: karpenter.k8s.aws
         kind: EC2NodeClass
-        name: default
+        name: {class}
       requirements:
         - key: kubernetes.io/arch
           operator: In
@@ -243,56 +253,12 @@ spec:
 /// (As in any mixed cluster, a pod that selects no OS may land on either; the Linux app here selects `linux`.)
 #[test]
 fn a_windows_nodeclass_offers_windows_nodes_to_its_pools() {
-    let windows_class = r#"
----
-apiVersion: karpenter.k8s.aws/v1
-kind: EC2NodeClass
-metadata:
-  name: windows2022
-spec:
-  amiSelectorTerms:
-    - alias: windows2022@latest
-  role: KarpenterNodeRole-my-cluster
-  subnetSelectorTerms:
-    - tags:
-        karpenter.sh/discovery: my-cluster
-  securityGroupSelectorTerms:
-    - tags:
-        karpenter.sh/discovery: my-cluster
-  metadataOptions:
-    httpProtocolIPv6: disabled
-    httpTokens: required
-"#;
-    let windows_pool = r#"
----
-apiVersion: karpenter.sh/v1
-kind: NodePool
-metadata:
-  name: windows2022
-spec:
-  template:
-    spec:
-      nodeClassRef:
-        group: karpenter.k8s.aws
-        kind: EC2NodeClass
-        name: windows2022
-      requirements:
-        - key: kubernetes.io/os
-          operator: In
-          values: ["windows"]
-        - key: karpenter.sh/capacity-type
-          operator: In
-          values: ["on-demand"]
-        - key: karpenter.k8s.aws/instance-category
-          operator: In
-          values: ["c", "m", "r"]
-        - key: karpenter.k8s.aws/instance-generation
-          operator: Gt
-          values: ["2"]
-  disruption:
-    consolidationPolicy: WhenEmptyOrUnderutilized
-    consolidateAfter: 1m
-"#;
+    let windows_class = nodeclass("windows2022", "windows2022@latest");
+    let windows_pool = nodepool_of(
+        "windows2022",
+        "windows2022",
+        "        - key: kubernetes.io/os\n          operator: In\n          values: [\"windows\"]",
+    );
     let app = r#"
 ---
 apiVersion: apps/v1

@@ -520,12 +520,11 @@ impl Controller {
 
     /// Instance types per NodePool as the cloud offers them (no overlays).
     fn raw_catalogs(&self, pools: &[crate::engine::api::NodePool]) -> BTreeMap<String, Vec<Arc<InstanceType>>> {
-        let types = self.catalog.instance_types.clone();
         pools
             .iter()
             .map(|p| {
                 let types = match &self.class_catalogs {
-                    None => self.derived.for_pool(p).map_or_else(|| types.clone(), |c| c.instance_types.clone()),
+                    None => self.derived.types_for(&self.catalog, p),
                     // Only pools of this cloud's class kind: a KWOKNodeClass that shares a name with an
                     // EC2NodeClass gets nothing to launch here.
                     Some(by_class) => {

@@ -4,6 +4,7 @@
 //! disruption pass over the cache say what an engine would launch and disrupt. Pure: the same objects, controller
 //! and time give the same picture.
 
+use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet};
 
 use crate::controller::Controller;
@@ -69,11 +70,11 @@ pub fn picture(
     let (would_disrupt, outlook) = match engine {
         // The controller's own verdicts (they count the nodes its commands hold): worked out afresh on a small
         // cluster, else those of its latest explanatory round.
-        Some(c) if m.nodes.len() <= picture::EXPLAIN_MAX_NODES => (None, Some(c.explain(m, now))),
-        Some(c) => (None, c.last_outlook().map(|o| (**o).clone())),
+        Some(c) if m.nodes.len() <= picture::EXPLAIN_MAX_NODES => (None, Some(Cow::Owned(c.explain(m, now)))),
+        Some(c) => (None, c.last_outlook().map(|o| Cow::Borrowed(&**o))),
         None => {
             let (pass, outlook) = passes::disruption_with(m, catalog, provisioning, now, gates);
-            (pass.command, (m.nodes.len() <= picture::EXPLAIN_MAX_NODES).then_some(outlook))
+            (pass.command, (m.nodes.len() <= picture::EXPLAIN_MAX_NODES).then_some(Cow::Owned(outlook)))
         }
     };
     let objects = Objects {
@@ -140,7 +141,7 @@ pub fn picture(
     }
     pending.sort_by(|a, b| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name)));
 
-    let outlook = outlook.as_ref();
+    let outlook = outlook.as_deref();
     // Acting, the controller's launches are real events of their own; "would" is for an observer.
     let would_provision = if engine.is_none() { Some(provisioning) } else { None };
     let mut events = events(skipped, would_provision, would_disrupt.as_ref(), outlook, now);

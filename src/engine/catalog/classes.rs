@@ -88,15 +88,9 @@ impl ClassCatalogs {
         self.entries.get(ec2_class(r)?)?.catalog.as_ref()
     }
 
-    /// Instance types per NodePool: its class's, else the base catalog's.
-    pub fn pool_types(&self, base: &Catalog, pools: &[NodePool]) -> BTreeMap<String, Vec<Arc<InstanceType>>> {
-        pools
-            .iter()
-            .map(|p| {
-                let types = self.for_pool(p).map_or_else(|| base.instance_types.clone(), |c| c.instance_types.clone());
-                (p.name().to_string(), types)
-            })
-            .collect()
+    /// A NodePool's instance types: its class's, else the base catalog's.
+    pub fn types_for(&self, base: &Catalog, pool: &NodePool) -> Vec<Arc<InstanceType>> {
+        self.for_pool(pool).map_or_else(|| base.instance_types.clone(), |c| c.instance_types.clone())
     }
 }
 
@@ -111,30 +105,23 @@ fn derive(base: &Catalog, class: &EC2NodeClass, name: &str) -> Option<Arc<Catalo
     }
 }
 
-/// [`ClassCatalogs::pool_types`] derived afresh, for the classes the pools name: for a single pass (`plan
-/// --file`, a picture while observing).
+/// Instance types per NodePool, derived afresh for the classes the pools name: for a single pass (`plan --file`, a
+/// picture while observing).
 pub fn pool_types(
     base: &Catalog,
     pools: &[NodePool],
     classes: &[EC2NodeClass],
 ) -> BTreeMap<String, Vec<Arc<InstanceType>>> {
-    let mut derived: BTreeMap<&str, Option<Arc<Catalog>>> = BTreeMap::new();
+    let mut derived = ClassCatalogs::default();
     if is_aws(base) {
         for class in classes {
             let Some(name) = class.metadata.name.as_deref() else { continue };
             if pools.iter().any(|p| class_of(p) == Some(name)) {
-                derived.insert(name, derive(base, class, name));
+                derived.entries.insert(name.to_string(), Entry { key: 0, catalog: derive(base, class, name) });
             }
         }
     }
-    pools
-        .iter()
-        .map(|p| {
-            let class = class_of(p).and_then(|c| derived.get(c)).and_then(Option::as_ref);
-            let types = class.map_or_else(|| base.instance_types.clone(), |c| c.instance_types.clone());
-            (p.name().to_string(), types)
-        })
-        .collect()
+    pools.iter().map(|p| (p.name().to_string(), derived.types_for(base, p))).collect()
 }
 
 /// One line per Windows EC2NodeClass the pools use, saying how its nodes are priced: at the Linux rates, as
