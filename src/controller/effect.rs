@@ -1,5 +1,5 @@
 //! What the live controller asks of the cluster and the cloud. Effects are plain data, decided by the pure
-//! planner ([`super::Controller::plan`]) and carried out by the live executor (`runtime::execute`); each one is
+//! planner ([`super::Controller::plan`]) and carried out by the live executor (`controller::execute`); each one is
 //! idempotent, so an effect repeated because the watch cache had not caught up yet does no harm.
 
 use std::collections::BTreeMap;

@@ -12,7 +12,6 @@ use kube::api::{Api, DeleteParams, EvictParams, Patch, PatchParams, PostParams};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::json;
-use thiserror::Error;
 
 use crate::engine::api::ec2nodeclass::EC2NodeClassStatus;
 use crate::engine::api::nodepool::NodePoolStatus;
@@ -21,54 +20,23 @@ use crate::engine::api::{EC2NodeClass, NodeClaim, NodeClaimStatus, NodePool};
 mod buffer_writes;
 mod controller_writes;
 mod overlay_writes;
+mod port;
 
 pub use overlay_writes::OVERLAY_STATUS_ATTEMPTS;
 
 /// The field manager and event source this tool writes as.
 pub const FIELD_MANAGER: &str = "karpenter-tui";
 
-#[derive(Debug, Error)]
-pub enum WriteError {
-    #[error("read-only mode: refusing to {0}")]
-    ReadOnly(String),
-    #[error("{what}: {message} (HTTP {code})")]
-    Api { what: String, code: u16, reason: String, message: String },
-    #[error("{what}: {source}")]
-    Transport {
-        what: String,
-        #[source]
-        source: kube::Error,
-    },
-}
+pub use crate::controller::cluster_port::{Eviction, WriteError};
 
-impl WriteError {
-    /// Someone else changed the object first (409): re-read and decide again.
-    pub fn is_conflict(&self) -> bool {
-        matches!(self, WriteError::Api { code: 409, .. })
-    }
-
-    pub fn is_not_found(&self) -> bool {
-        matches!(self, WriteError::Api { code: 404, .. })
-    }
-
-    fn from_kube(what: String, e: kube::Error) -> WriteError {
-        match e {
-            kube::Error::Api(s) => {
-                WriteError::Api { what, code: s.code, reason: s.reason.clone(), message: s.message.clone() }
-            }
-            other => WriteError::Transport { what, source: other },
+/// A kube-rs error as a [`WriteError`] about `what`.
+fn from_kube(what: String, e: kube::Error) -> WriteError {
+    match e {
+        kube::Error::Api(s) => {
+            WriteError::Api { what, code: s.code, reason: s.reason.clone(), message: s.message.clone() }
         }
+        other => WriteError::Transport { what, source: Box::new(other) },
     }
-}
-
-/// The answer of the Eviction API.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Eviction {
-    Evicted,
-    /// 429: a PodDisruptionBudget allows no disruption now; try again later.
-    Blocked(String),
-    /// The pod is already gone.
-    Gone,
 }
 
 #[derive(Clone)]
@@ -100,7 +68,7 @@ impl Writer {
         let api: Api<NodeClaim> = Api::all(self.client.clone());
         api.create(&PostParams { field_manager: Some(FIELD_MANAGER.into()), ..Default::default() }, claim)
             .await
-            .map_err(|e| WriteError::from_kube(what, e))
+            .map_err(|e| from_kube(what, e))
     }
 
     /// Replaces a NodeClaim's status (conditions, providerID, capacity, allocatable) through the status subresource.
@@ -111,7 +79,7 @@ impl Writer {
         api.patch_status(name, &PatchParams::default(), &Patch::Merge(&patch))
             .await
             .map(drop)
-            .map_err(|e| WriteError::from_kube(what, e))
+            .map_err(|e| from_kube(what, e))
     }
 
     /// A NodePool's status (`resources`, `nodes`, conditions) through the status subresource, as upstream's
@@ -123,7 +91,7 @@ impl Writer {
         api.patch_status(name, &PatchParams::default(), &Patch::Merge(&patch))
             .await
             .map(drop)
-            .map_err(|e| WriteError::from_kube(what, e))
+            .map_err(|e| from_kube(what, e))
     }
 
     /// A static NodePool's replicas through the scale subresource, as `kubectl scale nodepool` sets them (the
@@ -135,7 +103,7 @@ impl Writer {
         api.patch_scale(name, &PatchParams::default(), &Patch::Merge(&patch))
             .await
             .map(drop)
-            .map_err(|e| WriteError::from_kube(what, e))
+            .map_err(|e| from_kube(what, e))
     }
 
     /// The resolved subnets, security groups, AMIs and conditions of an EC2NodeClass (the status subresource; lists
@@ -147,7 +115,7 @@ impl Writer {
         api.patch_status(name, &PatchParams::default(), &Patch::Merge(&patch))
             .await
             .map(drop)
-            .map_err(|e| WriteError::from_kube(what, e))
+            .map_err(|e| from_kube(what, e))
     }
 
     /// Labels, annotations and taints a node must carry; the taints list is replaced as a whole, guarded by the
@@ -165,10 +133,7 @@ impl Writer {
             "spec": {"taints": taints},
         });
         let api: Api<Node> = Api::all(self.client.clone());
-        api.patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
-            .await
-            .map(drop)
-            .map_err(|e| WriteError::from_kube(what, e))
+        api.patch(&name, &PatchParams::default(), &Patch::Merge(&patch)).await.map(drop).map_err(|e| from_kube(what, e))
     }
 
     /// Asks the Eviction API to evict a pod; PDBs are enforced by the API server (429).
@@ -179,7 +144,7 @@ impl Writer {
             Ok(_) => Ok(Eviction::Evicted),
             Err(kube::Error::Api(s)) if s.code == 429 => Ok(Eviction::Blocked(s.message.clone())),
             Err(kube::Error::Api(s)) if s.code == 404 => Ok(Eviction::Gone),
-            Err(e) => Err(WriteError::from_kube(what, e)),
+            Err(e) => Err(from_kube(what, e)),
         }
     }
 
@@ -213,10 +178,7 @@ impl Writer {
             "metadata": {"resourceVersion": claim.metadata.resource_version, "finalizers": rest},
         });
         let api: Api<NodeClaim> = Api::all(self.client.clone());
-        api.patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
-            .await
-            .map(drop)
-            .map_err(|e| WriteError::from_kube(what, e))
+        api.patch(&name, &PatchParams::default(), &Patch::Merge(&patch)).await.map(drop).map_err(|e| from_kube(what, e))
     }
 
     /// Server-side applies an operator's NodePool edit as this tool's field manager. With `dry_run` the API server
@@ -248,7 +210,7 @@ impl Writer {
             reason: "Encode".into(),
             message: e.to_string(),
         })?;
-        api.patch(&name, &params, &Patch::Apply(&value)).await.map_err(|e| WriteError::from_kube(what, e))
+        api.patch(&name, &params, &Patch::Apply(&value)).await.map_err(|e| from_kube(what, e))
     }
 
     /// Records a Kubernetes Event on an object (what operators look for with `kubectl describe`).
@@ -278,7 +240,7 @@ impl Writer {
             ..Default::default()
         };
         let api: Api<Event> = Api::namespaced(self.client.clone(), &namespace);
-        api.create(&PostParams::default(), &event).await.map(drop).map_err(|e| WriteError::from_kube(what, e))
+        api.create(&PostParams::default(), &event).await.map(drop).map_err(|e| from_kube(what, e))
     }
 }
 
@@ -326,7 +288,7 @@ fn ignore_not_found(r: std::result::Result<(), kube::Error>, what: String) -> Re
     match r {
         Ok(()) => Ok(()),
         Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
-        Err(e) => Err(WriteError::from_kube(what, e)),
+        Err(e) => Err(from_kube(what, e)),
     }
 }
 

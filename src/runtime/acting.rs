@@ -8,9 +8,9 @@ use crate::engine::provisioning::Millis;
 use crate::kube::writer::Writer;
 
 use crate::controller::cloud::CloudProvider;
+use crate::controller::execute::{Report, execute};
 use crate::controller::timing::GC_EVERY;
 use crate::controller::{Controller, Effect, generation};
-use crate::runtime::execute::{Report, execute};
 
 pub struct Acting {
     pub controller: Controller,
@@ -66,7 +66,7 @@ impl Acting {
     /// (logged and shown once per distinct error) and what went through.
     async fn run(&mut self, effects: Vec<Effect>, now: Millis) -> Report {
         let (effects, held) = self.controller.hold_backed_off(effects, now);
-        let mut report = execute(effects, &self.writer, self.cloud.as_mut(), now).await;
+        let mut report = execute(effects, &mut self.writer, self.cloud.as_mut(), now).await;
         report.outcomes.extend(held);
         for o in &report.outcomes {
             self.controller.outcome(o.clone(), now);

@@ -4,7 +4,6 @@
 //! to the dashboard only through [`crate::protocol`].
 
 pub mod acting;
-pub mod execute;
 pub mod live_driver;
 pub mod live_view;
 pub mod passes;

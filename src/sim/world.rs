@@ -16,18 +16,18 @@ use k8s_openapi::api::core::v1::{Node, NodeCondition, NodeSpec, NodeStatus, PodC
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
+use crate::controller::Effect;
 use crate::controller::interruption::Kind as InterruptionKind;
-use crate::controller::{Effect, Outcome};
-use crate::engine::api::NodeClaim;
 use crate::engine::api::nodeclaim::COND_INITIALIZED;
 use crate::engine::catalog::{Catalog, InstanceType};
 use crate::engine::labels;
-use crate::engine::lifecycle::{self, DeleteReason, LaunchError, LifecycleAction};
+use crate::engine::lifecycle::{self, DeleteReason};
 use crate::engine::provisioning::{Millis, is_provisionable};
 use crate::engine::stored_pod::StoredPod;
 use crate::sim::cloud::SimCloud;
 use crate::sim::cluster::{Cluster, Key};
 
+mod api_server;
 mod disruption;
 mod execute;
 
@@ -35,8 +35,6 @@ pub use self::disruption::{DisruptionRecord, PassTiming};
 
 pub use crate::controller::timing::{ICE_TTL, MINUTE, POD_REQUEUE, SECOND};
 pub const GC_PERIOD: Millis = 2 * MINUTE;
-/// Default pod termination grace period.
-const DEFAULT_POD_GRACE: Millis = 30 * SECOND;
 
 /// The simulated world's settings (a scenario's `settings`): how long the simulated cloud and kubelets take, and the
 /// controller's own settings, the one [`crate::controller::Settings`] every backend fills.
@@ -206,6 +204,27 @@ impl Rng {
     }
 }
 
+/// What the world must do and when: timers in the order they were set, and the instants to reconcile at.
+#[derive(Debug, Default)]
+struct Timers {
+    queue: BTreeSet<(Millis, u64, Timer)>,
+    wakes: BTreeSet<Millis>,
+    seq: u64,
+}
+
+impl Timers {
+    fn at(&mut self, now: Millis, t: Millis, timer: Timer) {
+        let t = t.max(now);
+        if timer == Timer::Wake {
+            // Requeues repeat every reconcile; one wake per instant is enough.
+            self.wakes.insert(t);
+            return;
+        }
+        self.seq += 1;
+        self.queue.insert((t, self.seq, timer));
+    }
+}
+
 pub struct World {
     pub now: Millis,
     /// The disruption controller: approval gate, validation, orchestration queue.
@@ -215,9 +234,7 @@ pub struct World {
     pub record: Record,
     catalog: Catalog,
     settings: Settings,
-    timers: BTreeSet<(Millis, u64, Timer)>,
-    wakes: BTreeSet<Millis>,
-    timer_seq: u64,
+    timers: Timers,
     /// Launches in flight: claim → the result the cloud will report.
     in_flight: BTreeMap<String, Result<crate::controller::cloud::Launched, crate::controller::cloud::LaunchFailure>>,
     /// The one controller, as the live loop runs it; the world calls its steps on the virtual clock and carries out
@@ -226,16 +243,16 @@ pub struct World {
     /// What the controller's lifecycle read last (store stamps, the cloud's generation): while it is the same and
     /// no requeue is due, running it again would change nothing.
     lifecycle_seen: Option<[u64; 4]>,
-    /// NodePool status: the (nodes, nodeclaims, NodePool spec) stamps it last ran at; the NodePools' stamp as of
-    /// their last spec write (a status write is not a change to what the controllers read from them), and as of the
-    /// last status write.
     /// Whether the controller's explanatory Events (why nodes are not disrupted) are published: `demo` shows them
     /// in its Events pane; `simulate` leaves them out (a full explanation of every node every 5 minutes costs more
     /// than the rest of a large scenario, and the report has no Events).
     pub explain_events: bool,
+    /// NodePool status: the (nodes, nodeclaims, NodePool spec) stamps it last ran at.
     nodepool_status_seen: Option<[u64; 3]>,
     /// What the static pools' step last read (nodes, claims, NodePool specs, pods, commands).
     static_seen: Option<[u64; 5]>,
+    /// The NodePools' stamp as of their last spec write (a status write is not a change to what the controllers
+    /// read from them), and as of the last status write.
     nodepool_spec_stamp: u64,
     nodepool_status_stamp: Option<u64>,
     rng: Rng,
@@ -347,9 +364,7 @@ impl World {
             record: Record::default(),
             catalog,
             settings,
-            timers: BTreeSet::new(),
-            wakes: BTreeSet::new(),
-            timer_seq: 0,
+            timers: Timers::default(),
             in_flight: BTreeMap::new(),
             controller,
             lifecycle_seen: None,
@@ -368,14 +383,7 @@ impl World {
     }
 
     fn at(&mut self, t: Millis, timer: Timer) {
-        let t = t.max(self.now);
-        if timer == Timer::Wake {
-            // Requeues repeat every reconcile; one wake per instant is enough.
-            self.wakes.insert(t);
-            return;
-        }
-        self.timer_seq += 1;
-        self.timers.insert((t, self.timer_seq, timer));
+        self.timers.at(self.now, t, timer);
     }
 
     fn decision_id(&mut self, prefix: &str) -> String {
@@ -385,8 +393,8 @@ impl World {
 
     /// The time of the next scheduled thing, if any.
     pub fn next_wake(&self) -> Option<Millis> {
-        let t = self.timers.iter().next().map(|(t, _, _)| *t);
-        let w = self.wakes.iter().next().copied();
+        let t = self.timers.queue.iter().next().map(|(t, _, _)| *t);
+        let w = self.timers.wakes.iter().next().copied();
         // A window that closed at or before now was looked at by this instant's reconcile; if it is still open
         // (the controller waits for claims it created), waking at the same instant again would change nothing.
         let c = self.controller.next_wake(self.now);
@@ -410,12 +418,12 @@ impl World {
 
     fn fire_timers(&mut self) {
         let now = self.now;
-        self.wakes.retain(|t| *t > now);
-        while let Some(first) = self.timers.iter().next().cloned() {
+        self.timers.wakes.retain(|t| *t > now);
+        while let Some(first) = self.timers.queue.iter().next().cloned() {
             if first.0 > self.now {
                 break;
             }
-            self.timers.remove(&first);
+            self.timers.queue.remove(&first);
             match first.2 {
                 Timer::LaunchDone { claim } => self.launch_done(&claim),
                 Timer::Register { provider_id } => self.register_node(&provider_id),
@@ -495,11 +503,7 @@ impl World {
 
     /// Copies a live node's current labels and taints into its record (the report shows a node as last seen).
     fn refresh_node_record(&mut self, name: &str) {
-        let Some(n) = self.cluster.nodes.get(name) else { return };
-        if let Some(r) = self.record.nodes.iter_mut().rev().find(|r| r.name == name) {
-            r.labels = n.metadata.labels.clone().unwrap_or_default();
-            r.taints = n.spec.as_ref().and_then(|s| s.taints.clone()).unwrap_or_default();
-        }
+        self.api().refresh_node_record(name);
     }
 
     /// Brings every live node's record up to date; call before reporting.
@@ -671,15 +675,13 @@ impl World {
         let mut names = Vec::new();
         for e in effects {
             match e {
-                Effect::CreateNodeClaim { claim, purpose } => {
-                    let (pool, types) = decided.next().map_or_else(Default::default, |d| {
-                        (d.nodepool.clone(), d.instance_types.iter().map(|t| t.name.clone()).collect())
-                    });
-                    let name = self.create_nodeclaim(*claim, &pool, types);
-                    self.controller.outcome(Outcome::Created { name: name.clone(), purpose }, now);
-                    names.push(name);
+                e @ Effect::CreateNodeClaim { .. } => {
+                    let types = decided.next().map(|d| d.instance_types.iter().map(|t| t.name.clone()).collect());
+                    names.extend(self.create_claim(e, Some(types.unwrap_or_default())));
                 }
-                other => self.apply_effect(other),
+                other => {
+                    self.apply_effect(other);
+                }
             }
         }
         self.pending_reasons = result.pending_reasons();
@@ -698,103 +700,6 @@ impl World {
                 pods: placed,
                 is_static: false,
             });
-        }
-    }
-
-    /// Creates a NodeClaim the engine decided on, under a fresh `<nodepool>-xxxxx` name, and records it.
-    fn create_nodeclaim(&mut self, mut nc: NodeClaim, nodepool: &str, instance_types: Vec<String>) -> String {
-        let name = loop {
-            let n = format!("{nodepool}-{}", self.rng.suffix(5));
-            if !self.cluster.nodeclaims.contains_key(&n) {
-                break n;
-            }
-        };
-        nc.metadata.name = Some(name.clone());
-        nc.metadata.uid = Some(self.cluster.uid());
-        nc.metadata.creation_timestamp = Some(lifecycle::ms_time(self.now));
-        self.record.nodeclaims.push(NodeClaimRecord {
-            name: name.clone(),
-            nodepool: nodepool.to_string(),
-            created_at: self.now,
-            deleted_at: None,
-            instance_types,
-            requirements: nc
-                .spec
-                .requirements
-                .iter()
-                .map(|r| (r.key.clone(), r.operator.clone(), r.values.clone()))
-                .collect(),
-            launched: None,
-        });
-        self.cluster.nodeclaims.insert(name.clone(), nc);
-        name
-    }
-
-    /// Deletes a NodeClaim (finalization drains and terminates it) and records why, unless an interruption did it
-    /// (the interruption is the decision on record).
-    pub fn delete_nodeclaim(&mut self, name: &str, reason: DeleteReason) {
-        let now = self.now;
-        if self.cluster.nodeclaims.get(name).is_some_and(|c| c.metadata.deletion_timestamp.is_none())
-            && let Some(c) = self.cluster.nodeclaims.get_mut(name)
-        {
-            c.metadata.deletion_timestamp = Some(lifecycle::ms_time(now));
-            if reason == DeleteReason::Interrupted {
-                return;
-            }
-            let id = self.decision_id("d");
-            self.record.decisions.push(Decision::Delete { id, at: now, nodeclaim: name.to_string(), reason });
-        }
-    }
-
-    fn launch_done(&mut self, name: &str) {
-        use crate::controller::cloud::LaunchFailure;
-        let Some(result) = self.in_flight.remove(name) else { return };
-        let now = self.now;
-        match result {
-            Ok(l) => {
-                let lr = l.result;
-                let Some(claim) = self.cluster.nodeclaims.get_mut(name) else {
-                    // Deleted meanwhile: the instance leaks until GC'd by the cloud side; terminate it now.
-                    let _ = self.cloud.terminate(&lr.provider_id, now);
-                    return;
-                };
-                lifecycle::apply_launch(claim, &lr, now);
-                if let Some(r) = self.record.nodeclaims.iter_mut().rev().find(|r| r.name == name) {
-                    r.launched = Some((lr.instance_type.clone(), lr.zone.clone(), lr.capacity_type.clone()));
-                }
-                self.cloud.mark_running(&lr.provider_id);
-                let t = now + self.settings.registration_latency;
-                self.at(t, Timer::Register { provider_id: lr.provider_id });
-            }
-            Err(LaunchFailure::Cloud(err)) => {
-                if matches!(err, LaunchError::InsufficientCapacity(_))
-                    && let Some(c) = self.cluster.nodeclaims.get(name)
-                {
-                    // Learn which offerings were out so the next solve avoids them.
-                    for key in self.cloud.exhausted_offerings_for(c) {
-                        self.cloud.learn_unavailable(key, now + ICE_TTL);
-                    }
-                }
-                if let Some(c) = self.cluster.nodeclaims.get(name)
-                    && let Some(o) = crate::controller::Outcome::of_launch_error(c, &err)
-                {
-                    self.controller.outcome(o, now);
-                }
-                // As the live executor does: the engine's rule decides (out of capacity deletes the claim so its
-                // pods are provisioned elsewhere; anything else is recorded on the claim and retried).
-                for a in lifecycle::launch_failed(&err, now) {
-                    match a {
-                        LifecycleAction::Delete { reason } => self.delete_nodeclaim(name, reason),
-                        other => {
-                            if let Some(c) = self.cluster.nodeclaims.get_mut(name) {
-                                lifecycle::apply(c, &other, now);
-                            }
-                        }
-                    }
-                }
-            }
-            // No answer: nothing recorded; the lifecycle launches again.
-            Err(LaunchFailure::Retry(_)) => {}
         }
     }
 
@@ -886,16 +791,7 @@ impl World {
 
     /// Deletes a pod: it gets a deletion timestamp now and is gone after its grace period.
     pub fn delete_pod(&mut self, key: &Key, grace: Option<Millis>) {
-        let now = self.now;
-        if self.cluster.pods.get(key).is_none_or(|p| p.metadata.deletion_timestamp.is_some()) {
-            return;
-        }
-        let Some(p) = self.cluster.pods.get_mut(key) else { return };
-        p.metadata.deletion_timestamp = Some(lifecycle::ms_time(now));
-        let g = grace.unwrap_or_else(|| {
-            p.spec().termination_grace_period_seconds.map_or(DEFAULT_POD_GRACE, |s| s.max(0) * SECOND)
-        });
-        self.at(now + g, Timer::PodGone { key: key.clone() });
+        self.api().delete_pod(key, grace);
     }
 
     /// Interruption notices from the cloud, through the cloud port as the live loop takes them (the simulated cloud
@@ -1045,13 +941,12 @@ impl World {
         let mut created = Vec::new();
         for e in effects {
             match e {
-                Effect::CreateNodeClaim { claim, purpose: purpose @ crate::controller::Purpose::Static { .. } } => {
-                    let pool = claim.nodepool().unwrap_or_default().to_string();
-                    let name = self.create_nodeclaim(*claim, &pool, Vec::new());
-                    self.controller.outcome(Outcome::Created { name: name.clone(), purpose }, now);
-                    created.push(name);
+                e @ Effect::CreateNodeClaim { purpose: crate::controller::Purpose::Static { .. }, .. } => {
+                    created.extend(self.create_claim(e, Some(Vec::new())));
                 }
-                other => self.apply_effect(other),
+                other => {
+                    self.apply_effect(other);
+                }
             }
         }
         if !created.is_empty() {

@@ -6,12 +6,17 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use karpenter_tui::controller::{Controller, Effect, Outcome, generation};
+use karpenter_tui::controller::cloud::{BoxFuture, CloudProvider, LaunchFailure, Launched, Retry, at_once};
+use karpenter_tui::controller::cluster_port::{ClusterPort, Eviction, NodeWrite, WriteError, WriteResult};
+use karpenter_tui::controller::effect::LabelTarget;
+use karpenter_tui::controller::execute::execute;
+use karpenter_tui::controller::{Controller, Effect, generation};
+use karpenter_tui::engine::api::NodeClaim;
 use karpenter_tui::engine::catalog::Catalog;
 use karpenter_tui::engine::catalog::kwok::kwok_catalog;
 use karpenter_tui::engine::disruption::gate::Mode;
 use karpenter_tui::engine::labels;
-use karpenter_tui::engine::lifecycle::{apply_launch, ms_time};
+use karpenter_tui::engine::lifecycle::ms_time;
 use karpenter_tui::engine::manifests::Manifests;
 use karpenter_tui::engine::provisioning::Millis;
 use karpenter_tui::kube::kwok;
@@ -136,134 +141,29 @@ impl Harness {
         }
     }
 
+    /// Carries out `effects` with the shipped executor, over this in-memory cluster and a KWOK-like cloud (an
+    /// instance is its Node), and hands the outcomes to the controller as the live loop does.
     pub fn apply(&mut self, effects: Vec<Effect>) {
         let now = self.now;
-        for e in effects {
-            match e {
-                Effect::CreateNodeClaim { mut claim, purpose } => {
-                    self.created += 1;
-                    let name = format!("{}{:05}", claim.metadata.generate_name.clone().unwrap(), self.created);
-                    claim.metadata.name = Some(name.clone());
-                    claim.metadata.creation_timestamp = Some(ms_time(now));
-                    claim.metadata.resource_version = self.bump();
-                    assert!(claim.metadata.finalizers.iter().flatten().any(|f| f == labels::TERMINATION_FINALIZER));
-                    self.cluster.nodeclaims.insert(name.clone(), *claim);
-                    self.controller.outcome(Outcome::Created { name, purpose }, now);
-                }
-                Effect::Launch { claim } => {
-                    let (result, mut node) = kwok::launch(&self.catalog, &claim, &Default::default()).unwrap();
-                    node.metadata.creation_timestamp = Some(ms_time(now));
-                    self.cluster.nodes.insert(node.metadata.name.clone().unwrap(), node);
-                    // The launch records the claim's status as the effect carries it (this tick's conditions).
-                    let stored = self.cluster.nodeclaims.get_mut(claim.name()).unwrap();
-                    stored.status = claim.status.clone();
-                    apply_launch(stored, &result, now);
-                    self.controller.outcome(Outcome::Launched { claim: claim.name().to_string() }, now);
-                }
-                Effect::PatchClaimStatus { name, status } => {
-                    if let Some(c) = self.cluster.nodeclaims.get_mut(&name) {
-                        c.status = Some(*status);
-                    }
-                }
-                Effect::PatchClaimMetadata { name, labels: l, annotations, finalizers } => {
-                    if let Some(c) = self.cluster.nodeclaims.get_mut(&name) {
-                        c.metadata.labels.get_or_insert_with(BTreeMap::new).extend(l);
-                        c.metadata.annotations.get_or_insert_with(BTreeMap::new).extend(annotations);
-                        if let Some(f) = finalizers {
-                            c.metadata.finalizers = Some(f);
-                        }
-                    }
-                }
-                Effect::SyncNode { name, resource_version, labels: l, annotations, taints, finalizers } => {
-                    // The store versions every write itself (sim::watch): compare before writing.
-                    let Some(current) = self.cluster.nodes.get(&name).map(|n| n.metadata.resource_version.clone())
-                    else {
-                        continue;
-                    };
-                    if resource_version.is_some() && current.is_some() && current != resource_version {
-                        continue; // 409: decided on a stale copy
-                    }
-                    let Some(n) = self.cluster.nodes.get_mut(&name) else { continue };
-                    n.metadata.labels.get_or_insert_with(BTreeMap::new).extend(l);
-                    n.metadata.annotations.get_or_insert_with(BTreeMap::new).extend(annotations);
-                    if let Some(taints) = taints {
-                        n.spec.get_or_insert_with(Default::default).taints = Some(taints);
-                    }
-                    if let Some(finalizers) = finalizers {
-                        let deleting = n.metadata.deletion_timestamp.is_some();
-                        n.metadata.finalizers = Some(finalizers.clone());
-                        if deleting && finalizers.is_empty() {
-                            self.delete_node(&name);
-                        }
-                    }
-                }
-                Effect::PatchNodePoolStatus { name, status } => {
-                    if let Some(p) = self.cluster.nodepools.get_mut(&name) {
-                        p.status = Some(*status);
-                    }
-                }
-                Effect::Relabel { target, name, set, remove } => {
-                    let meta = match target {
-                        karpenter_tui::controller::effect::LabelTarget::NodeClaim => {
-                            self.cluster.nodeclaims.get_mut(&name).map(|c| &mut c.metadata)
-                        }
-                        karpenter_tui::controller::effect::LabelTarget::Node => {
-                            self.cluster.nodes.get_mut(&name).map(|n| &mut n.metadata)
-                        }
-                    };
-                    if let Some(meta) = meta {
-                        let l = meta.labels.get_or_insert_with(BTreeMap::new);
-                        for k in &remove {
-                            l.remove(k);
-                        }
-                        l.extend(set);
-                    }
-                }
-                Effect::Nominate { namespace, name, uid, node } => {
-                    let key = (namespace, name);
-                    let same = self.cluster.pods.get(&key).is_some_and(|p| uid.is_none() || p.metadata.uid == uid);
-                    if same && let Some(p) = self.cluster.pods.get_mut(&key) {
-                        p.status.get_or_insert_with(Default::default).nominated_node_name = Some(node);
-                    }
-                }
-                Effect::DeleteNodeClaim { name, .. } => {
-                    if let Some(c) = self.cluster.nodeclaims.get_mut(&name) {
-                        c.metadata.deletion_timestamp.get_or_insert(ms_time(now));
-                    }
-                }
-                Effect::FinalizeNodeClaim { claim } => {
-                    self.cluster.nodeclaims.remove(claim.name());
-                }
-                Effect::DeleteNode { name } => self.delete_node(&name),
-                Effect::DeleteInstance { provider_id } => {
-                    // A KWOK instance is its node; another cloud's instance just goes away.
-                    if let Some(node) = provider_id.strip_prefix(kwok::PROVIDER_PREFIX) {
-                        let node = node.to_string();
-                        self.delete_node(&node);
-                    }
-                }
-                Effect::UpdateNodeClassStatus { name, status } => {
-                    if let Some(c) = self.cluster.nodeclasses.get_mut(&name) {
-                        c.status = Some(*status);
-                    }
-                }
-                Effect::PatchNodeOverlayStatus { name, status } => {
-                    if let Some(o) = self.cluster.nodeoverlays.get_mut(&name) {
-                        o.status = Some(*status);
-                    }
-                }
-                Effect::PatchCapacityBufferStatus { namespace, name, status } => {
-                    if let Some(b) = self.cluster.capacitybuffers.get_mut(&(namespace, name)) {
-                        b.status = Some(*status);
-                    }
-                }
-                Effect::Evict { namespace, name } | Effect::DeletePod { namespace, name, .. } => {
-                    self.cluster.pods.remove(&(namespace, name));
-                }
-                Effect::Event { regarding, reason, message, .. } => {
-                    self.events.push((regarding.name.clone().unwrap_or_default(), reason, message));
-                }
-            }
+        let mut cloud = HarnessCloud { catalog: self.catalog.clone(), nodes: Vec::new(), gone: Vec::new() };
+        let mut api = Api {
+            now,
+            cluster: &mut self.cluster,
+            created: &mut self.created,
+            rv: &mut self.rv,
+            events: &mut self.events,
+        };
+        let report = at_once(Box::pin(execute(effects, &mut api, &mut cloud, now)))
+            .expect("the in-memory cluster answers at once");
+        // The instances the cloud launched register their Nodes; the ones it terminated take theirs with them.
+        for node in cloud.nodes {
+            self.cluster.nodes.insert(node.metadata.name.clone().unwrap(), node);
+        }
+        for node in cloud.gone {
+            self.delete_node(&node);
+        }
+        for o in report.outcomes {
+            self.controller.outcome(o, now);
         }
     }
 
@@ -317,5 +217,270 @@ impl Harness {
         for d in self.cluster.deployments.values_mut() {
             d.spec.replicas = Some(replicas);
         }
+    }
+}
+
+/// A KWOK-like cloud: a launched instance is a Node named after its claim, handed back for the harness to store.
+struct HarnessCloud {
+    catalog: Arc<Catalog>,
+    nodes: Vec<k8s_openapi::api::core::v1::Node>,
+    gone: Vec<String>,
+}
+
+impl CloudProvider for HarnessCloud {
+    fn name(&self) -> &'static str {
+        "kwok"
+    }
+
+    fn create<'a>(
+        &'a mut self,
+        claims: &'a [NodeClaim],
+        now: Millis,
+    ) -> BoxFuture<'a, Vec<Result<Launched, LaunchFailure>>> {
+        let mut out = Vec::new();
+        for claim in claims {
+            out.push(match kwok::launch(&self.catalog, claim, &Default::default()) {
+                Ok((result, mut node)) => {
+                    node.metadata.creation_timestamp = Some(ms_time(now));
+                    self.nodes.push(node);
+                    Ok(Launched { result, annotations: BTreeMap::new() })
+                }
+                Err(e) => Err(LaunchFailure::Cloud(e)),
+            });
+        }
+        Box::pin(std::future::ready(out))
+    }
+
+    fn delete<'a>(&'a mut self, provider_id: &'a str, _now: Millis) -> BoxFuture<'a, Result<Option<String>, Retry>> {
+        // A KWOK instance is its node; another cloud's instance just goes away.
+        if let Some(node) = provider_id.strip_prefix(kwok::PROVIDER_PREFIX) {
+            self.gone.push(node.to_string());
+        }
+        Box::pin(std::future::ready(Ok(None)))
+    }
+
+    fn set_overlays(&mut self, _store: Arc<karpenter_tui::controller::cloud::OverlayStore>) {}
+}
+
+/// The in-memory cluster as the controller's cluster port, with the API server's semantics that matter here.
+struct Api<'h> {
+    now: Millis,
+    cluster: &'h mut Cluster,
+    created: &'h mut u64,
+    rv: &'h mut u64,
+    events: &'h mut Vec<(String, String, String)>,
+}
+
+fn done<'a, T: Send + 'a>(r: Result<T, WriteError>) -> WriteResult<'a, T> {
+    Box::pin(std::future::ready(r))
+}
+
+fn missing(what: String) -> WriteError {
+    WriteError::Api { what, code: 404, reason: "NotFound".into(), message: "not found".into() }
+}
+
+impl Api<'_> {
+    /// Deletion honours finalizers, as the API server does.
+    fn delete_node_now(&mut self, name: &str) {
+        let Some(n) = self.cluster.nodes.get_mut(name) else { return };
+        if n.metadata.finalizers.as_ref().is_some_and(|f| !f.is_empty()) {
+            n.metadata.deletion_timestamp.get_or_insert(ms_time(self.now));
+        } else {
+            self.cluster.nodes.remove(name);
+            // The pod garbage collector removes pods bound to a node that is gone.
+            self.cluster.pods.retain(|_, p| p.node_name() != Some(name));
+        }
+    }
+}
+
+impl ClusterPort for Api<'_> {
+    fn create_nodeclaim<'a>(&'a mut self, claim: &'a NodeClaim) -> WriteResult<'a, NodeClaim> {
+        let mut claim = claim.clone();
+        *self.created += 1;
+        *self.rv += 1;
+        let name = format!("{}{:05}", claim.metadata.generate_name.clone().unwrap_or_default(), self.created);
+        claim.metadata.name = Some(name.clone());
+        claim.metadata.creation_timestamp = Some(ms_time(self.now));
+        claim.metadata.resource_version = Some(self.rv.to_string());
+        assert!(claim.metadata.finalizers.iter().flatten().any(|f| f == labels::TERMINATION_FINALIZER));
+        self.cluster.nodeclaims.insert(name, claim.clone());
+        done(Ok(claim))
+    }
+
+    fn update_nodeclaim_status<'a>(
+        &'a mut self,
+        name: &'a str,
+        status: &'a karpenter_tui::engine::api::NodeClaimStatus,
+    ) -> WriteResult<'a, ()> {
+        done(match self.cluster.nodeclaims.get_mut(name) {
+            Some(c) => {
+                c.status = Some(status.clone());
+                Ok(())
+            }
+            None => Err(missing(format!("update the status of NodeClaim {name}"))),
+        })
+    }
+
+    fn patch_nodeclaim_metadata<'a>(
+        &'a mut self,
+        name: &'a str,
+        l: &'a BTreeMap<String, String>,
+        annotations: &'a BTreeMap<String, String>,
+        finalizers: Option<&'a [String]>,
+    ) -> WriteResult<'a, ()> {
+        done(match self.cluster.nodeclaims.get_mut(name) {
+            Some(c) => {
+                c.metadata.labels.get_or_insert_with(BTreeMap::new).extend(l.clone());
+                c.metadata.annotations.get_or_insert_with(BTreeMap::new).extend(annotations.clone());
+                if let Some(f) = finalizers {
+                    c.metadata.finalizers = Some(f.to_vec());
+                }
+                Ok(())
+            }
+            None => Err(missing(format!("update NodeClaim {name}"))),
+        })
+    }
+
+    fn sync_node<'a>(&'a mut self, w: NodeWrite<'a>) -> WriteResult<'a, ()> {
+        // The store versions every write itself (sim::watch): a write decided on a stale copy is a conflict.
+        let Some(current) = self.cluster.nodes.get(w.name).map(|n| n.metadata.resource_version.clone()) else {
+            return done(Err(missing(format!("update node {}", w.name))));
+        };
+        if w.resource_version.is_some() && current.is_some() && current.as_deref() != w.resource_version {
+            return done(Err(WriteError::conflict(format!("update node {}", w.name), "the object has been modified")));
+        }
+        let Some(n) = self.cluster.nodes.get_mut(w.name) else { return done(Ok(())) };
+        n.metadata.labels.get_or_insert_with(BTreeMap::new).extend(w.labels.clone());
+        n.metadata.annotations.get_or_insert_with(BTreeMap::new).extend(w.annotations.clone());
+        if let Some(taints) = w.taints {
+            n.spec.get_or_insert_with(Default::default).taints = Some(taints.to_vec());
+        }
+        if let Some(finalizers) = w.finalizers {
+            let deleting = n.metadata.deletion_timestamp.is_some();
+            n.metadata.finalizers = Some(finalizers.to_vec());
+            if deleting && finalizers.is_empty() {
+                self.delete_node_now(w.name);
+            }
+        }
+        done(Ok(()))
+    }
+
+    fn relabel<'a>(
+        &'a mut self,
+        target: LabelTarget,
+        name: &'a str,
+        set: &'a BTreeMap<String, String>,
+        remove: &'a [String],
+    ) -> WriteResult<'a, ()> {
+        let meta = match target {
+            LabelTarget::NodeClaim => self.cluster.nodeclaims.get_mut(name).map(|c| &mut c.metadata),
+            LabelTarget::Node => self.cluster.nodes.get_mut(name).map(|n| &mut n.metadata),
+        };
+        if let Some(meta) = meta {
+            let l = meta.labels.get_or_insert_with(BTreeMap::new);
+            for k in remove {
+                l.remove(k);
+            }
+            l.extend(set.clone());
+        }
+        done(Ok(()))
+    }
+
+    fn nominate_pod<'a>(
+        &'a mut self,
+        namespace: &'a str,
+        name: &'a str,
+        uid: Option<&'a str>,
+        node: &'a str,
+    ) -> WriteResult<'a, ()> {
+        let key = (namespace.to_string(), name.to_string());
+        let same = self.cluster.pods.get(&key).is_some_and(|p| uid.is_none() || p.metadata.uid.as_deref() == uid);
+        if same && let Some(p) = self.cluster.pods.get_mut(&key) {
+            p.status.get_or_insert_with(Default::default).nominated_node_name = Some(node.to_string());
+        }
+        done(Ok(()))
+    }
+
+    fn update_nodepool_status<'a>(
+        &'a mut self,
+        name: &'a str,
+        status: &'a karpenter_tui::engine::api::nodepool::NodePoolStatus,
+    ) -> WriteResult<'a, ()> {
+        if let Some(p) = self.cluster.nodepools.get_mut(name) {
+            p.status = Some(status.clone());
+        }
+        done(Ok(()))
+    }
+
+    fn patch_nodeoverlay_status<'a>(
+        &'a mut self,
+        name: &'a str,
+        status: &'a karpenter_tui::engine::api::nodeoverlay::NodeOverlayStatus,
+    ) -> WriteResult<'a, ()> {
+        if let Some(o) = self.cluster.nodeoverlays.get_mut(name) {
+            o.status = Some(status.clone());
+        }
+        done(Ok(()))
+    }
+
+    fn patch_capacitybuffer_status<'a>(
+        &'a mut self,
+        namespace: &'a str,
+        name: &'a str,
+        status: &'a karpenter_tui::engine::api::capacitybuffer::CapacityBufferStatus,
+    ) -> WriteResult<'a, ()> {
+        if let Some(b) = self.cluster.capacitybuffers.get_mut(&(namespace.to_string(), name.to_string())) {
+            b.status = Some(status.clone());
+        }
+        done(Ok(()))
+    }
+
+    fn update_ec2nodeclass_status<'a>(
+        &'a mut self,
+        name: &'a str,
+        status: &'a karpenter_tui::engine::api::ec2nodeclass::EC2NodeClassStatus,
+    ) -> WriteResult<'a, ()> {
+        if let Some(c) = self.cluster.nodeclasses.get_mut(name) {
+            c.status = Some(status.clone());
+        }
+        done(Ok(()))
+    }
+
+    fn delete_nodeclaim<'a>(&'a mut self, name: &'a str) -> WriteResult<'a, ()> {
+        if let Some(c) = self.cluster.nodeclaims.get_mut(name) {
+            c.metadata.deletion_timestamp.get_or_insert(ms_time(self.now));
+        }
+        done(Ok(()))
+    }
+
+    fn remove_nodeclaim_finalizer<'a>(&'a mut self, claim: &'a NodeClaim, _finalizer: &'a str) -> WriteResult<'a, ()> {
+        self.cluster.nodeclaims.remove(claim.name());
+        done(Ok(()))
+    }
+
+    fn delete_node<'a>(&'a mut self, name: &'a str) -> WriteResult<'a, ()> {
+        self.delete_node_now(name);
+        done(Ok(()))
+    }
+
+    fn evict<'a>(&'a mut self, namespace: &'a str, name: &'a str) -> WriteResult<'a, Eviction> {
+        let gone = self.cluster.pods.remove(&(namespace.to_string(), name.to_string())).is_none();
+        done(Ok(if gone { Eviction::Gone } else { Eviction::Evicted }))
+    }
+
+    fn delete_pod<'a>(&'a mut self, namespace: &'a str, name: &'a str, _grace_seconds: u32) -> WriteResult<'a, ()> {
+        self.cluster.pods.remove(&(namespace.to_string(), name.to_string()));
+        done(Ok(()))
+    }
+
+    fn event<'a>(
+        &'a mut self,
+        regarding: k8s_openapi::api::core::v1::ObjectReference,
+        _warning: bool,
+        reason: &'a str,
+        message: &'a str,
+    ) -> WriteResult<'a, ()> {
+        self.events.push((regarding.name.clone().unwrap_or_default(), reason.to_string(), message.to_string()));
+        done(Ok(()))
     }
 }

@@ -9,7 +9,7 @@ use kube::api::{Api, Patch, PatchParams};
 use serde_json::json;
 
 use super::overlay_writes::merge_conditions;
-use super::{Result, WriteError, Writer};
+use super::{Result, Writer};
 use crate::engine::api::capacitybuffer::{CapacityBuffer, CapacityBufferStatus};
 
 /// Reads and patches per status write before a conflict is given back to the caller.
@@ -18,7 +18,7 @@ pub const BUFFER_STATUS_ATTEMPTS: usize = 3;
 impl Writer {
     /// Sets `status` on CapacityBuffer `namespace/name` through the status subresource: its fields replace the
     /// buffer's, its conditions are merged by type (see the module docs). Nothing is sent when the buffer already
-    /// says all that; a deleted buffer is [`WriteError::is_not_found`].
+    /// says all that; a deleted buffer is [`super::WriteError::is_not_found`].
     pub async fn patch_capacitybuffer_status(
         &self,
         namespace: &str,
@@ -29,7 +29,7 @@ impl Writer {
         let api: Api<CapacityBuffer> = Api::namespaced(self.client.clone(), namespace);
         let mut attempt = 1;
         loop {
-            let current = api.get(name).await.map_err(|e| WriteError::from_kube(what.clone(), e))?;
+            let current = api.get(name).await.map_err(|e| super::from_kube(what.clone(), e))?;
             let had = current.status.clone().unwrap_or_default();
             let mut next = status.clone();
             next.conditions = merge_conditions(&had.conditions, &status.conditions);
@@ -54,7 +54,7 @@ impl Writer {
                     tracing::debug!(capacitybuffer = %format!("{namespace}/{name}"), attempt, "status write conflicted; retrying from a fresh read");
                     attempt += 1;
                 }
-                Err(e) => return Err(WriteError::from_kube(what, e)),
+                Err(e) => return Err(super::from_kube(what, e)),
             }
         }
     }

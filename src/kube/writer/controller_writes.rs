@@ -8,7 +8,7 @@ use k8s_openapi::api::core::v1::{Node, Pod, Taint};
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use serde_json::json;
 
-use super::{FIELD_MANAGER, Result, WriteError, Writer};
+use super::{FIELD_MANAGER, Result, Writer};
 use crate::engine::api::NodeClaim;
 
 impl Writer {
@@ -29,7 +29,7 @@ impl Writer {
         api.patch(name, &PatchParams::default(), &Patch::Merge(&json!({ "metadata": meta })))
             .await
             .map(drop)
-            .map_err(|e| WriteError::from_kube(what, e))
+            .map_err(|e| super::from_kube(what, e))
     }
 
     /// Labels set and removed (a merge patch: a removed key is `null`) on a NodeClaim or a Node.
@@ -63,7 +63,7 @@ impl Writer {
                 Api::<Node>::all(self.client.clone()).patch(name, &pp, &Patch::Merge(&patch)).await.map(drop)
             }
         };
-        r.map_err(|e| WriteError::from_kube(what, e))
+        r.map_err(|e| super::from_kube(what, e))
     }
 
     /// Sets a pending pod's `status.nominatedNodeName` (cost packing: the Node of the claim sized for it), a merge
@@ -96,7 +96,7 @@ impl Writer {
         api.patch(name, &PatchParams::default(), &Patch::Merge(&patch))
             .await
             .map(drop)
-            .map_err(|e| WriteError::from_kube(what, e))
+            .map_err(|e| super::from_kube(what, e))
     }
 
     /// Creates a Node object (the KWOK cloud's "instance"). An existing node of that name counts as created.
@@ -107,7 +107,7 @@ impl Writer {
         match api.create(&PostParams { field_manager: Some(FIELD_MANAGER.into()), ..Default::default() }, node).await {
             Ok(_) => Ok(()),
             Err(kube::Error::Api(s)) if s.code == 409 => Ok(()),
-            Err(e) => Err(WriteError::from_kube(what, e)),
+            Err(e) => Err(super::from_kube(what, e)),
         }
     }
 }

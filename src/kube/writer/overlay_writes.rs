@@ -7,7 +7,7 @@
 use kube::api::{Api, Patch, PatchParams};
 use serde_json::json;
 
-use super::{Result, WriteError, Writer};
+use super::{Result, Writer};
 use crate::engine::api::Condition;
 use crate::engine::api::nodeoverlay::{NodeOverlay, NodeOverlayStatus};
 
@@ -20,15 +20,15 @@ impl Writer {
     /// into the overlay as just read (other types stay; one whose status didn't change keeps its
     /// `lastTransitionTime`, as `meta.SetStatusCondition` does), and the merge patch carries that read's
     /// resourceVersion. A 409 (someone wrote in between) is retried from a fresh read, up to
-    /// [`OVERLAY_STATUS_ATTEMPTS`] in all; then the conflict is returned ([`WriteError::is_conflict`]) for the
+    /// [`OVERLAY_STATUS_ATTEMPTS`] in all; then the conflict is returned ([`super::WriteError::is_conflict`]) for the
     /// caller to log and decide again on its next pass. Nothing is sent when the overlay already says all that. A
-    /// deleted overlay is [`WriteError::is_not_found`].
+    /// deleted overlay is [`super::WriteError::is_not_found`].
     pub async fn patch_nodeoverlay_status(&self, name: &str, status: &NodeOverlayStatus) -> Result<()> {
         let what = self.guard(|| format!("update the status of NodeOverlay {name}"))?;
         let api: Api<NodeOverlay> = Api::all(self.client.clone());
         let mut attempt = 1;
         loop {
-            let current = api.get(name).await.map_err(|e| WriteError::from_kube(what.clone(), e))?;
+            let current = api.get(name).await.map_err(|e| super::from_kube(what.clone(), e))?;
             let had = current.status.map(|s| s.conditions).unwrap_or_default();
             let conditions = merge_conditions(&had, &status.conditions);
             if conditions == had {
@@ -44,7 +44,7 @@ impl Writer {
                     tracing::debug!(nodeoverlay = name, attempt, "status write conflicted; retrying from a fresh read");
                     attempt += 1;
                 }
-                Err(e) => return Err(WriteError::from_kube(what, e)),
+                Err(e) => return Err(super::from_kube(what, e)),
             }
         }
     }

@@ -1,230 +1,228 @@
-//! The world's executor of the controller's [`Effect`]s: it does to the simulated store and cloud what
-//! `runtime::execute` does through the API server and a real cloud, with the API server's semantics where they
-//! matter (an object whose last finalizer goes is gone, an eviction a PDB forbids is refused, a deleted pod leaves
-//! after its grace period).
+//! How the world carries out the controller's effects: through the one executor ([`crate::controller::execute`]),
+//! over the simulated cluster ([`ApiServer`]) and the simulated cloud, as the live loop does over the API server and
+//! a real cloud. What stays the world's own is what a real cloud does with time: a launch's answer arrives
+//! `launchLatency` after the call, and the report's record of why claims were deleted.
 
-use std::collections::BTreeMap;
-
-use super::{Timer, World};
-use crate::controller::cloud::{CloudProvider, LaunchFailure, Retry, at_once};
-use crate::controller::effect::LabelTarget;
+use super::api_server::ApiServer;
+use super::{Decision, Timer, World};
+use crate::controller::cloud::{BoxFuture, CloudProvider, LaunchFailure, Launched, Retry, at_once};
+use crate::controller::execute::{Report, execute};
 use crate::controller::{Effect, Outcome};
-use crate::engine::labels;
-use crate::engine::lifecycle;
+use crate::engine::api::NodeClaim;
+use crate::engine::lifecycle::{self, DeleteReason, LaunchError, LifecycleAction};
 use crate::engine::provisioning::Millis;
-use crate::engine::stored_pod::StoredPod;
-use crate::sim::cluster::Key;
+use crate::sim::cloud::SimCloud;
 
-const SECOND: Millis = 1000;
+/// The simulated cloud's answer to a launch, held for the launch's latency and then handed to the executor as the
+/// cloud's reply.
+struct Answer(Option<Result<Launched, LaunchFailure>>);
+
+impl CloudProvider for Answer {
+    fn name(&self) -> &'static str {
+        "sim"
+    }
+
+    fn create<'a>(
+        &'a mut self,
+        claims: &'a [NodeClaim],
+        _now: Millis,
+    ) -> BoxFuture<'a, Vec<Result<Launched, LaunchFailure>>> {
+        let mut out = Vec::with_capacity(claims.len());
+        for _ in claims {
+            out.push(self.0.take().unwrap_or_else(|| {
+                Err(LaunchFailure::Retry(Retry { message: "the cloud did not answer".into(), conflict: false }))
+            }));
+        }
+        Box::pin(std::future::ready(out))
+    }
+
+    fn delete<'a>(&'a mut self, _provider_id: &'a str, _now: Millis) -> BoxFuture<'a, Result<Option<String>, Retry>> {
+        Box::pin(std::future::ready(Ok(None)))
+    }
+
+    fn set_overlays(&mut self, _store: std::sync::Arc<crate::controller::cloud::OverlayStore>) {}
+}
 
 impl World {
+    /// The world's store, clock and record as the controller's cluster port.
+    pub(super) fn api(&mut self) -> ApiServer<'_> {
+        ApiServer {
+            now: self.now,
+            cluster: &mut self.cluster,
+            record: &mut self.record,
+            rng: &mut self.rng,
+            timers: &mut self.timers,
+            nodepool_spec_stamp: &mut self.nodepool_spec_stamp,
+            nodepool_status_stamp: &mut self.nodepool_status_stamp,
+        }
+    }
+
     pub(super) fn apply_effects(&mut self, effects: Vec<Effect>) {
         for e in effects {
             self.apply_effect(e);
         }
     }
 
-    /// Carries out one effect. Nothing here can fail the way an API call can: there is no other writer, so a write
-    /// guarded by a resourceVersion always applies.
-    pub(super) fn apply_effect(&mut self, e: Effect) {
-        let now = self.now;
+    /// Carries out one effect and tells the controller what came of it.
+    pub(super) fn apply_effect(&mut self, e: Effect) -> Report {
         match e {
-            Effect::CreateNodeClaim { claim, purpose } => {
-                let pool = claim.nodepool().unwrap_or_default().to_string();
-                let types = claim
-                    .spec
-                    .requirements
-                    .iter()
-                    .find(|r| r.key == labels::INSTANCE_TYPE && r.operator == "In")
-                    .map(|r| r.values.clone())
-                    .unwrap_or_default();
-                let name = self.create_nodeclaim(*claim, &pool, types);
-                self.controller.outcome(Outcome::Created { name, purpose }, now);
-            }
             Effect::Launch { claim } => {
-                let name = claim.name().to_string();
-                // The launch carries the tick's status (the claim's conditions as they stand before the call).
-                if let Some(c) = self.cluster.nodeclaims.get(&name)
-                    && c.status != claim.status
-                    && let Some(c) = self.cluster.nodeclaims.get_mut(&name)
-                {
-                    c.status = claim.status.clone();
-                }
-                if self.in_flight.contains_key(&name) || !self.cluster.nodeclaims.contains_key(&name) {
-                    return;
-                }
-                // The cloud answers at once; the launch's latency is the world's timer.
-                let answer = at_once(CloudProvider::create(&mut self.cloud, std::slice::from_ref(&*claim), now));
-                let result = answer.and_then(|mut r| r.pop()).unwrap_or_else(|| {
-                    Err(LaunchFailure::Retry(Retry { message: "the cloud did not answer".into(), conflict: false }))
-                });
-                self.in_flight.insert(name.clone(), result);
-                let t = now + self.settings.launch_latency;
-                self.at(t, Timer::LaunchDone { claim: name });
+                self.request_launch(*claim);
+                Report::default()
             }
-            Effect::PatchClaimStatus { name, status } => {
-                if let Some(c) = self.cluster.nodeclaims.get_mut(&name) {
-                    c.status = Some(*status);
+            Effect::DeleteNodeClaim { name, reason } => {
+                let live = self.is_live_claim(&name);
+                let report = self.execute(vec![Effect::DeleteNodeClaim { name: name.clone(), reason }], None);
+                if live {
+                    self.record_delete(&name, reason);
                 }
+                report
             }
-            Effect::PatchClaimMetadata { name, labels: l, annotations, finalizers } => {
-                if let Some(c) = self.cluster.nodeclaims.get_mut(&name) {
-                    if !l.is_empty() {
-                        c.metadata.labels.get_or_insert_with(BTreeMap::new).extend(l);
-                    }
-                    if !annotations.is_empty() {
-                        c.metadata.annotations.get_or_insert_with(BTreeMap::new).extend(annotations);
-                    }
-                    if let Some(f) = finalizers {
-                        c.metadata.finalizers = Some(f);
-                    }
-                }
+            other => self.execute(vec![other], None),
+        }
+    }
+
+    /// Runs the executor over the simulated cluster and `cloud` (the simulated cloud when `None`), and hands the
+    /// outcomes to the controller. A refused write is logged; the controller decides again from the store.
+    fn execute(&mut self, effects: Vec<Effect>, cloud: Option<&mut Answer>) -> Report {
+        let now = self.now;
+        let mut api = ApiServer {
+            now,
+            cluster: &mut self.cluster,
+            record: &mut self.record,
+            rng: &mut self.rng,
+            timers: &mut self.timers,
+            nodepool_spec_stamp: &mut self.nodepool_spec_stamp,
+            nodepool_status_stamp: &mut self.nodepool_status_stamp,
+        };
+        let cloud: &mut dyn CloudProvider = match cloud {
+            Some(answer) => answer,
+            None => &mut self.cloud as &mut SimCloud,
+        };
+        // The simulated cluster and cloud answer every call at once.
+        let report = at_once(Box::pin(execute(effects, &mut api, cloud, now))).unwrap_or_else(|| {
+            tracing::error!("the simulated cluster left a write unanswered");
+            Report::default()
+        });
+        for o in &report.outcomes {
+            self.controller.outcome(o.clone(), now);
+        }
+        for f in &report.failed {
+            tracing::debug!(effect = %f.effect, "{}", f.message);
+        }
+        report
+    }
+
+    /// Creates the NodeClaim of a `CreateNodeClaim` effect; its name, with `instance_types` (the solve's options,
+    /// cheapest first) as its record's instance types when given.
+    pub(super) fn create_claim(&mut self, e: Effect, instance_types: Option<Vec<String>>) -> Option<String> {
+        let report = self.execute(vec![e], None);
+        let name = report.outcomes.iter().find_map(|o| match o {
+            Outcome::Created { name, .. } => Some(name.clone()),
+            _ => None,
+        })?;
+        if let Some(types) = instance_types
+            && let Some(r) = self.record.nodeclaims.iter_mut().rev().find(|r| r.name == name)
+        {
+            r.instance_types = types;
+        }
+        Some(name)
+    }
+
+    fn is_live_claim(&self, name: &str) -> bool {
+        self.cluster.nodeclaims.get(name).is_some_and(|c| c.metadata.deletion_timestamp.is_none())
+    }
+
+    /// A deletion the controller decided, in the report (an interruption is recorded as the notice instead).
+    fn record_delete(&mut self, name: &str, reason: DeleteReason) {
+        if reason == DeleteReason::Interrupted {
+            return;
+        }
+        let id = self.decision_id("d");
+        self.record.decisions.push(Decision::Delete { id, at: self.now, nodeclaim: name.to_string(), reason });
+    }
+
+    /// Deletes a NodeClaim (finalization drains and terminates it) and records why, unless an interruption did it
+    /// (the interruption is the decision on record).
+    pub fn delete_nodeclaim(&mut self, name: &str, reason: DeleteReason) {
+        if self.api().delete_claim(name) {
+            self.record_delete(name, reason);
+        }
+    }
+
+    /// A launch: the cloud is called now and its answer held for `launchLatency`, after which the executor records
+    /// it on the claim ([`World::launch_done`]). A claim already launching, or gone, is not launched again.
+    fn request_launch(&mut self, claim: NodeClaim) {
+        let name = claim.name().to_string();
+        // The launch carries the tick's status (the claim's conditions as they stand before the call).
+        if let Some(c) = self.cluster.nodeclaims.get(&name)
+            && c.status != claim.status
+            && let Some(c) = self.cluster.nodeclaims.get_mut(&name)
+        {
+            c.status = claim.status.clone();
+        }
+        if self.in_flight.contains_key(&name) || !self.cluster.nodeclaims.contains_key(&name) {
+            return;
+        }
+        let now = self.now;
+        let answer = at_once(CloudProvider::create(&mut self.cloud, std::slice::from_ref(&claim), now));
+        let result = answer.and_then(|mut r| r.pop()).unwrap_or_else(|| {
+            Err(LaunchFailure::Retry(Retry { message: "the cloud did not answer".into(), conflict: false }))
+        });
+        self.in_flight.insert(name.clone(), result);
+        let t = now + self.settings.launch_latency;
+        self.at(t, Timer::LaunchDone { claim: name });
+    }
+
+    /// The cloud's answer to a launch arrives: the executor records it on the claim as it does live (a launched
+    /// instance's provider id and labels; out of capacity deletes the claim; another refusal is recorded on it).
+    pub(super) fn launch_done(&mut self, name: &str) {
+        let Some(result) = self.in_flight.remove(name) else { return };
+        let now = self.now;
+        let Some(claim) = self.cluster.nodeclaims.get(name).map(|c| (**c).clone()) else {
+            // Deleted meanwhile: the instance would leak; terminate it now.
+            if let Ok(l) = &result {
+                let _ = self.cloud.terminate(&l.result.provider_id, now);
             }
-            Effect::SyncNode { name, labels: l, annotations, taints, finalizers, .. } => {
-                let initialized = l.get(labels::INITIALIZED).is_some_and(|v| v == "true");
-                let Some(n) = self.cluster.nodes.get_mut(&name) else { return };
-                n.metadata.labels.get_or_insert_with(BTreeMap::new).extend(l);
-                if !annotations.is_empty() {
-                    n.metadata.annotations.get_or_insert_with(BTreeMap::new).extend(annotations);
-                }
-                if let Some(t) = taints {
-                    n.spec.get_or_insert_with(Default::default).taints = Some(t);
-                }
-                if let Some(f) = finalizers {
-                    n.metadata.finalizers = Some(f);
-                }
-                let gone =
-                    n.metadata.deletion_timestamp.is_some() && n.metadata.finalizers.iter().flatten().count() == 0;
-                if initialized && let Some(r) = self.record.nodes.iter_mut().rev().find(|r| r.name == name) {
-                    r.initialized_at.get_or_insert(now);
-                }
-                if gone {
-                    self.remove_node(&name);
-                }
-            }
-            Effect::Relabel { target, name, set, remove } => {
-                let meta = match target {
-                    LabelTarget::NodeClaim => self.cluster.nodeclaims.get_mut(&name).map(|c| &mut c.metadata),
-                    LabelTarget::Node => self.cluster.nodes.get_mut(&name).map(|n| &mut n.metadata),
-                };
-                if let Some(meta) = meta {
-                    let l = meta.labels.get_or_insert_with(BTreeMap::new);
-                    for k in &remove {
-                        l.remove(k);
-                    }
-                    l.extend(set);
-                }
-            }
-            Effect::Nominate { namespace, name, uid, node } => {
-                // As the API server: a pod that is gone, or another pod under its name, is not written.
-                let key = (namespace, name);
-                let Some(p) = self.cluster.pods.get(&key) else { return };
-                if uid.is_some() && p.metadata.uid != uid {
-                    return;
-                }
-                if let Some(p) = self.cluster.pods.get_mut(&key) {
-                    p.status.get_or_insert_with(Default::default).nominated_node_name = Some(node);
-                }
-            }
-            Effect::DeleteNodeClaim { name, reason } => self.delete_nodeclaim(&name, reason),
-            Effect::FinalizeNodeClaim { claim } => {
-                // Ours is the only finalizer a simulated claim carries: without it the claim is gone.
-                let name = claim.name();
-                if self.cluster.nodeclaims.remove(name).is_some()
-                    && let Some(r) = self.record.nodeclaims.iter_mut().rev().find(|r| r.name == name)
-                {
-                    r.deleted_at = Some(now);
-                }
-            }
-            Effect::DeleteNode { name } => {
-                let Some(n) = self.cluster.nodes.get(&name) else { return };
-                if n.metadata.deletion_timestamp.is_some() {
-                    return;
-                }
-                if n.metadata.finalizers.iter().flatten().count() == 0 {
-                    self.remove_node(&name);
-                } else if let Some(n) = self.cluster.nodes.get_mut(&name) {
-                    n.metadata.deletion_timestamp = Some(lifecycle::ms_time(now));
-                }
-            }
-            Effect::DeleteInstance { provider_id } => {
-                // Terminating an instance already gone is done; the simulated cloud has no other answer.
-                let _ = at_once(CloudProvider::delete(&mut self.cloud, &provider_id, now));
-            }
-            Effect::Evict { namespace, name } => {
-                let key = (namespace, name);
-                // The Eviction API: refused while a PDB would be violated (each eviction sees the ones before it,
-                // since PDBs count pods being deleted).
-                let allowed = {
-                    let Some(p) = self.cluster.pods.get(&key) else { return };
-                    let pdbs: Vec<_> = self.cluster.pdbs.cloned_values();
-                    let all: Vec<&StoredPod> = self.cluster.pods.values().map(|o| &**o).collect();
-                    crate::engine::pdb::check_eviction(p, &pdbs, &all).is_ok()
-                };
-                if allowed {
-                    self.delete_pod(&key, None);
-                }
-            }
-            Effect::DeletePod { namespace, name, grace_seconds } => {
-                self.delete_pod(&(namespace, name), Some(Millis::from(grace_seconds) * SECOND));
-            }
-            Effect::PatchNodePoolStatus { name, status } => {
-                let spec = self.nodepool_spec_stamp();
-                if let Some(p) = self.cluster.nodepools.get_mut(&name) {
-                    p.status = Some(*status);
-                    // The status subresource: what readers of the spec see has not changed.
-                    self.nodepool_spec_stamp = spec;
-                    self.nodepool_status_stamp = Some(self.cluster.nodepools.stamp());
+            return;
+        };
+        let launched = result.as_ref().ok().map(|l| l.result.clone());
+        let mut deleted_for = None;
+        if let Err(LaunchFailure::Cloud(err)) = &result {
+            if matches!(err, LaunchError::InsufficientCapacity(_)) {
+                // Learn which offerings were out so the next solve avoids them.
+                for key in self.cloud.exhausted_offerings_for(&claim) {
+                    self.cloud.learn_unavailable(key, now + super::ICE_TTL);
                 }
             }
-            Effect::PatchNodeOverlayStatus { name, status } => {
-                if let Some(o) = self.cluster.nodeoverlays.get_mut(&name) {
-                    o.status = Some(*status);
-                }
+            deleted_for = lifecycle::launch_failed(err, now).into_iter().find_map(|a| match a {
+                LifecycleAction::Delete { reason } => Some(reason),
+                _ => None,
+            });
+        }
+        let live = claim.metadata.deletion_timestamp.is_none();
+        let report = self.execute(vec![Effect::Launch { claim: Box::new(claim) }], Some(&mut Answer(Some(result))));
+        if let Some(lr) = launched
+            && report.failed.is_empty()
+        {
+            if let Some(r) = self.record.nodeclaims.iter_mut().rev().find(|r| r.name == name) {
+                r.launched = Some((lr.instance_type.clone(), lr.zone.clone(), lr.capacity_type.clone()));
             }
-            Effect::PatchCapacityBufferStatus { namespace, name, status } => {
-                if let Some(b) = self.cluster.capacitybuffers.get_mut(&(namespace, name)) {
-                    b.status = Some(*status);
-                }
-            }
-            Effect::UpdateNodeClassStatus { name, status } => {
-                if let Some(c) = self.cluster.nodeclasses.get_mut(&name) {
-                    c.status = Some(*status);
-                }
-            }
-            // Kept for the dashboard, as `kubectl get events` would show them.
-            Effect::Event { regarding, warning, reason, message } => {
-                let kind = regarding.kind.as_deref().unwrap_or_default().to_lowercase();
-                let name = regarding.name.as_deref().unwrap_or_default();
-                let object = match regarding.namespace.as_deref() {
-                    Some(ns) => format!("{kind}/{ns}/{name}"),
-                    None => format!("{kind}/{name}"),
-                };
-                let events = &mut self.record.events;
-                if events.len() == super::EVENTS_KEPT {
-                    events.pop_front();
-                }
-                events.push_back(super::EventRecord { at: now, warning, reason, object, message });
-            }
+            self.cloud.mark_running(&lr.provider_id);
+            let t = now + self.settings.registration_latency;
+            self.at(t, Timer::Register { provider_id: lr.provider_id });
+        }
+        if let Some(reason) = deleted_for
+            && live
+            && !self.is_live_claim(name)
+        {
+            self.record_delete(name, reason);
         }
     }
 
     /// A Node whose last finalizer went, or that had none: the API server removes it, and the pod garbage
     /// collector the pods still bound to it.
     pub(crate) fn remove_node(&mut self, name: &str) {
-        let now = self.now;
-        self.refresh_node_record(name);
-        self.cluster.nodes.remove(name);
-        let orphans: Vec<Key> =
-            self.cluster.pods.iter().filter(|(_, p)| p.node_name() == Some(name)).map(|(k, _)| k.clone()).collect();
-        for k in orphans {
-            self.cluster.pods.remove(&k);
-            if let Some(r) = self.record.pods.get_mut(&k) {
-                r.deleted_at = Some(now);
-            }
-        }
-        if let Some(r) = self.record.nodes.iter_mut().rev().find(|r| r.name == name) {
-            r.deleted_at = Some(now);
-        }
+        self.api().remove_node(name);
     }
 }

@@ -1,14 +1,15 @@
-//! Carries out the planner's effects through the cluster port ([`Writer`]) and the cloud. Effects run in order,
+//! The one executor of the controller's effects, for every backend: writes go through the cluster port
+//! ([`ClusterPort`]: the kube-rs writer, or the simulated cluster) and instances through the cloud port. Effects run in order,
 //! one at a time; a failed one is reported and the rest still run (the planner never sends, in one tick, a write
 //! that depends on another write of the same tick succeeding; the next tick decides again from what the cluster
 //! then says). Conflicts (409) happen when another writer got there first: reported as such, not as errors. What is
-//! logged, shown and backed off is the caller's choice ([`crate::runtime::acting`]).
+//! logged, shown and backed off is the caller's choice (the live loop's `runtime::acting`, the simulated world).
 
 use crate::engine::lifecycle::{self, LaunchError, LifecycleAction, apply_launch, launch_failed};
 use crate::engine::provisioning::Millis;
-use crate::kube::writer::{Eviction, WriteError, Writer};
 
 use crate::controller::cloud::{CloudProvider, LaunchFailure, Launched, Retry};
+use crate::controller::cluster_port::{ClusterPort, Eviction, NodeWrite, WriteError};
 use crate::controller::{Effect, Outcome};
 
 /// What one batch of effects did.
@@ -58,7 +59,12 @@ impl From<Retry> for Failure {
     }
 }
 
-pub async fn execute(effects: Vec<Effect>, writer: &Writer, cloud: &mut dyn CloudProvider, now: Millis) -> Report {
+pub async fn execute(
+    effects: Vec<Effect>,
+    writer: &mut dyn ClusterPort,
+    cloud: &mut dyn CloudProvider,
+    now: Millis,
+) -> Report {
     let mut report = Report::default();
     // Every launch of this batch first, so the cloud can batch them (AWS: claims with the same request share one
     // CreateFleet).
@@ -78,7 +84,7 @@ pub async fn execute(effects: Vec<Effect>, writer: &Writer, cloud: &mut dyn Clou
     for e in effects {
         let what = e.describe();
         let key = e.object_key();
-        match run_one(e, writer, cloud, now, &mut report.outcomes, &mut launches).await {
+        match run_one(e, &mut *writer, cloud, now, &mut report.outcomes, &mut launches).await {
             Ok(note) => {
                 report.done.push(note.unwrap_or(what));
                 report.succeeded.push(key);
@@ -96,7 +102,7 @@ pub async fn execute(effects: Vec<Effect>, writer: &Writer, cloud: &mut dyn Clou
 
 async fn run_one(
     e: Effect,
-    writer: &Writer,
+    writer: &mut dyn ClusterPort,
     cloud: &mut dyn CloudProvider,
     now: Millis,
     outcomes: &mut Vec<Outcome>,
@@ -121,7 +127,7 @@ async fn run_one(
                     Ok(Some(format!("launched NodeClaim {name} as {} in {}", result.instance_type, result.zone)))
                 }
                 Err(LaunchFailure::Cloud(err)) => {
-                    launch_error(&claim, &err, writer, now).await?;
+                    launch_error(&claim, &err, &mut *writer, now).await?;
                     outcomes.extend(Outcome::of_launch_error(&claim, &err));
                     Ok(Some(format!("launch of NodeClaim {name} failed: {err}")))
                 }
@@ -135,7 +141,11 @@ async fn run_one(
 }
 
 /// An effect that is a write through the cluster port.
-async fn write_one(e: Effect, writer: &Writer, outcomes: &mut Vec<Outcome>) -> Result<Option<String>, WriteError> {
+async fn write_one(
+    e: Effect,
+    writer: &mut dyn ClusterPort,
+    outcomes: &mut Vec<Outcome>,
+) -> Result<Option<String>, WriteError> {
     match e {
         Effect::CreateNodeClaim { claim, purpose } => match writer.create_nodeclaim(&claim).await {
             Ok(created) => {
@@ -155,14 +165,14 @@ async fn write_one(e: Effect, writer: &Writer, outcomes: &mut Vec<Outcome>) -> R
             writer.patch_nodeclaim_metadata(&name, &labels, &annotations, finalizers.as_deref()).await.map(|()| None)
         }
         Effect::SyncNode { name, resource_version, labels, annotations, taints, finalizers } => writer
-            .sync_node_full(
-                &name,
-                resource_version.as_deref(),
-                &labels,
-                &annotations,
-                taints.as_deref(),
-                finalizers.as_deref(),
-            )
+            .sync_node(NodeWrite {
+                name: &name,
+                resource_version: resource_version.as_deref(),
+                labels: &labels,
+                annotations: &annotations,
+                taints: taints.as_deref(),
+                finalizers: finalizers.as_deref(),
+            })
             .await
             .map(|()| None),
         Effect::Relabel { target, name, set, remove } => {
@@ -210,7 +220,7 @@ async fn write_one(e: Effect, writer: &Writer, outcomes: &mut Vec<Outcome>) -> R
 async fn launch_error(
     claim: &crate::engine::api::NodeClaim,
     err: &LaunchError,
-    writer: &Writer,
+    writer: &mut dyn ClusterPort,
     now: Millis,
 ) -> Result<(), WriteError> {
     let mut updated = claim.clone();
