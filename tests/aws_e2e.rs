@@ -7,23 +7,21 @@
 mod harness;
 mod moto;
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use aws_sdk_ec2::types::{ResourceType, Tag, TagSpecification};
 use harness::{Harness, manifests};
 use k8s_openapi::api::core::v1::{Node, NodeCondition, NodeSpec, NodeStatus, Taint};
-use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use karpenter_tui::aws::cloud::{AwsCloud, PROVIDER_PREFIX};
+use karpenter_tui::aws::cloud::{AwsCloud, AwsProvider, PROVIDER_PREFIX};
 use karpenter_tui::aws::launch::ClusterInfo;
 use karpenter_tui::aws::nodeclass::AliasContext;
-use karpenter_tui::controller::{CommandState, Controller, Effect, Outcome, generation};
+use karpenter_tui::controller::{CommandState, Controller, Outcome, generation};
 use karpenter_tui::engine::api::EC2NodeClass;
 use karpenter_tui::engine::catalog::aws::aws_catalog;
 use karpenter_tui::engine::disruption::gate::Mode;
 use karpenter_tui::engine::labels;
-use karpenter_tui::engine::lifecycle::{LaunchResult, apply_launch, ms_time};
+use karpenter_tui::engine::lifecycle::ms_time;
 
 const OBJECTS: &str = r#"
 apiVersion: karpenter.sh/v1
@@ -52,15 +50,13 @@ spec:
       containers: [{name: c, image: pause, resources: {requests: {cpu: "1", memory: 1Gi}}}]
 "#;
 
-fn quantities(r: &karpenter_tui::engine::resources::Resources) -> BTreeMap<String, Quantity> {
-    r.to_quantity_map().into_iter().map(|(k, v)| (k, Quantity(v))).collect()
-}
-
-/// What the instance's kubelet registers: a Node named after it with the claim's labels and taints plus
-/// `karpenter.sh/unregistered`, Ready.
-fn kubelet_node(h: &Harness, claim: &str, r: &LaunchResult) -> Node {
+/// The Node a launched instance registers, as its kubelet would (user data): named after the instance, the claim's
+/// labels and taints plus `karpenter.sh/unregistered`, its capacity as the claim's status records it, Ready.
+fn kubelet_node(h: &Harness, claim: &str) -> Node {
     let c = &h.cluster.nodeclaims[claim];
-    let id = r.provider_id.rsplit('/').next().unwrap();
+    let status = c.status.clone().unwrap_or_default();
+    let provider_id = status.provider_id.clone().unwrap_or_default();
+    let id = provider_id.rsplit('/').next().unwrap();
     let name = format!("ip-{id}.ec2.internal");
     let mut l = c.metadata.labels.clone().unwrap_or_default();
     l.insert(labels::HOSTNAME.into(), name.clone());
@@ -73,10 +69,10 @@ fn kubelet_node(h: &Harness, claim: &str, r: &LaunchResult) -> Node {
             creation_timestamp: Some(ms_time(h.now)),
             ..Default::default()
         },
-        spec: Some(NodeSpec { provider_id: Some(r.provider_id.clone()), taints: Some(taints), ..Default::default() }),
+        spec: Some(NodeSpec { provider_id: Some(provider_id), taints: Some(taints), ..Default::default() }),
         status: Some(NodeStatus {
-            capacity: Some(quantities(&r.capacity)),
-            allocatable: Some(quantities(&r.allocatable)),
+            capacity: Some(status.capacity.clone()),
+            allocatable: Some(status.allocatable.clone()),
             conditions: Some(vec![NodeCondition {
                 type_: "Ready".into(),
                 status: "True".into(),
@@ -87,9 +83,10 @@ fn kubelet_node(h: &Harness, claim: &str, r: &LaunchResult) -> Node {
     }
 }
 
-/// One second: the cluster's controllers, the cloud's view handed to the planner, the planner, and its effects —
-/// launches and terminations through the AWS provider, the rest into the in-memory cluster.
-async fn tick(h: &mut Harness, cloud: &AwsCloud) {
+/// One second: the cluster's controllers, the cloud's view handed to the planner, the planner, and its effects
+/// carried out by the shipped executor — launches and terminations through the AWS cloud port, the rest into the
+/// in-memory cluster; each launched instance's kubelet registers its Node.
+async fn tick(h: &mut Harness, cloud: &mut AwsProvider) {
     h.now += 1_000;
     h.cluster.reconcile_deployments();
     h.cluster.schedule_pending();
@@ -98,27 +95,17 @@ async fn tick(h: &mut Harness, cloud: &AwsCloud) {
     h.controller.set_live_instances(cloud.live_provider_ids().unwrap());
     let m = manifests(&h.cluster);
     let effects = h.controller.plan(&m, h.now, generation(&m));
-    let mut rest = Vec::new();
-    for e in effects {
-        match e {
-            Effect::Launch { claim } => {
-                let r = cloud.launch(&claim).await.expect("launched");
-                let node = kubelet_node(h, claim.name(), &r);
-                let stored = h.cluster.nodeclaims.get_mut(claim.name()).unwrap();
-                apply_launch(stored, &r, h.now);
-                h.cluster.nodes.insert(node.metadata.name.clone().unwrap(), node);
-                h.controller.outcome(Outcome::Launched { claim: claim.name().to_string() }, h.now);
-            }
-            Effect::DeleteInstance { provider_id } => {
-                cloud.terminate(&provider_id).await.unwrap();
-            }
-            other => rest.push(other),
+    let report = h.apply_via(effects, cloud).await;
+    assert!(report.failed.is_empty(), "{:?}", report.failed);
+    for o in &report.outcomes {
+        if let Outcome::Launched { claim } = o {
+            let node = kubelet_node(h, claim);
+            h.cluster.nodes.insert(node.metadata.name.clone().unwrap(), node);
         }
     }
-    h.apply(rest);
 }
 
-async fn run_until(h: &mut Harness, cloud: &AwsCloud, what: &str, limit: u32, cond: impl Fn(&Harness) -> bool) {
+async fn run_until(h: &mut Harness, cloud: &mut AwsProvider, what: &str, limit: u32, cond: impl Fn(&Harness) -> bool) {
     for _ in 0..limit {
         if cond(h) {
             return;
@@ -138,8 +125,12 @@ async fn pending_pods_to_ec2_instances_and_back_to_zero() {
         ca_bundle: None,
         service_cidr: Some("10.100.0.0/16".into()),
     };
-    let cloud =
-        AwsCloud::new(&sdk, cluster, AliasContext { k8s_version: "1.33".into(), ssm_prefix: "/aws/service".into() });
+    let cloud = Arc::new(AwsCloud::new(
+        &sdk,
+        cluster,
+        AliasContext { k8s_version: "1.33".into(), ssm_prefix: "/aws/service".into() },
+    ));
+    let mut provider = AwsProvider::new(cloud.clone(), None);
     cloud.refresh_types().await.unwrap();
     cloud.refresh_prices().await;
 
@@ -195,7 +186,7 @@ async fn pending_pods_to_ec2_instances_and_back_to_zero() {
     let fallback = Arc::new(aws_catalog("us-east-1", None, None, 0).unwrap());
     h.controller = Controller::new(fallback, Mode::Approve, h.now).with_provider_prefix(PROVIDER_PREFIX);
 
-    run_until(&mut h, &cloud, "all pods bound", 180, Harness::all_bound).await;
+    run_until(&mut h, &mut provider, "all pods bound", 180, Harness::all_bound).await;
     let listed = cloud.refresh_instances().await.unwrap();
     assert!(h.cluster.nodeclaims.len() >= 2, "6 × 1 CPU on 4-CPU m5.xlarge");
     assert_eq!(listed.len(), h.cluster.nodeclaims.len(), "one instance per claim, none doubled");
@@ -211,7 +202,7 @@ async fn pending_pods_to_ec2_instances_and_back_to_zero() {
     }
 
     h.scale(0);
-    run_until(&mut h, &cloud, "an emptiness proposal", 180, |h| {
+    run_until(&mut h, &mut provider, "an emptiness proposal", 180, |h| {
         h.controller.records().iter().any(|r| r.state == CommandState::AwaitingApproval)
     })
     .await;
@@ -230,10 +221,10 @@ async fn pending_pods_to_ec2_instances_and_back_to_zero() {
         for id in waiting {
             let m = manifests(&h.cluster);
             if let Ok((effects, _)) = h.controller.approve(&m, &id, h.now) {
-                h.apply(effects);
+                h.apply_via(effects, &mut provider).await;
             }
         }
-        tick(&mut h, &cloud).await;
+        tick(&mut h, &mut provider).await;
     }
     assert!(h.cluster.nodeclaims.is_empty(), "claims left: {:?}", h.cluster.nodeclaims.keys().collect::<Vec<_>>());
     assert!(cloud.refresh_instances().await.unwrap().is_empty(), "every instance terminated");

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use karpenter_tui::controller::cloud::{BoxFuture, CloudProvider, LaunchFailure, Launched, Retry, at_once};
 use karpenter_tui::controller::cluster_port::{ClusterPort, Eviction, NodeWrite, WriteError, WriteResult};
 use karpenter_tui::controller::effect::LabelTarget;
-use karpenter_tui::controller::execute::execute;
+use karpenter_tui::controller::execute::{Report, execute};
 use karpenter_tui::controller::{Controller, Effect, generation};
 use karpenter_tui::engine::api::NodeClaim;
 use karpenter_tui::engine::catalog::Catalog;
@@ -142,19 +142,10 @@ impl Harness {
     }
 
     /// Carries out `effects` with the shipped executor, over this in-memory cluster and a KWOK-like cloud (an
-    /// instance is its Node), and hands the outcomes to the controller as the live loop does.
+    /// instance is its Node).
     pub fn apply(&mut self, effects: Vec<Effect>) {
-        let now = self.now;
         let mut cloud = HarnessCloud { catalog: self.catalog.clone(), nodes: Vec::new(), gone: Vec::new() };
-        let mut api = Api {
-            now,
-            cluster: &mut self.cluster,
-            created: &mut self.created,
-            rv: &mut self.rv,
-            events: &mut self.events,
-        };
-        let report = at_once(Box::pin(execute(effects, &mut api, &mut cloud, now)))
-            .expect("the in-memory cluster answers at once");
+        at_once(Box::pin(self.apply_via(effects, &mut cloud))).expect("the in-memory cluster answers at once");
         // The instances the cloud launched register their Nodes; the ones it terminated take theirs with them.
         for node in cloud.nodes {
             self.cluster.nodes.insert(node.metadata.name.clone().unwrap(), node);
@@ -162,9 +153,24 @@ impl Harness {
         for node in cloud.gone {
             self.delete_node(&node);
         }
-        for o in report.outcomes {
-            self.controller.outcome(o, now);
+    }
+
+    /// Carries out `effects` with the shipped executor, over this in-memory cluster and `cloud`, and hands the
+    /// outcomes to the controller as the live loop does.
+    pub async fn apply_via(&mut self, effects: Vec<Effect>, cloud: &mut dyn CloudProvider) -> Report {
+        let now = self.now;
+        let mut api = Api {
+            now,
+            cluster: &mut self.cluster,
+            created: &mut self.created,
+            rv: &mut self.rv,
+            events: &mut self.events,
+        };
+        let report = execute(effects, &mut api, cloud, now).await;
+        for o in &report.outcomes {
+            self.controller.outcome(o.clone(), now);
         }
+        report
     }
 
     /// One second of the cluster and one controller tick.
