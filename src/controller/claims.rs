@@ -13,6 +13,7 @@ use super::timing::{LEAK_AGE, SECOND};
 use super::{Controller, Effect, TERMINATE_AGAIN, nodepool_status};
 use crate::engine::api::NodeClaim;
 use crate::engine::api::nodeclaim::{COND_INITIALIZED, COND_LAUNCHED, COND_REGISTERED};
+use crate::engine::join;
 use crate::engine::labels;
 use crate::engine::lifecycle::{self, DeleteReason, FinalizeAction, LifecycleAction, set_condition};
 use crate::engine::provisioning::{ClusterSnapshot, Millis};
@@ -94,7 +95,7 @@ impl Controller {
         // Looked up once per claim: a map, not a scan of every node.
         let mut by_provider: BTreeMap<&str, Vec<&Node>> = BTreeMap::new();
         for n in s.nodes.iter() {
-            if let Some(pid) = n.spec.as_ref().and_then(|s| s.provider_id.as_deref()) {
+            if let Some(pid) = join::node_provider_id(n) {
                 by_provider.entry(pid).or_default().push(n);
             }
         }
@@ -252,7 +253,7 @@ impl Controller {
         self.drains.retain(|n, _| deleting.contains(n));
         for node in s.nodes.iter().filter(|n| n.metadata.deletion_timestamp.is_some()) {
             let finalizers = node.metadata.finalizers.clone().unwrap_or_default();
-            let ours = self.ours(node.spec.as_ref().and_then(|s| s.provider_id.as_deref()));
+            let ours = self.ours(join::node_provider_id(node));
             if !ours || !finalizers.iter().any(|f| f == labels::TERMINATION_FINALIZER) {
                 continue;
             }
@@ -269,12 +270,7 @@ impl Controller {
                     .push(disrupted_taint());
                 continue;
             }
-            let pid = node.spec.as_ref().and_then(|s| s.provider_id.as_deref());
-            let deadline = s
-                .nodeclaims
-                .iter()
-                .find(|c| pid.is_some() && c.provider_id() == pid)
-                .and_then(lifecycle::annotated_deadline);
+            let deadline = join::claim_of(node, s.nodeclaims.iter()).and_then(lifecycle::annotated_deadline);
             let pods: Vec<&StoredPod> = s.pods.iter().filter(|p| p.node_name() == Some(name.as_str())).collect();
             let plan = drain_plan(node, &pods, deadline, Some(started), now);
             for (namespace, pod) in plan.evict {

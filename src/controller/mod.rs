@@ -38,7 +38,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 
-use k8s_openapi::api::core::v1::{Node, ObjectReference};
+use k8s_openapi::api::core::v1::ObjectReference;
 
 use crate::engine::api::nodeclaim::{COND_DISRUPTION_REASON, COND_DRIFTED};
 use crate::engine::api::{EC2NodeClass, NodeClaim};
@@ -47,6 +47,7 @@ use crate::engine::disruption::consolidation::{Outlook, explain_nodes, pass};
 use crate::engine::disruption::gate::Mode;
 use crate::engine::disruption::validation::validate;
 use crate::engine::disruption::{Blocker, Command, Context, DisruptionOptions};
+use crate::engine::join;
 use crate::engine::labels;
 use crate::engine::lifecycle::{self, DeleteReason, LifecycleSettings, set_condition};
 use crate::engine::manifests::Manifests;
@@ -367,8 +368,7 @@ impl Controller {
                 }
                 continue;
             }
-            let node =
-                m.nodes.iter().find(|n| n.spec.as_ref().and_then(|s| s.provider_id.as_deref()) == claim.provider_id());
+            let node = join::node_of_claim(claim, m.nodes.iter());
             let node_name = node.and_then(|n| n.metadata.name.clone());
             let labels_of = node
                 .and_then(|n| n.metadata.labels.clone())
@@ -558,7 +558,7 @@ impl Controller {
     fn busy_in(&self, m: &ClusterSnapshot<'_>) -> BTreeSet<String> {
         let mut busy = self.busy();
         for n in &m.nodes {
-            if !self.ours(n.spec.as_ref().and_then(|s| s.provider_id.as_deref())) {
+            if !self.ours(join::node_provider_id(n)) {
                 busy.extend(n.metadata.name.clone());
             }
         }
@@ -861,8 +861,7 @@ impl Controller {
                 _ => continue,
             };
             let Some(n) = m.nodes.iter().find(|n| n.metadata.name.as_deref() == Some(node.as_str())) else { continue };
-            let pid = n.spec.as_ref().and_then(|s| s.provider_id.as_deref());
-            if !self.ours(pid) {
+            if !self.ours(join::node_provider_id(n)) {
                 continue;
             }
             let message =
@@ -875,7 +874,7 @@ impl Controller {
                 ..Default::default()
             };
             self.event(node_ref, false, reason, message.clone(), now, out);
-            if let Some(c) = m.nodeclaims.iter().find(|c| pid.is_some() && c.provider_id() == pid) {
+            if let Some(c) = join::claim_of(n, m.nodeclaims.iter()) {
                 let claim_ref = ObjectReference {
                     kind: Some("NodeClaim".into()),
                     api_version: Some("karpenter.sh/v1".into()),
@@ -895,7 +894,7 @@ impl Controller {
         let ours: BTreeSet<&str> = m
             .nodes
             .iter()
-            .filter(|n| self.ours(n.spec.as_ref().and_then(|s| s.provider_id.as_deref())))
+            .filter(|n| self.ours(join::node_provider_id(n)))
             .filter_map(|n| n.metadata.name.as_deref())
             .collect();
         for p in m.pods.iter().filter(|p| p.node_name().is_some_and(|n| ours.contains(n))) {
@@ -1064,9 +1063,8 @@ impl Controller {
         let due = self.pod_events.observe(&counts, m.nodes.iter().filter_map(|n| n.metadata.name.as_deref()), now);
         for name in due {
             let Some(n) = m.nodes.iter().find(|n| n.metadata.name.as_deref() == Some(name)) else { continue };
-            let pid = n.spec.as_ref().and_then(|s| s.provider_id.as_deref());
             // Only claims of this cloud: another provider's claim is its own controller's to keep.
-            if let Some(c) = m.nodeclaims.iter().find(|c| pid.is_some() && c.provider_id() == pid)
+            if let Some(c) = join::claim_of(n, m.nodeclaims.iter())
                 && self.ours(c.provider_id())
             {
                 out.claim(c).status.get_or_insert_with(Default::default).last_pod_event_time =
@@ -1082,14 +1080,8 @@ impl Controller {
         let catalogs = self.catalogs(m);
         let claims: Vec<&NodeClaim> = m.nodeclaims.iter().collect();
         let pool = |name: &str| m.nodepools.iter().find(|p| p.name() == name);
-        let nodes_by_id: BTreeMap<&str, &Node> = m
-            .nodes
-            .iter()
-            .filter_map(|n| n.spec.as_ref().and_then(|s| s.provider_id.as_deref()).map(|p| (p, n)))
-            .collect();
-        let node_labels = |c: &NodeClaim| {
-            c.provider_id().and_then(|pid| nodes_by_id.get(pid)).and_then(|n| n.metadata.labels.as_ref())
-        };
+        let nodes_by_id = join::nodes_by_provider(m.nodes.iter());
+        let node_labels = |c: &NodeClaim| join::node_of(c, &nodes_by_id).and_then(|n| n.metadata.labels.as_ref());
         let types = |name: &str| catalogs.get(name).map_or(&[][..], Vec::as_slice);
         let read = DriftRead {
             claims: &claims,
@@ -1148,8 +1140,7 @@ impl Controller {
             if !tainted || busy.contains(name) || n.metadata.deletion_timestamp.is_some() {
                 continue;
             }
-            let pid = n.spec.as_ref().and_then(|s| s.provider_id.as_deref());
-            let claim = m.nodeclaims.iter().find(|c| pid.is_some() && c.provider_id() == pid);
+            let claim = join::claim_of(n, m.nodeclaims.iter());
             // Being deleted, or about to be by this very tick (a command that just finished).
             let deleting = |c: &NodeClaim| {
                 c.metadata.deletion_timestamp.is_some()

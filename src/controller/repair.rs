@@ -14,6 +14,7 @@ use super::out::Out;
 use super::timing::MINUTE;
 use super::{Controller, Effect};
 use crate::engine::api::NodeClaim;
+use crate::engine::join;
 use crate::engine::labels;
 use crate::engine::lifecycle::{self, DeleteReason};
 use crate::engine::provisioning::{ClusterSnapshot, Millis};
@@ -152,9 +153,8 @@ impl Controller {
             .iter()
             .find(|n| n.metadata.name.as_deref() == Some(node))
             .ok_or_else(|| format!("node {node} does not exist"))?;
-        let pid = n.spec.as_ref().and_then(|s| s.provider_id.as_deref()).filter(|p| self.ours(Some(p)));
-        let claim = pid
-            .and_then(|p| s.nodeclaims.iter().find(|c| c.provider_id() == Some(p)))
+        let claim = join::claim_of(n, s.nodeclaims.iter())
+            .filter(|c| self.ours(c.provider_id()))
             .ok_or_else(|| format!("node {node} has no NodeClaim of this cloud: it is not ours to repair"))?;
         if claim.metadata.deletion_timestamp.is_some() {
             return Err(format!("NodeClaim {} is already being deleted", claim.name()));
@@ -195,7 +195,7 @@ impl Controller {
             }
         }
         for n in s.nodes.iter() {
-            let pid = n.spec.as_ref().and_then(|s| s.provider_id.as_deref());
+            let pid = join::node_provider_id(n);
             let Some(claim) = pid.filter(|p| self.ours(Some(p))).and_then(|p| claims.get(p).copied()) else {
                 continue;
             };

@@ -7,6 +7,7 @@ pub mod catalog;
 pub mod disruption;
 pub mod drift;
 pub mod explain;
+pub mod join;
 pub mod labels;
 pub mod lifecycle;
 pub mod manifests;

@@ -383,8 +383,10 @@ pub fn state_nodes<'a>(snap: &ClusterSnapshot<'a>) -> Vec<StateNode<'a>> {
         by_pid.insert(key, StateNode { node: None, nodeclaim: Some(c) });
     }
     for n in snap.nodes {
-        let pid = n.spec.as_ref().and_then(|s| s.provider_id.clone()).filter(|s| !s.is_empty());
-        let key = pid.unwrap_or_else(|| format!("node://{}", n.metadata.name.as_deref().unwrap_or("")));
+        let key = match crate::engine::join::node_provider_id(n) {
+            Some(pid) => pid.to_string(),
+            None => format!("node://{}", n.metadata.name.as_deref().unwrap_or("")),
+        };
         by_pid.entry(key).or_insert(StateNode { node: None, nodeclaim: None }).node = Some(n);
     }
     by_pid.into_values().collect()

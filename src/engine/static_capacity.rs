@@ -39,15 +39,7 @@ pub struct PoolCount {
     pub pending: i64,
 }
 
-/// The node a claim is on (by provider id), if it has registered one.
-fn node_of<'a>(claim: &NodeClaim, nodes: &BTreeMap<&str, &'a Node>) -> Option<&'a Node> {
-    claim.provider_id().and_then(|p| nodes.get(p).copied())
-}
-
-/// Nodes by provider id.
-pub fn nodes_by_provider<'a>(nodes: impl Iterator<Item = &'a Node>) -> BTreeMap<&'a str, &'a Node> {
-    nodes.filter_map(|n| Some((n.spec.as_ref()?.provider_id.as_deref()?, n))).collect()
-}
+pub use crate::engine::join::{node_of, nodes_by_provider};
 
 /// The pool's claims counted; `busy` are the nodes of disruption commands in flight or proposed.
 pub fn count<'a>(

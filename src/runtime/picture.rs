@@ -233,7 +233,7 @@ pub fn fill_nodes(
         for p in pods {
             req.add(&requests(p));
         }
-        let provider = node.spec.as_ref().and_then(|s| s.provider_id.as_deref()).unwrap_or("");
+        let provider = crate::engine::join::node_provider_id(node).unwrap_or("");
         let claim = claim_of_provider.get(provider);
         if let Some(c) = claim {
             claims_with_nodes.insert(c.name().to_string());

@@ -370,9 +370,8 @@ fn apply_event(w: &mut World, action: &Action) -> Result<(), String> {
                         let node = w.cluster.nodes.get_mut(&r.name).ok_or_else(missing)?;
                         node.metadata.deletion_timestamp.get_or_insert(lifecycle::ms_time(w.now));
                         // Deleting a Node deletes its NodeClaim too (node termination, step 1).
-                        let pid = node.spec.as_ref().and_then(|s| s.provider_id.clone());
-                        if let Some(c) = w.cluster.nodeclaims.values().find(|c| c.provider_id() == pid.as_deref()) {
-                            let name = c.name().to_string();
+                        let claim = crate::engine::join::claim_of(node, w.cluster.nodeclaims.values().map(|c| &**c));
+                        if let Some(name) = claim.map(|c| c.name().to_string()) {
                             w.delete_nodeclaim(&name, DeleteReason::GarbageCollected);
                         }
                     }
