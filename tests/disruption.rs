@@ -145,7 +145,7 @@ fn case23_spot_to_spot_is_gated_needs_15_options_and_is_cut_to_15() {
     assert!(msg.contains("requires 15 cheaper instance type options, 10 available"), "{msg}");
 
     let w = world(&spot_types(20), true);
-    let proposal = w.orchestrator().gate().awaiting().next().expect("a spot-to-spot proposal");
+    let proposal = w.controller().orchestrator().gate().awaiting().next().expect("a spot-to-spot proposal");
     let r = &proposal.command.replacements[0];
     assert_eq!(proposal.command.node_names(), ["n1"]);
     assert_eq!(r.instance_types.len(), 15, "{:?}", r.instance_types);

@@ -154,7 +154,7 @@ fn check_disruption(packing: &str, shape: &Shape) -> Seen {
         let s = parse_scenario(&text, "prop.yaml").unwrap_or_else(|e| panic!("{e}\n{text}"));
         let w = run_world(&s, Some(Duration::ZERO)).unwrap();
         // The pass at t=0 saw exactly the generated cluster: every node initialized, none disrupting.
-        for p in w.orchestrator().gate().awaiting() {
+        for p in w.controller().orchestrator().gate().awaiting() {
             proposals.set(proposals.get() + 1);
             replacements.set(replacements.get() + usize::from(!p.command.replacements.is_empty()));
             repacks.set(repacks.get() + usize::from(p.command.method == Method::Repack));

@@ -300,7 +300,7 @@ fn the_scenarios_packing_reaches_the_controller_and_the_flag_goes_over_it() {
         let s = load_scenario(path.to_str().unwrap(), flag).unwrap_or_else(|e| panic!("{e}"));
         let p = Playback::new(&s).unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(p.world.settings().controller.packing, s.settings.controller.packing);
-        (s.settings.controller.packing, p.world.packing())
+        (s.settings.controller.packing, p.world.controller().packing())
     };
     assert_eq!(packing_of(&cost, None), (Packing::Cost, Packing::Cost), "the file's setting");
     assert_eq!(packing_of(&plain, None), (Packing::Upstream, Packing::Upstream), "the default");

@@ -122,7 +122,7 @@ impl SimDriver {
         let w = &self.playback.world;
         let decisions = w.record.decisions.len();
         // Proposal states change in place; count the open ones too.
-        (w.cluster.stamps(), decisions, w.awaiting_approval().len())
+        (w.cluster.stamps(), decisions, w.controller().orchestrator().awaiting_approval().len())
     }
 
     /// Sends a picture if something changed (or `force`). False when the UI is gone.
@@ -268,7 +268,14 @@ fn preview_nodepool(
     } else {
         Vec::new()
     };
-    Ok(Box::new(crate::runtime::passes::preview_edit(&snapshot, w.catalog(), w.now, &pool, &overlays, w.packing())))
+    Ok(Box::new(crate::runtime::passes::preview_edit(
+        &snapshot,
+        w.catalog(),
+        w.now,
+        &pool,
+        &overlays,
+        w.controller().packing(),
+    )))
 }
 
 /// Starts the driver on its own thread.

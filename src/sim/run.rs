@@ -445,7 +445,7 @@ fn apply_event(w: &mut World, action: &Action) -> Result<(), String> {
         Action::Approve(sel) | Action::Reject(sel) => {
             let approve = matches!(action, Action::Approve(_));
             let ids = match sel {
-                Selection::All => w.awaiting_approval(),
+                Selection::All => w.controller().orchestrator().awaiting_approval(),
                 Selection::Ids(ids) => ids.clone(),
             };
             for id in ids {
@@ -680,7 +680,7 @@ fn build_report(s: &Scenario, w: &World, start: Millis, end: Millis, wall: Durat
                 },
             },
             Decision::Delete { id, at, nodeclaim, reason: DeleteReason::Unhealthy } => {
-                let repair = w.repairs().iter().find(|r| &r.nodeclaim == nodeclaim);
+                let repair = w.controller().repairs().iter().find(|r| &r.nodeclaim == nodeclaim);
                 let node = repair.map(|r| r.node.clone()).or_else(|| {
                     w.record
                         .nodes
@@ -817,7 +817,10 @@ fn build_report(s: &Scenario, w: &World, start: Millis, end: Millis, wall: Durat
         }
     }
     r.cost = cost;
-    r.packing = crate::sim::report::PackingSummary::of(w.packing(), w.record.packing.iter().map(|p| &p.comparison));
+    r.packing = crate::sim::report::PackingSummary::of(
+        w.controller().packing(),
+        w.record.packing.iter().map(|p| &p.comparison),
+    );
     r.timings.wall_millis = wall.as_millis() as u64;
     r.timings.provisioning_solves = w
         .record

@@ -294,19 +294,10 @@ fn taint(key: &str, effect: &str) -> Taint {
 }
 
 impl World {
-    /// The controller's NodeOverlay evaluation, for the dashboard (gate `NodeOverlay` on).
-    /// The CapacityBuffers as the controller resolved them, for the dashboard.
-    pub fn buffer_rows(&self) -> Vec<crate::controller::buffers::BufferRow> {
-        self.controller.buffer_rows()
-    }
-
-    pub fn overlays(&self) -> Option<crate::controller::overlays::OverlayView<'_>> {
-        self.controller.overlay_view()
-    }
-
-    /// The repair policies node repair acts on (none with the gate off).
-    pub fn repair_policies(&self) -> &[crate::controller::cloud::RepairPolicy] {
-        self.controller.active_repair_policies()
+    /// The one controller, as the world runs it: what the dashboard and the report read of its state (proposals
+    /// and commands, the packing comparison, buffers, overlays, repairs).
+    pub fn controller(&self) -> &crate::controller::Controller {
+        &self.controller
     }
 
     /// A static NodePool's replicas set, as `kubectl scale` does through the scale subresource (refused for a
@@ -337,11 +328,6 @@ impl World {
         self.apply_effects(effects);
         self.reconcile();
         Ok(message)
-    }
-
-    /// The repairs node repair carried out, oldest first.
-    pub fn repairs(&self) -> &[crate::controller::repair::RepairRecord] {
-        self.controller.repairs()
     }
 
     /// The world's settings (the controller's share included).

@@ -10,7 +10,7 @@ use std::time::Instant;
 
 use super::{Decision, SECOND, Timer, World};
 use crate::controller::PassKeys;
-use crate::controller::disruption::{Approval, Orchestrator};
+use crate::controller::disruption::Approval;
 use crate::engine::disruption::consolidation::Outlook;
 use crate::engine::disruption::gate::Mode;
 use crate::engine::disruption::{Context, DisruptionOptions, Method};
@@ -216,16 +216,6 @@ impl World {
         self.controller.set_packing(packing);
     }
 
-    /// The packing strategy the controller's provisioning solves use.
-    pub fn packing(&self) -> crate::engine::packing::Packing {
-        self.controller.packing()
-    }
-
-    /// The controller's latest provisioning solve that created NodeClaims, compared with the other packing strategy.
-    pub fn last_packing(&self) -> Option<&crate::controller::provisioning::PackingPass> {
-        self.controller.last_packing()
-    }
-
     /// Why each node is (not) being disrupted right now: the "why won't this node consolidate" view.
     pub fn explain(&mut self) -> BTreeMap<String, Outlook> {
         self.sync_catalog();
@@ -255,16 +245,6 @@ impl World {
             options: &options,
         };
         f(&ctx)
-    }
-
-    /// The disruption controller's state (records, proposals, commands in flight).
-    pub fn orchestrator(&self) -> &Orchestrator {
-        self.controller.orchestrator()
-    }
-
-    /// Ids of proposals waiting for an operator.
-    pub fn awaiting_approval(&self) -> Vec<String> {
-        self.controller.orchestrator().awaiting_approval()
     }
 
     /// Checks a command whose validation delay is over, and starts it or lets it go.
