@@ -845,7 +845,7 @@ impl World {
     }
 
     /// The controller's lifecycle, finalization and termination, run on the store as it is now and carried out by
-    /// the world's executor; skipped while nothing it reads changed and none of its requeues is due.
+    /// the one executor; skipped while nothing it reads changed and none of its requeues is due.
     fn lifecycle(&mut self) {
         let c = &self.cluster;
         let draining = c.nodes.values().any(|n| n.metadata.deletion_timestamp.is_some());
