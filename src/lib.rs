@@ -4,8 +4,8 @@
 //! - [`engine`]: pure, deterministic decisions (no I/O, no clock reads), and its input type.
 //! - [`controller`]: Karpenter's controllers as a level-triggered planner that returns effects.
 //! - [`sim`], [`kube`], [`aws`]: the simulated world, and the cluster and cloud ports over kube-rs and the AWS SDK.
-//! - [`runtime`]: the async shell that feeds reads to the controller and executes its effects.
-//! - [`protocol`]: what the dashboard and a backend say to each other (shared by `runtime` and `ui`).
+//! - [`shell`]: the async application shell that feeds reads to the controller and executes its effects.
+//! - [`protocol`]: what the dashboard and a backend say to each other (shared by `shell` and `ui`).
 //! - [`ui`], [`cli`]: the Elm-shaped dashboard, and the command line that wires everything.
 //! - [`memory`], [`config`]: process-level helpers any layer may use.
 
@@ -17,6 +17,6 @@ pub mod engine;
 pub mod kube;
 pub mod memory;
 pub mod protocol;
-pub mod runtime;
+pub mod shell;
 pub mod sim;
 pub mod ui;

@@ -452,7 +452,7 @@ async fn launches_go_into_capacity_reservations_and_count_against_them() {
     assert_eq!((r.reservation.as_ref().unwrap().capacity, r.available), (2, true));
     // The dashboard's catalog lists it too, once.
     let live = cloud.live_catalog(0).expect("a live catalog");
-    let rows = karpenter_tui::runtime::picture::reservation_rows(&live, &[]);
+    let rows = karpenter_tui::shell::picture::reservation_rows(&live, &[]);
     assert_eq!(rows.iter().map(|r| (r.id.as_str(), r.total)).collect::<Vec<_>>(), [("cr-0aaaa", 2)]);
 
     // A claim allowing reserved launches into it: the template targets the reservation, the fleet is on-demand,

@@ -12,7 +12,7 @@ use karpenter_tui::engine::disruption::gate::Mode;
 use karpenter_tui::engine::packing::Packing;
 use karpenter_tui::protocol::view::{ClusterView, ProposalState};
 use karpenter_tui::protocol::{Command, Event};
-use karpenter_tui::runtime::sim_driver::SimDriver;
+use karpenter_tui::shell::sim_driver::SimDriver;
 use karpenter_tui::sim::run::Playback;
 use karpenter_tui::sim::scenario::parse_scenario;
 use karpenter_tui::ui::action::{KeyMap, Pane};

@@ -24,7 +24,7 @@ use karpenter_tui::engine::disruption::gate::Mode;
 use karpenter_tui::engine::labels;
 use karpenter_tui::kube::connect::ConnectOptions;
 use karpenter_tui::kube::leader::Role;
-use karpenter_tui::runtime::acting::Acting;
+use karpenter_tui::shell::acting::Acting;
 
 const ENV: &str = "KARPENTER_TUI_E2E_KUBECONFIG";
 const MANAGER: &str = "karpenter-tui-e2e";

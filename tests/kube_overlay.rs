@@ -406,7 +406,7 @@ async fn the_acting_controller_applies_watched_overlays_and_writes_their_status(
     use karpenter_tui::controller::{Controller, Settings};
     use karpenter_tui::engine::catalog::kwok::kwok_catalog;
     use karpenter_tui::engine::disruption::gate::Mode;
-    use karpenter_tui::runtime::acting::Acting;
+    use karpenter_tui::shell::acting::Acting;
 
     let fake = FakeApi::start().await;
     fake.put(

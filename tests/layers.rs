@@ -1,5 +1,5 @@
-//! The layers import only downwards: engine ← controller ← {sim, kube, aws} ← runtime ← {ui, cli}, with `protocol`
-//! between runtime and ui (docs/architecture.md, "Layers"). Checked on the source, so a back arrow fails the build's
+//! The layers import only downwards: engine ← controller ← {sim, kube, aws} ← shell ← {ui, cli}, with `protocol`
+//! between shell and ui (docs/architecture.md, "Layers"). Checked on the source, so a back arrow fails the build's
 //! tests rather than waiting for a review: each module of a layer may name (`crate::<module>`) only the modules
 //! listed for it. Comments are left out (they may point anywhere).
 
@@ -14,7 +14,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
     ("kube", &["engine", "controller", "memory"]),
     ("aws", &["engine", "controller", "memory"]),
     ("protocol", &["engine", "controller"]),
-    ("runtime", &["engine", "controller", "sim", "kube", "aws", "protocol", "memory"]),
+    ("shell", &["engine", "controller", "sim", "kube", "aws", "protocol", "memory"]),
     ("ui", &["engine", "protocol", "memory"]),
 ];
 

@@ -14,8 +14,8 @@ use karpenter_tui::kube::watch;
 use karpenter_tui::kube::writer::Writer;
 use karpenter_tui::protocol::view::Leadership;
 use karpenter_tui::protocol::{Command, Event};
-use karpenter_tui::runtime::live_driver::LiveDriver;
-use karpenter_tui::runtime::live_view::LiveInfo;
+use karpenter_tui::shell::live_driver::LiveDriver;
+use karpenter_tui::shell::live_view::LiveInfo;
 use serde_json::json;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -105,7 +105,7 @@ async fn an_acting_dashboard_sleeps_until_its_controller_needs_it_and_acts_on_a_
     use karpenter_tui::controller::Controller;
     use karpenter_tui::engine::catalog::kwok::kwok_catalog;
     use karpenter_tui::engine::disruption::gate::Mode;
-    use karpenter_tui::runtime::acting::Acting;
+    use karpenter_tui::shell::acting::Acting;
 
     let fake = FakeApi::start().await;
     fake.put(

@@ -5,7 +5,7 @@
 use karpenter_tui::engine::manifests::Manifests;
 use karpenter_tui::engine::provisioning::Millis;
 use karpenter_tui::protocol::view::{Leadership, Lifecycle, ProposalState};
-use karpenter_tui::runtime::live_view::{LiveInfo, picture};
+use karpenter_tui::shell::live_view::{LiveInfo, picture};
 use karpenter_tui::sim::run::{Playback, run_world};
 use karpenter_tui::sim::scenario::parse_scenario;
 use karpenter_tui::sim::world::World;
@@ -203,7 +203,7 @@ fn the_picture_compares_the_packing_strategies_of_whoever_decides() {
     use karpenter_tui::controller::Controller;
     use karpenter_tui::engine::disruption::gate::Mode;
     use karpenter_tui::engine::packing::Packing;
-    use karpenter_tui::runtime::passes::packing_comparison;
+    use karpenter_tui::shell::passes::packing_comparison;
     let (w, _) = world_at(20.0);
     let mut m = cache_of(&w);
     let settled = picture(&m, w.catalog(), w.now, &info(), &[], 1, None);

@@ -8,7 +8,7 @@ use karpenter_tui::engine::catalog::aws::{INSTANCE_EBS_BANDWIDTH, aws_catalog};
 use karpenter_tui::engine::labels;
 use karpenter_tui::engine::manifests::Manifests;
 use karpenter_tui::engine::provisioning::ProvisioningResult;
-use karpenter_tui::runtime::passes::plan_with;
+use karpenter_tui::shell::passes::plan_with;
 
 const NODECLASS: &str = r#"
 apiVersion: karpenter.k8s.aws/v1

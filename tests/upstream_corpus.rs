@@ -22,7 +22,7 @@ use karpenter_tui::engine::labels;
 use karpenter_tui::engine::manifests::Manifests;
 use karpenter_tui::engine::provisioning::ProvisioningResult;
 use karpenter_tui::engine::scheduling::NewNodeClaim;
-use karpenter_tui::runtime::passes::{plan_with, pool_types};
+use karpenter_tui::shell::passes::{plan_with, pool_types};
 
 const GIB: i64 = 1 << 30;
 

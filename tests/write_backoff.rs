@@ -13,7 +13,7 @@ use karpenter_tui::engine::catalog::kwok::kwok_catalog;
 use karpenter_tui::engine::disruption::gate::Mode;
 use karpenter_tui::kube::watch;
 use karpenter_tui::kube::writer::Writer;
-use karpenter_tui::runtime::acting::Acting;
+use karpenter_tui::shell::acting::Acting;
 use serde_json::json;
 
 const NODEPOOLS: &str = "apis/karpenter.sh/v1/nodepools";

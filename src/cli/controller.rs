@@ -47,7 +47,7 @@ async fn next_wake(
             }
             Wake::Work
         }
-        _ = crate::runtime::acting::woken(signal) => Wake::Work,
+        _ = crate::shell::acting::woken(signal) => Wake::Work,
         _ = tokio::time::sleep(wait) => Wake::Work,
     }
 }
@@ -87,7 +87,7 @@ pub fn run_controller(mut opts: LiveOptions, health: SocketAddr) -> anyhow::Resu
             let wait = if *role.borrow() == Role::Leader {
                 acting.sleep_for(chrono::Utc::now().timestamp_millis())
             } else {
-                Duration::from_millis(crate::runtime::acting::IDLE_TICK as u64)
+                Duration::from_millis(crate::shell::acting::IDLE_TICK as u64)
             };
             match next_wake(&mut stop, &mut changed, &mut role, &mut role_open, &signal, wait).await {
                 Wake::Stop => break None,

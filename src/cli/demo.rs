@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use anyhow::Context as _;
 
 use crate::config::{Config, Paths, load_theme};
-use crate::runtime::sim_driver::{SimDriver, spawn};
+use crate::shell::sim_driver::{SimDriver, spawn};
 use crate::sim::run::Playback;
 use crate::sim::scenario::parse_scenario;
 use crate::ui::action::KeyMap;

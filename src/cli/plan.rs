@@ -14,7 +14,7 @@ use crate::engine::manifests::Manifests;
 use crate::engine::provisioning::ProvisioningResult;
 use crate::engine::resources::describe_resource;
 
-pub use crate::runtime::passes::{disruption, disruption_with, packing_comparison, plan, plan_packed, plan_with};
+pub use crate::shell::passes::{disruption, disruption_with, packing_comparison, plan, plan_packed, plan_with};
 
 /// The disruption half of the JSON form.
 pub fn disruption_json(pass: &PassResult, outlook: &BTreeMap<String, Outlook>) -> serde_json::Value {

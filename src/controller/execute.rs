@@ -3,7 +3,7 @@
 //! one at a time; a failed one is reported and the rest still run (the planner never sends, in one tick, a write
 //! that depends on another write of the same tick succeeding; the next tick decides again from what the cluster
 //! then says). Conflicts (409) happen when another writer got there first: reported as such, not as errors. What is
-//! logged, shown and backed off is the caller's choice (the live loop's `runtime::acting`, the simulated world).
+//! logged, shown and backed off is the caller's choice (the live loop's `shell::acting`, the simulated world).
 
 use crate::engine::lifecycle::{self, LaunchError, LifecycleAction, apply_launch, launch_failed};
 use crate::engine::provisioning::Millis;

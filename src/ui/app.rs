@@ -1,5 +1,5 @@
 //! The dashboard's state and reducer. [`update`] takes a message (a key, a fresh picture, a request's outcome) and
-//! returns effects for the runtime to carry out; it does no I/O and reads no clock, so every behaviour here is
+//! returns effects for the shell to carry out; it does no I/O and reads no clock, so every behaviour here is
 //! tested without a terminal. Every mutation is two-phase: an intent opens a confirmation that says what will
 //! happen, and only the confirmation sends the command.
 
@@ -118,11 +118,11 @@ pub enum Msg {
     Warn(String),
 }
 
-/// What the runtime must do.
+/// What the shell must do.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Effect {
     Send(Command),
-    /// Append to the audit log (the runtime stamps the time and context).
+    /// Append to the audit log (the shell stamps the time and context).
     Audit {
         action: String,
         target: String,

@@ -8,7 +8,7 @@ use crate::controller::disruption::CommandState;
 use crate::controller::interruption::Kind as InterruptionKind;
 use crate::engine::provisioning::Millis;
 use crate::protocol::view::*;
-use crate::runtime::picture::{self, Objects};
+use crate::shell::picture::{self, Objects};
 use crate::sim::world::{Decision, World};
 
 /// Builds the dashboard's picture of `w`. `source` names the backend for the header.

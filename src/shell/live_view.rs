@@ -16,8 +16,8 @@ use crate::engine::manifests::Manifests;
 use crate::engine::provisioning::{Millis, ProvisioningResult, is_provisionable};
 use crate::kube::cache::Problem;
 use crate::protocol::view::*;
-use crate::runtime::passes;
-use crate::runtime::picture::{self, Objects, PodsOn};
+use crate::shell::passes;
+use crate::shell::picture::{self, Objects, PodsOn};
 
 /// Who is looking, and why this instance observes rather than acts.
 #[derive(Debug, Clone, Default)]

@@ -20,8 +20,8 @@ use crate::kube::leader::Role;
 use crate::kube::writer::Writer;
 use crate::protocol::view::Leadership;
 use crate::protocol::{Command, Event};
-use crate::runtime::acting::{Acting, woken};
-use crate::runtime::live_view::{LiveInfo, picture};
+use crate::shell::acting::{Acting, woken};
+use crate::shell::live_view::{LiveInfo, picture};
 
 /// Pictures are built at most this often while the cluster changes (and, on a cluster so large that a picture takes
 /// long to build, no more often than four times the time the last one took, so pictures never use more than about a
@@ -331,7 +331,7 @@ impl LiveDriver {
                         let packing = self.acting.as_ref().map_or(self.info.packing, |a| a.controller.packing());
                         tokio::task::spawn_blocking(move || {
                             let overlays = if overlays { m.nodeoverlays.as_slice() } else { &[] };
-                            Box::new(crate::runtime::passes::preview_edit(
+                            Box::new(crate::shell::passes::preview_edit(
                                 &m.snapshot(),
                                 &catalog,
                                 now_ms(),

@@ -15,7 +15,7 @@ use crate::engine::api::strict::validate_nodepool_text;
 use crate::engine::provisioning::Millis;
 use crate::protocol::view::Source;
 use crate::protocol::{Command, Event};
-use crate::runtime::sim_view as dashboard;
+use crate::shell::sim_view as dashboard;
 use crate::sim::run::Playback;
 
 /// How often the clock steps (real time).
@@ -268,7 +268,7 @@ fn preview_nodepool(
     } else {
         Vec::new()
     };
-    Ok(Box::new(crate::runtime::passes::preview_edit(
+    Ok(Box::new(crate::shell::passes::preview_edit(
         &snapshot,
         w.catalog(),
         w.now,
