@@ -1594,11 +1594,58 @@ pub fn generation(m: &Manifests) -> u64 {
         .collect();
     bound.sort();
     bound.hash(&mut h);
+    // The API server counts a NodePool's spec changes in `metadata.generation`, and any change to an object in its
+    // resourceVersion: hashing those costs nothing per tick. Objects without them (a store that doesn't set them)
+    // are hashed in full.
     for p in &m.nodepools {
-        (p.name(), serde_json::to_string(&p.spec).unwrap_or_default()).hash(&mut h);
+        p.name().hash(&mut h);
+        match p.metadata.generation {
+            Some(g) => g.hash(&mut h),
+            None => serde_json::to_string(&p.spec).unwrap_or_default().hash(&mut h),
+        }
     }
     for p in &m.pdbs {
-        serde_json::to_string(p).unwrap_or_default().hash(&mut h);
+        (p.metadata.namespace.as_deref(), p.metadata.name.as_deref()).hash(&mut h);
+        match p.metadata.resource_version.as_deref() {
+            Some(rv) => rv.hash(&mut h),
+            None => serde_json::to_string(p).unwrap_or_default().hash(&mut h),
+        }
     }
     h.finish()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const POOL: &str = "apiVersion: karpenter.sh/v1\nkind: NodePool\nmetadata: {name: default}\nspec:\n  template:\n    spec:\n      nodeClassRef: {group: karpenter.k8s.aws, kind: EC2NodeClass, name: default}\n      requirements: []\n---\napiVersion: policy/v1\nkind: PodDisruptionBudget\nmetadata: {name: web, namespace: default}\nspec: {maxUnavailable: 1, selector: {matchLabels: {app: web}}}\n";
+
+    #[test]
+    fn generation_follows_the_api_servers_counters_and_hashes_objects_without_them() {
+        let plain = Manifests::parse(POOL, "t.yaml").unwrap();
+        let before = generation(&plain);
+        // Without counters (a manifest file), a spec change is seen in the hash of the spec.
+        let mut edited = plain.clone();
+        edited.nodepools[0].spec.weight = Some(5);
+        assert_ne!(generation(&edited), before);
+        let mut pdb = plain.clone();
+        pdb.pdbs[0].spec.as_mut().unwrap().max_unavailable = None;
+        assert_ne!(generation(&pdb), before);
+
+        // As a real API server sends them: the counters say what changed.
+        let mut served = plain.clone();
+        served.nodepools[0].metadata.generation = Some(3);
+        served.pdbs[0].metadata.resource_version = Some("100".into());
+        let at = generation(&served);
+        let mut status_only = served.clone();
+        status_only.nodepools[0].status = Some(Default::default());
+        assert_eq!(generation(&status_only), at, "a status write leaves the NodePool's generation alone");
+        let mut spec = served.clone();
+        spec.nodepools[0].spec.weight = Some(5);
+        spec.nodepools[0].metadata.generation = Some(4);
+        assert_ne!(generation(&spec), at);
+        let mut pdb = served.clone();
+        pdb.pdbs[0].metadata.resource_version = Some("101".into());
+        assert_ne!(generation(&pdb), at);
+    }
 }
