@@ -46,7 +46,12 @@ impl CloudProvider for Answer {
 impl World {
     /// The world's store, clock and record as the controller's cluster port.
     pub(super) fn api(&mut self) -> ApiServer<'_> {
-        ApiServer {
+        self.ports().0
+    }
+
+    /// The cluster port and the simulated cloud, borrowed together for the executor.
+    fn ports(&mut self) -> (ApiServer<'_>, &mut SimCloud) {
+        let api = ApiServer {
             now: self.now,
             cluster: &mut self.cluster,
             record: &mut self.record,
@@ -54,7 +59,8 @@ impl World {
             timers: &mut self.timers,
             nodepool_spec_stamp: &mut self.nodepool_spec_stamp,
             nodepool_status_stamp: &mut self.nodepool_status_stamp,
-        }
+        };
+        (api, &mut self.cloud)
     }
 
     pub(super) fn apply_effects(&mut self, effects: Vec<Effect>) {
@@ -86,18 +92,10 @@ impl World {
     /// outcomes to the controller. A refused write is logged; the controller decides again from the store.
     fn execute(&mut self, effects: Vec<Effect>, cloud: Option<&mut Answer>) -> Report {
         let now = self.now;
-        let mut api = ApiServer {
-            now,
-            cluster: &mut self.cluster,
-            record: &mut self.record,
-            rng: &mut self.rng,
-            timers: &mut self.timers,
-            nodepool_spec_stamp: &mut self.nodepool_spec_stamp,
-            nodepool_status_stamp: &mut self.nodepool_status_stamp,
-        };
+        let (mut api, sim_cloud) = self.ports();
         let cloud: &mut dyn CloudProvider = match cloud {
             Some(answer) => answer,
-            None => &mut self.cloud as &mut SimCloud,
+            None => sim_cloud,
         };
         // The simulated cluster and cloud answer every call at once.
         let report = at_once(Box::pin(execute(effects, &mut api, cloud, now))).unwrap_or_else(|| {
