@@ -4,6 +4,7 @@
 
 mod common;
 
+use karpenter_tui::controller::tick;
 use karpenter_tui::engine::api::capacitybuffer::{COND_PROVISIONING, COND_READY_FOR_PROVISIONING, CapacityBuffer};
 use karpenter_tui::sim::report::Report;
 use karpenter_tui::sim::run::{run, run_world};
@@ -112,7 +113,7 @@ fn a_buffer_launches_room_for_its_virtual_pods_and_says_where_they_went() {
     // Emptiness leaves the node alone over the whole run (consolidateAfter 0s, no real pods on it).
     assert!(r.nodes.iter().all(|n| n.deleted_at.is_none()), "{:?}", r.nodes);
     let mut w = world(&text, 20);
-    let outlook = w.explain();
+    let outlook = tick::explain(&mut w);
     let why = format!("{:?}", outlook.values().next().unwrap());
     assert!(why.contains("BufferPods"), "{why}");
 }

@@ -8,6 +8,7 @@ use std::sync::Arc;
 
 use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 use karpenter_tui::cli::demo::DEMO_SCENARIO;
+use karpenter_tui::controller::tick::Host;
 use karpenter_tui::engine::disruption::gate::Mode;
 use karpenter_tui::engine::packing::Packing;
 use karpenter_tui::protocol::view::{ClusterView, ProposalState};
@@ -799,7 +800,7 @@ fn the_pending_pane_shows_both_packing_strategies_after_a_provisioning_pass() {
         let start = p.start;
         if let Some(t) = cost_after {
             p.advance(start + t * 1000).expect("plays");
-            p.world.set_packing(Packing::Cost);
+            p.world.controller_mut().set_packing(Packing::Cost);
         }
         p.advance(start + secs * 1000).expect("plays");
         let last = p.world.record.packing.last().copied();

@@ -130,7 +130,7 @@ pub fn world(nodes_per_pool: usize) -> World {
     let mut w = run_world(&s, Some(Duration::ZERO)).unwrap_or_else(|e| panic!("{e}"));
     // The pass at t=0 proposed something; rejected, its nodes are candidates again like all the others.
     for id in w.controller().orchestrator().awaiting_approval() {
-        w.reject(&id).unwrap_or_else(|e| panic!("{e}"));
+        karpenter_tui::controller::tick::reject(&mut w, &id).unwrap_or_else(|e| panic!("{e}"));
     }
     w
 }

@@ -236,6 +236,10 @@ pub trait CloudProvider: Send + Sync {
     /// are always priced ignores them.
     fn set_type_price_overlays(&mut self, _prices: &BTreeMap<String, f64>) {}
 
+    /// The cluster's EC2NodeClasses, for a cloud that resolves its launch templates and offerings from them as
+    /// they are read (the simulated EC2); a cloud that watches them itself ignores this.
+    fn set_node_classes(&mut self, _classes: &[crate::engine::api::EC2NodeClass]) {}
+
     /// Which node conditions make a node unhealthy, and after how long (upstream's `RepairPolicies`); node repair
     /// runs only for a cloud that names some.
     fn repair_policies(&self) -> Vec<RepairPolicy> {

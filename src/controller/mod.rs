@@ -32,6 +32,7 @@ pub mod provisioning;
 pub mod repair;
 pub mod settings;
 mod static_pools;
+pub mod tick;
 pub mod timing;
 
 use std::collections::{BTreeMap, BTreeSet};

@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 use tokio::sync::mpsc::UnboundedSender;
 
 use crate::controller::Approval;
+use crate::controller::tick::{self, Host};
 use crate::engine::api::NodePool;
 use crate::engine::api::strict::validate_nodepool_text;
 use crate::engine::provisioning::Millis;
@@ -158,7 +159,7 @@ impl SimDriver {
         let w = &mut self.playback.world;
         match cmd {
             Command::Approve { request, id } => {
-                let outcome = match w.approve(&id) {
+                let outcome = match tick::approve(w, &id) {
                     Ok(Approval::Started { summary }) => Ok(format!("{id} approved and started: {summary}")),
                     Ok(Approval::Invalidated(why)) => Err(format!("{id} no longer holds: {why}")),
                     Err(e) => Err(format!("{id}: {e}")),
@@ -167,7 +168,7 @@ impl SimDriver {
                 vec![Event::Done { request, outcome }]
             }
             Command::Reject { request, id } => {
-                let outcome = w.reject(&id).map(|()| format!("{id} rejected")).map_err(|e| format!("{id}: {e}"));
+                let outcome = tick::reject(w, &id).map(|()| format!("{id} rejected")).map_err(|e| format!("{id}: {e}"));
                 vec![Event::Done { request, outcome }]
             }
             Command::ScaleNodePool { request, name, replicas } => {
@@ -176,15 +177,18 @@ impl SimDriver {
                 vec![Event::Done { request, outcome }]
             }
             Command::RepairNode { request, node } => {
-                vec![Event::Done { request, outcome: w.repair_now(&node) }]
+                let outcome = tick::repair_now(w, &node);
+                w.reconcile();
+                vec![Event::Done { request, outcome }]
             }
             Command::SetMode { request, mode } => {
-                w.set_mode(mode);
+                let now = w.now;
+                w.controller_mut().set_mode(mode, now);
                 w.reconcile();
                 vec![Event::Done { request, outcome: Ok(format!("disruption mode is now {mode}")) }]
             }
             Command::SetPacking { request, packing } => {
-                w.set_packing(packing);
+                w.controller_mut().set_packing(packing);
                 w.reconcile();
                 vec![Event::Done { request, outcome: Ok(format!("packing strategy is now {packing}")) }]
             }

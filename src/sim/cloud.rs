@@ -685,6 +685,10 @@ impl CloudProvider for SimCloud {
         self.overlays = store;
     }
 
+    fn set_node_classes(&mut self, classes: &[crate::engine::api::EC2NodeClass]) {
+        SimCloud::set_node_classes(self, classes);
+    }
+
     /// AWS's policies when it plays EC2 (the aws catalog), KWOK's for the kwok and inline catalogs.
     fn repair_policies(&self) -> Vec<cloud::RepairPolicy> {
         self.repair.clone()

@@ -10,6 +10,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use thiserror::Error;
 
 use crate::controller::interruption::Kind as InterruptionKind;
+use crate::controller::tick;
 use crate::engine::api::NodeClaim;
 use crate::engine::api::common::NodeSelectorRequirementWithMinValues;
 use crate::engine::catalog::{Catalog, CatalogError, aws, inline, kwok};
@@ -450,9 +451,9 @@ fn apply_event(w: &mut World, action: &Action) -> Result<(), String> {
             };
             for id in ids {
                 if approve {
-                    w.approve(&id).map(|_| ())?;
+                    tick::approve(w, &id).map(|_| ())?;
                 } else {
-                    w.reject(&id)?;
+                    tick::reject(w, &id)?;
                 }
             }
         }
@@ -829,8 +830,7 @@ fn build_report(s: &Scenario, w: &World, start: Millis, end: Millis, wall: Durat
         .map(|s| SolveTiming { at: t(s.at), pods: s.pods as u64, nodes: s.nodes as u64, millis: s.millis })
         .collect();
     r.timings.disruption_passes = w
-        .disruption
-        .passes
+        .disruption_passes()
         .iter()
         .map(|p| PassTiming { at: t(p.at), candidates: p.candidates as u64, millis: p.millis })
         .collect();

@@ -10,28 +10,28 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
-use std::time::Instant;
 
 use k8s_openapi::api::core::v1::{Node, NodeCondition, NodeSpec, NodeStatus, PodCondition, Taint};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
-use crate::controller::Effect;
 use crate::controller::interruption::Kind as InterruptionKind;
 use crate::engine::api::nodeclaim::COND_INITIALIZED;
 use crate::engine::catalog::{Catalog, InstanceType};
 use crate::engine::labels;
 use crate::engine::lifecycle::{self, DeleteReason};
-use crate::engine::provisioning::{Millis, is_provisionable};
+use crate::engine::provisioning::Millis;
 use crate::engine::stored_pod::StoredPod;
 use crate::sim::cloud::SimCloud;
 use crate::sim::cluster::{Cluster, Key};
 
 mod api_server;
-mod disruption;
 mod execute;
+mod host;
+mod records;
 
-pub use self::disruption::{DisruptionRecord, PassTiming};
+pub use self::records::DisruptionRecord;
+pub use crate::controller::tick::PassTiming;
 
 pub use crate::controller::timing::{ICE_TTL, MINUTE, POD_REQUEUE, SECOND};
 pub const GC_PERIOD: Millis = 2 * MINUTE;
@@ -227,8 +227,6 @@ impl Timers {
 
 pub struct World {
     pub now: Millis,
-    /// The disruption controller: approval gate, validation, orchestration queue.
-    pub disruption: disruption::Controller,
     pub cluster: Cluster,
     pub cloud: SimCloud,
     pub record: Record,
@@ -240,17 +238,12 @@ pub struct World {
     /// The one controller, as the live loop runs it; the world calls its steps on the virtual clock and carries out
     /// their effects.
     controller: crate::controller::Controller,
-    /// What the controller's lifecycle read last (store stamps, the cloud's generation): while it is the same and
-    /// no requeue is due, running it again would change nothing.
-    lifecycle_seen: Option<[u64; 4]>,
+    /// The controller's schedule: which of its steps run when, and what each read last.
+    tick: crate::controller::tick::Tick,
     /// Whether the controller's explanatory Events (why nodes are not disrupted) are published: `demo` shows them
     /// in its Events pane; `simulate` leaves them out (a full explanation of every node every 5 minutes costs more
     /// than the rest of a large scenario, and the report has no Events).
     pub explain_events: bool,
-    /// NodePool status: the (nodes, nodeclaims, NodePool spec) stamps it last ran at.
-    nodepool_status_seen: Option<[u64; 3]>,
-    /// What the static pools' step last read (nodes, claims, NodePool specs, pods, commands).
-    static_seen: Option<[u64; 5]>,
     /// The NodePools' stamp as of their last spec write (a status write is not a change to what the controllers
     /// read from them), and as of the last status write.
     nodepool_spec_stamp: u64,
@@ -258,10 +251,8 @@ pub struct World {
     rng: Rng,
     /// Why each pod was pending after the last provisioning pass: (NodePool or "", reason).
     pub pending_reasons: BTreeMap<Key, Vec<(String, String)>>,
-    next_decision: u64,
-    /// How many of the disruption controller's records are in `record.decisions`.
-    disruption_records_seen: usize,
-    next_gc: Millis,
+    /// Numbers the decisions in the record.
+    ids: crate::controller::tick::Ids,
     caches: Caches,
 }
 
@@ -274,11 +265,9 @@ struct Caches {
     /// (pods, nodes, nodeclaims) stamps and the fingerprint of that state.
     fingerprint: Option<([u64; 3], Fingerprint)>,
     /// The pods stamp and the uids of the provisionable pods then, in pod order.
-    provisionable: Option<(u64, Vec<String>)>,
+    provisionable: Option<(u64, Arc<Vec<String>>)>,
     /// The store as the engine last read it, kept so the next snapshot copies only what changed.
     snapshot: crate::sim::cluster::SnapshotMirror,
-    /// (capacitybuffers, pod templates, deployments) stamps the buffer controller last resolved.
-    buffers: Option<[u64; 3]>,
 }
 
 /// Pod counts (all, bound, terminating) and a hash of the node and NodeClaim lifecycle state (deletion, taints,
@@ -320,16 +309,6 @@ impl World {
         Ok(format!("NodePool {name} scaled to {replicas} replicas"))
     }
 
-    /// An operator's "repair now" on `node` (see [`crate::controller::Controller::repair_now`]).
-    pub fn repair_now(&mut self, node: &str) -> Result<String, String> {
-        let now = self.now;
-        let snap = self.cluster.snapshot_into(&mut self.caches.snapshot);
-        let (effects, message) = self.controller.repair_now(&snap, node, now)?;
-        self.apply_effects(effects);
-        self.reconcile();
-        Ok(message)
-    }
-
     /// The world's settings (the controller's share included).
     pub fn settings(&self) -> &Settings {
         &self.settings
@@ -344,7 +323,6 @@ impl World {
         controller.set_repair_policies(crate::controller::cloud::CloudProvider::repair_policies(&cloud));
         World {
             now: start,
-            disruption: disruption::Controller::new(),
             cloud,
             cluster: Cluster::with_seed(seed ^ 0x706f_6473),
             record: Record::default(),
@@ -353,17 +331,13 @@ impl World {
             timers: Timers::default(),
             in_flight: BTreeMap::new(),
             controller,
-            lifecycle_seen: None,
+            tick: crate::controller::tick::Tick::new(start + GC_PERIOD, GC_PERIOD),
             explain_events: false,
-            nodepool_status_seen: None,
-            static_seen: None,
             nodepool_spec_stamp: 0,
             nodepool_status_stamp: None,
             rng: Rng(seed ^ 0x6b61_7270_656e_7465),
             pending_reasons: BTreeMap::new(),
-            next_decision: 0,
-            disruption_records_seen: 0,
-            next_gc: start + GC_PERIOD,
+            ids: Default::default(),
             caches: Caches::default(),
         }
     }
@@ -373,8 +347,7 @@ impl World {
     }
 
     fn decision_id(&mut self, prefix: &str) -> String {
-        self.next_decision += 1;
-        format!("{prefix}-{}", self.next_decision)
+        self.ids.next(prefix)
     }
 
     /// The time of the next scheduled thing, if any.
@@ -385,7 +358,7 @@ impl World {
         // (the controller waits for claims it created), waking at the same instant again would change nothing.
         let c = self.controller.next_wake(self.now);
         let r = self.cloud.next_reservation_change(self.now);
-        [t, w, c, r, Some(self.next_gc)].into_iter().flatten().min()
+        [t, w, c, r, Some(self.tick.next_gc())].into_iter().flatten().min()
     }
 
     /// Advances to `until`, reconciling at every moment something can happen.
@@ -431,20 +404,10 @@ impl World {
         for _ in 0..8 {
             let before = self.fingerprint();
             self.controllers();
-            self.buffers();
-            self.provisioning();
-            self.lifecycle();
-            self.nominations();
-            self.nodepool_status();
-            self.static_capacity();
-            self.interruptions();
-            self.reservations();
-            self.disruption();
-            self.explanatory_events();
-            if self.now >= self.next_gc {
-                self.garbage_collect();
-                self.next_gc = self.now + GC_PERIOD;
-            }
+            // The controller's steps, as its schedule runs them (the schedule is handed the world it runs on).
+            let mut tick = std::mem::take(&mut self.tick);
+            tick.run(self);
+            self.tick = tick;
             if self.fingerprint() == before {
                 break;
             }
@@ -576,117 +539,10 @@ impl World {
         self.cloud.catalog_at(self.now)
     }
 
-    /// Hands the controller what the cloud offers now, through the cloud port as the live loop does.
-    pub(super) fn sync_catalog(&mut self) {
-        let now = self.now;
-        let classes: Vec<_> = self.cluster.nodeclasses.values().map(|o| (**o).clone()).collect();
-        self.cloud.set_node_classes(&classes);
-        self.controller.sync_instance_types(&mut self.cloud, &classes, now);
-        // The overlays apply to the catalog just taken (the controller evaluates them again only when they, the
-        // NodePools or the catalog changed).
-        if self.settings.controller.gates.node_overlay {
-            let overlays: Vec<_> = self.cluster.nodeoverlays.values().map(|o| (**o).clone()).collect();
-            let pools: Vec<_> = self.cluster.nodepools.values().map(|p| (**p).clone()).collect();
-            let effects = self.controller.sync_overlays(&overlays, &pools, now);
-            self.apply_effects(effects);
-            let store = std::sync::Arc::new(self.controller.overlay_store());
-            crate::controller::cloud::CloudProvider::set_overlays(&mut self.cloud, store);
-        }
-    }
-
     /// Instance types per NodePool as the engine sees them (see [`World::engine_catalog`]).
     fn catalogs(&mut self) -> BTreeMap<String, Vec<Arc<InstanceType>>> {
         let types = self.engine_catalog().instance_types.clone();
         self.cluster.nodepools.keys().map(|k| (k.clone(), types.clone())).collect()
-    }
-
-    /// The controller's CapacityBuffer resolution (gate `CapacityBuffer`), whenever a buffer or what it may take
-    /// its shape from changed; the status writes land in the store.
-    fn buffers(&mut self) {
-        if !self.settings.controller.gates.capacity_buffer {
-            return;
-        }
-        let c = &self.cluster;
-        let stamps = [c.capacitybuffers.stamp(), c.pod_templates.stamp(), c.deployments.stamp()];
-        if self.caches.buffers == Some(stamps) {
-            return;
-        }
-        let buffers: Vec<_> = c.capacitybuffers.values().map(|b| (**b).clone()).collect();
-        let templates: Vec<_> = c.pod_templates.values().map(|t| (**t).clone()).collect();
-        let deployments: Vec<_> = c.deployments.values().map(|d| (**d).clone()).collect();
-        let src = crate::engine::capacitybuffer::Sources {
-            pod_templates: &templates,
-            deployments: &deployments,
-            ..Default::default()
-        };
-        let effects = self.controller.sync_buffers(&buffers, src, self.now);
-        self.apply_effects(effects);
-        // The writes just made are the controller's own: they need no second look.
-        let c = &self.cluster;
-        self.caches.buffers = Some([c.capacitybuffers.stamp(), c.pod_templates.stamp(), c.deployments.stamp()]);
-    }
-
-    /// The controller's provisioning: the world feeds it the pending pods (as the pod watch does) and, when its
-    /// batch window is over, lets it solve on the store; the claims it asks for are created here and the solve is
-    /// recorded for the report.
-    fn provisioning(&mut self) {
-        let now = self.now;
-        let stamp = self.cluster.pods.stamp();
-        if self.caches.provisionable.as_ref().is_none_or(|(at, _)| *at != stamp) {
-            let uids = self
-                .cluster
-                .pods
-                .values()
-                .filter(|p| is_provisionable(p))
-                .map(|p| p.metadata.uid.clone().unwrap_or_default())
-                .collect();
-            self.caches.provisionable = Some((stamp, uids));
-        }
-        let uids = self.caches.provisionable.iter().flat_map(|(_, uids)| uids).map(String::as_str);
-        self.controller.observe_pending(uids, now);
-        if !self.controller.provisioning_due(now) {
-            return;
-        }
-        self.sync_catalog();
-        let snap = self.cluster.snapshot_into(&mut self.caches.snapshot);
-        let started = Instant::now();
-        let (effects, result) = self.controller.provisioning_pass(&snap, now);
-        let millis = started.elapsed().as_secs_f64() * 1000.0;
-        let Some(result) = result else {
-            self.apply_effects(effects);
-            return;
-        };
-        // The claims come in the solve's order: each is recorded with its options cheapest first.
-        let mut decided = result.results.new_claims.iter();
-        let mut names = Vec::new();
-        for e in effects {
-            match e {
-                e @ Effect::CreateNodeClaim { .. } => {
-                    let types = decided.next().map(|d| d.instance_types.iter().map(|t| t.name.clone()).collect());
-                    names.extend(self.create_claim(e, Some(types.unwrap_or_default())));
-                }
-                other => {
-                    self.apply_effect(other);
-                }
-            }
-        }
-        self.pending_reasons = result.pending_reasons();
-        let placed = result.placed_pods();
-        self.record.solves.push(SolveTiming { at: self.now, pods: result.pods.len(), nodes: names.len(), millis });
-        if !names.is_empty() {
-            // The controller compared the packing strategies over this solve's pods (the report sums them).
-            if let Some(p) = self.controller.last_packing() {
-                self.record.packing.push(*p);
-            }
-            let id = self.decision_id("p");
-            self.record.decisions.push(Decision::Provision {
-                id,
-                at: self.now,
-                nodeclaims: names,
-                pods: placed,
-                is_static: false,
-            });
-        }
     }
 
     fn register_node(&mut self, provider_id: &str) {
@@ -780,196 +636,11 @@ impl World {
         self.api().delete_pod(key, grace);
     }
 
-    /// Interruption notices from the cloud, through the cloud port as the live loop takes them (the simulated cloud
-    /// keeps a spot interruption's offering out for a while, as the AWS provider does). The controller acts on them
-    /// as it does live; the world records each notice against the node it hit for the report.
-    /// Capacity blocks: the controller deletes the claims of one about to end, and EC2 takes back the instances of
-    /// one that has ended (the garbage collector then removes what is left of them).
-    fn reservations(&mut self) {
-        if self.cloud.reservations().is_empty() {
-            return;
-        }
-        let now = self.now;
-        let snap = self.cluster.snapshot_into(&mut self.caches.snapshot);
-        let effects = self.controller.reservation_expiration(&mut self.cloud, &snap, now);
-        self.apply_effects(effects);
-        self.cloud.end_reservations(now);
-    }
-
-    fn interruptions(&mut self) {
-        use crate::controller::cloud::CloudProvider;
-        let now = self.now;
-        let notices = {
-            let mut claims = self.cluster.nodeclaims.values().map(|c| &**c);
-            CloudProvider::interruptions(&mut self.cloud, &mut claims, now)
-        };
-        for n in notices {
-            // The report records the notice against the node it hit, with the pods it displaced.
-            let id = n.message.instance_ids.first().cloned().unwrap_or_default();
-            let suffix = format!("/{id}");
-            let node = self
-                .cluster
-                .nodes
-                .values()
-                .find(|n| n.spec.as_ref().and_then(|s| s.provider_id.as_deref()).is_some_and(|p| p.ends_with(&suffix)))
-                .and_then(|n| n.metadata.name.clone());
-            if let Some(node) = node {
-                let displaced = self
-                    .cluster
-                    .pods
-                    .iter()
-                    .filter(|(_, p)| p.node_name() == Some(node.as_str()))
-                    .filter(|(_, p)| {
-                        !p.metadata
-                            .owner_references
-                            .iter()
-                            .flatten()
-                            .any(|o| o.kind == "DaemonSet" && o.controller == Some(true))
-                    })
-                    .map(|(k, _)| k.clone())
-                    .collect();
-                let id = self.decision_id("d");
-                self.record.decisions.push(Decision::Interruption {
-                    id,
-                    at: now,
-                    node,
-                    kind: n.message.kind,
-                    displaced,
-                });
-            }
-            let snap = self.cluster.snapshot_into(&mut self.caches.snapshot);
-            let effects = self.controller.interruption(&snap, &n.message, now);
-            self.apply_effects(effects);
-            (n.answer)(Ok(()));
-        }
-    }
-
-    /// The controller's lifecycle, finalization and termination, run on the store as it is now and carried out by
-    /// the one executor; skipped while nothing it reads changed and none of its requeues is due.
-    fn lifecycle(&mut self) {
-        let c = &self.cluster;
-        let draining = c.nodes.values().any(|n| n.metadata.deletion_timestamp.is_some());
-        let seen =
-            [c.nodes.stamp(), c.nodeclaims.stamp(), if draining { c.pods.stamp() } else { 0 }, self.cloud.generation()];
-        let due = self.controller.requeue_at().is_some_and(|t| t <= self.now);
-        if self.lifecycle_seen == Some(seen) && !due {
-            return;
-        }
-        if self.cluster.nodeclaims.values().any(|c| c.metadata.deletion_timestamp.is_some()) {
-            self.controller.set_live_instances(self.cloud.list());
-        }
-        let snap = self.cluster.snapshot_into(&mut self.caches.snapshot);
-        let effects = self.controller.lifecycle(&snap, self.now);
-        // A requeue stands once asked for, as controller-runtime's `RequeueAfter` does (a later reconcile does not
-        // take it back); everything else the controller waits for is read from its `next_wake` when it is due.
-        if let Some(t) = self.controller.requeue_at() {
-            self.at(t, Timer::Wake);
-        }
-        for e in effects {
-            self.apply_effect(e);
-        }
-        // What was read, not what the effects left: a controller reacts to its own writes too.
-        self.lifecycle_seen = Some(seen);
-    }
-
-    /// Cost packing: the controller nominates the pods it planned onto claims whose Nodes registered (after the
-    /// lifecycle step, which records a claim's Node), so the stand-in kube-scheduler binds them there.
-    fn nominations(&mut self) {
-        if self.controller.packing() != crate::engine::packing::Packing::Cost {
-            return;
-        }
-        let snap = self.cluster.snapshot_into(&mut self.caches.snapshot);
-        let effects = self.controller.nominations(&snap);
-        self.apply_effects(effects);
-    }
-
     /// The NodePools' stamp, leaving out writes of their status: what the controllers that read NodePools see
     /// change.
     pub(crate) fn nodepool_spec_stamp(&self) -> u64 {
         let stamp = self.cluster.nodepools.stamp();
         if Some(stamp) == self.nodepool_status_stamp { self.nodepool_spec_stamp } else { stamp }
-    }
-
-    /// The controller's NodePool status (resources, node count, conditions), run when the nodes, the claims or
-    /// the NodePools' specs changed, as upstream's NodePool status controllers react to them.
-    fn nodepool_status(&mut self) {
-        let seen = [self.cluster.nodes.stamp(), self.cluster.nodeclaims.stamp(), self.nodepool_spec_stamp()];
-        if self.nodepool_status_seen == Some(seen) {
-            return;
-        }
-        let now = self.now;
-        let snap = self.cluster.snapshot_into(&mut self.caches.snapshot);
-        // The simulated cloud has no node classes: the status's NodeClassReady needs none.
-        let effects = self.controller.nodepool_status(&snap, &[], now);
-        self.apply_effects(effects);
-        self.nodepool_status_seen = Some(seen);
-    }
-
-    /// The controller's static NodePools (gate `StaticCapacity`): scale-up claims are recorded as static
-    /// provisioning decisions; scale-down deletions as `overprovisioned` deletions.
-    fn static_capacity(&mut self) {
-        if !self.settings.controller.gates.static_capacity {
-            return;
-        }
-        let c = &self.cluster;
-        let commands = self.controller.busy().len() as u64 + self.controller.orchestrator().in_flight().len() as u64;
-        let seen = [c.nodes.stamp(), c.nodeclaims.stamp(), self.nodepool_spec_stamp(), c.pods.stamp(), commands];
-        let due = self.controller.static_requeue_at().is_some_and(|t| t <= self.now);
-        if self.static_seen == Some(seen) && !due && self.nodepool_status_seen.is_some() {
-            return;
-        }
-        let now = self.now;
-        let snap = self.cluster.snapshot_into(&mut self.caches.snapshot);
-        let effects = self.controller.static_capacity(&snap, now);
-        if let Some(t) = self.controller.static_requeue_at().filter(|t| *t > now) {
-            self.at(t, Timer::Wake);
-        }
-        let mut created = Vec::new();
-        for e in effects {
-            match e {
-                e @ Effect::CreateNodeClaim { purpose: crate::controller::Purpose::Static { .. }, .. } => {
-                    created.extend(self.create_claim(e, Some(Vec::new())));
-                }
-                other => {
-                    self.apply_effect(other);
-                }
-            }
-        }
-        if !created.is_empty() {
-            let id = self.decision_id("p");
-            self.record.decisions.push(Decision::Provision {
-                id,
-                at: now,
-                nodeclaims: created,
-                pods: 0,
-                is_static: true,
-            });
-        }
-        // The status of the pools the step just changed is read on the next pass: what was read is what counts.
-        self.static_seen = Some(seen);
-    }
-
-    /// The controller's explanatory Events, when due and [`World::explain_events`] is on.
-    fn explanatory_events(&mut self) {
-        if !self.explain_events || self.controller.explanatory_events_due().is_none_or(|t| t > self.now) {
-            return;
-        }
-        let now = self.now;
-        let snap = self.cluster.snapshot_into(&mut self.caches.snapshot);
-        let effects = self.controller.explanatory_events(&snap, now);
-        self.apply_effects(effects);
-    }
-
-    /// The controller's garbage collection of claims whose instance is gone, and the relabelling of instances whose
-    /// reservation ended, on the same list, every [`GC_PERIOD`].
-    fn garbage_collect(&mut self) {
-        use crate::controller::cloud::{CloudProvider, at_once};
-        let now = self.now;
-        let Some(Ok(Some(list))) = at_once(CloudProvider::list(&mut self.cloud, now)) else { return };
-        let snap = self.cluster.snapshot_into(&mut self.caches.snapshot);
-        let mut effects = self.controller.garbage_collect(&snap, &list, now);
-        effects.extend(self.controller.capacity_types(&snap, &list));
-        self.apply_effects(effects);
     }
 
     /// Pods still unbound, and the initialized-node count (for tests and reports).

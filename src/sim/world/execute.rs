@@ -5,9 +5,9 @@
 
 use super::api_server::ApiServer;
 use super::{Decision, Timer, World};
+use crate::controller::Effect;
 use crate::controller::cloud::{BoxFuture, CloudProvider, LaunchFailure, Launched, Retry, at_once};
 use crate::controller::execute::{Report, execute};
-use crate::controller::{Effect, Outcome};
 use crate::engine::api::NodeClaim;
 use crate::engine::lifecycle::{self, DeleteReason, LaunchError, LifecycleAction};
 use crate::engine::provisioning::Millis;
@@ -63,12 +63,6 @@ impl World {
         (api, &mut self.cloud)
     }
 
-    pub(super) fn apply_effects(&mut self, effects: Vec<Effect>) {
-        for e in effects {
-            self.apply_effect(e);
-        }
-    }
-
     /// Carries out one effect and tells the controller what came of it.
     pub(super) fn apply_effect(&mut self, e: Effect) -> Report {
         match e {
@@ -109,22 +103,6 @@ impl World {
             tracing::debug!(effect = %f.effect, "{}", f.message);
         }
         report
-    }
-
-    /// Creates the NodeClaim of a `CreateNodeClaim` effect; its name, with `instance_types` (the solve's options,
-    /// cheapest first) as its record's instance types when given.
-    pub(super) fn create_claim(&mut self, e: Effect, instance_types: Option<Vec<String>>) -> Option<String> {
-        let report = self.execute(vec![e], None);
-        let name = report.outcomes.iter().find_map(|o| match o {
-            Outcome::Created { name, .. } => Some(name.clone()),
-            _ => None,
-        })?;
-        if let Some(types) = instance_types
-            && let Some(r) = self.record.nodeclaims.iter_mut().rev().find(|r| r.name == name)
-        {
-            r.instance_types = types;
-        }
-        Some(name)
     }
 
     fn is_live_claim(&self, name: &str) -> bool {
