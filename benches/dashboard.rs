@@ -21,7 +21,7 @@ use criterion::{Criterion, criterion_group, criterion_main};
 use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 use karpenter_tui::memory;
 use karpenter_tui::protocol::view::Source;
-use karpenter_tui::shell::sim_view as dashboard;
+use karpenter_tui::shell::sim_picture as dashboard;
 use karpenter_tui::ui::action::KeyMap;
 use karpenter_tui::ui::app::{AppState, Msg, update};
 use karpenter_tui::ui::theme::Theme;

@@ -40,7 +40,7 @@ use karpenter_tui::kube::kinds::Kind;
 use karpenter_tui::kube::watch;
 use karpenter_tui::memory;
 use karpenter_tui::protocol::view::Leadership;
-use karpenter_tui::shell::live_view::{LiveInfo, picture};
+use karpenter_tui::shell::live_picture::{LiveInfo, picture};
 use karpenter_tui::sim::run::build_catalog;
 use karpenter_tui::sim::scenario::parse_scenario;
 use karpenter_tui::ui::action::KeyMap;

@@ -159,7 +159,7 @@ fn plan_live(
 }
 
 fn plan_manifests(
-    manifests: &karpenter_tui::engine::manifests::Manifests,
+    manifests: &karpenter_tui::engine::manifests::ClusterObjects,
     catalog: &karpenter_tui::engine::catalog::Catalog,
     output: Output,
     gates: karpenter_tui::controller::settings::FeatureGates,

@@ -174,7 +174,7 @@ async fn every_kind_of_message_is_handled_and_deleted() {
     assert!(h.events.iter().any(|(o, r, _)| o == "node-i-bbb" && r == "SpotRebalanceRecommendation"));
 
     // The dashboard's Interruptions pane shows them, with progress.
-    let v = karpenter_tui::shell::live_view::picture(
+    let v = karpenter_tui::shell::live_picture::picture(
         &manifests(&h.cluster),
         &kwok_catalog("us-east-1"),
         h.now,
@@ -333,7 +333,7 @@ async fn instance_status_checks_terminate_forcefully_and_scheduled_events_drain(
     assert_eq!(h.controller.interruptions.len(), recorded, "repeats for claims already going add nothing");
 
     // The pane tells the three apart.
-    let v = karpenter_tui::shell::live_view::picture(
+    let v = karpenter_tui::shell::live_picture::picture(
         &manifests(&h.cluster),
         &kwok_catalog("us-east-1"),
         h.now,

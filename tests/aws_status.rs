@@ -17,7 +17,7 @@ use karpenter_tui::engine::api::{EC2NodeClass, NodeClaim};
 use karpenter_tui::engine::catalog::aws::aws_catalog;
 use karpenter_tui::engine::disruption::gate::Mode;
 use karpenter_tui::engine::lifecycle::LaunchError;
-use karpenter_tui::engine::manifests::Manifests;
+use karpenter_tui::engine::manifests::ClusterObjects;
 use moto::faults::Faults;
 
 const CLUSTER: &str = "demo";
@@ -282,7 +282,7 @@ async fn another_providers_claims_are_neither_launched_nor_touched() {
     let mut port = karpenter_tui::aws::cloud::AwsProvider::new(cloud.clone(), Some(rx));
     let fallback = Arc::new(aws_catalog("us-east-1", None, None, 0).unwrap());
     let mut controller = Controller::new(fallback, Mode::Approve, now).with_provider_prefix(PROVIDER_PREFIX);
-    let m = Manifests {
+    let m = ClusterObjects {
         nodeclasses: vec![nc.clone()],
         nodeclaims: vec![running.clone()],
         nodes: vec![node],

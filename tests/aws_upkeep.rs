@@ -20,7 +20,7 @@ use karpenter_tui::engine::catalog::aws::aws_catalog;
 use karpenter_tui::engine::disruption::gate::Mode;
 use karpenter_tui::engine::labels;
 use karpenter_tui::engine::lifecycle::apply_launch;
-use karpenter_tui::engine::manifests::Manifests;
+use karpenter_tui::engine::manifests::ClusterObjects;
 
 fn claim(name: &str) -> NodeClaim {
     let c: NodeClaim = serde_yaml::from_str(&format!(
@@ -52,7 +52,7 @@ async fn upkeep_resolves_classes_collects_leaks_and_handles_interruptions() {
     let mut controller = Controller::new(fallback, Mode::Approve, now).with_provider_prefix(PROVIDER_PREFIX);
 
     // The class is resolved and its status comes back as an effect for the cluster.
-    let mut m = Manifests { nodeclasses: vec![nc.clone()], ..Default::default() };
+    let mut m = ClusterObjects { nodeclasses: vec![nc.clone()], ..Default::default() };
     let r = upkeep.run(&m, now).await;
     assert!(r.errors.is_empty(), "{:?}", r.errors);
     let status = r
@@ -207,7 +207,12 @@ async fn upkeep_resolves_classes_collects_leaks_and_handles_interruptions() {
 
 /// What the acting loop does with the notices the cloud port hands over: the controller acts on each, and it is
 /// answered. Returns the effects and how many notices there were.
-fn take_notices(port: &mut AwsProvider, controller: &mut Controller, m: &Manifests, now: i64) -> (Vec<Effect>, usize) {
+fn take_notices(
+    port: &mut AwsProvider,
+    controller: &mut Controller,
+    m: &ClusterObjects,
+    now: i64,
+) -> (Vec<Effect>, usize) {
     let notices = CloudProvider::interruptions(port, &mut m.nodeclaims.iter(), now);
     let taken = notices.len();
     let mut effects = Vec::new();

@@ -900,7 +900,7 @@ async fn the_live_backend_sends_a_picture_then_follows_the_cluster_and_stops_on_
     use karpenter_tui::protocol::view::Leadership;
     use karpenter_tui::protocol::{Command, Event};
     use karpenter_tui::shell::live_driver::LiveDriver;
-    use karpenter_tui::shell::live_view::LiveInfo;
+    use karpenter_tui::shell::live_picture::LiveInfo;
 
     let fake = FakeApi::start().await;
     fake.put(NODES, node("n1"));

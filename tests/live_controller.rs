@@ -13,7 +13,7 @@ use karpenter_tui::engine::api::nodeclaim::{COND_DRIFTED, COND_INITIALIZED, COND
 use karpenter_tui::engine::disruption::gate::Mode;
 use karpenter_tui::engine::labels;
 use karpenter_tui::engine::lifecycle::ms_time;
-use karpenter_tui::engine::manifests::Manifests;
+use karpenter_tui::engine::manifests::ClusterObjects;
 
 #[test]
 fn pending_pods_get_nodeclaims_nodes_and_are_bound() {
@@ -88,7 +88,7 @@ status:
   phase: Pending
   conditions: [{type: PodScheduled, status: "False", reason: Unschedulable}]
 "#;
-    h.cluster.apply(&Manifests::parse(text, "huge.yaml").unwrap());
+    h.cluster.apply(&ClusterObjects::parse(text, "huge.yaml").unwrap());
     h.run_until("the others bound", 120, |h| h.cluster.pods.values().filter(|p| p.node_name.is_some()).count() == 6);
     for _ in 0..30 {
         h.tick();
@@ -188,7 +188,7 @@ status:
   allocatable: {cpu: "4", memory: 16Gi, pods: "110"}
   conditions: [{type: Ready, status: "True"}]
 "#;
-    h.cluster.apply(&Manifests::parse(text, "ec2.yaml").unwrap());
+    h.cluster.apply(&ClusterObjects::parse(text, "ec2.yaml").unwrap());
     // Empty and old, in auto mode: a KWOK node like it would be consolidated; this one is left alone.
     for _ in 0..120 {
         h.tick();
@@ -214,7 +214,7 @@ status:
     let mut m = manifests(&h.cluster);
     h.controller.plan(&m, h.now + 2_000, generation(&m));
     let text = "apiVersion: v1\nkind: Pod\nmetadata: {name: web, namespace: default, uid: uid-web}\nspec:\n  nodeName: ip-10-0-0-1.ec2.internal\n  containers: [{name: c, image: x}]\nstatus: {phase: Running}\n";
-    m.pods.extend(Manifests::parse(text, "pod.yaml").unwrap().pods);
+    m.pods.extend(ClusterObjects::parse(text, "pod.yaml").unwrap().pods);
     let effects = h.controller.plan(&m, h.now + 30_000, generation(&m));
     assert!(
         !effects.iter().any(|e| matches!(e, Effect::PatchClaimStatus { name, .. } if name == "default-ec2aa")),

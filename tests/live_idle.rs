@@ -15,7 +15,7 @@ use karpenter_tui::kube::writer::Writer;
 use karpenter_tui::protocol::view::Leadership;
 use karpenter_tui::protocol::{Command, Event};
 use karpenter_tui::shell::live_driver::LiveDriver;
-use karpenter_tui::shell::live_view::LiveInfo;
+use karpenter_tui::shell::live_picture::LiveInfo;
 use serde_json::json;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

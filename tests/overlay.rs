@@ -745,10 +745,10 @@ mod in_the_world {
 fn plan_applies_overlays_with_the_gate() {
     use karpenter_tui::controller::settings::FeatureGates;
     use karpenter_tui::engine::catalog::kwok::kwok_catalog;
-    use karpenter_tui::engine::manifests::Manifests;
+    use karpenter_tui::engine::manifests::ClusterObjects;
     use karpenter_tui::shell::passes::plan_with;
     let text = "apiVersion: karpenter.sh/v1\nkind: NodePool\nmetadata: {name: default}\nspec:\n  template:\n    spec:\n      nodeClassRef: {group: karpenter.kwok.sh, kind: KWOKNodeClass, name: default}\n      requirements:\n        - {key: kubernetes.io/os, operator: In, values: [linux]}\n        - {key: kubernetes.io/arch, operator: In, values: [amd64]}\n        - {key: karpenter.sh/capacity-type, operator: In, values: [on-demand]}\n---\napiVersion: karpenter.sh/v1alpha1\nkind: NodeOverlay\nmetadata: {name: big-is-cheap}\nspec:\n  requirements: [{key: node.kubernetes.io/instance-type, operator: In, values: [c-16x-amd64-linux]}]\n  price: \"0.001\"\n---\napiVersion: v1\nkind: Pod\nmetadata: {name: p, namespace: default}\nspec:\n  containers: [{name: c, image: x, resources: {requests: {cpu: \"1\"}}}]\n";
-    let m = Manifests::parse(text, "plan.yaml").expect("parses");
+    let m = ClusterObjects::parse(text, "plan.yaml").expect("parses");
     let catalog = kwok_catalog("us-east-1");
     let cheapest = |gates: FeatureGates| {
         let r = plan_with(&m, &catalog, gates);

@@ -250,7 +250,7 @@ fn comparing_after_a_pass_gives_the_same_figures_as_comparing_from_scratch() {
     use karpenter_tui::engine::provisioning::{compare_packing, compare_packing_after};
     use karpenter_tui::shell::passes::{plan_packed, pool_types};
     let text = std::fs::read_to_string("examples/inflate.yaml").expect("the example");
-    let m = karpenter_tui::engine::manifests::Manifests::parse(&text, "inflate.yaml").expect("parses");
+    let m = karpenter_tui::engine::manifests::ClusterObjects::parse(&text, "inflate.yaml").expect("parses");
     let catalog = karpenter_tui::engine::catalog::aws::aws_catalog("us-east-1", None, None, 0).expect("catalog");
     let catalogs = pool_types(&m, &catalog, FeatureGates::default());
     let snap = m.snapshot();

@@ -1,4 +1,4 @@
-//! Manifests shaped as people write them for EKS (the patterns of upstream's examples and the karpenter-blueprints,
+//! ClusterObjects shaped as people write them for EKS (the patterns of upstream's examples and the karpenter-blueprints,
 //! written here in the project's own words), planned by `plan`'s passes over the embedded AWS catalog as upstream
 //! would plan them: nothing pending that upstream would place.
 
@@ -6,7 +6,7 @@ use karpenter_tui::controller::settings::FeatureGates;
 use karpenter_tui::engine::catalog::Catalog;
 use karpenter_tui::engine::catalog::aws::{INSTANCE_EBS_BANDWIDTH, aws_catalog};
 use karpenter_tui::engine::labels;
-use karpenter_tui::engine::manifests::Manifests;
+use karpenter_tui::engine::manifests::ClusterObjects;
 use karpenter_tui::engine::provisioning::ProvisioningResult;
 use karpenter_tui::shell::passes::plan_with;
 
@@ -77,7 +77,7 @@ fn catalog() -> Catalog {
 }
 
 fn plan(text: &str, gates: FeatureGates) -> ProvisioningResult {
-    let m = Manifests::parse(text, "app.yaml").unwrap_or_else(|e| panic!("{e}"));
+    let m = ClusterObjects::parse(text, "app.yaml").unwrap_or_else(|e| panic!("{e}"));
     plan_with(&m, &catalog(), gates)
 }
 

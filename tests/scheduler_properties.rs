@@ -479,7 +479,7 @@ proptest! {
         );
         // Either the manifests are rejected with a located error, or the engine runs under both packing strategies;
         // it never panics.
-        if let Ok(m) = karpenter_tui::engine::manifests::Manifests::parse(&text, "fuzz.yaml") {
+        if let Ok(m) = karpenter_tui::engine::manifests::ClusterObjects::parse(&text, "fuzz.yaml") {
             let r = karpenter_tui::cli::plan::plan(&m, &fake::fake_catalog());
             let _ = karpenter_tui::cli::plan::to_table(&r);
             let _ = karpenter_tui::cli::plan::to_json(&m, &r);

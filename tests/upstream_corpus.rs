@@ -19,7 +19,7 @@ use karpenter_tui::engine::catalog::aws::{
 };
 use karpenter_tui::engine::catalog::{Catalog, InstanceType};
 use karpenter_tui::engine::labels;
-use karpenter_tui::engine::manifests::Manifests;
+use karpenter_tui::engine::manifests::ClusterObjects;
 use karpenter_tui::engine::provisioning::ProvisioningResult;
 use karpenter_tui::engine::scheduling::NewNodeClaim;
 use karpenter_tui::shell::passes::{plan_with, pool_types};
@@ -41,12 +41,12 @@ fn read(file: &str) -> (String, String) {
     (text, path.display().to_string())
 }
 
-fn parse(text: &str, path: &str) -> Manifests {
-    Manifests::parse(text, path).unwrap_or_else(|e| panic!("{path}: {e}"))
+fn parse(text: &str, path: &str) -> ClusterObjects {
+    ClusterObjects::parse(text, path).unwrap_or_else(|e| panic!("{path}: {e}"))
 }
 
 /// The corpus file, read and planned as `plan --file` plans it.
-fn plan(file: &str) -> (Manifests, ProvisioningResult) {
+fn plan(file: &str) -> (ClusterObjects, ProvisioningResult) {
     let (text, path) = read(file);
     let m = parse(&text, &path);
     let r = plan_with(&m, catalog(), FeatureGates::default());
@@ -61,7 +61,7 @@ fn all_placed(file: &str, r: &ProvisioningResult) -> usize {
 }
 
 /// Plans `file` and asserts upstream would place all of its `pods` pods on new claims.
-fn plan_all(file: &str, pods: usize) -> (Manifests, ProvisioningResult) {
+fn plan_all(file: &str, pods: usize) -> (ClusterObjects, ProvisioningResult) {
     let (m, r) = plan(file);
     assert_eq!(all_placed(file, &r), pods, "{file}: placed pods");
     assert!(!r.results.new_claims.is_empty(), "{file}: no claims");
@@ -113,7 +113,7 @@ fn option_has(key: &'static str, want: &[&str]) -> impl Fn(&InstanceType) -> Opt
 }
 
 /// The zones the pool's instance types are offered in: the domains upstream's topology counts for a zone spread.
-fn pool_zones(m: &Manifests, pool: &str) -> BTreeSet<String> {
+fn pool_zones(m: &ClusterObjects, pool: &str) -> BTreeSet<String> {
     pool_types(m, catalog(), FeatureGates::default())[pool].iter().flat_map(|t| values(t, labels::ZONE)).collect()
 }
 

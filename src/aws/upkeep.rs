@@ -11,7 +11,7 @@ use tokio::sync::{mpsc, oneshot};
 
 use crate::aws::cloud::AwsCloud;
 use crate::aws::interruption::Message;
-use crate::engine::manifests::Manifests;
+use crate::engine::manifests::ClusterObjects;
 use crate::engine::provisioning::Millis;
 
 use crate::controller::Effect;
@@ -69,7 +69,7 @@ impl AwsUpkeep {
     }
 
     /// One round: whatever is due, on the cache as it is. What the cluster must change comes back as effects.
-    pub async fn run(&mut self, m: &Manifests, now: Millis) -> UpkeepReport {
+    pub async fn run(&mut self, m: &ClusterObjects, now: Millis) -> UpkeepReport {
         let mut r = UpkeepReport::default();
         if now >= self.next_types {
             self.next_types = now + TYPES_EVERY;

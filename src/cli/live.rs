@@ -7,7 +7,7 @@ use anyhow::{Context as _, Result, anyhow};
 use serde_json::json;
 
 use crate::engine::catalog::Catalog;
-use crate::engine::manifests::Manifests;
+use crate::engine::manifests::ClusterObjects;
 use crate::kube::cache::Problem;
 use crate::kube::connect::{ConnectOptions, connect};
 use crate::kube::watch;
@@ -17,7 +17,7 @@ pub struct ClusterRead {
     pub context: String,
     pub cluster_name: String,
     pub server: String,
-    pub manifests: Manifests,
+    pub manifests: ClusterObjects,
     /// Objects skipped because they could not be parsed.
     pub skipped: Vec<Problem>,
 }

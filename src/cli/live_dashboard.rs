@@ -18,7 +18,7 @@ use crate::kube::{access, upstream, watch};
 use crate::protocol::view::Leadership;
 use crate::shell::acting::Acting;
 use crate::shell::live_driver::LiveDriver;
-use crate::shell::live_view::LiveInfo;
+use crate::shell::live_picture::LiveInfo;
 use crate::ui::action::KeyMap;
 use crate::ui::app::{AppState, Msg, update};
 use crate::ui::audit::AuditLog;

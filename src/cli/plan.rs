@@ -10,7 +10,7 @@ use serde_json::json;
 
 use crate::engine::disruption::PassResult;
 use crate::engine::disruption::consolidation::Outlook;
-use crate::engine::manifests::Manifests;
+use crate::engine::manifests::ClusterObjects;
 use crate::engine::provisioning::ProvisioningResult;
 use crate::engine::resources::describe_resource;
 
@@ -104,13 +104,13 @@ pub fn notes_table(notes: &[String]) -> String {
     out
 }
 
-pub fn load(path: &str) -> Result<Manifests> {
+pub fn load(path: &str) -> Result<ClusterObjects> {
     let text = std::fs::read_to_string(path).with_context(|| format!("reading {path}"))?;
-    Ok(Manifests::parse(&text, path)?)
+    Ok(ClusterObjects::parse(&text, path)?)
 }
 
 /// The JSON form: NodeClaims (upstream objects), placements on existing nodes, failures with reasons per NodePool.
-pub fn to_json(m: &Manifests, r: &ProvisioningResult) -> serde_json::Value {
+pub fn to_json(m: &ClusterObjects, r: &ProvisioningResult) -> serde_json::Value {
     let claims = r.nodeclaims(&m.nodepools);
     let new_claims: Vec<serde_json::Value> = r
         .results

@@ -88,7 +88,7 @@ impl Controller {
 
     /// [`Controller::sync_buffers`] over a read of the cluster (or a manifest file, whose Deployments are the
     /// scalables).
-    pub fn sync_buffers_from(&mut self, m: &crate::engine::manifests::Manifests, now: Millis) -> Vec<Effect> {
+    pub fn sync_buffers_from(&mut self, m: &crate::engine::manifests::ClusterObjects, now: Millis) -> Vec<Effect> {
         let deployments = if m.workloads.deployments.is_empty() { &m.deployments } else { &m.workloads.deployments };
         let src = Sources {
             pod_templates: &m.pod_templates,

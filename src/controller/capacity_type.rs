@@ -75,7 +75,7 @@ mod tests {
     use super::*;
     use crate::controller::settings::Settings;
     use crate::engine::api::NodeClaim;
-    use crate::engine::manifests::Manifests;
+    use crate::engine::manifests::ClusterObjects;
 
     fn labelled(registered: bool) -> BTreeMap<String, String> {
         let mut l: BTreeMap<String, String> = [
@@ -93,8 +93,8 @@ mod tests {
         l
     }
 
-    fn cluster(node_registered: bool) -> Manifests {
-        let mut m = Manifests::default();
+    fn cluster(node_registered: bool) -> ClusterObjects {
+        let mut m = ClusterObjects::default();
         let mut c = NodeClaim::new("c1", Default::default());
         c.metadata.labels = Some(labelled(false));
         c.status = Some(crate::engine::api::nodeclaim::NodeClaimStatus {

@@ -26,8 +26,8 @@ fn instance_key(provider_id: &str) -> &str {
 }
 
 impl Controller {
-    /// The lifecycle, finalization and termination part of a tick on its own: what the simulated world runs at
-    /// every reconcile (it provisions and disrupts through its own calls for now). It reads the NodeClaims, the
+    /// The lifecycle, finalization and termination part of a tick on its own (the schedule's lifecycle step,
+    /// [`super::tick`]). It reads the NodeClaims, the
     /// Nodes, and the pods bound to nodes being deleted. After it, [`Controller::requeue_at`] says when
     /// these controllers next need to run even if nothing changes.
     pub fn lifecycle(&mut self, s: &ClusterSnapshot<'_>, now: Millis) -> Vec<Effect> {

@@ -1,7 +1,8 @@
 //! Karpenter's controllers, written once for every backend (docs/architecture.md, "One controller"). The parts
 //! are in the submodules — the disruption controller ([`disruption`]), drift checks ([`drift`]), pod-event times
 //! ([`pod_events`]), provisioning triggers ([`provisioning`]), NodePool status ([`nodepool_status`]) — and are run
-//! both by the simulated world on its virtual clock and by [`Controller`], the planner the live backends tick.
+//! step by step by the schedule in [`tick`] (on the simulated world's virtual clock) and all at once by
+//! [`Controller::plan`], the planner the live backends tick.
 //!
 //! [`Controller`] is level-triggered, as Kubernetes controllers are: every tick it reads the watch cache as it is,
 //! decides with the engine's pure functions what should change, and returns [`Effect`]s for the executor. Nothing it
@@ -51,7 +52,7 @@ use crate::engine::disruption::{Blocker, Command, Context, DisruptionOptions};
 use crate::engine::join;
 use crate::engine::labels;
 use crate::engine::lifecycle::{self, DeleteReason, LifecycleSettings, set_condition};
-use crate::engine::manifests::Manifests;
+use crate::engine::manifests::ClusterObjects;
 use crate::engine::packing::Packing;
 use crate::engine::provisioning::{
     ClusterSnapshot, Millis, ProvisioningResult, compare_packing_after, is_provisionable, provision,
@@ -591,10 +592,10 @@ impl Controller {
 
     /// Everything that should change now. `generation` identifies the cluster state (a rejected proposal is not
     /// offered again until it changes).
-    pub fn plan(&mut self, m: &Manifests, now: Millis, generation: u64) -> Vec<Effect> {
+    pub fn plan(&mut self, m: &ClusterObjects, now: Millis, generation: u64) -> Vec<Effect> {
         let mut out = Out::default();
         let pods = m.pending_view();
-        let view = live_view(m, &pods);
+        let view = snapshot_of(m, &pods);
         self.forget_settled(&view, now);
         self.requeue = None;
         for e in self.sync_overlays(&m.nodeoverlays, &m.nodepools, now) {
@@ -631,9 +632,8 @@ impl Controller {
         out.finish(&view)
     }
 
-    /// Drives started commands (see [`Orchestrator::orchestrate`]) on their own, for a backend that runs the
-    /// disruption controller's steps on its own schedule (the simulated world applies each step's effects before
-    /// the next step reads the cluster). When a waiting command is looked at again is [`Controller::next_wake`]'s.
+    /// Drives started commands (see [`Orchestrator::orchestrate`]) on their own, for the step-by-step schedule
+    /// ([`tick`]: each step's effects are carried out before the next step reads the cluster). When a waiting command is looked at again is [`Controller::next_wake`]'s.
     pub fn orchestrate_commands(&mut self, m: &ClusterSnapshot<'_>, now: Millis) -> Vec<Effect> {
         let mut out = Out::default();
         self.orchestrate(m, now, &mut out);
@@ -1215,9 +1215,9 @@ impl Controller {
     }
 
     /// Why each node is (not) being disrupted now.
-    pub fn explain(&self, m: &Manifests, now: Millis) -> BTreeMap<String, Outlook> {
+    pub fn explain(&self, m: &ClusterObjects, now: Millis) -> BTreeMap<String, Outlook> {
         let pods = m.pending_view();
-        self.explain_nodes(&live_view(m, &pods), now)
+        self.explain_nodes(&snapshot_of(m, &pods), now)
     }
 
     /// [`Controller::explain`] on a read of the cluster.
@@ -1464,9 +1464,9 @@ impl Controller {
 
     /// An operator approved proposal `id`: validated against the cluster as it is now, then started. `Err` when
     /// it can't be approved (no such open proposal, dry-run) or no longer holds.
-    pub fn approve(&mut self, m: &Manifests, id: &str, now: Millis) -> Result<(Vec<Effect>, String), String> {
+    pub fn approve(&mut self, m: &ClusterObjects, id: &str, now: Millis) -> Result<(Vec<Effect>, String), String> {
         let pods = m.pending_view();
-        let (effects, approval) = self.approve_proposal(&live_view(m, &pods), id, now)?;
+        let (effects, approval) = self.approve_proposal(&snapshot_of(m, &pods), id, now)?;
         Ok((effects, approval.message(id)?))
     }
 
@@ -1513,8 +1513,6 @@ pub struct PassKeys {
     pub quiet_cap: Millis,
 }
 
-/// A watch cache's objects as the engine reads them: unbound pods as kube-scheduler leaves them (marked
-/// unschedulable, see [`Manifests::pending_view`]).
 /// A forceful deletion's first step: the NodeClaim's drain deadline set to now, so the drain deletes pods at once
 /// (node repair, failed status checks, expiring capacity blocks). A deadline already past is kept.
 pub(crate) fn forceful_deadline(claim: &NodeClaim, now: Millis) -> Option<Effect> {
@@ -1529,7 +1527,9 @@ pub(crate) fn forceful_deadline(claim: &NodeClaim, now: Millis) -> Option<Effect
     })
 }
 
-pub fn live_view<'a>(m: &'a Manifests, pods: &'a [Arc<StoredPod>]) -> ClusterSnapshot<'a> {
+/// A read of the cluster as the engine reads it, with `pods` (the read's pods with the unbound ones as kube-scheduler
+/// leaves them, marked unschedulable: [`ClusterObjects::pending_view`]).
+pub fn snapshot_of<'a>(m: &'a ClusterObjects, pods: &'a [Arc<StoredPod>]) -> ClusterSnapshot<'a> {
     let mut view = m.view();
     view.pods = crate::engine::objects::Objects::Shared(pods);
     view
@@ -1566,7 +1566,7 @@ pub fn fit_event_message(message: String) -> String {
 /// labels, readiness), NodeClaims (deletion, finalizers, provider id, conditions), where pods are bound, NodePool
 /// specs and PDBs. Equal hashes mean a pass would see the same cluster (a rejected proposal stays rejected, a
 /// pass that found nothing needn't run again); heartbeats don't move it.
-pub fn generation(m: &Manifests) -> u64 {
+pub fn generation(m: &ClusterObjects) -> u64 {
     let mut h = std::collections::hash_map::DefaultHasher::new();
     for n in &m.nodes {
         (n.metadata.name.as_deref(), n.metadata.deletion_timestamp.is_some()).hash(&mut h);
@@ -1623,7 +1623,7 @@ mod tests {
 
     #[test]
     fn generation_follows_the_api_servers_counters_and_hashes_objects_without_them() {
-        let plain = Manifests::parse(POOL, "t.yaml").unwrap();
+        let plain = ClusterObjects::parse(POOL, "t.yaml").unwrap();
         let before = generation(&plain);
         // Without counters (a manifest file), a spec change is seen in the hash of the spec.
         let mut edited = plain.clone();

@@ -192,8 +192,8 @@ pub fn desired(
 mod tests {
     use super::*;
 
-    fn objects(text: &str) -> crate::engine::manifests::Manifests {
-        crate::engine::manifests::Manifests::parse(text, "objects.yaml").unwrap()
+    fn objects(text: &str) -> crate::engine::manifests::ClusterObjects {
+        crate::engine::manifests::ClusterObjects::parse(text, "objects.yaml").unwrap()
     }
 
     const POOL: &str = r#"

@@ -70,9 +70,9 @@ mod tests {
     use std::sync::Arc;
 
     use super::*;
-    use crate::controller::{Settings, live_view};
+    use crate::controller::{Settings, snapshot_of};
     use crate::engine::catalog::kwok::kwok_catalog;
-    use crate::engine::manifests::Manifests;
+    use crate::engine::manifests::ClusterObjects;
 
     const CLUSTER: &str = r#"
 apiVersion: karpenter.sh/v1
@@ -115,7 +115,7 @@ metadata: {name: node-a}
         format!("---\napiVersion: v1\nkind: Pod\nmetadata: {meta}\nspec: {spec}\nstatus: {status}\n")
     }
 
-    fn cluster() -> Manifests {
+    fn cluster() -> ClusterObjects {
         let pods = [
             pod("planned", None, None, false),
             pod("already", None, Some("node-a"), false),
@@ -127,7 +127,7 @@ metadata: {name: node-a}
             pod("on-node", None, None, false),
             pod("unplanned", None, None, false),
         ];
-        Manifests::parse(&format!("{CLUSTER}{}", pods.concat()), "test.yaml").unwrap()
+        ClusterObjects::parse(&format!("{CLUSTER}{}", pods.concat()), "test.yaml").unwrap()
     }
 
     fn controller(packing: Packing) -> Controller {
@@ -169,7 +169,7 @@ metadata: {name: node-a}
         let mut m = cluster();
         let c = controller(Packing::Cost);
         let pods = m.pods.clone();
-        let got = nominated(&c.nominations(&live_view(&m, &pods)));
+        let got = nominated(&c.nominations(&snapshot_of(&m, &pods)));
         let want: Vec<(String, String)> = ["team/elsewhere", "team/on-node", "team/planned"]
             .iter()
             .map(|p| (p.to_string(), "node-a".to_string()))
@@ -186,7 +186,7 @@ metadata: {name: node-a}
             }
         }
         let pods = m.pods.clone();
-        assert!(c.nominations(&live_view(&m, &pods)).is_empty());
+        assert!(c.nominations(&snapshot_of(&m, &pods)).is_empty());
     }
 
     #[test]
@@ -195,11 +195,11 @@ metadata: {name: node-a}
         let c = controller(Packing::Cost);
         m.nodes[0].metadata.deletion_timestamp = m.pods[4].metadata.deletion_timestamp.clone();
         let pods = m.pods.clone();
-        assert!(c.nominations(&live_view(&m, &pods)).is_empty(), "the Node is going");
+        assert!(c.nominations(&snapshot_of(&m, &pods)).is_empty(), "the Node is going");
         let mut m = cluster();
         m.nodeclaims[0].metadata.deletion_timestamp = m.pods[4].metadata.deletion_timestamp.clone();
         let pods = m.pods.clone();
-        let got = nominated(&c.nominations(&live_view(&m, &pods)));
+        let got = nominated(&c.nominations(&snapshot_of(&m, &pods)));
         assert_eq!(got, vec![("team/on-node".to_string(), "node-a".to_string())], "only the placement on the Node");
     }
 
@@ -208,7 +208,7 @@ metadata: {name: node-a}
         let m = cluster();
         let c = controller(Packing::Upstream);
         let pods = m.pods.clone();
-        assert!(c.nominations(&live_view(&m, &pods)).is_empty());
+        assert!(c.nominations(&snapshot_of(&m, &pods)).is_empty());
         let mut c = c;
         assert!(c.plan(&m, 0, 1).iter().all(|e| !matches!(e, Effect::Nominate { .. })));
     }

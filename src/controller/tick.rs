@@ -29,8 +29,7 @@ use crate::engine::provisioning::{ClusterSnapshot, Millis, ProvisioningResult};
 const POD_EVENT_RESOLUTION: Millis = super::timing::SECOND;
 
 /// Counters the host keeps per kind of object it stores, each changing whenever an object of that kind changes
-/// (a watch cache's per-kind resource versions; the simulated store's stamps), and a few facts cheap for the host to
-/// know and costly to derive from a snapshot.
+/// (a watch cache's per-kind resource versions; the simulated store's stamps).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub struct Versions {
     /// NodePools, changing with their specs only: their status is the controller's own output.
@@ -45,10 +44,6 @@ pub struct Versions {
     pub cloud: u64,
     /// Any write to the store at all, NodePool status writes excepted: what ends a disruption quiet period.
     pub quiet: u64,
-    /// Whether some Node is being deleted (its drain then reads pods).
-    pub draining: bool,
-    /// Whether some NodeClaim is being deleted (finalization then asks which instances the cloud still has).
-    pub claims_deleting: bool,
 }
 
 /// What a step is handed to read: the controller, the cloud port and the cluster as it is now.
@@ -119,6 +114,9 @@ pub trait Host {
     fn notices(&mut self) -> Vec<Notice>;
     /// Whether the controller's explanatory Events (why nodes are not disrupted) are published.
     fn explain_events(&self) -> bool;
+    /// Whether some Node is being deleted (its drain then reads pods), and whether some NodeClaim is (its
+    /// finalization then asks which instances the cloud still has).
+    fn deleting(&self) -> (bool, bool);
 }
 
 /// What each step read when it last ran, and when it must look again regardless.
@@ -265,14 +263,15 @@ impl Tick {
     /// requeues is due.
     fn lifecycle(&mut self, host: &mut impl Host) {
         let v = host.versions();
-        let seen = [v.nodes, v.nodeclaims, if v.draining { v.pods } else { 0 }, v.cloud];
+        let (draining, claims_deleting) = host.deleting();
+        let seen = [v.nodes, v.nodeclaims, if draining { v.pods } else { 0 }, v.cloud];
         let now = host.now();
         let due = host.controller_mut().requeue_at().is_some_and(|t| t <= now);
         if self.lifecycle == Some(seen) && !due {
             return;
         }
         let effects = host.read(|p| {
-            if v.claims_deleting {
+            if claims_deleting {
                 let live = at_once(p.cloud.list(now)).and_then(Result::ok).flatten().unwrap_or_default();
                 p.controller.set_live_instances(live.into_iter().map(|i| i.provider_id).collect());
             }

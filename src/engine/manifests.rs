@@ -36,7 +36,7 @@ pub struct ManifestError {
 /// its watch cache into one of these for every pass, and at tens of thousands of pods a copy would be the largest
 /// thing in the process.
 #[derive(Debug, Clone, Default)]
-pub struct Manifests {
+pub struct ClusterObjects {
     pub nodepools: Vec<NodePool>,
     pub nodeclaims: Vec<NodeClaim>,
     pub nodeclasses: Vec<EC2NodeClass>,
@@ -66,7 +66,7 @@ pub struct Manifests {
     pub notes: Vec<String>,
 }
 
-/// Deployments and StatefulSets read from a live cluster (see [`Manifests::workloads`]).
+/// Deployments and StatefulSets read from a live cluster (see [`ClusterObjects::workloads`]).
 #[derive(Debug, Clone, Default)]
 pub struct Workloads {
     pub deployments: Vec<Deployment>,
@@ -98,13 +98,13 @@ fn document_lines(text: &str) -> Vec<usize> {
     starts
 }
 
-impl Manifests {
+impl ClusterObjects {
     /// Parses every document of `text` (named `file` in errors). The whole load fails on the first bad document, so
     /// nothing is half-applied. Kinds the planner does not read are skipped (one note for all of them); workloads are
     /// expanded into the pods their controllers would create now, and pods get their priority from the file's
     /// PriorityClasses, both once every document is read, so the order of the documents does not matter.
-    pub fn parse(text: &str, file: &str) -> Result<Manifests, ManifestError> {
-        let mut out = Manifests::default();
+    pub fn parse(text: &str, file: &str) -> Result<ClusterObjects, ManifestError> {
+        let mut out = ClusterObjects::default();
         let lines = document_lines(text);
         let kinds: Vec<Option<TypeMeta>> = {
             let mut v = Vec::new();
@@ -243,7 +243,7 @@ impl Manifests {
         Ok(out)
     }
 
-    /// The objects as they are, borrowed (no Deployment expansion, unlike [`Manifests::snapshot`]): what a
+    /// The objects as they are, borrowed (no Deployment expansion, unlike [`ClusterObjects::snapshot`]): what a
     /// controller reads from a watch cache.
     pub fn view(&self) -> ClusterSnapshot<'_> {
         ClusterSnapshot {
@@ -262,7 +262,7 @@ impl Manifests {
         }
     }
 
-    /// The objects as a provisioning snapshot, with pods as [`Manifests::pending_view`] presents them.
+    /// The objects as a provisioning snapshot, with pods as [`ClusterObjects::pending_view`] presents them.
     pub fn snapshot(&self) -> Snapshot {
         Snapshot {
             nodepools: self.nodepools.clone(),
@@ -594,7 +594,7 @@ fn label(meta: &mut ObjectMeta, key: &str, value: impl Into<String>) {
     meta.labels.get_or_insert_with(Default::default).insert(key.into(), value.into());
 }
 
-impl Manifests {
+impl ClusterObjects {
     /// Jobs, StatefulSets and ReplicaSets as the pods (and PVCs) their controllers would create now.
     fn expand(&mut self, workloads: &[Workload], notes: &mut Vec<String>) {
         let default_class = self
@@ -773,26 +773,26 @@ mod tests {
     #[test]
     fn loads_and_locates_errors() {
         let text = "apiVersion: karpenter.sh/v1\nkind: NodePool\nmetadata: {name: a}\nspec:\n  template:\n    spec:\n      nodeClassRef: {group: g, kind: k, name: n}\n---\napiVersion: apps/v1\nkind: Deployment\nmetadata: {name: web}\nspec:\n  replicas: 3\n  selector: {matchLabels: {app: web}}\n  template:\n    metadata: {labels: {app: web}}\n    spec:\n      containers: [{name: c, image: x}]\n";
-        let m = Manifests::parse(text, "m.yaml").unwrap();
+        let m = ClusterObjects::parse(text, "m.yaml").unwrap();
         assert_eq!(m.nodepools.len(), 1);
         assert_eq!(m.pending_view().len(), 3);
 
         let bad = "apiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec:\n  containers: 5\n";
-        let e = Manifests::parse(bad, "bad.yaml").unwrap_err();
+        let e = ClusterObjects::parse(bad, "bad.yaml").unwrap_err();
         assert_eq!((e.file.as_str(), e.line), ("bad.yaml", 5), "{e}");
 
         // A kind the planner does not read is skipped with a note; one it reads, at another version, is refused.
         let unknown = "apiVersion: v1\nkind: Pod\nmetadata: {name: p}\n---\napiVersion: v9\nkind: Thing\n";
-        let m = Manifests::parse(unknown, "u.yaml").unwrap();
+        let m = ClusterObjects::parse(unknown, "u.yaml").unwrap();
         assert_eq!(m.notes, ["skipped 1 object the planner does not read: Thing ×1"]);
         let old = "apiVersion: v1\nkind: Pod\nmetadata: {name: p}\n---\napiVersion: policy/v1beta1\n\
                    kind: PodDisruptionBudget\nmetadata: {name: p}\n";
-        let e = Manifests::parse(old, "u.yaml").unwrap_err();
+        let e = ClusterObjects::parse(old, "u.yaml").unwrap_err();
         assert_eq!(e.line, 5, "{e}");
         assert!(e.message.contains("policy/v1"), "{e}");
 
         let syntax = "apiVersion: v1\nkind: [Pod\n";
-        assert!(Manifests::parse(syntax, "s.yaml").is_err());
+        assert!(ClusterObjects::parse(syntax, "s.yaml").is_err());
     }
 
     #[test]
@@ -800,19 +800,19 @@ mod tests {
         let text = "apiVersion: karpenter.sh/v1alpha1\nkind: NodeOverlay\nmetadata: {name: spot-discount}\nspec:\n  \
                     requirements: [{key: karpenter.sh/capacity-type, operator: In, values: [spot]}]\n  \
                     priceAdjustment: \"-10%\"\n  weight: 10\n";
-        let m = Manifests::parse(text, "o.yaml").unwrap();
+        let m = ClusterObjects::parse(text, "o.yaml").unwrap();
         assert_eq!(m.nodeoverlays.len(), 1);
         let o = &m.nodeoverlays[0];
         assert_eq!((o.name(), o.weight(), o.price_string()), ("spot-discount", 10, Some("-10%")));
 
         let bad = "apiVersion: v1\nkind: Namespace\nmetadata: {name: a}\n---\napiVersion: karpenter.sh/v1alpha1\n\
                    kind: NodeOverlay\nmetadata: {name: o}\nspec:\n  weight: heavy\n";
-        let e = Manifests::parse(bad, "bad.yaml").unwrap_err();
+        let e = ClusterObjects::parse(bad, "bad.yaml").unwrap_err();
         assert_eq!((e.file.as_str(), e.line), ("bad.yaml", 9), "{e}");
 
         // Only the alpha version exists upstream.
         let v1 = "apiVersion: karpenter.sh/v1\nkind: NodeOverlay\nmetadata: {name: o}\n";
-        assert!(Manifests::parse(v1, "v1.yaml").unwrap_err().message.contains("NodeOverlay"));
+        assert!(ClusterObjects::parse(v1, "v1.yaml").unwrap_err().message.contains("NodeOverlay"));
     }
 }
 
@@ -844,17 +844,17 @@ mod workload_tests {
             ("  parallelism: 0\n  completions: 3\n", 0),
             ("  parallelism: 3\n  suspend: true\n", 0),
         ] {
-            let m = Manifests::parse(&job("etl", spec), "j.yaml").unwrap();
+            let m = ClusterObjects::parse(&job("etl", spec), "j.yaml").unwrap();
             assert_eq!(m.pods.len(), want, "{spec:?}");
         }
-        let m = Manifests::parse(&job("etl", "  parallelism: 3\n  suspend: true\n"), "j.yaml").unwrap();
+        let m = ClusterObjects::parse(&job("etl", "  parallelism: 3\n  suspend: true\n"), "j.yaml").unwrap();
         assert_eq!(m.notes, ["job/etl (namespace batch): suspended; no pods until it is resumed"]);
     }
 
     #[test]
     fn job_pods_are_named_labelled_and_owned_as_the_job_controller_makes_them() {
         let text = job("etl", "  parallelism: 3\n  completions: 5\n");
-        let m = Manifests::parse(&text, "j.yaml").unwrap();
+        let m = ClusterObjects::parse(&text, "j.yaml").unwrap();
         let names: BTreeSet<String> = m.pods.iter().map(|p| p.metadata.name.clone().unwrap()).collect();
         assert_eq!(names.len(), 3, "distinct: {names:?}");
         for p in &m.pods {
@@ -879,8 +879,12 @@ mod workload_tests {
             assert_eq!(p.spec().containers[0].name, "work");
         }
         // The same file gives the same names.
-        let again: BTreeSet<String> =
-            Manifests::parse(&text, "j.yaml").unwrap().pods.iter().map(|p| p.metadata.name.clone().unwrap()).collect();
+        let again: BTreeSet<String> = ClusterObjects::parse(&text, "j.yaml")
+            .unwrap()
+            .pods
+            .iter()
+            .map(|p| p.metadata.name.clone().unwrap())
+            .collect();
         assert_eq!(names, again);
         // Pending to the planner, as any unbound pod.
         assert_eq!(m.pending_view().len(), 3);
@@ -888,8 +892,11 @@ mod workload_tests {
 
     #[test]
     fn indexed_jobs_carry_their_completion_index() {
-        let m = Manifests::parse(&job("shard", "  completionMode: Indexed\n  completions: 2\n  parallelism: 2\n"), "j")
-            .unwrap();
+        let m = ClusterObjects::parse(
+            &job("shard", "  completionMode: Indexed\n  completions: 2\n  parallelism: 2\n"),
+            "j",
+        )
+        .unwrap();
         assert_eq!(m.pods.len(), 2);
         for (i, p) in m.pods.iter().enumerate() {
             let name = p.metadata.name.as_deref().unwrap();
@@ -914,7 +921,7 @@ mod workload_tests {
 
     #[test]
     fn statefulsets_become_ordinal_pods_with_their_claims() {
-        let m = Manifests::parse(&format!("{STATEFULSET}---\n{GP3}"), "s.yaml").unwrap();
+        let m = ClusterObjects::parse(&format!("{STATEFULSET}---\n{GP3}"), "s.yaml").unwrap();
         let names: Vec<&str> = m.pods.iter().map(|p| p.metadata.name.as_deref().unwrap()).collect();
         assert_eq!(names, ["db-0", "db-1", "db-2"]);
         let claims: Vec<&str> = m.pvcs.iter().map(|c| c.metadata.name.as_deref().unwrap()).collect();
@@ -949,7 +956,7 @@ mod workload_tests {
             "{existing}---\n{}",
             STATEFULSET.replace("  replicas: 3\n", "  replicas: 2\n  ordinals: {start: 5}\n")
         );
-        let m = Manifests::parse(&text, "s.yaml").unwrap();
+        let m = ClusterObjects::parse(&text, "s.yaml").unwrap();
         let claims: Vec<(&str, Option<&str>)> = m
             .pvcs
             .iter()
@@ -966,7 +973,7 @@ mod workload_tests {
         let rs = "apiVersion: apps/v1\nkind: ReplicaSet\nmetadata: {name: web-7d4b9c}\nspec:\n  replicas: 2\n  \
                   selector: {matchLabels: {app: web}}\n  template:\n    metadata: {labels: {app: web}}\n    spec:\n      \
                   containers: [{name: nginx, image: nginx:1.27, resources: {requests: {cpu: 250m, memory: 128Mi}}}]\n";
-        let m = Manifests::parse(rs, "r.yaml").unwrap();
+        let m = ClusterObjects::parse(rs, "r.yaml").unwrap();
         assert_eq!(m.pods.len(), 2);
         for p in &m.pods {
             assert!(p.metadata.name.as_deref().unwrap().starts_with("web-7d4b9c-"));
@@ -981,7 +988,7 @@ mod workload_tests {
         let deployment = "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: web}\nspec:\n  replicas: 2\n  \
                           selector: {matchLabels: {app: web}}\n  template:\n    metadata: {labels: {app: web}}\n    \
                           spec:\n      containers: [{name: nginx, image: nginx:1.27}]\n";
-        let m = Manifests::parse(&format!("{owned}---\n{deployment}"), "r.yaml").unwrap();
+        let m = ClusterObjects::parse(&format!("{owned}---\n{deployment}"), "r.yaml").unwrap();
         assert_eq!((m.pods.len(), m.pending_view().len()), (0, 2));
         assert_eq!(
             m.notes,
@@ -1018,7 +1025,7 @@ mod workload_tests {
                           spec:\n      priorityClassName: batch-low\n      containers: [{name: c, image: x}]\n";
         for text in [format!("{pods}---\n{deployment}---\n{CLASSES}"), format!("{CLASSES}---\n{deployment}---\n{pods}")]
         {
-            let m = Manifests::parse(&text, "p.yaml").unwrap();
+            let m = ClusterObjects::parse(&text, "p.yaml").unwrap();
             let got: BTreeMap<String, Admitted> = m
                 .pending_view()
                 .iter()
@@ -1048,12 +1055,12 @@ mod workload_tests {
             );
         }
         // Without a default, a pod without a class keeps no priority (0 to the engine), and says nothing.
-        let m = Manifests::parse(&pod("plain", None), "p.yaml").unwrap();
+        let m = ClusterObjects::parse(&pod("plain", None), "p.yaml").unwrap();
         assert_eq!((m.pods[0].spec().priority, m.notes.len()), (None, 0));
         // A pod whose written priority is not its class's would be refused.
         let text =
             format!("{CLASSES}---\n{}", pod("odd", Some("batch-low")).replace("spec:\n", "spec:\n  priority: 5\n"));
-        let m = Manifests::parse(&text, "p.yaml").unwrap();
+        let m = ClusterObjects::parse(&text, "p.yaml").unwrap();
         assert_eq!(m.pods[0].spec().priority, Some(5));
         assert!(m.notes[0].starts_with("pod/odd: spec.priority 5 differs from the -10 of PriorityClass batch-low"));
     }
@@ -1075,7 +1082,7 @@ mod workload_tests {
             NODEPOOL.to_string(),
         ]
         .join("---\n");
-        let m = Manifests::parse(&text, "o.yaml").unwrap();
+        let m = ClusterObjects::parse(&text, "o.yaml").unwrap();
         assert_eq!(m.nodepools.len(), 1);
         assert_eq!(m.pods.len(), 0);
         assert_eq!(
@@ -1117,7 +1124,7 @@ mod workload_tests {
             (STATEFULSET.replace("  - metadata: {name: data}", "  - metadata: {}"), 1, "volumeClaimTemplates[0]"),
         ];
         for (text, line, message) in cases {
-            let e = Manifests::parse(&text, "bad.yaml").unwrap_err();
+            let e = ClusterObjects::parse(&text, "bad.yaml").unwrap_err();
             assert_eq!((e.file.as_str(), e.line), ("bad.yaml", line), "{e}\n{text}");
             assert!(e.message.contains(message), "{e}");
         }

@@ -17,7 +17,7 @@ use serde::de::DeserializeOwned;
 
 use super::kinds::Kind;
 use crate::engine::labels;
-use crate::engine::manifests::Manifests;
+use crate::engine::manifests::ClusterObjects;
 
 /// One kind's objects by `namespace/name` (or `name`), plus the buffer of a relist in progress. Objects are shared
 /// (`Arc`), so a read of the cache for an engine pass copies pointers, not pods.
@@ -531,7 +531,7 @@ impl Cache {
 
     /// The engine's input: every object as last read. Nodes hosting a pod that could not be read are marked
     /// do-not-disrupt, since what runs on them is unknown.
-    pub fn manifests(&self) -> Manifests {
+    pub fn manifests(&self) -> ClusterObjects {
         let unsafe_nodes: BTreeSet<&str> = self.unreadable_pods.values().map(String::as_str).collect();
         let mut nodes = self.nodes.values();
         for n in &mut nodes {
@@ -542,7 +542,7 @@ impl Cache {
                     .insert(labels::ANNOTATION_DO_NOT_DISRUPT.to_string(), "true".to_string());
             }
         }
-        Manifests {
+        ClusterObjects {
             nodepools: self.nodepools.values(),
             nodeclaims: self.nodeclaims.values(),
             nodeclasses: self.nodeclasses.values(),

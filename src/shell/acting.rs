@@ -3,7 +3,7 @@
 //! approval is validated against the same cache the planner reads.
 
 use crate::engine::disruption::gate::Mode;
-use crate::engine::manifests::Manifests;
+use crate::engine::manifests::ClusterObjects;
 use crate::engine::provisioning::Millis;
 use crate::kube::writer::Writer;
 
@@ -86,7 +86,7 @@ impl Acting {
 
     /// Garbage collection when it is due: the cloud's list (taken after the cache was read, as upstream lists)
     /// against the claims and nodes.
-    async fn collect(&mut self, m: &Manifests, now: Millis, report: &mut Report) {
+    async fn collect(&mut self, m: &ClusterObjects, now: Millis, report: &mut Report) {
         if now < self.next_gc || !self.cloud.lists() {
             return;
         }
@@ -110,7 +110,7 @@ impl Acting {
     }
 
     /// One reconcile over the cache as it is.
-    pub async fn tick(&mut self, m: &Manifests, now: Millis) -> Report {
+    pub async fn tick(&mut self, m: &ClusterObjects, now: Millis) -> Report {
         let mut pre = Report::default();
         self.collect(m, now, &mut pre).await;
         if let Some(upkeep) = self.upkeep.as_mut() {
@@ -147,7 +147,7 @@ impl Acting {
         report
     }
 
-    pub async fn approve(&mut self, m: &Manifests, id: &str, now: Millis) -> Result<String, String> {
+    pub async fn approve(&mut self, m: &ClusterObjects, id: &str, now: Millis) -> Result<String, String> {
         let (effects, message) = self.controller.approve(m, id, now)?;
         let report = self.run(effects, now).await;
         if report.errors.is_empty() {
@@ -158,9 +158,9 @@ impl Acting {
     }
 
     /// An operator's "repair now" (see [`Controller::repair_now`]), carried out at once.
-    pub async fn repair_now(&mut self, m: &Manifests, node: &str, now: Millis) -> Result<String, String> {
+    pub async fn repair_now(&mut self, m: &ClusterObjects, node: &str, now: Millis) -> Result<String, String> {
         let pods = m.pending_view();
-        let view = crate::controller::live_view(m, &pods);
+        let view = crate::controller::snapshot_of(m, &pods);
         let (effects, message) = self.controller.repair_now(&view, node, now)?;
         let report = self.run(effects, now).await;
         if report.errors.is_empty() {
@@ -170,7 +170,7 @@ impl Acting {
         }
     }
 
-    pub fn reject(&mut self, m: &Manifests, id: &str, now: Millis) -> Result<String, String> {
+    pub fn reject(&mut self, m: &ClusterObjects, id: &str, now: Millis) -> Result<String, String> {
         self.controller.reject(id, generation(m), now)
     }
 

@@ -13,7 +13,7 @@ use tokio::sync::watch;
 
 use crate::engine::api::strict::validate_nodepool_text;
 use crate::engine::catalog::Catalog;
-use crate::engine::manifests::Manifests;
+use crate::engine::manifests::ClusterObjects;
 use crate::engine::provisioning::Millis;
 use crate::kube::cache::{Cache, Problem};
 use crate::kube::leader::Role;
@@ -21,7 +21,7 @@ use crate::kube::writer::Writer;
 use crate::protocol::view::Leadership;
 use crate::protocol::{Command, Event};
 use crate::shell::acting::{Acting, woken};
-use crate::shell::live_view::{LiveInfo, picture};
+use crate::shell::live_picture::{LiveInfo, picture};
 
 /// Pictures are built at most this often while the cluster changes (and, on a cluster so large that a picture takes
 /// long to build, no more often than four times the time the last one took, so pictures never use more than about a
@@ -52,7 +52,7 @@ pub struct LiveDriver {
 /// What the cache held when it was last read.
 #[derive(Clone)]
 struct Read {
-    manifests: Arc<Manifests>,
+    manifests: Arc<ClusterObjects>,
     skipped: Arc<Vec<Problem>>,
     /// Kinds not in sync or whose watch is failing ("pods: ..."), empty when all are well.
     lagging: Vec<String>,

@@ -5,8 +5,8 @@
 
 pub mod acting;
 pub mod live_driver;
-pub mod live_view;
+pub mod live_picture;
 pub mod passes;
 pub mod picture;
 pub mod sim_driver;
-pub mod sim_view;
+pub mod sim_picture;

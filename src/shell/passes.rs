@@ -8,7 +8,7 @@ use crate::controller::settings::FeatureGates;
 use crate::engine::catalog::{Catalog, InstanceType};
 use crate::engine::disruption::consolidation::{self, Outlook};
 use crate::engine::disruption::{Context, DisruptionOptions, PassResult};
-use crate::engine::manifests::Manifests;
+use crate::engine::manifests::ClusterObjects;
 use crate::engine::overlay::overlaid_catalogs;
 use crate::engine::packing::Packing;
 use crate::engine::provisioning::Millis;
@@ -17,7 +17,11 @@ use crate::engine::scheduling::SchedulerOptions;
 
 /// Instance types per NodePool: the catalog's as the pool's EC2NodeClass sees it, with the objects' NodeOverlays
 /// applied when the `NodeOverlay` gate is on (as the controller would see them).
-pub fn pool_types(m: &Manifests, catalog: &Catalog, gates: FeatureGates) -> BTreeMap<String, Vec<Arc<InstanceType>>> {
+pub fn pool_types(
+    m: &ClusterObjects,
+    catalog: &Catalog,
+    gates: FeatureGates,
+) -> BTreeMap<String, Vec<Arc<InstanceType>>> {
     let raw = crate::engine::catalog::classes::pool_types(catalog, &m.nodepools, &m.nodeclasses);
     if !gates.node_overlay || m.nodeoverlays.is_empty() {
         return raw;
@@ -27,17 +31,17 @@ pub fn pool_types(m: &Manifests, catalog: &Catalog, gates: FeatureGates) -> BTre
 }
 
 /// The provisioning pass: what would be launched for the pending pods, and why the rest stay pending.
-pub fn plan(m: &Manifests, catalog: &Catalog) -> ProvisioningResult {
+pub fn plan(m: &ClusterObjects, catalog: &Catalog) -> ProvisioningResult {
     plan_with(m, catalog, FeatureGates::default())
 }
 
 /// [`plan`] with the cluster's feature gates (NodeOverlays applied when that gate is on).
-pub fn plan_with(m: &Manifests, catalog: &Catalog, gates: FeatureGates) -> ProvisioningResult {
+pub fn plan_with(m: &ClusterObjects, catalog: &Catalog, gates: FeatureGates) -> ProvisioningResult {
     plan_packed(m, catalog, gates, Packing::Upstream)
 }
 
 /// [`plan_with`], sizing new NodeClaims with the packing strategy `packing`.
-pub fn plan_packed(m: &Manifests, catalog: &Catalog, gates: FeatureGates, packing: Packing) -> ProvisioningResult {
+pub fn plan_packed(m: &ClusterObjects, catalog: &Catalog, gates: FeatureGates, packing: Packing) -> ProvisioningResult {
     let catalogs = pool_types(m, catalog, gates);
     let snap = m.snapshot();
     provision(&snap.view(), &catalogs, &catalog.label_policy, SchedulerOptions { packing, ..Default::default() })
@@ -45,7 +49,7 @@ pub fn plan_packed(m: &Manifests, catalog: &Catalog, gates: FeatureGates, packin
 
 /// Both packing strategies' plans for the pending pods, and the LP bound (`plan`, the dashboard).
 pub fn packing_comparison(
-    m: &Manifests,
+    m: &ClusterObjects,
     catalog: &Catalog,
     gates: FeatureGates,
 ) -> crate::engine::provisioning::PackingComparison {
@@ -57,7 +61,7 @@ pub fn packing_comparison(
 /// [`packing_comparison`] after `done`, the provisioning pass with strategy `packing` over the same objects: only
 /// the other strategy is solved (the live dashboard while it observes).
 pub fn packing_comparison_after(
-    m: &Manifests,
+    m: &ClusterObjects,
     catalog: &Catalog,
     gates: FeatureGates,
     packing: Packing,
@@ -92,7 +96,7 @@ pub fn preview_edit(
 /// What the disruption controller would do now: the command of one pass (budgets, validation aside) and every
 /// node's outlook. Nodes the provisioning pass nominated for pending pods are held back, as upstream does.
 pub fn disruption(
-    m: &Manifests,
+    m: &ClusterObjects,
     catalog: &Catalog,
     provisioning: &ProvisioningResult,
     now: Millis,
@@ -102,7 +106,7 @@ pub fn disruption(
 
 /// [`disruption`] with the cluster's feature gates.
 pub fn disruption_with(
-    m: &Manifests,
+    m: &ClusterObjects,
     catalog: &Catalog,
     provisioning: &ProvisioningResult,
     now: Millis,

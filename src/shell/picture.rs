@@ -634,7 +634,7 @@ pub fn disrupting(orchestrator: &Orchestrator) -> BTreeSet<String> {
 
 /// A live catalog's capacity reservations with the nodes running in each (by their reservation-id label). The
 /// catalog's capacity is what each can still take, so its size is that plus the nodes in it. (A simulated world
-/// knows its reservations exactly: see `sim_view`.)
+/// knows its reservations exactly: see `sim_picture`.)
 pub fn reservation_rows(catalog: &Catalog, nodes: &[&Node]) -> Vec<ReservationRow> {
     let mut rows: BTreeMap<String, ReservationRow> = BTreeMap::new();
     for t in &catalog.instance_types {

@@ -16,7 +16,7 @@ use crate::engine::api::strict::validate_nodepool_text;
 use crate::engine::provisioning::Millis;
 use crate::protocol::view::Source;
 use crate::protocol::{Command, Event};
-use crate::shell::sim_view as dashboard;
+use crate::shell::sim_picture as dashboard;
 use crate::sim::run::Playback;
 
 /// How often the clock steps (real time).
@@ -253,7 +253,7 @@ fn apply_nodeoverlay(w: &mut crate::sim::world::World, name: &str, yaml: &str) -
     if w.cluster.nodeoverlays.get(name).is_none() {
         return Err(format!("not applied: NodeOverlay {name:?} no longer exists"));
     }
-    let m = crate::engine::manifests::Manifests { nodeoverlays: vec![overlay], ..Default::default() };
+    let m = crate::engine::manifests::ClusterObjects { nodeoverlays: vec![overlay], ..Default::default() };
     w.cluster.apply(&m);
     w.reconcile();
     Ok(format!("NodeOverlay {name} applied"))

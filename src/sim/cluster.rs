@@ -35,7 +35,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference}
 
 use crate::engine::api::{EC2NodeClass, NodeClaim, NodePool};
 use crate::engine::labels;
-use crate::engine::manifests::Manifests;
+use crate::engine::manifests::ClusterObjects;
 use crate::engine::provisioning::{ClusterSnapshot, PodDigests, Snapshot, StateNode, pod_digests, state_nodes};
 use crate::engine::requirements::Requirement;
 use crate::engine::scheduling::pod::{self, PodData};
@@ -342,7 +342,7 @@ impl Cluster {
     }
 
     /// Creates or replaces every object of the manifests (Deployments are expanded by the controller, not here).
-    pub fn apply(&mut self, m: &Manifests) {
+    pub fn apply(&mut self, m: &ClusterObjects) {
         for o in &m.nodepools {
             self.nodepools.insert(o.name().to_string(), o.clone());
         }
@@ -878,7 +878,7 @@ mod tests {
     fn deployments_scale_with_stable_names() {
         let build = || {
             let mut c = Cluster { name_seed: 7, ..Default::default() };
-            c.apply(&Manifests::parse(MANIFESTS, "m.yaml").unwrap());
+            c.apply(&ClusterObjects::parse(MANIFESTS, "m.yaml").unwrap());
             c
         };
         let mut c = build();
@@ -899,7 +899,7 @@ mod tests {
     #[test]
     fn scheduler_binds_what_fits_and_marks_the_rest() {
         let mut c = Cluster::default();
-        c.apply(&Manifests::parse(MANIFESTS, "m.yaml").unwrap());
+        c.apply(&ClusterObjects::parse(MANIFESTS, "m.yaml").unwrap());
         c.reconcile_deployments();
         c.nodes.insert("n1".into(), node("n1", "2", true, vec![]));
         c.nodes.insert("n2".into(), node("n2", "8", false, vec![]));
@@ -933,7 +933,7 @@ mod tests {
     #[test]
     fn kept_digests_share_one_label_map_per_distinct_set() {
         let mut c = Cluster::default();
-        c.apply(&Manifests::parse(MANIFESTS, "m.yaml").unwrap());
+        c.apply(&ClusterObjects::parse(MANIFESTS, "m.yaml").unwrap());
         c.reconcile_deployments();
         let mut mirror = SnapshotMirror::default();
         let digests = |c: &Cluster, m: &mut SnapshotMirror| {
@@ -958,7 +958,7 @@ mod tests {
     #[test]
     fn the_snapshot_mirror_follows_the_watch_and_relists_when_behind() {
         let mut c = Cluster::default();
-        c.apply(&Manifests::parse(MANIFESTS, "m.yaml").unwrap());
+        c.apply(&ClusterObjects::parse(MANIFESTS, "m.yaml").unwrap());
         c.reconcile_deployments();
         c.nodes.insert("n1".into(), node("n1", "8", true, vec![]));
         let mut mirror = SnapshotMirror::default();

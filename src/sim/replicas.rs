@@ -138,7 +138,7 @@ impl Replicas {
 mod tests {
     use super::*;
     use crate::engine::lifecycle::ms_time;
-    use crate::engine::manifests::Manifests;
+    use crate::engine::manifests::ClusterObjects;
     use crate::sim::cluster::Cluster;
 
     const WEB: &str = "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: web}\nspec:\n  replicas: 3\n  selector: {matchLabels: {app: web}}\n  template:\n    metadata: {labels: {app: web}}\n    spec:\n      containers: [{name: c, image: x}]\n";
@@ -146,7 +146,7 @@ mod tests {
     #[test]
     fn counts_follow_the_pods_events_and_agree_with_a_relist() {
         let mut c = Cluster::default();
-        c.apply(&Manifests::parse(WEB, "m.yaml").unwrap());
+        c.apply(&ClusterObjects::parse(WEB, "m.yaml").unwrap());
         let mut r = Replicas::default();
         r.sync(&c.pods);
         assert!(!r.balanced(&c.deployments), "no pods yet");

@@ -29,7 +29,7 @@ use crate::engine::api::{EC2NodeClass, NodePool};
 use crate::engine::catalog::aws::{aws_regions, aws_zones};
 use crate::engine::catalog::inline::{InlineInstanceType, inline_instance_types};
 use crate::engine::labels::CAPACITY_TYPES;
-use crate::engine::manifests::Manifests;
+use crate::engine::manifests::ClusterObjects;
 
 /// `start` when the scenario doesn't set one.
 pub const DEFAULT_START: &str = "2026-01-01T00:00:00Z";
@@ -66,7 +66,7 @@ pub struct Scenario {
     pub catalog: CatalogSpec,
     pub settings: Settings,
     /// Objects that exist at t=0. Never holds Nodes or NodeClaims: existing capacity is `nodes`.
-    pub objects: Manifests,
+    pub objects: ClusterObjects,
     pub nodes: Vec<NodeSpec>,
     /// In file order; the runner applies them by `at`, ties in file order.
     pub events: Vec<Event>,
@@ -174,7 +174,7 @@ pub struct Event {
 #[derive(Debug, Clone)]
 pub enum Action {
     /// Create or replace these objects.
-    Apply(Box<Manifests>),
+    Apply(Box<ClusterObjects>),
     Scale(Scale),
     /// `scale: {kind: NodePool, name, replicas}`: a static NodePool's `spec.replicas`, as `kubectl scale` sets it
     /// through the scale subresource.
@@ -699,7 +699,7 @@ fn build(cx: &Ctx<'_>, raw: RawScenario) -> Result<Scenario, ScenarioError> {
 
     let settings = build_settings(cx, raw.settings)?;
 
-    let mut objects = Manifests::default();
+    let mut objects = ClusterObjects::default();
     let mut bound_pods: Vec<(FieldPath, String)> = Vec::new();
     for (i, value) in raw.objects.unwrap_or_default().into_iter().enumerate() {
         let path = field("objects").index(i);
@@ -884,7 +884,7 @@ const OBJECT_KINDS: &str = "karpenter.sh/v1 NodePool, karpenter.k8s.aws/v1 EC2No
 /// Types one manifest into `out`; returns a bound Pod's `spec.nodeName` so it can be checked against `nodes`.
 fn add_object(
     cx: &Ctx<'_>,
-    out: &mut Manifests,
+    out: &mut ClusterObjects,
     value: serde_yaml::Value,
     path: &FieldPath,
 ) -> Result<Option<String>, ScenarioError> {
@@ -963,7 +963,7 @@ fn add_object(
 }
 
 /// Two objects of the same kind and name at t=0 would silently replace each other.
-fn check_duplicates(cx: &Ctx<'_>, m: &Manifests) -> Result<(), ScenarioError> {
+fn check_duplicates(cx: &Ctx<'_>, m: &ClusterObjects) -> Result<(), ScenarioError> {
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
     let mut seen: BTreeSet<(&str, String, String)> = BTreeSet::new();
     let mut check = |kind: &'static str, meta: &ObjectMeta| -> Result<(), ScenarioError> {
@@ -1027,7 +1027,7 @@ fn capacity_type(cx: &Ctx<'_>, path: &FieldPath, ct: &str) -> Result<(), Scenari
 fn build_nodes(
     cx: &Ctx<'_>,
     raw: Vec<RawNode>,
-    objects: &Manifests,
+    objects: &ClusterObjects,
     refs: &mut Vec<Reference>,
 ) -> Result<Vec<NodeSpec>, ScenarioError> {
     let pools: BTreeSet<&str> = objects.nodepools.iter().filter_map(|p| p.metadata.name.as_deref()).collect();
@@ -1125,7 +1125,7 @@ fn build_event(
         }
     }
     let action = if let Some(list) = ev.apply {
-        let mut m = Manifests::default();
+        let mut m = ClusterObjects::default();
         let at = path.field("apply");
         if list.is_empty() {
             return Err(cx.err(&at, "must list at least one manifest"));
@@ -1244,7 +1244,7 @@ fn build_patch(cx: &Ctx<'_>, mut m: serde_yaml::Mapping, path: &FieldPath) -> Re
 }
 
 /// A `scale` must name a Deployment the scenario creates (at t=0 or in any `apply`), or it can only be a typo.
-fn check_scale_targets(cx: &Ctx<'_>, objects: &Manifests, events: &[Event]) -> Result<(), ScenarioError> {
+fn check_scale_targets(cx: &Ctx<'_>, objects: &ClusterObjects, events: &[Event]) -> Result<(), ScenarioError> {
     let key = |d: &Deployment| {
         (d.metadata.namespace.clone().unwrap_or_else(|| "default".into()), d.metadata.name.clone().unwrap_or_default())
     };

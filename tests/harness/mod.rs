@@ -17,7 +17,7 @@ use karpenter_tui::engine::catalog::kwok::kwok_catalog;
 use karpenter_tui::engine::disruption::gate::Mode;
 use karpenter_tui::engine::labels;
 use karpenter_tui::engine::lifecycle::ms_time;
-use karpenter_tui::engine::manifests::Manifests;
+use karpenter_tui::engine::manifests::ClusterObjects;
 use karpenter_tui::engine::provisioning::Millis;
 use karpenter_tui::kube::kwok;
 use karpenter_tui::sim::cluster::Cluster;
@@ -69,7 +69,7 @@ pub struct Harness {
 }
 
 /// Anything a watch would report as a change: the objects the controller reads, in full.
-pub fn state_key(m: &Manifests) -> u64 {
+pub fn state_key(m: &ClusterObjects) -> u64 {
     use std::hash::{Hash, Hasher};
     let mut h = std::collections::hash_map::DefaultHasher::new();
     generation(m).hash(&mut h);
@@ -79,8 +79,8 @@ pub fn state_key(m: &Manifests) -> u64 {
     h.finish()
 }
 
-pub fn manifests(c: &Cluster) -> Manifests {
-    Manifests {
+pub fn manifests(c: &Cluster) -> ClusterObjects {
+    ClusterObjects {
         nodepools: c.nodepools.values().map(|o| (**o).clone()).collect(),
         nodeclaims: c.nodeclaims.values().map(|o| (**o).clone()).collect(),
         nodeclasses: c.nodeclasses.values().map(|o| (**o).clone()).collect(),
@@ -105,7 +105,7 @@ impl Harness {
 
     pub fn with_objects(mode: Mode, objects: &str) -> Harness {
         let mut cluster = Cluster::with_seed(7);
-        cluster.apply(&Manifests::parse(objects, "objects.yaml").unwrap());
+        cluster.apply(&ClusterObjects::parse(objects, "objects.yaml").unwrap());
         let catalog = Arc::new(kwok_catalog("us-east-1"));
         let now = 1_700_000_000_000;
         Harness {

@@ -40,8 +40,6 @@ impl Host for World {
             deployments: c.deployments.stamp(),
             cloud: self.cloud.generation(),
             quiet: h.finish(),
-            draining: c.nodes.values().any(|n| n.metadata.deletion_timestamp.is_some()),
-            claims_deleting: c.nodeclaims.values().any(|c| c.metadata.deletion_timestamp.is_some()),
         }
     }
 
@@ -178,6 +176,14 @@ impl Host for World {
 
     fn explain_events(&self) -> bool {
         self.explain_events
+    }
+
+    fn deleting(&self) -> (bool, bool) {
+        let c = &self.cluster;
+        (
+            c.nodes.values().any(|n| n.metadata.deletion_timestamp.is_some()),
+            c.nodeclaims.values().any(|c| c.metadata.deletion_timestamp.is_some()),
+        )
     }
 }
 

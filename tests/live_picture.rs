@@ -2,10 +2,10 @@
 //! simulated world part-way through the walkthrough (the closest thing to a real cluster's state the tests have),
 //! so the picture can be checked against what the world knows: prices, empty nodes, pending pods.
 
-use karpenter_tui::engine::manifests::Manifests;
+use karpenter_tui::engine::manifests::ClusterObjects;
 use karpenter_tui::engine::provisioning::Millis;
 use karpenter_tui::protocol::view::{Leadership, Lifecycle, ProposalState};
-use karpenter_tui::shell::live_view::{LiveInfo, picture};
+use karpenter_tui::shell::live_picture::{LiveInfo, picture};
 use karpenter_tui::sim::run::{Playback, run_world};
 use karpenter_tui::sim::scenario::parse_scenario;
 use karpenter_tui::sim::world::World;
@@ -13,8 +13,8 @@ use karpenter_tui::sim::world::World;
 const WALKTHROUGH: &str = include_str!("../scenarios/walkthrough.yaml");
 
 /// What a watch cache of the world's cluster would hold.
-fn cache_of(w: &World) -> Manifests {
-    Manifests {
+fn cache_of(w: &World) -> ClusterObjects {
+    ClusterObjects {
         nodepools: w.cluster.nodepools.values().map(|o| (**o).clone()).collect(),
         nodeclaims: w.cluster.nodeclaims.values().map(|o| (**o).clone()).collect(),
         nodes: w.cluster.nodes.values().map(|o| (**o).clone()).collect(),
@@ -176,7 +176,7 @@ fn the_picture_carries_the_packing_strategy_of_whoever_decides() {
 }
 
 /// Pods pending in `m`: copies of its first pod, unbound and marked unschedulable as kube-scheduler leaves them.
-fn add_pending(m: &mut Manifests, n: usize) {
+fn add_pending(m: &mut ClusterObjects, n: usize) {
     for i in 0..n {
         let mut pod = m.pods[0].to_pod();
         pod.metadata.name = Some(format!("waiting-{i}"));

@@ -12,7 +12,7 @@ use crate::engine::catalog::Catalog;
 use crate::engine::disruption::Command;
 use crate::engine::disruption::consolidation::Outlook;
 use crate::engine::disruption::gate::Mode;
-use crate::engine::manifests::Manifests;
+use crate::engine::manifests::ClusterObjects;
 use crate::engine::provisioning::{Millis, ProvisioningResult, is_provisionable};
 use crate::kube::cache::Problem;
 use crate::protocol::view::*;
@@ -37,7 +37,7 @@ pub struct LiveInfo {
 
 /// Builds the picture of `m` at `now`.
 pub fn picture(
-    m: &Manifests,
+    m: &ClusterObjects,
     catalog: &Catalog,
     now: Millis,
     info: &LiveInfo,
