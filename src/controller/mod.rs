@@ -1083,6 +1083,8 @@ impl Controller {
         let pool = |name: &str| m.nodepools.iter().find(|p| p.name() == name);
         let nodes_by_id = join::nodes_by_provider(m.nodes.iter());
         let node_labels = |c: &NodeClaim| join::node_of(c, &nodes_by_id).and_then(|n| n.metadata.labels.as_ref());
+        let node_version =
+            |c: &NodeClaim| join::node_of(c, &nodes_by_id).and_then(|n| n.metadata.resource_version.as_deref());
         let types = |name: &str| catalogs.get(name).map_or(&[][..], Vec::as_slice);
         let read = DriftRead {
             claims: &claims,
@@ -1090,6 +1092,7 @@ impl Controller {
             node_labels: &node_labels,
             types: &types,
             class_drift: &self.class_drift,
+            node_version: &node_version,
         };
         for (name, status, reason, message) in self.drift.check(&read, now) {
             if let Some(c) = m.nodeclaims.iter().find(|c| c.name() == name) {

@@ -178,15 +178,28 @@ pub fn is_launched(claim: &NodeClaim) -> bool {
 
 /// Runs the four checks in upstream's order; the first hit wins. `None` for claims that are not launched.
 pub fn detect(input: &DriftInput<'_>) -> Option<Drift> {
+    detect_with(input, template_drift(input))
+}
+
+/// The checks of [`detect`] that read only the NodePool, the claim, the Node's labels and the instance types'
+/// requirement keys (no clock, no cloud): NodePool template drift, then requirements drift. A caller that knows
+/// none of those changed may keep the answer.
+pub fn template_drift(input: &DriftInput<'_>) -> Option<Drift> {
+    if !is_launched(input.claim) {
+        return None;
+    }
+    static_drift(input.nodepool, input.claim, input.instance_types)
+        .or_else(|| requirements_drift(input.nodepool, input.claim, input.node_labels))
+}
+
+/// [`detect`] given what [`template_drift`] answered for the same input.
+pub fn detect_with(input: &DriftInput<'_>, template: Option<Drift>) -> Option<Drift> {
     let claim = input.claim;
     if !is_launched(claim) {
         return None;
     }
-    if let Some(d) = static_drift(input.nodepool, claim, input.instance_types) {
-        return Some(d);
-    }
-    if let Some(d) = requirements_drift(input.nodepool, claim, input.node_labels) {
-        return Some(d);
+    if template.is_some() {
+        return template;
     }
     if input.check_instance_type
         && let Some(d) = instance_type_drift(claim, input.node_labels, input.instance_types, input.now)
@@ -585,7 +598,7 @@ pub fn instance_type_drift(
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::engine::catalog::Offering;
     use crate::engine::catalog::fake::fake_catalog;
@@ -614,7 +627,7 @@ spec:
         - {key: karpenter.sh/capacity-type, operator: In, values: [on-demand]}
 "#;
 
-    fn pool() -> NodePool {
+    pub(crate) fn pool() -> NodePool {
         serde_yaml::from_str(POOL).expect("valid nodepool")
     }
 
@@ -645,7 +658,7 @@ spec:
 
     /// A NodeClaim made the way production makes one: a provisioning pass over `pool` and a pending pod, then a
     /// launch of `small-instance-type` in test-zone-1 (on-demand) at `created`.
-    fn launched_claim(pool: &NodePool, created: Millis) -> NodeClaim {
+    pub(crate) fn launched_claim(pool: &NodePool, created: Millis) -> NodeClaim {
         let catalog = fake_catalog();
         let snap = Snapshot {
             nodepools: vec![pool.clone()],
@@ -673,7 +686,7 @@ spec:
         claim
     }
 
-    fn types() -> Vec<Arc<InstanceType>> {
+    pub(crate) fn types() -> Vec<Arc<InstanceType>> {
         fake_catalog().instance_types
     }
 
