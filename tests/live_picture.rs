@@ -103,16 +103,7 @@ fn pending_pods_carry_the_engine_reasons() {
     let spec = pod.spec.as_mut().unwrap();
     spec.node_name = None;
     spec.node_selector = Some([("topology.kubernetes.io/zone".to_string(), "mars-1a".to_string())].into());
-    pod.status = Some(k8s_openapi::api::core::v1::PodStatus {
-        phase: Some("Pending".into()),
-        conditions: Some(vec![k8s_openapi::api::core::v1::PodCondition {
-            type_: "PodScheduled".into(),
-            status: "False".into(),
-            reason: Some("Unschedulable".into()),
-            ..Default::default()
-        }]),
-        ..Default::default()
-    });
+    pod.status = Some(unschedulable());
     m.pods.push(std::sync::Arc::new(pod.into()));
     let v = picture(&m, w.catalog(), w.now, &info(), &[], 1, None);
     let p = v.pending.iter().find(|p| p.name == "needs-gpu-zone").expect("the pending pod");
@@ -182,16 +173,7 @@ fn add_pending(m: &mut ClusterObjects, n: usize) {
         pod.metadata.name = Some(format!("waiting-{i}"));
         pod.metadata.uid = Some(format!("uid-waiting-{i}"));
         pod.spec.as_mut().unwrap().node_name = None;
-        pod.status = Some(k8s_openapi::api::core::v1::PodStatus {
-            phase: Some("Pending".into()),
-            conditions: Some(vec![k8s_openapi::api::core::v1::PodCondition {
-                type_: "PodScheduled".into(),
-                status: "False".into(),
-                reason: Some("Unschedulable".into()),
-                ..Default::default()
-            }]),
-            ..Default::default()
-        });
+        pod.status = Some(unschedulable());
         m.pods.push(std::sync::Arc::new(pod.into()));
     }
 }
@@ -282,4 +264,18 @@ fn an_acting_picture_shows_the_controllers_reasons() {
         assert!(p.reasons.is_empty(), "launched for: being provisioned, {p:?}");
     }
     assert!(v.events.iter().all(|e| e.reason != "WouldProvision" && e.reason != "WouldDisrupt"), "{:?}", v.events);
+}
+
+/// A pending pod's status as kube-scheduler leaves it when no node fits.
+fn unschedulable() -> k8s_openapi::api::core::v1::PodStatus {
+    k8s_openapi::api::core::v1::PodStatus {
+        phase: Some("Pending".into()),
+        conditions: Some(vec![k8s_openapi::api::core::v1::PodCondition {
+            type_: "PodScheduled".into(),
+            status: "False".into(),
+            reason: Some("Unschedulable".into()),
+            ..Default::default()
+        }]),
+        ..Default::default()
+    }
 }

@@ -177,7 +177,7 @@ impl Tick {
     }
 
     /// New disruption commands, in the order the controller made them (for the host's record), since last asked.
-    pub fn new_records(&mut self, controller: &Controller) -> Vec<String> {
+    fn new_records(&mut self, controller: &Controller) -> Vec<String> {
         let records = &controller.orchestrator().records;
         let new = records[self.records_seen.min(records.len())..].iter().map(|r| r.id.clone()).collect();
         self.records_seen = records.len();

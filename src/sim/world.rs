@@ -346,10 +346,6 @@ impl World {
         self.timers.at(self.now, t, timer);
     }
 
-    fn decision_id(&mut self, prefix: &str) -> String {
-        self.ids.next(prefix)
-    }
-
     /// The time of the next scheduled thing, if any.
     pub fn next_wake(&self) -> Option<Millis> {
         let t = self.timers.queue.iter().next().map(|(t, _, _)| *t);

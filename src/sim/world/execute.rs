@@ -114,7 +114,7 @@ impl World {
         if reason == DeleteReason::Interrupted {
             return;
         }
-        let id = self.decision_id("d");
+        let id = self.ids.next("d");
         self.record.decisions.push(Decision::Delete { id, at: self.now, nodeclaim: name.to_string(), reason });
     }
 
