@@ -33,7 +33,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use criterion::{Criterion, criterion_group};
-use karpenter_tui::controller::{Controller, generation};
+use karpenter_tui::controller::Controller;
 use karpenter_tui::engine::disruption::gate::Mode;
 use karpenter_tui::kube::cache::Cache;
 use karpenter_tui::kube::kinds::Kind;
@@ -247,7 +247,7 @@ fn live_dashboard_bench(c: &mut Criterion) {
     // and the picture is built with the controller's state.
     let mut controller = Controller::new(catalog.clone(), Mode::DryRun, now);
     let tick_read = Arc::new(cache.lock().unwrap().manifests());
-    let effects = controller.plan(&tick_read, now, generation(&tick_read));
+    let effects = controller.plan(&tick_read, now);
     let acting_info = LiveInfo { leadership: Leadership::Acting, ..info.clone() };
     let acting_view = Arc::new(picture(&tick_read, &catalog, now, &acting_info, &[], 2, Some(&controller)));
     memory::release_free_memory();

@@ -16,7 +16,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use karpenter_tui::aws::cloud::{AwsCloud, AwsProvider, PROVIDER_PREFIX};
 use karpenter_tui::aws::launch::ClusterInfo;
 use karpenter_tui::aws::nodeclass::AliasContext;
-use karpenter_tui::controller::{CommandState, Controller, Outcome, generation};
+use karpenter_tui::controller::{CommandState, Controller, Outcome};
 use karpenter_tui::engine::api::EC2NodeClass;
 use karpenter_tui::engine::catalog::aws::aws_catalog;
 use karpenter_tui::engine::disruption::gate::Mode;
@@ -94,7 +94,7 @@ async fn tick(h: &mut Harness, cloud: &mut AwsProvider) {
     cloud.refresh_instances().await.unwrap();
     h.controller.set_live_instances(cloud.live_provider_ids().unwrap());
     let m = manifests(&h.cluster);
-    let effects = h.controller.plan(&m, h.now, generation(&m));
+    let effects = h.controller.plan(&m, h.now);
     let report = h.apply_via(effects, cloud).await;
     assert!(report.failed.is_empty(), "{:?}", report.failed);
     for o in &report.outcomes {

@@ -113,7 +113,7 @@ fn a_buffer_launches_room_for_its_virtual_pods_and_says_where_they_went() {
     // Emptiness leaves the node alone over the whole run (consolidateAfter 0s, no real pods on it).
     assert!(r.nodes.iter().all(|n| n.deleted_at.is_none()), "{:?}", r.nodes);
     let mut w = world(&text, 20);
-    let outlook = tick::explain(&mut w);
+    let outlook = explain(&mut w);
     let why = format!("{:?}", outlook.values().next().unwrap());
     assert!(why.contains("BufferPods"), "{why}");
 }
@@ -197,4 +197,11 @@ fn a_deleted_buffer_lets_emptiness_take_its_nodes() {
     assert_eq!(r.nodes.len(), 1, "{:?}", r.nodes);
     let gone = r.nodes[0].deleted_at.expect("emptiness removed the buffer's node once the buffer was gone");
     assert!(gone > 300.0, "{gone}");
+}
+
+/// Why each node is (not) being disrupted, as the dashboard asks the world.
+fn explain(
+    w: &mut karpenter_tui::sim::world::World,
+) -> std::collections::BTreeMap<String, karpenter_tui::engine::disruption::consolidation::Outlook> {
+    tick::immediate(tick::explain(w)).expect("the simulated world answers at once")
 }

@@ -136,7 +136,7 @@ fn case23_spot_to_spot_is_gated_needs_15_options_and_is_cut_to_15() {
         let s = parse_scenario(&text, "c23.yaml").unwrap_or_else(|e| panic!("{e}"));
         run_world(&s, Some(std::time::Duration::from_secs(1))).unwrap()
     };
-    let with_pod = |types: &str, gate: bool| tick::explain(&mut world(types, gate));
+    let with_pod = |types: &str, gate: bool| explain(&mut world(types, gate));
     let off = with_pod(&spot_types(20), false);
     let msg = why(&off["n1"]);
     assert!(msg.contains("SpotToSpotConsolidation"), "{msg}");
@@ -189,7 +189,7 @@ fn case25_pods_would_land_on_an_uninitialized_node() {
     let text = scenario_text("name: c25\nuntil: 1m\n", TYPES, &objects("", &template, 1), nodes);
     let s = parse_scenario(&text, "c25.yaml").unwrap();
     let mut w = run_world(&s, Some(std::time::Duration::from_secs(1))).unwrap();
-    let out = tick::explain(&mut w);
+    let out = explain(&mut w);
     match &out["n1"] {
         Outlook::Blocked(b) => assert!(
             b.iter().any(|b| matches!(b, Blocker::UninitializedDestination { node, .. } if node == "fresh")),
@@ -308,7 +308,7 @@ fn a_scheduled_zero_budget_holds_emptiness_until_its_window_ends() {
     // The explanation says until when.
     let s = parse_scenario(&scenario_text(header, TYPES, &pool, EMPTY_NODES), "w.yaml").unwrap();
     let mut w = run_world(&s, Some(std::time::Duration::from_secs(60))).unwrap();
-    let why = match &tick::explain(&mut w)["e1"] {
+    let why = match &explain(&mut w)["e1"] {
         Outlook::Blocked(b) => b.iter().map(ToString::to_string).collect::<Vec<_>>().join("; "),
         Outlook::Disruptable(c) => c.summary(),
     };
@@ -406,7 +406,7 @@ fn pdb_and_do_not_disrupt_block_consolidation_with_a_reason() {
     assert!(disruptions(&r).is_empty());
     let s = parse_scenario(&text, "pdb.yaml").unwrap();
     let mut w = run_world(&s, Some(std::time::Duration::from_secs(120))).unwrap();
-    match &tick::explain(&mut w)["n1"] {
+    match &explain(&mut w)["n1"] {
         Outlook::Blocked(b) => {
             assert!(b.iter().any(|b| b.to_string().contains("PDB app allows 0 disruptions")), "{b:?}")
         }
@@ -508,7 +508,7 @@ fn balanced_policy_refuses_a_small_saving_that_moves_many_pods() {
     );
     let (r, mut w) = run_with("Balanced");
     assert!(disruptions(&r).is_empty(), "Balanced does not move 10 pods for 5%");
-    match &tick::explain(&mut w)["n1"] {
+    match &explain(&mut w)["n1"] {
         Outlook::Blocked(b) => assert!(b.iter().any(|b| matches!(b, Blocker::BalancedScore { .. })), "{b:?}"),
         Outlook::Disruptable(c) => panic!("{}", c.summary()),
     }
@@ -598,7 +598,7 @@ fn a_node_running_a_dra_pod_is_not_consolidated_and_says_why() {
     assert!(node_named(&r, "n1").deleted_at.is_none());
     let s = parse_scenario(&text, "dra.yaml").unwrap();
     let mut w = run_world(&s, Some(std::time::Duration::from_secs(120))).unwrap();
-    match &tick::explain(&mut w)["n1"] {
+    match &explain(&mut w)["n1"] {
         Outlook::Blocked(b) => assert!(
             b.iter().any(|b| b.to_string().contains("default/trainer")
                 && b.to_string().contains("Dynamic Resource Allocation requirements that are not yet supported")),
@@ -643,4 +643,11 @@ fn a_failed_status_check_makes_a_drain_already_under_way_forceful() {
     let r = simulate(&scenario_text("name: both\nuntil: 5m\n", TYPES, &pool, &format!("{node}{events}")));
     let gone = node_named(&r, "s1").deleted_at.expect("the node is gone");
     assert!((120.0..150.0).contains(&gone), "forceful from the second notice on: {gone}");
+}
+
+/// Why each node is (not) being disrupted, as the dashboard asks the world.
+fn explain(
+    w: &mut karpenter_tui::sim::world::World,
+) -> std::collections::BTreeMap<String, karpenter_tui::engine::disruption::consolidation::Outlook> {
+    tick::immediate(tick::explain(w)).expect("the simulated world answers at once")
 }

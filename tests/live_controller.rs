@@ -8,7 +8,7 @@ mod harness;
 
 use harness::{Harness, manifests};
 use karpenter_tui::controller::cloud::CloudInstance;
-use karpenter_tui::controller::{CommandState, Effect, generation};
+use karpenter_tui::controller::{CommandState, Effect};
 use karpenter_tui::engine::api::nodeclaim::{COND_DRIFTED, COND_INITIALIZED, COND_REGISTERED};
 use karpenter_tui::engine::disruption::gate::Mode;
 use karpenter_tui::engine::labels;
@@ -203,7 +203,7 @@ status:
     h.cluster.nodes.get_mut("ip-10-0-0-1.ec2.internal").unwrap().metadata.deletion_timestamp = Some(ms_time(h.now));
     h.cluster.nodeclaims.get_mut("default-ec2aa").unwrap().metadata.deletion_timestamp = Some(ms_time(h.now));
     let m = manifests(&h.cluster);
-    let effects = h.controller.plan(&m, h.now + 1_000, generation(&m));
+    let effects = h.controller.plan(&m, h.now + 1_000);
     // Only the NodePool's own status may change (its node count); nothing touches the claim or the node.
     let touching: Vec<String> =
         effects.iter().filter(|e| !matches!(e, Effect::PatchNodePoolStatus { .. })).map(Effect::describe).collect();
@@ -212,10 +212,10 @@ status:
     h.cluster.nodeclaims.get_mut("default-ec2aa").unwrap().metadata.deletion_timestamp = None;
     h.cluster.nodes.get_mut("ip-10-0-0-1.ec2.internal").unwrap().metadata.deletion_timestamp = None;
     let mut m = manifests(&h.cluster);
-    h.controller.plan(&m, h.now + 2_000, generation(&m));
+    h.controller.plan(&m, h.now + 2_000);
     let text = "apiVersion: v1\nkind: Pod\nmetadata: {name: web, namespace: default, uid: uid-web}\nspec:\n  nodeName: ip-10-0-0-1.ec2.internal\n  containers: [{name: c, image: x}]\nstatus: {phase: Running}\n";
     m.pods.extend(ClusterObjects::parse(text, "pod.yaml").unwrap().pods);
-    let effects = h.controller.plan(&m, h.now + 30_000, generation(&m));
+    let effects = h.controller.plan(&m, h.now + 30_000);
     assert!(
         !effects.iter().any(|e| matches!(e, Effect::PatchClaimStatus { name, .. } if name == "default-ec2aa")),
         "{:?}",
@@ -244,7 +244,7 @@ fn nodepools_get_upstreams_status_and_claims_a_ready_condition() {
     }
     // Settled: the status is not written again while nothing changes.
     let m = manifests(&h.cluster);
-    let effects = h.controller.plan(&m, h.now + 1_000, generation(&m));
+    let effects = h.controller.plan(&m, h.now + 1_000);
     assert!(!effects.iter().any(|e| matches!(e, Effect::PatchNodePoolStatus { .. })));
 }
 

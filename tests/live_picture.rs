@@ -210,7 +210,7 @@ fn the_picture_compares_the_packing_strategies_of_whoever_decides() {
     assert!(picture(&m, w.catalog(), w.now, &acting, &[], 1, Some(&engine)).packing_pass.is_none());
     let mut t = w.now;
     while engine.last_packing().is_none() && t < w.now + 60_000 {
-        engine.plan(&m, t, 1);
+        engine.plan(&m, t);
         t += 1_000;
     }
     let pass = *engine.last_packing().expect("the controller's batch window closed and it launched");
@@ -250,7 +250,7 @@ fn an_acting_picture_shows_the_controllers_reasons() {
     assert!(before.pending.iter().all(|p| p.reasons.is_empty()), "no solve yet: {:?}", before.pending);
     let mut t = w.now;
     while engine.last_solve().is_none() && t < w.now + 60_000 {
-        engine.plan(&m, t, 1);
+        engine.plan(&m, t);
         t += 1_000;
     }
     let solved = engine.last_solve().expect("the batch window closed and the controller solved").clone();

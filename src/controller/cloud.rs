@@ -172,6 +172,36 @@ pub fn kwok_repair_policies() -> Vec<RepairPolicy> {
         .collect()
 }
 
+/// A cloud that is only read, never asked to act: what a plan over a read of the cluster runs with (its effects
+/// are shown, not carried out). It offers nothing beyond the catalog the controller was built with.
+#[derive(Debug, Default)]
+pub struct ReadOnlyCloud;
+
+impl CloudProvider for ReadOnlyCloud {
+    fn name(&self) -> &'static str {
+        "none"
+    }
+
+    fn lists(&self) -> bool {
+        false
+    }
+
+    fn set_overlays(&mut self, _store: Arc<OverlayStore>) {}
+
+    fn create<'a>(
+        &'a mut self,
+        claims: &'a [NodeClaim],
+        _now: Millis,
+    ) -> BoxFuture<'a, Vec<Result<Launched, LaunchFailure>>> {
+        let refused = || LaunchFailure::Retry(Retry { message: "no cloud to launch in".into(), conflict: false });
+        Box::pin(std::future::ready(claims.iter().map(|_| Err(refused())).collect()))
+    }
+
+    fn delete<'a>(&'a mut self, _provider_id: &'a str, _now: Millis) -> BoxFuture<'a, Result<Option<String>, Retry>> {
+        Box::pin(std::future::ready(Err(Retry { message: "no cloud to terminate in".into(), conflict: false })))
+    }
+}
+
 /// What a cloud does for the controller's effects.
 pub trait CloudProvider: Send + Sync {
     /// `sim`, `kwok`, `aws`: for logs.

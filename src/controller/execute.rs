@@ -1,8 +1,7 @@
 //! The one executor of the controller's effects, for every backend: writes go through the cluster port
 //! ([`ClusterPort`]: the kube-rs writer, or the simulated cluster) and instances through the cloud port. Effects run in order,
-//! one at a time; a failed one is reported and the rest still run (the planner never sends, in one tick, a write
-//! that depends on another write of the same tick succeeding; the next tick decides again from what the cluster
-//! then says). Conflicts (409) happen when another writer got there first: reported as such, not as errors. What is
+//! one at a time; a failed one is reported and the rest still run (none is unsafe without the ones before it; the
+//! next run decides again from what the cluster then says). Conflicts (409) happen when another writer got there first: reported as such, not as errors. What is
 //! logged, shown and backed off is the caller's choice (the live loop's `shell::acting`, the simulated world).
 
 use crate::engine::lifecycle::{self, LaunchError, LifecycleAction, apply_launch, launch_failed};
@@ -24,6 +23,17 @@ pub struct Report {
     pub failed: Vec<Failed>,
     /// The object keys ([`Effect::object_key`]) of the effects that went through.
     pub succeeded: Vec<String>,
+}
+
+impl Report {
+    /// Adds what `other` did after what this one did.
+    pub fn absorb(&mut self, other: Report) {
+        self.outcomes.extend(other.outcomes);
+        self.errors.extend(other.errors);
+        self.done.extend(other.done);
+        self.failed.extend(other.failed);
+        self.succeeded.extend(other.succeeded);
+    }
 }
 
 /// An effect that failed.

@@ -15,6 +15,7 @@
 
 pub mod backoff;
 pub mod buffers;
+pub mod cache_host;
 mod capacity_type;
 mod claims;
 pub mod cloud;
@@ -54,9 +55,7 @@ use crate::engine::labels;
 use crate::engine::lifecycle::{self, DeleteReason, LifecycleSettings, set_condition};
 use crate::engine::manifests::ClusterObjects;
 use crate::engine::packing::Packing;
-use crate::engine::provisioning::{
-    ClusterSnapshot, Millis, ProvisioningResult, compare_packing_after, is_provisionable, provision,
-};
+use crate::engine::provisioning::{ClusterSnapshot, Millis, ProvisioningResult, compare_packing_after, provision};
 use crate::engine::scheduling::SchedulerOptions;
 use crate::engine::stored_pod::StoredPod;
 use crate::engine::termination::disrupted_taint;
@@ -107,7 +106,8 @@ pub struct Controller {
     /// The disruption controller: passes, the approval gate, validation and the orchestration queue.
     disruption: Orchestrator,
     nominated: BTreeMap<String, Millis>,
-    next_id: u64,
+    /// Names disruption commands when a run's host does not ([`Controller::plan`]).
+    pub(crate) ids: tick::Ids,
     /// `lastPodEventTime` bookkeeping (a restart doesn't count as pod events).
     pod_events: PodEventTracker,
     /// When each claim's drift was last checked.
@@ -244,7 +244,7 @@ impl Controller {
                 settings.validation_delay,
             ),
             nominated: BTreeMap::new(),
-            next_id: 0,
+            ids: tick::Ids::default(),
             pod_events: PodEventTracker::default(),
             drift: DriftTracker::default(),
             events_sent: BTreeMap::new(),
@@ -590,46 +590,11 @@ impl Controller {
         self.terminating.retain(|pid, _| deleting.contains(pid.as_str()));
     }
 
-    /// Everything that should change now. `generation` identifies the cluster state (a rejected proposal is not
-    /// offered again until it changes).
-    pub fn plan(&mut self, m: &ClusterObjects, now: Millis, generation: u64) -> Vec<Effect> {
-        let mut out = Out::default();
-        let pods = m.pending_view();
-        let view = snapshot_of(m, &pods);
-        self.forget_settled(&view, now);
-        self.requeue = None;
-        for e in self.sync_overlays(&m.nodeoverlays, &m.nodepools, now) {
-            out.push(e);
-        }
-        for e in self.sync_buffers_from(m, now) {
-            out.push(e);
-        }
-        let pending = m.pods.iter().filter(|p| is_provisionable(p));
-        self.observe_pending(pending.map(|p| p.metadata.uid.as_deref().unwrap_or_default()), now);
-        self.solve(&view, now, &mut out);
-        self.nodeclaims(&view, now, &mut out);
-        self.nominate_pods(&view, &mut out);
-        self.repair(&view, now, &mut out);
-        self.terminations(&view, now, &mut out);
-        self.orchestrate(&view, now, &mut out);
-        self.stale_disrupted_taints(&view, &mut out);
-        self.pod_events(&view, now, &mut out);
-        self.drift(&view, now, &mut out);
-        self.validation(&view, now, &mut out);
-        // The live state hash leaves out the cloud's catalogs (offerings out of capacity come back): a quiet
-        // period ends within a minute, as often as scheduled budgets can change.
-        let keys = PassKeys { state: generation, quiet_key: generation, quiet_cap: now + timing::MINUTE };
-        let mut next_id = self.next_id;
-        let mut new_id = || {
-            next_id += 1;
-            format!("d-{next_id}")
-        };
-        self.disruption(&view, now, keys, &mut new_id, &mut out);
-        self.next_id = next_id;
-        self.blocked_events(&view, now, &mut out);
-        self.nodepool_statuses(&view, &m.nodeclasses, now, &mut out);
-        self.static_pools(&view, now, &mut out);
-        out.finish(&view)
+    /// What one run of the controller's schedule ([`tick`]) over this read of the cluster would write, gathered
+    /// one write per object and not carried out: the cloud is only read ([`cloud::ReadOnlyCloud`]), so launches
+    /// and instance lists are left to a run with a cloud.
+    pub fn plan(&mut self, m: &ClusterObjects, now: Millis) -> Vec<Effect> {
+        cache_host::run_once(self, &mut cloud::ReadOnlyCloud, m, now)
     }
 
     /// Drives started commands (see [`Orchestrator::orchestrate`]) on their own, for the step-by-step schedule
@@ -1132,7 +1097,8 @@ impl Controller {
     /// A `karpenter.sh/disrupted` taint on a node that no command of this instance holds and that is not being
     /// deleted is left over (a process stopped mid-command): removed, with the claim's DisruptionReason, as upstream
     /// does at start (engine.md §5.1). Nodes in commands of this process are never touched.
-    fn stale_disrupted_taints(&self, m: &ClusterSnapshot<'_>, out: &mut Out) {
+    pub fn stale_taints(&self, m: &ClusterSnapshot<'_>, deleted: &BTreeSet<String>) -> Vec<Effect> {
+        let mut out = Out::default();
         let busy = self.busy_in(m);
         for n in &m.nodes {
             let name = n.metadata.name.as_deref().unwrap_or_default();
@@ -1145,11 +1111,8 @@ impl Controller {
                 continue;
             }
             let claim = join::claim_of(n, m.nodeclaims.iter());
-            // Being deleted, or about to be by this very tick (a command that just finished).
-            let deleting = |c: &NodeClaim| {
-                c.metadata.deletion_timestamp.is_some()
-                    || out.effects.iter().any(|e| matches!(e, Effect::DeleteNodeClaim { name, .. } if name == c.name()))
-            };
+            // Being deleted, or about to be by this very run (a command that just finished).
+            let deleting = |c: &NodeClaim| c.metadata.deletion_timestamp.is_some() || deleted.contains(c.name());
             if claim.is_some_and(deleting) {
                 continue;
             }
@@ -1160,6 +1123,7 @@ impl Controller {
                 status.conditions.retain(|x| x.type_ != COND_DISRUPTION_REASON);
             }
         }
+        out.finish(m)
     }
 
     /// Gives a failed command's candidates back: no disrupted taint, no DisruptionReason.

@@ -210,6 +210,6 @@ metadata: {name: node-a}
         let pods = m.pods.clone();
         assert!(c.nominations(&snapshot_of(&m, &pods)).is_empty());
         let mut c = c;
-        assert!(c.plan(&m, 0, 1).iter().all(|e| !matches!(e, Effect::Nominate { .. })));
+        assert!(c.plan(&m, 0).iter().all(|e| !matches!(e, Effect::Nominate { .. })));
     }
 }

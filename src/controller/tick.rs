@@ -8,13 +8,14 @@
 //! instances) and what it records; which of the controller's steps run, in what order, on what, and when they look
 //! again are decided here.
 
+use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Instant;
 
-use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::apps::v1::{Deployment, StatefulSet};
 use k8s_openapi::api::core::v1::PodTemplate;
 
-use super::cloud::{CloudProvider, Notice, at_once};
+use super::cloud::{BoxFuture, CloudInstance, CloudProvider, Notice};
 use super::disruption::Approval;
 use super::execute::Report;
 use super::{Controller, Effect, Outcome, PassKeys, Purpose};
@@ -91,9 +92,18 @@ pub trait Host {
     fn read<R>(&mut self, f: impl FnOnce(Parts<'_, '_>) -> R) -> R;
     /// Runs `f` on the controller and the cloud port (no read of the cluster).
     fn with_cloud<R>(&mut self, f: impl FnOnce(&mut Controller, &mut dyn CloudProvider) -> R) -> R;
-    /// Carries out one effect through the executor over the host's ports, and hands the outcomes to the
-    /// controller.
-    fn apply(&mut self, effect: Effect) -> Report;
+    /// Carries out effects, in order, through the executor over the host's ports, and hands the outcomes to the
+    /// controller. A host whose cache shows its own writes only later (a watch cache) may gather them and carry
+    /// them out at [`Host::flush`], answering with an empty report here.
+    fn apply(&mut self, effects: Vec<Effect>) -> BoxFuture<'_, Report>;
+    /// Carries out whatever [`Host::apply`] gathered; the end of every run.
+    fn flush(&mut self) -> BoxFuture<'_, Report>;
+    /// The cloud's instances of this cluster as it lists them now (`None` where it can't, or doesn't list).
+    fn list_instances(&mut self, now: Millis) -> BoxFuture<'_, Option<Vec<CloudInstance>>>;
+    /// [`Host::list_instances`], or a list taken lately enough for finalization to read.
+    fn recent_instances(&mut self, now: Millis) -> BoxFuture<'_, Option<Vec<CloudInstance>>> {
+        self.list_instances(now)
+    }
     /// Asks to be run again at `t` even if nothing changes by then.
     fn wake_at(&mut self, t: Millis);
     fn note(&mut self, note: Note<'_>);
@@ -101,7 +111,7 @@ pub trait Host {
     fn node_classes(&self) -> Vec<EC2NodeClass>;
     fn node_overlays(&self) -> Vec<NodeOverlay>;
     fn nodepools(&self) -> Vec<NodePool>;
-    fn buffer_sources(&self) -> (Vec<CapacityBuffer>, Vec<PodTemplate>, Vec<Deployment>);
+    fn buffer_sources(&self) -> BufferSources;
     /// The uids of the pods that ask for capacity, in pod order.
     fn provisionable(&mut self) -> Arc<Vec<String>>;
     /// Identifies the state disruption decides on (a rejected proposal is not offered again until it changes).
@@ -119,6 +129,15 @@ pub trait Host {
     fn deleting(&self) -> (bool, bool);
 }
 
+/// What CapacityBuffers may take their shape from, as the host stores it.
+#[derive(Debug, Clone, Default)]
+pub struct BufferSources {
+    pub buffers: Vec<CapacityBuffer>,
+    pub pod_templates: Vec<PodTemplate>,
+    pub deployments: Vec<Deployment>,
+    pub statefulsets: Vec<StatefulSet>,
+}
+
 /// What each step read when it last ran, and when it must look again regardless.
 #[derive(Debug, Clone, Default)]
 pub struct Tick {
@@ -130,6 +149,8 @@ pub struct Tick {
     drift_due: Millis,
     pods_counted: Option<[u64; 2]>,
     pods_counted_at: Millis,
+    /// The nodes' version when left-over disruption taints were last looked for.
+    taints_seen: Option<u64>,
     /// When garbage collection next lists the cloud's instances, and how often it does.
     next_gc: Millis,
     gc_every: Millis,
@@ -157,23 +178,32 @@ impl Tick {
         self.next_gc
     }
 
-    /// One run of every step, in order.
-    pub fn run(&mut self, host: &mut impl Host) {
-        self.buffers(host);
-        self.provisioning(host);
-        self.lifecycle(host);
-        self.nominations(host);
-        self.nodepool_status(host);
-        self.static_capacity(host);
-        self.interruptions(host);
-        self.reservations(host);
-        self.disruption(host);
-        self.explanatory_events(host);
+    /// One run of every step, in order, then the host's [`Host::flush`]. Interruption notices are answered once
+    /// what they ask for was carried out (one whose writes failed is left unanswered, so it comes back).
+    pub async fn run(&mut self, host: &mut impl Host) -> Report {
+        self.buffers(host).await;
+        self.provisioning(host).await;
+        self.lifecycle(host).await;
+        self.nominations(host).await;
+        self.nodepool_status(host).await;
+        self.static_capacity(host).await;
+        let answers = self.interruptions(host).await;
+        self.reservations(host).await;
+        self.disruption(host).await;
+        self.explanatory_events(host).await;
         let now = host.now();
         if now >= self.next_gc {
-            self.garbage_collect(host);
+            self.garbage_collect(host).await;
             self.next_gc = now + self.gc_every;
         }
+        let report = host.flush().await;
+        for (answer, mut applied, keys) in answers {
+            applied.failed.extend(report.failed.iter().filter(|f| keys.contains(&f.key)).cloned());
+            let refused: Vec<&str> =
+                applied.failed.iter().filter(|f| !f.conflict).map(|f| f.message.as_str()).collect();
+            answer(if refused.is_empty() { Ok(()) } else { Err(refused.join("; ")) });
+        }
+        report
     }
 
     /// New disruption commands, in the order the controller made them (for the host's record), since last asked.
@@ -184,14 +214,15 @@ impl Tick {
         new
     }
 
-    fn apply_all(host: &mut impl Host, effects: Vec<Effect>) {
-        for e in effects {
-            host.apply(e);
+    async fn apply_all(host: &mut impl Host, effects: Vec<Effect>) -> Report {
+        if effects.is_empty() {
+            return Report::default();
         }
+        host.apply(effects).await
     }
 
     /// Hands the controller what the cloud offers now, and the overlays over it.
-    fn sync_catalog(host: &mut impl Host) {
+    async fn sync_catalog(host: &mut impl Host) {
         let now = host.now();
         let classes = host.node_classes();
         host.with_cloud(|controller, cloud| {
@@ -203,14 +234,18 @@ impl Tick {
         if host.controller_mut().gates().node_overlay {
             let (overlays, pools) = (host.node_overlays(), host.nodepools());
             let effects = host.controller_mut().sync_overlays(&overlays, &pools, now);
-            Self::apply_all(host, effects);
-            host.with_cloud(|controller, cloud| cloud.set_overlays(Arc::new(controller.overlay_store())));
+            Self::apply_all(host, effects).await;
+            let prices = crate::engine::overlay::instance_type_prices(&overlays);
+            host.with_cloud(|controller, cloud| {
+                cloud.set_overlays(Arc::new(controller.overlay_store()));
+                cloud.set_type_price_overlays(&prices);
+            });
         }
     }
 
     /// CapacityBuffer resolution (gate `CapacityBuffer`), whenever a buffer or what it may take its shape from
     /// changed.
-    fn buffers(&mut self, host: &mut impl Host) {
+    async fn buffers(&mut self, host: &mut impl Host) {
         if !host.controller_mut().gates().capacity_buffer {
             return;
         }
@@ -218,40 +253,42 @@ impl Tick {
         if self.buffers == Some(stamps(host.versions())) {
             return;
         }
-        let (buffers, templates, deployments) = host.buffer_sources();
+        let s = host.buffer_sources();
         let src = crate::engine::capacitybuffer::Sources {
-            pod_templates: &templates,
-            deployments: &deployments,
-            ..Default::default()
+            pod_templates: &s.pod_templates,
+            deployments: &s.deployments,
+            statefulsets: &s.statefulsets,
+            replicasets: &[],
         };
         let now = host.now();
-        let effects = host.controller_mut().sync_buffers(&buffers, src, now);
-        Self::apply_all(host, effects);
+        let effects = host.controller_mut().sync_buffers(&s.buffers, src, now);
+        Self::apply_all(host, effects).await;
         // The writes just made are the controller's own: they need no second look.
         self.buffers = Some(stamps(host.versions()));
     }
 
     /// Provisioning: the pending pods are fed to the batcher (as the pod watch does) and, when its window is over,
     /// solved on the cluster; the claims it asks for are created and the solve is noted.
-    fn provisioning(&mut self, host: &mut impl Host) {
+    async fn provisioning(&mut self, host: &mut impl Host) {
         let now = host.now();
         let uids = host.provisionable();
         host.controller_mut().observe_pending(uids.iter().map(String::as_str), now);
         if !host.controller_mut().provisioning_due(now) {
             return;
         }
-        Self::sync_catalog(host);
+        Self::sync_catalog(host).await;
         let started = Instant::now();
         let (effects, result) = host.read(|p| p.controller.provisioning_pass(p.snap, now));
         let millis = started.elapsed().as_secs_f64() * 1000.0;
         let Some(result) = result else {
-            Self::apply_all(host, effects);
+            Self::apply_all(host, effects).await;
             return;
         };
+        // One create at a time, so that each claim's name is known (a launch is a later step's, and is batched).
         let mut created = Vec::new();
         for e in effects {
             let create = matches!(e, Effect::CreateNodeClaim { .. });
-            let report = host.apply(e);
+            let report = host.apply(vec![e]).await;
             if create {
                 created.push(created_name(&report));
             }
@@ -261,7 +298,7 @@ impl Tick {
 
     /// Lifecycle, finalization and termination, skipped while nothing they read changed and none of their
     /// requeues is due.
-    fn lifecycle(&mut self, host: &mut impl Host) {
+    async fn lifecycle(&mut self, host: &mut impl Host) {
         let v = host.versions();
         let (draining, claims_deleting) = host.deleting();
         let seen = [v.nodes, v.nodeclaims, if draining { v.pods } else { 0 }, v.cloud];
@@ -270,35 +307,32 @@ impl Tick {
         if self.lifecycle == Some(seen) && !due {
             return;
         }
-        let effects = host.read(|p| {
-            if claims_deleting {
-                let live = at_once(p.cloud.list(now)).and_then(Result::ok).flatten().unwrap_or_default();
-                p.controller.set_live_instances(live.into_iter().map(|i| i.provider_id).collect());
-            }
-            p.controller.lifecycle(p.snap, now)
-        });
+        if claims_deleting && let Some(live) = host.recent_instances(now).await {
+            host.controller_mut().set_live_instances(live.into_iter().map(|i| i.provider_id).collect());
+        }
+        let effects = host.read(|p| p.controller.lifecycle(p.snap, now));
         // A requeue stands once asked for, as controller-runtime's `RequeueAfter` does (a later reconcile does not
         // take it back); everything else the controller waits for is read from its `next_wake` when it is due.
         if let Some(t) = host.controller_mut().requeue_at() {
             host.wake_at(t);
         }
-        Self::apply_all(host, effects);
+        Self::apply_all(host, effects).await;
         // What was read, not what the effects left: a controller reacts to its own writes too.
         self.lifecycle = Some(seen);
     }
 
     /// Cost packing: the pods the controller planned onto claims whose Nodes registered are nominated there.
-    fn nominations(&mut self, host: &mut impl Host) {
+    async fn nominations(&mut self, host: &mut impl Host) {
         if host.controller_mut().packing() != Packing::Cost {
             return;
         }
         let effects = host.read(|p| p.controller.nominations(p.snap));
-        Self::apply_all(host, effects);
+        Self::apply_all(host, effects).await;
     }
 
     /// NodePool status (resources, node count, conditions), when the nodes, the claims or the NodePools' specs
     /// changed, as upstream's NodePool status controllers react to them.
-    fn nodepool_status(&mut self, host: &mut impl Host) {
+    async fn nodepool_status(&mut self, host: &mut impl Host) {
         let v = host.versions();
         let seen = [v.nodes, v.nodeclaims, v.nodepool_specs];
         if self.nodepool_status == Some(seen) {
@@ -307,12 +341,12 @@ impl Tick {
         let now = host.now();
         let classes = host.node_classes();
         let effects = host.read(|p| p.controller.nodepool_status(p.snap, &classes, now));
-        Self::apply_all(host, effects);
+        Self::apply_all(host, effects).await;
         self.nodepool_status = Some(seen);
     }
 
     /// Static NodePools (gate `StaticCapacity`): their scale-ups are noted as such.
-    fn static_capacity(&mut self, host: &mut impl Host) {
+    async fn static_capacity(&mut self, host: &mut impl Host) {
         if !host.controller_mut().gates().static_capacity {
             return;
         }
@@ -332,7 +366,7 @@ impl Tick {
         let mut created = Vec::new();
         for e in effects {
             let create = matches!(e, Effect::CreateNodeClaim { purpose: Purpose::Static { .. }, .. });
-            let report = host.apply(e);
+            let report = host.apply(vec![e]).await;
             if create {
                 created.extend(created_name(&report));
             }
@@ -344,54 +378,62 @@ impl Tick {
         self.statics = Some(seen);
     }
 
-    /// Interruption notices: each is noted, then answered by the controller.
-    fn interruptions(&mut self, host: &mut impl Host) {
+    /// Interruption notices: each is noted, then answered by the controller. Each comes back with what its
+    /// answer waits for: the report of its effects so far, and their objects (see [`Tick::run`]).
+    async fn interruptions(&mut self, host: &mut impl Host) -> Vec<Answer> {
         let now = host.now();
+        let mut answers = Vec::new();
         for n in host.notices() {
             host.note(Note::Interruption(&n.message));
             let effects = host.read(|p| p.controller.interruption(p.snap, &n.message, now));
-            Self::apply_all(host, effects);
-            (n.answer)(Ok(()));
+            let keys = effects.iter().map(Effect::object_key).collect();
+            let report = Self::apply_all(host, effects).await;
+            answers.push((n.answer, report, keys));
         }
+        answers
     }
 
     /// Capacity blocks about to end: their claims go.
-    fn reservations(&mut self, host: &mut impl Host) {
+    async fn reservations(&mut self, host: &mut impl Host) {
         if !host.has_reservations() {
             return;
         }
         let now = host.now();
         let effects = host.read(|p| p.controller.reservation_expiration(p.cloud, p.snap, now));
-        Self::apply_all(host, effects);
+        Self::apply_all(host, effects).await;
         host.note(Note::ReservationsChecked);
     }
 
     /// The disruption controller: pod-event times, drift, started commands, validation, then a pass if one is due.
-    fn disruption(&mut self, host: &mut impl Host) {
-        Self::sync_catalog(host);
+    async fn disruption(&mut self, host: &mut impl Host) {
+        Self::sync_catalog(host).await;
         // Pod events stamp their node's claim when they happen (to the second), not when a pass next looks
         // (consolidateAfter counts from them).
-        self.pod_events(host, false);
-        self.drift(host);
-        Self::orchestrate(host);
-        Self::finish_validation(host);
+        self.pod_events(host, false).await;
+        self.drift(host).await;
+        let deleted = Self::orchestrate(host).await;
+        self.stale_taints(host, deleted).await;
+        Self::finish_validation(host).await;
         let now = host.now();
         let quiet = host.versions().quiet;
         if host.controller_mut().disruption_due(now, quiet) {
-            self.disruption_pass(host);
+            self.disruption_pass(host).await;
         }
     }
 
     /// Drift detection when what it reads changed or a claim's recheck is due, so that a cluster at rest costs no
-    /// disruption passes.
-    fn drift(&mut self, host: &mut impl Host) {
+    /// disruption passes. The cloud's node-class drift verdicts are taken first.
+    async fn drift(&mut self, host: &mut impl Host) {
         let stamps = |v: Versions| [v.nodepool_specs, v.nodeclaims, v.nodes];
         let now = host.now();
         if self.drift == Some(stamps(host.versions())) && now < self.drift_due {
             return;
         }
-        let (effects, due) = host.read(|p| p.controller.drift_check(p.snap, now));
-        Self::apply_all(host, effects);
+        let (effects, due) = host.read(|p| {
+            p.controller.sync_drift(p.cloud, p.snap, now);
+            p.controller.drift_check(p.snap, now)
+        });
+        Self::apply_all(host, effects).await;
         // Its own writes are not a reason to look again.
         self.drift = Some(stamps(host.versions()));
         // Every claim was just checked or is not due yet, so this is in the future.
@@ -401,7 +443,7 @@ impl Tick {
     /// `status.lastPodEventTime` on claims whose node gained or lost pods (consolidateAfter reads it). Counting
     /// walks every pod, and pods change at nearly every step of a busy cluster: unless a pass is about to read
     /// the result (`now`), count at most once per [`POD_EVENT_RESOLUTION`].
-    fn pod_events(&mut self, host: &mut impl Host, now: bool) {
+    async fn pod_events(&mut self, host: &mut impl Host, now: bool) {
         let v = host.versions();
         let stamps = [v.pods, v.nodes];
         let at = host.now();
@@ -414,35 +456,56 @@ impl Tick {
             return;
         }
         let effects = host.read(|p| p.controller.pod_event_times(p.snap, at));
-        Self::apply_all(host, effects);
+        Self::apply_all(host, effects).await;
         let v = host.versions();
         self.pods_counted = Some([v.pods, v.nodes]);
         self.pods_counted_at = at;
     }
 
-    /// Started commands: candidates go once their replacements are initialized, or the command rolls back.
-    fn orchestrate(host: &mut impl Host) {
+    /// Started commands: candidates go once their replacements are initialized, or the command rolls back. Says
+    /// which NodeClaims it deleted.
+    async fn orchestrate(host: &mut impl Host) -> BTreeSet<String> {
         if host.controller_mut().orchestrator().in_flight().is_empty() {
-            return;
+            return BTreeSet::new();
         }
         let now = host.now();
         let effects = host.read(|p| p.controller.orchestrate_commands(p.snap, now));
-        Self::apply_all(host, effects);
+        let deleted = effects
+            .iter()
+            .filter_map(|e| match e {
+                Effect::DeleteNodeClaim { name, .. } => Some(name.clone()),
+                _ => None,
+            })
+            .collect();
+        Self::apply_all(host, effects).await;
+        deleted
+    }
+
+    /// `karpenter.sh/disrupted` taints no command holds (left by a process stopped mid-command) are removed,
+    /// whenever the nodes changed; `deleted` are the claims the commands just finished with.
+    async fn stale_taints(&mut self, host: &mut impl Host, deleted: BTreeSet<String>) {
+        let nodes = host.versions().nodes;
+        if self.taints_seen == Some(nodes) && deleted.is_empty() {
+            return;
+        }
+        let effects = host.read(|p| p.controller.stale_taints(p.snap, &deleted));
+        Self::apply_all(host, effects).await;
+        self.taints_seen = Some(nodes);
     }
 
     /// A command whose validation delay is over is checked, and started or let go.
-    fn finish_validation(host: &mut impl Host) {
+    async fn finish_validation(host: &mut impl Host) {
         let now = host.now();
         if host.controller_mut().orchestrator().validation_due_at().is_none_or(|t| t > now) {
             return;
         }
         let effects = host.read(|p| p.controller.finish_validation(p.snap, now));
-        Self::apply_all(host, effects);
+        Self::apply_all(host, effects).await;
     }
 
-    fn disruption_pass(&mut self, host: &mut impl Host) {
+    async fn disruption_pass(&mut self, host: &mut impl Host) {
         let now = host.now();
-        self.pod_events(host, true);
+        self.pod_events(host, true).await;
         let keys = PassKeys {
             state: host.state_key(),
             quiet_key: host.versions().quiet,
@@ -461,31 +524,42 @@ impl Tick {
         if !records.is_empty() {
             host.note(Note::Commands(records));
         }
-        Self::apply_all(host, effects);
+        Self::apply_all(host, effects).await;
     }
 
     /// The controller's explanatory Events, when due and the host publishes them.
-    fn explanatory_events(&mut self, host: &mut impl Host) {
+    async fn explanatory_events(&mut self, host: &mut impl Host) {
         let now = host.now();
         if !host.explain_events() || host.controller_mut().explanatory_events_due().is_none_or(|t| t > now) {
             return;
         }
         let effects = host.read(|p| p.controller.explanatory_events(p.snap, now));
-        Self::apply_all(host, effects);
+        Self::apply_all(host, effects).await;
     }
 
     /// Garbage collection of claims whose instance is gone, and the relabelling of instances whose reservation
-    /// ended, on the same list of the cloud's instances.
-    fn garbage_collect(&mut self, host: &mut impl Host) {
+    /// ended, on the same list of the cloud's instances (taken after the cluster was read, as upstream lists).
+    async fn garbage_collect(&mut self, host: &mut impl Host) {
         let now = host.now();
+        let Some(list) = host.list_instances(now).await else { return };
         let effects = host.read(|p| {
-            let Some(Ok(Some(list))) = at_once(p.cloud.list(now)) else { return Vec::new() };
             let mut effects = p.controller.garbage_collect(p.snap, &list, now);
             effects.extend(p.controller.capacity_types(p.snap, &list));
             effects
         });
-        Self::apply_all(host, effects);
+        host.controller_mut().set_live_instances(list.into_iter().map(|i| i.provider_id).collect());
+        Self::apply_all(host, effects).await;
     }
+}
+
+/// An interruption notice's answer, waiting for the run to end: what its effects' report said so far, and the
+/// objects they write.
+type Answer = (Box<dyn FnOnce(Result<(), String>) + Send>, Report, BTreeSet<String>);
+
+/// Runs `f` (a run or an operator action) on a host that answers every call at once, as the simulated world does;
+/// `None` if it had to wait, which such a host never does.
+pub fn immediate<F: std::future::Future>(f: F) -> Option<F::Output> {
+    futures_util::FutureExt::now_or_never(f)
 }
 
 /// The name of the NodeClaim a create made, if it went through.
@@ -498,32 +572,34 @@ fn created_name(report: &Report) -> Option<String> {
 
 /// An operator's approval of an open proposal: validated against the cluster as it is now, then started
 /// ([`Approval::Started`]) or recorded as invalidated with the reason ([`Approval::Invalidated`]). `Err` when there
-/// is no such open proposal (or in dry-run mode).
-pub fn approve(host: &mut impl Host, id: &str) -> Result<Approval, String> {
-    Tick::sync_catalog(host);
+/// is no such open proposal (or in dry-run mode). What starting it wrote comes back with it.
+pub async fn approve(host: &mut impl Host, id: &str) -> Result<(Approval, Report), String> {
+    Tick::sync_catalog(host).await;
     let now = host.now();
     let (effects, approval) = host.read(|p| p.controller.approve_proposal(p.snap, id, now))?;
-    Tick::apply_all(host, effects);
-    Ok(approval)
+    let mut report = Tick::apply_all(host, effects).await;
+    report.absorb(host.flush().await);
+    Ok((approval, report))
 }
 
 /// An operator's rejection of an open proposal: not offered again until the state it was made on changes.
-pub fn reject(host: &mut impl Host, id: &str) -> Result<(), String> {
+pub fn reject(host: &mut impl Host, id: &str) -> Result<String, String> {
     let (state, now) = (host.state_key(), host.now());
-    host.controller_mut().reject(id, state, now).map(|_| ())
+    host.controller_mut().reject(id, state, now)
 }
 
 /// An operator's "repair now" on `node` (see [`Controller::repair_now`]), carried out at once.
-pub fn repair_now(host: &mut impl Host, node: &str) -> Result<String, String> {
+pub async fn repair_now(host: &mut impl Host, node: &str) -> Result<(String, Report), String> {
     let now = host.now();
     let (effects, message) = host.read(|p| p.controller.repair_now(p.snap, node, now))?;
-    Tick::apply_all(host, effects);
-    Ok(message)
+    let mut report = Tick::apply_all(host, effects).await;
+    report.absorb(host.flush().await);
+    Ok((message, report))
 }
 
 /// Why each node is (not) being disrupted right now: the "why won't this node consolidate" view.
-pub fn explain(host: &mut impl Host) -> std::collections::BTreeMap<String, Outlook> {
-    Tick::sync_catalog(host);
+pub async fn explain(host: &mut impl Host) -> std::collections::BTreeMap<String, Outlook> {
+    Tick::sync_catalog(host).await;
     let now = host.now();
     host.read(|p| p.controller.explain_nodes(p.snap, now))
 }

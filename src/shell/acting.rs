@@ -7,10 +7,12 @@ use crate::engine::manifests::ClusterObjects;
 use crate::engine::provisioning::Millis;
 use crate::kube::writer::Writer;
 
-use crate::controller::cloud::CloudProvider;
+use crate::controller::cache_host::{Borrowed, CacheHost, Carry, Listed};
+use crate::controller::cloud::{BoxFuture, CloudProvider};
 use crate::controller::execute::{Report, execute};
+use crate::controller::tick::{self, Ids, Tick};
 use crate::controller::timing::GC_EVERY;
-use crate::controller::{Controller, Effect, generation};
+use crate::controller::{Controller, Effect};
 
 pub struct Acting {
     pub controller: Controller,
@@ -20,8 +22,12 @@ pub struct Acting {
     /// The AWS cloud's periodic work (NodeClass status and drift, templates, catalogs, interruptions); `None` for
     /// KWOK.
     pub upkeep: Option<crate::aws::upkeep::AwsUpkeep>,
-    /// When garbage collection next lists the cloud's instances.
-    next_gc: Millis,
+    /// The controller's schedule: the same steps, in the same order, as `simulate` runs.
+    schedule: Tick,
+    /// What the schedule's hosts keep between runs.
+    kept: Kept,
+    /// When a step last asked to be run again (beyond what the controller's own wake says).
+    wake: Option<Millis>,
 }
 
 /// With nothing due sooner, the controller still runs this often: a backstop for anything time-driven it cannot
@@ -29,6 +35,62 @@ pub struct Acting {
 pub const IDLE_TICK: Millis = 60_000;
 /// Runs are at least this far apart, so a wake that is due at once cannot spin the loop.
 pub const MIN_TICK_GAP: Millis = 50;
+
+/// What the schedule's hosts keep between runs.
+#[derive(Default)]
+struct Kept {
+    /// How many runs there were (each reads the cache afresh).
+    runs: u64,
+    /// The cloud's last list of instances.
+    listed: Listed,
+    /// Names disruption commands.
+    ids: Ids,
+}
+
+/// The live loop's [`Carry`]: the writer, with the controller's per-object backoff.
+struct Writing<'a> {
+    writer: &'a mut Writer,
+}
+
+impl Carry for Writing<'_> {
+    fn carry<'a>(
+        &'a mut self,
+        controller: &'a mut Controller,
+        cloud: &'a mut dyn CloudProvider,
+        effects: Vec<Effect>,
+        now: Millis,
+    ) -> BoxFuture<'a, Report> {
+        Box::pin(carry_out(controller, self.writer, cloud, effects, now))
+    }
+}
+
+/// Carries out `effects`, except those whose object is backing off after a refusal; records what was refused
+/// (logged and shown once per distinct error) and what went through.
+async fn carry_out(
+    controller: &mut Controller,
+    writer: &mut Writer,
+    cloud: &mut dyn CloudProvider,
+    effects: Vec<Effect>,
+    now: Millis,
+) -> Report {
+    let (effects, held) = controller.hold_backed_off(effects, now);
+    let mut report = execute(effects, writer, cloud, now).await;
+    report.outcomes.extend(held);
+    for o in &report.outcomes {
+        controller.outcome(o.clone(), now);
+    }
+    for key in &report.succeeded {
+        controller.write_succeeded(key);
+    }
+    for f in &report.failed {
+        if f.conflict {
+            tracing::info!(effect = %f.effect, "{}; planned again from the fresh object", f.message);
+        } else if let Some(line) = controller.write_refused(&f.key, &f.effect, &f.message, now) {
+            report.errors.push(line);
+        }
+    }
+    report
+}
 
 impl Acting {
     pub fn new(
@@ -39,16 +101,25 @@ impl Acting {
     ) -> Acting {
         let mut controller = controller;
         controller.set_repair_policies(cloud.repair_policies());
-        Acting { controller, writer, cloud, upkeep, next_gc: Millis::MIN }
+        Acting {
+            controller,
+            writer,
+            cloud,
+            upkeep,
+            schedule: Tick::new(Millis::MIN, GC_EVERY),
+            kept: Kept::default(),
+            wake: None,
+        }
     }
 
     /// When the next run is due if the cluster does not change (a change is always a reason to run): the
     /// controller's next wake, the cloud's periodic work, at most [`IDLE_TICK`] away.
     pub fn next_wake(&self, now: Millis) -> Millis {
         let upkeep = self.upkeep.as_ref().map(|u| u.next_due());
-        let gc = Some(self.next_gc).filter(|_| self.cloud.lists());
-        let next = self.controller.next_wake(now).into_iter().chain(upkeep).chain(gc).min().unwrap_or(Millis::MAX);
-        next.clamp(now + MIN_TICK_GAP, now + IDLE_TICK)
+        let gc = Some(self.schedule.next_gc()).filter(|_| self.cloud.lists());
+        let wake = self.wake.filter(|t| *t > now);
+        let next = self.controller.next_wake(now).into_iter().chain(upkeep).chain(gc).chain(wake).min();
+        next.unwrap_or(Millis::MAX).clamp(now + MIN_TICK_GAP, now + IDLE_TICK)
     }
 
     /// How long to sleep from `now` until [`Acting::next_wake`].
@@ -62,94 +133,43 @@ impl Acting {
         self.upkeep.as_ref().map(|u| u.wake.clone())
     }
 
-    /// Carries out `effects`, except those whose object is backing off after a refusal; records what was refused
-    /// (logged and shown once per distinct error) and what went through.
-    async fn run(&mut self, effects: Vec<Effect>, now: Millis) -> Report {
-        let (effects, held) = self.controller.hold_backed_off(effects, now);
-        let mut report = execute(effects, &mut self.writer, self.cloud.as_mut(), now).await;
-        report.outcomes.extend(held);
-        for o in &report.outcomes {
-            self.controller.outcome(o.clone(), now);
-        }
-        for key in &report.succeeded {
-            self.controller.write_succeeded(key);
-        }
-        for f in &report.failed {
-            if f.conflict {
-                tracing::info!(effect = %f.effect, "{}; planned again from the fresh object", f.message);
-            } else if let Some(line) = self.controller.write_refused(&f.key, &f.effect, &f.message, now) {
-                report.errors.push(line);
-            }
-        }
-        report
+    /// The schedule's host for a new run over `m`, writing through `writing`.
+    fn host<'a>(
+        controller: &'a mut Controller,
+        cloud: &'a mut dyn CloudProvider,
+        kept: &'a mut Kept,
+        writing: &'a mut Writing<'_>,
+        m: &'a ClusterObjects,
+        now: Millis,
+    ) -> CacheHost<'a> {
+        kept.runs += 1;
+        let borrowed =
+            Borrowed { controller, cloud, listed: &mut kept.listed, ids: &mut kept.ids, carry: Some(writing) };
+        CacheHost::new(borrowed, m, now, kept.runs)
     }
 
-    /// Garbage collection when it is due: the cloud's list (taken after the cache was read, as upstream lists)
-    /// against the claims and nodes.
-    async fn collect(&mut self, m: &ClusterObjects, now: Millis, report: &mut Report) {
-        if now < self.next_gc || !self.cloud.lists() {
-            return;
-        }
-        self.next_gc = now + GC_EVERY;
-        match self.cloud.list(now).await {
-            Ok(Some(list)) => {
-                let mut effects = self.controller.garbage_collect(&m.view(), &list, now);
-                // Instances whose reservation ended: their claims and nodes become on-demand.
-                effects.extend(self.controller.capacity_types(&m.view(), &list));
-                self.controller.set_live_instances(list.into_iter().map(|i| i.provider_id).collect());
-                let ran = self.run(effects, now).await;
-                report.done.extend(ran.done);
-                report.errors.extend(ran.errors);
-            }
-            Ok(None) => {}
-            Err(e) => {
-                tracing::warn!(cloud = self.cloud.name(), "listing instances: {}", e.message);
-                report.errors.push(format!("listing this cluster's instances: {}", e.message));
-            }
-        }
-    }
-
-    /// One reconcile over the cache as it is.
+    /// One run of the controller's schedule over the cache as it is, after the cloud's own periodic work.
     pub async fn tick(&mut self, m: &ClusterObjects, now: Millis) -> Report {
         let mut pre = Report::default();
-        self.collect(m, now, &mut pre).await;
         if let Some(upkeep) = self.upkeep.as_mut() {
             let r = upkeep.run(m, now).await;
-            let ran = self.run(r.effects, now).await;
+            let ran = carry_out(&mut self.controller, &mut self.writer, self.cloud.as_mut(), r.effects, now).await;
             pre.done.extend(r.done.into_iter().chain(ran.done));
             pre.errors.extend(r.errors.into_iter().chain(ran.errors));
         }
-        // Interruption notices, each answered once what it asks for was done (an unanswered one comes back).
-        let notices = self.cloud.interruptions(&mut m.nodeclaims.iter(), now);
-        for n in notices {
-            let effects = self.controller.interruption(&m.view(), &n.message, now);
-            let ran = self.run(effects, now).await;
-            (n.answer)(if ran.errors.is_empty() { Ok(()) } else { Err(ran.errors.join("; ")) });
-            pre.done.extend(ran.done);
-            pre.errors.extend(ran.errors);
-        }
-        // Capacity blocks about to end take their claims with them.
-        let effects = self.controller.reservation_expiration(self.cloud.as_mut(), &m.view(), now);
-        let ran = self.run(effects, now).await;
-        pre.done.extend(ran.done);
-        pre.errors.extend(ran.errors);
-        // What the cloud offers now and which claims drifted from their node class, as the cloud judges it.
-        self.controller.sync_instance_types(self.cloud.as_mut(), &m.nodeclasses, now);
-        self.controller.sync_drift(self.cloud.as_mut(), &m.view(), now);
-        let effects = self.controller.plan(m, now, generation(m));
-        if self.controller.overlays_on() {
-            self.cloud.set_overlays(std::sync::Arc::new(self.controller.overlay_store()));
-            self.cloud.set_type_price_overlays(&crate::engine::overlay::instance_type_prices(&m.nodeoverlays));
-        }
-        let mut report = self.run(effects, now).await;
-        report.done.splice(0..0, pre.done);
-        report.errors.splice(0..0, pre.errors);
-        report
+        let mut writing = Writing { writer: &mut self.writer };
+        let mut host = Self::host(&mut self.controller, self.cloud.as_mut(), &mut self.kept, &mut writing, m, now);
+        let report = self.schedule.run(&mut host).await;
+        self.wake = host.wake;
+        pre.absorb(report);
+        pre
     }
 
     pub async fn approve(&mut self, m: &ClusterObjects, id: &str, now: Millis) -> Result<String, String> {
-        let (effects, message) = self.controller.approve(m, id, now)?;
-        let report = self.run(effects, now).await;
+        let mut writing = Writing { writer: &mut self.writer };
+        let mut host = Self::host(&mut self.controller, self.cloud.as_mut(), &mut self.kept, &mut writing, m, now);
+        let (approval, report) = tick::approve(&mut host, id).await?;
+        let message = approval.message(id)?;
         if report.errors.is_empty() {
             Ok(message)
         } else {
@@ -159,10 +179,9 @@ impl Acting {
 
     /// An operator's "repair now" (see [`Controller::repair_now`]), carried out at once.
     pub async fn repair_now(&mut self, m: &ClusterObjects, node: &str, now: Millis) -> Result<String, String> {
-        let pods = m.pending_view();
-        let view = crate::controller::snapshot_of(m, &pods);
-        let (effects, message) = self.controller.repair_now(&view, node, now)?;
-        let report = self.run(effects, now).await;
+        let mut writing = Writing { writer: &mut self.writer };
+        let mut host = Self::host(&mut self.controller, self.cloud.as_mut(), &mut self.kept, &mut writing, m, now);
+        let (message, report) = tick::repair_now(&mut host, node).await?;
         if report.errors.is_empty() {
             Ok(message)
         } else {
@@ -171,7 +190,7 @@ impl Acting {
     }
 
     pub fn reject(&mut self, m: &ClusterObjects, id: &str, now: Millis) -> Result<String, String> {
-        self.controller.reject(id, generation(m), now)
+        self.controller.reject(id, crate::controller::generation(m), now)
     }
 
     pub fn set_mode(&mut self, mode: Mode, now: Millis) -> String {

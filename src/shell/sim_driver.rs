@@ -9,7 +9,6 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::mpsc::UnboundedSender;
 
-use crate::controller::Approval;
 use crate::controller::tick::{self, Host};
 use crate::engine::api::NodePool;
 use crate::engine::api::strict::validate_nodepool_text;
@@ -159,16 +158,16 @@ impl SimDriver {
         let w = &mut self.playback.world;
         match cmd {
             Command::Approve { request, id } => {
-                let outcome = match tick::approve(w, &id) {
-                    Ok(Approval::Started { summary }) => Ok(format!("{id} approved and started: {summary}")),
-                    Ok(Approval::Invalidated(why)) => Err(format!("{id} no longer holds: {why}")),
-                    Err(e) => Err(format!("{id}: {e}")),
+                let outcome = match tick::immediate(tick::approve(w, &id)) {
+                    Some(Ok((approval, _))) => approval.message(&id),
+                    Some(Err(e)) => Err(format!("{id}: {e}")),
+                    None => Err(format!("{id}: the simulated world did not answer at once")),
                 };
                 w.reconcile();
                 vec![Event::Done { request, outcome }]
             }
             Command::Reject { request, id } => {
-                let outcome = tick::reject(w, &id).map(|()| format!("{id} rejected")).map_err(|e| format!("{id}: {e}"));
+                let outcome = tick::reject(w, &id).map(|_| format!("{id} rejected")).map_err(|e| format!("{id}: {e}"));
                 vec![Event::Done { request, outcome }]
             }
             Command::ScaleNodePool { request, name, replicas } => {
@@ -177,7 +176,10 @@ impl SimDriver {
                 vec![Event::Done { request, outcome }]
             }
             Command::RepairNode { request, node } => {
-                let outcome = tick::repair_now(w, &node);
+                let outcome = match tick::immediate(tick::repair_now(w, &node)) {
+                    Some(r) => r.map(|(message, _)| message),
+                    None => Err(format!("{node}: the simulated world did not answer at once")),
+                };
                 w.reconcile();
                 vec![Event::Done { request, outcome }]
             }

@@ -15,7 +15,8 @@ use crate::sim::world::{Decision, World};
 /// Builds the dashboard's picture of `w`. `source` names the backend for the header.
 pub fn view(w: &mut World, source: Source, generation: u64) -> ClusterView {
     let now = w.now;
-    let outlook = if w.cluster.nodes.len() <= picture::EXPLAIN_MAX_NODES { Some(tick::explain(w)) } else { None };
+    let outlook =
+        if w.cluster.nodes.len() <= picture::EXPLAIN_MAX_NODES { tick::immediate(tick::explain(w)) } else { None };
     let w = &*w;
     let prices: BTreeMap<&str, f64> = w.record.nodes.iter().map(|n| (n.name.as_str(), n.price)).collect();
     let objects = Objects {

@@ -451,7 +451,8 @@ fn apply_event(w: &mut World, action: &Action) -> Result<(), String> {
             };
             for id in ids {
                 if approve {
-                    tick::approve(w, &id).map(|_| ())?;
+                    tick::immediate(tick::approve(w, &id))
+                        .ok_or_else(|| format!("{id}: the simulated world did not answer at once"))??;
                 } else {
                     tick::reject(w, &id)?;
                 }

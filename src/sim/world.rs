@@ -402,7 +402,9 @@ impl World {
             self.controllers();
             // The controller's steps, as its schedule runs them (the schedule is handed the world it runs on).
             let mut tick = std::mem::take(&mut self.tick);
-            tick.run(self);
+            if crate::controller::tick::immediate(tick.run(self)).is_none() {
+                tracing::error!("the controller's run waited on the simulated world, which answers at once");
+            }
             self.tick = tick;
             if self.fingerprint() == before {
                 break;

@@ -184,7 +184,7 @@ impl Harness {
             return;
         }
         self.runs += 1;
-        let effects = self.controller.plan(&m, self.now, generation(&m));
+        let effects = self.controller.plan(&m, self.now);
         self.apply(effects);
         // Its own writes are changes too: the next tick runs again if it wrote anything.
         self.seen = Some(key);

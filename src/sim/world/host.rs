@@ -5,15 +5,11 @@
 use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 
-use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::core::v1::PodTemplate;
-
 use super::{Decision, SolveTiming, Timer, World};
-use crate::controller::cloud::{CloudProvider, Notice};
+use crate::controller::cloud::{BoxFuture, CloudInstance, CloudProvider, Notice, at_once};
 use crate::controller::execute::Report;
-use crate::controller::tick::{Host, Note, Parts, Versions};
+use crate::controller::tick::{BufferSources, Host, Note, Parts, Versions};
 use crate::controller::{Controller, Effect};
-use crate::engine::api::capacitybuffer::CapacityBuffer;
 use crate::engine::api::nodeoverlay::NodeOverlay;
 use crate::engine::api::{EC2NodeClass, NodePool};
 use crate::engine::provisioning::{Millis, is_provisionable};
@@ -56,8 +52,21 @@ impl Host for World {
         f(&mut self.controller, &mut self.cloud)
     }
 
-    fn apply(&mut self, effect: Effect) -> Report {
-        self.apply_effect(effect)
+    fn apply(&mut self, effects: Vec<Effect>) -> BoxFuture<'_, Report> {
+        let mut report = Report::default();
+        for e in effects {
+            report.absorb(self.apply_effect(e));
+        }
+        Box::pin(std::future::ready(report))
+    }
+
+    fn flush(&mut self) -> BoxFuture<'_, Report> {
+        Box::pin(std::future::ready(Report::default()))
+    }
+
+    fn list_instances(&mut self, now: Millis) -> BoxFuture<'_, Option<Vec<CloudInstance>>> {
+        let list = at_once(CloudProvider::list(&mut self.cloud, now)).and_then(Result::ok).flatten();
+        Box::pin(std::future::ready(list))
     }
 
     fn wake_at(&mut self, t: Millis) {
@@ -128,13 +137,14 @@ impl Host for World {
         self.cluster.nodepools.values().map(|p| (**p).clone()).collect()
     }
 
-    fn buffer_sources(&self) -> (Vec<CapacityBuffer>, Vec<PodTemplate>, Vec<Deployment>) {
+    fn buffer_sources(&self) -> BufferSources {
         let c = &self.cluster;
-        (
-            c.capacitybuffers.values().map(|b| (**b).clone()).collect(),
-            c.pod_templates.values().map(|t| (**t).clone()).collect(),
-            c.deployments.values().map(|d| (**d).clone()).collect(),
-        )
+        BufferSources {
+            buffers: c.capacitybuffers.values().map(|b| (**b).clone()).collect(),
+            pod_templates: c.pod_templates.values().map(|t| (**t).clone()).collect(),
+            deployments: c.deployments.values().map(|d| (**d).clone()).collect(),
+            statefulsets: Vec::new(),
+        }
     }
 
     fn provisionable(&mut self) -> Arc<Vec<String>> {
