@@ -86,19 +86,6 @@ impl Controller {
         out
     }
 
-    /// [`Controller::sync_buffers`] over a read of the cluster (or a manifest file, whose Deployments are the
-    /// scalables).
-    pub fn sync_buffers_from(&mut self, m: &crate::engine::manifests::ClusterObjects, now: Millis) -> Vec<Effect> {
-        let deployments = if m.workloads.deployments.is_empty() { &m.deployments } else { &m.workloads.deployments };
-        let src = Sources {
-            pod_templates: &m.pod_templates,
-            deployments,
-            statefulsets: &m.workloads.statefulsets,
-            replicasets: &[],
-        };
-        self.sync_buffers(&m.capacitybuffers, src, now)
-    }
-
     /// The virtual pods solves place now.
     pub fn virtual_pods(&self) -> &[StoredPod] {
         &self.buffers.pods
