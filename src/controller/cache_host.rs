@@ -59,9 +59,11 @@ pub struct CacheHost<'a> {
     listed: &'a mut Listed,
     ids: &'a mut Ids,
     now: Millis,
-    /// Changes with every run: a watch cache is read afresh for each, so every step looks again.
+    /// Numbers the runs: what isn't counted in the read's [`ClusterObjects::changes`] is looked at every run.
     run: u64,
     generation: u64,
+    /// Counts the runs whose writes did not all land (see [`CacheHost::unsettled`]).
+    unsettled: u64,
     /// The earliest moment a step asked to be run again at.
     pub wake: Option<Millis>,
     /// What went wrong outside a write (a list of the cloud's instances), for the run's report.
@@ -94,9 +96,17 @@ impl<'a> CacheHost<'a> {
             now,
             run,
             generation: super::generation(m),
+            unsettled: 0,
             wake: None,
             errors: Vec::new(),
         }
+    }
+
+    /// `count` numbers the runs whose writes did not all land (refused, a conflict, or held back by a backoff):
+    /// while it moves, every step looks again, as only the step that decided a write makes it again.
+    pub fn unsettled(mut self, count: u64) -> CacheHost<'a> {
+        self.unsettled = count;
+        self
     }
 
     /// The writes gathered and not carried out (all of them, for a host without a [`Carry`]), one per object.
@@ -212,14 +222,34 @@ impl Host for CacheHost<'_> {
 
     fn versions(&self) -> Versions {
         let r = self.run;
+        let Some(c) = self.m.changes else {
+            // A read without change counts: every step looks.
+            return Versions {
+                nodepool_specs: r,
+                nodeclaims: r,
+                nodes: r,
+                pods: r,
+                capacitybuffers: r,
+                pod_templates: r,
+                deployments: r,
+                cloud: r,
+                quiet: self.generation,
+            };
+        };
+        // A write that failed or is held back is made again only by the step that decided it: every step looks.
+        let u = self.unsettled;
         Versions {
-            nodepool_specs: r,
-            nodeclaims: r,
-            nodes: r,
-            pods: r,
-            capacitybuffers: r,
-            pod_templates: r,
-            deployments: r,
+            // What NodePool status and drift read besides the pools: their node classes (readiness, the cloud's
+            // drift verdicts) and the overlays over their types. The pools' own status writes count too, where
+            // the world leaves them out: a step run once more does nothing.
+            nodepool_specs: c.nodepools + c.nodeclasses + c.nodeoverlays + u,
+            nodeclaims: c.nodeclaims + u,
+            nodes: c.nodes + u,
+            pods: c.pods + u,
+            capacitybuffers: c.capacitybuffers + u,
+            pod_templates: c.pod_templates + u,
+            deployments: c.workloads + u,
+            // The cloud's instances are not watched: the lifecycle step looks at every run.
             cloud: r,
             quiet: self.generation,
         }
@@ -486,5 +516,36 @@ mod tests {
             .unwrap();
         }
         assert!(host.into_effects().is_empty());
+    }
+
+    /// Over a watch cache's reads, a step whose inputs did not change is skipped (its write of the last run is
+    /// still on its way back through the watch), and a change to what it reads besides its own kind (a NodePool's
+    /// node class) runs it again.
+    #[test]
+    fn a_step_looks_again_only_when_what_it_reads_changed() {
+        let pool = "apiVersion: karpenter.sh/v1\nkind: NodePool\nmetadata: {name: default, resourceVersion: \"3\"}\nspec:\n  template:\n    spec:\n      nodeClassRef: {group: karpenter.k8s.aws, kind: EC2NodeClass, name: default}\n      requirements: []\n";
+        let mut m = ClusterObjects::parse(pool, "p.yaml").unwrap();
+        m.changes = Some(crate::engine::manifests::Changes { nodepools: 1, ..Default::default() });
+        let mut controller =
+            Controller::new(Arc::new(kwok_catalog("us-east-1")), crate::engine::disruption::gate::Mode::Approve, 0);
+        let mut tick = super::super::tick::Tick::new(Millis::MAX, Millis::MAX);
+        let (mut listed, mut ids) = (Listed::default(), Ids::default());
+        let mut run = |m: &ClusterObjects, n: u64| {
+            let mut cloud = super::super::cloud::ReadOnlyCloud;
+            let parts = Borrowed {
+                controller: &mut controller,
+                cloud: &mut cloud,
+                listed: &mut listed,
+                ids: &mut ids,
+                carry: None,
+            };
+            let mut host = CacheHost::new(parts, m, n as Millis * 1_000, n);
+            futures_util::FutureExt::now_or_never(tick.run(&mut host)).unwrap();
+            host.into_effects().into_iter().filter(|e| matches!(e, Effect::PatchNodePoolStatus { .. })).count()
+        };
+        assert_eq!(run(&m, 1), 1, "the pool has no status yet");
+        assert_eq!(run(&m, 2), 0, "nothing changed since");
+        m.changes.as_mut().unwrap().nodeclasses += 1;
+        assert_eq!(run(&m, 3), 1, "its node class changed: looked at again");
     }
 }

@@ -60,10 +60,30 @@ pub struct ClusterObjects {
     pub pvs: Vec<PersistentVolume>,
     pub storage_classes: Vec<StorageClass>,
     pub namespaces: Vec<Namespace>,
+    /// How often each kind changed in the store this read came from (a watch cache counts what its watches
+    /// bring); `None` for a read that doesn't count (a manifest file).
+    pub changes: Option<Changes>,
     /// What reading a manifest file left out or could not do as a cluster would, one sentence each: objects of
     /// kinds the planner does not read, CronJobs, suspended Jobs, PriorityClasses a pod names that are not in the
     /// file. Empty for a live cluster's read.
     pub notes: Vec<String>,
+}
+
+/// Changes a store has seen, per kind the controller's steps are keyed on (see
+/// [`crate::controller::tick::Versions`]); every other kind is counted in `others`. Each count only grows.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+pub struct Changes {
+    pub nodepools: u64,
+    pub nodeclasses: u64,
+    pub nodeoverlays: u64,
+    pub nodeclaims: u64,
+    pub nodes: u64,
+    pub pods: u64,
+    pub capacitybuffers: u64,
+    pub pod_templates: u64,
+    /// Deployments and StatefulSets.
+    pub workloads: u64,
+    pub others: u64,
 }
 
 /// Deployments and StatefulSets read from a live cluster (see [`ClusterObjects::workloads`]).

@@ -95,6 +95,8 @@ pub struct Cache {
     unreadable_pods: BTreeMap<String, String>,
     /// Keys seen by the relist in progress, readable or not: what is still there once it is done.
     relist_seen: BTreeMap<Kind, BTreeSet<String>>,
+    /// Changes seen per kind (what [`Applied::changed`] counts).
+    changes: crate::engine::manifests::Changes,
 }
 
 fn key_of(obj: &DynamicObject) -> String {
@@ -357,6 +359,34 @@ struct Stepped {
 impl Cache {
     /// Takes one watcher event for `kind`: what it changed, and a problem the first time an object fails to parse.
     pub fn apply(&mut self, kind: Kind, event: Event<DynamicObject>) -> Applied {
+        let unreadable = self.unreadable_pods.len();
+        let applied = self.take(kind, event);
+        if applied.changed {
+            let c = &mut self.changes;
+            let count = match kind {
+                Kind::NodePool => &mut c.nodepools,
+                Kind::NodeClass => &mut c.nodeclasses,
+                Kind::NodeOverlay => &mut c.nodeoverlays,
+                Kind::NodeClaim => &mut c.nodeclaims,
+                Kind::Node => &mut c.nodes,
+                Kind::Pod => &mut c.pods,
+                Kind::CapacityBuffer => &mut c.capacitybuffers,
+                Kind::PodTemplate => &mut c.pod_templates,
+                Kind::Deployment | Kind::StatefulSet => &mut c.workloads,
+                Kind::DaemonSet | Kind::Pdb | Kind::Pvc | Kind::Pv | Kind::StorageClass | Kind::Namespace => {
+                    &mut c.others
+                }
+            };
+            *count += 1;
+            // A node hosting a pod that can't be read is read as do-not-disrupt (see `manifests`).
+            if kind == Kind::Pod && self.unreadable_pods.len() != unreadable {
+                c.nodes += 1;
+            }
+        }
+        applied
+    }
+
+    fn take(&mut self, kind: Kind, event: Event<DynamicObject>) -> Applied {
         let ar = kind.api_resource();
         // What the bookkeeping below needs of the object, before it is taken apart.
         let key = match &event {
@@ -562,6 +592,7 @@ impl Cache {
             pvs: self.pvs.values(),
             storage_classes: self.storage_classes.values(),
             namespaces: self.namespaces.values(),
+            changes: Some(self.changes),
             notes: Vec::new(),
         }
     }

@@ -45,6 +45,8 @@ struct Kept {
     listed: Listed,
     /// Names disruption commands.
     ids: Ids,
+    /// Runs whose writes did not all land (see [`CacheHost::unsettled`]).
+    unsettled: u64,
 }
 
 /// The live loop's [`Carry`]: the writer, with the controller's per-object backoff.
@@ -145,7 +147,7 @@ impl Acting {
         kept.runs += 1;
         let borrowed =
             Borrowed { controller, cloud, listed: &mut kept.listed, ids: &mut kept.ids, carry: Some(writing) };
-        CacheHost::new(borrowed, m, now, kept.runs)
+        CacheHost::new(borrowed, m, now, kept.runs).unsettled(kept.unsettled)
     }
 
     /// One run of the controller's schedule over the cache as it is, after the cloud's own periodic work.
@@ -161,6 +163,9 @@ impl Acting {
         let mut host = Self::host(&mut self.controller, self.cloud.as_mut(), &mut self.kept, &mut writing, m, now);
         let report = self.schedule.run(&mut host).await;
         self.wake = host.wake;
+        if !report.failed.is_empty() || self.controller.refused_writes().next().is_some() {
+            self.kept.unsettled += 1;
+        }
         pre.absorb(report);
         pre
     }
