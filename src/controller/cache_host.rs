@@ -429,6 +429,10 @@ mod tests {
         }
     }
 
+    fn controller() -> Controller {
+        Controller::new(Arc::new(kwok_catalog("us-east-1")), crate::engine::disruption::gate::Mode::Approve, 0)
+    }
+
     fn taint(key: &str) -> Taint {
         Taint { key: key.into(), effect: "NoSchedule".into(), ..Taint::default() }
     }
@@ -438,8 +442,7 @@ mod tests {
     #[test]
     fn writes_to_one_object_are_read_back_and_folded_into_one() {
         let m = ClusterObjects::parse(OBJECTS, "o.yaml").unwrap();
-        let mut controller =
-            Controller::new(Arc::new(kwok_catalog("us-east-1")), crate::engine::disruption::gate::Mode::Approve, 0);
+        let mut controller = controller();
         let mut cloud = super::super::cloud::ReadOnlyCloud;
         let (mut listed, mut ids) = (Listed::default(), Ids::default());
         let parts = Borrowed {
@@ -494,8 +497,7 @@ mod tests {
     #[test]
     fn a_status_put_back_as_it_was_is_not_written() {
         let m = ClusterObjects::parse(OBJECTS, "o.yaml").unwrap();
-        let mut controller =
-            Controller::new(Arc::new(kwok_catalog("us-east-1")), crate::engine::disruption::gate::Mode::Approve, 0);
+        let mut controller = controller();
         let mut cloud = super::super::cloud::ReadOnlyCloud;
         let (mut listed, mut ids) = (Listed::default(), Ids::default());
         let parts = Borrowed {
@@ -526,8 +528,7 @@ mod tests {
         let pool = "apiVersion: karpenter.sh/v1\nkind: NodePool\nmetadata: {name: default, resourceVersion: \"3\"}\nspec:\n  template:\n    spec:\n      nodeClassRef: {group: karpenter.k8s.aws, kind: EC2NodeClass, name: default}\n      requirements: []\n";
         let mut m = ClusterObjects::parse(pool, "p.yaml").unwrap();
         m.changes = Some(crate::engine::manifests::Changes { nodepools: 1, ..Default::default() });
-        let mut controller =
-            Controller::new(Arc::new(kwok_catalog("us-east-1")), crate::engine::disruption::gate::Mode::Approve, 0);
+        let mut controller = controller();
         let mut tick = super::super::tick::Tick::new(Millis::MAX, Millis::MAX);
         let (mut listed, mut ids) = (Listed::default(), Ids::default());
         let mut run = |m: &ClusterObjects, n: u64| {
