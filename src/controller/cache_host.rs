@@ -95,7 +95,7 @@ impl<'a> CacheHost<'a> {
             ids: parts.ids,
             now,
             run,
-            generation: super::generation(m),
+            generation: super::state_key(&m.view()),
             unsettled: 0,
             wake: None,
             errors: Vec::new(),

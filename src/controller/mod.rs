@@ -1529,56 +1529,59 @@ pub fn fit_event_message(message: String) -> String {
     format!("{head}… ({} more characters)", total - keep)
 }
 
-/// A hash of everything disruption decisions read that a controller or kubelet changes: nodes (deletion, taints,
-/// labels, readiness), NodeClaims (deletion, finalizers, provider id, conditions), where pods are bound, NodePool
-/// specs and PDBs. Equal hashes mean a pass would see the same cluster (a rejected proposal stays rejected, a
-/// pass that found nothing needn't run again); heartbeats don't move it.
-pub fn generation(m: &ClusterObjects) -> u64 {
-    let mut h = std::collections::hash_map::DefaultHasher::new();
-    for n in &m.nodes {
-        (n.metadata.name.as_deref(), n.metadata.deletion_timestamp.is_some()).hash(&mut h);
-        for t in n.spec.as_ref().and_then(|s| s.taints.as_ref()).into_iter().flatten() {
-            (&t.key, &t.effect).hash(&mut h);
-        }
-        n.metadata.labels.hash(&mut h);
-        lifecycle::node_ready(n).hash(&mut h);
-    }
-    for c in &m.nodeclaims {
-        (c.name(), c.metadata.deletion_timestamp.is_some(), c.provider_id()).hash(&mut h);
-        c.metadata.finalizers.as_ref().map_or(0, Vec::len).hash(&mut h);
-        for cond in c.status.as_ref().map(|s| &s.conditions).into_iter().flatten() {
-            (&cond.type_, &cond.status).hash(&mut h);
-        }
-    }
-    // (namespace, name, node, terminating) of every pod, in a stable order.
-    type Binding<'a> = (Option<&'a str>, Option<&'a str>, Option<&'a str>, bool);
-    let mut bound: Vec<Binding<'_>> = m
-        .pods
-        .iter()
-        .map(|p| {
-            let deleting = p.metadata.deletion_timestamp.is_some();
-            (p.metadata.namespace.as_deref(), p.metadata.name.as_deref(), p.node_name(), deleting)
+/// The cluster state disruption decides on, as one number: nodes (deletion, taints, labels, readiness), NodeClaims
+/// (deletion, finalizers, provider id, conditions), every pod's binding and termination, NodePool specs and PDBs.
+/// Equal keys mean a pass would see the same cluster (a rejected proposal stays rejected, the consolidated mark
+/// holds), and a simulated instant whose controllers leave it unchanged has settled; heartbeats and status writes
+/// the passes don't read leave it alone. Objects are combined in any order (a watch cache's order is not stable),
+/// and nothing is sorted or copied: this runs whenever the cluster changed.
+pub fn state_key(snap: &ClusterSnapshot<'_>) -> u64 {
+    use rustc_hash::FxHasher;
+    // The sum of one hash per object: order-independent, and O(objects) with no allocation.
+    fn each<T>(items: impl Iterator<Item = T>, f: impl Fn(&T, &mut FxHasher)) -> (usize, u64) {
+        items.fold((0, 0u64), |(n, sum), item| {
+            let mut h = FxHasher::default();
+            f(&item, &mut h);
+            (n + 1, sum.wrapping_add(h.finish()))
         })
-        .collect();
-    bound.sort();
-    bound.hash(&mut h);
+    }
+    let nodes = each(snap.nodes.iter(), |n, h| {
+        (n.metadata.name.as_deref(), n.metadata.deletion_timestamp.is_some()).hash(h);
+        for t in n.spec.as_ref().and_then(|s| s.taints.as_ref()).into_iter().flatten() {
+            (&t.key, &t.effect).hash(h);
+        }
+        n.metadata.labels.hash(h);
+        lifecycle::node_ready(n).hash(h);
+    });
+    let claims = each(snap.nodeclaims.iter(), |c, h| {
+        (c.name(), c.metadata.deletion_timestamp.is_some(), c.provider_id()).hash(h);
+        c.metadata.finalizers.as_ref().map_or(0, Vec::len).hash(h);
+        for cond in c.status.as_ref().map(|s| &s.conditions).into_iter().flatten() {
+            (&cond.type_, &cond.status).hash(h);
+        }
+    });
+    let pods = each(snap.pods.iter(), |p, h| {
+        let m = &p.metadata;
+        (m.namespace.as_deref(), m.name.as_deref(), p.node_name(), m.deletion_timestamp.is_some()).hash(h);
+    });
     // The API server counts a NodePool's spec changes in `metadata.generation`, and any change to an object in its
-    // resourceVersion: hashing those costs nothing per tick. Objects without them (a store that doesn't set them)
-    // are hashed in full.
-    for p in &m.nodepools {
-        p.name().hash(&mut h);
+    // resourceVersion: hashing those costs nothing. Objects without them (a manifest file) are hashed in full.
+    let pools = each(snap.nodepools.iter(), |p, h| {
+        p.name().hash(h);
         match p.metadata.generation {
-            Some(g) => g.hash(&mut h),
-            None => serde_json::to_string(&p.spec).unwrap_or_default().hash(&mut h),
+            Some(g) => g.hash(h),
+            None => serde_json::to_string(&p.spec).unwrap_or_default().hash(h),
         }
-    }
-    for p in &m.pdbs {
-        (p.metadata.namespace.as_deref(), p.metadata.name.as_deref()).hash(&mut h);
+    });
+    let pdbs = each(snap.pdbs.iter(), |p, h| {
+        (p.metadata.namespace.as_deref(), p.metadata.name.as_deref()).hash(h);
         match p.metadata.resource_version.as_deref() {
-            Some(rv) => rv.hash(&mut h),
-            None => serde_json::to_string(p).unwrap_or_default().hash(&mut h),
+            Some(rv) => rv.hash(h),
+            None => serde_json::to_string(p).unwrap_or_default().hash(h),
         }
-    }
+    });
+    let mut h = FxHasher::default();
+    (nodes, claims, pods, pools, pdbs).hash(&mut h);
     h.finish()
 }
 
@@ -1589,31 +1592,31 @@ mod tests {
     const POOL: &str = "apiVersion: karpenter.sh/v1\nkind: NodePool\nmetadata: {name: default}\nspec:\n  template:\n    spec:\n      nodeClassRef: {group: karpenter.k8s.aws, kind: EC2NodeClass, name: default}\n      requirements: []\n---\napiVersion: policy/v1\nkind: PodDisruptionBudget\nmetadata: {name: web, namespace: default}\nspec: {maxUnavailable: 1, selector: {matchLabels: {app: web}}}\n";
 
     #[test]
-    fn generation_follows_the_api_servers_counters_and_hashes_objects_without_them() {
+    fn the_state_key_follows_the_api_servers_counters_and_hashes_objects_without_them() {
         let plain = ClusterObjects::parse(POOL, "t.yaml").unwrap();
-        let before = generation(&plain);
+        let before = state_key(&plain.view());
         // Without counters (a manifest file), a spec change is seen in the hash of the spec.
         let mut edited = plain.clone();
         edited.nodepools[0].spec.weight = Some(5);
-        assert_ne!(generation(&edited), before);
+        assert_ne!(state_key(&edited.view()), before);
         let mut pdb = plain.clone();
         pdb.pdbs[0].spec.as_mut().unwrap().max_unavailable = None;
-        assert_ne!(generation(&pdb), before);
+        assert_ne!(state_key(&pdb.view()), before);
 
         // As a real API server sends them: the counters say what changed.
         let mut served = plain.clone();
         served.nodepools[0].metadata.generation = Some(3);
         served.pdbs[0].metadata.resource_version = Some("100".into());
-        let at = generation(&served);
+        let at = state_key(&served.view());
         let mut status_only = served.clone();
         status_only.nodepools[0].status = Some(Default::default());
-        assert_eq!(generation(&status_only), at, "a status write leaves the NodePool's generation alone");
+        assert_eq!(state_key(&status_only.view()), at, "a status write leaves the NodePool's generation alone");
         let mut spec = served.clone();
         spec.nodepools[0].spec.weight = Some(5);
         spec.nodepools[0].metadata.generation = Some(4);
-        assert_ne!(generation(&spec), at);
+        assert_ne!(state_key(&spec.view()), at);
         let mut pdb = served.clone();
         pdb.pdbs[0].metadata.resource_version = Some("101".into());
-        assert_ne!(generation(&pdb), at);
+        assert_ne!(state_key(&pdb.view()), at);
     }
 }

@@ -195,7 +195,7 @@ impl Acting {
     }
 
     pub fn reject(&mut self, m: &ClusterObjects, id: &str, now: Millis) -> Result<String, String> {
-        self.controller.reject(id, crate::controller::generation(m), now)
+        self.controller.reject(id, crate::controller::state_key(&m.view()), now)
     }
 
     pub fn set_mode(&mut self, mode: Mode, now: Millis) -> String {

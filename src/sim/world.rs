@@ -262,17 +262,13 @@ pub struct World {
 struct Caches {
     /// (nodes, pods) stamps the kubelet last left behind.
     kubelet: Option<[u64; 2]>,
-    /// (pods, nodes, nodeclaims) stamps and the fingerprint of that state.
-    fingerprint: Option<([u64; 3], Fingerprint)>,
+    /// (pods, nodes, nodeclaims, NodePool specs, PDBs) stamps and the state key then.
+    state_key: Option<([u64; 5], u64)>,
     /// The pods stamp and the uids of the provisionable pods then, in pod order.
     provisionable: Option<(u64, Arc<Vec<String>>)>,
     /// The store as the engine last read it, kept so the next snapshot copies only what changed.
     snapshot: crate::sim::cluster::SnapshotMirror,
 }
-
-/// Pod counts (all, bound, terminating) and a hash of the node and NodeClaim lifecycle state (deletion, taints,
-/// conditions, provider ids, finalizers): what one controller changes that another must react to at once.
-type Fingerprint = (usize, usize, usize, u64);
 
 fn q(r: &crate::engine::resources::Resources) -> BTreeMap<String, Quantity> {
     r.to_quantity_map().into_iter().map(|(k, v)| (k, Quantity(v))).collect()
@@ -398,7 +394,7 @@ impl World {
     /// Runs every controller until nothing more changes at this instant.
     pub fn reconcile(&mut self) {
         for _ in 0..8 {
-            let before = self.fingerprint();
+            let before = self.state_key();
             self.controllers();
             // The controller's steps, as its schedule runs them (the schedule is handed the world it runs on).
             let mut tick = std::mem::take(&mut self.tick);
@@ -406,46 +402,28 @@ impl World {
                 tracing::error!("the controller's run waited on the simulated world, which answers at once");
             }
             self.tick = tick;
-            if self.fingerprint() == before {
+            if self.state_key() == before {
                 break;
             }
         }
     }
 
-    /// A cheap summary of state that controllers change, to detect quiescence.
-    fn fingerprint(&mut self) -> Fingerprint {
+    /// The controller's key of the cluster state ([`crate::controller::state_key`]): what rejected proposals and
+    /// the consolidated mark remember, and what tells that an instant has settled. Kept while the stamps of what
+    /// it reads are unchanged.
+    pub fn state_key(&mut self) -> u64 {
         let c = &self.cluster;
-        let stamps = [c.pods.stamp(), c.nodes.stamp(), c.nodeclaims.stamp()];
-        if let Some((at, fp)) = self.caches.fingerprint
+        let stamps =
+            [c.pods.stamp(), c.nodes.stamp(), c.nodeclaims.stamp(), self.nodepool_spec_stamp(), c.pdbs.stamp()];
+        if let Some((at, key)) = self.caches.state_key
             && at == stamps
         {
-            return fp;
+            return key;
         }
-        let bound = self.cluster.pods.values().filter(|p| p.node_name.is_some()).count();
-        let deleting = self.cluster.pods.values().filter(|p| p.metadata.deletion_timestamp.is_some()).count();
-        use std::hash::{Hash, Hasher};
-        let mut h = rustc_hash::FxHasher::default();
-        for (name, n) in self.cluster.nodes.iter() {
-            name.hash(&mut h);
-            n.metadata.deletion_timestamp.is_some().hash(&mut h);
-            for t in n.spec.as_ref().and_then(|s| s.taints.as_ref()).into_iter().flatten() {
-                (&t.key, &t.effect).hash(&mut h);
-            }
-            n.metadata.labels.as_ref().map_or(0, BTreeMap::len).hash(&mut h);
-            lifecycle::node_ready(n).hash(&mut h);
-        }
-        for (name, c) in self.cluster.nodeclaims.iter() {
-            name.hash(&mut h);
-            c.metadata.deletion_timestamp.is_some().hash(&mut h);
-            c.metadata.finalizers.as_ref().map_or(0, Vec::len).hash(&mut h);
-            c.provider_id().hash(&mut h);
-            for cond in c.status.as_ref().map(|s| &s.conditions).into_iter().flatten() {
-                (&cond.type_, &cond.status).hash(&mut h);
-            }
-        }
-        let fp = (self.cluster.pods.len(), bound, deleting, h.finish());
-        self.caches.fingerprint = Some((stamps, fp));
-        fp
+        let snap = self.cluster.snapshot_into(&mut self.caches.snapshot);
+        let key = crate::controller::state_key(&snap);
+        self.caches.state_key = Some((stamps, key));
+        key
     }
 
     /// Copies a live node's current labels and taints into its record (the report shows a node as last seen).

@@ -368,7 +368,12 @@ fn emptiness(ctx: &Context<'_>, survey: &Survey, budgets: &mut Budgets<'_>) -> (
 }
 
 /// Drift: the oldest drifted candidate (empty ones first) whose pods all fit, replaced by whatever they need.
-fn drift(ctx: &Context<'_>, survey: &Survey, sim: &Simulator<'_>, budgets: &mut Budgets<'_>) -> Option<Command> {
+fn drift<'s>(
+    ctx: &Context<'_>,
+    survey: &Survey,
+    sim: impl Fn() -> &'s Simulator<'s>,
+    budgets: &mut Budgets<'_>,
+) -> Option<Command> {
     let mut list: Vec<&Candidate> =
         survey.candidates.iter().filter(|c| c.drifted.is_some() && c.for_drift().is_ok()).collect();
     list.sort_by(|a, b| {
@@ -383,7 +388,7 @@ fn drift(ctx: &Context<'_>, survey: &Survey, sim: &Simulator<'_>, budgets: &mut 
         if left.get(&c.nodepool).copied().unwrap_or(0) <= 0 {
             continue;
         }
-        let out = sim.run(&[c], false);
+        let out = sim().run(&[c], false);
         if !out.errors.is_empty() {
             continue;
         }
@@ -552,8 +557,11 @@ fn single(ctx: &Context<'_>, survey: &Survey, sim: &Simulator<'_>, c: &Candidate
 /// One disruption pass: the first method that produces a command wins.
 pub fn pass(ctx: &Context<'_>) -> PassResult {
     let survey = survey(ctx);
-    let state = ClusterState::new(&ctx.snap, ctx.catalogs, ctx.policy);
-    let sim = Simulator::new(ctx, &state, &survey);
+    // The cluster state and its simulator are built when a method first simulates: a pass that ends at emptiness,
+    // or has no drifted or consolidatable candidate, never pays for them.
+    let (state, upstream) = (OnceCell::new(), OnceCell::new());
+    let state = || state.get_or_init(|| ClusterState::new(&ctx.snap, ctx.catalogs, ctx.policy));
+    let sim = || upstream.get_or_init(|| Simulator::new(ctx, state(), &survey));
     let mut budgets = Budgets::new(ctx, &survey);
     let waits = survey.candidates.iter().filter_map(|c| match &c.consolidation_wait {
         Some(Blocker::ConsolidateAfter { left }) => Some(ctx.now + left),
@@ -579,7 +587,7 @@ pub fn pass(ctx: &Context<'_>) -> PassResult {
         result.command = Some(cmd);
         return result;
     }
-    if let Some(cmd) = drift(ctx, &survey, &sim, &mut budgets) {
+    if let Some(cmd) = drift(ctx, &survey, sim, &mut budgets) {
         result.command = Some(cmd);
         return result;
     }
@@ -589,7 +597,9 @@ pub fn pass(ctx: &Context<'_>) -> PassResult {
     }
     let (list, c) = consolidation_list(&survey, &mut budgets);
     constrained |= c;
-    if let Some(cmd) = multi_node(ctx, &survey, &sim, &list) {
+    if list.len() >= 2
+        && let Some(cmd) = multi_node(ctx, &survey, sim(), &list)
+    {
         result.command = Some(cmd);
         return result;
     }
@@ -600,14 +610,14 @@ pub fn pass(ctx: &Context<'_>) -> PassResult {
             constrained = true;
             continue;
         }
-        if let Ok(cmd) = single(ctx, &survey, &sim, c) {
+        if let Ok(cmd) = single(ctx, &survey, sim(), c) {
             result.command = Some(cmd);
             return result;
         }
     }
     // Cost packing: what upstream's methods can't do, several nodes to several cheaper ones.
-    if ctx.options.packing == Packing::Cost {
-        let cost_sim = Simulator::with_packing(ctx, &state, &survey, Packing::Cost);
+    if ctx.options.packing == Packing::Cost && !list.is_empty() {
+        let cost_sim = Simulator::with_packing(ctx, state(), &survey, Packing::Cost);
         if let Some(cmd) = repack(ctx, &survey, &cost_sim, &list) {
             result.command = Some(cmd);
             return result;

@@ -167,7 +167,7 @@ impl Host for World {
     }
 
     fn state_key(&mut self) -> u64 {
-        self.state_generation()
+        World::state_key(self)
     }
 
     fn capacity_returns(&self) -> Option<Millis> {
@@ -232,17 +232,5 @@ impl World {
             .collect();
         let id = self.ids.next("d");
         self.record.decisions.push(Decision::Interruption { id, at: self.now, node, kind: message.kind, displaced });
-    }
-
-    /// A cheap summary of the cluster state disruption depends on: nodes, claims, pod bindings, NodePools, PDBs.
-    pub fn state_generation(&mut self) -> u64 {
-        let mut h = std::collections::hash_map::DefaultHasher::new();
-        self.fingerprint().hash(&mut h);
-        for (name, p) in &self.cluster.nodepools {
-            name.hash(&mut h);
-            serde_json::to_string(&p.spec).unwrap_or_default().hash(&mut h);
-        }
-        self.cluster.pdbs.len().hash(&mut h);
-        h.finish()
     }
 }
