@@ -23,17 +23,19 @@ impl Controller {
         let reserved = |l: Option<&BTreeMap<String, String>>| {
             l.and_then(|l| l.get(labels::CAPACITY_TYPE)).is_some_and(|t| t == labels::CAPACITY_RESERVED)
         };
-        // Usually there is nothing reserved at all: no index is built then.
+        // Usually nothing is reserved at all: no index is built then.
+        if !self.gates().reserved_capacity
+            || !(m.nodeclaims.iter().any(|c| reserved(c.metadata.labels.as_ref()))
+                || m.nodes.iter().any(|n| reserved(n.metadata.labels.as_ref())))
+        {
+            return Vec::new();
+        }
         let reserved_nodes: BTreeMap<&str, &k8s_openapi::api::core::v1::Node> = m
             .nodes
             .iter()
             .filter(|n| reserved(n.metadata.labels.as_ref()))
             .filter_map(|n| Some((n.spec.as_ref()?.provider_id.as_deref()?, n)))
             .collect();
-        let any_claim = || m.nodeclaims.iter().any(|c| reserved(c.metadata.labels.as_ref()));
-        if !self.gates().reserved_capacity || (reserved_nodes.is_empty() && !any_claim()) {
-            return Vec::new();
-        }
         let demoted: BTreeSet<&str> = instances
             .iter()
             .filter(|i| i.capacity_type.as_deref() == Some(labels::CAPACITY_ON_DEMAND))

@@ -265,8 +265,8 @@ struct Synced {
     deployments: Option<[u64; 2]>,
     /// (daemonsets, nodes, pods).
     daemonsets: Option<[u64; 3]>,
-    /// [`Cluster::stamps`] after a scheduling pass that bound nothing.
-    scheduler: Option<[u64; 12]>,
+    /// [`Cluster::scheduler_stamps`] after a scheduling pass that bound nothing.
+    scheduler: Option<[u64; 7]>,
 }
 
 fn unschedulable_condition() -> PodCondition {
@@ -454,6 +454,22 @@ impl Cluster {
             self.pvs.stamp(),
             self.storage_classes.stamp(),
             self.namespaces.stamp(),
+        ]
+    }
+
+    /// The stamps of what the scheduler stand-in reads: pods, nodes (and the NodeClaims their labels and room are
+    /// joined with), namespaces and volumes. A pass that bound nothing binds nothing again while they stand, so
+    /// writes to NodePools, Deployments or PDBs (status writes, mostly) don't make it look again, as they don't
+    /// wake kube-scheduler.
+    fn scheduler_stamps(&self) -> [u64; 7] {
+        [
+            self.pods.stamp(),
+            self.nodes.stamp(),
+            self.nodeclaims.stamp(),
+            self.namespaces.stamp(),
+            self.pvcs.stamp(),
+            self.pvs.stamp(),
+            self.storage_classes.stamp(),
         ]
     }
 
@@ -666,7 +682,7 @@ impl Cluster {
     /// [`Cluster::schedule_pending`] reading the store through a kept snapshot (its objects and pod digests are
     /// reused when unchanged).
     pub fn schedule_pending_with(&mut self, mirror: &mut SnapshotMirror) -> Vec<(Key, String)> {
-        if self.synced.scheduler == Some(self.stamps()) {
+        if self.synced.scheduler == Some(self.scheduler_stamps()) {
             return Vec::new();
         }
         let pending: BTreeSet<Key> = self
@@ -676,7 +692,7 @@ impl Cluster {
             .map(|(k, _)| k.clone())
             .collect();
         if pending.is_empty() {
-            self.synced.scheduler = Some(self.stamps());
+            self.synced.scheduler = Some(self.scheduler_stamps());
             return Vec::new();
         }
         let view = self.snapshot_into(mirror);
@@ -820,7 +836,7 @@ impl Cluster {
                 unschedulable(p);
             }
         }
-        self.synced.scheduler = bindings.is_empty().then(|| self.stamps());
+        self.synced.scheduler = bindings.is_empty().then(|| self.scheduler_stamps());
         bindings.sort();
         bindings
     }
