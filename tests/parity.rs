@@ -211,7 +211,7 @@ fn a_rejected_proposal_is_not_offered_again() {
     let open = awaiting(&h);
     assert!(!open.is_empty(), "proposals are waiting");
     let m = manifests(&h.cluster);
-    let state = karpenter_tui::controller::generation(&m);
+    let state = karpenter_tui::controller::state_key(&m.view());
     for id in open {
         h.controller.reject(&id, state, h.now).expect("an open proposal can be rejected");
     }

@@ -10,7 +10,7 @@ use karpenter_tui::controller::cloud::{BoxFuture, CloudProvider, LaunchFailure, 
 use karpenter_tui::controller::cluster_port::{ClusterPort, Eviction, NodeWrite, WriteError, WriteResult};
 use karpenter_tui::controller::effect::LabelTarget;
 use karpenter_tui::controller::execute::{Report, execute};
-use karpenter_tui::controller::{Controller, Effect, generation};
+use karpenter_tui::controller::{Controller, Effect, state_key as controller_state_key};
 use karpenter_tui::engine::api::NodeClaim;
 use karpenter_tui::engine::catalog::Catalog;
 use karpenter_tui::engine::catalog::kwok::kwok_catalog;
@@ -72,7 +72,7 @@ pub struct Harness {
 pub fn state_key(m: &ClusterObjects) -> u64 {
     use std::hash::{Hash, Hasher};
     let mut h = std::collections::hash_map::DefaultHasher::new();
-    generation(m).hash(&mut h);
+    controller_state_key(&m.view()).hash(&mut h);
     serde_json::to_string(&m.nodeclaims).unwrap().hash(&mut h);
     serde_json::to_string(&m.nodes).unwrap().hash(&mut h);
     serde_json::to_string(&m.nodepools).unwrap().hash(&mut h);
