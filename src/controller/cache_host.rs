@@ -61,7 +61,8 @@ pub struct CacheHost<'a> {
     now: Millis,
     /// Numbers the runs: what isn't counted in the read's [`ClusterObjects::changes`] is looked at every run.
     run: u64,
-    generation: u64,
+    /// [`super::state_key`] of the read: the disruption quiet key and state key live.
+    state_key: u64,
     /// Counts the runs whose writes did not all land (see [`CacheHost::unsettled`]).
     unsettled: u64,
     /// The earliest moment a step asked to be run again at.
@@ -95,7 +96,7 @@ impl<'a> CacheHost<'a> {
             ids: parts.ids,
             now,
             run,
-            generation: super::state_key(&m.view()),
+            state_key: super::state_key(&m.view()),
             unsettled: 0,
             wake: None,
             errors: Vec::new(),
@@ -233,7 +234,7 @@ impl Host for CacheHost<'_> {
                 pod_templates: r,
                 deployments: r,
                 cloud: r,
-                quiet: self.generation,
+                quiet: self.state_key,
             };
         };
         // A write that failed or is held back is made again only by the step that decided it: every step looks.
@@ -251,7 +252,7 @@ impl Host for CacheHost<'_> {
             deployments: c.workloads + u,
             // The cloud's instances are not watched: the lifecycle step looks at every run.
             cloud: r,
-            quiet: self.generation,
+            quiet: self.state_key,
         }
     }
 
@@ -358,7 +359,7 @@ impl Host for CacheHost<'_> {
     }
 
     fn state_key(&mut self) -> u64 {
-        self.generation
+        self.state_key
     }
 
     fn capacity_returns(&self) -> Option<Millis> {

@@ -1453,8 +1453,8 @@ impl Controller {
         Ok((out.finish(m), approval))
     }
 
-    pub fn reject(&mut self, id: &str, generation: u64, now: Millis) -> Result<String, String> {
-        self.disruption.reject(id, generation, now)?;
+    pub fn reject(&mut self, id: &str, state: u64, now: Millis) -> Result<String, String> {
+        self.disruption.reject(id, state, now)?;
         Ok(format!("{id} rejected"))
     }
 
