@@ -451,3 +451,15 @@ objects:
     }
     assert!(r.pods.iter().filter(|p| p.name.starts_with("iis-")).all(|p| p.node.is_some()));
 }
+
+#[test]
+fn scaling_a_deployment_to_the_replicas_it_has_is_no_write_and_wakes_no_pass() {
+    // As on an API server, an update that changes nothing is no event: the controller has nothing to look at
+    // again. A real change of replicas is looked at.
+    let events = "events:\n  - at: 30m\n    scale: {kind: Deployment, name: app, replicas: 2}\n  - at: 60m\n    \
+                  scale: {kind: Deployment, name: app, replicas: 1}\n";
+    let r = scenario("name: noop-scale\nuntil: 90m\n", events);
+    let at = |from: f64, to: f64| r.timings.disruption_passes.iter().filter(|p| (from..to).contains(&p.at)).count();
+    assert_eq!(at(1800.0, 3600.0), 0, "passes after the no-op scale: {:?}", r.timings.disruption_passes);
+    assert!(at(3600.0, 5400.0) > 0, "a real scale-in is looked at: {:?}", r.timings.disruption_passes);
+}

@@ -290,12 +290,18 @@ fn apply_event(w: &mut World, action: &Action) -> Result<(), String> {
             w.cluster.apply(m)
         }
         Action::Scale(sc) => {
+            let key = (sc.namespace.clone(), sc.name.clone());
             let d = w
                 .cluster
                 .deployments
-                .get_mut(&(sc.namespace.clone(), sc.name.clone()))
+                .get(&key)
                 .ok_or_else(|| format!("Deployment {}/{} does not exist", sc.namespace, sc.name))?;
-            d.spec.replicas = Some(sc.replicas);
+            // An API server answers an update that changes nothing without a new resourceVersion or a watch event.
+            if d.spec.replicas != Some(sc.replicas)
+                && let Some(d) = w.cluster.deployments.get_mut(&key)
+            {
+                d.spec.replicas = Some(sc.replicas);
+            }
         }
         Action::ScaleNodePool { name, replicas } => {
             w.scale_nodepool(name, *replicas)?;

@@ -431,13 +431,18 @@ fn consolidation_list<'s>(survey: &'s Survey, budgets: &mut Budgets<'_>) -> (Vec
 }
 
 /// Multi-node: the longest prefix of the candidate list that can go at once (binary search).
-fn multi_node(ctx: &Context<'_>, survey: &Survey, sim: &Simulator<'_>, list: &[&Candidate]) -> Option<Command> {
+fn multi_node<'s>(
+    ctx: &Context<'_>,
+    survey: &Survey,
+    sim: impl Fn() -> &'s Simulator<'s>,
+    list: &[&Candidate],
+) -> Option<Command> {
     let list = &list[..list.len().min(ctx.options.multi_node_cap + 1)];
     if list.len() < 2 {
         return None;
     }
     longest_prefix(1, (list.len() - 1).min(ctx.options.multi_node_cap), |mid| {
-        compute(ctx, sim, &list[..=mid], Method::MultiNode)
+        compute(ctx, sim(), &list[..=mid], Method::MultiNode)
             .ok()
             .filter(|cmd| balanced_ok(cmd, survey).is_ok())
             .and_then(|mut cmd| filter_out_same_type(&mut cmd).then_some(cmd))
@@ -499,13 +504,18 @@ fn compute_repack(ctx: &Context<'_>, sim: &Simulator<'_>, cands: &[&Candidate]) 
 
 /// Repack over the consolidation list: the longest prefix (from one node up) that repacks cheaper, found like
 /// multi-node's.
-fn repack(ctx: &Context<'_>, survey: &Survey, sim: &Simulator<'_>, list: &[&Candidate]) -> Option<Command> {
+fn repack<'s>(
+    ctx: &Context<'_>,
+    survey: &Survey,
+    sim: impl Fn() -> &'s Simulator<'s>,
+    list: &[&Candidate],
+) -> Option<Command> {
     let list = &list[..list.len().min(ctx.options.multi_node_cap)];
     if list.is_empty() {
         return None;
     }
     longest_prefix(0, list.len() - 1, |mid| {
-        compute_repack(ctx, sim, &list[..=mid]).ok().filter(|cmd| balanced_ok(cmd, survey).is_ok())
+        compute_repack(ctx, sim(), &list[..=mid]).ok().filter(|cmd| balanced_ok(cmd, survey).is_ok())
     })
 }
 
@@ -597,9 +607,7 @@ pub fn pass(ctx: &Context<'_>) -> PassResult {
     }
     let (list, c) = consolidation_list(&survey, &mut budgets);
     constrained |= c;
-    if list.len() >= 2
-        && let Some(cmd) = multi_node(ctx, &survey, sim(), &list)
-    {
+    if let Some(cmd) = multi_node(ctx, &survey, sim, &list) {
         result.command = Some(cmd);
         return result;
     }
@@ -616,9 +624,10 @@ pub fn pass(ctx: &Context<'_>) -> PassResult {
         }
     }
     // Cost packing: what upstream's methods can't do, several nodes to several cheaper ones.
-    if ctx.options.packing == Packing::Cost && !list.is_empty() {
-        let cost_sim = Simulator::with_packing(ctx, state(), &survey, Packing::Cost);
-        if let Some(cmd) = repack(ctx, &survey, &cost_sim, &list) {
+    if ctx.options.packing == Packing::Cost {
+        let cost = OnceCell::new();
+        let cost_sim = || cost.get_or_init(|| Simulator::with_packing(ctx, state(), &survey, Packing::Cost));
+        if let Some(cmd) = repack(ctx, &survey, cost_sim, &list) {
             result.command = Some(cmd);
             return result;
         }
@@ -635,7 +644,7 @@ pub fn multi_node_consolidation(ctx: &Context<'_>) -> Option<Command> {
     let sim = Simulator::new(ctx, &state, &survey);
     let mut budgets = Budgets::new(ctx, &survey);
     let (list, _) = consolidation_list(&survey, &mut budgets);
-    multi_node(ctx, &survey, &sim, &list)
+    multi_node(ctx, &survey, || &sim, &list)
 }
 
 /// What would happen to one node, for the "why is this node not being consolidated" view.
