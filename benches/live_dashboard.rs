@@ -4,16 +4,15 @@
 //! A child process (this benchmark run again with `KTUI_BENCH_SERVE` set) builds the objects of the shared large
 //! cluster (benches/common/big_cluster.rs), gives them the shape a real API server sends (benches/common/wire.rs:
 //! managedFields, full container specs, statuses, node images and heartbeats...) and serves them from the fake API
-//! server of the tests (tests/fake_apiserver), in list pages of 500 as a real one does. Nothing of the simulated
-//! world is ever resident here. This process runs the real watchers (`kube::watch::spawn`) against it, as the live
-//! backend does, and waits for the cache to sync; then reads what the live backend reads for every picture
-//! (`Cache::manifests`), builds the live picture (observing: the provisioning pass and the disruption pass over
-//! every node; acting: the controller's latest decisions, no pass of its own),
-//! hands it to the dashboard and draws a frame; then does what an acting instance adds (a second read for the
-//! controller's tick and its planning pass). Live heap and resident memory are printed at each step; then the CPU
-//! the process spends idle, and while every node posts a heartbeat (kubelet's every 10 seconds), with how many of
-//! those heartbeats counted as changes (each would make the dashboard rebuild its picture). Timed: reading the
-//! cache, and building the picture.
+//! server of the tests (tests/fake_apiserver), in list pages of the size the watchers ask for, as a real one does.
+//! Nothing of the simulated world is ever resident here. This process runs the real watchers (`kube::watch::spawn`)
+//! against it, as the live backend does, and waits for the cache to sync; then reads what the live backend reads for
+//! every picture (`Cache::manifests`), builds the live picture (observing: the provisioning pass and the disruption
+//! pass over every node; acting: the controller's latest decisions, no pass of its own), hands it to the dashboard and
+//! draws a frame; then does what an acting instance adds (a second read for the controller's tick and its planning
+//! pass). Live heap and resident memory are printed at each step; then the CPU the process spends idle, and while every
+//! node posts a heartbeat (kubelet's every 10 seconds), with how many of those heartbeats counted as changes (each
+//! would make the dashboard rebuild its picture). Timed: reading the cache, and building the picture.
 //!
 //! `cargo bench --bench live_dashboard`.
 
@@ -255,11 +254,13 @@ fn live_dashboard_bench(c: &mut Criterion) {
     term.draw(|f| f.render_widget(&state, f.area())).expect("draw");
     let (acting_live, acting_rss) = (heap::live_mib(), heap::rss_mib());
     let peak_rss = heap::status_mib("VmHWM:");
+    let (anon_rss, file_rss) = (heap::status_mib("RssAnon:"), heap::status_mib("RssFile:"));
     eprintln!(
-        "live dashboard, {nodes} nodes and {} pods from the fake API server in pages of 500 (synced in {:.1} s): \
-         live heap {:.0} MiB with the watch cache synced, {:.0} MiB with a picture on screen, {:.0} MiB acting \
-         ({} effects planned)",
+        "live dashboard, {nodes} nodes and {} pods from the fake API server, listed in pages of {} (synced in \
+         {:.1} s): live heap {:.0} MiB with the watch cache synced, {:.0} MiB with a picture on screen, {:.0} MiB \
+         acting ({} effects planned)",
         nodes * PODS_PER_NODE,
+        watch::LIST_PAGE,
         sync_time.as_secs_f64(),
         cache_live - base_live,
         all_live - base_live,
@@ -269,7 +270,7 @@ fn live_dashboard_bench(c: &mut Criterion) {
     eprintln!(
         "resident memory: {base_rss:.0} MiB at start, {cache_rss:.0} MiB with the cache synced (peak while \
          listing {sync_peak:.0} MiB), {all_rss:.0} MiB observing with a picture on screen, {acting_rss:.0} MiB \
-         acting (peak {peak_rss:.0} MiB)"
+         acting (peak {peak_rss:.0} MiB; acting, {anon_rss:.0} MiB anonymous and {file_rss:.0} MiB file-backed)"
     );
 
     // Idle: nothing changes in the cluster.

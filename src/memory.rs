@@ -2,7 +2,7 @@
 //!
 //! glibc's allocator keeps freed memory for reuse instead of returning it, except at the very top of a heap. After
 //! a large simulated world is built (parsing a scenario of 20,000 pods allocates and frees hundreds of megabytes),
-//! after a watch's initial list (pages of 500 objects parsed into JSON trees, then typed) and after each burst of
+//! after a watch's initial list (pages of objects parsed into JSON trees, then typed) and after each burst of
 //! engine passes, that memory would stay resident for the rest of the session although nothing uses it.
 
 use std::time::{Duration, Instant};
@@ -28,7 +28,7 @@ pub fn limit_arenas() {
     // SAFETY: mallopt only sets an allocator tunable; called before any other thread exists.
     unsafe {
         libc::mallopt(libc::M_ARENA_MAX, 1);
-        // A fixed threshold: blocks from 256 KiB up (a page of 500 listed objects, a picture's vectors) are mapped
+        // A fixed threshold: blocks from 256 KiB up (a page of listed objects, a picture's vectors) are mapped
         // and unmapped on their own. glibc otherwise raises the threshold to the largest block freed, and such
         // blocks then come from the heap, where the small objects allocated among them keep their pages resident.
         libc::mallopt(libc::M_MMAP_THRESHOLD, 256 * 1024);

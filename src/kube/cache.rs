@@ -260,7 +260,7 @@ fn trim_node(map: &mut serde_json::Map<String, serde_json::Value>) {
 }
 
 /// The object as its typed form, with the type fields a list response leaves out put back (k8s-openapi checks
-/// them), [`trim`]med. The object is taken apart rather than copied: at 20,000 pods listed in pages of 500, a copy
+/// them), [`trim`]med. The object is taken apart rather than copied: at 20,000 pods listed a page at a time, a copy
 /// of each as it is read is megabytes of garbage for the allocator to hold on to.
 fn parse<T: DeserializeOwned>(ar: &ApiResource, obj: DynamicObject) -> Result<T, String> {
     let DynamicObject { metadata: mut meta, data, .. } = obj;

@@ -54,6 +54,14 @@ pub fn spawn(client: kube::Client) -> Watches {
     Watches { cache, changed: rx, tasks }
 }
 
+/// Objects per page of a watch's initial list. Each page is parsed whole (a JSON tree per object, then the typed
+/// object) before the cache keeps what it reads, and the objects kept land among that page's garbage: the heap's
+/// free space after a list is about one page's worth, spread over pages that stay resident. At 20,000 wire-shaped
+/// pods (the `live_dashboard` benchmark) pages of 500 — client-go's and kube-runtime's default — left 71 MiB free
+/// among the cache's objects and the dashboard at 191 MiB resident; pages of 250 leave 36 MiB and 159 MiB, for
+/// twice as many list requests.
+pub const LIST_PAGE: u32 = 250;
+
 /// First wait after a failed watch before listing again; doubled up to [`MAX_RESTART`] while failures repeat.
 const FIRST_RESTART: Duration = Duration::from_millis(500);
 const MAX_RESTART: Duration = Duration::from_secs(30);
@@ -65,7 +73,8 @@ async fn run_one(client: kube::Client, kind: Kind, cache: Arc<Mutex<Cache>>, tx:
     loop {
         // A failed list or watch starts over with a fresh list: only a completed list says the kind is in sync
         // again (kube-runtime alone would resume the watch quietly, and a quiet kind would look failing forever).
-        let mut stream = watcher(api.clone(), watcher::Config::default()).default_backoff().boxed();
+        let config = watcher::Config::default().page_size(LIST_PAGE);
+        let mut stream = watcher(api.clone(), config).default_backoff().boxed();
         while let Some(item) = stream.next().await {
             let listed = matches!(item, Ok(watcher::Event::InitDone));
             let (notify, failed) = {
