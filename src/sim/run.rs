@@ -290,18 +290,10 @@ fn apply_event(w: &mut World, action: &Action) -> Result<(), String> {
             w.cluster.apply(m)
         }
         Action::Scale(sc) => {
-            let key = (sc.namespace.clone(), sc.name.clone());
-            let d = w
-                .cluster
+            w.cluster
                 .deployments
-                .get(&key)
+                .update(&(sc.namespace.clone(), sc.name.clone()), |d| d.spec.replicas = Some(sc.replicas))
                 .ok_or_else(|| format!("Deployment {}/{} does not exist", sc.namespace, sc.name))?;
-            // An API server answers an update that changes nothing without a new resourceVersion or a watch event.
-            if d.spec.replicas != Some(sc.replicas)
-                && let Some(d) = w.cluster.deployments.get_mut(&key)
-            {
-                d.spec.replicas = Some(sc.replicas);
-            }
         }
         Action::ScaleNodePool { name, replicas } => {
             w.scale_nodepool(name, *replicas)?;

@@ -200,6 +200,22 @@ impl<K: Ord + Clone, V: Resource + Clone> Watched<K, V> {
         Some(object)
     }
 
+    /// Changes an object as an API server's update does: written (`Modified`) only if `change` left it different;
+    /// an update that changes nothing gets no new resourceVersion and no event. `None` when there is no such object.
+    pub fn update<Q>(&mut self, key: &Q, change: impl FnOnce(&mut V)) -> Option<()>
+    where
+        K: Borrow<Q>,
+        Q: Ord + ?Sized,
+        V: PartialEq,
+    {
+        let mut changed = V::clone(self.map.get(key)?);
+        change(&mut changed);
+        if changed != **self.map.get(key)? {
+            *self.get_mut(key)? = changed;
+        }
+        Some(())
+    }
+
     /// Deletes an object (`Deleted`, carrying its last state, which is also returned).
     pub fn remove<Q>(&mut self, key: &Q) -> Option<Arc<V>>
     where
@@ -307,6 +323,21 @@ mod tests {
         assert_eq!(rv(&gone), 4, "a deletion is a write too");
         assert!(a.get_mut("nope").is_none());
         assert_eq!(versions.current(), 4, "no write, no version");
+    }
+
+    #[test]
+    fn an_update_that_changes_nothing_is_no_write() {
+        let mut w: Watched<String, Namespace> = Watched::default();
+        w.insert("a".into(), ns("a", "1"));
+        let (version, stamp) = (w.resource_version(), w.stamp());
+        let same = |n: &mut Namespace| n.metadata.labels = Some([("l".to_string(), "1".to_string())].into());
+        assert_eq!(w.update("a", same), Some(()));
+        assert_eq!((w.resource_version(), w.stamp()), (version, stamp), "no new version, no event");
+        let other = |n: &mut Namespace| n.metadata.labels = None;
+        assert_eq!(w.update("a", other), Some(()));
+        assert_eq!(w.resource_version(), version + 1);
+        assert_eq!(w["a"].metadata.labels, None);
+        assert_eq!(w.update("nope", |_| {}), None);
     }
 
     #[test]
