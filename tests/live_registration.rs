@@ -461,3 +461,46 @@ async fn cost_packing_nominates_the_pending_pod_to_its_claims_node_once_it_regis
     let (fake, _) = provision_for_a_pending_pod(Packing::Upstream).await;
     assert_eq!(pod_status_patches(&fake), vec![], "upstream packing writes no nomination");
 }
+
+/// Acting on a live API server, pods never wait for the packing comparison: the tick that creates the claim for a
+/// pending pod ends with no comparison worked out; it is worked out on a thread of its own, which pings the loop's
+/// wake signal, and the next tick takes it up.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_packing_comparison_is_worked_out_after_the_claim_is_created() {
+    let fake = FakeApi::start().await;
+    fake.put(NODEPOOLS, nodepool());
+    fake.put(PODS, pending_pod());
+    let mut watches = watch::spawn(fake.client());
+    watches.wait_synced(Duration::from_secs(10)).await.expect("synced");
+    let catalog = Arc::new(kwok_catalog("us-east-1"));
+    let settings = karpenter_tui::controller::Settings { mode: Mode::Approve, ..Default::default() };
+    let mut now = 1_767_225_660_000;
+    let mut acting = Acting::new(
+        Controller::with_settings(catalog.clone(), settings, now),
+        Writer::new(fake.client(), false),
+        Box::new(karpenter_tui::kube::kwok::KwokCloud::new(catalog, Writer::new(fake.client(), false))),
+        None,
+    );
+    let signal = acting.wake_signal();
+    let mut created = false;
+    for _ in 0..60 {
+        now += 1_000;
+        let m = watches.cache.lock().unwrap().manifests();
+        acting.tick(&m, now).await;
+        if !fake.list(NODECLAIMS).is_empty() {
+            created = true;
+            break;
+        }
+    }
+    assert!(created, "the controller launched for the pending pod");
+    assert!(acting.controller.last_packing().is_none(), "the claim went out before any comparison");
+    tokio::time::timeout(Duration::from_secs(30), karpenter_tui::shell::acting::woken(&signal))
+        .await
+        .expect("the comparison finished and woke the loop");
+    let m = watches.cache.lock().unwrap().manifests();
+    let report = acting.tick(&m, now + 1_000).await;
+    assert!(report.done.iter().any(|d| d.starts_with("packing compared for the 1 pod(s)")), "{:?}", report.done);
+    let pass = acting.controller.last_packing().expect("taken up by the tick after the signal");
+    assert_eq!(pass.pods, 1);
+    assert!(pass.comparison.upstream.nodes == 1 && pass.comparison.bound.is_some(), "{pass:?}");
+}

@@ -288,13 +288,13 @@ impl ConstrainedWorld {
                 p.host_ports = vec![HostPort { ip: "0.0.0.0".into(), port: 8080, protocol: "TCP".into() }];
             }
             if e.tolerate {
-                p.tolerations = vec![Toleration {
+                p.tolerations = std::sync::Arc::from([Toleration {
                     key: Some("dedicated".into()),
                     operator: Some("Equal".into()),
                     value: Some("batch".into()),
                     effect: Some("NoSchedule".into()),
                     ..Default::default()
-                }];
+                }]);
             }
             if let Some(bound) = e.volume {
                 p.pvcs = vec![if bound { "data" } else { "scratch" }.to_string()];

@@ -56,6 +56,7 @@ pub struct CacheHost<'a> {
     nodes: Option<Vec<Node>>,
     gathered: Vec<Effect>,
     carry: Option<&'a mut dyn Carry>,
+    comparison: Option<&'a mut Option<crate::controller::provisioning::Comparison>>,
     listed: &'a mut Listed,
     ids: &'a mut Ids,
     now: Millis,
@@ -78,6 +79,9 @@ pub struct Borrowed<'a> {
     pub listed: &'a mut Listed,
     pub ids: &'a mut Ids,
     pub carry: Option<&'a mut dyn Carry>,
+    /// Where a launching solve's packing comparison waits to be worked out off the loop (the newest replaces one
+    /// waiting); `None` works it out at once.
+    pub comparison: Option<&'a mut Option<crate::controller::provisioning::Comparison>>,
 }
 
 impl<'a> CacheHost<'a> {
@@ -92,6 +96,7 @@ impl<'a> CacheHost<'a> {
             nodes: None,
             gathered: Vec::new(),
             carry: parts.carry,
+            comparison: parts.comparison,
             listed: parts.listed,
             ids: parts.ids,
             now,
@@ -329,6 +334,13 @@ impl Host for CacheHost<'_> {
 
     fn note(&mut self, _note: Note<'_>) {}
 
+    fn compare_packing(&mut self, comparison: crate::controller::provisioning::Comparison, _launched: bool) {
+        match self.comparison.as_mut() {
+            Some(slot) => **slot = Some(comparison),
+            None => self.controller.compared(comparison.run()),
+        }
+    }
+
     fn node_classes(&self) -> Vec<EC2NodeClass> {
         self.m.nodeclasses.clone()
     }
@@ -401,8 +413,12 @@ pub fn run_once(
     let mut listed = Listed::default();
     let mut ids = std::mem::take(&mut controller.ids);
     let mut tick = super::tick::Tick::new(Millis::MAX, Millis::MAX);
-    let mut host =
-        CacheHost::new(Borrowed { controller, cloud, listed: &mut listed, ids: &mut ids, carry: None }, m, now, 1);
+    let mut host = CacheHost::new(
+        Borrowed { controller, cloud, listed: &mut listed, ids: &mut ids, carry: None, comparison: None },
+        m,
+        now,
+        1,
+    );
     // Nothing in a run without a carrier waits on anything but the cloud, which a plan's cloud answers at once.
     let ran = tick.run(&mut host).now_or_never();
     let effects = if ran.is_some() { host.into_effects() } else { Vec::new() };
@@ -452,6 +468,7 @@ mod tests {
             listed: &mut listed,
             ids: &mut ids,
             carry: None,
+            comparison: None,
         };
         let mut host = CacheHost::new(parts, &m, 0, 1);
         let write = |host: &mut CacheHost<'_>, effects: Vec<Effect>| {
@@ -507,6 +524,7 @@ mod tests {
             listed: &mut listed,
             ids: &mut ids,
             carry: None,
+            comparison: None,
         };
         let mut host = CacheHost::new(parts, &m, 0, 1);
         let before = m.nodeclaims[0].status.clone().unwrap();
@@ -540,6 +558,7 @@ mod tests {
                 listed: &mut listed,
                 ids: &mut ids,
                 carry: None,
+                comparison: None,
             };
             let mut host = CacheHost::new(parts, m, n as Millis * 1_000, n);
             futures_util::FutureExt::now_or_never(tick.run(&mut host)).unwrap();

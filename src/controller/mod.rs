@@ -55,7 +55,7 @@ use crate::engine::labels;
 use crate::engine::lifecycle::{self, DeleteReason, LifecycleSettings, set_condition};
 use crate::engine::manifests::ClusterObjects;
 use crate::engine::packing::Packing;
-use crate::engine::provisioning::{ClusterSnapshot, Millis, ProvisioningResult, compare_packing_after, provision};
+use crate::engine::provisioning::{ClusterSnapshot, Millis, PackingJob, ProvisioningResult, provision_keeping_state};
 use crate::engine::scheduling::SchedulerOptions;
 use crate::engine::stored_pod::StoredPod;
 use crate::engine::termination::disrupted_taint;
@@ -156,6 +156,8 @@ pub struct Controller {
     static_requeue: Option<Millis>,
     /// The latest provisioning solve that created NodeClaims, compared with the other packing strategy.
     last_packing: Option<provisioning::PackingPass>,
+    /// The latest launching solve's comparison, until someone takes it to work it out.
+    comparison: Option<provisioning::Comparison>,
     /// The latest provisioning solve, for the picture (it reads it rather than solving again).
     last_solve: Option<Arc<ProvisioningResult>>,
     /// Why each node is (not) being disrupted, from the latest explanatory round, for the picture.
@@ -267,6 +269,7 @@ impl Controller {
             buffers: buffers::BufferState::default(),
             static_requeue: None,
             last_packing: None,
+            comparison: None,
             last_solve: None,
             last_outlook: None,
             placements: Arc::default(),
@@ -898,7 +901,8 @@ impl Controller {
         self.forget_placements(m);
         let pods = self.buffers.pods.clone();
         let m = &ClusterSnapshot { virtual_pods: &pods, ..*m };
-        let result = provision(m, &catalogs, &self.catalog.label_policy, self.scheduler_options());
+        let (result, state) =
+            provision_keeping_state(m, &catalogs, &self.catalog.label_policy, self.scheduler_options());
         let mut statuses = Vec::new();
         self.buffer_outcome(&result, now, &mut statuses);
         for e in statuses {
@@ -924,16 +928,6 @@ impl Controller {
             let message = format!("Failed to schedule pod, {}", f.summary());
             self.event(pod_ref(&pod.namespace, &pod.name, &pod.uid), true, "FailedScheduling", message, now, out);
         }
-        if !result.results.new_claims.is_empty() {
-            // What the other strategy would launch for the same pods (this solve's plan is reused).
-            let comparison = compare_packing_after(m, &catalogs, &self.catalog.label_policy, self.packing, &result);
-            self.last_packing = Some(provisioning::PackingPass {
-                at: now,
-                packing: self.packing,
-                pods: result.results.new_claims.iter().map(|c| c.pods.len()).sum(),
-                comparison,
-            });
-        }
         let claims = result.nodeclaims(m.nodepools);
         self.remember_placements(&result);
         for (mut claim, decided) in claims.into_iter().zip(&result.results.new_claims) {
@@ -945,8 +939,37 @@ impl Controller {
             });
         }
         let result = Arc::new(result);
+        // What the other strategy would launch for the same pods (this solve's plan is reused): worked out by
+        // whoever carries out the claims, after they are out (`take_comparison`).
+        self.comparison = (!result.results.new_claims.is_empty()).then(|| provisioning::Comparison {
+            at: now,
+            packing: self.packing,
+            pods: result.results.new_claims.iter().map(|c| c.pods.len()).sum(),
+            job: PackingJob::new(
+                state,
+                m.nodepools,
+                &catalogs,
+                &self.catalog.label_policy,
+                self.packing,
+                result.clone(),
+            ),
+        });
         self.last_solve = Some(result.clone());
         Some(result)
+    }
+
+    /// The packing comparison of the latest launching solve, if it is still to be worked out: the caller runs it
+    /// once the solve's NodeClaims are out, off the path pods wait on, and hands the answer to
+    /// [`Controller::compared`]. A newer solve replaces one not taken.
+    pub fn take_comparison(&mut self) -> Option<provisioning::Comparison> {
+        self.comparison.take()
+    }
+
+    /// A comparison worked out (see [`Controller::take_comparison`]): shown unless a newer one already is.
+    pub fn compared(&mut self, pass: provisioning::PackingPass) {
+        if self.last_packing.is_none_or(|p| p.at <= pass.at) {
+            self.last_packing = Some(pass);
+        }
     }
 
     /// Cost packing: where this solve put each pod that is still to bind (an in-flight or new NodeClaim).
@@ -1497,9 +1520,7 @@ pub(crate) fn forceful_deadline(claim: &NodeClaim, now: Millis) -> Option<Effect
 /// A read of the cluster as the engine reads it, with `pods` (the read's pods with the unbound ones as kube-scheduler
 /// leaves them, marked unschedulable: [`ClusterObjects::pending_view`]).
 pub fn snapshot_of<'a>(m: &'a ClusterObjects, pods: &'a [Arc<StoredPod>]) -> ClusterSnapshot<'a> {
-    let mut view = m.view();
-    view.pods = crate::engine::objects::Objects::Shared(pods);
-    view
+    m.view_with(pods)
 }
 
 fn pod_ref(namespace: &str, name: &str, uid: &str) -> ObjectReference {

@@ -6,7 +6,7 @@
 use std::collections::BTreeMap;
 
 use crate::engine::packing::Packing;
-use crate::engine::provisioning::{Batcher, Millis, PackingComparison};
+use crate::engine::provisioning::{Batcher, Millis, PackingComparison, PackingJob};
 
 use super::Settings;
 use super::timing::{POD_REQUEUE, SECOND};
@@ -21,6 +21,22 @@ pub struct PackingPass {
     /// Pods the solve placed on new NodeClaims.
     pub pods: usize,
     pub comparison: PackingComparison,
+}
+
+/// A launching solve's packing comparison, not worked out yet.
+#[derive(Debug)]
+pub struct Comparison {
+    pub at: Millis,
+    pub packing: Packing,
+    pub pods: usize,
+    pub job: PackingJob,
+}
+
+impl Comparison {
+    /// Works it out (the other strategy's solve and the LP bound: seconds at tens of thousands of pods).
+    pub fn run(self) -> PackingPass {
+        PackingPass { at: self.at, packing: self.packing, pods: self.pods, comparison: self.job.run() }
+    }
 }
 
 #[derive(Debug)]

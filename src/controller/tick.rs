@@ -107,6 +107,10 @@ pub trait Host {
     /// Asks to be run again at `t` even if nothing changes by then.
     fn wake_at(&mut self, t: Millis);
     fn note(&mut self, note: Note<'_>);
+    /// Works out a launching solve's packing comparison (after its claims are out) and hands the answer to the
+    /// controller ([`Controller::compared`]): at once, or on another thread for a host whose loop must not wait.
+    /// `launched`: whether any of the solve's claims was created.
+    fn compare_packing(&mut self, comparison: crate::controller::provisioning::Comparison, launched: bool);
     /// The kinds a snapshot leaves out, which some steps read.
     fn node_classes(&self) -> Vec<EC2NodeClass>;
     fn node_overlays(&self) -> Vec<NodeOverlay>;
@@ -293,7 +297,12 @@ impl Tick {
                 created.push(created_name(&report));
             }
         }
+        let launched = created.iter().any(Option::is_some);
         host.note(Note::Solved { result: &result, created, millis });
+        // The claims are out: only now is the packing comparison worked out, by the host's means.
+        if let Some(c) = host.controller_mut().take_comparison() {
+            host.compare_packing(c, launched);
+        }
     }
 
     /// Lifecycle, finalization and termination, skipped while nothing they read changed and none of their

@@ -19,7 +19,7 @@ use thiserror::Error;
 
 use crate::engine::api::nodeoverlay::NodeOverlay;
 use crate::engine::api::{EC2NodeClass, NodeClaim, NodePool};
-use crate::engine::provisioning::{ClusterSnapshot, Snapshot};
+use crate::engine::provisioning::{ClusterSnapshot, PodDigests, Snapshot};
 use crate::engine::stored_pod::StoredPod;
 
 /// A manifest problem, located.
@@ -63,6 +63,10 @@ pub struct ClusterObjects {
     /// How often each kind changed in the store this read came from (a watch cache counts what its watches
     /// bring); `None` for a read that doesn't count (a manifest file).
     pub changes: Option<Changes>,
+    /// A version per pod of `pods` and the store's digests of them, for a read of a store that keeps them between
+    /// reads (a watch cache): passes over the read digest only the pods that changed since the last one. `None`
+    /// digests every pod afresh.
+    pub pod_versions: Option<PodVersions>,
     /// What reading a manifest file left out or could not do as a cluster would, one sentence each: objects of
     /// kinds the planner does not read, CronJobs, suspended Jobs, PriorityClasses a pod names that are not in the
     /// file. Empty for a live cluster's read.
@@ -84,6 +88,14 @@ pub struct Changes {
     /// Deployments and StatefulSets.
     pub workloads: u64,
     pub others: u64,
+}
+
+/// What a store that is read again and again gives its reads so that pod digests outlive a pass: a version per pod
+/// (parallel to [`ClusterObjects::pods`], changing whenever the pod does) and the store's [`PodDigests`].
+#[derive(Debug, Clone)]
+pub struct PodVersions {
+    pub versions: Vec<u64>,
+    pub digests: Arc<PodDigests>,
 }
 
 /// Deployments and StatefulSets read from a live cluster (see [`ClusterObjects::workloads`]).
@@ -277,9 +289,25 @@ impl ClusterObjects {
             pvs: &self.pvs,
             storage_classes: &self.storage_classes,
             namespaces: &self.namespaces,
-            digests: None,
+            digests: self.pod_digests(),
             virtual_pods: &[],
         }
+    }
+
+    /// [`ClusterObjects::view`] with `pods`, the read's [`ClusterObjects::pending_view`], for its pods: borrowed
+    /// like the view (nothing is copied), and with the read's pod digests while `pods` match them one for one.
+    pub fn view_with<'a>(&'a self, pods: &'a [Arc<StoredPod>]) -> ClusterSnapshot<'a> {
+        let mut view = self.view();
+        view.pods = crate::engine::objects::Objects::Shared(pods);
+        view.digests = view.digests.filter(|(versions, _)| versions.len() == pods.len());
+        view
+    }
+
+    /// The digests of [`ClusterObjects::pod_versions`], as a snapshot of `pods` carries them: only while the
+    /// versions still match the pods one for one.
+    pub fn pod_digests(&self) -> Option<(&[u64], &PodDigests)> {
+        let v = self.pod_versions.as_ref()?;
+        (v.versions.len() == self.pods.len()).then(|| (&v.versions[..], &*v.digests))
     }
 
     /// The objects as a provisioning snapshot, with pods as [`ClusterObjects::pending_view`] presents them.

@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use rustc_hash::FxHashMap;
 
 use k8s_openapi::api::apps::v1::DaemonSet;
-use k8s_openapi::api::core::v1::{Namespace, Node, PersistentVolume, PersistentVolumeClaim, Pod};
+use k8s_openapi::api::core::v1::{Namespace, Node, PersistentVolume, PersistentVolumeClaim, Pod, Toleration};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::storage::v1::StorageClass;
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
@@ -153,6 +153,43 @@ struct DigestCache {
     by_version: FxHashMap<u64, Result<Arc<PodData>, pod::PodError>>,
     /// One copy of each distinct label set the kept digests carry (20,000 pods of a few workloads have a few sets).
     labels: rustc_hash::FxHashSet<Arc<BTreeMap<String, String>>>,
+    /// One copy of each distinct toleration list, by a hash of it (`Toleration` has no `Hash` of its own).
+    tolerations: FxHashMap<u64, Vec<Arc<[Toleration]>>>,
+}
+
+impl DigestCache {
+    /// The kept copy of `d`'s label set and toleration list, in place of its own.
+    fn share(&mut self, d: &mut PodData) {
+        match self.labels.get(&*d.labels) {
+            Some(same) => d.labels = same.clone(),
+            None => {
+                self.labels.insert(d.labels.clone());
+            }
+        }
+        let kept = self.tolerations.entry(tolerations_hash(&d.tolerations)).or_default();
+        match kept.iter().find(|t| **t == d.tolerations) {
+            Some(same) => d.tolerations = same.clone(),
+            None => kept.push(d.tolerations.clone()),
+        }
+    }
+
+    /// Forgets label sets and toleration lists no kept digest carries any more.
+    fn forget_unshared(&mut self) {
+        self.labels.retain(|l| Arc::strong_count(l) > 1);
+        self.tolerations.retain(|_, kept| {
+            kept.retain(|t| Arc::strong_count(t) > 1);
+            !kept.is_empty()
+        });
+    }
+}
+
+fn tolerations_hash(ts: &[Toleration]) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = rustc_hash::FxHasher::default();
+    for t in ts {
+        (&t.key, &t.operator, &t.value, &t.effect, t.toleration_seconds).hash(&mut h);
+    }
+    h.finish()
 }
 
 /// Digests the pods of one snapshot, through the caller's [`PodDigests`] when there is one.
@@ -193,12 +230,7 @@ impl<'a> Digester<'a> {
         let d = match inner.by_version.remove(&v) {
             Some(d) => d,
             None => pod::pod_data(p, self.namespaces).map(|mut d| {
-                match inner.labels.get(&*d.labels) {
-                    Some(same) => d.labels = same.clone(),
-                    None => {
-                        inner.labels.insert(d.labels.clone());
-                    }
-                }
+                inner.share(&mut d);
                 Arc::new(d)
             }),
         };
@@ -211,8 +243,7 @@ impl Drop for Digester<'_> {
     fn drop(&mut self) {
         if let Some((_, inner)) = &mut self.cache {
             inner.by_version = std::mem::take(&mut self.used);
-            // Label sets no kept digest carries any more.
-            inner.labels.retain(|l| Arc::strong_count(l) > 1);
+            inner.forget_unshared();
         }
     }
 }
@@ -707,12 +738,71 @@ pub fn provision(
     policy: &LabelPolicy,
     options: SchedulerOptions,
 ) -> ProvisioningResult {
+    provision_keeping_state(snap, catalogs, policy, options).0
+}
+
+/// [`provision`], and the cluster state it solved over (its pods to schedule taken out, as they are the result's):
+/// what a later [`PackingJob`] for the same pass reads.
+pub fn provision_keeping_state(
+    snap: &ClusterSnapshot<'_>,
+    catalogs: &BTreeMap<String, Vec<Arc<InstanceType>>>,
+    policy: &LabelPolicy,
+    options: SchedulerOptions,
+) -> (ProvisioningResult, ClusterState) {
     let mut state = ClusterState::new(snap, catalogs, policy);
     let to_schedule = std::mem::take(&mut state.to_schedule);
     let rejected = std::mem::take(&mut state.rejected);
     let input = state.input(snap.nodepools, catalogs, policy, options);
     let results = scheduling::solve(&input, &to_schedule);
-    ProvisioningResult { pods: to_schedule, results, rejected }
+    (ProvisioningResult { pods: to_schedule, results, rejected }, state)
+}
+
+/// The packing comparison of one provisioning pass ([`compare_packing_after`]), owning what it reads, so that it
+/// runs after the pass's NodeClaims are out: on another thread, or later in a simulation. Pods never wait for it.
+pub struct PackingJob {
+    state: ClusterState,
+    nodepools: Vec<NodePool>,
+    catalogs: BTreeMap<String, Vec<Arc<InstanceType>>>,
+    policy: LabelPolicy,
+    packing: crate::engine::packing::Packing,
+    done: Arc<ProvisioningResult>,
+}
+
+impl std::fmt::Debug for PackingJob {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PackingJob").field("packing", &self.packing).field("pods", &self.done.pods.len()).finish()
+    }
+}
+
+impl PackingJob {
+    /// The job for pass `done`, solved with `packing` over `state` (from [`provision_keeping_state`]).
+    pub fn new(
+        state: ClusterState,
+        nodepools: &[NodePool],
+        catalogs: &BTreeMap<String, Vec<Arc<InstanceType>>>,
+        policy: &LabelPolicy,
+        packing: crate::engine::packing::Packing,
+        done: Arc<ProvisioningResult>,
+    ) -> PackingJob {
+        PackingJob {
+            state,
+            nodepools: nodepools.to_vec(),
+            catalogs: catalogs.clone(),
+            policy: policy.clone(),
+            packing,
+            done,
+        }
+    }
+
+    /// The pass whose plan is compared.
+    pub fn pass(&self) -> &ProvisioningResult {
+        &self.done
+    }
+
+    /// What [`compare_packing_after`] answers over the same snapshot.
+    pub fn run(&self) -> PackingComparison {
+        compare_over(&self.state, &self.nodepools, &self.catalogs, &self.policy, Some((self.packing, &self.done)))
+    }
 }
 
 /// What one strategy's plan would launch: its NodeClaims' cheapest options summed, in USD per hour.
@@ -788,21 +878,30 @@ fn compare(
     policy: &LabelPolicy,
     done: Option<(crate::engine::packing::Packing, &ProvisioningResult)>,
 ) -> PackingComparison {
+    compare_over(&ClusterState::new(snap, catalogs, policy), snap.nodepools, catalogs, policy, done)
+}
+
+/// [`compare`] over a digested state: the pods are `done`'s when there is a pass, else the state's own.
+fn compare_over(
+    state: &ClusterState,
+    nodepools: &[NodePool],
+    catalogs: &BTreeMap<String, Vec<Arc<InstanceType>>>,
+    policy: &LabelPolicy,
+    done: Option<(crate::engine::packing::Packing, &ProvisioningResult)>,
+) -> PackingComparison {
     use crate::engine::packing::Packing;
-    let mut state = ClusterState::new(snap, catalogs, policy);
-    let fresh = std::mem::take(&mut state.to_schedule);
     // The pass already solved indexes its own pods: the other strategy solves over the same list.
-    let pods = done.map_or(&fresh[..], |(_, r)| &r.pods[..]);
+    let pods = done.map_or(&state.to_schedule[..], |(_, r)| &r.pods[..]);
     let solve = |packing: Packing| match done {
         Some((p, r)) if p == packing => std::borrow::Cow::Borrowed(&r.results),
         _ => {
             let options = SchedulerOptions { packing, ..Default::default() };
-            let input = state.input(snap.nodepools, catalogs, policy, options);
+            let input = state.input(nodepools, catalogs, policy, options);
             std::borrow::Cow::Owned(scheduling::solve(&input, pods))
         }
     };
     let (upstream, cost) = (solve(Packing::Upstream), solve(Packing::Cost));
-    let input = state.input(snap.nodepools, catalogs, policy, SchedulerOptions::default());
+    let input = state.input(nodepools, catalogs, policy, SchedulerOptions::default());
     let bound = if cost.new_claims.is_empty() { None } else { scheduling::cost::lower_bound(&input, pods, &cost) };
     PackingComparison { upstream: PlanPrice::of(&upstream), cost: PlanPrice::of(&cost), bound }
 }

@@ -97,6 +97,8 @@ pub struct Cache {
     relist_seen: BTreeMap<Kind, BTreeSet<String>>,
     /// Changes seen per kind (what [`Applied::changed`] counts).
     changes: crate::engine::manifests::Changes,
+    /// Scheduling digests of the pods, kept from one read to the next (see [`Cache::pod_versions`]).
+    digests: Arc<crate::engine::provisioning::PodDigests>,
 }
 
 fn key_of(obj: &DynamicObject) -> String {
@@ -594,7 +596,29 @@ impl Cache {
             namespaces: self.namespaces.values(),
             changes: Some(self.changes),
             notes: Vec::new(),
+            pod_versions: self.pod_versions(),
         }
+    }
+
+    /// A version per pod, in the order [`Cache::manifests`] gives them: a hash of what names the pod and of its
+    /// resourceVersion, which the API server moves on every write of the pod. `None` if a pod lacks either (an
+    /// object no API server sent), so that no digest outlives a change it cannot see.
+    fn pod_versions(&self) -> Option<crate::engine::manifests::PodVersions> {
+        use std::hash::{Hash, Hasher};
+        let versions = self
+            .pods
+            .items
+            .values()
+            .map(|p| {
+                let m = &p.metadata;
+                // SipHash with fixed keys: deterministic, and no collision between two pods' versions to fear.
+                let mut h = std::collections::hash_map::DefaultHasher::new();
+                (m.namespace.as_deref(), m.name.as_deref(), m.uid.as_deref()?, m.resource_version.as_deref()?)
+                    .hash(&mut h);
+                Some(h.finish())
+            })
+            .collect::<Option<Vec<u64>>>()?;
+        Some(crate::engine::manifests::PodVersions { versions, digests: self.digests.clone() })
     }
 }
 
@@ -1035,5 +1059,35 @@ mod tests {
         assert!(c.apply(Kind::Pod, Event::Apply(pod("bad", "n1", json!([1])))).changed);
         assert!(!c.apply(Kind::Pod, Event::Apply(pod("bad", "n1", json!([1])))).changed, "same problem");
         assert!(c.apply(Kind::Pod, Event::Apply(pod("bad", "n1", json!("1")))).changed);
+    }
+    /// Reads of the cache carry a version per pod and the cache's digests: a pass digests only the pods that
+    /// changed since the last read (a new resourceVersion), and a pod no API server sent is never trusted to stay.
+    #[test]
+    fn reads_keep_the_digests_of_pods_that_did_not_change() {
+        use crate::engine::provisioning::pod_digests;
+        let pod = |name: &str, rv: &str, cpu: &str| {
+            let mut p = pod(name, "n1", json!(cpu));
+            p.metadata.uid = Some(format!("uid-{name}"));
+            p.metadata.resource_version = Some(rv.into());
+            p
+        };
+        let mut c = Cache::default();
+        list(&mut c, Kind::Pod, &[pod("a", "1", "1"), pod("b", "2", "1")]);
+        let digests = |c: &Cache| {
+            let m = c.manifests();
+            assert!(m.pod_digests().is_some(), "a watch cache's read carries its versions");
+            pod_digests(&m.view(), &[]).into_iter().map(|d| d.unwrap()).collect::<Vec<_>>()
+        };
+        let before = digests(&c);
+        c.apply(Kind::Pod, Event::Apply(pod("b", "3", "2")));
+        let after = digests(&c);
+        assert!(Arc::ptr_eq(&before[0], &after[0]), "a is digested once");
+        assert!(!Arc::ptr_eq(&before[1], &after[1]));
+        assert_eq!((before[1].requests.cpu, after[1].requests.cpu), (1000, 2000), "b's new version is read");
+        // Without a resourceVersion a change could not be told apart: the read carries no versions.
+        let mut bare = pod("c", "4", "1");
+        bare.metadata.resource_version = None;
+        c.apply(Kind::Pod, Event::Apply(bare));
+        assert!(c.manifests().pod_versions.is_none());
     }
 }

@@ -6,6 +6,7 @@ use crate::engine::disruption::gate::Mode;
 use crate::engine::manifests::ClusterObjects;
 use crate::engine::provisioning::Millis;
 use crate::kube::writer::Writer;
+use crate::shell::comparer::Comparer;
 
 use crate::controller::cache_host::{Borrowed, CacheHost, Carry, Listed};
 use crate::controller::cloud::{BoxFuture, CloudProvider};
@@ -28,6 +29,8 @@ pub struct Acting {
     kept: Kept,
     /// When a step last asked to be run again (beyond what the controller's own wake says).
     wake: Option<Millis>,
+    /// Works out packing comparisons off the loop.
+    comparer: Comparer,
 }
 
 /// With nothing due sooner, the controller still runs this often: a backstop for anything time-driven it cannot
@@ -47,6 +50,8 @@ struct Kept {
     ids: Ids,
     /// Runs whose writes did not all land (see [`CacheHost::unsettled`]).
     unsettled: u64,
+    /// The latest launching solve's packing comparison, for the [`Comparer`] after the run.
+    comparison: Option<crate::controller::provisioning::Comparison>,
 }
 
 /// The live loop's [`Carry`]: the writer, with the controller's per-object backoff.
@@ -103,6 +108,8 @@ impl Acting {
     ) -> Acting {
         let mut controller = controller;
         controller.set_repair_policies(cloud.repair_policies());
+        // One signal wakes the loop for the cloud's notices and for finished comparisons alike.
+        let signal = upkeep.as_ref().map_or_else(Default::default, |u| u.wake.clone());
         Acting {
             controller,
             writer,
@@ -111,6 +118,7 @@ impl Acting {
             schedule: Tick::new(Millis::MIN, GC_EVERY),
             kept: Kept::default(),
             wake: None,
+            comparer: Comparer::new(signal),
         }
     }
 
@@ -129,10 +137,10 @@ impl Acting {
         std::time::Duration::from_millis((self.next_wake(now) - now).max(0) as u64)
     }
 
-    /// What wakes the loop when something outside the cluster needs it (an interruption notice arrived); `None`
-    /// for a cloud without such notices. Await it with [`woken`].
+    /// What wakes the loop when something outside the cluster needs it (an interruption notice arrived, a packing
+    /// comparison is worked out). Await it with [`woken`].
     pub fn wake_signal(&self) -> Option<std::sync::Arc<tokio::sync::Notify>> {
-        self.upkeep.as_ref().map(|u| u.wake.clone())
+        Some(self.comparer.signal())
     }
 
     /// The schedule's host for a new run over `m`, writing through `writing`.
@@ -145,14 +153,28 @@ impl Acting {
         now: Millis,
     ) -> CacheHost<'a> {
         kept.runs += 1;
-        let borrowed =
-            Borrowed { controller, cloud, listed: &mut kept.listed, ids: &mut kept.ids, carry: Some(writing) };
+        let borrowed = Borrowed {
+            controller,
+            cloud,
+            listed: &mut kept.listed,
+            ids: &mut kept.ids,
+            carry: Some(writing),
+            comparison: Some(&mut kept.comparison),
+        };
         CacheHost::new(borrowed, m, now, kept.runs).unsettled(kept.unsettled)
     }
 
     /// One run of the controller's schedule over the cache as it is, after the cloud's own periodic work.
     pub async fn tick(&mut self, m: &ClusterObjects, now: Millis) -> Report {
         let mut pre = Report::default();
+        if let Some(pass) = self.comparer.finished() {
+            let pods = pass.pods;
+            pre.done.push(format!(
+                "packing compared for the {pods} pod(s) of the last launch: {}",
+                pass.comparison.summary()
+            ));
+            self.controller.compared(pass);
+        }
         if let Some(upkeep) = self.upkeep.as_mut() {
             let r = upkeep.run(m, now).await;
             let ran = carry_out(&mut self.controller, &mut self.writer, self.cloud.as_mut(), r.effects, now).await;
@@ -163,6 +185,9 @@ impl Acting {
         let mut host = Self::host(&mut self.controller, self.cloud.as_mut(), &mut self.kept, &mut writing, m, now);
         let report = self.schedule.run(&mut host).await;
         self.wake = host.wake;
+        if let Some(c) = self.kept.comparison.take() {
+            self.comparer.submit(c);
+        }
         if !report.failed.is_empty() || self.controller.refused_writes().next().is_some() {
             self.kept.unsettled += 1;
         }

@@ -72,10 +72,12 @@ pub fn picture(
         // cluster, else those of its latest explanatory round.
         Some(c) if m.nodes.len() <= picture::EXPLAIN_MAX_NODES => (None, Some(Cow::Owned(c.explain(m, now)))),
         Some(c) => (None, c.last_outlook().map(|o| Cow::Borrowed(&**o))),
-        None => {
+        // Every node's outlook simulates each candidate: only worked out where the picture shows it.
+        None if m.nodes.len() <= picture::EXPLAIN_MAX_NODES => {
             let (pass, outlook) = passes::disruption_with(m, catalog, provisioning, now, gates);
-            (pass.command, (m.nodes.len() <= picture::EXPLAIN_MAX_NODES).then_some(Cow::Owned(outlook)))
+            (pass.command, Some(Cow::Owned(outlook)))
         }
+        None => (passes::disruption_pass_with(m, catalog, provisioning, now, gates).command, None),
     };
     let objects = Objects {
         nodes: m.nodes.iter().collect(),

@@ -4,6 +4,7 @@
 //! to the dashboard only through [`crate::protocol`].
 
 pub mod acting;
+pub mod comparer;
 pub mod live_driver;
 pub mod live_picture;
 pub mod passes;

@@ -43,8 +43,8 @@ pub fn plan_with(m: &ClusterObjects, catalog: &Catalog, gates: FeatureGates) -> 
 /// [`plan_with`], sizing new NodeClaims with the packing strategy `packing`.
 pub fn plan_packed(m: &ClusterObjects, catalog: &Catalog, gates: FeatureGates, packing: Packing) -> ProvisioningResult {
     let catalogs = pool_types(m, catalog, gates);
-    let snap = m.snapshot();
-    provision(&snap.view(), &catalogs, &catalog.label_policy, SchedulerOptions { packing, ..Default::default() })
+    let pods = m.pending_view();
+    provision(&m.view_with(&pods), &catalogs, &catalog.label_policy, SchedulerOptions { packing, ..Default::default() })
 }
 
 /// Both packing strategies' plans for the pending pods, and the LP bound (`plan`, the dashboard).
@@ -54,8 +54,8 @@ pub fn packing_comparison(
     gates: FeatureGates,
 ) -> crate::engine::provisioning::PackingComparison {
     let catalogs = pool_types(m, catalog, gates);
-    let snap = m.snapshot();
-    crate::engine::provisioning::compare_packing(&snap.view(), &catalogs, &catalog.label_policy)
+    let pods = m.pending_view();
+    crate::engine::provisioning::compare_packing(&m.view_with(&pods), &catalogs, &catalog.label_policy)
 }
 
 /// [`packing_comparison`] after `done`, the provisioning pass with strategy `packing` over the same objects: only
@@ -68,8 +68,14 @@ pub fn packing_comparison_after(
     done: &ProvisioningResult,
 ) -> crate::engine::provisioning::PackingComparison {
     let catalogs = pool_types(m, catalog, gates);
-    let snap = m.snapshot();
-    crate::engine::provisioning::compare_packing_after(&snap.view(), &catalogs, &catalog.label_policy, packing, done)
+    let pods = m.pending_view();
+    crate::engine::provisioning::compare_packing_after(
+        &m.view_with(&pods),
+        &catalogs,
+        &catalog.label_policy,
+        packing,
+        done,
+    )
 }
 
 /// What applying `edited` would do (see [`crate::engine::whatif::preview`]), over the whole catalog for every
@@ -112,14 +118,40 @@ pub fn disruption_with(
     now: Millis,
     gates: FeatureGates,
 ) -> (PassResult, BTreeMap<String, Outlook>) {
+    in_context(m, catalog, provisioning, now, gates, |ctx| {
+        (consolidation::pass(ctx), consolidation::explain_nodes(ctx))
+    })
+}
+
+/// The command of one disruption pass alone, without every node's outlook (which simulates each candidate): what
+/// the dashboard shows of a cluster too large to explain node by node.
+pub fn disruption_pass_with(
+    m: &ClusterObjects,
+    catalog: &Catalog,
+    provisioning: &ProvisioningResult,
+    now: Millis,
+    gates: FeatureGates,
+) -> PassResult {
+    in_context(m, catalog, provisioning, now, gates, consolidation::pass)
+}
+
+/// Runs `f` over the disruption context of `m` at `now` after `provisioning`.
+fn in_context<R>(
+    m: &ClusterObjects,
+    catalog: &Catalog,
+    provisioning: &ProvisioningResult,
+    now: Millis,
+    gates: FeatureGates,
+    f: impl FnOnce(&Context<'_>) -> R,
+) -> R {
     let catalogs = pool_types(m, catalog, gates);
-    let snap = m.snapshot();
+    let pods = m.pending_view();
     let busy = Default::default();
     let nominated: BTreeMap<String, Millis> =
         provisioning.results.existing.iter().map(|p| (p.node.clone(), now + NOMINATION_HOLD)).collect();
     let options = DisruptionOptions::default();
     let ctx = Context {
-        snap: snap.view(),
+        snap: m.view_with(&pods),
         catalogs: &catalogs,
         policy: &catalog.label_policy,
         now,
@@ -128,7 +160,7 @@ pub fn disruption_with(
         buffer_nodes: &BTreeMap::new(),
         options: &options,
     };
-    (consolidation::pass(&ctx), consolidation::explain_nodes(&ctx))
+    f(&ctx)
 }
 
 /// How long a node nominated for a pending pod is kept out of consolidation (upstream: 20 s after nomination).

@@ -960,6 +960,7 @@ mod tests {
         assert_eq!(d.len(), 3, "the Deployment's three replicas");
         assert!(d.iter().all(|x| *x.labels == *d[0].labels));
         assert!(d.iter().all(|x| Arc::ptr_eq(&x.labels, &d[0].labels)), "one map for the three");
+        assert!(d.iter().all(|x| Arc::ptr_eq(&x.tolerations, &d[0].tolerations)), "and one toleration list");
         // A replica relabelled gets its own map; the others keep sharing theirs.
         let first = c.pods.keys().next().cloned().unwrap();
         c.pods.get_mut(&first).unwrap().metadata.labels.get_or_insert_default().insert("canary".into(), "1".into());

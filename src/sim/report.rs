@@ -321,6 +321,19 @@ pub struct Timings {
     pub wall_millis: u64,
     pub provisioning_solves: Vec<SolveTiming>,
     pub disruption_passes: Vec<PassTiming>,
+    /// The packing comparisons of launching solves, worked out after each solve's NodeClaims are out.
+    #[serde(default)]
+    pub packing_comparisons: Vec<ComparisonTiming>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ComparisonTiming {
+    #[serde(serialize_with = "seconds")]
+    pub at: f64,
+    pub pods: u64,
+    #[serde(serialize_with = "millis")]
+    pub millis: f64,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -658,6 +671,7 @@ mod tests {
             wall_millis: 130,
             provisioning_solves: vec![SolveTiming { at: 11.0, pods: 4, nodes: 1, millis: 0.4 }],
             disruption_passes: vec![PassTiming { at: 1830.0, candidates: 3, millis: 1.2 }],
+            packing_comparisons: vec![ComparisonTiming { at: 11.0, pods: 4, millis: 2.5 }],
         };
         r
     }
@@ -706,6 +720,7 @@ mod tests {
         assert_eq!(v["decisions"][1]["state"], "awaiting-approval");
         assert_eq!(v["cost"]["byNodePool"]["default"]["total"], serde_json::json!(0.2871));
         assert_eq!(v["timings"]["provisioningSolves"][0]["millis"], serde_json::json!(0.4));
+        assert_eq!(v["timings"]["packingComparisons"][0]["millis"], serde_json::json!(2.5));
     }
 
     #[test]

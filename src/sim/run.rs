@@ -560,9 +560,9 @@ fn build_report(s: &Scenario, w: &World, start: Millis, end: Millis, wall: Durat
     use crate::controller::disruption::CommandState;
     use crate::engine::disruption::{Method, Reason as EReason};
     use crate::sim::report::{
-        Cost, Decision as RDecision, DecisionDetail, DecisionState, DisruptionMethod, DisruptionReason, Launched,
-        NodeClaimRecord, NodeRecord, PassTiming, PendingPod, PendingReason, PodRecord, PoolCost, Replacement,
-        RequirementRecord, SolveTiming,
+        ComparisonTiming, Cost, Decision as RDecision, DecisionDetail, DecisionState, DisruptionMethod,
+        DisruptionReason, Launched, NodeClaimRecord, NodeRecord, PassTiming, PendingPod, PendingReason, PodRecord,
+        PoolCost, Replacement, RequirementRecord, SolveTiming,
     };
     let t = |ms: Millis| secs(ms, start);
     let mut r = Report::new(&s.name, s.seed);
@@ -827,6 +827,12 @@ fn build_report(s: &Scenario, w: &World, start: Millis, end: Millis, wall: Durat
         .solves
         .iter()
         .map(|s| SolveTiming { at: t(s.at), pods: s.pods as u64, nodes: s.nodes as u64, millis: s.millis })
+        .collect();
+    r.timings.packing_comparisons = w
+        .record
+        .comparisons
+        .iter()
+        .map(|c| ComparisonTiming { at: t(c.at), pods: c.pods as u64, millis: c.millis })
         .collect();
     r.timings.disruption_passes = w
         .disruption_passes()

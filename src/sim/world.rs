@@ -76,6 +76,8 @@ pub struct Record {
     /// Per provisioning solve that created NodeClaims, oldest first: what each packing strategy would have launched
     /// for its pods, and the LP lower bound.
     pub packing: Vec<crate::controller::provisioning::PackingPass>,
+    /// How long working out each of `packing` took (after its solve, which does not wait for it).
+    pub comparisons: Vec<ComparisonTiming>,
     /// The Kubernetes Events the controller wrote, newest last, the last [`EVENTS_KEPT`] of them (the dashboard's
     /// Events pane; the report has none).
     pub events: std::collections::VecDeque<EventRecord>,
@@ -166,6 +168,14 @@ pub struct SolveTiming {
     pub at: Millis,
     pub pods: usize,
     pub nodes: usize,
+    pub millis: f64,
+}
+
+/// One packing comparison: when its solve ran, over how many pods, and how long it took.
+#[derive(Debug, Clone)]
+pub struct ComparisonTiming {
+    pub at: Millis,
+    pub pods: usize,
     pub millis: f64,
 }
 

@@ -96,7 +96,8 @@ pub struct PodData {
     /// Seconds since the epoch, for queue order.
     pub created: i64,
     pub requests: Resources,
-    pub tolerations: Vec<Toleration>,
+    /// Shared like `labels`: most pods carry the same few (the two admission adds to every pod).
+    pub tolerations: Arc<[Toleration]>,
     /// `nodeSelector` as `In` requirements.
     pub node_selector: Requirements,
     /// Required node-affinity terms (ORed). Only the first is in force; relaxation drops it to try the next.
@@ -535,7 +536,7 @@ pub fn pod_data(pod: &StoredPod, namespaces: &[(String, BTreeMap<String, String>
         labels: Arc::new(labels),
         created: created_seconds(pod),
         requests,
-        tolerations: spec.tolerations.clone().unwrap_or_default(),
+        tolerations: spec.tolerations.as_deref().unwrap_or_default().into(),
         node_selector,
         required_terms,
         preferred_terms,

@@ -33,7 +33,7 @@ fn base(i: usize, rng: &mut Lcg, labels_: &[(&str, String)]) -> PodData {
         labels: std::sync::Arc::new(labels_.iter().map(|(k, v)| (k.to_string(), v.clone())).collect()),
         created: 0,
         requests,
-        tolerations: Vec::new(),
+        tolerations: std::sync::Arc::from([]),
         node_selector: Default::default(),
         required_terms: Vec::new(),
         preferred_terms: Vec::new(),

@@ -87,10 +87,6 @@ impl Host for World {
                 self.pending_reasons = result.pending_reasons();
                 self.record.solves.push(SolveTiming { at: now, pods: result.pods.len(), nodes: names.len(), millis });
                 if !names.is_empty() {
-                    // The controller compared the packing strategies over this solve's pods (the report sums them).
-                    if let Some(p) = self.controller.last_packing() {
-                        self.record.packing.push(*p);
-                    }
                     let id = self.ids.next("p");
                     let pods = result.placed_pods();
                     self.record.decisions.push(Decision::Provision {
@@ -123,6 +119,19 @@ impl Host for World {
             }
             Note::Commands(ids) => self.record.decisions.extend(ids.into_iter().map(Decision::Disruption)),
         }
+    }
+
+    /// At once: the virtual clock does not move while it runs. The report sums the comparisons of solves that
+    /// launched something.
+    fn compare_packing(&mut self, comparison: crate::controller::provisioning::Comparison, launched: bool) {
+        let started = std::time::Instant::now();
+        let pass = comparison.run();
+        let millis = started.elapsed().as_secs_f64() * 1000.0;
+        if launched {
+            self.record.comparisons.push(crate::sim::world::ComparisonTiming { at: pass.at, pods: pass.pods, millis });
+            self.record.packing.push(pass);
+        }
+        self.controller.compared(pass);
     }
 
     fn node_classes(&self) -> Vec<EC2NodeClass> {
