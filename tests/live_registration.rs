@@ -374,7 +374,11 @@ fn pending_pod() -> Value {
 /// The acting controller with `packing` over a cluster with one pending pod and no node, ticked once a second (each
 /// tick on the cache as the watches have filled it by then) until the claim it launches has registered and a few
 /// ticks more; nobody binds the pod. Returns the fake API server and the registered claim's Node.
-async fn provision_for_a_pending_pod(packing: karpenter_tui::engine::packing::Packing) -> (FakeApi, String) {
+/// A fake API server holding a NodePool and one pending pod, watches synced over it, and an acting controller with
+/// `packing` (approve mode, the KWOK cloud); the time to start ticking from.
+async fn acting_over_a_pending_pod(
+    packing: karpenter_tui::engine::packing::Packing,
+) -> (FakeApi, watch::Watches, Acting, i64) {
     let fake = FakeApi::start().await;
     fake.put(NODEPOOLS, nodepool());
     fake.put(PODS, pending_pod());
@@ -382,13 +386,18 @@ async fn provision_for_a_pending_pod(packing: karpenter_tui::engine::packing::Pa
     watches.wait_synced(Duration::from_secs(10)).await.expect("synced");
     let catalog = Arc::new(kwok_catalog("us-east-1"));
     let settings = karpenter_tui::controller::Settings { mode: Mode::Approve, packing, ..Default::default() };
-    let mut now = 1_767_225_660_000; // 2026-01-01T00:01:00Z
-    let mut acting = Acting::new(
+    let now = 1_767_225_660_000; // 2026-01-01T00:01:00Z
+    let acting = Acting::new(
         Controller::with_settings(catalog.clone(), settings, now),
         Writer::new(fake.client(), false),
         Box::new(karpenter_tui::kube::kwok::KwokCloud::new(catalog, Writer::new(fake.client(), false))),
         None,
     );
+    (fake, watches, acting, now)
+}
+
+async fn provision_for_a_pending_pod(packing: karpenter_tui::engine::packing::Packing) -> (FakeApi, String) {
+    let (fake, watches, mut acting, mut now) = acting_over_a_pending_pod(packing).await;
     let registered = |fake: &FakeApi| {
         fake.list(NODECLAIMS).into_iter().find_map(|c| {
             c["status"]["nodeName"].as_str().filter(|n| fake.get(NODES, None, n).is_some()).map(String::from)
@@ -467,20 +476,7 @@ async fn cost_packing_nominates_the_pending_pod_to_its_claims_node_once_it_regis
 /// wake signal, and the next tick takes it up.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_packing_comparison_is_worked_out_after_the_claim_is_created() {
-    let fake = FakeApi::start().await;
-    fake.put(NODEPOOLS, nodepool());
-    fake.put(PODS, pending_pod());
-    let mut watches = watch::spawn(fake.client());
-    watches.wait_synced(Duration::from_secs(10)).await.expect("synced");
-    let catalog = Arc::new(kwok_catalog("us-east-1"));
-    let settings = karpenter_tui::controller::Settings { mode: Mode::Approve, ..Default::default() };
-    let mut now = 1_767_225_660_000;
-    let mut acting = Acting::new(
-        Controller::with_settings(catalog.clone(), settings, now),
-        Writer::new(fake.client(), false),
-        Box::new(karpenter_tui::kube::kwok::KwokCloud::new(catalog, Writer::new(fake.client(), false))),
-        None,
-    );
+    let (fake, watches, mut acting, mut now) = acting_over_a_pending_pod(Default::default()).await;
     let signal = acting.wake_signal();
     let mut created = false;
     for _ in 0..60 {

@@ -15,7 +15,7 @@ use super::cloud::{BoxFuture, CloudInstance, CloudProvider, Notice};
 use super::execute::Report;
 use super::out::node_update;
 use super::tick::{BufferSources, Host, Ids, Note, Parts, Versions};
-use super::{Controller, Effect, snapshot_of};
+use super::{Controller, Effect};
 use crate::engine::api::nodeoverlay::NodeOverlay;
 use crate::engine::api::{EC2NodeClass, NodeClaim, NodePool};
 use crate::engine::manifests::ClusterObjects;
@@ -266,7 +266,7 @@ impl Host for CacheHost<'_> {
     }
 
     fn read<R>(&mut self, f: impl FnOnce(Parts<'_, '_>) -> R) -> R {
-        let mut snap = snapshot_of(self.m, &self.pods);
+        let mut snap = self.m.view_with(&self.pods);
         if let Some(c) = &self.claims {
             snap.nodeclaims = Objects::Plain(c);
         }

@@ -57,7 +57,6 @@ use crate::engine::manifests::ClusterObjects;
 use crate::engine::packing::Packing;
 use crate::engine::provisioning::{ClusterSnapshot, Millis, PackingJob, ProvisioningResult, provision_keeping_state};
 use crate::engine::scheduling::SchedulerOptions;
-use crate::engine::stored_pod::StoredPod;
 use crate::engine::termination::disrupted_taint;
 
 pub use effect::{Effect, Purpose};
@@ -943,7 +942,6 @@ impl Controller {
         // whoever carries out the claims, after they are out (`take_comparison`).
         self.comparison = (!result.results.new_claims.is_empty()).then(|| provisioning::Comparison {
             at: now,
-            packing: self.packing,
             pods: result.results.new_claims.iter().map(|c| c.pods.len()).sum(),
             job: PackingJob::new(
                 state,
@@ -1207,7 +1205,7 @@ impl Controller {
     /// Why each node is (not) being disrupted now.
     pub fn explain(&self, m: &ClusterObjects, now: Millis) -> BTreeMap<String, Outlook> {
         let pods = m.pending_view();
-        self.explain_nodes(&snapshot_of(m, &pods), now)
+        self.explain_nodes(&m.view_with(&pods), now)
     }
 
     /// [`Controller::explain`] on a read of the cluster.
@@ -1456,7 +1454,7 @@ impl Controller {
     /// it can't be approved (no such open proposal, dry-run) or no longer holds.
     pub fn approve(&mut self, m: &ClusterObjects, id: &str, now: Millis) -> Result<(Vec<Effect>, String), String> {
         let pods = m.pending_view();
-        let (effects, approval) = self.approve_proposal(&snapshot_of(m, &pods), id, now)?;
+        let (effects, approval) = self.approve_proposal(&m.view_with(&pods), id, now)?;
         Ok((effects, approval.message(id)?))
     }
 
@@ -1515,12 +1513,6 @@ pub(crate) fn forceful_deadline(claim: &NodeClaim, now: Millis) -> Option<Effect
         annotations: [(lifecycle::ANNOTATION_TERMINATION_TIMESTAMP.to_string(), lifecycle::rfc3339(now))].into(),
         finalizers: None,
     })
-}
-
-/// A read of the cluster as the engine reads it, with `pods` (the read's pods with the unbound ones as kube-scheduler
-/// leaves them, marked unschedulable: [`ClusterObjects::pending_view`]).
-pub fn snapshot_of<'a>(m: &'a ClusterObjects, pods: &'a [Arc<StoredPod>]) -> ClusterSnapshot<'a> {
-    m.view_with(pods)
 }
 
 fn pod_ref(namespace: &str, name: &str, uid: &str) -> ObjectReference {

@@ -70,7 +70,7 @@ mod tests {
     use std::sync::Arc;
 
     use super::*;
-    use crate::controller::{Settings, snapshot_of};
+    use crate::controller::Settings;
     use crate::engine::catalog::kwok::kwok_catalog;
     use crate::engine::manifests::ClusterObjects;
 
@@ -169,7 +169,7 @@ metadata: {name: node-a}
         let mut m = cluster();
         let c = controller(Packing::Cost);
         let pods = m.pods.clone();
-        let got = nominated(&c.nominations(&snapshot_of(&m, &pods)));
+        let got = nominated(&c.nominations(&m.view_with(&pods)));
         let want: Vec<(String, String)> = ["team/elsewhere", "team/on-node", "team/planned"]
             .iter()
             .map(|p| (p.to_string(), "node-a".to_string()))
@@ -186,7 +186,7 @@ metadata: {name: node-a}
             }
         }
         let pods = m.pods.clone();
-        assert!(c.nominations(&snapshot_of(&m, &pods)).is_empty());
+        assert!(c.nominations(&m.view_with(&pods)).is_empty());
     }
 
     #[test]
@@ -195,11 +195,11 @@ metadata: {name: node-a}
         let c = controller(Packing::Cost);
         m.nodes[0].metadata.deletion_timestamp = m.pods[4].metadata.deletion_timestamp.clone();
         let pods = m.pods.clone();
-        assert!(c.nominations(&snapshot_of(&m, &pods)).is_empty(), "the Node is going");
+        assert!(c.nominations(&m.view_with(&pods)).is_empty(), "the Node is going");
         let mut m = cluster();
         m.nodeclaims[0].metadata.deletion_timestamp = m.pods[4].metadata.deletion_timestamp.clone();
         let pods = m.pods.clone();
-        let got = nominated(&c.nominations(&snapshot_of(&m, &pods)));
+        let got = nominated(&c.nominations(&m.view_with(&pods)));
         assert_eq!(got, vec![("team/on-node".to_string(), "node-a".to_string())], "only the placement on the Node");
     }
 
@@ -208,7 +208,7 @@ metadata: {name: node-a}
         let m = cluster();
         let c = controller(Packing::Upstream);
         let pods = m.pods.clone();
-        assert!(c.nominations(&snapshot_of(&m, &pods)).is_empty());
+        assert!(c.nominations(&m.view_with(&pods)).is_empty());
         let mut c = c;
         assert!(c.plan(&m, 0).iter().all(|e| !matches!(e, Effect::Nominate { .. })));
     }

@@ -27,7 +27,7 @@ pub struct PackingPass {
 #[derive(Debug)]
 pub struct Comparison {
     pub at: Millis,
-    pub packing: Packing,
+    /// Pods the solve placed on new NodeClaims.
     pub pods: usize,
     pub job: PackingJob,
 }
@@ -35,7 +35,7 @@ pub struct Comparison {
 impl Comparison {
     /// Works it out (the other strategy's solve and the LP bound: seconds at tens of thousands of pods).
     pub fn run(self) -> PackingPass {
-        PackingPass { at: self.at, packing: self.packing, pods: self.pods, comparison: self.job.run() }
+        PackingPass { at: self.at, packing: self.job.packing(), pods: self.pods, comparison: self.job.run() }
     }
 }
 

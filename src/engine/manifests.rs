@@ -294,20 +294,16 @@ impl ClusterObjects {
         }
     }
 
-    /// [`ClusterObjects::view`] with `pods`, the read's [`ClusterObjects::pending_view`], for its pods: borrowed
-    /// like the view (nothing is copied), and with the read's pod digests while `pods` match them one for one.
+    /// The read as the engine reads it with `pods`, the read's [`ClusterObjects::pending_view`] (the unbound pods
+    /// as kube-scheduler leaves them, marked unschedulable), for its pods: borrowed like the view, nothing copied,
+    /// with the read's pod digests (the digester uses them only while they match the pods one for one).
     pub fn view_with<'a>(&'a self, pods: &'a [Arc<StoredPod>]) -> ClusterSnapshot<'a> {
-        let mut view = self.view();
-        view.pods = crate::engine::objects::Objects::Shared(pods);
-        view.digests = view.digests.filter(|(versions, _)| versions.len() == pods.len());
-        view
+        ClusterSnapshot { pods: crate::engine::objects::Objects::Shared(pods), ..self.view() }
     }
 
-    /// The digests of [`ClusterObjects::pod_versions`], as a snapshot of `pods` carries them: only while the
-    /// versions still match the pods one for one.
+    /// The digests of [`ClusterObjects::pod_versions`], as a snapshot carries them.
     pub fn pod_digests(&self) -> Option<(&[u64], &PodDigests)> {
-        let v = self.pod_versions.as_ref()?;
-        (v.versions.len() == self.pods.len()).then(|| (&v.versions[..], &*v.digests))
+        self.pod_versions.as_ref().map(|v| (&v.versions[..], &*v.digests))
     }
 
     /// The objects as a provisioning snapshot, with pods as [`ClusterObjects::pending_view`] presents them.

@@ -794,9 +794,9 @@ impl PackingJob {
         }
     }
 
-    /// The pass whose plan is compared.
-    pub fn pass(&self) -> &ProvisioningResult {
-        &self.done
+    /// The strategy the pass solved with.
+    pub fn packing(&self) -> crate::engine::packing::Packing {
+        self.packing
     }
 
     /// What [`compare_packing_after`] answers over the same snapshot.

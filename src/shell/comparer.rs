@@ -62,9 +62,4 @@ impl Comparer {
         }
         pass
     }
-
-    /// Whether a comparison is running or waiting.
-    pub fn busy(&self) -> bool {
-        self.running.is_some() || self.waiting.is_some()
-    }
 }
