@@ -32,7 +32,7 @@ use self::bitset::Bitset;
 use self::node_compat::NodeCompat;
 use self::pod::{HostPort, PodData};
 use self::template::{Template, TemplateProblem};
-use self::topology::{BoundPod, Topology};
+use self::topology::{BoundTally, Topology};
 use self::volumes::VolumeIndex;
 use crate::engine::api::NodePool;
 use crate::engine::catalog::InstanceType;
@@ -335,6 +335,8 @@ struct Fixed {
     /// only bound pods topology set-up looks at. Found once per preparation instead of a scan of every bound pod
     /// in every consolidation simulation.
     bound_with_terms: Vec<usize>,
+    /// The bound pods' topology counts per group and node, shared by every solve over the preparation.
+    bound_tally: BoundTally,
     /// What each capacity reservation can take at the start of a solve (empty without reserved offerings).
     reservations: BTreeMap<String, i64>,
 }
@@ -520,6 +522,7 @@ impl Prepared {
             node_compat,
             domains: Default::default(),
             bound_with_terms,
+            bound_tally: BoundTally::default(),
             reservations,
         };
         let mut by_name: Vec<(Arc<str>, usize)> = nodes.iter().enumerate().map(|(i, n)| (n.name.clone(), i)).collect();
@@ -668,17 +671,13 @@ impl<'a> Scheduler<'a> {
                 !p.anti_affinity.is_empty() && counted(node)
             });
         if needs_bound {
-            let empty = (BTreeMap::new(), Vec::new());
-            let bound: Vec<BoundPod<'_>> = input
-                .bound_pods
-                .iter()
-                .filter(|(_, node)| counted(node))
-                .map(|(p, node)| {
-                    let (l, t) = input.node_labels.get(node).unwrap_or(&empty);
-                    BoundPod { pod: p, node_labels: l, node_name: node, node_taints: t }
-                })
-                .collect();
-            topology.count_bound(&bound);
+            topology.count_bound(
+                &fixed.bound_tally,
+                input.bound_pods,
+                input.node_labels,
+                &fixed.bound_with_terms,
+                excluded,
+            );
         }
         if topology.has_groups() {
             for n in nodes.to_mut().iter_mut().enumerate().filter(|(i, _)| !is_gone(*i)).map(|(_, n)| n) {
