@@ -530,22 +530,36 @@ impl Cluster {
             self.synced.deployments = Some([self.deployments.stamp(), self.pods.stamp()]);
             return (created, deleted);
         }
-        // One pass over the pods: the live replicas of each Deployment, by its (namespace, ReplicaSet name).
+        // The live replicas of each Deployment to fix, by its (namespace, ReplicaSet name): from the replica index
+        // when every live pod has one owner, else from one pass over the pods.
         let mut replicas: BTreeMap<Key, Vec<(bool, String, Key)>> = BTreeMap::new();
-        for (k, p) in &self.pods {
-            for owner in crate::sim::replicas::replicaset_owners(p) {
-                let deployment = (k.0.clone(), owner.to_string());
-                if self.deployments.contains_key(&deployment) {
-                    let bound = p.node_name.is_some();
-                    let uid = p.metadata.uid.clone().unwrap_or_default();
-                    replicas.entry(deployment).or_default().push((bound, uid, k.clone()));
+        let entry =
+            |p: &StoredPod, k: &Key| (p.node_name.is_some(), p.metadata.uid.clone().unwrap_or_default(), k.clone());
+        let todo: Vec<Key> = match self.replicas.unbalanced(&self.deployments) {
+            Some(keys) => keys
+                .into_iter()
+                .map(|d| {
+                    let pods = self.replicas.members(d).iter();
+                    replicas.insert(d.clone(), pods.filter_map(|k| self.pods.get(k).map(|p| entry(p, k))).collect());
+                    d.clone()
+                })
+                .collect(),
+            None => {
+                for (k, p) in &self.pods {
+                    for owner in crate::sim::replicas::replicaset_owners(p) {
+                        let deployment = (k.0.clone(), owner.to_string());
+                        if self.deployments.contains_key(&deployment) {
+                            replicas.entry(deployment).or_default().push(entry(p, k));
+                        }
+                    }
                 }
+                self.deployments.keys().cloned().collect()
             }
-        }
-        let deployments: Vec<(Key, Arc<Deployment>)> =
-            self.deployments.iter().map(|(k, d)| (k.clone(), d.clone())).collect();
-        for ((ns, name), d) in deployments {
-            let want = d.spec.replicas.unwrap_or(1).max(0) as usize;
+        };
+        for key in todo {
+            let Some(d) = self.deployments.get(&key).cloned() else { continue };
+            let (ns, name) = key;
+            let want = crate::sim::replicas::wanted(&d);
             // Live replicas, oldest first (uids are issued in creation order). A pod another Deployment of this
             // pass already scaled away is gone.
             let mut owned = replicas.remove(&(ns.clone(), name.clone())).unwrap_or_default();

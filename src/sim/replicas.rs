@@ -5,7 +5,7 @@
 //! counting them meant walking every pod after every change. Like an informer's index, this keeps each pod's
 //! contribution and, on each sync, replaces the contributions of the pods written since the last one.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use k8s_openapi::api::apps::v1::Deployment;
@@ -41,8 +41,20 @@ pub fn replicaset_owners(p: &StoredPod) -> Vec<&str> {
     names
 }
 
-fn owners(key: &Key, p: &StoredPod) -> Option<Owners> {
-    let names = replicaset_owners(p);
+/// Whether `old` is what a pod in namespace `ns` owned by `names` counts for (most pod events, bindings and
+/// status, change nothing here).
+fn same(old: Option<&Owners>, ns: &str, names: &[&str]) -> bool {
+    match (old, names) {
+        (None, []) => true,
+        (Some(Owners::One(k)), [n]) => k.0 == ns && k.1 == *n,
+        (Some(Owners::Many(ks)), _) => {
+            ks.len() == names.len() && ks.iter().zip(names).all(|(k, n)| k.0 == ns && k.1 == *n)
+        }
+        _ => false,
+    }
+}
+
+fn owners(key: &Key, names: Vec<&str>) -> Option<Owners> {
     let mut keys = names.into_iter().map(|n| (key.0.clone(), n.to_string()));
     match (keys.next(), keys.next()) {
         (None, _) => None,
@@ -57,7 +69,7 @@ pub struct Replicas {
     seen: Option<u64>,
     by_pod: BTreeMap<Key, Owners>,
     /// Live pods with exactly one ReplicaSet owner, per owner.
-    single: BTreeMap<Key, usize>,
+    single: BTreeMap<Key, BTreeSet<Key>>,
     /// Live pods with several owners (rare): checked one by one.
     many: BTreeMap<Key, Vec<Key>>,
 }
@@ -66,9 +78,9 @@ impl Replicas {
     fn set(&mut self, key: &Key, new: Option<Owners>) {
         match self.by_pod.remove(key) {
             Some(Owners::One(o)) => {
-                if let Some(n) = self.single.get_mut(&o) {
-                    *n -= 1;
-                    if *n == 0 {
+                if let Some(pods) = self.single.get_mut(&o) {
+                    pods.remove(key);
+                    if pods.is_empty() {
                         self.single.remove(&o);
                     }
                 }
@@ -80,7 +92,7 @@ impl Replicas {
         }
         match new {
             Some(Owners::One(o)) => {
-                *self.single.entry(o.clone()).or_insert(0) += 1;
+                self.single.entry(o.clone()).or_default().insert(key.clone());
                 self.by_pod.insert(key.clone(), Owners::One(o));
             }
             Some(Owners::Many(os)) => {
@@ -100,19 +112,36 @@ impl Replicas {
         match self.seen.map(|seen| pods.events_since(seen)) {
             Some(Ok(events)) => {
                 for e in events {
-                    let new = if e.type_ == EventType::Deleted { None } else { owners(e.key, e.object) };
-                    self.set(e.key, new);
+                    let names = if e.type_ == EventType::Deleted { Vec::new() } else { replicaset_owners(e.object) };
+                    if !same(self.by_pod.get(e.key), &e.key.0, &names) {
+                        self.set(e.key, owners(e.key, names));
+                    }
                 }
             }
-            _ => {
-                *self = Replicas::default();
-                for (k, p) in pods.iter() {
-                    let new = owners(k, p);
-                    self.set(k, new);
-                }
-            }
+            _ => self.relist(pods),
         }
         self.seen = Some(current);
+    }
+
+    /// Brings the index to the listed pods, writing only what differs: after a busy step (thousands of pod
+    /// events) most of 100,000 pods still count for what they did.
+    fn relist(&mut self, pods: &Watched<Key, StoredPod>) {
+        let mut changes: Vec<(Key, Option<Owners>)> = Vec::new();
+        let mut old = self.by_pod.iter().peekable();
+        for (k, p) in pods.iter() {
+            while let Some((gone, _)) = old.next_if(|(o, _)| *o < k) {
+                changes.push((gone.clone(), None));
+            }
+            let current = old.next_if(|(o, _)| *o == k).map(|(_, o)| o);
+            let names = replicaset_owners(p);
+            if !same(current, &k.0, &names) {
+                changes.push((k.clone(), owners(k, names)));
+            }
+        }
+        changes.extend(old.map(|(k, _)| (k.clone(), None)));
+        for (k, new) in changes {
+            self.set(&k, new);
+        }
     }
 
     /// Whether every Deployment has exactly its replicas live and no live pod is owned by two of them (as the
@@ -128,10 +157,30 @@ impl Replicas {
             }
         }
         deployments.iter().all(|(k, d)| {
-            let live = self.single.get(k).copied().unwrap_or(0) + extra.get(k).copied().unwrap_or(0);
-            live == d.spec.replicas.unwrap_or(1).max(0) as usize
+            let live = self.single.get(k).map_or(0, BTreeSet::len) + extra.get(k).copied().unwrap_or(0);
+            live == wanted(d)
         })
     }
+
+    /// The Deployments (in key order) whose live pods are not their replicas, when no live pod has two
+    /// ReplicaSet owners (else `None`: the caller looks at every pod).
+    pub fn unbalanced<'d>(&self, deployments: &'d BTreeMap<Key, Arc<Deployment>>) -> Option<Vec<&'d Key>> {
+        if !self.many.is_empty() {
+            return None;
+        }
+        Some(deployments.iter().filter(|(k, d)| self.members(k).len() != wanted(d)).map(|(k, _)| k).collect())
+    }
+
+    /// The live pods whose only ReplicaSet owner is `owner`.
+    pub fn members(&self, owner: &Key) -> &BTreeSet<Key> {
+        static NONE: BTreeSet<Key> = BTreeSet::new();
+        self.single.get(owner).unwrap_or(&NONE)
+    }
+}
+
+/// The replicas a Deployment asks for.
+pub fn wanted(d: &Deployment) -> usize {
+    d.spec.replicas.unwrap_or(1).max(0) as usize
 }
 
 #[cfg(test)]
@@ -177,5 +226,23 @@ mod tests {
         let mut fresh = Replicas::default();
         fresh.sync(&c.pods);
         assert_eq!((&fresh.by_pod, &fresh.single, &fresh.many), (&r.by_pod, &r.single, &r.many));
+        // Further behind than the log reaches, the index relists over what it has: a pod gone, one added and
+        // one given a second owner among many writes that change nothing it counts.
+        let seen = r.seen;
+        let keys: Vec<Key> = c.pods.keys().cloned().collect();
+        c.pods.remove(&keys[1]);
+        let mut added = StoredPod::clone(&c.pods[&keys[2]]);
+        added.metadata.name = Some("web-added".into());
+        c.pods.insert(("default".into(), "web-added".into()), added);
+        for _ in 0..=crate::sim::watch::LOG_CAPACITY {
+            c.pods.get_mut(&keys[2]).unwrap().metadata.labels = None;
+        }
+        assert!(c.pods.events_since(seen.unwrap()).is_err(), "the log no longer reaches back");
+        r.sync(&c.pods);
+        let mut fresh = Replicas::default();
+        fresh.sync(&c.pods);
+        assert_eq!((&fresh.by_pod, &fresh.single, &fresh.many), (&r.by_pod, &r.single, &r.many));
+        assert!(r.members(&("default".into(), "web".into())).contains(&("default".into(), "web-added".into())));
+        assert!(!r.by_pod.contains_key(&keys[1]), "the removed pod");
     }
 }

@@ -331,10 +331,11 @@ struct Fixed {
     node_compat: NodeCompat,
     /// Per topology key: the values templates × instance types allow (see `template_domains`).
     domains: std::sync::Mutex<BTreeMap<String, BTreeSet<String>>>,
-    /// Positions in `Input::bound_pods` of the pods with topology terms (spread, affinity, anti-affinity): the
-    /// only bound pods topology set-up looks at. Found once per preparation instead of a scan of every bound pod
-    /// in every consolidation simulation.
-    bound_with_terms: Vec<usize>,
+    /// Positions in `Input::bound_pods` of the pods with required anti-affinity: the owners of inverse groups.
+    bound_anti: Vec<usize>,
+    /// The topology keys bound pods' terms use, each with the nodes those pods are on: a solve that removes
+    /// some nodes still needs a key while one of its nodes stays.
+    bound_keys: BTreeMap<String, BTreeSet<String>>,
     /// The bound pods' topology counts per group and node, shared by every solve over the preparation.
     bound_tally: BoundTally,
     /// What each capacity reservation can take at the start of a solve (empty without reserved offerings).
@@ -501,19 +502,31 @@ impl Prepared {
             node_usage.push((n.nodepool.clone(), n.capacity.clone()));
         }
         let node_compat = NodeCompat::new(nodes.iter().map(|n| n.requirements.clone()).collect());
-        let bound_with_terms = input
-            .bound_pods
-            .iter()
-            .enumerate()
-            .filter(|(_, (p, _))| {
-                !p.spreads.is_empty()
-                    || !p.affinity.is_empty()
-                    || !p.anti_affinity.is_empty()
-                    || !p.preferred_affinity.is_empty()
-                    || !p.preferred_anti_affinity.is_empty()
-            })
-            .map(|(i, _)| i)
-            .collect();
+        // What topology set-up needs of the bound pods, found once per preparation instead of a scan of every
+        // bound pod in every consolidation simulation: the keys their terms use (and the nodes they are on), and
+        // the owners of required anti-affinity.
+        let mut bound_anti = Vec::new();
+        let mut bound_keys: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+        for (i, (p, node)) in input.bound_pods.iter().enumerate() {
+            if !p.anti_affinity.is_empty() {
+                bound_anti.push(i);
+            }
+            let terms = p
+                .affinity
+                .iter()
+                .chain(&p.preferred_affinity)
+                .chain(&p.anti_affinity)
+                .chain(&p.preferred_anti_affinity);
+            for key in p.spreads.iter().map(|s| &s.key).chain(terms.map(|t| &t.key)) {
+                if let Some(nodes) = bound_keys.get_mut(key) {
+                    if !nodes.contains(node) {
+                        nodes.insert(node.clone());
+                    }
+                } else {
+                    bound_keys.insert(key.clone(), BTreeSet::from([node.clone()]));
+                }
+            }
+        }
         let reservations = reservations::starting_capacity(&templates);
         let fixed = Fixed {
             templates,
@@ -521,7 +534,8 @@ impl Prepared {
             prefer_no_schedule_step,
             node_compat,
             domains: Default::default(),
-            bound_with_terms,
+            bound_anti,
+            bound_keys,
             bound_tally: BoundTally::default(),
             reservations,
         };
@@ -640,9 +654,7 @@ impl<'a> Scheduler<'a> {
         let counted = |node: &str| excluded.is_empty() || !excluded.contains(node);
         // Topology: the domains each key may take, from templates × types and existing nodes.
         let mut keys: BTreeSet<String> = BTreeSet::new();
-        let bound_with_terms =
-            fixed.bound_with_terms.iter().map(|&i| &input.bound_pods[i]).filter(|(_, node)| counted(node));
-        for p in pods.iter().chain(bound_with_terms.map(|(p, _)| &**p)) {
+        for p in pods {
             for s in &p.spreads {
                 keys.insert(s.key.clone());
             }
@@ -650,6 +662,11 @@ impl<'a> Scheduler<'a> {
                 p.affinity.iter().chain(&p.preferred_affinity).chain(&p.anti_affinity).chain(&p.preferred_anti_affinity)
             {
                 keys.insert(t.key.clone());
+            }
+        }
+        for (key, on) in &fixed.bound_keys {
+            if !keys.contains(key) && on.iter().any(|n| counted(n)) {
+                keys.insert(key.clone());
             }
         }
         let mut universe: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
@@ -665,19 +682,9 @@ impl<'a> Scheduler<'a> {
         let mut topology = Topology::new(universe, input.policy.clone());
         topology.add_pods(pods);
         // Only pods with terms can have anti-affinity.
-        let needs_bound = topology.has_groups()
-            || fixed.bound_with_terms.iter().any(|&i| {
-                let (p, node) = &input.bound_pods[i];
-                !p.anti_affinity.is_empty() && counted(node)
-            });
+        let needs_bound = topology.has_groups() || fixed.bound_anti.iter().any(|&i| counted(&input.bound_pods[i].1));
         if needs_bound {
-            topology.count_bound(
-                &fixed.bound_tally,
-                input.bound_pods,
-                input.node_labels,
-                &fixed.bound_with_terms,
-                excluded,
-            );
+            topology.count_bound(&fixed.bound_tally, input.bound_pods, input.node_labels, &fixed.bound_anti, excluded);
         }
         if topology.has_groups() {
             for n in nodes.to_mut().iter_mut().enumerate().filter(|(i, _)| !is_gone(*i)).map(|(_, n)| n) {

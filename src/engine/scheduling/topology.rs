@@ -424,18 +424,18 @@ impl Topology {
     }
 
     /// Counts the bound pods of every node not in `excluded` into the groups (pods of the batch are not bound),
-    /// and registers those pods' own required anti-affinity as inverse groups. `with_terms` are the positions in
-    /// `bound` of the pods with topology terms (only they can own an inverse group).
+    /// and registers those pods' own required anti-affinity as inverse groups. `anti` are the positions in `bound`
+    /// of the pods with required anti-affinity (the only possible owners of an inverse group).
     pub fn count_bound(
         &mut self,
         tally: &BoundTally,
         bound: &[(Arc<PodData>, String)],
         node_labels: &NodeLabels,
-        with_terms: &[usize],
+        anti: &[usize],
         excluded: &BTreeSet<String>,
     ) {
         let counted = |node: &str| excluded.is_empty() || !excluded.contains(node);
-        let owners = || with_terms.iter().map(|&i| &bound[i]).filter(|(_, node)| counted(node));
+        let owners = || anti.iter().map(|&i| &bound[i]).filter(|(_, node)| counted(node));
         for (p, _) in owners() {
             for t in &p.anti_affinity {
                 let i = self.get_or_create(Self::term_key(GroupKind::AntiAffinity, t, true));
@@ -850,8 +850,8 @@ mod tests {
     ) -> Topology {
         let mut t = Topology::new(BTreeMap::new(), LabelPolicy::default());
         t.add_pods(batch);
-        let with_terms: Vec<usize> = (0..bound.len()).collect();
-        t.count_bound(tally, bound, labels, &with_terms, excluded);
+        let anti: Vec<usize> = (0..bound.len()).filter(|&i| !bound[i].0.anti_affinity.is_empty()).collect();
+        t.count_bound(tally, bound, labels, &anti, excluded);
         t
     }
 
