@@ -445,7 +445,7 @@ impl Prepared {
         }
 
         // Requests already on existing nodes.
-        let mut used: BTreeMap<&str, (Resources, Vec<HostPort>, BTreeSet<&str>)> = BTreeMap::new();
+        let mut used: rustc_hash::FxHashMap<&str, (Resources, Vec<HostPort>, BTreeSet<&str>)> = Default::default();
         for (p, node) in input.bound_pods {
             let e = used.entry(node.as_str()).or_default();
             e.0.add(&p.requests);

@@ -198,7 +198,7 @@ impl TopologyGroup {
     /// Per node of `by_node`: how many of its pods this (non-inverse) group counts, where it counts any.
     fn tally(
         &self,
-        by_node: &[(String, Vec<usize>)],
+        by_node: &[(String, Vec<(usize, i32)>)],
         bound: &[(Arc<PodData>, String)],
         node_labels: &NodeLabels,
         policy: &LabelPolicy,
@@ -206,7 +206,7 @@ impl TopologyGroup {
         let mut out = Vec::new();
         for (slot, (node, pods)) in by_node.iter().enumerate() {
             let Some(domain) = node_domain(node_labels, node, &self.key) else { continue };
-            let count = pods.iter().filter(|&&i| self.selects(&bound[i].0)).count();
+            let count: i32 = pods.iter().filter(|(i, _)| self.selects(&bound[*i].0)).map(|(_, n)| n).sum();
             if count == 0 {
                 continue;
             }
@@ -218,7 +218,7 @@ impl TopologyGroup {
                     continue;
                 }
             }
-            out.push(NodeCount { slot: Some(slot), domain: Arc::from(domain), count: count as i32 });
+            out.push(NodeCount { slot: Some(slot), domain: Arc::from(domain), count });
         }
         out.into()
     }
@@ -233,8 +233,9 @@ pub type NodeLabels = BTreeMap<String, (BTreeMap<String, String>, Vec<Taint>)>;
 /// simulations a pass, each over 100,000 pods).
 #[derive(Debug, Default)]
 pub struct BoundTally {
-    /// Bound pods by node name (sorted): positions in `Input::bound_pods`.
-    by_node: std::sync::OnceLock<Vec<(String, Vec<usize>)>>,
+    /// Bound pods by node name (sorted), in classes of equal namespace and labels (what a group's selector
+    /// reads): a position in `Input::bound_pods` for each class, and how many pods it stands for.
+    by_node: std::sync::OnceLock<Vec<(String, Vec<(usize, i32)>)>>,
     groups: std::sync::Mutex<HashMap<GroupKey, Arc<[NodeCount]>>>,
 }
 
@@ -443,11 +444,13 @@ impl Topology {
             }
         }
         let by_node = tally.by_node.get_or_init(|| {
-            let mut m: BTreeMap<&str, Vec<usize>> = BTreeMap::new();
-            for (i, (_, node)) in bound.iter().enumerate() {
-                m.entry(node.as_str()).or_default().push(i);
+            // Pods of one workload share their labels: a group decides once per class of (namespace, labels).
+            let mut m: BTreeMap<&str, HashMap<(&str, *const BTreeMap<String, String>), (usize, i32)>> = BTreeMap::new();
+            for (i, (p, node)) in bound.iter().enumerate() {
+                let class = (p.namespace.as_str(), Arc::as_ptr(&p.labels));
+                m.entry(node.as_str()).or_default().entry(class).or_insert((i, 0)).1 += 1;
             }
-            m.into_iter().map(|(n, pods)| (n.to_string(), pods)).collect()
+            m.into_iter().map(|(n, classes)| (n.to_string(), classes.into_values().collect())).collect()
         });
         let slot_counted: Vec<bool> = by_node.iter().map(|(n, _)| counted(n)).collect();
         for gi in 0..self.groups.len() {
