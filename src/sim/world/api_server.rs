@@ -172,8 +172,19 @@ impl ApiServer<'_> {
         // being deleted).
         let verdict = {
             let Some(p) = self.cluster.pods.get(&key) else { return Ok(Eviction::Gone) };
-            let pdbs: Vec<_> = self.cluster.pdbs.cloned_values();
-            let all: Vec<&StoredPod> = self.cluster.pods.values().map(|o| &**o).collect();
+            // Only a budget that selects the pod reads the other pods: most evictions have none, and listing
+            // 100,000 pods for each of a node's hundreds was most of a drain.
+            let pdbs: Vec<_> = self
+                .cluster
+                .pdbs
+                .values()
+                .filter(|b| crate::engine::pdb::selects(b, p))
+                .map(|b| (**b).clone())
+                .collect();
+            let all: Vec<&StoredPod> = match pdbs.is_empty() {
+                true => Vec::new(),
+                false => self.cluster.pods.values().map(|o| &**o).collect(),
+            };
             crate::engine::pdb::check_eviction(p, &pdbs, &all)
         };
         match verdict {
