@@ -198,7 +198,7 @@ impl TopologyGroup {
     /// Per node of `by_node`: how many of its pods this (non-inverse) group counts, where it counts any.
     fn tally(
         &self,
-        by_node: &[(String, Vec<(usize, i32)>)],
+        by_node: &[NodePods],
         bound: &[(Arc<PodData>, String)],
         node_labels: &NodeLabels,
         policy: &LabelPolicy,
@@ -235,9 +235,15 @@ pub type NodeLabels = BTreeMap<String, (BTreeMap<String, String>, Vec<Taint>)>;
 pub struct BoundTally {
     /// Bound pods by node name (sorted), in classes of equal namespace and labels (what a group's selector
     /// reads): a position in `Input::bound_pods` for each class, and how many pods it stands for.
-    by_node: std::sync::OnceLock<Vec<(String, Vec<(usize, i32)>)>>,
+    by_node: std::sync::OnceLock<Vec<NodePods>>,
     groups: std::sync::Mutex<HashMap<GroupKey, Arc<[NodeCount]>>>,
 }
+
+/// A node's name and its bound pods in classes: (a position in `Input::bound_pods`, how many pods like it).
+type NodePods = (String, Vec<(usize, i32)>);
+
+/// Pods sharing a namespace and one labels map (`Arc`): a class whose members every selector treats alike.
+type PodClass<'a> = (&'a str, *const BTreeMap<String, String>);
 
 /// What one node adds to one group.
 #[derive(Debug)]
@@ -445,7 +451,7 @@ impl Topology {
         }
         let by_node = tally.by_node.get_or_init(|| {
             // Pods of one workload share their labels: a group decides once per class of (namespace, labels).
-            let mut m: BTreeMap<&str, HashMap<(&str, *const BTreeMap<String, String>), (usize, i32)>> = BTreeMap::new();
+            let mut m: BTreeMap<&str, HashMap<PodClass<'_>, (usize, i32)>> = BTreeMap::new();
             for (i, (p, node)) in bound.iter().enumerate() {
                 let class = (p.namespace.as_str(), Arc::as_ptr(&p.labels));
                 m.entry(node.as_str()).or_default().entry(class).or_insert((i, 0)).1 += 1;
