@@ -5,7 +5,9 @@ fifth Deployment spread over zones; half of the Deployments scaled to a tenth at
 
 Usage: scripts/consolidation-scenario.py 50 2000 /tmp/consolidation-100k.yaml   (100,000 pods)
        scripts/consolidation-scenario.py 10 2000 /tmp/consolidation-20k.yaml    (20,000 pods)"""
-import sys
+import os, sys
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from scenario_objects import deployment
 
 deployments, replicas, out = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
 sizes = [("250m", "512Mi"), ("500m", "1Gi"), ("1", "2Gi"), ("1500m", "3Gi"), ("2", "4Gi")]
@@ -35,19 +37,9 @@ for d in range(deployments):
     name = "app-%02d" % d
     spread = ""
     if d % 5 == 4:
-        spread = ("\n          topologySpreadConstraints: [{maxSkew: 1, topologyKey: topology.kubernetes.io/zone, "
+        spread = ("          topologySpreadConstraints: [{maxSkew: 1, topologyKey: topology.kubernetes.io/zone, "
                   "whenUnsatisfiable: DoNotSchedule, labelSelector: {matchLabels: {app: %s}}}]" % name)
-    lines.append("""  - apiVersion: apps/v1
-    kind: Deployment
-    metadata: {name: %s}
-    spec:
-      replicas: %d
-      selector: {matchLabels: {app: %s}}
-      template:
-        metadata: {labels: {app: %s}}
-        spec:
-          containers: [{name: c, image: x, resources: {requests: {cpu: "%s", memory: %s}}}]%s""" % (
-        name, replicas, name, name, cpu, mem, spread))
+    lines.append(deployment(name, replicas, {"app": name}, cpu, mem, spread))
 lines.append("events:")
 for d in range(0, deployments, 2):
     lines.append("  - at: 15m")

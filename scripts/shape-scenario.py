@@ -4,7 +4,9 @@ zonal spread, hostname spread, zonal self-affinity, hostname anti-affinity -- wi
 {100Mi..4Gi}, one amd64 NodePool on the embedded AWS catalog, simulated for two minutes.
 
 Usage: scripts/shape-scenario.py 20000 /tmp/shape-20000.yaml"""
-import sys, random
+import os, sys, random
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from scenario_objects import deployment
 n=int(sys.argv[1]); out=sys.argv[2]
 random.seed(42)
 cpus=["100m","250m","500m","1","1500m"]; mems=["100Mi","256Mi","512Mi","1Gi","2Gi","4Gi"]
@@ -36,16 +38,5 @@ for j,((kind,v,cpu,mem),k) in enumerate(sorted(c.items())):
     elif kind==4:
         labels["role"]="nginx"
         extra="          affinity: {podAntiAffinity: {requiredDuringSchedulingIgnoredDuringExecution: [{topologyKey: kubernetes.io/hostname, labelSelector: {matchLabels: {role: nginx}}}]}}\n"
-    lab=", ".join("%s: %s"%(a,b) for a,b in labels.items())
-    lines.append("""  - apiVersion: apps/v1
-    kind: Deployment
-    metadata: {name: %s}
-    spec:
-      replicas: %d
-      selector: {matchLabels: {app: %s}}
-      template:
-        metadata: {labels: {%s}}
-        spec:
-          containers: [{name: c, image: x, resources: {requests: {cpu: %s, memory: %s}}}]
-%s"""%(name,k,name,lab,cpu,mem,extra.rstrip("\n")))
+    lines.append(deployment(name, k, labels, cpu, mem, extra))
 open(out,"w").write("\n".join(l for l in lines if l)+"\n")

@@ -511,13 +511,7 @@ impl Prepared {
             if !p.anti_affinity.is_empty() {
                 bound_anti.push(i);
             }
-            let terms = p
-                .affinity
-                .iter()
-                .chain(&p.preferred_affinity)
-                .chain(&p.anti_affinity)
-                .chain(&p.preferred_anti_affinity);
-            for key in p.spreads.iter().map(|s| &s.key).chain(terms.map(|t| &t.key)) {
+            for key in p.topology_keys() {
                 if let Some(nodes) = bound_keys.get_mut(key) {
                     if !nodes.contains(node) {
                         nodes.insert(node.clone());
@@ -654,16 +648,7 @@ impl<'a> Scheduler<'a> {
         let counted = |node: &str| excluded.is_empty() || !excluded.contains(node);
         // Topology: the domains each key may take, from templates × types and existing nodes.
         let mut keys: BTreeSet<String> = BTreeSet::new();
-        for p in pods {
-            for s in &p.spreads {
-                keys.insert(s.key.clone());
-            }
-            for t in
-                p.affinity.iter().chain(&p.preferred_affinity).chain(&p.anti_affinity).chain(&p.preferred_anti_affinity)
-            {
-                keys.insert(t.key.clone());
-            }
-        }
+        keys.extend(pods.iter().flat_map(PodData::topology_keys).cloned());
         for (key, on) in &fixed.bound_keys {
             if !keys.contains(key) && on.iter().any(|n| counted(n)) {
                 keys.insert(key.clone());

@@ -147,6 +147,17 @@ impl PodData {
         r
     }
 
+    /// The topology keys of the pod's spread constraints and pod (anti-)affinity terms, required or preferred.
+    pub fn topology_keys(&self) -> impl Iterator<Item = &String> {
+        let terms = self
+            .affinity
+            .iter()
+            .chain(&self.preferred_affinity)
+            .chain(&self.anti_affinity)
+            .chain(&self.preferred_anti_affinity);
+        self.spreads.iter().map(|s| &s.key).chain(terms.map(|t| &t.key))
+    }
+
     pub fn has_preferences(&self) -> bool {
         self.required_terms.len() > 1
             || !self.preferred_terms.is_empty()
