@@ -72,6 +72,8 @@ async fn cloud_aws_prepares_acts_and_writes_the_nodeclass_status() {
         lease_namespace: "kube-system".into(),
     };
     let mut p = prepare(&opts, |_| false).await.expect("prepared");
+    // The dashboard's `prepare` returns at the first list; the engine is fed only once every kind is listed.
+    p.watches.wait_synced(Duration::from_secs(30)).await.expect("every kind listed");
     assert_eq!(p.observe_reason, None, "acts: a cloud, every right, no upstream Karpenter");
     let mut acting = p.acting.take().expect("acting");
     assert_eq!(acting.cloud.name(), "aws");

@@ -221,6 +221,8 @@ async fn scenario(client: kube::Client, connect: ConnectOptions, ns: String, poo
         lease_namespace: ns.clone(),
     };
     let mut p = prepare(&opts, |_| false).await.expect("prepare");
+    // The dashboard's `prepare` returns at the first list; the engine is fed only once every kind is listed.
+    p.watches.wait_synced(Duration::from_secs(30)).await.expect("every kind listed");
     assert!(p.observe_reason.is_none(), "the engine can't act here: {:?}", p.observe_reason);
     let acting = p.acting.take().expect("acting");
     let mut run = Run { p, acting };

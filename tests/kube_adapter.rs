@@ -954,3 +954,87 @@ async fn the_live_backend_sends_a_picture_then_follows_the_cluster_and_stops_on_
         assert!(!matches!(e, Event::Stopped(Some(_))), "no error on the way out");
     }
 }
+
+// The dashboard's start on a cluster whose pods take long to list: what is listed shows at once, with a progress
+// line; the pods and the engine's decisions follow.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_live_backend_shows_what_is_listed_as_it_arrives_then_the_engines_decisions() {
+    use karpenter_tui::protocol::view::{ClusterView, Leadership};
+    use karpenter_tui::protocol::{Command, Event};
+    use karpenter_tui::shell::live_driver::LiveDriver;
+    use karpenter_tui::shell::live_picture::LiveInfo;
+
+    let fake = FakeApi::start().await;
+    fake.put(NODES, node("n1"));
+    fake.put(NODEPOOLS, serde_json::to_value(pool_fixture()).unwrap());
+    fake.put(
+        PODS,
+        json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "web", "namespace": "team"},
+               "spec": {"containers": [{"name": "c", "image": "nginx", "resources": {"requests": {"cpu": "1"}}}]},
+               "status": {"phase": "Pending", "conditions": [{"type": "PodScheduled", "status": "False",
+                          "reason": "Unschedulable"}]}}),
+    );
+    // The pods' list fails twice before it is served, so everything else is listed first.
+    let slow = fake_apiserver::status(503, "ServiceUnavailable", "the pods list timed out");
+    fake.script("GET", "/api/v1/pods", false, 503, slow, Some(2));
+    let mut w = watch::spawn(fake.client());
+    w.wait_first_list(Duration::from_secs(5)).await.unwrap();
+    let (_role_tx, role) = tokio::sync::watch::channel(Role::Unknown);
+    let driver = LiveDriver {
+        cache: w.cache.clone(),
+        changed: w.changed.clone(),
+        writer: Writer::new(fake.client(), true),
+        catalog: std::sync::Arc::new(karpenter_tui::engine::catalog::fake::fake_catalog()),
+        info: LiveInfo {
+            context: "test".into(),
+            cluster: "test".into(),
+            leadership: Leadership::Observing("read-only".into()),
+            clock: "live".into(),
+            gates: Default::default(),
+            packing: Default::default(),
+        },
+        acting: None,
+        role,
+        wakes: Default::default(),
+    };
+    let (commands, crx) = tokio::sync::mpsc::unbounded_channel();
+    let (etx, mut events) = tokio::sync::mpsc::unbounded_channel();
+    let backend = tokio::spawn(driver.run(crx, etx));
+
+    let mut views: Vec<std::sync::Arc<ClusterView>> = Vec::new();
+    let mut progress = Vec::new();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    while views.last().is_none_or(|v| v.progress.is_some()) {
+        match tokio::time::timeout_at(deadline, events.recv()).await {
+            Ok(Some(Event::View(v))) => views.push(v),
+            Ok(Some(Event::Progress(p))) => progress.push(p),
+            Ok(Some(_)) => {}
+            Ok(None) => panic!("the live backend stopped"),
+            Err(_) => panic!("no whole picture within 20 s: {views:#?}"),
+        }
+    }
+    let whole = views.pop().unwrap();
+    // While the pods were failing to list: the node and the NodePool on screen, and what is being waited for.
+    let early = views.iter().find(|v| !v.nodes.is_empty() && !v.nodepools.is_empty()).expect("nodes and pools first");
+    let line = early.progress.as_deref().unwrap();
+    assert!(line.starts_with("reading the cluster"), "{line}");
+    assert!(
+        progress.iter().map(String::as_str).chain([line]).any(|p| p.contains("pods: ") && p.contains("(retrying)")),
+        "the progress line says the pods list is being retried: {line} / {progress:?}"
+    );
+    assert!(early.pending.is_empty(), "no pods before their list is in");
+    assert_eq!(early.source.clock, "live (listing)");
+    // Then every object, without decisions, while the engine's first pass runs...
+    let read = views.last().unwrap();
+    assert!(read.progress.as_deref().unwrap().contains("first pass is running"), "{:?}", read.progress);
+    assert_eq!(read.pending.iter().map(|p| p.name.as_str()).collect::<Vec<_>>(), ["web"]);
+    assert!(read.pending[0].reasons.is_empty(), "no reason before the engine has looked");
+    // ...and then the engine's reasons.
+    assert_eq!(whole.pending.iter().map(|p| p.name.as_str()).collect::<Vec<_>>(), ["web"]);
+    assert!(!whole.pending[0].reasons.is_empty(), "the engine says why the pod waits");
+    assert!(whole.generation > read.generation && read.generation > early.generation);
+    assert_eq!(whole.source.clock, "live");
+
+    commands.send(Command::Shutdown).unwrap();
+    tokio::time::timeout(Duration::from_secs(5), backend).await.expect("stops on Shutdown").unwrap();
+}

@@ -60,7 +60,8 @@ async fn an_observing_dashboard_on_an_unchanging_cluster_wakes_a_handful_of_time
     let woke = wakes.load(Ordering::Relaxed);
     let mut views = 0;
     while let Ok(e) = events.try_recv() {
-        views += usize::from(matches!(e, Event::View(_)));
+        // The picture of the objects read comes first, then the one with the engine's decisions.
+        views += usize::from(matches!(&e, Event::View(v) if v.progress.is_none()));
     }
     assert!((1..=2).contains(&views), "a picture, perhaps one more for a late watch event: {views}");
     // The first picture or two, perhaps a clock line: a spinning loop would have woken millions of times.

@@ -12,7 +12,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use crate::kube::cache::Cache;
 use crate::kube::leader::Role;
 
-use super::live_dashboard::{LiveOptions, prepare_with, to_log};
+use super::live_dashboard::{LiveOptions, Wait, prepare_with, to_log};
 
 /// Why the controller's loop woke.
 #[derive(Debug, PartialEq, Eq)]
@@ -64,7 +64,7 @@ pub fn run_controller(mut opts: LiveOptions, health: SocketAddr) -> anyhow::Resu
         .build()
         .context("starting the async runtime")?;
     runtime.block_on(async move {
-        let mut p = prepare_with(&opts, |_| false, to_log).await?;
+        let mut p = prepare_with(&opts, |_| false, to_log, Wait::Synced).await?;
         let Some(mut acting) = p.acting.take() else {
             return Err(anyhow!(
                 "the controller cannot act in context {}: {}",

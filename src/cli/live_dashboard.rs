@@ -208,17 +208,28 @@ pub fn to_log(line: &str) {
     tracing::info!("{line}");
 }
 
-/// Connects, checks rights, looks for upstream Karpenter, waits for the initial lists, and sets up acting
-/// (with leader election) when everything allows it. Fails before anything is shown, with what to do.
-pub async fn prepare(opts: &LiveOptions, config_readonly: impl Fn(&str) -> bool) -> anyhow::Result<Prepared> {
-    prepare_with(opts, config_readonly, to_terminal).await
+/// How much of the cluster `prepare` waits to have read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Wait {
+    /// Every kind listed: the headless controller, which has nothing to show meanwhile.
+    Synced,
+    /// The API server's first complete list: the dashboard, which shows the rest as it arrives.
+    FirstList,
 }
 
-/// `prepare`, saying what it does through `progress`.
+/// Connects, checks rights, looks for upstream Karpenter, starts the watches and sets up acting (with leader
+/// election) when everything allows it, while the initial lists run; returns once the API server has answered
+/// one of them, for the dashboard to show the rest as it arrives. Fails before anything is shown, with what to do.
+pub async fn prepare(opts: &LiveOptions, config_readonly: impl Fn(&str) -> bool) -> anyhow::Result<Prepared> {
+    prepare_with(opts, config_readonly, to_terminal, Wait::FirstList).await
+}
+
+/// `prepare`, saying what it does through `progress`, waiting for as much of the cluster as `wait` says.
 pub async fn prepare_with(
     opts: &LiveOptions,
     config_readonly: impl Fn(&str) -> bool,
     progress: Progress,
+    wait: Wait,
 ) -> anyhow::Result<Prepared> {
     let conn = connect(&opts.connect).await?;
     progress(&format!("connecting to {} (context {}) ...", conn.server, conn.context));
@@ -231,16 +242,9 @@ pub async fn prepare_with(
             rights.summary().unwrap_or_default()
         ));
     }
-    let upstream = upstream::detect(&conn.client).await;
+    // The lists run while the rest is set up: at thousands of pods they are most of the wait.
     let mut watches = watch::spawn(conn.client.clone());
-    if let Err(missing) = watches.wait_synced(opts.sync_timeout).await {
-        return Err(anyhow!(
-            "could not read the cluster at {} (context {}):\n  {}",
-            conn.server,
-            conn.context,
-            missing.join("\n  ")
-        ));
-    }
+    let upstream = upstream::detect(&conn.client).await;
     let readonly = opts.readonly || config_readonly(&conn.context) || !rights.can_write();
     let observe_reason = if let Some(u) = upstream {
         Some(format!("{u}; hands off so the two never fight"))
@@ -278,6 +282,18 @@ pub async fn prepare_with(
         }
         _ => (None, None),
     };
+    let read = match wait {
+        Wait::Synced => watches.wait_synced(opts.sync_timeout).await,
+        Wait::FirstList => watches.wait_first_list(opts.sync_timeout).await,
+    };
+    if let Err(missing) = read {
+        return Err(anyhow!(
+            "could not read the cluster at {} (context {}):\n  {}",
+            conn.server,
+            conn.context,
+            missing.join("\n  ")
+        ));
+    }
     Ok(Prepared {
         conn,
         watches,

@@ -70,6 +70,15 @@ impl std::fmt::Display for Problem {
     }
 }
 
+/// A kind whose initial list has not completed: how many objects it has brought so far, and why its last attempt
+/// failed, if it did (it is retried with backoff).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Listing {
+    pub kind: Kind,
+    pub count: usize,
+    pub failing: Option<String>,
+}
+
 #[derive(Debug, Clone, Default)]
 pub struct Cache {
     pub pods: Typed<crate::engine::stored_pod::StoredPod>,
@@ -493,25 +502,61 @@ impl Cache {
         })
     }
 
+    /// Some kind has completed a list.
+    pub fn any_listed(&self) -> bool {
+        Kind::ALL.into_iter().any(|k| self.has_listed(k))
+    }
+
     fn has_listed(&self, kind: Kind) -> bool {
-        match kind {
-            Kind::Pod => self.pods.synced,
-            Kind::Node => self.nodes.synced,
-            Kind::NodePool => self.nodepools.synced,
-            Kind::NodeClaim => self.nodeclaims.synced,
-            Kind::NodeClass => self.nodeclasses.synced,
-            Kind::NodeOverlay => self.nodeoverlays.synced,
-            Kind::DaemonSet => self.daemonsets.synced,
-            Kind::Pdb => self.pdbs.synced,
-            Kind::Pvc => self.pvcs.synced,
-            Kind::Pv => self.pvs.synced,
-            Kind::StorageClass => self.storage_classes.synced,
-            Kind::Namespace => self.namespaces.synced,
-            Kind::CapacityBuffer => self.capacitybuffers.synced,
-            Kind::PodTemplate => self.pod_templates.synced,
-            Kind::Deployment => self.deployments.synced,
-            Kind::StatefulSet => self.statefulsets.synced,
+        self.listed(kind).0
+    }
+
+    /// Whether `kind` has completed a list, and how many of its objects are held: those of the list in progress
+    /// while one runs (what the progress line counts), else those kept.
+    fn listed(&self, kind: Kind) -> (bool, usize) {
+        fn of<T>(t: &Typed<T>) -> (bool, usize) {
+            (t.synced, t.relist.as_ref().map_or(t.items.len(), BTreeMap::len))
         }
+        match kind {
+            Kind::Pod => of(&self.pods),
+            Kind::Node => of(&self.nodes),
+            Kind::NodePool => of(&self.nodepools),
+            Kind::NodeClaim => of(&self.nodeclaims),
+            Kind::NodeClass => of(&self.nodeclasses),
+            Kind::NodeOverlay => of(&self.nodeoverlays),
+            Kind::DaemonSet => of(&self.daemonsets),
+            Kind::Pdb => of(&self.pdbs),
+            Kind::Pvc => of(&self.pvcs),
+            Kind::Pv => of(&self.pvs),
+            Kind::StorageClass => of(&self.storage_classes),
+            Kind::Namespace => of(&self.namespaces),
+            Kind::CapacityBuffer => of(&self.capacitybuffers),
+            Kind::PodTemplate => of(&self.pod_templates),
+            Kind::Deployment => of(&self.deployments),
+            Kind::StatefulSet => of(&self.statefulsets),
+        }
+    }
+
+    /// How the initial lists are coming along, for the progress line shown while they run: each kind that still
+    /// keeps the engine from deciding, with the objects its list has brought so far.
+    pub fn listing(&self) -> Vec<Listing> {
+        Kind::ALL
+            .into_iter()
+            .filter_map(|kind| {
+                let (done, count) = self.listed(kind);
+                let waiting = match self.state(kind) {
+                    WatchState::Synced => false,
+                    WatchState::Absent => !kind.optional(),
+                    WatchState::Failing(_) => !done,
+                    WatchState::Listing => true,
+                };
+                let failing = match self.state(kind) {
+                    WatchState::Failing(m) => Some(m),
+                    _ => None,
+                };
+                waiting.then_some(Listing { kind, count, failing })
+            })
+            .collect()
     }
 
     /// What is keeping the engine from deciding, for the header and `plan`'s error.

@@ -108,6 +108,8 @@ pub enum Event {
     View(Arc<ClusterView>),
     /// Only time passed: the last picture stands, seen at this time (ages, the header's clock).
     Clock(crate::engine::provisioning::Millis),
+    /// The last picture stands; what the backend is still waiting for moved on (see [`ClusterView::progress`]).
+    Progress(String),
     /// How a request ended: a sentence for the status line either way.
     Done { request: u64, outcome: Result<String, String> },
     /// The what-if of an edit (or why it could not be computed).

@@ -39,6 +39,9 @@ pub struct ClusterView {
     pub interruptions: Vec<InterruptionRow>,
     /// Newest first.
     pub events: Vec<EventRow>,
+    /// What the backend is still waiting for before the picture is whole ("listing pods: 4,250 so far", "the
+    /// engine's first pass"), shown on the footer line; `None` once it is.
+    pub progress: Option<String>,
     /// Bumped by the backend whenever anything above changed (the UI redraws on change).
     pub generation: u64,
 }

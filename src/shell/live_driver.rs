@@ -15,13 +15,13 @@ use crate::engine::api::strict::validate_nodepool_text;
 use crate::engine::catalog::Catalog;
 use crate::engine::manifests::ClusterObjects;
 use crate::engine::provisioning::Millis;
-use crate::kube::cache::{Cache, Problem};
+use crate::kube::cache::{Cache, Listing, Problem};
 use crate::kube::leader::Role;
 use crate::kube::writer::Writer;
 use crate::protocol::view::Leadership;
 use crate::protocol::{Command, Event};
 use crate::shell::acting::{Acting, woken};
-use crate::shell::live_picture::{LiveInfo, picture};
+use crate::shell::live_picture::{LiveInfo, objects_picture, picture};
 
 /// Pictures are built at most this often while the cluster changes (and, on a cluster so large that a picture takes
 /// long to build, no more often than four times the time the last one took, so pictures never use more than about a
@@ -34,6 +34,8 @@ const CLOCK_EVERY: Duration = Duration::from_secs(5);
 const REFRESH_EVERY: Duration = Duration::from_secs(30);
 /// A cloud with live prices (AWS) gives the dashboard a fresh catalog this often.
 const CATALOG_EVERY: Duration = Duration::from_secs(60);
+/// While the initial lists run, the progress line moves this often.
+const PROGRESS_EVERY: Duration = Duration::from_millis(250);
 
 pub struct LiveDriver {
     pub cache: Arc<Mutex<Cache>>,
@@ -115,6 +117,11 @@ impl LiveDriver {
         // came, or its next wake is due; otherwise the loop sleeps.
         let mut act = true;
         let mut next_act = Instant::now();
+        // Until the cache is first in sync the panes fill as the lists complete, with a progress line; `whole`
+        // once the first picture with the engine's decisions is on its way.
+        let mut whole = false;
+        let mut kinds_shown = usize::MAX;
+        let mut last_progress = Instant::now();
         loop {
             let min_gap = MIN_VIEW_GAP.max(last_build * 4);
             let signal = self.acting.as_ref().and_then(Acting::wake_signal);
@@ -130,6 +137,7 @@ impl LiveDriver {
             } else {
                 picture_wait
             };
+            let wait = if whole { wait } else { wait.min(PROGRESS_EVERY.saturating_sub(last_progress.elapsed())) };
             tokio::select! {
                 cmd = commands.recv() => match cmd {
                     None | Some(Command::Shutdown) => return,
@@ -161,6 +169,30 @@ impl LiveDriver {
                 _ = tokio::time::sleep(wait) => {}
             }
             self.wakes.fetch_add(1, Ordering::Relaxed);
+            if !whole {
+                let Some(loading) = self.loading(&mut generation, &mut kinds_shown) else {
+                    let _ = events.send(Event::Stopped(Some("the watch cache is poisoned".into())));
+                    return;
+                };
+                last_progress = Instant::now();
+                match loading {
+                    Loading::Listing(event) => {
+                        if events.send(event).is_err() {
+                            return;
+                        }
+                        continue;
+                    }
+                    Loading::Synced(view) => {
+                        if events.send(Event::View(view)).is_err() {
+                            return;
+                        }
+                        // The picture with the engine's decisions follows at once, below.
+                        whole = true;
+                        dirty = true;
+                        last_view = None;
+                    }
+                }
+            }
             let leading = self.leading();
             act = leading && (act || Instant::now() >= next_act);
             let due = |dirty: bool, last_view: Option<Instant>| {
@@ -248,6 +280,45 @@ impl LiveDriver {
             last_clock = Instant::now();
             dirty = false;
         }
+    }
+
+    /// Before the cache is first in sync: a picture of what is listed so far whenever another kind's list has
+    /// completed, else the progress line; once in sync, the picture of every object, without the engine's
+    /// decisions, to show while its first pass runs. `None` if the cache is poisoned.
+    fn loading(&self, generation: &mut u64, kinds_shown: &mut usize) -> Option<Loading> {
+        let (listing, synced) = {
+            let cache = self.cache.lock().ok()?;
+            (cache.listing(), cache.synced())
+        };
+        let mut info = self.info.clone();
+        info.leadership = self.leadership();
+        let (progress, clock, read) = if synced {
+            let read = self.read()?;
+            let m = &read.manifests;
+            let who = if self.leading() { "the controller's" } else { "the engine's" };
+            let text = format!(
+                "{} pods, {} nodes and {} NodeClaims read; {who} first pass is running (reasons and proposals follow)",
+                thousands(m.pods.len()),
+                thousands(m.nodes.len()),
+                thousands(m.nodeclaims.len())
+            );
+            (text, "live", read)
+        } else {
+            let kinds = crate::kube::kinds::Kind::ALL.len() - listing.len();
+            if kinds == *kinds_shown {
+                return Some(Loading::Listing(Event::Progress(progress_line(&listing))));
+            }
+            *kinds_shown = kinds;
+            (progress_line(&listing), "live (listing)", self.read()?)
+        };
+        info.clock = clock.into();
+        *generation += 1;
+        let mut view = tokio::task::block_in_place(|| {
+            objects_picture(&read.manifests, &self.catalog, now_ms(), &info, &read.skipped, *generation)
+        });
+        view.progress = Some(progress);
+        let view = Arc::new(view);
+        Some(if synced { Loading::Synced(view) } else { Loading::Listing(Event::View(view)) })
     }
 
     /// Why an acting request can't be done now, or the engine to do it with.
@@ -376,5 +447,67 @@ impl LiveDriver {
         self.writer.apply_nodepool(&pool, false).await.map_err(|e| format!("not applied: {e}"))?;
         tracing::info!(nodepool = name, "NodePool applied by server-side apply");
         Ok(format!("NodePool {name} applied (server-side apply as karpenter-tui)"))
+    }
+}
+
+/// What the loop shows before the cache is first in sync.
+enum Loading {
+    /// A picture of what is listed so far, or the progress line alone.
+    Listing(Event),
+    /// In sync: every object, without the engine's decisions yet.
+    Synced(Arc<crate::protocol::view::ClusterView>),
+}
+
+/// The progress line while the initial lists run: the kinds still listing, with what each has brought so far
+/// (or why its last attempt failed).
+fn progress_line(listing: &[Listing]) -> String {
+    let total = crate::kube::kinds::Kind::ALL.len();
+    let kinds: Vec<String> = listing
+        .iter()
+        .map(|l| match &l.failing {
+            Some(why) => format!("{}: {why} (retrying)", l.kind.resource_name()),
+            None => format!("{} {} so far", l.kind.resource_name(), thousands(l.count)),
+        })
+        .collect();
+    format!("reading the cluster ({} of {total} kinds listed): {}", total - listing.len(), kinds.join(" · "))
+}
+
+/// `20000` as `20,000`.
+fn thousands(n: usize) -> String {
+    let digits = n.to_string();
+    let mut out = String::with_capacity(digits.len() + digits.len() / 3);
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::kube::kinds::Kind;
+
+    #[test]
+    fn the_progress_line_counts_what_each_list_has_brought() {
+        assert_eq!(thousands(0), "0");
+        assert_eq!(thousands(999), "999");
+        assert_eq!(thousands(20_000), "20,000");
+        assert_eq!(thousands(1_234_567), "1,234,567");
+        let line = progress_line(&[
+            Listing { kind: Kind::Pod, count: 4_250, failing: None },
+            Listing { kind: Kind::Node, count: 0, failing: Some("503 Service Unavailable".into()) },
+        ]);
+        let total = Kind::ALL.len();
+        assert_eq!(
+            line,
+            format!(
+                "reading the cluster ({} of {total} kinds listed): pods 4,250 so far · nodes: 503 Service \
+                 Unavailable (retrying)",
+                total - 2
+            )
+        );
     }
 }

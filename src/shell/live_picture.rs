@@ -45,13 +45,60 @@ pub fn picture(
     generation: u64,
     engine: Option<&Controller>,
 ) -> ClusterView {
+    let decisions = match engine {
+        Some(c) => Decisions::Controller(c),
+        None => Decisions::Own,
+    };
+    build(m, catalog, now, info, skipped, generation, decisions)
+}
+
+/// The picture of what the cache holds before the engine has decided anything: objects, prices and usage, but no
+/// reasons, proposals or verdicts. Shown while the initial lists run, and while the first engine pass over the
+/// cluster is worked out, so the panes fill as data arrives rather than after one blank wait.
+pub fn objects_picture(
+    m: &ClusterObjects,
+    catalog: &Catalog,
+    now: Millis,
+    info: &LiveInfo,
+    skipped: &[Problem],
+    generation: u64,
+) -> ClusterView {
+    build(m, catalog, now, info, skipped, generation, Decisions::NotYet)
+}
+
+/// Whose decisions a picture shows.
+#[derive(Clone, Copy)]
+enum Decisions<'a> {
+    /// The acting controller's latest ones.
+    Controller(&'a Controller),
+    /// Those of the picture's own passes (observing).
+    Own,
+    /// None yet.
+    NotYet,
+}
+
+fn build(
+    m: &ClusterObjects,
+    catalog: &Catalog,
+    now: Millis,
+    info: &LiveInfo,
+    skipped: &[Problem],
+    generation: u64,
+    decisions: Decisions<'_>,
+) -> ClusterView {
+    let engine = match decisions {
+        Decisions::Controller(c) => Some(c),
+        Decisions::Own | Decisions::NotYet => None,
+    };
+    let own = matches!(decisions, Decisions::Own);
     let gates = engine.map(Controller::gates).unwrap_or(info.gates);
     let packing = engine.map(Controller::packing).unwrap_or(info.packing);
     // Acting, the picture reads what the controller decided (its latest solve; its proposals and verdicts); only
     // an observing instance runs passes of its own.
-    let solved = match engine {
-        Some(c) => c.last_solve().cloned(),
-        None => Some(std::sync::Arc::new(passes::plan_packed(m, catalog, gates, packing))),
+    let solved = match decisions {
+        Decisions::Controller(c) => c.last_solve().cloned(),
+        Decisions::Own => Some(std::sync::Arc::new(passes::plan_packed(m, catalog, gates, packing))),
+        Decisions::NotYet => None,
     };
     let no_solve = ProvisioningResult::default();
     let provisioning: &ProvisioningResult = solved.as_deref().unwrap_or(&no_solve);
@@ -59,7 +106,7 @@ pub fn picture(
     // (worked out only when the pass would launch something; its own plan is reused).
     let packing_pass = match engine {
         Some(c) => c.last_packing().map(picture::packing_row),
-        None if !provisioning.results.new_claims.is_empty() => Some(PackingRow {
+        None if own && !provisioning.results.new_claims.is_empty() => Some(PackingRow {
             at: None,
             packing,
             pods: provisioning.results.new_claims.iter().map(|c| c.pods.len()).sum(),
@@ -72,6 +119,7 @@ pub fn picture(
         // cluster, else those of its latest explanatory round.
         Some(c) if m.nodes.len() <= picture::EXPLAIN_MAX_NODES => (None, Some(Cow::Owned(c.explain(m, now)))),
         Some(c) => (None, c.last_outlook().map(|o| Cow::Borrowed(&**o))),
+        None if !own => (None, None),
         // Every node's outlook simulates each candidate: only worked out where the picture shows it.
         None if m.nodes.len() <= picture::EXPLAIN_MAX_NODES => {
             let (pass, outlook) = passes::disruption_with(m, catalog, provisioning, now, gates);

@@ -103,6 +103,8 @@ pub enum Msg {
     View(Arc<ClusterView>),
     /// The picture stands; only the backend's clock moved.
     Clock(crate::engine::provisioning::Millis),
+    /// The picture stands; only what the backend is still waiting for moved on.
+    Progress(String),
     Done {
         request: u64,
         outcome: Result<String, String>,
@@ -273,6 +275,10 @@ pub fn update(s: &mut AppState, msg: Msg) -> Vec<Effect> {
         Msg::Clock(now) => {
             // The reducer holds the only reference to the picture once the backend sent it, so this is no copy.
             Arc::make_mut(&mut s.view).now = now;
+            Vec::new()
+        }
+        Msg::Progress(text) => {
+            Arc::make_mut(&mut s.view).progress = Some(text);
             Vec::new()
         }
         Msg::Done { request, outcome } => {

@@ -55,6 +55,7 @@ fn backend_msg(e: Event) -> Msg {
     match e {
         Event::View(v) => Msg::View(v),
         Event::Clock(now) => Msg::Clock(now),
+        Event::Progress(text) => Msg::Progress(text),
         Event::Done { request, outcome } => Msg::Done { request, outcome },
         Event::Preview { request, result } => Msg::Preview { request, result },
         Event::Stopped(err) => Msg::BackendStopped(err),

@@ -195,6 +195,11 @@ fn render_footer(s: &AppState, area: Rect, buf: &mut Buffer) {
         Paragraph::new(Span::styled(text, t.muted())).render(area, buf);
         return;
     }
+    // While the picture is not yet whole, what it waits for takes the place of the key hints.
+    if let Some(progress) = &s.view.progress {
+        Paragraph::new(Span::styled(format!(" {progress}"), Style::default().fg(t.info))).render(area, buf);
+        return;
+    }
     let mut spans = Vec::new();
     // The focused pane's own actions first: they are what the operator is looking for.
     let pane_first = REGISTRY

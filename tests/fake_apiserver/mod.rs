@@ -21,7 +21,7 @@
 
 pub mod strict;
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
@@ -174,6 +174,9 @@ struct State {
     conflicts: usize,
     /// Every stored version of every object, in order: (resourceVersion, collection, object).
     history: Vec<(u64, String, Value)>,
+    /// Objects as last encoded for a list, with the resourceVersion encoded: a real API server's watch cache keeps
+    /// objects serialised too, so a list costs about the bytes it sends.
+    encoded: HashMap<Key, (String, Arc<str>)>,
 }
 
 /// Where upstream's CRDs are: `KARPENTER_TUI_CRDS`, or `../shared/data/crds` beside the repository. Without them the
@@ -546,19 +549,49 @@ async fn handle(st: &Arc<Mutex<State>>, req: Request<Incoming>) -> Response<Body
             // (a real one is opaque; only the watcher reads it).
             let skip: usize = rec.q("continue").and_then(|c| c.parse().ok()).unwrap_or(0);
             let limit: usize = rec.q("limit").and_then(|l| l.parse().ok()).filter(|&l| l > 0).unwrap_or(usize::MAX);
-            let mut matching = s
+            // The collection's keys are contiguous: a page costs its own objects, not a walk over every stored
+            // one (a real API server serves lists from its watch cache, in about that time).
+            let from = (t.collection.clone(), ns.clone().unwrap_or_default(), String::new());
+            let st: &mut State = &mut s;
+            let mut matching = st
                 .objects
-                .iter()
-                .filter(|((c, n, _), _)| *c == t.collection && ns.as_ref().is_none_or(|ns| ns == n))
-                .map(|(_, o)| o)
-                .filter(|o| matches_selector(o, rec.query.get("labelSelector")))
+                .range(from..)
+                .take_while(|((c, n, _), _)| *c == t.collection && ns.as_ref().is_none_or(|ns| ns == n))
+                .filter(|(_, o)| matches_selector(o, rec.query.get("labelSelector")))
                 .skip(skip);
-            let items: Vec<Value> = matching.by_ref().take(limit).cloned().collect();
-            let mut metadata = json!({"resourceVersion": s.rv.to_string()});
+            let page: Vec<(Key, &Value)> = matching.by_ref().take(limit).map(|(k, o)| (k.clone(), o)).collect();
+            let mut metadata = json!({"resourceVersion": st.rv.to_string()});
             if matching.next().is_some() {
-                metadata["continue"] = json!((skip + items.len()).to_string());
+                metadata["continue"] = json!((skip + page.len()).to_string());
             }
-            reply(200, &json!({"kind": "List", "apiVersion": "v1", "metadata": metadata, "items": items}))
+            let rv =
+                |o: &Value| o.pointer("/metadata/resourceVersion").and_then(Value::as_str).unwrap_or("").to_string();
+            let mut fresh = Vec::new();
+            let items: Vec<Arc<str>> = page
+                .iter()
+                .map(|(k, o)| match st.encoded.get(k) {
+                    Some((at, text)) if *at == rv(o) => text.clone(),
+                    _ => {
+                        let text: Arc<str> = o.to_string().into();
+                        fresh.push((k.clone(), (rv(o), text.clone())));
+                        text
+                    }
+                })
+                .collect();
+            st.encoded.extend(fresh);
+            let mut body = format!(r#"{{"kind":"List","apiVersion":"v1","metadata":{metadata},"items":["#);
+            for (i, item) in items.iter().enumerate() {
+                if i > 0 {
+                    body.push(',');
+                }
+                body.push_str(item);
+            }
+            body.push_str("]}");
+            Response::builder()
+                .status(StatusCode::OK)
+                .header("content-type", "application/json")
+                .body(Full::new(Bytes::from(body)).boxed_unsync())
+                .unwrap()
         }
         (&Method::GET, Some(name), None) => match s.objects.get(&key(&t.collection, t.namespace.as_deref(), name)) {
             Some(o) => reply(200, o),
