@@ -52,7 +52,6 @@ use karpenter_tui::sim::scenario::parse_scenario;
 use karpenter_tui::ui::action::KeyMap;
 use karpenter_tui::ui::app::{AppState, Msg, update};
 use karpenter_tui::ui::theme::Theme;
-use kube::api::{Api, DynamicObject, ListParams};
 use ratatui::Terminal;
 use ratatui::backend::TestBackend;
 use serde_json::Value;
@@ -154,20 +153,27 @@ fn client_of(addr: &str) -> kube::Client {
 }
 
 /// A bare LIST of what the first picture needs most of: pods, nodes and NodeClaims, in pages of 500 (client-go's
-/// default), the three at once, each page parsed as any client parses it and dropped.
+/// default), the three at once, each page parsed into plain JSON values (as `kubectl get -o json` reads a list) and
+/// dropped.
 async fn bare_list(addr: &str) -> Duration {
     let client = client_of(addr);
     let started = Instant::now();
     let list = |kind: Kind| {
-        let api: Api<DynamicObject> = Api::all_with(client.clone(), &kind.api_resource());
+        let client = client.clone();
         async move {
-            let mut params = ListParams::default().limit(500);
+            let path = format!("/{}", collection(kind));
+            let mut token = String::new();
             let mut count = 0;
             loop {
-                let page = api.list(&params).await.expect("a page");
-                count += page.items.len();
-                match page.metadata.continue_ {
-                    Some(token) if !token.is_empty() => params = params.continue_token(&token),
+                let mut uri = format!("{path}?limit=500");
+                if !token.is_empty() {
+                    uri.push_str(&format!("&continue={token}"));
+                }
+                let request = hyper::Request::get(uri).body(Vec::new()).expect("a request");
+                let page: Value = client.request(request).await.expect("a page");
+                count += page["items"].as_array().map_or(0, Vec::len);
+                match page["metadata"]["continue"].as_str() {
+                    Some(t) if !t.is_empty() => token = t.to_string(),
                     _ => return count,
                 }
             }

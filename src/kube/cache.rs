@@ -1,7 +1,7 @@
 //! The watch cache: what the watchers have seen of each kind, typed, and whether each kind has finished its initial
 //! list (engine.md §7 "Synced": nothing is decided before every kind is).
 //!
-//! Reading is lenient. Objects arrive as `DynamicObject`s and are parsed one by one, so one object the engine can't
+//! Reading is lenient. Objects arrive as `RawObject`s and are parsed one by one, so one object the engine can't
 //! read (a field from a newer CRD version, a malformed quantity in someone else's pod) is reported once and skipped
 //! instead of failing the whole list. An object whose new version doesn't parse keeps its last good version; a pod
 //! that never parsed makes its node look occupied by something unknown, so the node is never disrupted on the
@@ -10,7 +10,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
-use kube::api::DynamicObject;
+use super::raw::RawObject;
 use kube::core::ApiResource;
 use kube::runtime::watcher::Event;
 use serde::de::DeserializeOwned;
@@ -110,7 +110,7 @@ pub struct Cache {
     digests: Arc<crate::engine::provisioning::PodDigests>,
 }
 
-fn key_of(obj: &DynamicObject) -> String {
+fn key_of(obj: &RawObject) -> String {
     let name = obj.metadata.name.clone().unwrap_or_default();
     match &obj.metadata.namespace {
         Some(ns) => format!("{ns}/{name}"),
@@ -273,14 +273,8 @@ fn trim_node(map: &mut serde_json::Map<String, serde_json::Value>) {
 /// The object as its typed form, with the type fields a list response leaves out put back (k8s-openapi checks
 /// them), [`trim`]med. The object is taken apart rather than copied: at 20,000 pods listed a page at a time, a copy
 /// of each as it is read is megabytes of garbage for the allocator to hold on to.
-fn parse<T: DeserializeOwned>(ar: &ApiResource, obj: DynamicObject) -> Result<T, String> {
-    let DynamicObject { metadata: mut meta, data, .. } = obj;
-    meta.managed_fields = None;
-    let mut map = match data {
-        serde_json::Value::Object(m) => m,
-        _ => serde_json::Map::new(),
-    };
-    map.insert("metadata".into(), serde_json::to_value(meta).map_err(|e| e.to_string())?);
+fn parse<T: DeserializeOwned>(ar: &ApiResource, obj: RawObject) -> Result<T, String> {
+    let mut map = obj.into_map().map_err(|e| e.to_string())?;
     map.insert("apiVersion".into(), ar.api_version.clone().into());
     map.insert("kind".into(), ar.kind.clone().into());
     trim(&ar.kind, &mut map);
@@ -369,7 +363,7 @@ struct Stepped {
 
 impl Cache {
     /// Takes one watcher event for `kind`: what it changed, and a problem the first time an object fails to parse.
-    pub fn apply(&mut self, kind: Kind, event: Event<DynamicObject>) -> Applied {
+    pub fn apply(&mut self, kind: Kind, event: Event<RawObject>) -> Applied {
         let unreadable = self.unreadable_pods.len();
         let applied = self.take(kind, event);
         if applied.changed {
@@ -397,16 +391,15 @@ impl Cache {
         applied
     }
 
-    fn take(&mut self, kind: Kind, event: Event<DynamicObject>) -> Applied {
+    fn take(&mut self, kind: Kind, event: Event<RawObject>) -> Applied {
         let ar = kind.api_resource();
         // What the bookkeeping below needs of the object, before it is taken apart.
         let key = match &event {
             Event::InitApply(o) | Event::Apply(o) | Event::Delete(o) => Some(key_of(o)),
             Event::Init | Event::InitDone => None,
         };
-        let node_of = |o: &DynamicObject| {
-            o.data.pointer("/spec/nodeName").and_then(|v| v.as_str()).unwrap_or_default().to_string()
-        };
+        let node_of =
+            |o: &RawObject| o.pointer("/spec/nodeName").and_then(|v| v.as_str()).unwrap_or_default().to_string();
         let pod_node = match &event {
             Event::InitApply(o) | Event::Apply(o) if kind == Kind::Pod => node_of(o),
             _ => String::new(),
@@ -719,20 +712,20 @@ mod tests {
     use crate::engine::stored_pod::StoredPod;
     use serde_json::json;
 
-    fn dynamic(v: serde_json::Value) -> DynamicObject {
+    fn dynamic(v: serde_json::Value) -> RawObject {
         serde_json::from_value(v).unwrap()
     }
 
     /// A pod requesting `cpu`; an object where a quantity belongs is what a newer or broken writer might
     /// produce, and doesn't parse.
-    fn pod(name: &str, node: &str, cpu: serde_json::Value) -> DynamicObject {
+    fn pod(name: &str, node: &str, cpu: serde_json::Value) -> RawObject {
         dynamic(json!({
             "metadata": {"name": name, "namespace": "default", "resourceVersion": "1"},
             "spec": {"nodeName": node, "containers": [{"name": "c", "resources": {"requests": {"cpu": cpu}}}]}
         }))
     }
 
-    fn list<'a>(c: &mut Cache, kind: Kind, objs: impl IntoIterator<Item = &'a DynamicObject>) -> Vec<Problem> {
+    fn list<'a>(c: &mut Cache, kind: Kind, objs: impl IntoIterator<Item = &'a RawObject>) -> Vec<Problem> {
         let mut out = Vec::new();
         c.apply(kind, Event::Init);
         for o in objs {
@@ -946,7 +939,7 @@ mod tests {
                      "allocatedResources": {"cpu": "100m"}, "resources": {"requests": {"cpu": "100m"}}}]}
             }))
         };
-        let kept_statuses = |obj: DynamicObject| {
+        let kept_statuses = |obj: RawObject| {
             let mut c = Cache::default();
             assert!(list(&mut c, Kind::Pod, &[obj]).is_empty());
             let p = c.pods.items["default/web-1"].clone();

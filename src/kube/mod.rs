@@ -9,6 +9,7 @@ pub mod connect;
 pub mod kinds;
 pub mod kwok;
 pub mod leader;
+pub mod raw;
 pub mod upstream;
 pub mod watch;
 pub mod writer;

@@ -6,7 +6,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures_util::StreamExt;
-use kube::api::{Api, DynamicObject};
+use kube::api::Api;
 use kube::runtime::{WatchStreamExt, watcher};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
@@ -68,7 +68,7 @@ const MAX_RESTART: Duration = Duration::from_secs(30);
 
 async fn run_one(client: kube::Client, kind: Kind, cache: Arc<Mutex<Cache>>, tx: Arc<watch::Sender<u64>>) {
     let ar = kind.api_resource();
-    let api: Api<DynamicObject> = Api::all_with(client, &ar);
+    let api: Api<super::raw::RawObject> = Api::all_with(client, &ar);
     let mut wait = FIRST_RESTART;
     loop {
         // A failed list or watch starts over with a fresh list: only a completed list says the kind is in sync

@@ -120,7 +120,7 @@ impl LiveDriver {
         // Until the cache is first in sync the panes fill as the lists complete, with a progress line; `whole`
         // once the first picture with the engine's decisions is on its way.
         let mut whole = false;
-        let mut kinds_shown = usize::MAX;
+        let mut shown = Shown { kinds: usize::MAX, at: None };
         let mut last_progress = Instant::now();
         loop {
             let min_gap = MIN_VIEW_GAP.max(last_build * 4);
@@ -170,7 +170,7 @@ impl LiveDriver {
             }
             self.wakes.fetch_add(1, Ordering::Relaxed);
             if !whole {
-                let Some(loading) = self.loading(&mut generation, &mut kinds_shown) else {
+                let Some(loading) = self.loading(&mut generation, &mut shown) else {
                     let _ = events.send(Event::Stopped(Some("the watch cache is poisoned".into())));
                     return;
                 };
@@ -285,7 +285,7 @@ impl LiveDriver {
     /// Before the cache is first in sync: a picture of what is listed so far whenever another kind's list has
     /// completed, else the progress line; once in sync, the picture of every object, without the engine's
     /// decisions, to show while its first pass runs. `None` if the cache is poisoned.
-    fn loading(&self, generation: &mut u64, kinds_shown: &mut usize) -> Option<Loading> {
+    fn loading(&self, generation: &mut u64, shown: &mut Shown) -> Option<Loading> {
         let (listing, synced) = {
             let cache = self.cache.lock().ok()?;
             (cache.listing(), cache.synced())
@@ -305,10 +305,13 @@ impl LiveDriver {
             (text, "live", read)
         } else {
             let kinds = crate::kube::kinds::Kind::ALL.len() - listing.len();
-            if kinds == *kinds_shown {
+            // A picture takes tens of milliseconds at a thousand nodes, taken from the lists still running: at
+            // most one a second, each with every kind listed since the last.
+            let recent = shown.at.is_some_and(|t| t.elapsed() < MIN_VIEW_GAP);
+            if kinds == shown.kinds || recent {
                 return Some(Loading::Listing(Event::Progress(progress_line(&listing))));
             }
-            *kinds_shown = kinds;
+            *shown = Shown { kinds, at: Some(Instant::now()) };
             (progress_line(&listing), "live (listing)", self.read()?)
         };
         info.clock = clock.into();
@@ -448,6 +451,12 @@ impl LiveDriver {
         tracing::info!(nodepool = name, "NodePool applied by server-side apply");
         Ok(format!("NodePool {name} applied (server-side apply as karpenter-tui)"))
     }
+}
+
+/// The last picture shown while the initial lists ran: how many kinds were listed, and when.
+struct Shown {
+    kinds: usize,
+    at: Option<Instant>,
 }
 
 /// What the loop shows before the cache is first in sync.
