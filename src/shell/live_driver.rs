@@ -120,7 +120,7 @@ impl LiveDriver {
         // Until the cache is first in sync the panes fill as the lists complete, with a progress line; `whole`
         // once the first picture with the engine's decisions is on its way.
         let mut whole = false;
-        let mut shown = Shown { kinds: usize::MAX, at: None };
+        let mut shown = Shown { kinds: usize::MAX, nodes: false, at: None };
         let mut last_progress = Instant::now();
         loop {
             let min_gap = MIN_VIEW_GAP.max(last_build * 4);
@@ -307,11 +307,13 @@ impl LiveDriver {
             let kinds = crate::kube::kinds::Kind::ALL.len() - listing.len();
             // A picture takes tens of milliseconds at a thousand nodes, taken from the lists still running: at
             // most one a second, each with every kind listed since the last.
-            let recent = shown.at.is_some_and(|t| t.elapsed() < MIN_VIEW_GAP);
+            // ...but nodes go on screen as soon as they are in: they are what the operator looks for first.
+            let nodes = !listing.iter().any(|l| l.kind == crate::kube::kinds::Kind::Node);
+            let recent = shown.at.is_some_and(|t| t.elapsed() < MIN_VIEW_GAP) && nodes == shown.nodes;
             if kinds == shown.kinds || recent {
                 return Some(Loading::Listing(Event::Progress(progress_line(&listing))));
             }
-            *shown = Shown { kinds, at: Some(Instant::now()) };
+            *shown = Shown { kinds, nodes, at: Some(Instant::now()) };
             (progress_line(&listing), "live (listing)", self.read()?)
         };
         info.clock = clock.into();
@@ -453,9 +455,11 @@ impl LiveDriver {
     }
 }
 
-/// The last picture shown while the initial lists ran: how many kinds were listed, and when.
+/// The last picture shown while the initial lists ran: how many kinds were listed, whether nodes were, and when.
 struct Shown {
     kinds: usize,
+    /// Whether the nodes' list was in.
+    nodes: bool,
     at: Option<Instant>,
 }
 
