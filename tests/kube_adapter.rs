@@ -879,35 +879,22 @@ async fn a_watch_that_recovers_is_no_longer_failing() {
 }
 
 /// The next picture the live backend sends, skipping other events, within `secs`.
-async fn next_view(
-    events: &mut tokio::sync::mpsc::UnboundedReceiver<karpenter_tui::protocol::Event>,
-    secs: u64,
-) -> std::sync::Arc<karpenter_tui::protocol::view::ClusterView> {
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(secs);
-    loop {
-        match tokio::time::timeout_at(deadline, events.recv()).await {
-            Ok(Some(karpenter_tui::protocol::Event::View(v))) => return v,
-            Ok(Some(_)) => continue,
-            Ok(None) => panic!("the live backend stopped"),
-            Err(_) => panic!("no picture within {secs} s"),
-        }
-    }
-}
-
-// Multi-threaded: the backend builds pictures in place on its worker (`block_in_place`).
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_live_backend_sends_a_picture_then_follows_the_cluster_and_stops_on_shutdown() {
+/// The live backend, observing read-only over the watches `w` of `fake`, running: the role's sender (kept open),
+/// the command sender, the events and the task.
+fn observing_backend(
+    fake: &FakeApi,
+    w: &watch::Watches,
+) -> (
+    tokio::sync::watch::Sender<Role>,
+    tokio::sync::mpsc::UnboundedSender<karpenter_tui::protocol::Command>,
+    tokio::sync::mpsc::UnboundedReceiver<karpenter_tui::protocol::Event>,
+    tokio::task::JoinHandle<()>,
+) {
     use karpenter_tui::protocol::view::Leadership;
-    use karpenter_tui::protocol::{Command, Event};
     use karpenter_tui::shell::live_driver::LiveDriver;
     use karpenter_tui::shell::live_picture::LiveInfo;
 
-    let fake = FakeApi::start().await;
-    fake.put(NODES, node("n1"));
-    fake.put(PODS, pod("team", "p1"));
-    let mut w = watch::spawn(fake.client());
-    w.wait_synced(Duration::from_secs(5)).await.unwrap();
-    let (_role_tx, role) = tokio::sync::watch::channel(Role::Unknown);
+    let (role_tx, role) = tokio::sync::watch::channel(Role::Unknown);
     let driver = LiveDriver {
         cache: w.cache.clone(),
         changed: w.changed.clone(),
@@ -926,8 +913,36 @@ async fn the_live_backend_sends_a_picture_then_follows_the_cluster_and_stops_on_
         wakes: Default::default(),
     };
     let (commands, crx) = tokio::sync::mpsc::unbounded_channel();
-    let (etx, mut events) = tokio::sync::mpsc::unbounded_channel();
-    let backend = tokio::spawn(driver.run(crx, etx));
+    let (etx, events) = tokio::sync::mpsc::unbounded_channel();
+    (role_tx, commands, events, tokio::spawn(driver.run(crx, etx)))
+}
+
+async fn next_view(
+    events: &mut tokio::sync::mpsc::UnboundedReceiver<karpenter_tui::protocol::Event>,
+    secs: u64,
+) -> std::sync::Arc<karpenter_tui::protocol::view::ClusterView> {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(secs);
+    loop {
+        match tokio::time::timeout_at(deadline, events.recv()).await {
+            Ok(Some(karpenter_tui::protocol::Event::View(v))) => return v,
+            Ok(Some(_)) => continue,
+            Ok(None) => panic!("the live backend stopped"),
+            Err(_) => panic!("no picture within {secs} s"),
+        }
+    }
+}
+
+// Multi-threaded: the backend builds pictures in place on its worker (`block_in_place`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_live_backend_sends_a_picture_then_follows_the_cluster_and_stops_on_shutdown() {
+    use karpenter_tui::protocol::{Command, Event};
+
+    let fake = FakeApi::start().await;
+    fake.put(NODES, node("n1"));
+    fake.put(PODS, pod("team", "p1"));
+    let mut w = watch::spawn(fake.client());
+    w.wait_synced(Duration::from_secs(5)).await.unwrap();
+    let (_role_tx, commands, mut events, backend) = observing_backend(&fake, &w);
 
     let names =
         |v: &karpenter_tui::protocol::view::ClusterView| v.nodes.iter().map(|n| n.name.clone()).collect::<Vec<_>>();
@@ -959,10 +974,8 @@ async fn the_live_backend_sends_a_picture_then_follows_the_cluster_and_stops_on_
 // line; the pods and the engine's decisions follow.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_live_backend_shows_what_is_listed_as_it_arrives_then_the_engines_decisions() {
-    use karpenter_tui::protocol::view::{ClusterView, Leadership};
+    use karpenter_tui::protocol::view::ClusterView;
     use karpenter_tui::protocol::{Command, Event};
-    use karpenter_tui::shell::live_driver::LiveDriver;
-    use karpenter_tui::shell::live_picture::LiveInfo;
 
     let fake = FakeApi::start().await;
     fake.put(NODES, node("n1"));
@@ -979,27 +992,7 @@ async fn the_live_backend_shows_what_is_listed_as_it_arrives_then_the_engines_de
     fake.script("GET", "/api/v1/pods", false, 503, slow, Some(2));
     let mut w = watch::spawn(fake.client());
     w.wait_first_list(Duration::from_secs(5)).await.unwrap();
-    let (_role_tx, role) = tokio::sync::watch::channel(Role::Unknown);
-    let driver = LiveDriver {
-        cache: w.cache.clone(),
-        changed: w.changed.clone(),
-        writer: Writer::new(fake.client(), true),
-        catalog: std::sync::Arc::new(karpenter_tui::engine::catalog::fake::fake_catalog()),
-        info: LiveInfo {
-            context: "test".into(),
-            cluster: "test".into(),
-            leadership: Leadership::Observing("read-only".into()),
-            clock: "live".into(),
-            gates: Default::default(),
-            packing: Default::default(),
-        },
-        acting: None,
-        role,
-        wakes: Default::default(),
-    };
-    let (commands, crx) = tokio::sync::mpsc::unbounded_channel();
-    let (etx, mut events) = tokio::sync::mpsc::unbounded_channel();
-    let backend = tokio::spawn(driver.run(crx, etx));
+    let (_role_tx, commands, mut events, backend) = observing_backend(&fake, &w);
 
     let mut views: Vec<std::sync::Arc<ClusterView>> = Vec::new();
     let mut progress = Vec::new();

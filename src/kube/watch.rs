@@ -141,28 +141,21 @@ impl Watches {
     /// Waits until some kind has listed (the API server answers and lets us read), or `timeout` passes, or every
     /// kind still missing has failed; otherwise says what is missing. The dashboard shows the rest as it arrives.
     pub async fn wait_first_list(&mut self, timeout: Duration) -> Result<(), Vec<String>> {
-        let deadline = tokio::time::Instant::now() + timeout;
-        loop {
-            let missing = match self.cache.lock() {
-                Ok(c) if c.synced() || c.any_listed() => return Ok(()),
-                Ok(c) if c.all_missing_failed() => return Err(c.not_synced()),
-                Ok(c) => c.not_synced(),
-                Err(_) => vec!["the watch cache is poisoned".to_string()],
-            };
-            match tokio::time::timeout_at(deadline, self.changed.changed()).await {
-                Ok(Ok(())) => continue,
-                _ => return Err(missing),
-            }
-        }
+        self.wait_until(timeout, |c| c.synced() || c.any_listed()).await
     }
 
     /// Waits until every kind has listed, or `timeout` passes, or every kind still missing has failed (the API
     /// server is unreachable or refuses us: no point waiting); otherwise says what is missing.
     pub async fn wait_synced(&mut self, timeout: Duration) -> Result<(), Vec<String>> {
+        self.wait_until(timeout, Cache::synced).await
+    }
+
+    /// Waits until `enough` holds of the cache, as the waits above say.
+    async fn wait_until(&mut self, timeout: Duration, enough: impl Fn(&Cache) -> bool) -> Result<(), Vec<String>> {
         let deadline = tokio::time::Instant::now() + timeout;
         loop {
             let missing = match self.cache.lock() {
-                Ok(c) if c.synced() => return Ok(()),
+                Ok(c) if enough(&c) => return Ok(()),
                 Ok(c) if c.all_missing_failed() => return Err(c.not_synced()),
                 Ok(c) => c.not_synced(),
                 Err(_) => vec!["the watch cache is poisoned".to_string()],
