@@ -60,7 +60,7 @@ pub fn drifted(
         let wanted: Vec<&str> = status
             .amis
             .iter()
-            .filter(|a| t.requirements.intersects(&selector_requirements(&a.requirements)).is_ok())
+            .filter(|a| t.requirements.overlaps(&selector_requirements(&a.requirements)))
             .map(|a| a.id.as_str())
             .collect();
         if !wanted.is_empty() && !wanted.contains(&image) {

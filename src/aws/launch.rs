@@ -167,9 +167,7 @@ fn is_exotic(t: &InstanceType) -> bool {
 /// The AMI (from `status.amis`, newest first) whose requirements the type meets.
 fn ami_for<'a>(nc: &'a EC2NodeClass, t: &InstanceType) -> Option<&'a str> {
     let amis = nc.status.as_ref().map(|s| s.amis.as_slice()).unwrap_or_default();
-    amis.iter()
-        .find(|a| t.requirements.intersects(&selector_requirements(&a.requirements)).is_ok())
-        .map(|a| a.id.as_str())
+    amis.iter().find(|a| t.requirements.overlaps(&selector_requirements(&a.requirements))).map(|a| a.id.as_str())
 }
 
 fn default_block_devices(family: AmiFamily) -> Vec<BlockDeviceMapping> {
@@ -267,7 +265,7 @@ pub fn plan(
         .instance_types
         .iter()
         .map(|t| launch_type(overlays, claim, t))
-        .filter(|t| t.requirements.intersects(&reqs).is_ok() && want.fits_in(&t.allocatable()))
+        .filter(|t| t.requirements.overlaps(&reqs) && want.fits_in(&t.allocatable()))
         .collect();
     if fitting.is_empty() {
         return Err(LaunchError::NoCompatibleType(format!(

@@ -305,7 +305,7 @@ fn overlaid_offerings(pool: &OverlayPool, it: &InstanceType, reqs: &Requirements
     base.add(labels::NODEPOOL, Requirement::in_values([pool.name.clone()]));
     base.add_all(&Requirements::from_labels(&pool.labels));
     base.add_all(&it.requirements);
-    if base.compatible(reqs, None).is_err() {
+    if !base.admits(reqs, None) {
         return Vec::new();
     }
     it.offerings.iter().filter(|o| offering_matches(o, reqs)).map(OfferingKey::of).collect()

@@ -255,7 +255,11 @@ impl Requirement {
             (true, true) => true,
             (true, false) => other.values.iter().any(|v| !self.contains(v) && bounds.within_bounds(v)),
             (false, true) => self.values.iter().any(|v| !other.contains(v) && bounds.within_bounds(v)),
-            (false, false) => self.values.iter().any(|v| other.contains(v) && bounds.within_bounds(v)),
+            // Walk the shorter list, probe the longer (a claim's hundreds of instance types against one type's).
+            (false, false) => {
+                let (short, long) = if self.values.len() <= other.values.len() { (self, other) } else { (other, self) };
+                short.values.iter().any(|v| long.contains(v) && bounds.within_bounds(v))
+            }
         }
     }
 
@@ -488,6 +492,19 @@ impl Requirements {
 
     /// For every key in both sets the requirements must intersect, except that two negative requirements never
     /// conflict. Keys on one side only are ignored.
+    /// Whether the two agree on every key both define: [`Requirements::intersects`] without building its error, for
+    /// callers that only ask yes or no (a launch tries each claim against hundreds of types, and the error copies
+    /// the claim's requirement, often its whole instance-type list).
+    pub fn overlaps(&self, other: &Requirements) -> bool {
+        let (small, large) = if self.map.len() <= other.map.len() { (self, other) } else { (other, self) };
+        small.map.iter().all(|(key, a)| {
+            large
+                .map
+                .get(key)
+                .is_none_or(|b| a.has_intersection(b) || (a.operator().is_negative() && b.operator().is_negative()))
+        })
+    }
+
     pub fn intersects(&self, other: &Requirements) -> Result<(), Incompatibility> {
         // Walk the smaller map and probe the larger.
         let (small, large, swapped) =
@@ -531,6 +548,16 @@ impl Requirements {
             return Err(Incompatibility::Undefined { key: key.to_string(), hint });
         }
         self.intersects(other)
+    }
+
+    /// Whether [`Requirements::compatible`] holds, without building its error or its hint.
+    pub fn admits(&self, other: &Requirements, allow_undefined: Option<&LabelPolicy>) -> bool {
+        let defined = other.map.iter().all(|(key, r)| {
+            self.map.contains_key(key)
+                || r.operator().is_negative()
+                || allow_undefined.is_some_and(|p| p.is_well_known(key))
+        });
+        defined && self.overlaps(other)
     }
 
     /// Labels implied by single-valued `In` requirements.
@@ -772,6 +799,26 @@ mod tests {
             for v in UNIVERSE {
                 prop_assert_eq!(ab.has(v), a.has(v) && b.has(v), "value {}", v);
             }
+        }
+
+        #[test]
+        fn the_yes_or_no_checks_agree_with_the_ones_that_explain(
+            a in proptest::collection::vec((prop_oneof!["team", "tier", labels::ZONE], arb_requirement()), 0..3),
+            b in proptest::collection::vec((prop_oneof!["team", "tier", labels::ZONE], arb_requirement()), 0..3),
+        ) {
+            let build = |reqs: &[(String, Requirement)]| {
+                let mut r = Requirements::new();
+                for (k, v) in reqs {
+                    r.add(k, v.clone());
+                }
+                r
+            };
+            let (a, b) = (build(&a), build(&b));
+            let policy = LabelPolicy::default();
+            prop_assert_eq!(a.overlaps(&b), a.intersects(&b).is_ok());
+            prop_assert_eq!(b.overlaps(&a), b.intersects(&a).is_ok());
+            prop_assert_eq!(a.admits(&b, None), a.compatible(&b, None).is_ok());
+            prop_assert_eq!(a.admits(&b, Some(&policy)), a.compatible(&b, Some(&policy)).is_ok());
         }
 
         #[test]

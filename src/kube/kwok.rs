@@ -42,7 +42,7 @@ pub fn pick(
         .instance_types
         .iter()
         .map(|t| launch_type(store, claim, t))
-        .filter(|t| t.requirements.intersects(&reqs).is_ok() && requests.fits_in(&t.allocatable()))
+        .filter(|t| t.requirements.overlaps(&reqs) && requests.fits_in(&t.allocatable()))
         .collect();
     if types.is_empty() {
         return Err(LaunchError::NoCompatibleType(format!(

@@ -11,11 +11,11 @@ use crate::controller::cloud::{self, BoxFuture, CloudInstance, CloudProvider, La
 use crate::controller::interruption::Kind as InterruptionKind;
 use crate::controller::timing::ICE_TTL;
 use crate::engine::api::NodeClaim;
-use crate::engine::catalog::{Catalog, InstanceType, Offering};
+use crate::engine::catalog::{Catalog, InstanceType, Offering, OfferingFilter};
 use crate::engine::labels;
 use crate::engine::lifecycle::{LaunchError, LaunchResult};
 use crate::engine::provisioning::Millis;
-use crate::engine::requirements::claim_requirements;
+use crate::engine::requirements::{Requirements, claim_requirements};
 use crate::engine::resources::Resources;
 
 /// What a launch produced.
@@ -296,13 +296,16 @@ impl SimCloud {
     }
 
     fn avoided(&self, t: &str, o: &Offering, now: Millis) -> bool {
-        self.unavailable
-            .get(&(t.to_string(), o.zone.clone(), o.capacity_type.clone()))
-            .is_some_and(|until| *until > now)
+        // The map's keys are owned; don't build one to probe an empty map (every offering of every launch asks).
+        !self.unavailable.is_empty()
+            && self
+                .unavailable
+                .get(&(t.to_string(), o.zone.clone(), o.capacity_type.clone()))
+                .is_some_and(|until| *until > now)
     }
 
     pub fn has_capacity(&self, t: &str, o: &Offering) -> bool {
-        !self.ice.contains(&(t.to_string(), o.zone.clone(), o.capacity_type.clone()))
+        self.ice.is_empty() || !self.ice.contains(&(t.to_string(), o.zone.clone(), o.capacity_type.clone()))
     }
 
     /// Whether a reserved offering's reservation can take one more instance now (other offerings: always).
@@ -394,17 +397,18 @@ impl SimCloud {
         let mut candidates: Vec<(Arc<InstanceType>, &Offering)> = Vec::new();
         let mut compatible_types = 0;
         let class = self.classes.for_ref(&claim.spec.node_class_ref);
-        for raw in self.types.values() {
+        let offerings = OfferingFilter::new(&reqs);
+        for raw in self.named_types(&reqs) {
             let raw = class.and_then(|c| c.get(&raw.name)).unwrap_or(raw);
             // The capacity the claim's NodePool sees, with its NodeOverlays applied.
             let t = cloud::launch_type(&self.overlays, claim, raw);
-            if t.requirements.intersects(&reqs).is_err() || !requests.fits_in(&t.allocatable()) {
+            if !t.requirements.overlaps(&reqs) || !requests.fits_in(&t.allocatable()) {
                 continue;
             }
             compatible_types += 1;
             for o in &raw.offerings {
                 if o.available
-                    && o.compatible(&reqs)
+                    && offerings.admits(o)
                     && self.has_capacity(&t.name, o)
                     && !self.avoided(&t.name, o, now)
                     && self.reservation_room(o, now)
@@ -461,6 +465,18 @@ impl SimCloud {
         Ok(launched)
     }
 
+    /// The types a claim's requirements may name, in name order: those of its `In` list of instance types when it
+    /// has one (a claim lists tens of the catalog's hundreds of types), else all of them.
+    fn named_types<'a>(&'a self, reqs: &Requirements) -> Box<dyn Iterator<Item = &'a Arc<InstanceType>> + 'a> {
+        match reqs.get_ref(labels::INSTANCE_TYPE).filter(|r| !r.complement) {
+            Some(r) => {
+                let names: BTreeSet<String> = r.values.iter().cloned().collect();
+                Box::new(names.into_iter().filter_map(|n| self.types.get(&n)))
+            }
+            None => Box::new(self.types.values()),
+        }
+    }
+
     /// The claim's offerings that are out of capacity now: what an insufficient-capacity error teaches the engine.
     pub fn exhausted_offerings_for(&self, claim: &NodeClaim) -> Vec<(String, String, String)> {
         let reqs = claim_requirements(claim);
@@ -468,7 +484,7 @@ impl SimCloud {
         let class = self.classes.for_ref(&claim.spec.node_class_ref);
         for t in self.types.values() {
             let t = class.and_then(|c| c.get(&t.name)).unwrap_or(t);
-            if t.requirements.intersects(&reqs).is_err() {
+            if !t.requirements.overlaps(&reqs) {
                 continue;
             }
             for o in &t.offerings {

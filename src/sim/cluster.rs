@@ -650,7 +650,7 @@ impl Cluster {
                 }
                 let node_reqs =
                     crate::engine::requirements::Requirements::from_labels(n.metadata.labels.iter().flatten());
-                if node_reqs.compatible(&shape.strict_requirements(), None).is_err() {
+                if !node_reqs.admits(&shape.strict_requirements(), None) {
                     continue;
                 }
                 missing.push((node_name, key));

@@ -16,7 +16,7 @@ use serde::Serialize;
 use thiserror::Error;
 
 use super::labels::{self, LabelPolicy};
-use super::requirements::{Operator, Requirements};
+use super::requirements::{Operator, Requirement, Requirements};
 use super::resources::Resources;
 
 /// Where a price came from; shown next to every cost figure.
@@ -84,27 +84,53 @@ pub struct Reservation {
 pub const RESERVATION_DEFAULT: &str = "default";
 pub const RESERVATION_CAPACITY_BLOCK: &str = "capacity-block";
 
-impl Offering {
-    /// Whether the offering satisfies the zone, capacity-type and capacity-reservation requirements of `reqs`. A
+/// The requirements an offering is checked against (zone, capacity type, the reservation labels), looked up once
+/// for the many offerings of a claim's types rather than once per offering.
+#[derive(Clone, Copy)]
+pub struct OfferingFilter<'a> {
+    zone: Option<&'a Requirement>,
+    capacity_type: Option<&'a Requirement>,
+    reservation_id: Option<&'a Requirement>,
+    reservation_type: Option<&'a Requirement>,
+    reservation_interruptible: Option<&'a Requirement>,
+}
+
+impl<'a> OfferingFilter<'a> {
+    pub fn new(reqs: &'a Requirements) -> Self {
+        OfferingFilter {
+            zone: reqs.get_ref(labels::ZONE),
+            capacity_type: reqs.get_ref(labels::CAPACITY_TYPE),
+            reservation_id: reqs.get_ref(aws::CAPACITY_RESERVATION_ID),
+            reservation_type: reqs.get_ref(aws::CAPACITY_RESERVATION_TYPE),
+            reservation_interruptible: reqs.get_ref(aws::CAPACITY_RESERVATION_INTERRUPTIBLE),
+        }
+    }
+
+    /// Whether the offering satisfies the zone, capacity-type and capacity-reservation requirements. A
     /// non-reserved offering has none of the reservation labels (upstream gives it `DoesNotExist` for them).
-    pub fn compatible(&self, reqs: &Requirements) -> bool {
+    pub fn admits(&self, o: &Offering) -> bool {
         // A reserved offering's three reservation labels; upstream's Intersects lets a missing label satisfy only
         // NotIn and DoesNotExist.
-        let label = |key: &str, value: Option<&str>| {
-            reqs.get_ref(key).is_none_or(|r| match value {
+        let label = |req: Option<&Requirement>, value: Option<&str>| {
+            req.is_none_or(|r| match value {
                 Some(v) => r.has(v),
                 None => matches!(r.operator(), Operator::NotIn | Operator::DoesNotExist),
             })
         };
-        let res = self.reservation.as_ref();
-        reqs.get_ref(labels::ZONE).is_none_or(|r| r.has(&self.zone))
-            && reqs.get_ref(labels::CAPACITY_TYPE).is_none_or(|r| r.has(&self.capacity_type))
-            && label(aws::CAPACITY_RESERVATION_ID, res.map(|r| r.id.as_str()))
-            && label(aws::CAPACITY_RESERVATION_TYPE, res.map(|r| r.kind.as_str()))
-            && label(
-                aws::CAPACITY_RESERVATION_INTERRUPTIBLE,
-                res.map(|r| if r.interruptible { "true" } else { "false" }),
-            )
+        let res = o.reservation.as_ref();
+        self.zone.is_none_or(|r| r.has(&o.zone))
+            && self.capacity_type.is_none_or(|r| r.has(&o.capacity_type))
+            && label(self.reservation_id, res.map(|r| r.id.as_str()))
+            && label(self.reservation_type, res.map(|r| r.kind.as_str()))
+            && label(self.reservation_interruptible, res.map(|r| if r.interruptible { "true" } else { "false" }))
+    }
+}
+
+impl Offering {
+    /// Whether the offering satisfies the zone, capacity-type and capacity-reservation requirements of `reqs` (see
+    /// [`OfferingFilter`], which checks many offerings against the same requirements).
+    pub fn compatible(&self, reqs: &Requirements) -> bool {
+        OfferingFilter::new(reqs).admits(self)
     }
 
     /// The reservation's id, for a reserved offering.
@@ -135,7 +161,8 @@ impl InstanceType {
 
     /// The cheapest available offering compatible with `reqs`.
     pub fn cheapest_offering(&self, reqs: &Requirements) -> Option<&Offering> {
-        self.offerings.iter().filter(|o| o.available && o.compatible(reqs)).min_by(|a, b| a.price.total_cmp(&b.price))
+        let filter = OfferingFilter::new(reqs);
+        self.offerings.iter().filter(|o| o.available && filter.admits(o)).min_by(|a, b| a.price.total_cmp(&b.price))
     }
 }
 

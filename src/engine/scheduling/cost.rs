@@ -62,7 +62,7 @@ fn columns(tpl: &Template, net: &[Resources]) -> Vec<Column> {
 fn pod_types(tpl: &Template, pod: &PodData) -> Bitset {
     let mut reqs: Requirements = tpl.requirements.clone();
     let strict = pod.strict_requirements();
-    if reqs.compatible(&strict, None).is_err() {
+    if !reqs.admits(&strict, None) {
         return Bitset::empty(tpl.types.len());
     }
     reqs = reqs.intersected(&strict);

@@ -483,7 +483,7 @@ impl Prepared {
                     continue;
                 }
                 if taints::first_untolerated(&n.taints, &ds.tolerations, true).is_none()
-                    && requirements.compatible(&ds.strict_requirements(), None).is_ok()
+                    && requirements.admits(&ds.strict_requirements(), None)
                 {
                     remaining_res = remaining_res.minus(&ds.requests);
                 }
@@ -1114,12 +1114,12 @@ impl<'a> Scheduler<'a> {
             return false;
         }
         let alts = &self.volume_alternatives[i];
-        if !alts.is_empty() && !alts.iter().any(|a| node.requirements.compatible(a, None).is_ok()) {
+        if !alts.is_empty() && !alts.iter().any(|a| node.requirements.admits(a, None)) {
             return false;
         }
         let ids = (!node.domain_ids.is_empty()).then_some(node.domain_ids.as_slice());
         match self.topology.add_requirements(groups, &node.requirements, ids) {
-            Ok(Some(r)) => node.requirements.compatible(&r, None).is_ok(),
+            Ok(Some(r)) => node.requirements.admits(&r, None),
             Ok(None) => true,
             Err(_) => false,
         }
@@ -1180,12 +1180,11 @@ impl<'a> Scheduler<'a> {
         if self.volumes_narrow(i) {
             let alts = &self.volume_alternatives[i];
             let base = merged.as_ref().unwrap_or(&claim.requirements);
-            let chosen =
-                alts.iter().find(|a| base.compatible(a, Some(self.input.policy)).is_ok()).ok_or_else(|| {
-                    PoolRejection::VolumeTopology {
-                        detail: "no topology of the pod's volumes is compatible with the NodePool".to_string(),
-                    }
-                })?;
+            let chosen = alts.iter().find(|a| base.admits(a, Some(self.input.policy))).ok_or_else(|| {
+                PoolRejection::VolumeTopology {
+                    detail: "no topology of the pod's volumes is compatible with the NodePool".to_string(),
+                }
+            })?;
             merged = Some(base.intersected(chosen));
         }
         // Topology last: it may collapse a domain to one value.

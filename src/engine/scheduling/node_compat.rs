@@ -35,7 +35,7 @@ impl NodeCompat {
         }
         let mut bits = Bitset::empty(self.nodes.len());
         for (i, n) in self.nodes.iter().enumerate() {
-            if n.compatible(reqs, None).is_ok() {
+            if n.admits(reqs, None) {
                 bits.set(i);
             }
         }

@@ -12,7 +12,7 @@ use super::pod::{HostPort, PodData};
 use super::taints;
 use crate::engine::api::NodePool;
 use crate::engine::api::common::NodeClassReference;
-use crate::engine::catalog::InstanceType;
+use crate::engine::catalog::{InstanceType, OfferingFilter};
 use crate::engine::labels::{self, LabelPolicy};
 use crate::engine::requirements::{Operator, Requirement, Requirements};
 use crate::engine::resources::{CPU, EPHEMERAL_STORAGE, MEMORY, PODS, Resources};
@@ -150,7 +150,7 @@ pub enum TemplateProblem {
 }
 
 fn type_intersects(t: &InstanceType, reqs: &Requirements) -> bool {
-    t.requirements.intersects(reqs).is_ok()
+    t.requirements.overlaps(reqs)
 }
 
 impl Template {
@@ -255,9 +255,9 @@ impl Template {
             let mut bits = Bitset::empty(n);
             let tolerated = taints::first_untolerated(&self.taints, &ds.tolerations, true).is_none();
             let strict = ds.strict_requirements();
-            if tolerated && for_template.compatible(&strict, Some(policy)).is_ok() {
+            if tolerated && for_template.admits(&strict, Some(policy)) {
                 for (i, t) in self.types.iter().enumerate() {
-                    if t.requirements.intersects(&strict).is_ok() {
+                    if t.requirements.overlaps(&strict) {
                         bits.set(i);
                     }
                 }
@@ -358,8 +358,9 @@ impl Template {
         }
         let key = (zone.cloned(), ct.cloned(), res.map(|r| r.cloned()));
         let mut bits = Bitset::empty(self.types.len());
+        let filter = OfferingFilter::new(reqs);
         for (i, t) in self.types.iter().enumerate() {
-            if t.offerings.iter().any(|o| o.available && o.compatible(reqs)) {
+            if t.offerings.iter().any(|o| o.available && filter.admits(o)) {
                 bits.set(i);
             }
         }

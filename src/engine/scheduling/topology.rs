@@ -83,7 +83,7 @@ impl NodeFilter {
                 return false;
             }
         }
-        self.terms.is_empty() || self.terms.iter().any(|t| node_reqs.compatible(t, Some(policy)).is_ok())
+        self.terms.is_empty() || self.terms.iter().any(|t| node_reqs.admits(t, Some(policy)))
     }
 
     fn is_trivial(&self) -> bool {
