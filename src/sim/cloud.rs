@@ -98,6 +98,9 @@ pub const PROVIDER_PREFIX: &str = "aws:///";
 /// An offering: (instance type, zone, capacity type).
 pub type OfferingKey = (String, String, String);
 
+/// What decides the types a claim may launch: its requirements, its NodePool (overlays are per pool) and its class.
+type LaunchKey = (Requirements, Option<String>, (String, String, String));
+
 /// The simulated cloud.
 #[derive(Debug, Clone)]
 pub struct SimCloud {
@@ -127,6 +130,10 @@ pub struct SimCloud {
     overlays: Arc<cloud::OverlayStore>,
     /// Capacity reservations by id: what each holds and which instances run in it.
     reservations: BTreeMap<String, SimReservation>,
+    /// The types a claim may launch, by what decides them (its requirements, NodePool and class): its class's view
+    /// of the types it names, NodeOverlays applied, whose requirements overlap its own. The claims of one launch
+    /// share a few such sets, and working one out walks hundreds of types. Emptied when classes or overlays change.
+    launchable: rustc_hash::FxHashMap<LaunchKey, Arc<[Arc<InstanceType>]>>,
     /// The catalog as each EC2NodeClass sees it: a claim launches the types of its class.
     classes: crate::engine::catalog::classes::ClassCatalogs,
 }
@@ -186,6 +193,7 @@ impl SimCloud {
             repair: cloud::aws_repair_policies(),
             overlays: Arc::default(),
             reservations: reservations_of(catalog),
+            launchable: Default::default(),
             classes: Default::default(),
         }
     }
@@ -215,6 +223,7 @@ impl SimCloud {
     pub fn set_node_classes(&mut self, classes: &[crate::engine::api::EC2NodeClass]) {
         let base = self.catalog.clone();
         self.classes.sync(&base, classes);
+        self.launchable.clear();
     }
 
     /// Switches an offering's capacity on or off (scenario `capacity` events).
@@ -394,19 +403,17 @@ impl SimCloud {
     pub fn create(&mut self, claim: &NodeClaim, now: Millis) -> Result<Launched, CloudError> {
         let reqs = claim_requirements(claim);
         let requests = crate::engine::requirements::claim_requests(claim);
+        let types = self.launchable_types(claim, &reqs);
         let mut candidates: Vec<(Arc<InstanceType>, &Offering)> = Vec::new();
         let mut compatible_types = 0;
-        let class = self.classes.for_ref(&claim.spec.node_class_ref);
         let offerings = OfferingFilter::new(&reqs);
-        for raw in self.named_types(&reqs) {
-            let raw = class.and_then(|c| c.get(&raw.name)).unwrap_or(raw);
-            // The capacity the claim's NodePool sees, with its NodeOverlays applied.
-            let t = cloud::launch_type(&self.overlays, claim, raw);
-            if !t.requirements.overlaps(&reqs) || !requests.fits_in(&t.allocatable()) {
+        for t in types.iter() {
+            if !requests.fits_in(&t.allocatable()) {
                 continue;
             }
             compatible_types += 1;
-            for o in &raw.offerings {
+            // An overlaid type keeps its offerings: overlays change capacity here, prices below.
+            for o in &t.offerings {
                 if o.available
                     && offerings.admits(o)
                     && self.has_capacity(&t.name, o)
@@ -463,6 +470,26 @@ impl SimCloud {
             },
         );
         Ok(launched)
+    }
+
+    /// The types `claim` may launch, requests aside (see [`SimCloud::launchable`]), in name order.
+    fn launchable_types(&mut self, claim: &NodeClaim, reqs: &Requirements) -> Arc<[Arc<InstanceType>]> {
+        let r = &claim.spec.node_class_ref;
+        let key: LaunchKey =
+            (reqs.clone(), claim.nodepool().map(str::to_string), (r.group.clone(), r.kind.clone(), r.name.clone()));
+        if let Some(types) = self.launchable.get(&key) {
+            return types.clone();
+        }
+        let class = self.classes.for_ref(r);
+        let types: Arc<[Arc<InstanceType>]> = self
+            .named_types(reqs)
+            .map(|raw| class.and_then(|c| c.get(&raw.name)).unwrap_or(raw))
+            // The capacity the claim's NodePool sees, with its NodeOverlays applied.
+            .map(|raw| cloud::launch_type(&self.overlays, claim, raw))
+            .filter(|t| t.requirements.overlaps(reqs))
+            .collect();
+        self.launchable.insert(key, types.clone());
+        types
     }
 
     /// The types a claim's requirements may name, in name order: those of its `In` list of instance types when it
@@ -699,6 +726,7 @@ impl CloudProvider for SimCloud {
 
     fn set_overlays(&mut self, store: Arc<cloud::OverlayStore>) {
         self.overlays = store;
+        self.launchable.clear();
     }
 
     fn set_node_classes(&mut self, classes: &[crate::engine::api::EC2NodeClass]) {
@@ -804,6 +832,21 @@ mod tests {
         let od = claim(&[(labels::CAPACITY_TYPE, &["on-demand"]), (labels::ZONE, &["test-zone-3"])], "1");
         let l = cloud.create(&od, 0).unwrap();
         assert_eq!((l.capacity_type.as_str(), l.zone.as_str()), ("on-demand", "test-zone-3"));
+    }
+
+    #[test]
+    fn a_launch_reads_the_overlays_in_force_not_those_of_the_launch_before() {
+        let mut cloud = SimCloud::new(&fake::fake_catalog());
+        let mut c = claim(&[(labels::INSTANCE_TYPE, &["default-instance-type", "small-instance-type"])], "1");
+        c.metadata.labels = Some([(labels::NODEPOOL.to_string(), "pool".to_string())].into());
+        assert_eq!(cloud.create(&c, 0).unwrap().instance_type, "small-instance-type");
+        // An overlay leaves the small type no room for the claim's requests in its pool.
+        let small = cloud.types["small-instance-type"].clone();
+        let shrunk = Arc::new(InstanceType { overhead: small.capacity.clone(), ..(*small).clone() });
+        let mut store = cloud::OverlayStore::default();
+        store.capacity.insert("pool".into(), [("small-instance-type".to_string(), shrunk)].into());
+        CloudProvider::set_overlays(&mut cloud, Arc::new(store));
+        assert_eq!(cloud.create(&c, 0).unwrap().instance_type, "default-instance-type");
     }
 
     #[test]
