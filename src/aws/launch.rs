@@ -12,7 +12,7 @@ use crate::controller::cloud::{OverlayStore, is_price_overlaid, launch_price, la
 use crate::engine::api::ec2nodeclass::{BlockDevice, BlockDeviceMapping, EC2NodeClass};
 use crate::engine::api::{Condition, NodeClaim};
 use crate::engine::catalog::aws::{AmiFamily, INSTANCE_ACCELERATOR_COUNT, INSTANCE_GPU_COUNT};
-use crate::engine::catalog::{Catalog, InstanceType, RESERVATION_CAPACITY_BLOCK, Reservation};
+use crate::engine::catalog::{Catalog, InstanceType, OfferingFilter, RESERVATION_CAPACITY_BLOCK, Reservation};
 use crate::engine::labels;
 use crate::engine::lifecycle::LaunchError;
 use crate::engine::requirements::{claim_requests, claim_requirements, selector_requirements};
@@ -258,6 +258,7 @@ pub fn plan(
     let reqs = claim_requirements(claim);
     let want = claim_requests(claim);
     let has_min_values = claim.spec.requirements.iter().any(|r| r.min_values.is_some());
+    let compatible = OfferingFilter::new(&reqs);
 
     // Compatible, fitting (into the capacity the claim's NodePool sees, with its NodeOverlays applied, as upstream's
     // Create sees it), with an available compatible offering.
@@ -275,7 +276,7 @@ pub fn plan(
         )));
     }
     let mut types: Vec<Arc<InstanceType>> =
-        fitting.into_iter().filter(|t| t.offerings.iter().any(|o| o.available && o.compatible(&reqs))).collect();
+        fitting.into_iter().filter(|t| t.offerings.iter().any(|o| o.available && compatible.admits(o))).collect();
     if types.is_empty() {
         return Err(LaunchError::InsufficientCapacity(format!(
             "no instance type offered by EC2NodeClass {} fits NodeClaim {} and has capacity now",
@@ -301,7 +302,7 @@ pub fn plan(
     // Capacity type: reserved, then spot, then on-demand, each when allowed and offered.
     let allows = |ct: &str| reqs.get_ref(labels::CAPACITY_TYPE).is_none_or(|r| r.has(ct));
     let offered = |ct: &str| {
-        types.iter().any(|t| t.offerings.iter().any(|o| o.available && o.capacity_type == ct && o.compatible(&reqs)))
+        types.iter().any(|t| t.offerings.iter().any(|o| o.available && o.capacity_type == ct && compatible.admits(o)))
     };
     let capacity_type = if allows(labels::CAPACITY_RESERVED) && offered(labels::CAPACITY_RESERVED) {
         labels::CAPACITY_RESERVED
@@ -318,7 +319,9 @@ pub fn plan(
                 .flat_map(|t| {
                     t.offerings
                         .iter()
-                        .filter(|o| o.available && o.capacity_type == labels::CAPACITY_ON_DEMAND && o.compatible(&reqs))
+                        .filter(|o| {
+                            o.available && o.capacity_type == labels::CAPACITY_ON_DEMAND && compatible.admits(o)
+                        })
                         .map(|o| price_of(t, o))
                 })
                 .min_by(f64::total_cmp)
@@ -336,7 +339,7 @@ pub fn plan(
             let usable: Vec<Offer> = t
                 .offerings
                 .iter()
-                .filter(|o| o.available && o.capacity_type == capacity_type && o.compatible(&reqs))
+                .filter(|o| o.available && o.capacity_type == capacity_type && compatible.admits(o))
                 .filter(|o| od_ceiling.is_none_or(|c| price_of(t, o) <= c))
                 .filter(|o| zone_subnet.contains_key(o.zone.as_str()))
                 .map(|o| (o.zone.clone(), price_of(t, o), o.reservation.clone()))
