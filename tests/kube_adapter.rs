@@ -878,7 +878,6 @@ async fn a_watch_that_recovers_is_no_longer_failing() {
     eventually(5, "no kind failing", || cache.lock().unwrap().failing().is_empty()).await;
 }
 
-/// The next picture the live backend sends, skipping other events, within `secs`.
 /// The live backend, observing read-only over the watches `w` of `fake`, running: the role's sender (kept open),
 /// the command sender, the events and the task.
 fn observing_backend(
@@ -890,33 +889,13 @@ fn observing_backend(
     tokio::sync::mpsc::UnboundedReceiver<karpenter_tui::protocol::Event>,
     tokio::task::JoinHandle<()>,
 ) {
-    use karpenter_tui::protocol::view::Leadership;
-    use karpenter_tui::shell::live_driver::LiveDriver;
-    use karpenter_tui::shell::live_picture::LiveInfo;
-
-    let (role_tx, role) = tokio::sync::watch::channel(Role::Unknown);
-    let driver = LiveDriver {
-        cache: w.cache.clone(),
-        changed: w.changed.clone(),
-        writer: Writer::new(fake.client(), true),
-        catalog: std::sync::Arc::new(karpenter_tui::engine::catalog::fake::fake_catalog()),
-        info: LiveInfo {
-            context: "test".into(),
-            cluster: "test".into(),
-            leadership: Leadership::Observing("read-only".into()),
-            clock: "live".into(),
-            gates: Default::default(),
-            packing: Default::default(),
-        },
-        acting: None,
-        role,
-        wakes: Default::default(),
-    };
+    let (role_tx, driver) = fake.observing_driver(w, Default::default());
     let (commands, crx) = tokio::sync::mpsc::unbounded_channel();
     let (etx, events) = tokio::sync::mpsc::unbounded_channel();
     (role_tx, commands, events, tokio::spawn(driver.run(crx, etx)))
 }
 
+/// The next picture the live backend sends, skipping other events, within `secs`.
 async fn next_view(
     events: &mut tokio::sync::mpsc::UnboundedReceiver<karpenter_tui::protocol::Event>,
     secs: u64,

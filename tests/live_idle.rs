@@ -32,26 +32,9 @@ async fn an_observing_dashboard_on_an_unchanging_cluster_wakes_a_handful_of_time
     let mut w = watch::spawn(fake.client());
     w.wait_synced(Duration::from_secs(5)).await.unwrap();
     // No elector: the role's sender is gone before the backend starts.
-    let (role_tx, role) = tokio::sync::watch::channel(Role::Unknown);
-    drop(role_tx);
     let wakes = Arc::new(AtomicU64::new(0));
-    let driver = LiveDriver {
-        cache: w.cache.clone(),
-        changed: w.changed.clone(),
-        writer: Writer::new(fake.client(), true),
-        catalog: Arc::new(karpenter_tui::engine::catalog::fake::fake_catalog()),
-        info: LiveInfo {
-            context: "test".into(),
-            cluster: "test".into(),
-            leadership: Leadership::Observing("read-only".into()),
-            clock: "live".into(),
-            gates: Default::default(),
-            packing: Default::default(),
-        },
-        acting: None,
-        role,
-        wakes: wakes.clone(),
-    };
+    let (role_tx, driver) = fake.observing_driver(&w, wakes.clone());
+    drop(role_tx);
     let (commands, crx) = tokio::sync::mpsc::unbounded_channel();
     let (etx, mut events) = tokio::sync::mpsc::unbounded_channel();
     let backend = tokio::spawn(driver.run(crx, etx));

@@ -370,6 +370,37 @@ impl FakeApi {
         FakeApi { addr, state, task }
     }
 
+    /// The live backend over the watches `w` of this server, observing read-only with the fake catalog and counting
+    /// its wakes in `wakes`, and the sender of its role (kept open or dropped by the caller).
+    pub fn observing_driver(
+        &self,
+        w: &karpenter_tui::kube::watch::Watches,
+        wakes: Arc<std::sync::atomic::AtomicU64>,
+    ) -> (tokio::sync::watch::Sender<karpenter_tui::kube::leader::Role>, karpenter_tui::shell::live_driver::LiveDriver)
+    {
+        use karpenter_tui::protocol::view::Leadership;
+        use karpenter_tui::shell::live_picture::LiveInfo;
+        let (role_tx, role) = tokio::sync::watch::channel(karpenter_tui::kube::leader::Role::Unknown);
+        let driver = karpenter_tui::shell::live_driver::LiveDriver {
+            cache: w.cache.clone(),
+            changed: w.changed.clone(),
+            writer: karpenter_tui::kube::writer::Writer::new(self.client(), true),
+            catalog: Arc::new(karpenter_tui::engine::catalog::fake::fake_catalog()),
+            info: LiveInfo {
+                context: "test".into(),
+                cluster: "test".into(),
+                leadership: Leadership::Observing("read-only".into()),
+                clock: "live".into(),
+                gates: Default::default(),
+                packing: Default::default(),
+            },
+            acting: None,
+            role,
+            wakes,
+        };
+        (role_tx, driver)
+    }
+
     /// A client for this server, set up as `kube::connect` sets up every connection.
     pub fn client(&self) -> kube::Client {
         kube::Client::try_from(karpenter_tui::kube::connect::client_config(self.config())).unwrap()
