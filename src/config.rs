@@ -72,6 +72,9 @@ pub struct Config {
     /// the parse, at its line and column.
     #[serde(default, deserialize_with = "packing_strategy")]
     pub packing: Option<crate::engine::packing::Packing>,
+    /// Label keys the Nodes & NodeClaims pane shows as columns of their own; `--extra-labels` replaces them.
+    #[serde(default)]
+    pub extra_labels: Vec<String>,
 }
 
 /// `packing: cost`, by [`crate::engine::packing::Packing`]'s names.
@@ -320,6 +323,14 @@ mod tests {
         assert!(err.contains("packing: unknown packing strategy \"cheapest\": expected upstream or cost"), "{err}");
         let err = Config::parse("packing: [cost]\n", "/x/config.yaml").unwrap_err().to_string();
         assert!(err.starts_with("/x/config.yaml:1:"), "{err}");
+    }
+
+    #[test]
+    fn extra_labels_are_a_list_of_keys() {
+        let c = Config::parse("extraLabels: [karpenter.sh/capacity-type, topology.kubernetes.io/zone]\n", "x")
+            .expect("parses");
+        assert_eq!(c.extra_labels, ["karpenter.sh/capacity-type", "topology.kubernetes.io/zone"]);
+        assert!(Config::parse("extraLabels: {a: b}\n", "/x/config.yaml").is_err());
     }
 
     #[test]

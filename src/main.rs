@@ -21,7 +21,12 @@ fn run(mut cli: Cli) -> anyhow::Result<ExitCode> {
                     return Ok(ExitCode::from(2));
                 }
             };
-            return match cli::live_dashboard::run_live(opts, cli.log.log_format) {
+            return match cli::live_dashboard::run_live(
+                opts,
+                cli.log.log_format,
+                cli.metrics_addr,
+                cli.ui.node_options(),
+            ) {
                 Ok(()) => Ok(ExitCode::SUCCESS),
                 Err(e) => {
                     eprintln!("error: {e:#}");
@@ -31,23 +36,28 @@ fn run(mut cli: Cli) -> anyhow::Result<ExitCode> {
         }
     };
     match command {
-        Command::Demo { scenario, speed, packing, ui: UiArgs { readonly, theme }, log: LogArgs { log_format } } => {
+        Command::Demo { scenario, speed, packing, ui, log: LogArgs { log_format } } => {
+            let nodes = ui.node_options();
+            let UiArgs { readonly, theme, .. } = ui;
             let opts = cli::demo::DemoOptions {
                 scenario: scenario.map(Into::into),
                 speed,
                 packing: packing.map(Into::into),
                 readonly,
                 theme,
+                nodes,
                 log_format,
             };
             cli::demo::run_demo(opts)?;
             Ok(ExitCode::SUCCESS)
         }
         Command::Info => emit(&cli::demo::info()),
+        Command::Completions { shell } => emit_bytes(&cli::generated::completions(shell)),
+        Command::Man => emit_bytes(&cli::generated::man_page()?),
         Command::Controller { in_cluster, health_addr, cloud, live, log } => {
             // A pod's log: everything, the fatal error too, goes through the logger in the chosen format.
             logging::to_stderr(log.log_format, tracing::Level::INFO);
-            tracing::info!(version = env!("CARGO_PKG_VERSION"), "controller starting");
+            tracing::info!(version = cli::args::VERSION, "controller starting");
             let result = live
                 .options(Some(cloud), in_cluster, Mode::Auto, None)
                 .and_then(|opts| cli::controller::run_controller(opts, health_addr));
@@ -193,9 +203,13 @@ fn plan_manifests(
 
 /// Writes a command's output. A closed pipe (`| head`) is not an error worth a panic or a message.
 fn emit(text: &str) -> anyhow::Result<ExitCode> {
+    emit_bytes(text.as_bytes())
+}
+
+fn emit_bytes(bytes: &[u8]) -> anyhow::Result<ExitCode> {
     use std::io::Write;
     let mut out = std::io::stdout().lock();
-    match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
+    match out.write_all(bytes).and_then(|()| out.flush()) {
         Ok(()) => Ok(ExitCode::SUCCESS),
         Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(ExitCode::SUCCESS),
         Err(e) => Err(e.into()),

@@ -31,7 +31,8 @@ fn refused(line: &[&str], kind: ErrorKind) -> String {
     }
 }
 
-/// (command, flag) for every flag in the README's Commands table: `None` is the command without a subcommand.
+/// (command, flag) for every flag in the README's Commands table and in docs/commands.md: `None` is the command
+/// without a subcommand.
 fn documented_flags() -> BTreeSet<(Option<String>, String)> {
     let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).expect("README.md");
     let table = readme.split("## Commands").nth(1).expect("a Commands section");
@@ -61,6 +62,29 @@ fn documented_flags() -> BTreeSet<(Option<String>, String)> {
             out.insert((command.clone(), flag));
         }
     }
+    // docs/commands.md, each command in full: a code block of usages, then what it does.
+    let full = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/commands.md")).expect("commands.md");
+    for section in full.split("\n## ").skip(1) {
+        let mut blocks = section.split("```");
+        let (Some(_), Some(usages), Some(what)) = (blocks.next(), blocks.next(), blocks.next()) else { continue };
+        // A section's first block is its usage; an example's output is not.
+        if !usages.trim_start().starts_with("karpenter-tui") {
+            continue;
+        }
+        let mut first_command = None;
+        for u in usages.lines().filter(|l| !l.trim().is_empty()) {
+            let mut words = u.split_whitespace();
+            assert_eq!(words.next(), Some("karpenter-tui"), "docs/commands.md: {u}");
+            let command = words.next().filter(|w| w.chars().all(|c| c.is_ascii_lowercase())).map(str::to_string);
+            first_command.get_or_insert(command.clone());
+            for flag in flags_in(u) {
+                out.insert((command.clone(), flag));
+            }
+        }
+        for flag in flags_in(what) {
+            out.insert((first_command.clone().expect("a usage in docs/commands.md"), flag));
+        }
+    }
     out
 }
 
@@ -76,11 +100,19 @@ fn flags_in(text: &str) -> Vec<String> {
 fn every_flag_in_the_readme_table_is_taken_by_its_command() {
     let documented = documented_flags();
     // The table is really being read: these come from its first row's text and from the controller row.
-    for expected in [(None, "--region"), (None, "--service-cidr"), (Some("controller"), "--health-addr")] {
+    for expected in [
+        (None, "--region"),
+        (None, "--service-cidr"),
+        (Some("controller"), "--health-addr"),
+        (Some("controller"), "--lease-namespace"),
+        (Some("demo"), "--speed"),
+    ] {
         let key = (expected.0.map(str::to_string), expected.1.to_string());
         assert!(documented.contains(&key), "{key:?} not found in the README: {documented:?}");
     }
-    let root = Cli::command();
+    // Built, so clap's own `--help` and `--version` are among the arguments.
+    let mut root = Cli::command();
+    root.build();
     let mut missing = Vec::new();
     for (command, flag) in &documented {
         let cmd = match command {
@@ -412,4 +444,77 @@ fn info_lists_the_packing_strategy_in_effect() {
     let bad = info(Some("packing: cheapest\n"));
     assert!(bad.starts_with("packing strategy  upstream") && bad.contains("not valid"), "{bad}");
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn version_names_the_commit_it_was_built_from() {
+    let err = parse(&["--version"]).expect_err("--version prints and stops");
+    assert_eq!(err.kind(), ErrorKind::DisplayVersion);
+    let text = err.to_string();
+    let commit = text.split("(commit ").nth(1).and_then(|r| r.split(')').next()).expect("a commit in --version");
+    assert!(!commit.is_empty(), "{text}");
+    // A clone has its .git, so the commit is a hash, not the stand-in for a build without one.
+    if std::path::Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/.git")).exists() {
+        assert!(commit.chars().all(|c| c.is_ascii_hexdigit()) && commit.len() >= 7, "{text}");
+    }
+}
+
+#[test]
+fn completions_and_the_man_page_cover_every_command_and_flag() {
+    use karpenter_tui::cli::args::ShellArg;
+    use karpenter_tui::cli::generated::{completions, man_page};
+    let cli = Cli::command();
+    let commands: Vec<String> = cli.get_subcommands().map(|c| c.get_name().to_string()).collect();
+    assert!(commands.iter().any(|c| c == "completions") && commands.iter().any(|c| c == "man"), "{commands:?}");
+    let man = String::from_utf8(man_page().expect("man page")).expect("roff is text");
+    for shell in [ShellArg::Bash, ShellArg::Zsh, ShellArg::Fish] {
+        let script = String::from_utf8(completions(shell)).expect("scripts are text");
+        for c in &commands {
+            assert!(script.contains(c.as_str()), "{shell:?} completion lacks `{c}`");
+        }
+    }
+    for sub in cli.get_subcommands() {
+        let heading = format!("COMMAND KARPENTER-TUI {}", sub.get_name().to_uppercase());
+        assert!(man.contains(&heading), "man page lacks {heading}");
+        for arg in sub.get_arguments().filter_map(|a| a.get_long()) {
+            // roff escapes the dashes of a flag.
+            let flag = format!("\\-\\-{}", arg.replace('-', "\\-"));
+            assert!(man.contains(&flag), "man page lacks {} {flag}", sub.get_name());
+        }
+    }
+    // `completions` refuses a shell it does not write for.
+    refused(&["completions", "powershell"], ErrorKind::InvalidValue);
+}
+
+#[test]
+fn the_dashboards_take_a_node_label_selector_and_extra_label_columns() {
+    let cli = parses(&["-l", "karpenter.sh/capacity-type=spot", "--extra-labels", "karpenter.sh/nodepool,team"]);
+    let o = cli.ui.node_options();
+    assert_eq!(o.selector.map(|s| s.text).as_deref(), Some("karpenter.sh/capacity-type=spot"), "the dashboard");
+    assert_eq!(o.extra_labels, ["karpenter.sh/nodepool", "team"]);
+    let Some(Command::Demo { ui, .. }) =
+        parses(&["demo", "--selector", "zone in (a, b),!gpu", "--extra-labels", "zone"]).command
+    else {
+        panic!("demo")
+    };
+    let sel = ui.selector.expect("a selector");
+    assert_eq!(sel.text, "zone in (a, b),!gpu");
+    let labels = |pairs: &[(&str, &str)]| -> std::collections::BTreeMap<String, String> {
+        pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+    };
+    assert!(sel.matches(&labels(&[("zone", "b")])));
+    assert!(!sel.matches(&labels(&[("zone", "b"), ("gpu", "")])));
+    assert_eq!(ui.extra_labels, ["zone"]);
+    let mut cli = parses(&["--sim", "-l", "a=b"]);
+    let Some(Command::Demo { ui, .. }) = cli.sim_as_demo() else { panic!("demo") };
+    assert_eq!(ui.selector.map(|s| s.text).as_deref(), Some("a=b"), "--sim keeps the selector");
+    // A bad selector is a usage error (exit code 2) naming the flag and where the problem is.
+    for (line, at) in [(&["-l", "zone in a"][..], 9), (&["demo", "--selector", "a=b,,c"], 5)] {
+        let e = refused(line, ErrorKind::ValueValidation);
+        assert!(e.contains("--selector"), "{e}");
+        assert!(e.contains(&format!("at character {at}")), "{e}");
+        assert_eq!(parse(line).expect_err("refused").exit_code(), 2);
+    }
+    refused(&["controller", "--cloud", "kwok", "-l", "a=b"], ErrorKind::UnknownArgument);
+    refused(&["plan", "--extra-labels", "a"], ErrorKind::UnknownArgument);
 }

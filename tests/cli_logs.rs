@@ -1,6 +1,6 @@
 //! The binary's logs where a pod's log collector or `2>file` reads them: no colour escapes, and with
 //! `--log-format json` one JSON object per line. And `plan --cloud aws`, which logs while it discovers, planning
-//! with what the AWS API (moto) says instead of the embedded table.
+//! with what the AWS API (moto) says instead of the embedded table. And a dashboard whose `--metrics-addr` is taken.
 
 mod moto;
 
@@ -95,4 +95,23 @@ fn plan_with_the_aws_cloud_uses_what_the_aws_api_says() {
     let stderr = String::from_utf8_lossy(&live.stderr);
     assert!(stderr.contains("WARN") && stderr.contains("prices:"), "{stderr}");
     assert_ne!(cheapest(&live), cheapest(&embedded), "--cloud aws priced from the AWS API");
+}
+
+/// `--metrics-addr` on an address someone else holds: the dashboard says so and stops before connecting or taking
+/// the terminal.
+#[test]
+fn a_taken_metrics_address_ends_the_dashboard_before_it_starts() {
+    let dir = temp_dir("metrics-addr");
+    let kubeconfig = refused_kubeconfig(&dir);
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = taken.local_addr().unwrap().to_string();
+    let state = dir.join("state");
+    let out = run(
+        &["--cloud", "kwok", "--kubeconfig", kubeconfig.to_str().unwrap(), "--metrics-addr", &addr],
+        &[("KARPENTER_TUI_CONFIG_DIR", dir.to_str().unwrap()), ("KARPENTER_TUI_STATE_DIR", state.to_str().unwrap())],
+    );
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains(&format!("listening for metrics on {addr} (--metrics-addr)")), "{stderr}");
+    assert!(!stderr.contains("connecting to"), "nothing else was tried first: {stderr}");
 }

@@ -18,6 +18,7 @@ use karpenter_tui::sim::run::Playback;
 use karpenter_tui::sim::scenario::parse_scenario;
 use karpenter_tui::ui::action::{KeyMap, Pane};
 use karpenter_tui::ui::app::{AppState, Effect, Msg, Overlay, update};
+use karpenter_tui::ui::rows::NodeSelector;
 use karpenter_tui::ui::theme::Theme;
 use ratatui::Terminal;
 use ratatui::backend::TestBackend;
@@ -586,8 +587,8 @@ fn s_sorts_the_focused_pane_by_its_next_column_and_shift_s_reverses() {
         s.pane(Pane::Nodes).visible.iter().map(|&i| s.view.nodes[i].price).collect::<Vec<_>>()
     };
     assert!(s.view.nodes.len() >= 2, "the demo has nodes at 10 minutes");
-    // default → name → age → price
-    for _ in 0..3 {
+    // default → name → pool → type → zone → capacity → price
+    for _ in 0..6 {
         key(&mut s, 's');
     }
     assert!(s.status.as_ref().is_some_and(|st| st.text.contains("sorted by price")), "{:?}", s.status);
@@ -603,7 +604,7 @@ fn s_sorts_the_focused_pane_by_its_next_column_and_shift_s_reverses() {
     assert!(prices(&s).windows(2).all(|w| w[0] <= w[1]));
     // Names sort alphabetically; other panes are unaffected.
     key(&mut s, 'S');
-    for _ in 0..5 {
+    for _ in 0..6 {
         key(&mut s, 's');
     }
     assert!(s.status.as_ref().is_some_and(|st| st.text.contains("sorted by default")), "{:?}", s.status);
@@ -926,4 +927,423 @@ fn the_nodepools_pane_lists_capacity_reservations_and_reserved_nodes_count() {
         "{odcr}"
     );
     assert!(text.contains("2 spot, 0 on-demand, 4 reserved"), "{text}");
+}
+
+/// The README's picture of the dashboard (docs/dashboard.svg): the demo at three simulated minutes at 160×45, drawn
+/// from the same buffer the snapshot above checks, so it cannot fall behind the dashboard. `UPDATE_PICTURE=1`
+/// rewrites it after a change to what the dashboard shows.
+#[test]
+fn the_readme_picture_is_the_dashboard_as_it_draws_now() {
+    let s = app(view_at(180), false);
+    let mut t = Terminal::new(TestBackend::new(160, 45)).expect("test terminal");
+    t.draw(|f| f.render_widget(&s, f.area())).expect("draws");
+    let svg = svg(t.backend().buffer());
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/docs/dashboard.svg");
+    if std::env::var_os("UPDATE_PICTURE").is_some() {
+        std::fs::write(path, &svg).expect("write docs/dashboard.svg");
+    }
+    let committed = std::fs::read_to_string(path).unwrap_or_default();
+    assert!(
+        committed == svg,
+        "docs/dashboard.svg is not the dashboard as it draws now: rerun with UPDATE_PICTURE=1 and commit it"
+    );
+    // It is the screen, not an empty frame: the panes' titles are in it.
+    for title in ["Pending pods", "NodePools", "Nodes &amp; NodeClaims", "Disruptions", "Budgets", "Events"] {
+        assert!(svg.contains(title), "{title}");
+    }
+}
+
+/// A terminal buffer as SVG: one rectangle per run of background colour, one text element per run of one style.
+fn svg(buf: &ratatui::buffer::Buffer) -> String {
+    use ratatui::style::{Color, Modifier};
+    const CW: f32 = 8.4;
+    const CH: f32 = 17.0;
+    const FG: &str = "#d4d4d4";
+    const BG: &str = "#1e1e1e";
+    fn hex(c: Color, default: &'static str) -> String {
+        let named = match c {
+            Color::Reset => default,
+            Color::Black => "#000000",
+            Color::Red => "#cd3131",
+            Color::Green => "#0dbc79",
+            Color::Yellow => "#e5e510",
+            Color::Blue => "#2472c8",
+            Color::Magenta => "#bc3fbc",
+            Color::Cyan => "#11a8cd",
+            Color::Gray => "#c0c0c0",
+            Color::DarkGray => "#666666",
+            Color::LightRed => "#f14c4c",
+            Color::LightGreen => "#23d18b",
+            Color::LightYellow => "#f5f543",
+            Color::LightBlue => "#3b8eea",
+            Color::LightMagenta => "#d670d6",
+            Color::LightCyan => "#29b8db",
+            Color::White => "#ffffff",
+            Color::Rgb(r, g, b) => return format!("#{r:02x}{g:02x}{b:02x}"),
+            Color::Indexed(_) => default,
+        };
+        named.to_string()
+    }
+    let area = buf.area;
+    let (w, h) = (f32::from(area.width) * CW, f32::from(area.height) * CH);
+    let mut out = format!(
+        "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{w:.0}\" height=\"{h:.0}\" viewBox=\"0 0 {w:.0} {h:.0}\" \
+         font-family=\"'DejaVu Sans Mono', Menlo, Consolas, monospace\" font-size=\"14\">\n\
+         <rect width=\"100%\" height=\"100%\" fill=\"{BG}\"/>\n"
+    );
+    for y in 0..area.height {
+        let row: Vec<_> = (0..area.width).map(|x| &buf[(x, y)]).collect();
+        let colours = |cell: &ratatui::buffer::Cell| {
+            let (mut fg, mut bg) = (hex(cell.fg, FG), hex(cell.bg, BG));
+            if cell.modifier.contains(Modifier::REVERSED) {
+                std::mem::swap(&mut fg, &mut bg);
+            }
+            (fg, bg)
+        };
+        let mut x = 0;
+        while x < row.len() {
+            let (fg, bg) = colours(row[x]);
+            let bold = row[x].modifier.contains(Modifier::BOLD);
+            let mut end = x + 1;
+            while end < row.len()
+                && colours(row[end]) == (fg.clone(), bg.clone())
+                && row[end].modifier.contains(Modifier::BOLD) == bold
+            {
+                end += 1;
+            }
+            let (x0, y0) = (x as f32 * CW, f32::from(y) * CH);
+            if bg != BG {
+                out.push_str(&format!(
+                    "<rect x=\"{x0:.1}\" y=\"{y0:.0}\" width=\"{:.1}\" height=\"{CH:.0}\" fill=\"{bg}\"/>\n",
+                    (end - x) as f32 * CW
+                ));
+            }
+            let text: String = row[x..end].iter().map(|c| c.symbol()).collect();
+            if !text.trim().is_empty() {
+                let escaped = text.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;");
+                out.push_str(&format!(
+                    "<text x=\"{x0:.1}\" y=\"{:.1}\" fill=\"{fg}\"{} xml:space=\"preserve\" textLength=\"{:.1}\" \
+                     lengthAdjust=\"spacingAndGlyphs\">{escaped}</text>\n",
+                    y0 + CH * 0.78,
+                    if bold { " font-weight=\"bold\"" } else { "" },
+                    (end - x) as f32 * CW
+                ));
+            }
+            x = end;
+        }
+    }
+    out.push_str("</svg>\n");
+    out
+}
+
+#[test]
+fn pausing_holds_every_voluntary_disruption_and_resuming_lets_it_go_on() {
+    use karpenter_tui::controller::{CommandState, Hold};
+    let s = parse_scenario(DEMO_SCENARIO, "demo.yaml").expect("the demo scenario parses");
+    let mut p = Playback::new(&s).expect("the demo world builds");
+    let start = p.start;
+    p.advance(start + 100_000).expect("plays");
+    let now = p.world.now;
+    // Auto mode, as upstream runs: without the pause the empty node would be deleted after validation.
+    p.world.controller_mut().set_mode(Mode::Auto, now);
+    let paused_at = p.world.now;
+    let hold = Hold { since: paused_at, by: "alice".into() };
+    p.world.controller_mut().set_hold(Some(hold.clone()), paused_at).expect("pauses");
+    assert!(p.world.controller_mut().set_hold(Some(hold), paused_at).is_err(), "already paused");
+    p.advance(start + 240_000).expect("plays");
+    let o = p.world.controller().orchestrator();
+    let started = |o: &karpenter_tui::controller::Orchestrator, after: i64| {
+        o.records
+            .iter()
+            .filter(|r| r.at >= after)
+            .filter(|r| matches!(r.state, CommandState::Validating | CommandState::InProgress | CommandState::Executed))
+            .count()
+    };
+    assert_eq!(started(o, paused_at), 0, "nothing voluntary started while paused: {:?}", o.records);
+    let held: Vec<String> = o.gate().awaiting().map(|p| p.id.clone()).collect();
+    assert!(!held.is_empty(), "what it found is held as a proposal: {:?}", o.records);
+    let now = p.world.now;
+    let refused = tick_approve(&mut p, &held[0]);
+    assert!(refused.as_ref().is_err_and(|e| e.contains("paused")), "{refused:?}");
+    // Resuming in auto mode withdraws what was held and decides again at once.
+    p.world.controller_mut().set_hold(None, now).expect("resumes");
+    let o = p.world.controller().orchestrator();
+    assert_eq!(o.gate().awaiting().count(), 0, "held proposals are withdrawn in auto mode");
+    p.advance(start + 400_000).expect("plays");
+    assert!(started(p.world.controller().orchestrator(), now) > 0, "{:?}", p.world.controller().orchestrator().records);
+}
+
+/// Approves proposal `id` through the world's controller, as the demo backend does.
+fn tick_approve(p: &mut Playback, id: &str) -> Result<String, String> {
+    use karpenter_tui::controller::tick;
+    match tick::immediate(tick::approve(&mut p.world, id)) {
+        Some(Ok((approval, _))) => approval.message(id),
+        Some(Err(e)) => Err(e),
+        None => Err("no answer at once".into()),
+    }
+}
+
+#[test]
+fn the_pause_is_asked_for_confirmed_audited_and_shown() {
+    let mut d = driver_at(180, false);
+    let mut s = app(Arc::new(d.view()), false);
+    assert!(!screen(&s, 160, 45).contains("PAUSED"));
+    key(&mut s, ':');
+    typed(&mut s, "resume");
+    assert!(code(&mut s, KeyCode::Enter).is_empty());
+    assert_eq!(s.overlay, Overlay::None, "not paused: nothing to resume");
+    key(&mut s, ':');
+    typed(&mut s, "pause");
+    assert!(code(&mut s, KeyCode::Enter).is_empty(), "the first phase sends nothing");
+    let Overlay::Confirm(c) = &s.overlay else { panic!("a confirmation opens: {:?}", s.overlay) };
+    assert!(c.body.join(" ").contains("cannot be approved"), "{c:?}");
+    let effects = key(&mut s, 'y');
+    let (request, cmd) = match effects.as_slice() {
+        [Effect::Send(c @ Command::PauseDisruption { request, pause: true })] => (*request, c.clone()),
+        other => panic!("expected one pause command, got {other:?}"),
+    };
+    let outcome = match d.handle(cmd).as_slice() {
+        [Event::Done { request: r, outcome }] if *r == request => outcome.clone(),
+        other => panic!("{other:?}"),
+    };
+    assert_eq!(outcome, Ok("voluntary disruption paused".to_string()));
+    let audit = update(&mut s, Msg::Done { request, outcome });
+    assert!(
+        matches!(audit.as_slice(), [Effect::Audit { action, outcome, .. }] if action == "pause" && outcome == "ok"),
+        "{audit:?}"
+    );
+    update(&mut s, Msg::View(Arc::new(d.view())));
+    let paused = s.view.paused.clone().expect("the picture says it is paused");
+    assert_eq!(paused.how, "held by this engine");
+    let shown = screen(&s, 160, 45);
+    assert!(shown.contains("PAUSED"), "the header shows it");
+    assert!(shown.contains("(held by this engine)"), "and how it holds: {shown}");
+    // An approval is refused while paused, by the backend (the proposal stays open).
+    let open = s.view.disruptions.iter().find(|x| x.state.is_open()).expect("an open proposal").id.clone();
+    let out = d.handle(Command::Approve { request: 50, id: open.clone() });
+    assert!(matches!(out.as_slice(), [Event::Done { outcome: Err(e), .. }] if e.contains("paused")), "{out:?}");
+    // Read-only refuses it outright.
+    let mut ro = app(Arc::new(d.view()), true);
+    key(&mut ro, ':');
+    typed(&mut ro, "resume");
+    assert!(code(&mut ro, KeyCode::Enter).is_empty());
+    assert!(status_error(&ro, "read-only"), "{:?}", ro.status);
+    // Resume: confirmed, then the approval goes through.
+    key(&mut s, ':');
+    typed(&mut s, "resume");
+    code(&mut s, KeyCode::Enter);
+    let effects = key(&mut s, 'y');
+    let [Effect::Send(cmd @ Command::PauseDisruption { pause: false, .. })] = effects.as_slice() else {
+        panic!("{effects:?}")
+    };
+    assert!(matches!(d.handle(cmd.clone()).as_slice(), [Event::Done { outcome: Ok(_), .. }]));
+    assert!(d.view().paused.is_none());
+    // The approval now reaches validation against the cluster (whose verdict depends on what changed meanwhile).
+    let out = d.handle(Command::Approve { request: 51, id: open });
+    assert!(
+        matches!(out.as_slice(), [Event::Done { outcome, .. }] if !outcome.as_ref().is_err_and(|e| e.contains("paused"))),
+        "{out:?}"
+    );
+}
+
+/// The rows the Nodes pane shows, by name, in order.
+fn node_rows(s: &AppState) -> Vec<String> {
+    s.pane(Pane::Nodes).visible.iter().map(|&i| s.view.nodes[i].name.clone()).collect()
+}
+
+fn selector(text: &str) -> Option<NodeSelector> {
+    Some(NodeSelector::parse(text).expect("the selector parses"))
+}
+
+#[test]
+fn a_label_selector_narrows_the_nodes_pane_and_extra_labels_are_columns() {
+    let mut s = app(view_at(180), false);
+    let all = node_rows(&s);
+    let managed: Vec<String> =
+        s.view.nodes.iter().filter(|n| n.instance_type == "m5.large").map(|n| n.name.clone()).collect();
+    assert!(!managed.is_empty() && managed.len() < all.len(), "the demo has an m5.large and others: {all:?}");
+    s.set_node_options(
+        selector("node.kubernetes.io/instance-type=m5.large"),
+        vec!["karpenter.sh/capacity-type".into(), "karpenter.k8s.aws/instance-cpu".into(), "example.com/team".into()],
+    );
+    assert_eq!(node_rows(&s), managed);
+    key(&mut s, '3');
+    let text = screen(&s, 120, 20);
+    insta::assert_snapshot!("pane_nodes_selector_extra_labels", text);
+    assert!(
+        text.contains(&format!(
+            "3 Nodes & NodeClaims {}/{} · -l node.kubernetes.io/instance-type=m5.large",
+            managed.len(),
+            all.len()
+        )),
+        "{text}"
+    );
+    for h in ["CAPACITY-TYPE", "INSTANCE-CPU", "TEAM"] {
+        assert!(text.contains(h), "{h}: {text}");
+    }
+    // The cluster's cost stays the whole cluster's.
+    assert!(text.contains(&format!("${:.3}/h", s.view.cost.per_hour)), "{text}");
+    // The grid shows the selector on the pane and in the header too (with one label column: the pane is narrow).
+    s.set_node_options(
+        selector("node.kubernetes.io/instance-type=m5.large"),
+        vec!["topology.kubernetes.io/zone".into()],
+    );
+    let grid = screen(&s, 160, 45);
+    insta::assert_snapshot!("grid_160x45_selector", grid);
+    assert!(grid.contains("nodes -l node.kubernetes.io/instance-type=m5.large"), "the header says so: {grid}");
+    // `!=` matches what has no such label at all, as kubectl's does.
+    s.set_node_options(selector("node.kubernetes.io/instance-type!=m5.large"), Vec::new());
+    let rest: Vec<String> = all.iter().filter(|n| !managed.contains(n)).cloned().collect();
+    assert_eq!(node_rows(&s), rest);
+    // An empty selector clears it.
+    s.set_node_options(selector(""), Vec::new());
+    assert_eq!(node_rows(&s), all);
+    assert!(s.selector.is_none());
+}
+
+#[test]
+fn a_nodeclaim_without_a_node_matches_on_its_own_labels() {
+    let mut s = app(view_at(20), false);
+    use karpenter_tui::protocol::view::Lifecycle;
+    let ghost = s
+        .view
+        .nodes
+        .iter()
+        .find(|n| matches!(n.state, Lifecycle::Launching | Lifecycle::Launched))
+        .map(|n| n.name.clone())
+        .expect("a NodeClaim in flight at 20s");
+    s.set_node_options(selector("karpenter.sh/nodepool in (default),karpenter.sh/capacity-type"), Vec::new());
+    assert!(node_rows(&s).contains(&ghost), "{:?}", node_rows(&s));
+    s.set_node_options(selector("!karpenter.sh/nodepool"), Vec::new());
+    assert!(!node_rows(&s).contains(&ghost), "{:?}", node_rows(&s));
+}
+
+#[test]
+fn the_palette_sets_and_clears_the_selector_and_a_bad_one_keeps_the_old() {
+    let mut s = app(view_at(180), false);
+    let all = node_rows(&s);
+    key(&mut s, ':');
+    typed(&mut s, "selector node.kubernetes.io/instance-type in (m5.large, m6i.large)");
+    assert!(code(&mut s, KeyCode::Enter).is_empty());
+    assert_eq!(
+        s.selector.as_ref().map(|x| x.text.as_str()),
+        Some("node.kubernetes.io/instance-type in (m5.large, m6i.large)")
+    );
+    assert!(s.status.as_ref().is_some_and(|st| !st.error), "{:?}", s.status);
+    let narrowed = node_rows(&s);
+    assert!(narrowed.len() < all.len(), "{narrowed:?}");
+    // A bad one is an error naming where, and the selector in force stays.
+    key(&mut s, ':');
+    typed(&mut s, "selector zone in (a");
+    code(&mut s, KeyCode::Enter);
+    assert!(status_error(&s, "at character 11"), "{:?}", s.status);
+    assert!(status_error(&s, "no closing ')'"), "{:?}", s.status);
+    assert_eq!(
+        s.selector.as_ref().map(|x| x.text.as_str()),
+        Some("node.kubernetes.io/instance-type in (m5.large, m6i.large)")
+    );
+    assert_eq!(node_rows(&s), narrowed);
+    // `l` in the Nodes pane opens the palette on the selector in force, to edit it.
+    key(&mut s, '3');
+    key(&mut s, 'l');
+    let input = "selector node.kubernetes.io/instance-type in (m5.large, m6i.large)".to_string();
+    assert_eq!(s.overlay, Overlay::Palette { input });
+    code(&mut s, KeyCode::Esc);
+    // Nothing after it clears it.
+    key(&mut s, ':');
+    typed(&mut s, "selector");
+    code(&mut s, KeyCode::Enter);
+    assert!(s.selector.is_none());
+    assert_eq!(node_rows(&s), all);
+    // `:selectorx` is not the command.
+    key(&mut s, ':');
+    typed(&mut s, "selectorx");
+    code(&mut s, KeyCode::Enter);
+    assert!(status_error(&s, "unknown command"), "{:?}", s.status);
+}
+
+#[test]
+fn a_reversed_sort_shows_its_column_and_direction_and_keeps_the_selection() {
+    let mut s = app(view_at(600), false);
+    key(&mut s, '3');
+    key(&mut s, 'G');
+    let selected = s.pane(Pane::Nodes).selected_key.clone().expect("a node is selected");
+    // default → name → pool → type → zone → capacity → price
+    for _ in 0..6 {
+        key(&mut s, 's');
+    }
+    assert!(s.status.as_ref().is_some_and(|st| st.text.contains("sorted by price ▼")), "{:?}", s.status);
+    assert_eq!(s.pane(Pane::Nodes).selected_key.as_ref(), Some(&selected), "the selection stays on its node");
+    key(&mut s, 'S');
+    assert_eq!(s.pane(Pane::Nodes).selected_key.as_ref(), Some(&selected));
+    let at = s.pane(Pane::Nodes).selected;
+    assert_eq!(s.selected_row(Pane::Nodes).map(|i| s.view.nodes[i].name.clone()), Some(selected), "row {at}");
+    let prices: Vec<f64> = s.pane(Pane::Nodes).visible.iter().map(|&i| s.view.nodes[i].price).collect();
+    assert!(prices.windows(2).all(|w| w[0] <= w[1]), "cheapest first: {prices:?}");
+    let text = screen(&s, 120, 20);
+    insta::assert_snapshot!("pane_nodes_by_price_reversed", text);
+    assert!(text.contains("$/H▲"), "{text}");
+    assert!(text.contains("▲price"), "{text}");
+    // Wide enough for the month's cost next to the hour's, sorted with it.
+    let wide = screen(&s, 160, 30);
+    assert!(wide.contains("$/H▲") && wide.contains("$/MO"), "{wide}");
+}
+
+#[test]
+fn extra_label_columns_sort_after_the_panes_own() {
+    let mut s = app(view_at(600), false);
+    s.set_node_options(None, vec!["topology.kubernetes.io/zone".into()]);
+    key(&mut s, '3');
+    let own = karpenter_tui::ui::rows::sort_keys(Pane::Nodes).len();
+    for _ in 0..own {
+        key(&mut s, 's');
+    }
+    assert_eq!(s.sort_key(Pane::Nodes), "label:topology.kubernetes.io/zone");
+    let zones: Vec<String> = s
+        .pane(Pane::Nodes)
+        .visible
+        .iter()
+        .map(|&i| s.view.nodes[i].labels.get("topology.kubernetes.io/zone").cloned().unwrap_or_default())
+        .collect();
+    let mut sorted = zones.clone();
+    sorted.sort();
+    assert_eq!(zones, sorted);
+    // The arrow goes on the label's column, not the pane's own ZONE.
+    let text = screen(&s, 160, 30);
+    let header = text.lines().find(|l| l.contains("NAME")).expect("the header");
+    assert!(header.contains("ZONE ") && header.contains("ZONE▲"), "{header}");
+    key(&mut s, 's');
+    assert_eq!(s.sort_key(Pane::Nodes), "default", "then back to the backend's order");
+    // However many keys a flag gives, and however odd, nothing panics and at most 16 columns are shown.
+    let many: Vec<String> =
+        (0..200).map(|n| format!("example.com/label-{n}")).chain(["/".into(), "a/".into()]).collect();
+    s.set_node_options(selector("!example.com/label-0"), many);
+    assert_eq!(s.extra_labels.len(), karpenter_tui::ui::app::MAX_EXTRA_LABELS);
+    assert!(status_error(&s, "the first 16 are shown"), "{:?}", s.status);
+    for (w, h) in [(1, 1), (10, 3), (40, 10), (80, 24), (160, 45), (300, 100)] {
+        screen(&s, w, h);
+    }
+    for _ in 0..40 {
+        key(&mut s, 's');
+        screen(&s, 120, 20);
+    }
+}
+
+#[test]
+fn the_nodepools_pane_shows_a_month_of_cost_when_it_has_room() {
+    let s = {
+        let mut s = app(view_at(180), false);
+        key(&mut s, '2');
+        s
+    };
+    let pool = s.view.nodepools.iter().find(|p| p.name == "default").expect("default pool");
+    let month = format!("{:.0}", (pool.cost_per_hour * 730.0).round());
+    let grid = screen(&s, 160, 45);
+    let row = grid.lines().find(|l| l.contains("┃default ")).expect("the pool's row");
+    assert!(grid.contains("$/MO"), "{grid}");
+    assert!(row.contains(&format!(" {month} ")), "{month}: {row}");
+    // 80 columns keep the hour's cost and leave the month to the header.
+    let narrow = screen(&s, 80, 24);
+    assert!(!narrow.contains("$/MO") && narrow.contains("$/H"), "{narrow}");
+    assert!(narrow.contains("/month"), "{narrow}");
 }

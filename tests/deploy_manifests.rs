@@ -1,5 +1,6 @@
 //! deploy/ stays true to the code: the CRDs are rendered from the engine's own types (run with UPDATE_CRDS=1 to
-//! rewrite them after changing a type), and the ClusterRole grants every right the engine checks for at start.
+//! rewrite them, and the Helm chart's copies, after changing a type), and the ClusterRole grants every right the
+//! engine checks for at start.
 
 use std::path::PathBuf;
 
@@ -35,6 +36,9 @@ fn crds_match_the_engine_types() {
         let path = deploy(&format!("crds/{file}"));
         if update {
             std::fs::write(&path, want).expect("write CRD");
+            // The Helm chart ships the same files (tests/packaging.rs checks they stay identical).
+            let chart = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("charts/karpenter-tui/crds").join(file);
+            std::fs::write(chart, want).expect("write the chart's CRD");
             continue;
         }
         let have = std::fs::read_to_string(&path).unwrap_or_default();

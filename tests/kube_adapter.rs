@@ -1010,3 +1010,49 @@ async fn the_live_backend_shows_what_is_listed_as_it_arrives_then_the_engines_de
     commands.send(Command::Shutdown).unwrap();
     tokio::time::timeout(Duration::from_secs(5), backend).await.expect("stops on Shutdown").unwrap();
 }
+
+/// The operator's pause where upstream Karpenter acts: a `nodes: "0"` budget on every NodePool, accepted by the API
+/// server's own CRD rules; the budgets it replaced come back exactly on resume, a pool another writer changed
+/// meanwhile is refused (409) and left for a second run, and a read-only writer changes nothing.
+#[tokio::test]
+async fn pausing_through_budgets_keeps_the_originals_and_resuming_restores_them() {
+    use karpenter_tui::shell::disruption_pause::{ANNOTATION, apply, status};
+    let (fake, w) = setup().await;
+    let full: NodePool = serde_yaml::from_str(include_str!("fixtures/nodepool-full.yaml")).unwrap();
+    fake.put(NODEPOOLS, serde_json::to_value(&full).unwrap());
+    fake.put(NODEPOOLS, serde_json::to_value(pool_fixture()).unwrap());
+    let read = || fake.list(NODEPOOLS).into_iter().map(typed::<NodePool>).collect::<Vec<_>>();
+    let before = read();
+    assert!(before.iter().any(|p| p.spec.disruption.budgets.len() == 3), "the full fixture's budgets are stored");
+
+    let readonly = Writer::new(fake.client(), true);
+    let refused = apply(&readonly, &before, true, "2026-11-29T06:00:00Z", "alice").await;
+    assert!(refused.is_err() && fake.writes().is_empty(), "{refused:?}");
+
+    let paused = apply(&w, &before, true, "2026-11-29T06:00:00Z", "alice").await.expect("paused");
+    assert!(paused.contains("on 2 NodePool(s)"), "{paused}");
+    let now = read();
+    for p in &now {
+        assert_eq!(serde_json::to_value(&p.spec.disruption.budgets).unwrap(), json!([{"nodes": "0"}]), "{}", p.name());
+        assert!(p.metadata.annotations.as_ref().is_some_and(|a| a.contains_key(ANNOTATION)), "{}", p.name());
+    }
+    let shown = status(&now.iter().collect::<Vec<_>>()).expect("the picture sees the pause");
+    assert_eq!((shown.by.as_str(), shown.how.as_str()), ("alice", "budgets nodes: 0 on 2 of 2 NodePools"));
+    let again = apply(&w, &now, true, "2026-11-29T07:00:00Z", "bob").await.expect("nothing to do");
+    assert!(again.contains("2 already paused"), "pausing twice keeps the first save: {again}");
+
+    // Another writer labels one pool after this read: its resume is refused, the other's goes through.
+    let stale = read();
+    let mut changed = serde_json::to_value(&stale[0]).unwrap();
+    changed["metadata"]["labels"] = json!({"team": "b"});
+    fake.put(NODEPOOLS, changed);
+    let partial = apply(&w, &stale, false, "", "alice").await.expect_err("one pool changed meanwhile");
+    assert!(partial.contains("resumed on 1 NodePool(s)") && partial.contains("run it again"), "{partial}");
+    let done = apply(&w, &read(), false, "", "alice").await.expect("the second run finishes");
+    assert!(done.contains("on 1 NodePool(s)") && done.contains("1 already resumed"), "{done}");
+    for (after, was) in read().iter().zip(&before) {
+        assert_eq!(after.spec.disruption.budgets, was.spec.disruption.budgets, "{} restored exactly", after.name());
+        assert!(after.metadata.annotations.as_ref().is_none_or(|a| !a.contains_key(ANNOTATION)));
+    }
+    assert!(status(&read().iter().collect::<Vec<_>>()).is_none());
+}

@@ -8,6 +8,9 @@
 //! controller's read and its first write, and another writer updates the Node right after every write of ours.
 //! Registration must still complete, nothing anyone else wrote may be lost, and `Registered` may only be written
 //! once the Node shows what it stands for.
+//!
+//! Metrics of the acting controller on a live API server: scraped over HTTP from the listener `controller` serves
+//! them on, in Prometheus' text format, with what the run did and what the cluster holds.
 
 mod fake_apiserver;
 
@@ -499,4 +502,324 @@ async fn the_packing_comparison_is_worked_out_after_the_claim_is_created() {
     let pass = acting.controller.last_packing().expect("taken up by the tick after the signal");
     assert_eq!(pass.pods, 1);
     assert!(pass.comparison.upstream.nodes == 1 && pass.comparison.bound.is_some(), "{pass:?}");
+}
+
+/// One HTTP GET to `addr`, as a scraper sends it: the status line, the headers and the body.
+async fn http_get(addr: std::net::SocketAddr, path: &str) -> (String, String, String) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut stream = tokio::net::TcpStream::connect(addr).await.expect("connect");
+    let request = format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nAccept: text/plain\r\n\r\n");
+    stream.write_all(request.as_bytes()).await.expect("send");
+    let mut raw = String::new();
+    stream.read_to_string(&mut raw).await.expect("read");
+    let (head, body) = raw.split_once("\r\n\r\n").expect("a head and a body");
+    let (status, headers) = head.split_once("\r\n").unwrap_or((head, ""));
+    (status.to_string(), headers.to_ascii_lowercase(), body.to_string())
+}
+
+/// Parses Prometheus' text exposition format strictly: every line a `# HELP`, a `# TYPE` or a sample, every sample
+/// of a family whose HELP and TYPE came first, label values quoted and escaped, values numbers. Returns the samples
+/// by their series (`name{labels}` as written).
+fn parse_exposition(text: &str) -> std::collections::BTreeMap<String, f64> {
+    use std::collections::{BTreeMap, BTreeSet};
+    let valid_name = |n: &str| {
+        !n.is_empty()
+            && n.chars().next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_' || c == ':')
+            && n.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == ':')
+    };
+    let mut help = BTreeSet::new();
+    let mut types: BTreeMap<String, String> = BTreeMap::new();
+    let mut samples = BTreeMap::new();
+    assert!(text.ends_with('\n'), "the exposition ends with a newline");
+    for line in text.lines() {
+        if let Some(rest) = line.strip_prefix("# HELP ") {
+            let (name, doc) = rest.split_once(' ').unwrap_or((rest, ""));
+            assert!(valid_name(name) && !doc.is_empty(), "bad HELP line: {line}");
+            assert!(help.insert(name.to_string()), "HELP twice for {name}");
+            continue;
+        }
+        if let Some(rest) = line.strip_prefix("# TYPE ") {
+            let (name, t) = rest.split_once(' ').expect("TYPE has a type");
+            assert!(valid_name(name), "bad TYPE line: {line}");
+            assert!(["counter", "gauge", "histogram", "summary", "untyped"].contains(&t), "bad type: {line}");
+            assert!(help.contains(name), "TYPE before HELP for {name}");
+            assert!(types.insert(name.to_string(), t.to_string()).is_none(), "TYPE twice for {name}");
+            continue;
+        }
+        assert!(!line.starts_with('#') && !line.trim().is_empty(), "not a sample: {line:?}");
+        let name_end = line.find(['{', ' ']).expect("a sample has a value");
+        let name = &line[..name_end];
+        assert!(valid_name(name), "bad metric name in {line}");
+        let mut rest = &line[name_end..];
+        if let Some(labels) = rest.strip_prefix('{') {
+            // name="value" pairs, comma separated, values with \\, \" and \n escaped.
+            let mut chars = labels.char_indices().peekable();
+            let end = loop {
+                let (i, c) = chars.next().expect("labels are closed");
+                if c == '}' {
+                    break i;
+                }
+                let key_start = i;
+                let mut key_end = i;
+                while let Some(&(j, c)) = chars.peek() {
+                    if c == '=' {
+                        key_end = j;
+                        break;
+                    }
+                    chars.next();
+                }
+                let key = &labels[key_start..key_end];
+                assert!(valid_name(key) && !key.contains(':'), "bad label name {key:?} in {line}");
+                assert_eq!(chars.next().map(|(_, c)| c), Some('='), "{line}");
+                assert_eq!(chars.next().map(|(_, c)| c), Some('"'), "label value quoted in {line}");
+                loop {
+                    match chars.next().expect("label value closed").1 {
+                        '\\' => assert!(
+                            matches!(chars.next().map(|(_, c)| c), Some('\\' | '"' | 'n')),
+                            "bad escape in {line}"
+                        ),
+                        '"' => break,
+                        '\n' => panic!("raw newline in {line}"),
+                        _ => {}
+                    }
+                }
+                match chars.peek().map(|&(_, c)| c) {
+                    Some(',') => {
+                        chars.next();
+                    }
+                    Some('}') => {}
+                    other => panic!("{other:?} after a label value in {line}"),
+                }
+            };
+            rest = &labels[end + 1..];
+        }
+        let series = &line[..line.len() - rest.len()];
+        let value = rest.strip_prefix(' ').expect("a space before the value").split(' ').next().unwrap();
+        let v: f64 = match value {
+            "+Inf" => f64::INFINITY,
+            "-Inf" => f64::NEG_INFINITY,
+            "NaN" => f64::NAN,
+            v => v.parse().unwrap_or_else(|_| panic!("bad value {v:?} in {line}")),
+        };
+        let family = if types.contains_key(name) {
+            name
+        } else {
+            ["_bucket", "_sum", "_count"]
+                .iter()
+                .find_map(|s| name.strip_suffix(s).filter(|f| types.get(*f).is_some_and(|t| t == "histogram")))
+                .unwrap_or_else(|| panic!("a sample of {name} without its HELP and TYPE first"))
+        };
+        if types[family] == "histogram" && name.ends_with("_bucket") {
+            assert!(series.contains("le=\""), "a bucket has its bound: {line}");
+        }
+        assert!(samples.insert(series.to_string(), v).is_none(), "{series} twice");
+    }
+    samples
+}
+
+/// Waits until the watch cache holds the nodes, NodePools and pods the API server holds, at their versions.
+async fn caught_up(fake: &FakeApi, watches: &watch::Watches) {
+    let versions = |kind: &str| {
+        let mut v: Vec<String> = fake
+            .list(kind)
+            .iter()
+            .filter_map(|o| o["metadata"]["resourceVersion"].as_str().map(String::from))
+            .collect();
+        v.sort();
+        v
+    };
+    let want = (versions(NODES), versions(NODEPOOLS), versions(PODS));
+    let c = watches.cache.clone();
+    eventually(5, "the cache caught up", move || {
+        let c = c.lock().unwrap();
+        let sorted = |mut v: Vec<String>| {
+            v.sort();
+            v
+        };
+        let nodes = sorted(c.nodes.items.values().filter_map(|o| o.metadata.resource_version.clone()).collect());
+        let pools = sorted(c.nodepools.items.values().filter_map(|o| o.metadata.resource_version.clone()).collect());
+        let pods = sorted(c.pods.items.values().filter_map(|o| o.metadata.resource_version.clone()).collect());
+        (nodes, pools, pods) == want
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn metrics_say_what_the_acting_controller_did_and_what_the_cluster_holds() {
+    use karpenter_tui::shell::metrics::Metrics;
+    let fake = FakeApi::start().await;
+    let mut pool = nodepool();
+    pool["spec"]["limits"] = json!({"cpu": "100", "memory": "400Gi"});
+    fake.put(NODEPOOLS, pool);
+    let mut watches = watch::spawn(fake.client());
+    watches.wait_synced(Duration::from_secs(10)).await.expect("synced");
+    // The pod arrives once the controller watches, as a Deployment's would.
+    fake.put(PODS, pending_pod());
+    let catalog = Arc::new(kwok_catalog("us-east-1"));
+    let mut now = 1_767_225_660_000; // 2026-01-01T00:01:00Z
+    let metrics = Arc::new(Metrics::new("tester"));
+    let mut acting = Acting::new(
+        Controller::new(catalog.clone(), Mode::Approve, now),
+        Writer::new(fake.client(), false),
+        Box::new(karpenter_tui::kube::kwok::KwokCloud::new(catalog, Writer::new(fake.client(), false))),
+        None,
+    )
+    .with_metrics(metrics.clone());
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(karpenter_tui::cli::controller::serve_http(listener, watches.cache.clone(), Some(metrics)));
+
+    // Before anything is done: every metric is described, and nothing is counted yet.
+    let (status, headers, body) = http_get(addr, "/metrics").await;
+    assert_eq!(status, "HTTP/1.1 200 OK");
+    assert!(headers.contains("content-type: text/plain; version=0.0.4"), "{headers}");
+    let before = parse_exposition(&body);
+    assert!(!before.keys().any(|k| k.starts_with("karpenter_nodeclaims_created_total")), "{body}");
+    assert_eq!(before.get("karpenter_cluster_state_synced"), Some(&1.0), "{body}");
+
+    // Until the claim for the pending pod has registered.
+    let registered = |fake: &FakeApi| {
+        fake.list(NODECLAIMS)
+            .iter()
+            .any(|c| c["status"]["nodeName"].as_str().is_some_and(|n| fake.get(NODES, None, n).is_some()))
+    };
+    for _ in 0..60 {
+        now += 1_000;
+        let m = watches.cache.lock().unwrap().manifests();
+        acting.tick(&m, now).await;
+        if registered(&fake) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(registered(&fake), "the controller launched and registered a claim");
+    // The pod starts on the new node: Ready 42 s after it was created.
+    let node = fake.list(NODES)[0]["metadata"]["name"].as_str().unwrap().to_string();
+    let mut running = pending_pod();
+    running["spec"]["nodeName"] = json!(node);
+    running["status"] = json!({"phase": "Running", "startTime": "2026-01-01T00:01:10Z",
+        "conditions": [{"type": "PodScheduled", "status": "True", "lastTransitionTime": "2026-01-01T00:01:05Z"},
+                       {"type": "Ready", "status": "True", "lastTransitionTime": "2026-01-01T00:01:22Z"}]});
+    fake.put(PODS, running);
+    // A few more runs (NodePool status, the pod bound), the last on a cache that has caught up with the API
+    // server, which the scrape then reads too.
+    for _ in 0..5 {
+        now += 1_000;
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        let m = watches.cache.lock().unwrap().manifests();
+        acting.tick(&m, now).await;
+    }
+    caught_up(&fake, &watches).await;
+    now += 1_000;
+    let m = watches.cache.lock().unwrap().manifests();
+    acting.tick(&m, now).await;
+    caught_up(&fake, &watches).await;
+
+    let (status, _, body) = http_get(addr, "/metrics").await;
+    assert_eq!(status, "HTTP/1.1 200 OK");
+    let s = parse_exposition(&body);
+    let get = |series: &str| *s.get(series).unwrap_or_else(|| panic!("no {series} in\n{body}"));
+    let claims = fake.list(NODECLAIMS).len() as f64;
+    assert!(claims >= 1.0);
+    assert_eq!(
+        get(
+            r#"karpenter_nodeclaims_created_total{reason="provisioned",nodepool="default",min_values_relaxed="false"}"#
+        ),
+        claims,
+        "one count per claim the controller created"
+    );
+    assert_eq!(get("karpenter_cluster_state_node_count"), fake.list(NODES).len() as f64);
+    assert_eq!(get("karpenter_cluster_state_synced"), 1.0);
+    assert_eq!(get(r#"karpenter_nodepools_limit{nodepool="default",resource_type="cpu"}"#), 100.0);
+    assert_eq!(get(r#"karpenter_nodepools_limit{nodepool="default",resource_type="memory"}"#), 400.0 * 1024f64.powi(3));
+    // Usage is what the controller wrote into the NodePool's status: the launched node's capacity.
+    let usage = fake.get(NODEPOOLS, None, "default").unwrap()["status"]["resources"]["cpu"].clone();
+    let usage = karpenter_tui::engine::resources::parse_quantity(usage.as_str().expect("the status has cpu")).unwrap();
+    assert!(usage.milli() > 0);
+    assert_eq!(
+        get(r#"karpenter_nodepools_usage{nodepool="default",resource_type="cpu"}"#),
+        usage.milli() as f64 / 1000.0
+    );
+    let creates = r#"karpenter_cloudprovider_duration_seconds_count{controller="nodeclaim.lifecycle",method="Create",provider="kwok"}"#;
+    assert_eq!(get(creates), claims, "one Create call per launch");
+    assert!(!s.keys().any(|k| k.starts_with("karpenter_cloudprovider_errors_total")), "no cloud errors");
+    assert!(get(r#"karpenter_provisioner_scheduling_duration_seconds_count{controller="provisioner"}"#) >= 1.0);
+    assert_eq!(
+        get(r#"karpenter_provisioner_scheduling_queue_depth{controller="provisioner"}"#),
+        0.0,
+        "the pod is bound"
+    );
+    assert_eq!(get("karpenter_pods_startup_duration_seconds_count"), 1.0);
+    assert_eq!(get("karpenter_pods_startup_duration_seconds_sum"), 42.0, "00:00:40 created, 00:01:22 Ready");
+    assert_eq!(get(r#"karpenter_pods_startup_duration_seconds_bucket{le="30"}"#), 0.0);
+    assert_eq!(get(r#"karpenter_pods_startup_duration_seconds_bucket{le="45"}"#), 1.0);
+    assert_eq!(get("karpenter_tui_proposals_awaiting_approval"), 0.0);
+    // The packing comparison is worked out off the loop: once taken up, its gauges show the same plan prices.
+    if let Some(pass) = acting.controller.last_packing() {
+        assert_eq!(get(r#"karpenter_tui_packing_cost_per_hour{plan="upstream"}"#), pass.comparison.upstream.per_hour);
+    }
+
+    // The pod goes: the empty node is proposed for disruption, waits for an operator, is approved, and goes.
+    let claim = fake.list(NODECLAIMS).remove(0);
+    let zone = claim["metadata"]["labels"]["topology.kubernetes.io/zone"].as_str().unwrap().to_string();
+    fake.remove(PODS, Some("default"), "web-5d8f7-pending");
+    let proposed =
+        |a: &Acting| a.controller.gate().awaiting().next().map(|p| (p.id.clone(), p.command.savings_per_hour));
+    for _ in 0..120 {
+        if proposed(&acting).is_some() {
+            break;
+        }
+        now += 1_000;
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        let m = watches.cache.lock().unwrap().manifests();
+        acting.tick(&m, now).await;
+    }
+    let (id, savings) = proposed(&acting).expect("an emptiness proposal");
+    let s = parse_exposition(&http_get(addr, "/metrics").await.2);
+    assert_eq!(s.get("karpenter_tui_proposals_awaiting_approval"), Some(&1.0));
+    assert_eq!(s.get("karpenter_tui_proposals_savings_per_hour"), Some(&savings));
+    assert!(savings > 0.0);
+    assert!(
+        !s.keys().any(|k| k.starts_with("karpenter_voluntary_disruption_decisions_total")),
+        "proposed, not decided"
+    );
+    let m = watches.cache.lock().unwrap().manifests();
+    acting.approve(&m, &id, now).await.expect("approved");
+    let gone = |fake: &FakeApi| fake.list(NODECLAIMS).is_empty();
+    for _ in 0..120 {
+        if gone(&fake) {
+            break;
+        }
+        now += 1_000;
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        let m = watches.cache.lock().unwrap().manifests();
+        acting.tick(&m, now).await;
+    }
+    assert!(gone(&fake), "the approved command removed the claim: {:#?}", fake.list(NODECLAIMS));
+    let body = http_get(addr, "/metrics").await.2;
+    let s = parse_exposition(&body);
+    let get = |series: &str| *s.get(series).unwrap_or_else(|| panic!("no {series} in\n{body}"));
+    assert_eq!(get("karpenter_tui_proposals_awaiting_approval"), 0.0);
+    assert_eq!(get(r#"karpenter_tui_approvals_total{operator="tester"}"#), 1.0);
+    assert_eq!(
+        get(
+            r#"karpenter_voluntary_disruption_decisions_total{decision="delete",reason="empty",consolidation_type="empty"}"#
+        ),
+        1.0
+    );
+    assert_eq!(
+        get(r#"karpenter_nodeclaims_disrupted_total{reason="empty",nodepool="default",capacity_type="on-demand"}"#),
+        1.0
+    );
+    assert_eq!(
+        get(&format!(
+            r#"karpenter_nodeclaims_terminated_total{{nodepool="default",capacity_type="on-demand",zone="{zone}"}}"#
+        )),
+        1.0,
+    );
+
+    // The probes still answer beside the metrics.
+    assert_eq!(http_get(addr, "/healthz").await.0, "HTTP/1.1 200 OK");
+    assert_eq!(http_get(addr, "/readyz").await.0, "HTTP/1.1 200 OK");
+    assert_eq!(http_get(addr, "/nothing").await.0, "HTTP/1.1 404 Not Found");
 }

@@ -15,8 +15,11 @@ use crate::engine::disruption::gate::Mode;
 use crate::engine::packing::Packing;
 use crate::kube::connect::ConnectOptions;
 
+/// The version and the git commit the binary was built from (build.rs), as `--version` prints it.
+pub const VERSION: &str = concat!(env!("CARGO_PKG_VERSION"), " (commit ", env!("KARPENTER_TUI_GIT_COMMIT"), ")");
+
 #[derive(Parser, Debug)]
-#[command(name = "karpenter-tui", version, about = "See and steer Karpenter-style node autoscaling")]
+#[command(name = "karpenter-tui", version = VERSION, about = "See and steer Karpenter-style node autoscaling")]
 // The flags before a subcommand are the live dashboard's: `karpenter-tui --cloud aws plan` is refused rather than
 // quietly planning without the cloud.
 #[command(args_conflicts_with_subcommands = true)]
@@ -25,7 +28,7 @@ pub struct Cli {
     pub command: Option<Command>,
     /// The dashboard on the simulated world (same as `demo`), optionally playing SCENARIO.
     #[arg(long, value_name = "SCENARIO", num_args = 0..=1, default_missing_value = "",
-          conflicts_with_all = ["KubeArgs", "AwsArgs", "ElectionArgs", "cloud", "region"])]
+          conflicts_with_all = ["KubeArgs", "AwsArgs", "ElectionArgs", "cloud", "region", "metrics_addr"])]
     pub sim: Option<String>,
     #[command(flatten)]
     pub live: LiveArgs,
@@ -33,6 +36,9 @@ pub struct Cli {
     /// created directly, for test clusters). Without it the engine observes.
     #[arg(long, value_enum)]
     pub cloud: Option<CloudArg>,
+    /// Serve Prometheus metrics at http://ADDR/metrics while the dashboard runs (docs/metrics.md); off by default.
+    #[arg(long, value_name = "ADDR")]
+    pub metrics_addr: Option<SocketAddr>,
     #[command(flatten)]
     pub ui: UiArgs,
     #[command(flatten)]
@@ -103,7 +109,7 @@ pub enum Command {
         /// Use the pod's service account instead of a kubeconfig.
         #[arg(long, conflicts_with_all = ["kubeconfig", "context"])]
         in_cluster: bool,
-        /// Where /healthz and /readyz answer.
+        /// Where /healthz, /readyz and /metrics (Prometheus) answer.
         #[arg(long, default_value = "0.0.0.0:8081")]
         health_addr: SocketAddr,
         /// Where the engine gets instances: aws (EC2 through CreateFleet) or kwok (Node objects created directly).
@@ -150,6 +156,21 @@ pub enum Command {
         #[command(flatten)]
         log: LogArgs,
     },
+    /// Print a shell completion script: `source <(karpenter-tui completions bash)`.
+    Completions {
+        #[arg(value_enum)]
+        shell: ShellArg,
+    },
+    /// Print the manual page (roff): `karpenter-tui man > karpenter-tui.1`.
+    Man,
+}
+
+/// The shells `completions` writes for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum ShellArg {
+    Bash,
+    Zsh,
+    Fish,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -317,6 +338,36 @@ pub struct UiArgs {
     /// Colour theme: dark, light, high-contrast, a name under the config's themes/, or a .toml path.
     #[arg(long)]
     pub theme: Option<String>,
+    /// The Nodes & NodeClaims pane shows only the nodes (and NodeClaims) whose labels match, as `kubectl get -l`
+    /// takes it: `k=v`, `k!=v`, `k in (a,b)`, `k notin (a,b)`, `k`, `!k`, comma-separated, all must hold.
+    #[arg(long, short = 'l', value_name = "SELECTOR")]
+    pub selector: Option<crate::ui::rows::NodeSelector>,
+    /// Label keys to show as columns of the Nodes & NodeClaims pane (comma-separated), over the config file's
+    /// `extraLabels`.
+    #[arg(long, value_name = "K1,K2", value_delimiter = ',')]
+    pub extra_labels: Vec<String>,
+}
+
+impl UiArgs {
+    /// What the Nodes pane is narrowed to and shows more of.
+    pub fn node_options(&self) -> NodeOptions {
+        NodeOptions { selector: self.selector.clone(), extra_labels: self.extra_labels.clone() }
+    }
+}
+
+/// `--selector` and `--extra-labels`, as the dashboards take them.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct NodeOptions {
+    pub selector: Option<crate::ui::rows::NodeSelector>,
+    pub extra_labels: Vec<String>,
+}
+
+impl NodeOptions {
+    /// Sets them on the dashboard's state, the flag's extra labels over the config file's.
+    pub fn apply(self, state: &mut crate::ui::app::AppState, config: &crate::config::Config) {
+        let extra = if self.extra_labels.is_empty() { config.extra_labels.clone() } else { self.extra_labels };
+        state.set_node_options(self.selector, extra);
+    }
 }
 
 #[derive(Args, Debug, Clone, Copy, Default)]

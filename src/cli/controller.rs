@@ -1,6 +1,7 @@
 //! `karpenter-tui controller`: the engine headless, for running in the cluster (deploy/). It competes for the
-//! Lease, reconciles on every change while it holds it, logs what it does, answers `/healthz` (alive) and
-//! `/readyz` (caches in sync) on the health address, and hands the Lease over on SIGTERM or Ctrl-C.
+//! Lease, reconciles on every change while it holds it, logs what it does, answers `/healthz` (alive), `/readyz`
+//! (caches in sync) and `/metrics` (Prometheus, docs/metrics.md) on the health address, and hands the Lease over on
+//! SIGTERM or Ctrl-C.
 
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
@@ -11,6 +12,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use crate::kube::cache::Cache;
 use crate::kube::leader::Role;
+use crate::shell::metrics::Metrics;
 
 use super::live_dashboard::{LiveOptions, Wait, prepare_with, to_log};
 
@@ -65,17 +67,19 @@ pub fn run_controller(mut opts: LiveOptions, health: SocketAddr) -> anyhow::Resu
         .context("starting the async runtime")?;
     runtime.block_on(async move {
         let mut p = prepare_with(&opts, |_| false, to_log, Wait::Synced).await?;
-        let Some(mut acting) = p.acting.take() else {
+        let metrics = Arc::new(Metrics::new(""));
+        let Some(acting) = p.acting.take() else {
             return Err(anyhow!(
                 "the controller cannot act in context {}: {}",
                 p.conn.context,
                 p.observe_reason.clone().unwrap_or_default()
             ));
         };
+        let mut acting = acting.with_metrics(metrics.clone());
         let listener = tokio::net::TcpListener::bind(health)
             .await
-            .with_context(|| format!("listening for health checks on {health}"))?;
-        tokio::spawn(serve_health(listener, p.watches.cache.clone()));
+            .with_context(|| format!("listening for health checks and metrics on {health} (--health-addr)"))?;
+        tokio::spawn(serve_http(listener, p.watches.cache.clone(), Some(metrics)));
         tracing::info!(context = %p.conn.context, mode = %acting.controller.mode(), packing = %acting.controller.packing(), %health, "controller started");
         let mut changed = p.watches.changed.clone();
         let mut role = p.role.clone();
@@ -141,27 +145,42 @@ async fn shutdown_signal() {
     }
 }
 
-/// The two probes, over the smallest HTTP/1.1 that kubelet's probes need.
-async fn serve_health(listener: tokio::net::TcpListener, cache: Arc<Mutex<Cache>>) {
+/// The two probes and, with `metrics`, `/metrics`, over the smallest HTTP/1.1 that kubelet's probes and a
+/// Prometheus scrape need.
+pub async fn serve_http(listener: tokio::net::TcpListener, cache: Arc<Mutex<Cache>>, metrics: Option<Arc<Metrics>>) {
     loop {
         let mut stream = match listener.accept().await {
             Ok((s, _)) => s,
             Err(e) => {
                 // Out of file descriptors, say: retrying at once would spin a core until it passes.
-                tracing::warn!("health endpoint: accepting a connection: {e}");
+                tracing::warn!("health and metrics endpoint: accepting a connection: {e}");
                 tokio::time::sleep(Duration::from_millis(100)).await;
                 continue;
             }
         };
         let cache = cache.clone();
+        let metrics = metrics.clone();
         tokio::spawn(async move {
             let mut buf = [0u8; 1024];
             let n = stream.read(&mut buf).await.unwrap_or(0);
             let request = String::from_utf8_lossy(&buf[..n]);
             let path = request.split_whitespace().nth(1).unwrap_or("/");
-            let (status, body) = health_answer(path, cache.lock().map(|c| c.synced()).unwrap_or(false));
+            // A scrape may ask with a query string (`/metrics?name[]=...`): every metric is answered.
+            let path = path.split('?').next().unwrap_or(path);
+            let (status, content_type, body) = match (path, &metrics) {
+                ("/metrics", Some(m)) => {
+                    let m = m.clone();
+                    let cache = cache.clone();
+                    let body = tokio::task::spawn_blocking(move || m.render(Some(&cache))).await.unwrap_or_default();
+                    ("200 OK", crate::shell::metrics::CONTENT_TYPE, body)
+                }
+                _ => {
+                    let (status, body) = health_answer(path, cache.lock().map(|c| c.synced()).unwrap_or(false));
+                    (status, "text/plain", body.to_string())
+                }
+            };
             let response = format!(
-                "HTTP/1.1 {status}\r\ncontent-type: text/plain\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                "HTTP/1.1 {status}\r\ncontent-type: {content_type}\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
                 body.len()
             );
             let _ = stream.write_all(response.as_bytes()).await;
@@ -187,7 +206,7 @@ mod tests {
         assert_eq!(health_answer("/healthz", false).0, "200 OK");
         assert_eq!(health_answer("/readyz", false).0, "503 Service Unavailable");
         assert_eq!(health_answer("/readyz", true).0, "200 OK");
-        assert_eq!(health_answer("/metrics", true).0, "404 Not Found");
+        assert_eq!(health_answer("/nothing", true).0, "404 Not Found");
     }
 
     /// The loop's wait with every sender dropped: it must answer once for the watches and never spin on the

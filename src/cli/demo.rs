@@ -23,6 +23,8 @@ pub struct DemoOptions {
     pub packing: Option<crate::engine::packing::Packing>,
     pub readonly: bool,
     pub theme: Option<String>,
+    /// `--selector` and `--extra-labels`.
+    pub nodes: super::args::NodeOptions,
     pub log_format: super::logging::LogFormat,
 }
 
@@ -59,6 +61,7 @@ pub fn run_demo(opts: DemoOptions) -> anyhow::Result<()> {
     let (keymap, warnings) = KeyMap::new(&config.key_overrides(), readonly);
     let speed = opts.speed.or(config.demo_speed).unwrap_or(10.0);
     let mut state = AppState::new(keymap, theme, true, speed);
+    opts.nodes.clone().apply(&mut state, &config);
     for w in warnings {
         update(&mut state, Msg::Warn(format!("config: {w}")));
     }
@@ -86,6 +89,7 @@ pub fn run_demo(opts: DemoOptions) -> anyhow::Result<()> {
 pub fn info() -> String {
     let p = Paths::resolve();
     let mut out = String::new();
+    out.push_str(&format!("version           {}\n", super::args::VERSION));
     out.push_str(&format!("config directory  {}\n", p.config_dir.display()));
     out.push_str(&format!(
         "config file       {}{}\n",

@@ -322,7 +322,21 @@ fn supervise(elector: Elector, tx: tokio::sync::watch::Sender<Role>, releaser: E
     Election { supervisor, task, releaser }
 }
 
-pub fn run_live(mut opts: LiveOptions, log_format: super::logging::LogFormat) -> anyhow::Result<()> {
+/// Who approves and rejects through this dashboard, for the metrics: the user running it.
+fn operator() -> String {
+    ["USER", "LOGNAME", "USERNAME"]
+        .iter()
+        .find_map(|v| std::env::var(v).ok().filter(|u| !u.is_empty()))
+        .unwrap_or_else(|| "unknown".into())
+}
+
+/// The live dashboard; with `metrics_addr`, Prometheus metrics served there (`/metrics`) while it runs.
+pub fn run_live(
+    mut opts: LiveOptions,
+    log_format: super::logging::LogFormat,
+    metrics_addr: Option<std::net::SocketAddr>,
+    nodes: super::args::NodeOptions,
+) -> anyhow::Result<()> {
     let paths = Paths::resolve();
     let config = Config::load(&paths.config_file())?;
     let config_path = paths.config_file().display().to_string();
@@ -334,13 +348,29 @@ pub fn run_live(mut opts: LiveOptions, log_format: super::logging::LogFormat) ->
         .build()
         .context("starting the async runtime")?;
     runtime.block_on(async move {
+        // A taken address fails before anything else is done.
+        let metrics_listener = match metrics_addr {
+            Some(addr) => Some(
+                tokio::net::TcpListener::bind(addr)
+                    .await
+                    .with_context(|| format!("listening for metrics on {addr} (--metrics-addr)"))?,
+            ),
+            None => None,
+        };
         let mut p = prepare(&opts, |ctx| config.readonly_for(false, ctx)).await?;
+        let metrics = metrics_listener.map(|listener| {
+            let metrics = Arc::new(crate::shell::metrics::Metrics::new(&operator()));
+            tokio::spawn(super::controller::serve_http(listener, p.watches.cache.clone(), Some(metrics.clone())));
+            tracing::info!(addr = ?metrics_addr, "serving metrics");
+            metrics
+        });
         let theme = match config.theme_for(opts.theme.as_deref(), &p.conn.context) {
             Some(t) => load_theme(&paths, &t)?,
             None => crate::ui::theme::Theme::default(),
         };
         let (keymap, warnings) = KeyMap::new(&config.key_overrides(), p.readonly);
         let mut state = AppState::new(keymap, theme, false, 1.0);
+        nodes.apply(&mut state, &config);
         for w in warnings {
             update(&mut state, Msg::Warn(format!("config: {w}")));
         }
@@ -365,7 +395,10 @@ pub fn run_live(mut opts: LiveOptions, log_format: super::logging::LogFormat) ->
             writer: Writer::new(p.conn.client.clone(), p.readonly),
             catalog: Arc::new(opts.catalog.clone()),
             info,
-            acting: p.acting.take(),
+            acting: p.acting.take().map(|a| match &metrics {
+                Some(m) => a.with_metrics(m.clone()),
+                None => a,
+            }),
             role: p.role.clone(),
             wakes: Default::default(),
         };

@@ -4,6 +4,7 @@ pub mod args;
 pub mod catalog;
 pub mod controller;
 pub mod demo;
+pub mod generated;
 pub mod live;
 pub mod live_dashboard;
 pub mod logging;

@@ -68,6 +68,10 @@ pub struct CacheHost<'a> {
     unsettled: u64,
     /// The earliest moment a step asked to be run again at.
     pub wake: Option<Millis>,
+    /// How long each provisioning solve of the run took, in milliseconds (the live loop's metrics read it).
+    pub solves: Vec<f64>,
+    /// How many pods asked for capacity when the run looked (the provisioner's queue).
+    pub queue_depth: Option<usize>,
     /// What went wrong outside a write (a list of the cloud's instances), for the run's report.
     errors: Vec<String>,
 }
@@ -104,6 +108,8 @@ impl<'a> CacheHost<'a> {
             state_key: super::state_key(&m.view()),
             unsettled: 0,
             wake: None,
+            solves: Vec::new(),
+            queue_depth: None,
             errors: Vec::new(),
         }
     }
@@ -332,7 +338,11 @@ impl Host for CacheHost<'_> {
         self.wake = Some(self.wake.map_or(t, |w| w.min(t)));
     }
 
-    fn note(&mut self, _note: Note<'_>) {}
+    fn note(&mut self, note: Note<'_>) {
+        if let Note::Solved { millis, .. } = note {
+            self.solves.push(millis);
+        }
+    }
 
     fn compare_packing(&mut self, comparison: crate::controller::provisioning::Comparison, _launched: bool) {
         match self.comparison.as_mut() {
@@ -367,7 +377,9 @@ impl Host for CacheHost<'_> {
 
     fn provisionable(&mut self) -> Arc<Vec<String>> {
         let uids = self.m.pods.iter().filter(|p| is_provisionable(p));
-        Arc::new(uids.map(|p| p.metadata.uid.clone().unwrap_or_default()).collect())
+        let uids: Vec<String> = uids.map(|p| p.metadata.uid.clone().unwrap_or_default()).collect();
+        self.queue_depth = Some(uids.len());
+        Arc::new(uids)
     }
 
     fn state_key(&mut self) -> u64 {

@@ -159,8 +159,18 @@ pub struct PassOutcome {
     pub quiet_key: u64,
 }
 
+/// Voluntary disruption held by an operator (the dashboard's `:pause`): since when, and who asked.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Hold {
+    pub since: Millis,
+    pub by: String,
+}
+
 pub struct Orchestrator {
     gate: Gate,
+    /// While set, no voluntary command starts: each is held as a proposal that cannot be approved until the hold
+    /// is lifted. Commands already started go on (stopping one halfway would leave tainted nodes behind).
+    hold: Option<Hold>,
     options: DisruptionOptions,
     validation_delay: Millis,
     /// Auto mode: the command being validated, and when it is due.
@@ -183,6 +193,7 @@ impl Orchestrator {
     pub fn new(mode: Mode, options: DisruptionOptions, validation_delay: Millis) -> Orchestrator {
         Orchestrator {
             gate: Gate::new(mode),
+            hold: None,
             options,
             validation_delay,
             validating: None,
@@ -230,7 +241,7 @@ impl Orchestrator {
     /// disrupting against budgets and their pods as moving, so a queue of proposals approved in order stays valid.
     pub fn pending_commands(&self) -> Vec<&Command> {
         let mut out: Vec<&Command> = self.validating.iter().map(|(_, c, _)| c).collect();
-        if self.gate.mode() == Mode::Approve {
+        if self.gate.mode() == Mode::Approve || self.hold.is_some() && self.gate.mode() == Mode::Auto {
             out.extend(self.gate.awaiting().map(|p| &p.command));
         }
         out
@@ -408,7 +419,8 @@ impl Orchestrator {
             return Vec::new();
         };
         let mode = self.gate.mode();
-        if mode != Mode::Auto && self.gate.suppressed(&cmd, state) {
+        let held = self.hold.is_some();
+        if (mode != Mode::Auto || held) && self.gate.suppressed(&cmd, state) {
             // Only what is already proposed or was rejected: as good as nothing until the cluster changes (which
             // also lifts a rejection) or the gate does.
             self.quiet = Some((quiet_key, quiet_until(result.recheck_at)));
@@ -419,12 +431,17 @@ impl Orchestrator {
         self.next_pass = now + SECOND;
         let id = new_id();
         let state = match mode {
+            Mode::Auto if held => CommandState::AwaitingApproval,
             Mode::Auto => CommandState::Validating,
             Mode::Approve => CommandState::AwaitingApproval,
             Mode::DryRun => CommandState::DryRun,
         };
         self.records.push(CommandRecord { id: id.clone(), at: now, command: cmd.clone(), state });
         match mode {
+            Mode::Auto if held => {
+                self.gate.propose(id, cmd, now);
+                Vec::new()
+            }
             Mode::Auto if matches!(cmd.method, Method::Drift | Method::StaticDrift) => vec![self.start(id, cmd, now)],
             Mode::Auto => {
                 self.validating = Some((id, cmd, now + self.validation_delay));
@@ -479,6 +496,9 @@ impl Orchestrator {
         now: Millis,
         verdict: Result<(), String>,
     ) -> Result<(Approval, Vec<Act>), String> {
+        if let Some(h) = &self.hold {
+            return Err(format!("voluntary disruption is paused (by {}): resume it first", h.by));
+        }
         let cmd = self.gate.approve(id, now)?;
         // Its nodes are no longer held by an open proposal: the next pass may find something else.
         self.quiet = None;
@@ -508,6 +528,37 @@ impl Orchestrator {
     /// Repack joins the methods under cost packing (from the next pass).
     pub fn set_packing(&mut self, packing: crate::engine::packing::Packing) {
         self.options.packing = packing;
+    }
+
+    pub fn hold(&self) -> Option<&Hold> {
+        self.hold.as_ref()
+    }
+
+    /// Pauses (`Some`) or resumes (`None`) voluntary disruption. Pausing drops the command being validated (it
+    /// would start at the end of its validation); resuming in `auto` mode withdraws what was held, since those
+    /// proposals have no one to approve them, and runs a pass at once. `Err` when already in that state.
+    pub fn set_hold(&mut self, hold: Option<Hold>, now: Millis) -> Result<(), String> {
+        match (&self.hold, &hold) {
+            (Some(h), Some(_)) => return Err(format!("voluntary disruption is already paused (by {})", h.by)),
+            (None, None) => return Err("voluntary disruption is not paused".into()),
+            _ => {}
+        }
+        if hold.is_some() {
+            if let Some((id, _, _)) = self.validating.take() {
+                self.record(&id, CommandState::Invalidated("voluntary disruption paused".into()));
+            }
+        } else if self.gate.mode() == Mode::Auto {
+            let held: Vec<String> = self.gate.awaiting().map(|p| p.id.clone()).collect();
+            for id in held {
+                let why = "held while voluntary disruption was paused; recomputed";
+                self.gate.withdraw(&id, why, now);
+                self.record(&id, CommandState::Invalidated(why.into()));
+            }
+        }
+        self.hold = hold;
+        self.next_pass = now;
+        self.quiet = None;
+        Ok(())
     }
 
     pub fn set_mode(&mut self, mode: Mode, now: Millis) {

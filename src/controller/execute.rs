@@ -45,6 +45,8 @@ pub struct Failed {
     pub message: String,
     /// Another writer changed the object first: planned again from the fresh object, not backed off.
     pub conflict: bool,
+    /// Its place in the batch given to [`execute`].
+    pub index: usize,
 }
 
 /// The launches of a batch, already made, by claim name.
@@ -91,7 +93,7 @@ pub async fn execute(
             launches.insert(c.name().to_string(), r);
         }
     }
-    for e in effects {
+    for (index, e) in effects.into_iter().enumerate() {
         let what = e.describe();
         let key = e.object_key();
         match run_one(e, &mut *writer, cloud, now, &mut report.outcomes, &mut launches).await {
@@ -103,7 +105,7 @@ pub async fn execute(
             // the next tick plans again from the fresh object (nothing that depends on this write was written in
             // this tick).
             Err(Failure { message, conflict }) => {
-                report.failed.push(Failed { key, effect: what, message, conflict });
+                report.failed.push(Failed { key, effect: what, message, conflict, index });
             }
         }
     }

@@ -64,7 +64,7 @@ pub use effect::{Effect, Purpose};
 /// Provider ids of KWOK's nodes (the default cloud of a live cluster).
 pub const KWOK_PROVIDER_PREFIX: &str = "kwok://";
 
-pub use disruption::{Act, Approval, CommandRecord, CommandState, Orchestrator, PassOutcome};
+pub use disruption::{Act, Approval, CommandRecord, CommandState, Hold, Orchestrator, PassOutcome};
 use drift::{DriftRead, DriftTracker};
 use out::{Out, remove_taint};
 use pod_events::PodEventTracker;
@@ -1482,6 +1482,18 @@ impl Controller {
     /// Switches the disruption mode; open proposals were made under the old rules and are withdrawn.
     pub fn set_mode(&mut self, mode: Mode, now: Millis) {
         self.disruption.set_mode(mode, now);
+    }
+
+    /// Pauses (`Some`) or resumes (`None`) voluntary disruption: while paused, every command this controller
+    /// computes is held as a proposal that cannot be approved.
+    pub fn set_hold(&mut self, hold: Option<disruption::Hold>, now: Millis) -> Result<String, String> {
+        let pausing = hold.is_some();
+        self.disruption.set_hold(hold, now)?;
+        Ok(if pausing { "voluntary disruption paused".into() } else { "voluntary disruption resumed".into() })
+    }
+
+    pub fn hold(&self) -> Option<&disruption::Hold> {
+        self.disruption.hold()
     }
 
     /// Switches the packing strategy: the next provisioning solve sizes its NodeClaims this way, and disruption

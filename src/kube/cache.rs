@@ -108,7 +108,15 @@ pub struct Cache {
     changes: crate::engine::manifests::Changes,
     /// Scheduling digests of the pods, kept from one read to the next (see [`Cache::pod_versions`]).
     digests: Arc<crate::engine::provisioning::PodDigests>,
+    /// Seconds from creation to Ready of the pods seen pending that became Ready since the last
+    /// [`Cache::take_pod_startups`] (at most [`MAX_POD_STARTUPS`] are kept).
+    pod_startups: Vec<f64>,
+    /// Pods seen pending and not Ready since: whose startup is measured when they turn Ready.
+    starting: BTreeSet<String>,
 }
+
+/// How many pod startup durations the cache keeps until someone takes them (the metrics do, at each scrape).
+pub const MAX_POD_STARTUPS: usize = 4096;
 
 fn key_of(obj: &RawObject) -> String {
     let name = obj.metadata.name.clone().unwrap_or_default();
@@ -453,7 +461,23 @@ impl Cache {
                 self.unreadable_pods.retain(|k, _| seen.contains(k));
             }
         }
+        if done && kind == Kind::Pod {
+            // After a (re)list: the pods pending now are the ones to measure; those gone are forgotten.
+            self.starting = self
+                .pods
+                .items
+                .iter()
+                .filter(|(_, p)| {
+                    p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Pending")
+                        && startup_seconds(p).is_none()
+                })
+                .map(|(k, _)| k.clone())
+                .collect();
+        }
         let Some(key) = key else { return Applied { problem: None, changed } };
+        if kind == Kind::Pod && error.is_none() && !listing {
+            self.pod_started(&key);
+        }
         // Bookkeeping of unreadable objects.
         match error {
             None => {
@@ -472,6 +496,32 @@ impl Cache {
                 Applied { problem: new.then_some(p), changed: changed || new }
             }
         }
+    }
+
+    /// Upstream's pod startup metric, as its pod metrics controller keeps it: a pod seen pending is remembered
+    /// until it turns Ready (its startup is then measured) or ends or goes.
+    fn pod_started(&mut self, key: &str) {
+        let Some(p) = self.pods.items.get(key) else {
+            self.starting.remove(key);
+            return;
+        };
+        let phase = p.status.as_ref().and_then(|s| s.phase.as_deref()).unwrap_or_default();
+        let started = startup_seconds(p);
+        if let Some(seconds) = started
+            && self.starting.remove(key)
+            && self.pod_startups.len() < MAX_POD_STARTUPS
+        {
+            self.pod_startups.push(seconds);
+        } else if started.is_none() && phase == "Pending" && !self.starting.contains(key) {
+            self.starting.insert(key.to_string());
+        } else if phase == "Succeeded" || phase == "Failed" {
+            self.starting.remove(key);
+        }
+    }
+
+    /// The pod startup durations (seconds from creation to Ready) seen since the last call.
+    pub fn take_pod_startups(&mut self) -> Vec<f64> {
+        std::mem::take(&mut self.pod_startups)
     }
 
     /// Records a failing list or watch. A 404 means the API server doesn't serve the kind.
@@ -658,6 +708,14 @@ impl Cache {
             .collect::<Option<Vec<u64>>>()?;
         Some(crate::engine::manifests::PodVersions { versions, digests: self.digests.clone() })
     }
+}
+
+/// Seconds from a pod's creation to its `Ready` condition turning true, when it is true.
+fn startup_seconds(p: &crate::engine::stored_pod::StoredPod) -> Option<f64> {
+    use crate::engine::lifecycle::time_ms;
+    let ready = p.status.as_ref()?.conditions.as_ref()?.iter().find(|c| c.type_ == "Ready" && c.status == "True")?;
+    let (at, created) = (ready.last_transition_time.as_ref()?, p.metadata.creation_timestamp.as_ref()?);
+    Some((time_ms(at) - time_ms(created)).max(0) as f64 / 1000.0)
 }
 
 /// Applies one step to a kind's map.

@@ -181,6 +181,15 @@ impl Writer {
         api.patch(&name, &PatchParams::default(), &Patch::Merge(&patch)).await.map(drop).map_err(|e| from_kube(what, e))
     }
 
+    /// A merge patch of a NodePool's spec or metadata (the operator's pause of voluntary disruption). A patch that
+    /// carries `metadata.resourceVersion` is refused with 409 if another writer changed the NodePool since.
+    pub async fn patch_nodepool(&self, name: &str, patch: &serde_json::Value, what: &str) -> Result<()> {
+        let what = self.guard(|| what.to_string())?;
+        let api: Api<NodePool> = Api::all(self.client.clone());
+        let params = PatchParams { field_manager: Some(FIELD_MANAGER.into()), ..Default::default() };
+        api.patch(name, &params, &Patch::Merge(patch)).await.map(drop).map_err(|e| from_kube(what, e))
+    }
+
     /// Server-side applies an operator's NodePool edit as this tool's field manager. With `dry_run` the API server
     /// validates and defaults it (its CRD schema and CEL rules) without storing anything.
     pub async fn apply_nodepool(&self, pool: &NodePool, dry_run: bool) -> Result<NodePool> {

@@ -36,6 +36,12 @@ pub enum Command {
         name: String,
         replicas: i64,
     },
+    /// Pause (`true`) or resume voluntary disruption: held by this tool's controller when it acts, else a
+    /// `nodes: "0"` budget on every NodePool with the replaced budgets kept in an annotation.
+    PauseDisruption {
+        request: u64,
+        pause: bool,
+    },
     /// Repair an unhealthy node now instead of when its repair policy's toleration runs out.
     RepairNode {
         request: u64,
@@ -77,6 +83,7 @@ impl Command {
             | Command::Reject { request, .. }
             | Command::SetMode { request, .. }
             | Command::SetPacking { request, .. }
+            | Command::PauseDisruption { request, .. }
             | Command::RepairNode { request, .. }
             | Command::ScaleNodePool { request, .. }
             | Command::ApplyNodePool { request, .. }
@@ -94,6 +101,7 @@ impl Command {
                 | Command::Reject { .. }
                 | Command::SetMode { .. }
                 | Command::SetPacking { .. }
+                | Command::PauseDisruption { .. }
                 | Command::RepairNode { .. }
                 | Command::ScaleNodePool { .. }
                 | Command::ApplyNodePool { .. }

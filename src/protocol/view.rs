@@ -14,6 +14,8 @@ pub struct ClusterView {
     /// The backend's clock.
     pub now: Millis,
     pub mode: Mode,
+    /// Voluntary disruption paused by an operator (the header shows PAUSED).
+    pub paused: Option<PauseRow>,
     /// How the controller's provisioning sizes new NodeClaims (the header shows it next to the mode).
     pub packing: crate::engine::packing::Packing,
     /// Upstream's feature gates the controller runs with, by name (the help lists them).
@@ -47,6 +49,15 @@ pub struct ClusterView {
 }
 
 pub use crate::controller::buffers::BufferRow;
+
+/// A pause of voluntary disruption: since when (when known), who asked, and how it holds.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PauseRow {
+    pub since: Option<Millis>,
+    pub by: String,
+    /// "held by this engine", "budgets nodes: 0 on 3 of 3 NodePools".
+    pub how: String,
+}
 
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Source {
@@ -228,6 +239,8 @@ pub struct NodeRow {
     pub repair: Option<RepairInfo>,
     /// The NodeOverlay that set `price` (the offering's list price was different), when one did.
     pub price_overlay: Option<String>,
+    /// The node's labels, or the NodeClaim's while it has no node (what `--selector` and `--extra-labels` read).
+    pub labels: std::collections::BTreeMap<String, String>,
 }
 
 /// What node repair sees on a node: the matching condition and when it repairs the node.

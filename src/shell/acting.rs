@@ -2,11 +2,14 @@
 //! (the live dashboard's backend, or the headless `controller`). Operator requests go through here too, so an
 //! approval is validated against the same cache the planner reads.
 
+use std::sync::Arc;
+
 use crate::engine::disruption::gate::Mode;
 use crate::engine::manifests::ClusterObjects;
 use crate::engine::provisioning::Millis;
 use crate::kube::writer::Writer;
 use crate::shell::comparer::Comparer;
+use crate::shell::metrics::{Counted, Lookup, MeteredCloud, Metrics, Recorder, counted};
 
 use crate::controller::cache_host::{Borrowed, CacheHost, Carry, Listed};
 use crate::controller::cloud::{BoxFuture, CloudProvider};
@@ -31,6 +34,8 @@ pub struct Acting {
     wake: Option<Millis>,
     /// Works out packing comparisons off the loop.
     comparer: Comparer,
+    /// The Prometheus metrics this loop records, when they are served.
+    metrics: Option<Recorder>,
 }
 
 /// With nothing due sooner, the controller still runs this often: a backstop for anything time-driven it cannot
@@ -54,9 +59,11 @@ struct Kept {
     comparison: Option<crate::controller::provisioning::Comparison>,
 }
 
-/// The live loop's [`Carry`]: the writer, with the controller's per-object backoff.
+/// The live loop's [`Carry`]: the writer, with the controller's per-object backoff, and the metrics with the read
+/// the run is over (what labels a deleted NodeClaim).
 struct Writing<'a> {
     writer: &'a mut Writer,
+    metrics: Option<(&'a Recorder, &'a ClusterObjects)>,
 }
 
 impl Carry for Writing<'_> {
@@ -67,7 +74,7 @@ impl Carry for Writing<'_> {
         effects: Vec<Effect>,
         now: Millis,
     ) -> BoxFuture<'a, Report> {
-        Box::pin(carry_out(controller, self.writer, cloud, effects, now))
+        Box::pin(carry_out(controller, self.writer, cloud, effects, now, self.metrics))
     }
 }
 
@@ -79,9 +86,22 @@ async fn carry_out(
     cloud: &mut dyn CloudProvider,
     effects: Vec<Effect>,
     now: Millis,
+    metrics: Option<(&Recorder, &ClusterObjects)>,
 ) -> Report {
     let (effects, held) = controller.hold_backed_off(effects, now);
+    // What the effects that count would count for, labelled from the objects before they are written.
+    let count: Vec<(usize, Counted)> = match metrics {
+        Some((_, m)) => {
+            let look = Lookup { controller, m: Some(m) };
+            effects.iter().enumerate().filter_map(|(i, e)| counted(e, &look).map(|c| (i, c))).collect()
+        }
+        None => Vec::new(),
+    };
     let mut report = execute(effects, writer, cloud, now).await;
+    if let Some((recorder, _)) = metrics {
+        let failed: Vec<usize> = report.failed.iter().map(|f| f.index).collect();
+        recorder.carried(count, &failed);
+    }
     report.outcomes.extend(held);
     for o in &report.outcomes {
         controller.outcome(o.clone(), now);
@@ -119,6 +139,23 @@ impl Acting {
             kept: Kept::default(),
             wake: None,
             comparer: Comparer::new(signal),
+            metrics: None,
+        }
+    }
+
+    /// Records Prometheus metrics into `metrics` from now on: the effects carried out, the controller's state
+    /// after each run, and every call to the cloud port.
+    pub fn with_metrics(mut self, metrics: Arc<Metrics>) -> Acting {
+        let inner = std::mem::replace(&mut self.cloud, Box::new(crate::controller::cloud::ReadOnlyCloud));
+        self.cloud = Box::new(MeteredCloud::new(inner, metrics.clone()));
+        self.metrics = Some(Recorder::new(metrics));
+        self
+    }
+
+    /// The metrics' view of the controller after something changed it outside a run (an operator's request).
+    fn record(&mut self) {
+        if let Some(r) = self.metrics.as_mut() {
+            r.after_run(&self.controller, &[], None);
         }
     }
 
@@ -177,14 +214,21 @@ impl Acting {
         }
         if let Some(upkeep) = self.upkeep.as_mut() {
             let r = upkeep.run(m, now).await;
-            let ran = carry_out(&mut self.controller, &mut self.writer, self.cloud.as_mut(), r.effects, now).await;
+            let metrics = self.metrics.as_ref().map(|r| (r, m));
+            let ran =
+                carry_out(&mut self.controller, &mut self.writer, self.cloud.as_mut(), r.effects, now, metrics).await;
             pre.done.extend(r.done.into_iter().chain(ran.done));
             pre.errors.extend(r.errors.into_iter().chain(ran.errors));
         }
-        let mut writing = Writing { writer: &mut self.writer };
+        let mut writing = Writing { writer: &mut self.writer, metrics: self.metrics.as_ref().map(|r| (r, m)) };
         let mut host = Self::host(&mut self.controller, self.cloud.as_mut(), &mut self.kept, &mut writing, m, now);
         let report = self.schedule.run(&mut host).await;
         self.wake = host.wake;
+        let (solves, queue_depth) = (std::mem::take(&mut host.solves), host.queue_depth);
+        drop(host);
+        if let Some(r) = self.metrics.as_mut() {
+            r.after_run(&self.controller, &solves, queue_depth);
+        }
         if let Some(c) = self.kept.comparison.take() {
             self.comparer.submit(c);
         }
@@ -196,9 +240,12 @@ impl Acting {
     }
 
     pub async fn approve(&mut self, m: &ClusterObjects, id: &str, now: Millis) -> Result<String, String> {
-        let mut writing = Writing { writer: &mut self.writer };
+        let mut writing = Writing { writer: &mut self.writer, metrics: self.metrics.as_ref().map(|r| (r, m)) };
         let mut host = Self::host(&mut self.controller, self.cloud.as_mut(), &mut self.kept, &mut writing, m, now);
-        let (approval, report) = tick::approve(&mut host, id).await?;
+        let approved = tick::approve(&mut host, id).await;
+        drop(host);
+        self.record();
+        let (approval, report) = approved?;
         let message = approval.message(id)?;
         if report.errors.is_empty() {
             Ok(message)
@@ -209,7 +256,7 @@ impl Acting {
 
     /// An operator's "repair now" (see [`Controller::repair_now`]), carried out at once.
     pub async fn repair_now(&mut self, m: &ClusterObjects, node: &str, now: Millis) -> Result<String, String> {
-        let mut writing = Writing { writer: &mut self.writer };
+        let mut writing = Writing { writer: &mut self.writer, metrics: self.metrics.as_ref().map(|r| (r, m)) };
         let mut host = Self::host(&mut self.controller, self.cloud.as_mut(), &mut self.kept, &mut writing, m, now);
         let (message, report) = tick::repair_now(&mut host, node).await?;
         if report.errors.is_empty() {
@@ -220,12 +267,26 @@ impl Acting {
     }
 
     pub fn reject(&mut self, m: &ClusterObjects, id: &str, now: Millis) -> Result<String, String> {
-        self.controller.reject(id, crate::controller::state_key(&m.view()), now)
+        let rejected = self.controller.reject(id, crate::controller::state_key(&m.view()), now);
+        self.record();
+        rejected
     }
 
     pub fn set_mode(&mut self, mode: Mode, now: Millis) -> String {
         self.controller.set_mode(mode, now);
         format!("disruption mode is now {mode}")
+    }
+
+    /// Pauses (`Some`) or resumes (`None`) voluntary disruption in this instance's controller.
+    pub fn set_hold(&mut self, hold: Option<crate::controller::Hold>, now: Millis) -> Result<String, String> {
+        let pausing = hold.as_ref().map(|h| h.by.clone());
+        let outcome = self.controller.set_hold(hold, now);
+        match (&outcome, pausing) {
+            (Ok(_), Some(by)) => tracing::info!(by, "voluntary disruption paused: every command is held"),
+            (Ok(_), None) => tracing::info!("voluntary disruption resumed"),
+            (Err(e), _) => tracing::warn!(error = %e, "pause or resume refused"),
+        }
+        outcome
     }
 
     /// Switches the controller's packing strategy (the dashboard's `:packing`).

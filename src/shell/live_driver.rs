@@ -381,6 +381,29 @@ impl LiveDriver {
                 let outcome = self.engine().map(|a| a.set_mode(mode, now));
                 vec![Event::Done { request, outcome }]
             }
+            Command::PauseDisruption { request, pause } => {
+                let by = crate::shell::disruption_pause::operator();
+                let outcome = match (self.engine(), latest) {
+                    // This instance acts: its controller holds every command.
+                    (Ok(a), _) => a.set_hold(pause.then_some(crate::controller::Hold { since: now, by }), now),
+                    (Err(_), None) => Err("the cluster has not been read yet".into()),
+                    // Someone else acts (upstream Karpenter, or another instance): the NodePools' budgets hold it.
+                    (Err(_), Some(read)) => {
+                        let since = chrono::DateTime::from_timestamp_millis(now)
+                            .unwrap_or_default()
+                            .to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
+                        crate::shell::disruption_pause::apply(
+                            &self.writer,
+                            &read.manifests.nodepools,
+                            pause,
+                            &since,
+                            &by,
+                        )
+                        .await
+                    }
+                };
+                vec![Event::Done { request, outcome }]
+            }
             Command::SetPacking { request, packing } => {
                 let outcome = self.engine().map(|a| a.set_packing(packing));
                 if outcome.is_ok() {

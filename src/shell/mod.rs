@@ -5,8 +5,10 @@
 
 pub mod acting;
 pub mod comparer;
+pub mod disruption_pause;
 pub mod live_driver;
 pub mod live_picture;
+pub mod metrics;
 pub mod passes;
 pub mod picture;
 pub mod sim_driver;

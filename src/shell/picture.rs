@@ -127,6 +127,14 @@ pub fn build(input: Input<'_>) -> ClusterView {
         buffers,
         ..Default::default()
     };
+    v.paused = orchestrator
+        .and_then(Orchestrator::hold)
+        .map(|h| crate::protocol::view::PauseRow {
+            since: Some(h.since),
+            by: h.by.clone(),
+            how: "held by this engine".into(),
+        })
+        .or_else(|| crate::shell::disruption_pause::status(&objects.nodepools));
     let pods_on = pods_by_node(&objects.pods);
     let busy = orchestrator.map(disrupting).unwrap_or_default();
     let health = NodeHealth { repair_policies, overlays };
@@ -300,6 +308,7 @@ pub fn fill_nodes(
             },
             repair,
             price_overlay: None,
+            labels: labels_of,
         });
     }
     for c in &o.nodeclaims {
@@ -324,6 +333,7 @@ pub fn fill_nodes(
             } else {
                 Lifecycle::Launching
             },
+            labels: l,
             ..Default::default()
         });
     }

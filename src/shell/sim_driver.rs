@@ -189,6 +189,14 @@ impl SimDriver {
                 w.reconcile();
                 vec![Event::Done { request, outcome: Ok(format!("disruption mode is now {mode}")) }]
             }
+            Command::PauseDisruption { request, pause } => {
+                let now = w.now;
+                let hold = pause
+                    .then(|| crate::controller::Hold { since: now, by: crate::shell::disruption_pause::operator() });
+                let outcome = w.controller_mut().set_hold(hold, now);
+                w.reconcile();
+                vec![Event::Done { request, outcome }]
+            }
             Command::SetPacking { request, packing } => {
                 w.controller_mut().set_packing(packing);
                 w.reconcile();

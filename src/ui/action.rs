@@ -86,6 +86,8 @@ pub enum Action {
     CycleTheme,
     Sort,
     ReverseSort,
+    /// The Nodes pane's label selector: opens the palette on `:selector` with the one in force.
+    Selector,
     Pause,
     Faster,
     Slower,
@@ -206,7 +208,8 @@ pub const REGISTRY: &[ActionSpec] = &[
     spec(Action::CycleTheme, "theme", &["T"], "next colour theme", G, false, false),
     spec(Action::Sort, "sort", &["s"], "sort the focused pane by its next column", G, false, false),
     spec(Action::ReverseSort, "reverse-sort", &["S"], "reverse the focused pane's sort order", G, false, false),
-    spec(Action::Pause, "pause", &["p"], "pause / resume the simulated clock (demo)", G, false, false),
+    spec(Action::Selector, "selector", &["l"], "label selector (kubectl -l)", Scope::Pane(Pane::Nodes), false, false),
+    spec(Action::Pause, "clock", &["p"], "pause / resume the simulated clock (demo)", G, false, false),
     spec(Action::Faster, "faster", &["+"], "simulated clock faster (demo)", G, false, false),
     spec(Action::Slower, "slower", &["-"], "simulated clock slower (demo)", G, false, false),
 ];
@@ -234,10 +237,13 @@ const PALETTE_ONLY: &[(&str, &str)] = &[
     ("packing cost", "size new NodeClaims for the cheapest fleet"),
     ("scale POOL N", "set a static NodePool's replicas (after confirmation)"),
     ("overlay NAME", "edit a NodeOverlay in place (validated, diff, then apply)"),
+    ("selector EXPR", "Nodes pane: only nodes whose labels match (kubectl -l)"),
     ("theme dark", "switch colour theme (dark, light, high-contrast)"),
     ("speed 10", "demo clock speed"),
-    ("pause", "pause the demo clock"),
-    ("resume", "resume the demo clock"),
+    ("pause", "hold all voluntary disruption (after confirmation)"),
+    ("resume", "let voluntary disruption go on (after confirmation)"),
+    ("clock pause", "pause the demo clock"),
+    ("clock resume", "resume the demo clock"),
 ];
 
 /// The `:` palette's commands with their help, for help and completion: the registry's actions that have a

@@ -21,6 +21,9 @@ use crate::ui::theme::{self, Theme};
 /// Rows a page key moves.
 pub const PAGE: usize = 10;
 
+/// The most extra label columns the Nodes pane shows.
+pub const MAX_EXTRA_LABELS: usize = 16;
+
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct PaneState {
     /// Index into the visible (filtered) rows.
@@ -38,14 +41,31 @@ pub struct PaneState {
 /// What the operator is about to confirm.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Pending {
-    Approve { id: String, detail: String },
-    Reject { id: String },
-    ApproveAll { ids: Vec<String> },
+    Approve {
+        id: String,
+        detail: String,
+    },
+    Reject {
+        id: String,
+    },
+    ApproveAll {
+        ids: Vec<String>,
+    },
     SetMode(Mode),
     SetPacking(Packing),
-    ApplyEdit { name: String, yaml: String },
-    Repair { node: String },
-    Scale { name: String, replicas: i64 },
+    ApplyEdit {
+        name: String,
+        yaml: String,
+    },
+    Repair {
+        node: String,
+    },
+    Scale {
+        name: String,
+        replicas: i64,
+    },
+    /// Pause (`true`) or resume voluntary disruption.
+    PauseDisruption(bool),
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -158,6 +178,10 @@ pub struct AppState {
     /// Requests sent and not answered: request → (action, target, detail) for the audit log.
     pub in_flight: BTreeMap<u64, (String, String, String)>,
     next_request: u64,
+    /// The Nodes pane shows only the rows whose labels match (`--selector`, `:selector`).
+    pub selector: Option<rows::NodeSelector>,
+    /// Label keys the Nodes pane shows as columns of their own (`--extra-labels`, config `extraLabels`).
+    pub extra_labels: Vec<String>,
 }
 
 impl AppState {
@@ -177,6 +201,8 @@ impl AppState {
             quit: false,
             in_flight: BTreeMap::new(),
             next_request: 1,
+            selector: None,
+            extra_labels: Vec::new(),
         };
         s.refilter_all();
         s
@@ -184,6 +210,38 @@ impl AppState {
 
     pub fn readonly(&self) -> bool {
         self.keymap.readonly()
+    }
+
+    /// The Nodes pane's label selector (an empty one clears it) and extra label columns, as the flags give them.
+    pub fn set_node_options(&mut self, selector: Option<rows::NodeSelector>, extra_labels: Vec<String>) {
+        self.selector = selector.filter(|s| !s.text.is_empty());
+        let mut keys: Vec<String> = Vec::new();
+        for k in extra_labels.iter().map(|k| k.trim()).filter(|k| !k.is_empty()) {
+            if !keys.iter().any(|have| have == k) {
+                keys.push(k.to_string());
+            }
+        }
+        if keys.len() > MAX_EXTRA_LABELS {
+            self.error(format!("extra labels: {} keys given; the first {MAX_EXTRA_LABELS} are shown", keys.len()));
+            keys.truncate(MAX_EXTRA_LABELS);
+        }
+        self.extra_labels = keys;
+        self.refilter(Pane::Nodes);
+    }
+
+    /// The columns pane `p` sorts by, in the order `s` steps through them: the pane's own, then (Nodes) the extra
+    /// label columns.
+    pub fn sort_keys(&self, p: Pane) -> Vec<String> {
+        let own = rows::sort_keys(p).iter().map(|k| k.to_string());
+        match p {
+            Pane::Nodes => own.chain(self.extra_labels.iter().map(|k| rows::label_sort_key(k))).collect(),
+            _ => own.collect(),
+        }
+    }
+
+    /// The key pane `p` is sorted by now (`default`: the backend's order).
+    pub fn sort_key(&self, p: Pane) -> String {
+        self.sort_keys(p).into_iter().nth(self.pane(p).sort).unwrap_or_else(|| "default".to_string())
     }
 
     pub fn pane(&self, p: Pane) -> &PaneState {
@@ -202,19 +260,25 @@ impl AppState {
 
     fn refilter(&mut self, p: Pane) {
         let view = self.view.clone();
+        let key = self.sort_key(p);
+        let selector = if p == Pane::Nodes { self.selector.clone() } else { None };
         let ps = self.pane_mut(p);
         let needle = ps.filter.to_lowercase();
-        ps.visible =
-            (0..rows::count(&view, p)).filter(|&i| needle.is_empty() || rows::matches(&view, p, i, &needle)).collect();
-        let key = rows::sort_keys(p).get(ps.sort).copied().unwrap_or("default");
+        ps.visible = (0..rows::count(&view, p))
+            .filter(|&i| selector.as_ref().is_none_or(|sel| rows::selected_by(&view, i, sel)))
+            .filter(|&i| needle.is_empty() || rows::matches(&view, p, i, &needle))
+            .collect();
         if key != "default" {
-            // Stable: rows that tie keep the backend's order.
+            // Stable either way: rows that tie keep the backend's order.
             let mut keyed: Vec<(rows::SortValue, usize)> =
-                ps.visible.iter().map(|&i| (rows::sort_value(&view, p, key, i), i)).collect();
-            keyed.sort_by(|a, b| a.0.partial_cmp(&b.0).unwrap_or(std::cmp::Ordering::Equal));
+                ps.visible.iter().map(|&i| (rows::sort_value(&view, p, &key, i), i)).collect();
+            let reverse = ps.reverse;
+            keyed.sort_by(|a, b| {
+                let o = a.0.partial_cmp(&b.0).unwrap_or(std::cmp::Ordering::Equal);
+                if reverse { o.reverse() } else { o }
+            });
             ps.visible = keyed.into_iter().map(|(_, i)| i).collect();
-        }
-        if ps.reverse {
+        } else if ps.reverse {
             ps.visible.reverse();
         }
         // Keep the selection on the same object if it is still there.
@@ -472,6 +536,10 @@ pub fn act(s: &mut AppState, action: Action) -> Vec<Effect> {
         }
         Action::Approve | Action::Reject => return proposal_intent(s, action == Action::Approve),
         Action::Repair => return repair_intent(s),
+        Action::Selector => {
+            let current = s.selector.as_ref().map(|x| x.text.as_str()).unwrap_or_default();
+            s.overlay = Overlay::Palette { input: format!("selector {current}") };
+        }
         Action::ScaleUp | Action::ScaleDown => {
             let Some(i) = s.selected_row(Pane::NodePools) else {
                 s.info("no NodePool selected");
@@ -527,16 +595,22 @@ pub fn act(s: &mut AppState, action: Action) -> Vec<Effect> {
         }
         Action::Sort | Action::ReverseSort => {
             let p = s.focus;
+            let columns = s.sort_keys(p).len().max(1);
             let ps = s.pane_mut(p);
             if action == Action::Sort {
-                ps.sort = (ps.sort + 1) % rows::sort_keys(p).len();
+                ps.sort = (ps.sort + 1) % columns;
             } else {
                 ps.reverse = !ps.reverse;
             }
-            let (sort, reverse) = (ps.sort, ps.reverse);
+            let reverse = ps.reverse;
             s.refilter(p);
-            let key = rows::sort_keys(p).get(sort).copied().unwrap_or("default");
-            s.info(format!("{}: sorted by {key}{}", p.title(), if reverse { ", reversed" } else { "" }));
+            let key = s.sort_key(p);
+            let how = match (key.as_str(), rows::sort_descends(p, &key) != reverse) {
+                ("default", _) => String::new(),
+                (_, true) => " ▼".to_string(),
+                (_, false) => " ▲".to_string(),
+            };
+            s.info(format!("{}: sorted by {key}{how}{}", p.title(), if reverse { ", reversed" } else { "" }));
         }
         Action::CycleTheme => {
             let names: Vec<&str> = theme::BUILTIN.iter().map(|(n, _)| *n).collect();
@@ -606,6 +680,67 @@ fn scale_intent(s: &mut AppState, name: &str, to: i64) -> Vec<Effect> {
         phrase: None,
         typed: String::new(),
         pending: Pending::Scale { name: name.to_string(), replicas: to },
+    });
+    Vec::new()
+}
+
+/// The first phase of `:pause` / `:resume`: what will hold voluntary disruption, or let it go on, spelled out for
+/// the acting engine (it holds every command) and for a cluster where someone else acts (the NodePools' budgets).
+fn pause_intent(s: &mut AppState, pause: bool) -> Vec<Effect> {
+    let verb = if pause { "pause" } else { "resume" };
+    if s.readonly() {
+        s.error(format!("read-only: voluntary disruption cannot be {verb}d here"));
+        return Vec::new();
+    }
+    match (&s.view.paused, pause) {
+        (Some(p), true) => {
+            s.info(format!("voluntary disruption is already paused ({}, by {})", p.how, p.by));
+            return Vec::new();
+        }
+        (None, false) => {
+            s.info("voluntary disruption is not paused");
+            return Vec::new();
+        }
+        _ => {}
+    }
+    let pools = s.view.nodepools.len();
+    let acting = matches!(s.view.leadership, crate::protocol::view::Leadership::Acting);
+    let body = match (acting, pause) {
+        (true, true) => vec![
+            "This engine will start no voluntary disruption (consolidation, drift, emptiness): each one it finds \
+             waits as a proposal that cannot be approved until :resume."
+                .to_string(),
+            "Disruptions already started finish; forceful ones (expiry, interruption, repair) go on.".into(),
+        ],
+        (true, false) => {
+            let held = s.view.disruptions.iter().filter(|d| d.state == ProposalState::AwaitingApproval).count();
+            let mut body = vec!["Voluntary disruption goes on under the current mode.".to_string()];
+            if held > 0 && s.view.mode == Mode::Auto {
+                body.push(format!("{held} held proposal(s) are withdrawn and recomputed."));
+            }
+            body
+        }
+        (false, true) => vec![
+            format!(
+                "Every NodePool ({pools}) gets a single disruption budget of nodes: \"0\", so the Karpenter that acts \
+                 starts no voluntary disruption."
+            ),
+            "The budgets each one had are kept in its annotation karpenter-tui.sh/paused-budgets; :resume restores \
+             exactly them, from any instance, even after a restart."
+                .into(),
+        ],
+        (false, false) => vec![
+            "Every paused NodePool gets back the disruption budgets kept in its annotation, and the annotation is \
+             removed."
+                .to_string(),
+        ],
+    };
+    s.overlay = Overlay::Confirm(Confirm {
+        title: if pause { "Pause all voluntary disruption?".into() } else { "Resume voluntary disruption?".into() },
+        body,
+        phrase: None,
+        typed: String::new(),
+        pending: Pending::PauseDisruption(pause),
     });
     Vec::new()
 }
@@ -790,6 +925,15 @@ fn confirmed(s: &mut AppState, p: Pending) -> Vec<Effect> {
         }
         Pending::SetMode(mode) => {
             vec![s.request(|request| Command::SetMode { request, mode }, "mode", mode.as_str(), String::new())]
+        }
+        Pending::PauseDisruption(pause) => {
+            let action = if pause { "pause" } else { "resume" };
+            vec![s.request(
+                |request| Command::PauseDisruption { request, pause },
+                action,
+                "voluntary-disruption",
+                String::new(),
+            )]
         }
         Pending::SetPacking(packing) => vec![s.request(
             |request| Command::SetPacking { request, packing },
@@ -988,15 +1132,44 @@ fn complete(input: &str) -> String {
     if prefix.len() > input.len() { prefix } else { input.to_string() }
 }
 
+/// `:selector SELECTOR`: the Nodes pane shows only the rows whose labels match; nothing after it clears it. A bad
+/// selector is an error in the status line and the one in force stays.
+fn selector_command(s: &mut AppState, text: &str) -> Vec<Effect> {
+    match rows::NodeSelector::parse(text) {
+        Err(e) => s.error(format!(":selector {text}: {e} (the selector in force is unchanged)")),
+        Ok(sel) if sel.text.is_empty() => {
+            s.selector = None;
+            s.refilter(Pane::Nodes);
+            s.info("Nodes & NodeClaims: no selector, every row");
+        }
+        Ok(sel) => {
+            let text = sel.text.clone();
+            s.selector = Some(sel);
+            s.refilter(Pane::Nodes);
+            let shown = s.pane(Pane::Nodes).visible.len();
+            s.info(format!("Nodes & NodeClaims: -l {text} ({shown} of {} rows)", s.view.nodes.len()));
+        }
+    }
+    Vec::new()
+}
+
 fn palette(s: &mut AppState, input: &str) -> Vec<Effect> {
+    // A selector may hold spaces (`zone in (a, b)`): the rest of the line is its text.
+    if let Some(rest) = input.strip_prefix("selector")
+        && (rest.is_empty() || rest.starts_with(char::is_whitespace))
+    {
+        return selector_command(s, rest);
+    }
     let words: Vec<&str> = input.split_whitespace().collect();
     match words.as_slice() {
         [] => Vec::new(),
         ["q" | "quit" | "q!"] => act(s, Action::Quit),
         ["help" | "?"] => act(s, Action::Help),
-        ["pause"] if !s.paused => act(s, Action::Pause),
-        ["resume"] if s.paused => act(s, Action::Pause),
-        ["pause" | "resume"] => Vec::new(),
+        ["clock", "pause"] if !s.paused => act(s, Action::Pause),
+        ["clock", "resume"] if s.paused => act(s, Action::Pause),
+        ["clock", "pause" | "resume"] => Vec::new(),
+        ["pause"] => pause_intent(s, true),
+        ["resume"] => pause_intent(s, false),
         ["theme", name] => {
             match Theme::load(name) {
                 Ok(t) => {

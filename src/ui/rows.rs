@@ -4,6 +4,7 @@
 
 use crate::engine::provisioning::Millis;
 use crate::engine::resources::{format_bytes_approx, format_cpu};
+use crate::engine::scheduling::selector::{Selector, SelectorError};
 use crate::protocol::view::ClusterView;
 use crate::ui::action::Pane;
 
@@ -63,18 +64,93 @@ pub fn matches(v: &ClusterView, p: Pane, i: usize, needle: &str) -> bool {
     }
 }
 
+/// A node label selector in kubectl's `-l` syntax (`--selector`, `:selector`), with the text it was written as.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NodeSelector {
+    pub text: String,
+    selector: Selector,
+}
+
+impl NodeSelector {
+    /// The text as `kubectl get nodes -l` takes it; a bad one says what is wrong at which character.
+    pub fn parse(text: &str) -> Result<NodeSelector, SelectorError> {
+        let text = text.trim();
+        Ok(NodeSelector { text: text.to_string(), selector: Selector::parse(text)? })
+    }
+
+    pub fn matches(&self, labels: &std::collections::BTreeMap<String, String>) -> bool {
+        self.selector.matches(labels)
+    }
+}
+
+impl std::str::FromStr for NodeSelector {
+    type Err = SelectorError;
+    fn from_str(s: &str) -> Result<NodeSelector, SelectorError> {
+        NodeSelector::parse(s)
+    }
+}
+
+/// Whether row `i` of the Nodes pane is one the selector keeps (a NodeClaim without a node by its own labels).
+pub fn selected_by(v: &ClusterView, i: usize, selector: &NodeSelector) -> bool {
+    v.nodes.get(i).is_some_and(|r| selector.matches(&r.labels))
+}
+
+/// An extra label column's header, as eks-node-viewer writes it: the key's last path segment, upper-cased
+/// (`karpenter.k8s.aws/instance-cpu` → `INSTANCE-CPU`).
+pub fn label_header(key: &str) -> String {
+    key.rsplit('/').next().unwrap_or(key).to_uppercase()
+}
+
+/// The sort key of an extra label column (after the pane's own columns in [`sort_keys`]).
+pub fn label_sort_key(key: &str) -> String {
+    format!("label:{key}")
+}
+
 /// The columns a pane can be sorted by; the first, `default`, is the backend's order (newest events first, open
-/// proposals first, and so on).
+/// proposals first, and so on). The Nodes pane's extra label columns follow these (`label:KEY`).
 pub fn sort_keys(p: Pane) -> &'static [&'static str] {
     match p {
         Pane::Pending => &["default", "age", "cpu", "memory", "name"],
         Pane::NodePools => &["default", "name", "nodes", "cost"],
-        Pane::Nodes => &["default", "name", "age", "price", "cpu", "memory", "pods", "state"],
+        Pane::Nodes => {
+            &["default", "name", "pool", "type", "zone", "capacity", "price", "state", "cpu", "memory", "pods", "age"]
+        }
         Pane::Disruptions => &["default", "savings", "age"],
         Pane::Budgets => &["default", "allowed", "nodepool"],
         Pane::Interruptions => &["default", "age", "pods"],
         Pane::Events => &["default", "reason", "object"],
     }
+}
+
+/// The table header a sort key sorts (where the ▲/▼ goes), if the pane has such a column.
+pub fn sort_header(p: Pane, key: &str) -> Option<String> {
+    if let Some(label) = key.strip_prefix("label:") {
+        return Some(label_header(label));
+    }
+    let h = match (p, key) {
+        (Pane::Pending, "name") => "POD",
+        (Pane::Pending, "memory") => "MEM",
+        (Pane::NodePools | Pane::Nodes, "price" | "cost") => "$/H",
+        (Pane::Disruptions, "savings") => "SAVE $/H",
+        (_, "default") => return None,
+        (_, k) => return Some(k.to_uppercase()),
+    };
+    Some(h.to_string())
+}
+
+/// Whether a sort key, not reversed, puts the largest first (numbers, and ages oldest first: ▼) rather than text
+/// from A to Z (▲).
+pub fn sort_descends(p: Pane, key: &str) -> bool {
+    let text = key.starts_with("label:")
+        || matches!(
+            (p, key),
+            (Pane::Pending, "name")
+                | (Pane::NodePools, "name")
+                | (Pane::Nodes, "name" | "pool" | "type" | "zone" | "capacity" | "state")
+                | (Pane::Budgets, "nodepool")
+                | (Pane::Events, "reason" | "object")
+        );
+    !text
 }
 
 /// A row's value in a sort column: numbers sort largest first, text and ages (oldest first) ascending.
@@ -102,6 +178,11 @@ pub fn sort_value(v: &ClusterView, p: Pane, key: &str, i: usize) -> SortValue {
             _ => Text(r.name.clone()),
         }),
         (Pane::Nodes, _) => v.nodes.get(i).map_or(Num(0.0), |r| match key {
+            "pool" => Text(r.nodepool.clone().unwrap_or_default()),
+            "type" => Text(r.instance_type.clone()),
+            "zone" => Text(r.zone.clone()),
+            "capacity" => Text(r.capacity_type.clone()),
+            k if k.starts_with("label:") => Text(r.labels.get(&k["label:".len()..]).cloned().unwrap_or_default()),
             "age" => oldest_first(r.created_at),
             "price" => big_first(r.price),
             "cpu" => big_first(r.cpu_requested as f64 / r.cpu_allocatable.max(1) as f64),
@@ -127,6 +208,16 @@ pub fn sort_value(v: &ClusterView, p: Pane, key: &str, i: usize) -> SortValue {
             _ => Text(r.object.clone()),
         }),
     }
+}
+
+/// Dollars a month at an hourly price: eks-node-viewer's month of 730 hours (a twelfth of 8,760).
+pub fn per_month(per_hour: f64) -> f64 {
+    per_hour * 730.0
+}
+
+/// Dollars a month for a narrow column: no cents, thousands separated (`35`, `1,204`).
+pub fn month_cell(per_hour: f64) -> String {
+    fmt_quantity(per_month(per_hour).round())
 }
 
 /// "3m20s" style age on the backend's clock.
@@ -177,8 +268,12 @@ pub fn detail(v: &ClusterView, p: Pane, i: usize) -> (String, Vec<String>) {
         Pane::NodePools => {
             let Some(r) = v.nodepools.get(i) else { return (String::new(), out) };
             out.push(format!(
-                "Weight {}, {} node(s), ${:.4}/h, {} drifted",
-                r.weight, r.nodes, r.cost_per_hour, r.drifted
+                "Weight {}, {} node(s), ${:.4}/h (${:.2}/month), {} drifted",
+                r.weight,
+                r.nodes,
+                r.cost_per_hour,
+                per_month(r.cost_per_hour),
+                r.drifted
             ));
             if let Some(n) = r.replicas {
                 out.push(format!(
@@ -233,12 +328,13 @@ pub fn detail(v: &ClusterView, p: Pane, i: usize) -> (String, Vec<String>) {
         Pane::Nodes => {
             let Some(r) = v.nodes.get(i) else { return (String::new(), out) };
             out.push(format!(
-                "{} {} {} in {}, ${:.4}/h, age {}",
+                "{} {} {} in {}, ${:.4}/h (${:.2}/month), age {}",
                 r.state.as_str(),
                 r.capacity_type,
                 r.instance_type,
                 r.zone,
                 r.price,
+                per_month(r.price),
                 age(v.now, r.created_at)
             ));
             out.push(format!(
@@ -258,6 +354,10 @@ pub fn detail(v: &ClusterView, p: Pane, i: usize) -> (String, Vec<String>) {
                 r.pods,
                 r.max_pods
             ));
+            if !r.labels.is_empty() {
+                let labels: Vec<String> = r.labels.iter().map(|(k, v)| format!("{k}={v}")).collect();
+                out.push(format!("Labels: {}", labels.join(", ")));
+            }
             if let Some(u) = &r.repair {
                 let reason = u.reason.as_deref().map(|x| format!(" ({x})")).unwrap_or_default();
                 let when = if u.repair_at > v.now {

@@ -58,6 +58,10 @@ fn render_header(s: &AppState, area: Rect, buf: &mut Buffer) {
         Span::styled(format!("{} {} ", clock(v.now), v.source.clock), t.header()),
         Span::styled(format!(" {} ", v.mode.as_str().to_uppercase()), mode_style.add_modifier(Modifier::BOLD)),
     ];
+    // Right after the mode, which it overrides: nothing voluntary starts while it shows.
+    if v.paused.is_some() {
+        first.push(Span::styled(" PAUSED ", Style::default().fg(t.header_bg).bg(t.bad).add_modifier(Modifier::BOLD)));
+    }
     let packing = Span::styled(format!(" packing: {} ", v.packing), t.header());
     let mut rest = vec![lead];
     if s.readonly() {
@@ -73,8 +77,12 @@ fn render_header(s: &AppState, area: Rect, buf: &mut Buffer) {
         first.extend(rest);
         first.push(packing);
     }
+    // The Nodes pane's selector narrows that pane only: the cost line below stays the whole cluster's.
+    if let Some(sel) = &s.selector {
+        first.push(Span::styled(format!(" nodes -l {} ", sel.text), t.header().fg(t.warn)));
+    }
     let c = &v.cost;
-    let second = vec![
+    let mut second = vec![
         Span::styled(format!(" ${:.3}/h ", c.per_hour), t.header().add_modifier(Modifier::BOLD)),
         Span::styled(format!("${:.0}/month ", c.per_month()), t.header()),
         Span::styled(format!("· saved ${:.3}/h ", c.saved_per_hour), t.header().fg(t.ok)),
@@ -88,6 +96,12 @@ fn render_header(s: &AppState, area: Rect, buf: &mut Buffer) {
         ),
         Span::styled(format!("· prices: {}", v.price_provenance), t.header()),
     ];
+    // Before the prices, which may be cut off on a narrow terminal: who paused, since when, and how it holds.
+    if let Some(p) = &v.paused {
+        let since = p.since.map(|at| format!(" since {}", clock(at))).unwrap_or_default();
+        let at = second.len() - 1;
+        second.insert(at, Span::styled(format!("· paused{since} by {} ({}) ", p.by, p.how), t.header().fg(t.bad)));
+    }
     Paragraph::new(vec![Line::from(first), Line::from(second)]).style(t.header()).render(area, buf);
 }
 
@@ -260,7 +274,7 @@ fn render_overlay(s: &AppState, area: Rect, buf: &mut Buffer) {
                 Style::default().fg(t.accent).add_modifier(Modifier::BOLD),
             )));
             for (cmd, help) in PALETTE.iter() {
-                if s.readonly() && ["mode", "packing", "scale"].iter().any(|c| cmd.starts_with(c)) {
+                if s.readonly() && ["mode", "packing", "scale", "pause", "resume"].iter().any(|c| cmd.starts_with(c)) {
                     continue;
                 }
                 lines.push(Line::from(vec![

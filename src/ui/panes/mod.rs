@@ -25,15 +25,20 @@ pub fn render(s: &AppState, p: Pane, area: Rect, buf: &mut Buffer) {
     let ps = s.pane(p);
     let total = crate::ui::rows::count(&s.view, p);
     let mut title = vec![Span::styled(format!(" {} {} ", p.index() + 1, p.title()), s.theme.title(focused))];
-    let shown = if ps.filter.is_empty() { format!("{total} ") } else { format!("{}/{total} ", ps.visible.len()) };
+    let selector = s.selector.as_ref().filter(|_| p == Pane::Nodes);
+    let narrowed = !ps.filter.is_empty() || selector.is_some();
+    let shown = if narrowed { format!("{}/{total} ", ps.visible.len()) } else { format!("{total} ") };
     title.push(Span::styled(shown, s.theme.muted()));
+    if let Some(sel) = selector {
+        title.push(Span::styled(format!("· -l {} ", sel.text), Style::default().fg(s.theme.warn)));
+    }
     if !ps.filter.is_empty() {
         title.push(Span::styled(format!("/{} ", ps.filter), Style::default().fg(s.theme.accent)));
     }
-    if ps.sort > 0 || ps.reverse {
-        let key = crate::ui::rows::sort_keys(p).get(ps.sort).copied().unwrap_or("default");
-        let arrow = if ps.reverse { "↑" } else { "↓" };
+    if let Some((key, arrow)) = sorted_by(s, p) {
         title.push(Span::styled(format!("{arrow}{key} "), s.theme.muted()));
+    } else if ps.reverse {
+        title.push(Span::styled("reversed ", s.theme.muted()));
     }
     let block = Block::default()
         .borders(Borders::ALL)
@@ -54,6 +59,18 @@ pub fn render(s: &AppState, p: Pane, area: Rect, buf: &mut Buffer) {
         Pane::Interruptions => interruptions::render(s, inner, buf),
         Pane::Events => events::render(s, inner, buf),
     }
+}
+
+/// The column pane `p` is sorted by and its direction as shown (`▼` largest, or oldest, first; `▲` A to Z), unless
+/// it is in the backend's order.
+pub(crate) fn sorted_by(s: &AppState, p: Pane) -> Option<(String, &'static str)> {
+    let key = s.sort_key(p);
+    if key == "default" {
+        return None;
+    }
+    let down = crate::ui::rows::sort_descends(p, &key) != s.pane(p).reverse;
+    let shown = key.strip_prefix("label:").map(crate::ui::rows::label_header).unwrap_or(key);
+    Some((shown, if down { "▼" } else { "▲" }))
 }
 
 /// Column headers and widths of a pane's table, and what it says when empty.
@@ -92,8 +109,24 @@ pub(crate) fn table<'a>(
             if pos == ps.selected && s.focus == p { r.style(s.theme.selected()) } else { r }
         })
         .collect();
-    let head = Row::new(header.iter().map(|h| Cell::from(h.to_string())))
-        .style(Style::default().fg(s.theme.muted).add_modifier(Modifier::BOLD));
+    // The sorted column's header carries the direction.
+    // An extra label column comes after the pane's own, so a label whose header repeats one of them (`ZONE`) is
+    // looked for from the end.
+    let sorted = sorted_by(s, p).and_then(|(_, arrow)| {
+        let key = s.sort_key(p);
+        let h = crate::ui::rows::sort_header(p, &key)?;
+        let at = if key.starts_with("label:") {
+            header.iter().rposition(|c| *c == h)
+        } else {
+            header.iter().position(|c| *c == h)
+        };
+        at.map(|at| (at, arrow))
+    });
+    let head = Row::new(header.iter().enumerate().map(|(n, h)| match sorted {
+        Some((at, arrow)) if at == n => Cell::from(format!("{h}{arrow}")),
+        _ => Cell::from(h.to_string()),
+    }))
+    .style(Style::default().fg(s.theme.muted).add_modifier(Modifier::BOLD));
     Table::new(rows, widths.to_vec()).header(head).column_spacing(1).style(s.theme.base()).render(area, buf);
 }
 

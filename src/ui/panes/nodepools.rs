@@ -1,5 +1,5 @@
-//! NodePools: weight, nodes, usage against limits (cores and GiB, as limits are written), cost, budgets allowed now
-//! per reason, drifted count.
+//! NodePools: weight, nodes, usage against limits (cores and GiB, as limits are written), cost per hour and per
+//! month, budgets allowed now per reason, drifted count.
 
 use ratatui::buffer::Buffer;
 use ratatui::layout::{Constraint, Layout, Rect};
@@ -10,12 +10,16 @@ use super::{Columns, capacity_style, limit_bar, table};
 use crate::protocol::view::ReservationRow;
 use crate::ui::action::Pane;
 use crate::ui::app::AppState;
-use crate::ui::rows::usage_text;
+use crate::ui::rows::{month_cell, usage_text};
 
 pub fn render(s: &AppState, area: Rect, buf: &mut Buffer) {
     let v = &s.view;
     let area = reservations(s, &v.reservations, area, buf);
-    let widths = [
+    // Narrower gauges make room for the month's cost in a pane of the 160-column grid; below that the month is
+    // left to the header and the detail (Enter).
+    let month = area.width >= MONTH_MIN_WIDTH;
+    let gauge = if area.width >= WIDE_GAUGE_MIN_WIDTH { 6 } else { 4 };
+    let mut widths = vec![
         Constraint::Fill(2),
         Constraint::Length(3),
         Constraint::Length(5),
@@ -25,14 +29,20 @@ pub fn render(s: &AppState, area: Rect, buf: &mut Buffer) {
         Constraint::Length(12),
         Constraint::Length(5),
     ];
-    let header = ["NAME", "WT", "NODES", "CPU CORES / LIMIT", "MEMORY GiB / LIMIT", "$/H", "BUDGET E/D/U", "DRIFT"];
+    let (cpu, memory) =
+        if gauge == 6 { ("CPU CORES / LIMIT", "MEMORY GiB / LIMIT") } else { ("CORES / LIMIT", "GiB / LIMIT") };
+    let mut header = vec!["NAME", "WT", "NODES", cpu, memory, "$/H", "BUDGET E/D/U", "DRIFT"];
+    if month {
+        widths.insert(6, Constraint::Length(6));
+        header.insert(6, "$/MO");
+    }
     table(s, Pane::NodePools, area, buf, Columns { header: &header, widths: &widths, empty: "no NodePools" }, |i| {
         let r = &v.nodepools[i];
         let usage = |res: &str| {
             r.usage
                 .iter()
                 .find(|u| u.resource == res)
-                .map(|u| limit_bar(&s.theme, u.used, u.limit, 6, usage_text(res, u.used, u.limit)))
+                .map(|u| limit_bar(&s.theme, u.used, u.limit, gauge, usage_text(res, u.used, u.limit)))
         };
         let budgets: Vec<Span> = r
             .budgets
@@ -45,7 +55,7 @@ pub fn render(s: &AppState, area: Rect, buf: &mut Buffer) {
                 [Span::styled(sep, s.theme.muted()), Span::styled(text, style)]
             })
             .collect();
-        vec![
+        let mut cells = vec![
             Cell::from(r.name.clone()),
             Cell::from(r.weight.to_string()),
             // A static pool: ready/wanted.
@@ -61,9 +71,18 @@ pub fn render(s: &AppState, area: Rect, buf: &mut Buffer) {
                 r.drifted.to_string(),
                 if r.drifted > 0 { s.theme.fg(s.theme.warn) } else { s.theme.muted() },
             )),
-        ]
+        ];
+        if month {
+            cells.insert(6, Cell::from(month_cell(r.cost_per_hour)));
+        }
+        cells
     });
 }
+
+/// The pane width from which the table has a $/MO column.
+const MONTH_MIN_WIDTH: u16 = 84;
+/// The pane width from which the usage gauges are six cells wide rather than four.
+const WIDE_GAUGE_MIN_WIDTH: u16 = 100;
 
 /// Most reservation lines shown under the table; the rest are counted.
 const RESERVATION_LINES: usize = 4;
