@@ -381,7 +381,7 @@ fn enter_explains_a_pending_pod_and_a_node() {
     assert!(text.contains("NodePool critical") && text.contains("dedicated=critical"), "{text}");
     code(&mut s, KeyCode::Esc);
     key(&mut s, '3');
-    code(&mut s, KeyCode::Enter);
+    key(&mut s, 'd');
     let Overlay::Detail { lines, .. } = &s.overlay else { panic!("{:?}", s.overlay) };
     assert!(lines.iter().any(|l| l.contains("Why it is (not) being consolidated")), "{lines:?}");
 }
@@ -648,7 +648,7 @@ fn an_unhealthy_node_shows_its_condition_and_time_left_and_r_repairs_it_now() {
         key(&mut s, 'j');
     }
     // The details say what and when.
-    code(&mut s, KeyCode::Enter);
+    key(&mut s, 'd');
     let text = format!("{:?}", s.overlay);
     assert!(text.contains("Unhealthy: Ready=Unknown (NodeStatusUnknown)") && text.contains("in 7m00s"), "{text}");
     code(&mut s, KeyCode::Esc);
@@ -704,7 +704,7 @@ fn a_static_pool_shows_ready_over_wanted_and_brackets_scale_it_after_confirmatio
     assert_eq!((row.replicas, row.ready), (Some(3), 3));
     let mut s = app(v.clone(), false);
     key(&mut s, '2');
-    code(&mut s, KeyCode::Enter);
+    key(&mut s, 'd');
     let details = format!("{:?}", s.overlay);
     assert!(details.contains("Static: 3 replica(s) wanted, 3 ready"), "{details}");
     code(&mut s, KeyCode::Esc);
@@ -1346,4 +1346,86 @@ fn the_nodepools_pane_shows_a_month_of_cost_when_it_has_room() {
     let narrow = screen(&s, 80, 24);
     assert!(!narrow.contains("$/MO") && narrow.contains("$/H"), "{narrow}");
     assert!(narrow.contains("/month"), "{narrow}");
+}
+
+#[test]
+fn enter_drills_from_a_nodepool_to_its_nodes_to_a_nodes_pods_and_esc_comes_back() {
+    use karpenter_tui::ui::app::Crumb;
+    let mut d = driver_at(180, false);
+    let mut s = app(Arc::new(d.view()), false);
+    key(&mut s, '2');
+    let pools: Vec<String> = s.view.nodepools.iter().map(|p| p.name.clone()).collect();
+    // Select the pool that has nodes, then Enter: the Nodes pane shows only its nodes and claims.
+    let with_nodes = s.view.nodes.iter().find_map(|n| n.nodepool.clone()).expect("a managed node");
+    let at = pools.iter().position(|p| *p == with_nodes).expect("listed");
+    key(&mut s, 'g');
+    for _ in 0..at {
+        key(&mut s, 'j');
+    }
+    assert!(code(&mut s, KeyCode::Enter).is_empty(), "narrowing the Nodes pane asks the backend nothing");
+    assert_eq!(s.drill, vec![Crumb::Pool(with_nodes.clone())]);
+    assert_eq!(s.focus, Pane::Nodes);
+    let shown: Vec<&str> = s.pane(Pane::Nodes).visible.iter().map(|&i| s.view.nodes[i].name.as_str()).collect();
+    let expected: Vec<&str> = s
+        .view
+        .nodes
+        .iter()
+        .filter(|n| n.nodepool.as_deref() == Some(with_nodes.as_str()))
+        .map(|n| n.name.as_str())
+        .collect();
+    assert!(!shown.is_empty() && shown.len() == expected.len(), "{shown:?} against {expected:?}");
+    let screen_pool = screen(&s, 160, 45);
+    assert!(screen_pool.contains(&format!("NodePools › {with_nodes} › Nodes & NodeClaims")), "{screen_pool}");
+    insta::assert_snapshot!("drilled_into_a_nodepool_120x30", screen(&s, 120, 30));
+
+    // Enter on a node with pods: its page, filled by the backend's answer.
+    let node = s
+        .pane(Pane::Nodes)
+        .visible
+        .iter()
+        .map(|&i| &s.view.nodes[i])
+        .find(|n| n.pods > 0)
+        .map(|n| n.name.clone())
+        .expect("a node with pods");
+    let pos = s.pane(Pane::Nodes).visible.iter().position(|&i| s.view.nodes[i].name == node).unwrap();
+    key(&mut s, 'g');
+    for _ in 0..pos {
+        key(&mut s, 'j');
+    }
+    let asked = code(&mut s, KeyCode::Enter);
+    let [Effect::Send(cmd @ Command::DescribeNode { node: asked_for, .. })] = asked.as_slice() else {
+        panic!("{asked:?}")
+    };
+    assert_eq!(asked_for, &node);
+    assert!(screen(&s, 160, 45).contains("asking for its pods"));
+    for e in d.handle(cmd.clone()) {
+        if let Event::NodePods { request, node, result } = e {
+            update(&mut s, Msg::NodePods { request, node, result });
+        }
+    }
+    let page = s.node_page().expect("the node's page is open");
+    let pods = page.pods.clone().expect("answered").expect("the node exists");
+    let bound = s.view.nodes.iter().find(|n| n.name == node).unwrap();
+    assert_eq!(pods.len(), bound.pods, "every pod bound to the node");
+    assert!(pods.iter().all(|p| p.cpu_millis > 0 && p.owner.contains('/')), "requests and owners: {pods:?}");
+    let page_screen = screen(&s, 160, 45);
+    assert!(page_screen.contains(&format!("{node} › pods")), "{page_screen}");
+    assert!(page_screen.contains(&format!("{}/{}", pods[0].namespace, pods[0].name)), "{page_screen}");
+    assert!(page_screen.contains("ReplicaSet/"), "the owner column: {page_screen}");
+    insta::assert_snapshot!("node_page_120x20", screen(&s, 120, 20));
+    // A new picture asks again, so the page follows the cluster.
+    let again = update(&mut s, Msg::View(Arc::new(d.view())));
+    assert!(matches!(again.as_slice(), [Effect::Send(Command::DescribeNode { .. })]), "{again:?}");
+
+    // Esc: back to the pool's nodes, then back to the NodePools pane and every node.
+    code(&mut s, KeyCode::Esc);
+    assert_eq!(s.drill, vec![Crumb::Pool(with_nodes)]);
+    code(&mut s, KeyCode::Esc);
+    assert!(s.drill.is_empty());
+    assert_eq!(s.focus, Pane::NodePools);
+    assert_eq!(s.pane(Pane::Nodes).visible.len(), s.view.nodes.len());
+    assert!(!screen(&s, 160, 45).contains("Esc: back"));
+    // A node that went away answers with an error on its page, not a panic.
+    let gone = d.handle(Command::DescribeNode { request: 99, node: "no-such-node".into() });
+    assert!(matches!(gone.as_slice(), [Event::NodePods { result: Err(e), .. }] if e.contains("no node")), "{gone:?}");
 }

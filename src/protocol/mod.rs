@@ -42,6 +42,11 @@ pub enum Command {
         request: u64,
         pause: bool,
     },
+    /// The pods on one node, for the drill-down (answered with [`Event::NodePods`]).
+    DescribeNode {
+        request: u64,
+        node: String,
+    },
     /// Repair an unhealthy node now instead of when its repair policy's toleration runs out.
     RepairNode {
         request: u64,
@@ -84,6 +89,7 @@ impl Command {
             | Command::SetMode { request, .. }
             | Command::SetPacking { request, .. }
             | Command::PauseDisruption { request, .. }
+            | Command::DescribeNode { request, .. }
             | Command::RepairNode { request, .. }
             | Command::ScaleNodePool { request, .. }
             | Command::ApplyNodePool { request, .. }
@@ -122,6 +128,8 @@ pub enum Event {
     Done { request: u64, outcome: Result<String, String> },
     /// The what-if of an edit (or why it could not be computed).
     Preview { request: u64, result: Result<Box<EditPreview>, String> },
+    /// The pods on a node, answering [`Command::DescribeNode`].
+    NodePods { request: u64, node: String, result: Result<Vec<crate::protocol::view::NodePodRow>, String> },
     /// Something the operator should know that is not an answer to a request (a scenario event that failed).
     Notice(String),
     /// The backend stopped (error text when it failed).

@@ -243,6 +243,22 @@ pub struct NodeRow {
     pub labels: std::collections::BTreeMap<String, String>,
 }
 
+/// A pod on a node, as the drill-down shows it (asked for one node at a time: [`crate::protocol::Command::DescribeNode`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct NodePodRow {
+    pub namespace: String,
+    pub name: String,
+    pub phase: String,
+    pub cpu_millis: i64,
+    pub memory_bytes: i64,
+    /// The controlling owner, `Kind/name`, or `-`.
+    pub owner: String,
+    /// The PDBs that select it, each with the disruptions it allows now.
+    pub pdbs: Vec<String>,
+    /// `karpenter.sh/do-not-disrupt` holds it now.
+    pub do_not_disrupt: bool,
+}
+
 /// What node repair sees on a node: the matching condition and when it repairs the node.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct RepairInfo {

@@ -381,6 +381,20 @@ impl LiveDriver {
                 let outcome = self.engine().map(|a| a.set_mode(mode, now));
                 vec![Event::Done { request, outcome }]
             }
+            Command::DescribeNode { request, node } => {
+                let result = match latest {
+                    None => Err("the cluster has not been read yet".into()),
+                    Some(read) => {
+                        let view = read.manifests.view();
+                        if view.nodes.iter().any(|n| n.metadata.name.as_deref() == Some(node.as_str())) {
+                            Ok(crate::shell::node_pods::on_node(&view, &node, now))
+                        } else {
+                            Err(format!("no node {node} (it may have been deleted)"))
+                        }
+                    }
+                };
+                vec![Event::NodePods { request, node, result }]
+            }
             Command::PauseDisruption { request, pause } => {
                 let by = crate::shell::disruption_pause::operator();
                 let outcome = match (self.engine(), latest) {

@@ -9,6 +9,7 @@ pub mod disruption_pause;
 pub mod live_driver;
 pub mod live_picture;
 pub mod metrics;
+pub mod node_pods;
 pub mod passes;
 pub mod picture;
 pub mod sim_driver;

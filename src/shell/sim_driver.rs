@@ -189,6 +189,17 @@ impl SimDriver {
                 w.reconcile();
                 vec![Event::Done { request, outcome: Ok(format!("disruption mode is now {mode}")) }]
             }
+            Command::DescribeNode { request, node } => {
+                let snapshot = w.cluster.snapshot();
+                let view = snapshot.view();
+                let known = view.nodes.iter().any(|n| n.metadata.name.as_deref() == Some(node.as_str()));
+                let result = if known {
+                    Ok(crate::shell::node_pods::on_node(&view, &node, w.now))
+                } else {
+                    Err(format!("no node {node} (it may have been deleted)"))
+                };
+                vec![Event::NodePods { request, node, result }]
+            }
             Command::PauseDisruption { request, pause } => {
                 let now = w.now;
                 let hold = pause

@@ -133,6 +133,12 @@ pub enum Msg {
         request: u64,
         result: Result<Box<EditPreview>, String>,
     },
+    /// The pods on a node, for its page in the drill-down.
+    NodePods {
+        request: u64,
+        node: String,
+        result: Result<Vec<crate::protocol::view::NodePodRow>, String>,
+    },
     /// The external editor returned (new text, or why not: the buffer is kept either way).
     ExternalEdited(Result<String, String>),
     BackendStopped(Option<String>),
@@ -182,6 +188,26 @@ pub struct AppState {
     pub selector: Option<rows::NodeSelector>,
     /// Label keys the Nodes pane shows as columns of their own (`--extra-labels`, config `extraLabels`).
     pub extra_labels: Vec<String>,
+    /// Where Enter has drilled to, outermost first: a NodePool (the Nodes pane shows only its nodes and claims),
+    /// then a node (a page of its pods). Esc goes back one step.
+    pub drill: Vec<Crumb>,
+}
+
+/// One step of the drill-down.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Crumb {
+    Pool(String),
+    Node(NodePage),
+}
+
+/// A node's page: its pods, asked of the backend (`request` while the answer is awaited) and asked again with each
+/// new picture, so the page follows the cluster.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NodePage {
+    pub name: String,
+    pub request: Option<u64>,
+    pub pods: Option<Result<Vec<crate::protocol::view::NodePodRow>, String>>,
+    pub selected: usize,
 }
 
 impl AppState {
@@ -203,6 +229,7 @@ impl AppState {
             next_request: 1,
             selector: None,
             extra_labels: Vec::new(),
+            drill: Vec::new(),
         };
         s.refilter_all();
         s
@@ -262,10 +289,12 @@ impl AppState {
         let view = self.view.clone();
         let key = self.sort_key(p);
         let selector = if p == Pane::Nodes { self.selector.clone() } else { None };
+        let pool = if p == Pane::Nodes { self.drilled_pool().map(str::to_string) } else { None };
         let ps = self.pane_mut(p);
         let needle = ps.filter.to_lowercase();
         ps.visible = (0..rows::count(&view, p))
             .filter(|&i| selector.as_ref().is_none_or(|sel| rows::selected_by(&view, i, sel)))
+            .filter(|&i| pool.as_ref().is_none_or(|pool| view.nodes[i].nodepool.as_deref() == Some(pool.as_str())))
             .filter(|&i| needle.is_empty() || rows::matches(&view, p, i, &needle))
             .collect();
         if key != "default" {
@@ -289,6 +318,41 @@ impl AppState {
         }
         ps.selected = ps.selected.min(ps.visible.len().saturating_sub(1));
         ps.selected_key = ps.visible.get(ps.selected).and_then(|&i| rows::key(&view, p, i));
+    }
+
+    /// The NodePool drilled into, whose nodes the Nodes pane is narrowed to.
+    pub fn drilled_pool(&self) -> Option<&str> {
+        self.drill.iter().find_map(|c| match c {
+            Crumb::Pool(name) => Some(name.as_str()),
+            Crumb::Node(_) => None,
+        })
+    }
+
+    /// The node page on top of the drill-down, when one is open.
+    pub fn node_page(&self) -> Option<&NodePage> {
+        match self.drill.last() {
+            Some(Crumb::Node(page)) => Some(page),
+            _ => None,
+        }
+    }
+
+    fn node_page_mut(&mut self) -> Option<&mut NodePage> {
+        match self.drill.last_mut() {
+            Some(Crumb::Node(page)) => Some(page),
+            _ => None,
+        }
+    }
+
+    /// Asks the backend for the open node page's pods, unless an answer is awaited.
+    fn ask_node_pods(&mut self) -> Vec<Effect> {
+        let Some(name) = self.node_page().filter(|p| p.request.is_none()).map(|p| p.name.clone()) else {
+            return Vec::new();
+        };
+        let request = self.next_id();
+        if let Some(page) = self.node_page_mut() {
+            page.request = Some(request);
+        }
+        vec![Effect::Send(Command::DescribeNode { request, node: name })]
     }
 
     fn refilter_all(&mut self) {
@@ -334,7 +398,8 @@ pub fn update(s: &mut AppState, msg: Msg) -> Vec<Effect> {
         Msg::View(v) => {
             s.view = v;
             s.refilter_all();
-            Vec::new()
+            // An open node page follows the cluster: its pods are asked for again.
+            s.ask_node_pods()
         }
         Msg::Clock(now) => {
             // The reducer holds the only reference to the picture once the backend sent it, so this is no copy.
@@ -368,6 +433,19 @@ pub fn update(s: &mut AppState, msg: Msg) -> Vec<Effect> {
                 }
             };
             vec![Effect::Audit { action, target, outcome: outcome_s, detail }]
+        }
+        Msg::NodePods { request, node, result } => {
+            if let Some(page) = s.node_page_mut()
+                && page.request == Some(request)
+                && page.name == node
+            {
+                page.request = None;
+                if let Ok(rows) = &result {
+                    page.selected = page.selected.min(rows.len().saturating_sub(1));
+                }
+                page.pods = Some(result);
+            }
+            Vec::new()
         }
         Msg::Preview { request, result } => {
             if let Some(ed) = s.editor.as_mut()
@@ -515,12 +593,33 @@ pub fn act(s: &mut AppState, action: Action) -> Vec<Effect> {
         Action::NextPane => s.focus = Pane::ALL[(focus.index() + 1) % Pane::ALL.len()],
         Action::PrevPane => s.focus = Pane::ALL[(focus.index() + Pane::ALL.len() - 1) % Pane::ALL.len()],
         Action::Focus(p) => s.focus = p,
+        Action::Up | Action::Down | Action::Top | Action::Bottom if s.node_page().is_some() => {
+            let len = match s.node_page().and_then(|p| p.pods.as_ref()) {
+                Some(Ok(rows)) => rows.len(),
+                _ => 0,
+            };
+            if let Some(page) = s.node_page_mut() {
+                page.selected = match action {
+                    Action::Up => page.selected.saturating_sub(1),
+                    Action::Down => (page.selected + 1).min(len.saturating_sub(1)),
+                    Action::Top => 0,
+                    _ => len.saturating_sub(1),
+                };
+            }
+        }
         Action::Up => s.move_selection(focus, |i, _| i.saturating_sub(1)),
         Action::Down => s.move_selection(focus, |i, _| i + 1),
         Action::Top => s.move_selection(focus, |_, _| 0),
         Action::Bottom => s.move_selection(focus, |_, len| len - 1),
         Action::PageUp => s.move_selection(focus, |i, _| i.saturating_sub(PAGE)),
         Action::PageDown => s.move_selection(focus, |i, _| i + PAGE),
+        Action::Back if !s.drill.is_empty() => {
+            if let Some(Crumb::Pool(_)) = s.drill.pop() {
+                s.focus = Pane::NodePools;
+            }
+            s.refilter(Pane::Nodes);
+            s.status = None;
+        }
         Action::Back => {
             if !s.pane(focus).filter.is_empty() {
                 s.pane_mut(focus).filter.clear();
@@ -528,9 +627,37 @@ pub fn act(s: &mut AppState, action: Action) -> Vec<Effect> {
             }
             s.status = None;
         }
-        Action::Open => {
-            if let Some(i) = s.selected_row(focus) {
-                let (title, lines) = rows::detail(&s.view, focus, i);
+        Action::Open if s.node_page().is_some() => {}
+        // Enter drills down: a NodePool to its nodes and claims, a node to its pods.
+        Action::Open if focus == Pane::NodePools => {
+            if let Some(pool) = s.selected_row(focus).and_then(|i| s.view.nodepools.get(i)).map(|p| p.name.clone()) {
+                s.drill = vec![Crumb::Pool(pool.clone())];
+                s.focus = Pane::Nodes;
+                s.refilter(Pane::Nodes);
+                s.info(format!("NodePool {pool}: its nodes and NodeClaims (Enter: a node's pods · Esc: back)"));
+            }
+        }
+        Action::Open if focus == Pane::Nodes => {
+            let Some(row) = s.selected_row(focus).and_then(|i| s.view.nodes.get(i)) else { return Vec::new() };
+            if row.nodeclaim.as_deref() == Some(row.name.as_str()) && row.pods == 0 {
+                // A NodeClaim with no node yet has no pods to show: its detail instead.
+                let (title, lines) = rows::detail(&s.view, focus, s.selected_row(focus).unwrap_or_default());
+                s.overlay = Overlay::Detail { title, lines, scroll: 0 };
+                return Vec::new();
+            }
+            let name = row.name.clone();
+            s.drill.retain(|c| matches!(c, Crumb::Pool(_)));
+            s.drill.push(Crumb::Node(NodePage { name, request: None, pods: None, selected: 0 }));
+            return s.ask_node_pods();
+        }
+        Action::Open | Action::Details => {
+            let page = s.node_page().map(|p| p.name.clone());
+            let row = match page {
+                Some(name) => s.view.nodes.iter().position(|n| n.name == name).map(|i| (Pane::Nodes, i)),
+                None => s.selected_row(focus).map(|i| (focus, i)),
+            };
+            if let Some((pane, i)) = row {
+                let (title, lines) = rows::detail(&s.view, pane, i);
                 s.overlay = Overlay::Detail { title, lines, scroll: 0 };
             }
         }

@@ -5,6 +5,7 @@
 pub mod action;
 pub mod app;
 pub mod audit;
+pub mod drill;
 pub mod editor;
 pub mod panes;
 pub mod rows;

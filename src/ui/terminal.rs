@@ -58,6 +58,7 @@ fn backend_msg(e: Event) -> Msg {
         Event::Progress(text) => Msg::Progress(text),
         Event::Done { request, outcome } => Msg::Done { request, outcome },
         Event::Preview { request, result } => Msg::Preview { request, result },
+        Event::NodePods { request, node, result } => Msg::NodePods { request, node, result },
         Event::Stopped(err) => Msg::BackendStopped(err),
         Event::Notice(text) => Msg::Warn(text),
     }

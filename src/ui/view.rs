@@ -25,8 +25,18 @@ impl Widget for &AppState {
         let [header, body, footer] =
             Layout::vertical([Constraint::Length(2), Constraint::Fill(1), Constraint::Length(1)]).areas(area);
         render_header(self, header, buf);
+        // The drill-down's breadcrumb takes the body's first line.
+        let body = if self.drill.is_empty() || self.editor.is_some() {
+            body
+        } else {
+            let [crumb, rest] = Layout::vertical([Constraint::Length(1), Constraint::Fill(1)]).areas(body);
+            Paragraph::new(crate::ui::drill::breadcrumb(self)).render(crumb, buf);
+            rest
+        };
         if let Some(ed) = &self.editor {
             render_editor(self, ed, body, buf);
+        } else if let Some(page) = self.node_page() {
+            crate::ui::drill::render_node_page(self, page, body, buf);
         } else if area.width >= GRID_MIN.0 && area.height >= GRID_MIN.1 {
             render_grid(self, body, buf);
         } else {
