@@ -1429,3 +1429,35 @@ fn enter_drills_from_a_nodepool_to_its_nodes_to_a_nodes_pods_and_esc_comes_back(
     let gone = d.handle(Command::DescribeNode { request: 99, node: "no-such-node".into() });
     assert!(matches!(gone.as_slice(), [Event::NodePods { result: Err(e), .. }] if e.contains("no node")), "{gone:?}");
 }
+
+#[test]
+fn ctx_lists_the_kubeconfig_contexts_and_switches_to_a_known_one() {
+    let mut view = (*view_at(180)).clone();
+    view.source.context = "prod".into();
+    let mut s = app(Arc::new(view), false);
+    key(&mut s, ':');
+    typed(&mut s, "ctx");
+    code(&mut s, KeyCode::Enter);
+    assert!(status_error(&s, "no kubeconfig contexts"), "demo has none: {:?}", s.status);
+    s.contexts = vec!["prod".into(), "staging".into()];
+    key(&mut s, ':');
+    typed(&mut s, "ctx");
+    code(&mut s, KeyCode::Enter);
+    let Overlay::Detail { lines, .. } = &s.overlay else { panic!("{:?}", s.overlay) };
+    assert!(lines.iter().any(|l| l.contains("* prod") && l.contains("in use")), "{lines:?}");
+    assert!(lines.iter().any(|l| l.trim() == "staging"), "{lines:?}");
+    code(&mut s, KeyCode::Esc);
+    for (input, needle) in [("ctx nowhere", "no such context"), ("ctx prod", "already on context prod")] {
+        key(&mut s, ':');
+        typed(&mut s, input);
+        assert!(code(&mut s, KeyCode::Enter).is_empty(), ":{input}");
+        assert!(s.status.as_ref().is_some_and(|st| st.text.contains(needle)), ":{input}: {:?}", s.status);
+    }
+    key(&mut s, ':');
+    typed(&mut s, "ctx staging");
+    let sent = code(&mut s, KeyCode::Enter);
+    assert!(
+        matches!(sent.as_slice(), [Effect::Send(Command::SwitchContext { context, .. })] if context == "staging"),
+        "{sent:?}"
+    );
+}

@@ -1056,3 +1056,88 @@ async fn pausing_through_budgets_keeps_the_originals_and_resuming_restores_them(
     }
     assert!(status(&read().iter().collect::<Vec<_>>()).is_none());
 }
+
+/// `:ctx NAME` in the live dashboard: the backend prepares the other context (connection, rights, first lists)
+/// and only then drops the first, so the pictures after it are of the other cluster; a context that cannot be
+/// reached is refused and the dashboard stays where it was.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_live_backend_switches_kubeconfig_contexts_in_place() {
+    use karpenter_tui::cli::live_dashboard::{LiveOptions, Wait, prepare_with, supervise_backend};
+    use karpenter_tui::kube::connect::ConnectOptions;
+    use karpenter_tui::protocol::Command;
+    let (a, b) = (FakeApi::start().await, FakeApi::start().await);
+    a.put("api/v1/nodes", node("node-in-a"));
+    b.put("api/v1/nodes", node("node-in-b"));
+    let dir = std::env::temp_dir().join(format!("karpenter-tui-ctx-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let kubeconfig = dir.join("config");
+    std::fs::write(
+        &kubeconfig,
+        format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n- {{name: a, cluster: {{server: 'http://{}'}}}}\n\
+             - {{name: b, cluster: {{server: 'http://{}'}}}}\n- {{name: dead, cluster: {{server: 'http://127.0.0.1:9'}}}}\n\
+             users: [{{name: me, user: {{}}}}]\ncontexts:\n- {{name: a, context: {{cluster: a, user: me}}}}\n\
+             - {{name: b, context: {{cluster: b, user: me}}}}\n- {{name: dead, context: {{cluster: dead, user: me}}}}\n\
+             current-context: a\n",
+            a.addr, b.addr
+        ),
+    )
+    .unwrap();
+    let opts = LiveOptions {
+        connect: ConnectOptions { kubeconfig: Some(kubeconfig), context: None, cluster_name: None, in_cluster: false },
+        readonly: false,
+        theme: None,
+        catalog: karpenter_tui::engine::catalog::fake::fake_catalog(),
+        sync_timeout: Duration::from_secs(10),
+        cloud: None,
+        mode: karpenter_tui::engine::disruption::gate::Mode::Approve,
+        settings: Default::default(),
+        feature_gates: None,
+        packing: None,
+        takeover: false,
+        lease_namespace: "kube-system".into(),
+    };
+    let p = prepare_with(&opts, |_| false, |_| {}, Wait::FirstList).await.expect("context a prepares");
+    let (commands, crx) = tokio::sync::mpsc::unbounded_channel();
+    let (etx, mut events) = tokio::sync::mpsc::unbounded_channel();
+    let backend = tokio::spawn(supervise_backend(opts, |_| false, p, None, crx, etx));
+    let first = next_view(&mut events, 10).await;
+    assert_eq!(first.source.context, "a");
+    assert!(first.nodes.iter().any(|n| n.name == "node-in-a"), "{:?}", first.nodes);
+
+    // Unreachable: refused with the reason, and the dashboard stays on a.
+    commands.send(Command::SwitchContext { request: 1, context: "dead".into() }).unwrap();
+    let refused = done(&mut events, 1, 30).await;
+    assert!(refused.as_ref().is_err_and(|e| e.contains("context dead") && e.contains("still on a")), "{refused:?}");
+
+    commands.send(Command::SwitchContext { request: 2, context: "b".into() }).unwrap();
+    let switched = done(&mut events, 2, 30).await;
+    assert!(switched.as_ref().is_ok_and(|m| m.contains("context b") && m.contains("observing")), "{switched:?}");
+    let after = next_view(&mut events, 10).await;
+    assert_eq!(after.source.context, "b");
+    assert!(after.nodes.iter().any(|n| n.name == "node-in-b"), "{:?}", after.nodes);
+    assert!(!after.nodes.iter().any(|n| n.name == "node-in-a"));
+    // The first context's watches are gone: a change there reaches no picture.
+    eventually(5, "a's watches end", || a.watching("api/v1/nodes") == 0).await;
+
+    commands.send(Command::Shutdown).unwrap();
+    tokio::time::timeout(Duration::from_secs(10), backend).await.expect("the backend stops").unwrap();
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+/// The outcome of request `request`, skipping pictures and other events, within `secs`.
+async fn done(
+    events: &mut tokio::sync::mpsc::UnboundedReceiver<karpenter_tui::protocol::Event>,
+    request: u64,
+    secs: u64,
+) -> Result<String, String> {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(secs);
+    loop {
+        match tokio::time::timeout_at(deadline, events.recv()).await {
+            Ok(Some(karpenter_tui::protocol::Event::Done { request: r, outcome })) if r == request => return outcome,
+            Ok(Some(_)) => continue,
+            Ok(None) => panic!("the live backend stopped"),
+            Err(_) => panic!("no answer to request {request} within {secs} s"),
+        }
+    }
+}

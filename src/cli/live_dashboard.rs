@@ -16,6 +16,7 @@ use crate::kube::leader::{Elector, Role, identity};
 use crate::kube::writer::Writer;
 use crate::kube::{access, upstream, watch};
 use crate::protocol::view::Leadership;
+use crate::protocol::{Command, Event};
 use crate::shell::acting::Acting;
 use crate::shell::live_driver::LiveDriver;
 use crate::shell::live_picture::LiveInfo;
@@ -24,6 +25,7 @@ use crate::ui::app::{AppState, Msg, update};
 use crate::ui::audit::AuditLog;
 use crate::ui::terminal::{Session, run};
 
+#[derive(Clone)]
 pub struct LiveOptions {
     pub connect: ConnectOptions,
     pub readonly: bool,
@@ -357,7 +359,7 @@ pub fn run_live(
             ),
             None => None,
         };
-        let mut p = prepare(&opts, |ctx| config.readonly_for(false, ctx)).await?;
+        let p = prepare(&opts, |ctx| config.readonly_for(false, ctx)).await?;
         let metrics = metrics_listener.map(|listener| {
             let metrics = Arc::new(crate::shell::metrics::Metrics::new(&operator()));
             tokio::spawn(super::controller::serve_http(listener, p.watches.cache.clone(), Some(metrics.clone())));
@@ -377,42 +379,125 @@ pub fn run_live(
         if let Some(missing) = &p.rights_summary {
             update(&mut state, Msg::Warn(format!("read-only: {missing}")));
         }
-        let info = LiveInfo {
-            context: p.conn.context.clone(),
-            cluster: p.conn.cluster_name.clone(),
-            leadership: Leadership::Observing(p.observe_reason.clone().unwrap_or_else(|| "electing a leader".into())),
-            clock: "live".into(),
-            gates: opts.settings.gates,
-            packing: opts.settings.packing,
-        };
         tracing::info!(context = %p.conn.context, server = %p.conn.server, readonly = p.readonly, observe = ?p.observe_reason, "live dashboard starting");
 
+        // The contexts `:ctx` offers: the kubeconfig's, as kubectl lists them.
+        state.contexts = crate::kube::connect::read_kubeconfig(opts.connect.kubeconfig.as_ref())
+            .map(|kc| kc.contexts.iter().map(|c| c.name.clone()).collect())
+            .unwrap_or_default();
+        let context = p.conn.context.clone();
         let (ctx, crx) = tokio::sync::mpsc::unbounded_channel();
         let (etx, erx) = tokio::sync::mpsc::unbounded_channel();
-        let driver = LiveDriver {
-            cache: p.watches.cache.clone(),
-            changed: p.watches.changed.clone(),
-            writer: Writer::new(p.conn.client.clone(), p.readonly),
-            catalog: Arc::new(opts.catalog.clone()),
-            info,
-            acting: p.acting.take().map(|a| match &metrics {
-                Some(m) => a.with_metrics(m.clone()),
-                None => a,
-            }),
-            role: p.role.clone(),
-            wakes: Default::default(),
-        };
-        let backend = tokio::spawn(driver.run(crx, etx));
+        let readonly_for = move |c: &str| config.readonly_for(false, c);
+        let backend = tokio::spawn(supervise_backend(opts, readonly_for, p, metrics, crx, etx));
         let session = Session {
             state,
             commands: ctx,
             events: erx,
             audit: AuditLog::new(paths.audit_file()),
-            context: p.conn.context.clone(),
+            context,
         };
         let result = run(session).await;
-        backend.abort();
-        p.release().await;
+        // The supervisor hands the Lease over once the UI's Shutdown reaches it; give it the moment it needs.
+        let _ = tokio::time::timeout(Duration::from_secs(5), backend).await;
         result
     })
+}
+
+/// The live driver of a prepared context.
+fn driver_for(
+    p: &mut Prepared,
+    opts: &LiveOptions,
+    metrics: Option<&Arc<crate::shell::metrics::Metrics>>,
+) -> LiveDriver {
+    let info = LiveInfo {
+        context: p.conn.context.clone(),
+        cluster: p.conn.cluster_name.clone(),
+        leadership: Leadership::Observing(p.observe_reason.clone().unwrap_or_else(|| "electing a leader".into())),
+        clock: "live".into(),
+        gates: opts.settings.gates,
+        packing: opts.settings.packing,
+    };
+    LiveDriver {
+        cache: p.watches.cache.clone(),
+        changed: p.watches.changed.clone(),
+        writer: Writer::new(p.conn.client.clone(), p.readonly),
+        catalog: Arc::new(opts.catalog.clone()),
+        info,
+        acting: p.acting.take().map(|a| match metrics {
+            Some(m) => a.with_metrics(m.clone()),
+            None => a,
+        }),
+        role: p.role.clone(),
+        wakes: Default::default(),
+    }
+}
+
+/// The dashboard's backend: the driver of the context in use, with `:ctx` switching it in place. A switch
+/// prepares the new context first (connection, rights, the first lists) and only then stops the old driver and
+/// hands its Lease over, so a context that can't be reached leaves the dashboard where it was. A switched-to
+/// context is observed: the cloud flags (`--cloud aws --cluster-name ...`) name the cluster the dashboard started
+/// on, not the new one.
+pub async fn supervise_backend(
+    opts: LiveOptions,
+    readonly_for: impl Fn(&str) -> bool,
+    mut p: Prepared,
+    metrics: Option<Arc<crate::shell::metrics::Metrics>>,
+    mut commands: tokio::sync::mpsc::UnboundedReceiver<Command>,
+    events: tokio::sync::mpsc::UnboundedSender<Event>,
+) {
+    let driver = driver_for(&mut p, &opts, metrics.as_ref());
+    let (mut to_driver, rx) = tokio::sync::mpsc::unbounded_channel();
+    let mut task = tokio::spawn(driver.run(rx, events.clone()));
+    while let Some(cmd) = commands.recv().await {
+        match cmd {
+            Command::SwitchContext { request, context } => {
+                let _ = events.send(Event::Progress(format!("connecting to context {context} ...")));
+                let mut o = LiveOptions {
+                    connect: ConnectOptions {
+                        context: Some(context.clone()),
+                        cluster_name: None,
+                        ..opts.connect.clone()
+                    },
+                    cloud: None,
+                    ..opts.clone()
+                };
+                o.takeover = false;
+                let outcome = match prepare_with(&o, &readonly_for, quiet, Wait::FirstList).await {
+                    Ok(mut next) => {
+                        let _ = to_driver.send(Command::Shutdown);
+                        task.abort();
+                        std::mem::swap(&mut p, &mut next);
+                        next.release().await;
+                        let driver = driver_for(&mut p, &o, None);
+                        let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+                        to_driver = tx;
+                        task = tokio::spawn(driver.run(rx, events.clone()));
+                        tracing::info!(context = %p.conn.context, server = %p.conn.server, "switched context");
+                        Ok(format!("context {context} ({}): observing", p.conn.server))
+                    }
+                    Err(e) => {
+                        tracing::warn!(context, error = %format!("{e:#}"), "could not switch context");
+                        Err(format!("context {context}: {e:#}; still on {}", p.conn.context))
+                    }
+                };
+                let _ = events.send(Event::Done { request, outcome });
+            }
+            Command::Shutdown => {
+                let _ = to_driver.send(Command::Shutdown);
+                break;
+            }
+            other => {
+                let _ = to_driver.send(other);
+            }
+        }
+    }
+    let _ = tokio::time::timeout(Duration::from_secs(2), &mut task).await;
+    task.abort();
+    p.release().await;
+}
+
+/// Progress of a context switch goes to the log: the terminal belongs to the dashboard.
+fn quiet(line: &str) {
+    tracing::info!("{line}");
 }

@@ -42,6 +42,11 @@ pub enum Command {
         request: u64,
         pause: bool,
     },
+    /// Switch the live dashboard to another kubeconfig context in place (`:ctx NAME`); it observes there.
+    SwitchContext {
+        request: u64,
+        context: String,
+    },
     /// The pods on one node, for the drill-down (answered with [`Event::NodePods`]).
     DescribeNode {
         request: u64,
@@ -90,6 +95,7 @@ impl Command {
             | Command::SetPacking { request, .. }
             | Command::PauseDisruption { request, .. }
             | Command::DescribeNode { request, .. }
+            | Command::SwitchContext { request, .. }
             | Command::RepairNode { request, .. }
             | Command::ScaleNodePool { request, .. }
             | Command::ApplyNodePool { request, .. }

@@ -381,6 +381,13 @@ impl LiveDriver {
                 let outcome = self.engine().map(|a| a.set_mode(mode, now));
                 vec![Event::Done { request, outcome }]
             }
+            // The dashboard's supervisor switches contexts; a driver on its own (the tests') cannot.
+            Command::SwitchContext { request, context } => {
+                vec![Event::Done {
+                    request,
+                    outcome: Err(format!("context {context}: switching is not available here")),
+                }]
+            }
             Command::DescribeNode { request, node } => {
                 let result = match latest {
                     None => Err("the cluster has not been read yet".into()),

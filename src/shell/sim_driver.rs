@@ -189,6 +189,12 @@ impl SimDriver {
                 w.reconcile();
                 vec![Event::Done { request, outcome: Ok(format!("disruption mode is now {mode}")) }]
             }
+            Command::SwitchContext { request, .. } => {
+                vec![Event::Done {
+                    request,
+                    outcome: Err("demo: the simulated cluster has no kubeconfig contexts".into()),
+                }]
+            }
             Command::DescribeNode { request, node } => {
                 let snapshot = w.cluster.snapshot();
                 let view = snapshot.view();

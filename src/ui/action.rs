@@ -250,6 +250,7 @@ const PALETTE_ONLY: &[(&str, &str)] = &[
     ("selector EXPR", "Nodes pane: only nodes whose labels match (kubectl -l)"),
     ("theme dark", "switch colour theme (dark, light, high-contrast)"),
     ("speed 10", "demo clock speed"),
+    ("ctx", "list the kubeconfig's contexts; :ctx NAME switches in place"),
     ("pause", "hold all voluntary disruption (after confirmation)"),
     ("resume", "let voluntary disruption go on (after confirmation)"),
     ("clock pause", "pause the demo clock"),

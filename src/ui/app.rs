@@ -191,6 +191,8 @@ pub struct AppState {
     /// Where Enter has drilled to, outermost first: a NodePool (the Nodes pane shows only its nodes and claims),
     /// then a node (a page of its pods). Esc goes back one step.
     pub drill: Vec<Crumb>,
+    /// The kubeconfig's contexts, which `:ctx` lists and switches between (none in `demo`).
+    pub contexts: Vec<String>,
 }
 
 /// One step of the drill-down.
@@ -230,6 +232,7 @@ impl AppState {
             selector: None,
             extra_labels: Vec::new(),
             drill: Vec::new(),
+            contexts: Vec::new(),
         };
         s.refilter_all();
         s
@@ -1295,6 +1298,42 @@ fn palette(s: &mut AppState, input: &str) -> Vec<Effect> {
         ["clock", "pause"] if !s.paused => act(s, Action::Pause),
         ["clock", "resume"] if s.paused => act(s, Action::Pause),
         ["clock", "pause" | "resume"] => Vec::new(),
+        ["ctx" | "context"] => {
+            if s.contexts.is_empty() {
+                s.error("no kubeconfig contexts to switch between here");
+                return Vec::new();
+            }
+            let current = s.view.source.context.clone();
+            let lines = s
+                .contexts
+                .iter()
+                .map(|c| if *c == current { format!("* {c}  (in use)") } else { format!("  {c}") })
+                .chain(["".to_string(), ":ctx NAME switches to one in place (it is then observed).".to_string()])
+                .collect();
+            s.overlay = Overlay::Detail { title: "kubeconfig contexts".into(), lines, scroll: 0 };
+            Vec::new()
+        }
+        ["ctx" | "context", name] => {
+            let name = name.to_string();
+            if !s.contexts.contains(&name) {
+                s.error(format!(":ctx {name}: no such context (:ctx lists them)"));
+                return Vec::new();
+            }
+            if name == s.view.source.context {
+                s.info(format!("already on context {name}"));
+                return Vec::new();
+            }
+            // The drill-down belongs to the cluster being left.
+            s.drill.clear();
+            s.refilter(Pane::Nodes);
+            s.info(format!("switching to context {name} ..."));
+            vec![s.request(
+                |request| Command::SwitchContext { request, context: name.clone() },
+                "context",
+                &name,
+                String::new(),
+            )]
+        }
         ["pause"] => pause_intent(s, true),
         ["resume"] => pause_intent(s, false),
         ["theme", name] => {

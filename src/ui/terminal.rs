@@ -129,7 +129,12 @@ async fn event_loop<S: CommandSink>(terminal: &mut DefaultTerminal, mut s: Sessi
                     Effect::Audit { action, target, outcome, detail } => {
                         let rec = AuditRecord {
                             time: chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
-                            context: s.context.clone(),
+                            // The context in use now: `:ctx` may have switched it since the session began.
+                            context: if s.state.view.source.context.is_empty() {
+                                s.context.clone()
+                            } else {
+                                s.state.view.source.context.clone()
+                            },
                             action,
                             target,
                             outcome,
