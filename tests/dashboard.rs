@@ -1461,3 +1461,47 @@ fn ctx_lists_the_kubeconfig_contexts_and_switches_to_a_known_one() {
         "{sent:?}"
     );
 }
+
+#[test]
+fn every_pane_sorts_by_each_of_its_columns_and_marks_the_one_it_sorts_by() {
+    let mut s = app(view_at(180), false);
+    let mut missing = Vec::new();
+    for p in Pane::ALL {
+        key(&mut s, char::from(b'1' + p.index() as u8));
+        let keys = karpenter_tui::ui::rows::sort_keys(p);
+        for k in &keys[1..] {
+            key(&mut s, 's');
+            let header = karpenter_tui::ui::rows::sort_header(p, k);
+            for reversed in [false, true] {
+                let shown = screen(&s, 120, 30);
+                // The title always names the key with its direction; the column's header carries the arrow too when
+                // the column is drawn at this width (after the text, or before it when the column is narrow).
+                // One pane at a time (below the grid's size), so a header found on screen is this pane's.
+                let title = shown
+                    .lines()
+                    .find(|l| l.contains(p.title()) && (l.contains('┏') || l.contains('┌')))
+                    .unwrap_or_default();
+                let shown_key = k.to_string();
+                if !(title.contains(&format!("▲{shown_key}")) || title.contains(&format!("▼{shown_key}"))) {
+                    missing.push(format!("{p:?} by {k} (reversed {reversed}): the title does not say so"));
+                }
+                if let Some(h) = &header {
+                    let stem: String = h.chars().take(3).collect();
+                    let drawn = shown.contains(h.as_str());
+                    let marked = shown.contains(&format!("{h}▲"))
+                        || shown.contains(&format!("{h}▼"))
+                        || shown.contains(&format!("▲{stem}"))
+                        || shown.contains(&format!("▼{stem}"));
+                    if drawn && !marked {
+                        missing.push(format!("{p:?} by {k} (reversed {reversed}): no arrow on {h}"));
+                    }
+                }
+                key(&mut s, 'S');
+            }
+        }
+        // Round to the backend's order again.
+        key(&mut s, 's');
+        assert_eq!(s.pane(p).sort, 0, "{p:?}");
+    }
+    assert!(missing.is_empty(), "{missing:#?}");
+}

@@ -110,15 +110,15 @@ pub fn label_sort_key(key: &str) -> String {
 /// proposals first, and so on). The Nodes pane's extra label columns follow these (`label:KEY`).
 pub fn sort_keys(p: Pane) -> &'static [&'static str] {
     match p {
-        Pane::Pending => &["default", "age", "cpu", "memory", "name"],
-        Pane::NodePools => &["default", "name", "nodes", "cost"],
+        Pane::Pending => &["default", "age", "cpu", "memory", "name", "why"],
+        Pane::NodePools => &["default", "name", "weight", "nodes", "cpu", "memory", "cost", "budget", "drift"],
         Pane::Nodes => {
             &["default", "name", "pool", "type", "zone", "capacity", "price", "state", "cpu", "memory", "pods", "age"]
         }
-        Pane::Disruptions => &["default", "savings", "age"],
-        Pane::Budgets => &["default", "allowed", "nodepool"],
-        Pane::Interruptions => &["default", "age", "pods"],
-        Pane::Events => &["default", "reason", "object"],
+        Pane::Disruptions => &["default", "savings", "age", "id", "state", "method", "nodes", "replacement", "pods"],
+        Pane::Budgets => &["default", "allowed", "nodepool", "reason"],
+        Pane::Interruptions => &["default", "age", "kind", "node", "capacity", "pods", "replaced", "progress"],
+        Pane::Events => &["default", "reason", "object", "time", "message"],
     }
 }
 
@@ -131,6 +131,12 @@ pub fn sort_header(p: Pane, key: &str) -> Option<String> {
         (Pane::Pending, "name") => "POD",
         (Pane::Pending, "memory") => "MEM",
         (Pane::NodePools | Pane::Nodes, "price" | "cost") => "$/H",
+        (Pane::NodePools, "weight") => "WT",
+        (Pane::NodePools, "budget") => "BUDGET E/D/U",
+        // The gauges' headers shorten on a narrow pane: the arrow goes on whichever is drawn.
+        (Pane::NodePools, "cpu") => return Some("CORES / LIMIT".to_string()),
+        (Pane::NodePools, "memory") => return Some("GiB / LIMIT".to_string()),
+        (Pane::Events, "time") => "TIME",
         (Pane::Disruptions, "savings") => "SAVE $/H",
         (_, "default") => return None,
         (_, k) => return Some(k.to_uppercase()),
@@ -147,8 +153,11 @@ pub fn sort_descends(p: Pane, key: &str) -> bool {
             (Pane::Pending, "name")
                 | (Pane::NodePools, "name")
                 | (Pane::Nodes, "name" | "pool" | "type" | "zone" | "capacity" | "state")
-                | (Pane::Budgets, "nodepool")
-                | (Pane::Events, "reason" | "object")
+                | (Pane::Pending, "why")
+                | (Pane::Disruptions, "id" | "state" | "method" | "nodes" | "replacement")
+                | (Pane::Budgets, "nodepool" | "reason")
+                | (Pane::Interruptions, "kind" | "node" | "capacity" | "progress")
+                | (Pane::Events, "reason" | "object" | "message")
         );
     !text
 }
@@ -170,12 +179,22 @@ pub fn sort_value(v: &ClusterView, p: Pane, key: &str, i: usize) -> SortValue {
             "age" => oldest_first(r.created_at),
             "cpu" => big_first(r.cpu_millis as f64),
             "memory" => big_first(r.memory_bytes as f64),
+            "why" => Text(r.reasons.first().map(|(_, why)| why.clone()).unwrap_or_default()),
             _ => Text(format!("{}/{}", r.namespace, r.name)),
         }),
-        (Pane::NodePools, _) => v.nodepools.get(i).map_or(Num(0.0), |r| match key {
-            "nodes" => big_first(r.nodes as f64),
-            "cost" => big_first(r.cost_per_hour),
-            _ => Text(r.name.clone()),
+        (Pane::NodePools, _) => v.nodepools.get(i).map_or(Num(0.0), |r| {
+            let used = |res: &str| r.usage.iter().find(|u| u.resource == res).map_or(0.0, |u| u.used as f64);
+            match key {
+                "weight" => big_first(f64::from(r.weight)),
+                "nodes" => big_first(r.nodes as f64),
+                "cpu" => big_first(used("cpu")),
+                "memory" => big_first(used("memory")),
+                "cost" => big_first(r.cost_per_hour),
+                // Fewest disruptions allowed first: the most constrained pools on top.
+                "budget" => Num(r.budgets.iter().map(|(_, n, _)| *n as f64).sum()),
+                "drift" => big_first(r.drifted as f64),
+                _ => Text(r.name.clone()),
+            }
         }),
         (Pane::Nodes, _) => v.nodes.get(i).map_or(Num(0.0), |r| match key {
             "pool" => Text(r.nodepool.clone().unwrap_or_default()),
@@ -193,18 +212,33 @@ pub fn sort_value(v: &ClusterView, p: Pane, key: &str, i: usize) -> SortValue {
         }),
         (Pane::Disruptions, _) => v.disruptions.get(i).map_or(Num(0.0), |r| match key {
             "savings" => big_first(r.savings_per_hour),
+            // `d-12` after `d-9`: by the number.
+            "id" => Num(r.id.trim_start_matches(|c: char| !c.is_ascii_digit()).parse().unwrap_or(0.0)),
+            "state" => Text(r.state.short().to_string()),
+            "method" => Text(r.method.clone()),
+            "nodes" => Text(r.candidates.join(",")),
+            "replacement" => Text(r.replacements.iter().flatten().cloned().collect::<Vec<_>>().join(",")),
+            "pods" => big_first(r.evictions.len() as f64),
             _ => oldest_first(r.at),
         }),
         (Pane::Budgets, _) => v.budgets.get(i).map_or(Num(0.0), |r| match key {
             "allowed" => big_first(r.allowed_now as f64),
+            "reason" => Text(format!("{}/{}", r.reason, r.nodepool)),
             _ => Text(format!("{}/{}", r.nodepool, r.reason)),
         }),
         (Pane::Interruptions, _) => v.interruptions.get(i).map_or(Num(0.0), |r| match key {
             "pods" => big_first(r.pods as f64),
+            "kind" => Text(r.kind.clone()),
+            "node" => Text(r.node.clone()),
+            "capacity" => Text(r.capacity_type.clone()),
+            "replaced" => big_first(r.replaced_after.unwrap_or(-1.0)),
+            "progress" => Text(r.progress.clone()),
             _ => oldest_first(r.at),
         }),
         (Pane::Events, _) => v.events.get(i).map_or(Num(0.0), |r| match key {
             "reason" => Text(r.reason.clone()),
+            "time" => oldest_first(r.at),
+            "message" => Text(r.message.clone()),
             _ => Text(r.object.clone()),
         }),
     }

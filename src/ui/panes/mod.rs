@@ -10,7 +10,7 @@ mod nodes;
 mod pending;
 
 use ratatui::buffer::Buffer;
-use ratatui::layout::{Constraint, Rect};
+use ratatui::layout::{Constraint, Flex, Layout, Rect};
 use ratatui::style::{Modifier, Style};
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, BorderType, Borders, Cell, Paragraph, Row, Table, Widget};
@@ -118,12 +118,18 @@ pub(crate) fn table<'a>(
         let at = if key.starts_with("label:") {
             header.iter().rposition(|c| *c == h)
         } else {
-            header.iter().position(|c| *c == h)
+            // A header drawn longer on a wide pane ("CPU CORES / LIMIT") ends with the short one.
+            header.iter().position(|c| *c == h || c.ends_with(&format!(" {h}")))
         };
         at.map(|at| (at, arrow))
     });
+    // A column too narrow for its header and the arrow shows the arrow first: the table cuts the text's end.
+    let drawn = Layout::horizontal(widths.to_vec()).flex(Flex::Start).spacing(1).split(area);
     let head = Row::new(header.iter().enumerate().map(|(n, h)| match sorted {
-        Some((at, arrow)) if at == n => Cell::from(format!("{h}{arrow}")),
+        Some((at, arrow)) if at == n => {
+            let room = drawn.get(n).map_or(u16::MAX, |r| r.width) as usize;
+            if h.chars().count() < room { Cell::from(format!("{h}{arrow}")) } else { Cell::from(format!("{arrow}{h}")) }
+        }
         _ => Cell::from(h.to_string()),
     }))
     .style(Style::default().fg(s.theme.muted).add_modifier(Modifier::BOLD));
