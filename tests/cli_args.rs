@@ -518,3 +518,21 @@ fn the_dashboards_take_a_node_label_selector_and_extra_label_columns() {
     refused(&["controller", "--cloud", "kwok", "-l", "a=b"], ErrorKind::UnknownArgument);
     refused(&["plan", "--extra-labels", "a"], ErrorKind::UnknownArgument);
 }
+
+/// The README is the product page: short enough to read (under 10 KB), with the picture of the dashboard, and no
+/// issue numbers or figures without a date (the reference pages in docs/ carry the details).
+#[test]
+fn the_readme_stays_a_page_people_read() {
+    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).expect("README.md");
+    assert!(readme.len() < 10 * 1024, "README.md is {} bytes; move detail into docs/", readme.len());
+    assert!(readme.contains("](docs/dashboard.svg)"), "the picture");
+    let issue = readme.match_indices('#').find(|(i, _)| {
+        readme[i + 1..].chars().next().is_some_and(|c| c.is_ascii_digit())
+            && !readme[..*i].ends_with('(')
+            && !readme[..*i].ends_with('/')
+    });
+    assert!(issue.is_none(), "an issue number in the README: {:?}", issue.map(|(i, _)| &readme[i..i + 8]));
+    for section in ["## Install", "## Quick start", "## Commands", "## What is and isn't modelled"] {
+        assert!(readme.contains(section), "{section}");
+    }
+}
