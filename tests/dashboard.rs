@@ -1097,9 +1097,26 @@ fn the_pause_is_asked_for_confirmed_audited_and_shown() {
     assert!(code(&mut s, KeyCode::Enter).is_empty(), "the first phase sends nothing");
     let Overlay::Confirm(c) = &s.overlay else { panic!("a confirmation opens: {:?}", s.overlay) };
     assert!(c.body.join(" ").contains("cannot be approved"), "{c:?}");
+    assert!(c.body.join(" ").contains("a restart resumes"), "the hold's limit is said: {c:?}");
+    // The durable form is offered by name: through the NodePools' budgets, even where this instance acts.
+    code(&mut s, KeyCode::Esc);
+    key(&mut s, ':');
+    typed(&mut s, "pause budgets");
+    code(&mut s, KeyCode::Enter);
+    let Overlay::Confirm(c) = &s.overlay else { panic!("a confirmation opens: {:?}", s.overlay) };
+    assert!(c.body.join(" ").contains("karpenter-tui.sh/paused-budgets"), "{c:?}");
+    let durable = key(&mut s, 'y');
+    let [Effect::Send(cmd @ Command::PauseDisruption { pause: true, budgets: true, .. })] = durable.as_slice() else {
+        panic!("{durable:?}")
+    };
+    let refused = d.handle(cmd.clone());
+    assert!(matches!(refused.as_slice(), [Event::Done { outcome: Err(e), .. }] if e.contains("demo")), "{refused:?}");
+    key(&mut s, ':');
+    typed(&mut s, "pause");
+    code(&mut s, KeyCode::Enter);
     let effects = key(&mut s, 'y');
     let (request, cmd) = match effects.as_slice() {
-        [Effect::Send(c @ Command::PauseDisruption { request, pause: true })] => (*request, c.clone()),
+        [Effect::Send(c @ Command::PauseDisruption { request, pause: true, budgets: false })] => (*request, c.clone()),
         other => panic!("expected one pause command, got {other:?}"),
     };
     let outcome = match d.handle(cmd).as_slice() {

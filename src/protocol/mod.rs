@@ -41,6 +41,9 @@ pub enum Command {
     PauseDisruption {
         request: u64,
         pause: bool,
+        /// Through the NodePools' budgets even where this instance acts (survives a restart); else the acting
+        /// controller holds it and anyone else's is paused through the budgets.
+        budgets: bool,
     },
     /// Switch the live dashboard to another kubeconfig context in place (`:ctx NAME`); it observes there.
     SwitchContext {

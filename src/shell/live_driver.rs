@@ -402,14 +402,17 @@ impl LiveDriver {
                 };
                 vec![Event::NodePods { request, node, result }]
             }
-            Command::PauseDisruption { request, pause } => {
+            Command::PauseDisruption { request, pause, budgets } => {
                 let by = crate::shell::disruption_pause::operator();
                 let outcome = match (self.engine(), latest) {
-                    // This instance acts: its controller holds every command.
-                    (Ok(a), _) => a.set_hold(pause.then_some(crate::controller::Hold { since: now, by }), now),
-                    (Err(_), None) => Err("the cluster has not been read yet".into()),
-                    // Someone else acts (upstream Karpenter, or another instance): the NodePools' budgets hold it.
-                    (Err(_), Some(read)) => {
+                    // This instance acts: its controller holds every command (unless asked for the budgets).
+                    (Ok(a), _) if !budgets => {
+                        a.set_hold(pause.then_some(crate::controller::Hold { since: now, by }), now)
+                    }
+                    (_, None) => Err("the cluster has not been read yet".into()),
+                    // Someone else acts (upstream Karpenter, or another instance), or the pause is to survive a
+                    // restart: the NodePools' budgets hold it, and every Karpenter honours them.
+                    (_, Some(read)) => {
                         let since = chrono::DateTime::from_timestamp_millis(now)
                             .unwrap_or_default()
                             .to_rfc3339_opts(chrono::SecondsFormat::Secs, true);

@@ -206,7 +206,11 @@ impl SimDriver {
                 };
                 vec![Event::NodePods { request, node, result }]
             }
-            Command::PauseDisruption { request, pause } => {
+            Command::PauseDisruption { budgets: true, request, .. } => vec![Event::Done {
+                request,
+                outcome: Err("demo: the simulated engine holds voluntary disruption itself (:pause)".into()),
+            }],
+            Command::PauseDisruption { request, pause, budgets: false } => {
                 let now = w.now;
                 let hold = pause
                     .then(|| crate::controller::Hold { since: now, by: crate::shell::disruption_pause::operator() });

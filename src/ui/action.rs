@@ -252,6 +252,7 @@ const PALETTE_ONLY: &[(&str, &str)] = &[
     ("speed 10", "demo clock speed"),
     ("ctx", "list the kubeconfig's contexts; :ctx NAME switches in place"),
     ("pause", "hold all voluntary disruption (after confirmation)"),
+    ("pause budgets", "pause it through the NodePools' budgets (survives restarts)"),
     ("resume", "let voluntary disruption go on (after confirmation)"),
     ("clock pause", "pause the demo clock"),
     ("clock resume", "resume the demo clock"),

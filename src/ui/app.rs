@@ -64,8 +64,9 @@ pub enum Pending {
         name: String,
         replicas: i64,
     },
-    /// Pause (`true`) or resume voluntary disruption.
-    PauseDisruption(bool),
+    /// Pause (`true`) or resume voluntary disruption; through the NodePools' budgets (`true`) or held by the
+    /// acting controller.
+    PauseDisruption(bool, bool),
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -816,7 +817,7 @@ fn scale_intent(s: &mut AppState, name: &str, to: i64) -> Vec<Effect> {
 
 /// The first phase of `:pause` / `:resume`: what will hold voluntary disruption, or let it go on, spelled out for
 /// the acting engine (it holds every command) and for a cluster where someone else acts (the NodePools' budgets).
-fn pause_intent(s: &mut AppState, pause: bool) -> Vec<Effect> {
+fn pause_intent(s: &mut AppState, pause: bool, budgets: bool) -> Vec<Effect> {
     let verb = if pause { "pause" } else { "resume" };
     if s.readonly() {
         s.error(format!("read-only: voluntary disruption cannot be {verb}d here"));
@@ -835,12 +836,18 @@ fn pause_intent(s: &mut AppState, pause: bool) -> Vec<Effect> {
     }
     let pools = s.view.nodepools.len();
     let acting = matches!(s.view.leadership, crate::protocol::view::Leadership::Acting);
-    let body = match (acting, pause) {
+    // Resuming undoes whichever pause is in force: the picture says which.
+    let budgets =
+        if pause { budgets || !acting } else { s.view.paused.as_ref().is_some_and(|p| p.how.starts_with("budgets")) };
+    let body = match (acting && !budgets, pause) {
         (true, true) => vec![
             "This engine will start no voluntary disruption (consolidation, drift, emptiness): each one it finds \
              waits as a proposal that cannot be approved until :resume."
                 .to_string(),
             "Disruptions already started finish; forceful ones (expiry, interruption, repair) go on.".into(),
+            "The hold lasts while this instance runs: a restart resumes. :pause budgets pauses through the \
+             NodePools' budgets instead, which survives restarts."
+                .into(),
         ],
         (true, false) => {
             let held = s.view.disruptions.iter().filter(|d| d.state == ProposalState::AwaitingApproval).count();
@@ -870,7 +877,7 @@ fn pause_intent(s: &mut AppState, pause: bool) -> Vec<Effect> {
         body,
         phrase: None,
         typed: String::new(),
-        pending: Pending::PauseDisruption(pause),
+        pending: Pending::PauseDisruption(pause, budgets),
     });
     Vec::new()
 }
@@ -1056,10 +1063,10 @@ fn confirmed(s: &mut AppState, p: Pending) -> Vec<Effect> {
         Pending::SetMode(mode) => {
             vec![s.request(|request| Command::SetMode { request, mode }, "mode", mode.as_str(), String::new())]
         }
-        Pending::PauseDisruption(pause) => {
+        Pending::PauseDisruption(pause, budgets) => {
             let action = if pause { "pause" } else { "resume" };
             vec![s.request(
-                |request| Command::PauseDisruption { request, pause },
+                |request| Command::PauseDisruption { request, pause, budgets },
                 action,
                 "voluntary-disruption",
                 String::new(),
@@ -1334,8 +1341,9 @@ fn palette(s: &mut AppState, input: &str) -> Vec<Effect> {
                 String::new(),
             )]
         }
-        ["pause"] => pause_intent(s, true),
-        ["resume"] => pause_intent(s, false),
+        ["pause"] => pause_intent(s, true, false),
+        ["pause", "budgets"] => pause_intent(s, true, true),
+        ["resume"] => pause_intent(s, false, false),
         ["theme", name] => {
             match Theme::load(name) {
                 Ok(t) => {
