@@ -1198,6 +1198,9 @@ fn a_label_selector_narrows_the_nodes_pane_and_extra_labels_are_columns() {
     for h in ["CAPACITY-TYPE", "INSTANCE-CPU", "TEAM"] {
         assert!(text.contains(h), "{h}: {text}");
     }
+    // On a small terminal the tab strip says the pane is narrowed.
+    let small = screen(&s, 80, 24);
+    assert!(small.contains("3 Nodes(-l)"), "{small}");
     // The cluster's cost stays the whole cluster's.
     assert!(text.contains(&format!("${:.3}/h", s.view.cost.per_hour)), "{text}");
     // The grid shows the selector on the pane and in the header too (with one label column: the pane is narrow).

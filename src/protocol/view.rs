@@ -50,6 +50,19 @@ pub struct ClusterView {
 
 pub use crate::controller::buffers::BufferRow;
 
+/// A run of digits with thousands separated (`20000` → `20,000`), for the counts and figures both the backend's
+/// progress lines and the panes show.
+pub fn group_thousands(digits: &str) -> String {
+    let mut out = String::with_capacity(digits.len() + digits.len() / 3);
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
 /// A pause of voluntary disruption: since when (when known), who asked, and how it holds.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct PauseRow {

@@ -534,15 +534,7 @@ fn progress_line(listing: &[Listing]) -> String {
 
 /// `20000` as `20,000`.
 fn thousands(n: usize) -> String {
-    let digits = n.to_string();
-    let mut out = String::with_capacity(digits.len() + digits.len() / 3);
-    for (i, c) in digits.chars().enumerate() {
-        if i > 0 && (digits.len() - i).is_multiple_of(3) {
-            out.push(',');
-        }
-        out.push(c);
-    }
-    out
+    crate::protocol::view::group_thousands(&n.to_string())
 }
 
 #[cfg(test)]

@@ -599,13 +599,7 @@ pub fn fmt_quantity(x: f64) -> String {
         None => ("", text),
     };
     let (int, frac) = digits.split_once('.').map_or((digits, None), |(i, f)| (i, Some(f)));
-    let mut grouped = String::with_capacity(int.len() + int.len() / 3);
-    for (n, c) in int.chars().enumerate() {
-        if n > 0 && (int.len() - n) % 3 == 0 {
-            grouped.push(',');
-        }
-        grouped.push(c);
-    }
+    let grouped = crate::protocol::view::group_thousands(int);
     let sign = if grouped.chars().all(|c| c == '0' || c == ',') && frac.is_none() { "" } else { sign };
     match frac {
         Some(f) => format!("{sign}{grouped}.{f}"),

@@ -154,6 +154,9 @@ fn render_tabs(s: &AppState, area: Rect, buf: &mut Buffer) {
                 let open = v.disruptions.iter().filter(|d| d.state.is_open()).count();
                 if open > 0 { format!("({open}!)") } else { String::new() }
             }
+            // The tab says the pane is narrowed, as the header does on a wide terminal.
+            Pane::Nodes if s.drilled_pool().is_some() => "(pool)".to_string(),
+            Pane::Nodes if s.selector.is_some() => "(-l)".to_string(),
             _ => String::new(),
         }
     };
