@@ -324,14 +324,6 @@ fn supervise(elector: Elector, tx: tokio::sync::watch::Sender<Role>, releaser: E
     Election { supervisor, task, releaser }
 }
 
-/// Who approves and rejects through this dashboard, for the metrics: the user running it.
-fn operator() -> String {
-    ["USER", "LOGNAME", "USERNAME"]
-        .iter()
-        .find_map(|v| std::env::var(v).ok().filter(|u| !u.is_empty()))
-        .unwrap_or_else(|| "unknown".into())
-}
-
 /// The live dashboard; with `metrics_addr`, Prometheus metrics served there (`/metrics`) while it runs.
 pub fn run_live(
     mut opts: LiveOptions,
@@ -361,7 +353,7 @@ pub fn run_live(
         };
         let p = prepare(&opts, |ctx| config.readonly_for(false, ctx)).await?;
         let metrics = metrics_listener.map(|listener| {
-            let metrics = Arc::new(crate::shell::metrics::Metrics::new(&operator()));
+            let metrics = Arc::new(crate::shell::metrics::Metrics::new(&crate::shell::operator()));
             tokio::spawn(super::controller::serve_http(listener, p.watches.cache.clone(), Some(metrics.clone())));
             tracing::info!(addr = ?metrics_addr, "serving metrics");
             metrics

@@ -65,11 +65,6 @@ pub fn resume_patch(pool: &NodePool) -> Result<Option<Value>, String> {
     })))
 }
 
-/// Who pauses, for the annotation and the header: the local user, as the audit log knows the operator.
-pub fn operator() -> String {
-    std::env::var("USER").or_else(|_| std::env::var("LOGNAME")).unwrap_or_else(|_| "an operator".into())
-}
-
 /// Pauses or resumes every NodePool of `pools` through `writer`, one conditional merge patch each. Pools already in
 /// the wanted state are skipped, so after a partial failure (another writer changed a pool: 409) running it again
 /// finishes the job without touching what was done. The outcome says how many were changed and why any was not.

@@ -394,7 +394,7 @@ impl LiveDriver {
                     Some(read) => {
                         let view = read.manifests.view();
                         if view.nodes.iter().any(|n| n.metadata.name.as_deref() == Some(node.as_str())) {
-                            Ok(crate::shell::node_pods::on_node(&view, &node, now))
+                            Ok(crate::shell::node_pods::on_node(view.pods.iter(), view.pdbs.iter(), &node, now))
                         } else {
                             Err(format!("no node {node} (it may have been deleted)"))
                         }
@@ -403,7 +403,7 @@ impl LiveDriver {
                 vec![Event::NodePods { request, node, result }]
             }
             Command::PauseDisruption { request, pause, budgets } => {
-                let by = crate::shell::disruption_pause::operator();
+                let by = crate::shell::operator();
                 let outcome = match (self.engine(), latest) {
                     // This instance acts: its controller holds every command (unless asked for the budgets).
                     (Ok(a), _) if !budgets => {

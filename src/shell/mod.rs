@@ -14,3 +14,12 @@ pub mod passes;
 pub mod picture;
 pub mod sim_driver;
 pub mod sim_picture;
+
+/// Who is at the keyboard, for what records the operator (the pause annotation, the approvals metric): the user
+/// running this process.
+pub fn operator() -> String {
+    ["USER", "LOGNAME", "USERNAME"]
+        .iter()
+        .find_map(|v| std::env::var(v).ok().filter(|u| !u.is_empty()))
+        .unwrap_or_else(|| "unknown".into())
+}

@@ -2,15 +2,32 @@
 //! what they allow now, and whether `karpenter.sh/do-not-disrupt` holds it. Asked for one node at a time (a
 //! picture carries only pod names: every pod's detail in every picture would cost megabytes at 20,000 pods).
 
-use crate::engine::provisioning::{ClusterSnapshot, Millis};
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+
+use crate::engine::provisioning::Millis;
+use crate::engine::stored_pod::StoredPod;
 use crate::protocol::view::NodePodRow;
 
-/// The pods bound to `node`, by namespace and name.
-pub fn on_node(view: &ClusterSnapshot<'_>, node: &str, now: Millis) -> Vec<NodePodRow> {
-    let all: Vec<&crate::engine::stored_pod::StoredPod> = view.pods.iter().collect();
-    let mut rows: Vec<NodePodRow> = all
+/// The pods bound to `node`, by namespace and name, read from the cluster's pods and PDBs (whichever store holds
+/// them: the watch cache's read, or the simulated cluster).
+pub fn on_node<'a>(
+    pods: impl Iterator<Item = &'a StoredPod>,
+    pdbs: impl Iterator<Item = &'a PodDisruptionBudget>,
+    node: &str,
+    now: Millis,
+) -> Vec<NodePodRow> {
+    let all: Vec<&StoredPod> = pods.collect();
+    let here: Vec<&StoredPod> = all.iter().copied().filter(|p| p.node_name() == Some(node)).collect();
+    // Each PDB that covers a pod here, with what it allows now: worked out once, over every pod it selects.
+    let covering: Vec<(&PodDisruptionBudget, String)> = pdbs
+        .filter(|b| here.iter().any(|p| crate::engine::pdb::selects(b, p)))
+        .map(|b| {
+            let name = b.metadata.name.clone().unwrap_or_default();
+            (b, format!("{name} ({} allowed)", crate::engine::pdb::disruptions_allowed(b, &all)))
+        })
+        .collect();
+    let mut rows: Vec<NodePodRow> = here
         .iter()
-        .filter(|p| p.node_name() == Some(node))
         .map(|p| {
             let requests = crate::engine::scheduling::pod::pod_requests(p).unwrap_or_default();
             let owner = p
@@ -20,15 +37,6 @@ pub fn on_node(view: &ClusterSnapshot<'_>, node: &str, now: Millis) -> Vec<NodeP
                 .flatten()
                 .find(|o| o.controller == Some(true))
                 .map_or_else(|| "-".to_string(), |o| format!("{}/{}", o.kind, o.name));
-            let pdbs = view
-                .pdbs
-                .iter()
-                .filter(|b| crate::engine::pdb::selects(b, p))
-                .map(|b| {
-                    let name = b.metadata.name.clone().unwrap_or_default();
-                    format!("{name} ({} allowed)", crate::engine::pdb::disruptions_allowed(b, &all))
-                })
-                .collect();
             NodePodRow {
                 namespace: p.metadata.namespace.clone().unwrap_or_default(),
                 name: p.metadata.name.clone().unwrap_or_default(),
@@ -36,7 +44,11 @@ pub fn on_node(view: &ClusterSnapshot<'_>, node: &str, now: Millis) -> Vec<NodeP
                 cpu_millis: requests.cpu,
                 memory_bytes: requests.memory,
                 owner,
-                pdbs,
+                pdbs: covering
+                    .iter()
+                    .filter(|(b, _)| crate::engine::pdb::selects(b, p))
+                    .map(|(_, shown)| shown.clone())
+                    .collect(),
                 do_not_disrupt: crate::engine::termination::do_not_disrupt_active(p, now),
             }
         })

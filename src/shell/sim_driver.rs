@@ -196,11 +196,10 @@ impl SimDriver {
                 }]
             }
             Command::DescribeNode { request, node } => {
-                let snapshot = w.cluster.snapshot();
-                let view = snapshot.view();
-                let known = view.nodes.iter().any(|n| n.metadata.name.as_deref() == Some(node.as_str()));
-                let result = if known {
-                    Ok(crate::shell::node_pods::on_node(&view, &node, w.now))
+                let c = &w.cluster;
+                let result = if c.nodes.contains_key(&node) {
+                    let (pods, pdbs) = (c.pods.values().map(|p| &**p), c.pdbs.values().map(|b| &**b));
+                    Ok(crate::shell::node_pods::on_node(pods, pdbs, &node, w.now))
                 } else {
                     Err(format!("no node {node} (it may have been deleted)"))
                 };
@@ -212,8 +211,7 @@ impl SimDriver {
             }],
             Command::PauseDisruption { request, pause, budgets: false } => {
                 let now = w.now;
-                let hold = pause
-                    .then(|| crate::controller::Hold { since: now, by: crate::shell::disruption_pause::operator() });
+                let hold = pause.then(|| crate::controller::Hold { since: now, by: crate::shell::operator() });
                 let outcome = w.controller_mut().set_hold(hold, now);
                 w.reconcile();
                 vec![Event::Done { request, outcome }]
