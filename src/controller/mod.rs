@@ -907,6 +907,8 @@ impl Controller {
         for e in statuses {
             out.push(e);
         }
+        let node_names: std::collections::HashSet<&str> =
+            m.nodes.iter().filter_map(|n| n.metadata.name.as_deref()).collect();
         for p in &result.results.existing {
             // Virtual pods never nominate a node, nor get events (they are not pods).
             if p.pods.iter().all(|&i| result.pods[i].buffer.is_some()) {
@@ -914,7 +916,7 @@ impl Controller {
             }
             self.nominated.insert(p.node.clone(), self.provisioner.nominated_until(now));
             // An in-flight claim has no Node yet: upstream names the claim then.
-            let is_node = m.nodes.iter().any(|n| n.metadata.name.as_deref() == Some(p.node.as_str()));
+            let is_node = node_names.contains(p.node.as_str());
             let target = if is_node { format!("node/{}", p.node) } else { format!("nodeclaim/{}", p.node) };
             for &i in p.pods.iter().filter(|&&i| result.pods[i].buffer.is_none()) {
                 let pod = &result.pods[i];

@@ -22,6 +22,7 @@ use crate::engine::catalog::InstanceType;
 use crate::engine::explain::PodIgnored;
 use crate::engine::labels::{self, LabelPolicy};
 use crate::engine::objects::Objects;
+use crate::engine::requirements::Requirement;
 use crate::engine::resources::{Resources, parse_quantity};
 use crate::engine::scheduling::pod::{self, PodData};
 use crate::engine::scheduling::selector::Selector;
@@ -459,10 +460,17 @@ pub struct ProvisioningResult {
 impl ProvisioningResult {
     /// The NodeClaim objects to create, ready for the API.
     pub fn nodeclaims(&self, nodepools: &[NodePool]) -> Vec<NodeClaim> {
+        // A solve's thousands of claims share a handful of option lists (up to 600 names each): each list is made
+        // into its sorted requirement once, not once per claim.
+        let mut lists: FxHashMap<(Vec<*const InstanceType>, Option<u32>), Requirement> = FxHashMap::default();
         self.results
             .new_claims
             .iter()
-            .map(|c| to_nodeclaim(c, nodepools.iter().find(|p| p.name() == c.nodepool)))
+            .map(|c| {
+                let key = (c.instance_types.iter().map(Arc::as_ptr).collect(), c.instance_type_min_values);
+                let types = lists.entry(key).or_insert_with(|| c.instance_type_requirement());
+                to_nodeclaim_with(c, nodepools.iter().find(|p| p.name() == c.nodepool), types)
+            })
             .collect()
     }
 
@@ -908,8 +916,20 @@ fn compare_over(
 
 /// Builds the NodeClaim object for a scheduling decision (upstream `NodeClaimTemplate.ToNodeClaim`).
 pub fn to_nodeclaim(c: &NewNodeClaim, pool: Option<&NodePool>) -> NodeClaim {
+    to_nodeclaim_with(c, pool, &c.instance_type_requirement())
+}
+
+/// [`to_nodeclaim`] with the claim's instance-type requirement made already
+/// ([`NewNodeClaim::instance_type_requirement`]).
+fn to_nodeclaim_with(c: &NewNodeClaim, pool: Option<&NodePool>, types: &Requirement) -> NodeClaim {
     let mut requirements: Vec<NodeSelectorRequirementWithMinValues> = Vec::new();
-    for (key, r) in c.full_requirements().iter() {
+    // In key order (as the claim's requirements iterate), the instance-type requirement in its place, replacing
+    // any the claim's own requirements hold.
+    let mut entries: Vec<(&str, &Requirement)> =
+        c.requirements.iter().filter(|(k, _)| *k != labels::INSTANCE_TYPE).collect();
+    let at = entries.partition_point(|(k, _)| *k < labels::INSTANCE_TYPE);
+    entries.insert(at, (labels::INSTANCE_TYPE, types));
+    for (key, r) in entries {
         for (op, values) in r.to_terms() {
             requirements.push(NodeSelectorRequirementWithMinValues {
                 key: key.to_string(),

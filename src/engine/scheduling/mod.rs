@@ -172,9 +172,14 @@ impl NewNodeClaim {
     /// The requirements as written to the NodeClaim: including `node.kubernetes.io/instance-type In [options]`.
     pub fn full_requirements(&self) -> Requirements {
         let mut r = self.requirements.clone();
-        let names: Vec<String> = self.instance_types.iter().map(|t| t.name.clone()).collect();
-        r.set(labels::INSTANCE_TYPE, Requirement::in_values(names).with_min_values(self.instance_type_min_values));
+        r.set(labels::INSTANCE_TYPE, self.instance_type_requirement());
         r
+    }
+
+    /// `node.kubernetes.io/instance-type In [options]`, with the minValues the NodePool asked.
+    pub fn instance_type_requirement(&self) -> Requirement {
+        Requirement::in_values(self.instance_types.iter().map(|t| t.name.clone()))
+            .with_min_values(self.instance_type_min_values)
     }
 
     /// Price of the cheapest compatible available offering among the options.
@@ -1508,7 +1513,8 @@ impl<'a> Scheduler<'a> {
         let ct_req = reqs.get_ref(labels::CAPACITY_TYPE);
         let mut capacity_types: BTreeSet<&str> = BTreeSet::new();
         // Once every capacity type the requirement allows is found, no offering can add one.
-        let allowed = ct_req.filter(|r| !r.complement).map_or(usize::MAX, |r| r.values.len());
+        let allowed =
+            ct_req.filter(|r| !r.complement).map_or(usize::MAX, |r| r.values.len()).min(tpl.capacity_type_count());
         for &ti in &kept {
             if capacity_types.len() >= allowed {
                 break;

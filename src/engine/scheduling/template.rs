@@ -138,6 +138,8 @@ pub struct Template {
     claim_cache: RefCell<Option<Bitset>>,
     /// [`Template::max_allocatable`] per option set a claim opens with (a handful per solve, thousands of claims).
     open_alloc_cache: RefCell<HashMap<Bitset, Resources>>,
+    /// How many capacity types the types' offerings have between them (see [`Template::capacity_type_count`]).
+    capacity_type_count: std::cell::OnceCell<usize>,
     pub has_prefer_no_schedule: bool,
     pub limits: Option<BTreeMap<String, i64>>,
 }
@@ -154,6 +156,20 @@ fn type_intersects(t: &InstanceType, reqs: &Requirements) -> bool {
 }
 
 impl Template {
+    /// How many capacity types the types' offerings have between them: once a claim's options are seen to offer
+    /// this many, no further offering can add one.
+    pub fn capacity_type_count(&self) -> usize {
+        *self.capacity_type_count.get_or_init(|| {
+            let mut seen: Vec<&str> = Vec::new();
+            for o in self.types.iter().flat_map(|t| &t.offerings) {
+                if !seen.contains(&o.capacity_type.as_str()) {
+                    seen.push(&o.capacity_type);
+                }
+            }
+            seen.len()
+        })
+    }
+
     pub fn new(
         pool: &NodePool,
         catalog: &[Arc<InstanceType>],
@@ -236,6 +252,7 @@ impl Template {
             price_cache: RefCell::new(Vec::new()),
             claim_cache: RefCell::new(None),
             open_alloc_cache: RefCell::new(HashMap::new()),
+            capacity_type_count: std::cell::OnceCell::new(),
             has_prefer_no_schedule,
             limits,
         };
