@@ -21,7 +21,7 @@ use karpenter_tui::engine::scheduling::pod::{HostPort, PodData, SpreadConstraint
 use karpenter_tui::engine::scheduling::selector::Selector;
 use karpenter_tui::engine::scheduling::volumes::VolumeIndex;
 use karpenter_tui::engine::scheduling::workload::diverse_pods_seeded;
-use karpenter_tui::engine::scheduling::{Input, Results, SchedulerOptions, solve};
+use karpenter_tui::engine::scheduling::{ExistingNode, Input, Results, SchedulerOptions, solve};
 use proptest::prelude::*;
 
 fn pool() -> Vec<NodePool> {
@@ -67,6 +67,86 @@ fn digest(r: &Results) -> Vec<String> {
         .collect();
     out.extend(r.failures.iter().map(|f| format!("failed {}", f.pod)));
     out
+}
+
+/// A second pass's input: the first solve's claims as in-flight nodes (each its cheapest type, in the first zone it
+/// may take), the pods still pending.
+fn as_nodes(r: &Results) -> Vec<ExistingNode> {
+    r.new_claims
+        .iter()
+        .map(|c| {
+            let t = &c.instance_types[0];
+            let mut labels = c.requirements.single_valued_labels();
+            labels.extend(t.requirements.single_valued_labels());
+            if let Some(zone) = c.requirements.get(labels::ZONE).values.first() {
+                labels.insert(labels::ZONE.to_string(), zone.clone());
+            }
+            labels.insert(labels::HOSTNAME.to_string(), c.hostname.clone());
+            ExistingNode {
+                name: c.hostname.clone(),
+                labels,
+                allocatable: t.allocatable(),
+                capacity: t.capacity.clone(),
+                managed: true,
+                nodepool: Some(c.nodepool.clone()),
+                ..Default::default()
+            }
+        })
+        .collect()
+}
+
+fn run_on(pods: &[PodData], nodes: &[ExistingNode], scan_indexes: bool, packing: Packing) -> Results {
+    let catalog = fake::fake_catalog_with(fake::fake_instance_types(40));
+    let pools = pool();
+    let catalogs: BTreeMap<String, Vec<Arc<InstanceType>>> =
+        [("default".to_string(), catalog.instance_types.clone())].into();
+    let usage = BTreeMap::new();
+    let node_labels = nodes.iter().map(|n| (n.name.clone(), (n.labels.clone(), n.taints.clone()))).collect();
+    let volumes = VolumeIndex::default();
+    let input = Input {
+        nodepools: &pools,
+        instance_types: &catalogs,
+        policy: &catalog.label_policy,
+        nodes,
+        nodepool_usage: &usage,
+        bound_pods: &[],
+        node_labels: &node_labels,
+        daemonsets: &[],
+        volumes: &volumes,
+        options: SchedulerOptions { scan_indexes, packing, ..Default::default() },
+    };
+    solve(&input, pods)
+}
+
+/// [`digest`] with the pods placed on existing nodes.
+fn digest_on(r: &Results) -> Vec<String> {
+    let mut out = digest(r);
+    out.extend(r.existing.iter().map(|p| format!("{} {:?}", p.node, p.pods)));
+    out
+}
+
+/// The pass after a launch: thousands of pods solved again over the NodeClaims made for them. Scanning nodes from
+/// where the last pod of a class went (and the claim indexes) decides exactly as the plain scan of every node.
+#[test]
+fn node_scan_floors_never_change_decisions() {
+    for (n, seed) in [(1500, 5), (3000, 9)] {
+        let pods = diverse_pods_seeded(n, seed);
+        let nodes = as_nodes(&run(&pods, 40, true));
+        assert!(nodes.len() > 100, "the first pass made {} claims", nodes.len());
+        // The same pods again, and another workload of the same shape beside them.
+        let mut more = pods.clone();
+        more.extend(diverse_pods_seeded(n / 2, seed + 1).into_iter().map(|mut p| {
+            p.uid = format!("{}-b", p.uid);
+            p.name = format!("{}-b", p.name);
+            p
+        }));
+        for packing in [Packing::Upstream, Packing::Cost] {
+            let fast = run_on(&more, &nodes, true, packing);
+            let plain = run_on(&more, &nodes, false, packing);
+            assert!(!fast.existing.is_empty(), "n={n} seed={seed}: nothing went on the nodes");
+            assert_eq!(digest_on(&fast), digest_on(&plain), "n={n} seed={seed} {packing:?}");
+        }
+    }
 }
 
 #[test]

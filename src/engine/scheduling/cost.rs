@@ -73,7 +73,7 @@ fn pod_types(tpl: &Template, pod: &PodData) -> Bitset {
 
 /// Pods that are interchangeable for placement: same requests and same constraints. Only their names, uids,
 /// creation times and priorities may differ.
-fn same_class(a: &PodData, b: &PodData) -> bool {
+pub(super) fn same_class(a: &PodData, b: &PodData) -> bool {
     a.requests == b.requests
         && a.namespace == b.namespace
         && a.labels == b.labels
@@ -91,7 +91,7 @@ fn same_class(a: &PodData, b: &PodData) -> bool {
         && a.tolerate_prefer_no_schedule == b.tolerate_prefer_no_schedule
 }
 
-fn class_hash(p: &PodData) -> u64 {
+pub(super) fn class_hash(p: &PodData) -> u64 {
     let mut h = rustc_hash::FxHasher::default();
     p.requests.hash(&mut h);
     p.namespace.hash(&mut h);

@@ -591,9 +591,50 @@ pub struct Scheduler<'a> {
     settling: Option<(usize, Vec<bool>)>,
     /// The capacity reservations claims hold in this solve.
     reservations: reservations::Reservations,
+    /// The first existing node the next scan may place its pod on (set per pod by `run_queue`, see [`NodeFloors`]),
+    /// and where the last scan placed its pod (`nodes.len()` when on none).
+    scan_from: usize,
+    scanned_to: usize,
 }
 
 const WELL_KNOWN_HELPER_KEYS: [&str; 3] = [labels::HOSTNAME, labels::REGISTERED, labels::INITIALIZED];
+
+/// Whether every check of the pod against an existing node can only turn from pass to fail as the solve places
+/// pods: nodes' room only shrinks and their host ports and hostname anti-affinity counts only grow, while its
+/// requirements, tolerations and volumes are its own. Spread and affinity terms are not like that (a node refused
+/// for skew may be allowed later), nor are preferences (a relaxed pod is another pod).
+fn node_checks_only_tighten(p: &PodData) -> bool {
+    !p.has_preferences()
+        && p.spreads.is_empty()
+        && p.affinity.is_empty()
+        && p.anti_affinity.iter().all(|t| t.key == labels::HOSTNAME)
+}
+
+/// Per class of interchangeable pods ([`cost::same_class`]) whose node checks only tighten, the node the last of
+/// them went to (past the last node when none took it): every node before it refused that pod, so it refuses the
+/// next of the class too, whose scan starts there. In a pass over thousands of in-flight NodeClaims, pods of one
+/// Deployment otherwise each re-try every claim the ones before them filled.
+#[derive(Default)]
+struct NodeFloors(rustc_hash::FxHashMap<(u64, bool), Vec<(usize, usize)>>);
+
+impl NodeFloors {
+    fn get(&self, pods: &[PodData], i: usize, moved: bool) -> usize {
+        let p = &pods[i];
+        self.0
+            .get(&(cost::class_hash(p), moved))
+            .and_then(|v| v.iter().find(|(j, _)| cost::same_class(&pods[*j], p)))
+            .map_or(0, |&(_, floor)| floor)
+    }
+
+    fn set(&mut self, pods: &[PodData], i: usize, moved: bool, floor: usize) {
+        let p = &pods[i];
+        let v = self.0.entry((cost::class_hash(p), moved)).or_default();
+        match v.iter_mut().find(|(j, _)| cost::same_class(&pods[*j], p)) {
+            Some(e) => *e = (i, floor),
+            None => v.push((i, floor)),
+        }
+    }
+}
 
 impl<'a> Scheduler<'a> {
     /// Prepares the templates, nodes and topology for solving `pods`.
@@ -704,6 +745,8 @@ impl<'a> Scheduler<'a> {
             volume_alternatives,
             settling: None,
             reservations,
+            scan_from: 0,
+            scanned_to: 0,
         }
     }
 
@@ -751,13 +794,26 @@ impl<'a> Scheduler<'a> {
         let mut queue: VecDeque<usize> = queue.into();
         let mut last_len: Vec<usize> = vec![usize::MAX; pods.len()];
         let mut errors: BTreeMap<usize, Vec<(String, PoolRejection)>> = BTreeMap::new();
+        let mut floors = NodeFloors::default();
         while let Some(&i) = queue.front() {
             // A full cycle without progress: stop.
             if last_len[i] == queue.len() {
                 break;
             }
             queue.pop_front();
-            match self.try_schedule(i, &pods[i]) {
+            let floored = self.input.options.scan_indexes
+                && !self.nodes.is_empty()
+                && !self.fixed.prefer_no_schedule_step
+                && node_checks_only_tighten(&pods[i]);
+            // Consolidation's moved pods may not use some nodes that earlier pods could: a floor is kept per side.
+            let moved = self.settling.as_ref().is_some_and(|(first, _)| i >= *first);
+            self.scan_from = if floored { floors.get(pods, i, moved) } else { 0 };
+            let outcome = self.try_schedule(i, &pods[i]);
+            if floored {
+                floors.set(pods, i, moved, self.scanned_to);
+            }
+            self.scan_from = 0;
+            match outcome {
                 Ok(()) => {
                     errors.remove(&i);
                 }
@@ -979,19 +1035,25 @@ impl<'a> Scheduler<'a> {
 
     /// Places the pod on the first existing node that takes it (step 1 of `add`).
     fn place_on_nodes(&mut self, i: usize, pod: &PodData, reqs: &Requirements, groups: &[topology::GroupCtx]) -> bool {
-        let admitted = if self.nodes.is_empty() { None } else { Some(self.fixed.node_compat.admitted(reqs)) };
+        let from = self.scan_from;
+        self.scanned_to = self.nodes.len();
+        if from >= self.nodes.len() {
+            return false;
+        }
+        let admitted = self.fixed.node_compat.admitted(reqs);
         let off_limits = self.settling.as_ref().filter(|(first, _)| i >= *first).map(|(_, s)| s.as_slice());
-        for b in 0..self.room.len() {
+        for b in from / ROOM_BLOCK..self.room.len() {
             // No node of the block has room for the pod.
             if !pod.requests.fits_in(&self.room[b]) {
                 continue;
             }
-            for n in b * ROOM_BLOCK..((b + 1) * ROOM_BLOCK).min(self.nodes.len()) {
+            for n in (b * ROOM_BLOCK).max(from)..((b + 1) * ROOM_BLOCK).min(self.nodes.len()) {
                 if off_limits.is_some_and(|s| s[n]) || self.gone.get(n).copied().unwrap_or(false) {
                     continue;
                 }
-                if admitted.as_ref().is_some_and(|a| self.can_add_to_node(n, i, pod, a, groups)) {
+                if self.can_add_to_node(n, i, pod, &admitted, groups) {
                     self.place_on_node(n, i, pod);
+                    self.scanned_to = n;
                     return true;
                 }
             }
