@@ -125,10 +125,10 @@ fn digest_on(r: &Results) -> Vec<String> {
     out
 }
 
-/// The pass after a launch: thousands of pods solved again over the NodeClaims made for them. Scanning nodes from
-/// where the last pod of a class went (and the claim indexes) decides exactly as the plain scan of every node.
+/// The pass after a launch: thousands of pods solved again over the NodeClaims made for them. Skipping the nodes
+/// that refused a pod's class for good (and the claim indexes) decides exactly as the plain scan of every node.
 #[test]
-fn node_scan_floors_never_change_decisions() {
+fn node_scans_by_class_never_change_decisions() {
     for (n, seed) in [(1500, 5), (3000, 9)] {
         let pods = diverse_pods_seeded(n, seed);
         let nodes = as_nodes(&run(&pods, 40, true));

@@ -591,48 +591,61 @@ pub struct Scheduler<'a> {
     settling: Option<(usize, Vec<bool>)>,
     /// The capacity reservations claims hold in this solve.
     reservations: reservations::Reservations,
-    /// The first existing node the next scan may place its pod on (set per pod by `run_queue`, see [`NodeFloors`]),
-    /// and where the last scan placed its pod (`nodes.len()` when on none).
-    scan_from: usize,
-    scanned_to: usize,
+    /// The nodes still worth trying per class of interchangeable pods (see [`ClassScans`]), and the class of the
+    /// pod being tried (set per pod by `run_queue`; `None`: try every node).
+    class_scans: ClassScans,
+    scan_class: Option<usize>,
 }
 
 const WELL_KNOWN_HELPER_KEYS: [&str; 3] = [labels::HOSTNAME, labels::REGISTERED, labels::INITIALIZED];
 
-/// Whether every check of the pod against an existing node can only turn from pass to fail as the solve places
-/// pods: nodes' room only shrinks and their host ports and hostname anti-affinity counts only grow, while its
-/// requirements, tolerations and volumes are its own. Spread and affinity terms are not like that (a node refused
-/// for skew may be allowed later), nor are preferences (a relaxed pod is another pod).
-fn node_checks_only_tighten(p: &PodData) -> bool {
-    !p.has_preferences()
-        && p.spreads.is_empty()
-        && p.affinity.is_empty()
-        && p.anti_affinity.iter().all(|t| t.key == labels::HOSTNAME)
+/// What an existing node says to a pod (see [`Scheduler::node_verdict`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum NodeVerdict {
+    Takes,
+    /// Not in this solve: it only gets fuller.
+    Never,
+    /// Not now, for a topology constraint that may allow it later.
+    NotNow,
 }
 
-/// Per class of interchangeable pods ([`cost::same_class`]) whose node checks only tighten, the node the last of
-/// them went to (past the last node when none took it): every node before it refused that pod, so it refuses the
-/// next of the class too, whose scan starts there. In a pass over thousands of in-flight NodeClaims, pods of one
-/// Deployment otherwise each re-try every claim the ones before them filled.
+/// Whether every check of the pod against an existing node can only turn from pass to fail as the solve places
+/// pods: besides room, host ports, taints and volumes, its hostname anti-affinity counts only grow. Spread and
+/// affinity terms are not like that (a node refused for skew may be allowed later).
+fn node_checks_only_tighten(p: &PodData) -> bool {
+    p.spreads.is_empty() && p.affinity.is_empty() && p.anti_affinity.iter().all(|t| t.key == labels::HOSTNAME)
+}
+
+/// Per class of interchangeable pods ([`cost::same_class`]) without preferences, the existing nodes still worth
+/// trying: a node that refused one of them for good ([`NodeVerdict::Never`], or any refusal when the class's
+/// checks only tighten) refuses the rest of them, so they skip it and the first fit is unchanged. In a pass over
+/// thousands of in-flight NodeClaims, each pod of a Deployment otherwise re-tries every claim the ones before it
+/// filled.
 #[derive(Default)]
-struct NodeFloors(rustc_hash::FxHashMap<(u64, bool), Vec<(usize, usize)>>);
+struct ClassScans {
+    /// (class hash, moved by consolidation) → indexes into `scans`.
+    by_class: rustc_hash::FxHashMap<(u64, bool), Vec<usize>>,
+    scans: Vec<ClassScan>,
+}
 
-impl NodeFloors {
-    fn get(&self, pods: &[PodData], i: usize, moved: bool) -> usize {
-        let p = &pods[i];
-        self.0
-            .get(&(cost::class_hash(p), moved))
-            .and_then(|v| v.iter().find(|(j, _)| cost::same_class(&pods[*j], p)))
-            .map_or(0, |&(_, floor)| floor)
-    }
+struct ClassScan {
+    /// A pod of the class, to compare others with.
+    pod: usize,
+    tighten_only: bool,
+    /// Bit `n`: node `n` may take a pod of the class. Made when the class first scans.
+    live: Option<Bitset>,
+}
 
-    fn set(&mut self, pods: &[PodData], i: usize, moved: bool, floor: usize) {
+impl ClassScans {
+    fn class_of(&mut self, pods: &[PodData], i: usize, moved: bool) -> usize {
         let p = &pods[i];
-        let v = self.0.entry((cost::class_hash(p), moved)).or_default();
-        match v.iter_mut().find(|(j, _)| cost::same_class(&pods[*j], p)) {
-            Some(e) => *e = (i, floor),
-            None => v.push((i, floor)),
+        let ids = self.by_class.entry((cost::class_hash(p), moved)).or_default();
+        if let Some(&k) = ids.iter().find(|&&k| cost::same_class(&pods[self.scans[k].pod], p)) {
+            return k;
         }
+        self.scans.push(ClassScan { pod: i, tighten_only: node_checks_only_tighten(p), live: None });
+        ids.push(self.scans.len() - 1);
+        self.scans.len() - 1
     }
 }
 
@@ -745,8 +758,8 @@ impl<'a> Scheduler<'a> {
             volume_alternatives,
             settling: None,
             reservations,
-            scan_from: 0,
-            scanned_to: 0,
+            class_scans: ClassScans::default(),
+            scan_class: None,
         }
     }
 
@@ -794,25 +807,22 @@ impl<'a> Scheduler<'a> {
         let mut queue: VecDeque<usize> = queue.into();
         let mut last_len: Vec<usize> = vec![usize::MAX; pods.len()];
         let mut errors: BTreeMap<usize, Vec<(String, PoolRejection)>> = BTreeMap::new();
-        let mut floors = NodeFloors::default();
         while let Some(&i) = queue.front() {
             // A full cycle without progress: stop.
             if last_len[i] == queue.len() {
                 break;
             }
             queue.pop_front();
-            let floored = self.input.options.scan_indexes
+            // A pod with preferences is tried as relaxed copies, other pods than its class.
+            let classed = self.input.options.scan_indexes
                 && !self.nodes.is_empty()
                 && !self.fixed.prefer_no_schedule_step
-                && node_checks_only_tighten(&pods[i]);
-            // Consolidation's moved pods may not use some nodes that earlier pods could: a floor is kept per side.
+                && !pods[i].has_preferences();
+            // Consolidation's moved pods may not use some nodes that earlier pods could: a class is kept per side.
             let moved = self.settling.as_ref().is_some_and(|(first, _)| i >= *first);
-            self.scan_from = if floored { floors.get(pods, i, moved) } else { 0 };
+            self.scan_class = classed.then(|| self.class_scans.class_of(pods, i, moved));
             let outcome = self.try_schedule(i, &pods[i]);
-            if floored {
-                floors.set(pods, i, moved, self.scanned_to);
-            }
-            self.scan_from = 0;
+            self.scan_class = None;
             match outcome {
                 Ok(()) => {
                     errors.remove(&i);
@@ -1035,30 +1045,79 @@ impl<'a> Scheduler<'a> {
 
     /// Places the pod on the first existing node that takes it (step 1 of `add`).
     fn place_on_nodes(&mut self, i: usize, pod: &PodData, reqs: &Requirements, groups: &[topology::GroupCtx]) -> bool {
-        let from = self.scan_from;
-        self.scanned_to = self.nodes.len();
-        if from >= self.nodes.len() {
+        if self.nodes.is_empty() {
             return false;
         }
         let admitted = self.fixed.node_compat.admitted(reqs);
+        if let Some(k) = self.scan_class {
+            return self.place_on_live_nodes(k, i, pod, &admitted, groups);
+        }
         let off_limits = self.settling.as_ref().filter(|(first, _)| i >= *first).map(|(_, s)| s.as_slice());
-        for b in from / ROOM_BLOCK..self.room.len() {
+        for b in 0..self.room.len() {
             // No node of the block has room for the pod.
             if !pod.requests.fits_in(&self.room[b]) {
                 continue;
             }
-            for n in (b * ROOM_BLOCK).max(from)..((b + 1) * ROOM_BLOCK).min(self.nodes.len()) {
+            for n in b * ROOM_BLOCK..((b + 1) * ROOM_BLOCK).min(self.nodes.len()) {
                 if off_limits.is_some_and(|s| s[n]) || self.gone.get(n).copied().unwrap_or(false) {
                     continue;
                 }
                 if self.can_add_to_node(n, i, pod, &admitted, groups) {
                     self.place_on_node(n, i, pod);
-                    self.scanned_to = n;
                     return true;
                 }
             }
         }
         false
+    }
+
+    /// [`Scheduler::place_on_nodes`] over the nodes class `k` may still take (the same first fit: the nodes left
+    /// out refuse the pod).
+    fn place_on_live_nodes(
+        &mut self,
+        k: usize,
+        i: usize,
+        pod: &PodData,
+        admitted: &Bitset,
+        groups: &[topology::GroupCtx],
+    ) -> bool {
+        let tighten_only = self.class_scans.scans[k].tighten_only;
+        let mut live = match self.class_scans.scans[k].live.take() {
+            Some(live) => live,
+            None => {
+                let off_limits = self.settling.as_ref().filter(|(first, _)| i >= *first).map(|(_, s)| s.as_slice());
+                let mut live = Bitset::empty(self.nodes.len());
+                for (n, node) in self.nodes.iter().enumerate() {
+                    if admitted.get(node.base)
+                        && !off_limits.is_some_and(|s| s[n])
+                        && !self.gone.get(n).copied().unwrap_or(false)
+                    {
+                        live.set(n);
+                    }
+                }
+                live
+            }
+        };
+        let mut placed = false;
+        'words: for w in 0..live.words().len() {
+            let mut bits = live.words()[w];
+            while bits != 0 {
+                let n = w * 64 + bits.trailing_zeros() as usize;
+                bits &= bits - 1;
+                match self.node_verdict(n, i, pod, groups) {
+                    NodeVerdict::Takes => {
+                        self.place_on_node(n, i, pod);
+                        placed = true;
+                        break 'words;
+                    }
+                    NodeVerdict::Never => live.clear(n),
+                    NodeVerdict::NotNow if tighten_only => live.clear(n),
+                    NodeVerdict::NotNow => {}
+                }
+            }
+        }
+        self.class_scans.scans[k].live = Some(live);
+        placed
     }
 
     /// Places pod `i` on existing node `n` (already checked).
@@ -1164,31 +1223,38 @@ impl<'a> Scheduler<'a> {
         admitted: &Bitset,
         groups: &[topology::GroupCtx],
     ) -> bool {
+        admitted.get(self.nodes[n].base) && self.node_verdict(n, i, pod, groups) == NodeVerdict::Takes
+    }
+
+    /// Whether existing node `n` takes pod `i` now, its requirements aside (`admitted`); if not, whether it may
+    /// later in this solve.
+    fn node_verdict(&self, n: usize, i: usize, pod: &PodData, groups: &[topology::GroupCtx]) -> NodeVerdict {
         let node = &self.nodes[n];
-        // Every check must pass; the cheap ones go first.
-        if !admitted.get(node.base) || !pod.requests.fits_in(&node.remaining) {
-            return false;
+        // Every check must pass; the cheap ones go first. Room only shrinks and host ports only add up, while
+        // taints and volumes are the node's own: a node refusing for those never takes the pod.
+        if !pod.requests.fits_in(&node.remaining) {
+            return NodeVerdict::Never;
         }
         if taints::first_untolerated(&node.taints, &pod.tolerations, pod.tolerate_prefer_no_schedule).is_some() {
-            return false;
+            return NodeVerdict::Never;
         }
         if pod.host_ports.iter().any(|p| node.host_ports.iter().any(|q| p.conflicts(q))) {
-            return false;
+            return NodeVerdict::Never;
+        }
+        let alts = &self.volume_alternatives[i];
+        if !alts.is_empty() && !alts.iter().any(|a| node.requirements.admits(a, None)) {
+            return NodeVerdict::Never;
         }
         if let Some(h) = node.hostname_id
             && !self.topology.allows_on_hostname(groups, h)
         {
-            return false;
-        }
-        let alts = &self.volume_alternatives[i];
-        if !alts.is_empty() && !alts.iter().any(|a| node.requirements.admits(a, None)) {
-            return false;
+            return NodeVerdict::NotNow;
         }
         let ids = (!node.domain_ids.is_empty()).then_some(node.domain_ids.as_slice());
         match self.topology.add_requirements(groups, &node.requirements, ids) {
-            Ok(Some(r)) => node.requirements.admits(&r, None),
-            Ok(None) => true,
-            Err(_) => false,
+            Ok(Some(r)) if !node.requirements.admits(&r, None) => NodeVerdict::NotNow,
+            Ok(_) => NodeVerdict::Takes,
+            Err(_) => NodeVerdict::NotNow,
         }
     }
 
