@@ -219,7 +219,10 @@ fn restricted_requirement_keys() {
 #[test]
 fn capacity_type_needs_known_values() {
     let first = "spec.template.spec.requirements[0]";
-    rejects(|np| np.spec.template.spec.requirements[0].values = vec!["preemptible".into()], &format!("{first}.values"));
+    rejects(
+        |np| np.spec.template.spec.requirements[0].values = ["preemptible".to_string()].into(),
+        &format!("{first}.values"),
+    );
     rejects(
         |np| {
             np.spec.template.spec.requirements[0] =

@@ -100,7 +100,7 @@ spec:
     assert_eq!(st.amis.len(), 1);
     assert_eq!(st.amis[0].id, param_ami);
     assert!(
-        st.amis[0].requirements.iter().any(|q| q.key == "kubernetes.io/arch" && q.values == vec!["amd64".to_string()])
+        st.amis[0].requirements.iter().any(|q| q.key == "kubernetes.io/arch" && q.values[..] == ["amd64".to_string()])
     );
     let ready = st.conditions.iter().find(|c| c.type_ == "Ready").unwrap();
     assert_eq!(ready.status, "True", "{:?}", st.conditions);

@@ -107,7 +107,7 @@ fn editing_the_nodepool_drifts_its_claims_and_auto_mode_replaces_them() {
     for p in h.cluster.nodepools.values_mut() {
         for r in &mut p.spec.template.spec.requirements {
             if r.key == "karpenter.kwok.sh/instance-cpu" {
-                r.values = vec!["8".into()];
+                r.values = ["8".to_string()].into();
             }
         }
     }

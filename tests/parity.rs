@@ -147,7 +147,7 @@ fn live_claims(h: &Harness) -> Vec<Vec<String>> {
         .values()
         .map(|c| {
             let types = c.spec.requirements.iter().find(|r| r.key == "node.kubernetes.io/instance-type");
-            sorted(types.map(|r| r.values.clone()).unwrap_or_default())
+            sorted(types.map(|r| r.values.to_vec()).unwrap_or_default())
         })
         .collect();
     out.sort();
@@ -240,7 +240,7 @@ fn a_nodepool_edit_drifts_and_auto_mode_replaces_the_nodes() {
     for p in h.cluster.nodepools.values_mut() {
         for r in &mut p.spec.template.spec.requirements {
             if r.key == "karpenter.kwok.sh/instance-cpu" {
-                r.values = vec!["8".into()];
+                r.values = ["8".to_string()].into();
             }
         }
     }

@@ -335,7 +335,7 @@ fn storage_class(name: &str, mode: &str, zone: &str) -> StorageClass {
         allowed_topologies: Some(vec![TopologySelectorTerm {
             match_label_expressions: Some(vec![TopologySelectorLabelRequirement {
                 key: labels::ZONE.into(),
-                values: vec![zone.into()],
+                values: [zone.to_string()].into(),
             }]),
         }]),
         ..Default::default()

@@ -428,7 +428,7 @@ impl AwsCloud {
         claim.spec.requirements = vec![crate::engine::api::NodeSelectorRequirementWithMinValues {
             key: labels::CAPACITY_TYPE.into(),
             operator: "NotIn".into(),
-            values: vec![labels::CAPACITY_RESERVED.into()],
+            values: [labels::CAPACITY_RESERVED.to_string()].into(),
             min_values: None,
         }];
         // Nothing fits or is offered: a capacity question, not a permission one.

@@ -115,7 +115,7 @@ mod tests {
         let arch = Req {
             key: "kubernetes.io/arch".into(),
             operator: "In".into(),
-            values: vec!["amd64".into()],
+            values: ["amd64".to_string()].into(),
             min_values: None,
         };
         nc.status = Some(EC2NodeClassStatus {

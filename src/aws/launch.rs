@@ -468,8 +468,12 @@ mod tests {
             EC2NodeClass::new("default", EC2NodeClassSpec { role: Some("NodeRole".into()), ..Default::default() });
         nc.spec.tags =
             [("team".to_string(), "web".to_string()), (labels::NODEPOOL.to_string(), "spoof".to_string())].into();
-        let arch =
-            |a: &str| Req { key: labels::ARCH.into(), operator: "In".into(), values: vec![a.into()], min_values: None };
+        let arch = |a: &str| Req {
+            key: labels::ARCH.into(),
+            operator: "In".into(),
+            values: [a.to_string()].into(),
+            min_values: None,
+        };
         nc.status = Some(EC2NodeClassStatus {
             subnets: vec![
                 SubnetStatus { id: "subnet-big-a".into(), zone: "us-east-1a".into(), zone_id: None },

@@ -677,7 +677,7 @@ pub fn status(r: &Resolved, now: &str) -> EC2NodeClassStatus {
                     .map(|q| NodeSelectorRequirementWithMinValues {
                         key: q.key.clone(),
                         operator: q.operator.to_string(),
-                        values: q.values.clone(),
+                        values: q.values.clone().into(),
                         min_values: None,
                     })
                     .collect(),

@@ -492,7 +492,7 @@ fn node_view_ref<'a>(
     let mut out = BTreeMap::new();
     for r in &claim.spec.requirements {
         if r.operator == Operator::In.as_str()
-            && let [v] = r.values.as_slice()
+            && let [v] = &r.values[..]
         {
             out.insert(labels::normalize_key(&r.key), v.as_str());
         }
@@ -1094,7 +1094,7 @@ spec:
             p.spec.template.spec.expire_after = expire;
             p.spec.template.spec.requirements = reqs
                 .into_iter()
-                .map(|(key, operator, values)| crate::engine::api::NodeSelectorRequirementWithMinValues { key, operator, values, min_values: None })
+                .map(|(key, operator, values)| crate::engine::api::NodeSelectorRequirementWithMinValues { key, operator, values: values.into(), min_values: None })
                 .collect();
             let mut claim = base_claim().clone();
             claim.metadata.labels = Some(labels_b.clone());

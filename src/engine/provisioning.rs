@@ -22,7 +22,7 @@ use crate::engine::catalog::InstanceType;
 use crate::engine::explain::PodIgnored;
 use crate::engine::labels::{self, LabelPolicy};
 use crate::engine::objects::Objects;
-use crate::engine::requirements::Requirement;
+use crate::engine::requirements::{Operator, Requirement};
 use crate::engine::resources::{Resources, parse_quantity};
 use crate::engine::scheduling::pod::{self, PodData};
 use crate::engine::scheduling::selector::Selector;
@@ -462,13 +462,14 @@ impl ProvisioningResult {
     pub fn nodeclaims(&self, nodepools: &[NodePool]) -> Vec<NodeClaim> {
         // A solve's thousands of claims share a handful of option lists (up to 600 names each): each list is made
         // into its sorted requirement once, not once per claim.
-        let mut lists: FxHashMap<(Vec<*const InstanceType>, Option<u32>), Requirement> = FxHashMap::default();
+        // The claims share the list itself too: 20,000 claims would otherwise hold twelve million copies of names.
+        let mut lists: FxHashMap<(Vec<*const InstanceType>, Option<u32>), TypeTerms> = FxHashMap::default();
         self.results
             .new_claims
             .iter()
             .map(|c| {
                 let key = (c.instance_types.iter().map(Arc::as_ptr).collect(), c.instance_type_min_values);
-                let types = lists.entry(key).or_insert_with(|| c.instance_type_requirement());
+                let types = lists.entry(key).or_insert_with(|| TypeTerms::of(c));
                 to_nodeclaim_with(c, nodepools.iter().find(|p| p.name() == c.nodepool), types)
             })
             .collect()
@@ -916,28 +917,51 @@ fn compare_over(
 
 /// Builds the NodeClaim object for a scheduling decision (upstream `NodeClaimTemplate.ToNodeClaim`).
 pub fn to_nodeclaim(c: &NewNodeClaim, pool: Option<&NodePool>) -> NodeClaim {
-    to_nodeclaim_with(c, pool, &c.instance_type_requirement())
+    to_nodeclaim_with(c, pool, &TypeTerms::of(c))
 }
 
-/// [`to_nodeclaim`] with the claim's instance-type requirement made already
-/// ([`NewNodeClaim::instance_type_requirement`]).
-fn to_nodeclaim_with(c: &NewNodeClaim, pool: Option<&NodePool>, types: &Requirement) -> NodeClaim {
+/// A NodeClaim's `node.kubernetes.io/instance-type In [options]`, as the object's terms.
+struct TypeTerms {
+    min_values: Option<i64>,
+    terms: Vec<(Operator, Arc<[String]>)>,
+}
+
+impl TypeTerms {
+    fn of(c: &NewNodeClaim) -> TypeTerms {
+        let r = c.instance_type_requirement();
+        TypeTerms { min_values: r.min_values.map(i64::from), terms: shared_terms(&r) }
+    }
+}
+
+fn shared_terms(r: &Requirement) -> Vec<(Operator, Arc<[String]>)> {
+    r.to_terms().into_iter().map(|(op, values)| (op, values.into())).collect()
+}
+
+/// [`to_nodeclaim`] with the claim's instance-type terms made already.
+fn to_nodeclaim_with(c: &NewNodeClaim, pool: Option<&NodePool>, types: &TypeTerms) -> NodeClaim {
     let mut requirements: Vec<NodeSelectorRequirementWithMinValues> = Vec::new();
-    // In key order (as the claim's requirements iterate), the instance-type requirement in its place, replacing
-    // any the claim's own requirements hold.
-    let mut entries: Vec<(&str, &Requirement)> =
-        c.requirements.iter().filter(|(k, _)| *k != labels::INSTANCE_TYPE).collect();
-    let at = entries.partition_point(|(k, _)| *k < labels::INSTANCE_TYPE);
-    entries.insert(at, (labels::INSTANCE_TYPE, types));
-    for (key, r) in entries {
-        for (op, values) in r.to_terms() {
+    let mut push = |key: &str, min_values: Option<i64>, terms: &[(Operator, Arc<[String]>)]| {
+        for (op, values) in terms {
             requirements.push(NodeSelectorRequirementWithMinValues {
                 key: key.to_string(),
                 operator: op.as_str().to_string(),
-                values,
-                min_values: r.min_values.map(i64::from),
+                values: values.clone(),
+                min_values,
             });
         }
+    };
+    // In key order (as the claim's requirements iterate), the instance-type requirement in its place, replacing
+    // any the claim's own requirements hold.
+    let mut typed = false;
+    for (key, r) in c.requirements.iter().filter(|(k, _)| *k != labels::INSTANCE_TYPE) {
+        if !typed && key > labels::INSTANCE_TYPE {
+            push(labels::INSTANCE_TYPE, types.min_values, &types.terms);
+            typed = true;
+        }
+        push(key, r.min_values.map(i64::from), &shared_terms(r));
+    }
+    if !typed {
+        push(labels::INSTANCE_TYPE, types.min_values, &types.terms);
     }
     let owner = pool.map(|p| OwnerReference {
         api_version: "karpenter.sh/v1".into(),

@@ -98,7 +98,7 @@ pub fn static_nodeclaim(pool: &NodePool) -> NodeClaim {
             requirements.push(NodeSelectorRequirementWithMinValues {
                 key: k.clone(),
                 operator: "In".into(),
-                values: vec![v.clone()],
+                values: [v.clone()].into(),
                 min_values: None,
             });
         }
@@ -330,7 +330,7 @@ mod tests {
         assert_eq!(labels.get("team").map(String::as_str), Some("infra"));
         assert_eq!(labels.get(labels::NODEPOOL).map(String::as_str), Some("fixed"));
         assert!(c.spec.requirements.iter().any(|r| r.key == "kubernetes.io/arch"));
-        assert!(c.spec.requirements.iter().any(|r| r.key == labels::NODEPOOL && r.values == ["fixed"]));
+        assert!(c.spec.requirements.iter().any(|r| r.key == labels::NODEPOOL && r.values[..] == ["fixed"]));
         assert!(!c.spec.requirements.iter().any(|r| r.key == labels::INSTANCE_TYPE));
         assert!(c.spec.resources.requests.is_empty());
         assert_eq!(c.metadata.finalizers.as_deref(), Some(&[labels::TERMINATION_FINALIZER.to_string()][..]));

@@ -220,7 +220,7 @@ mod tests {
         claim.spec.requirements = vec![Req {
             key: labels::CAPACITY_TYPE.into(),
             operator: "In".into(),
-            values: vec!["on-demand".into()],
+            values: ["on-demand".to_string()].into(),
             min_values: None,
         }];
         claim.spec.resources.requests = [("cpu".to_string(), Quantity("3".into()))].into();

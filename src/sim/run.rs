@@ -177,7 +177,7 @@ fn add_nodes(s: &Scenario, w: &mut World, start: Millis) -> Result<(), RunError>
                     requirements: vec![NodeSelectorRequirementWithMinValues {
                         key: labels::INSTANCE_TYPE.into(),
                         operator: "In".into(),
-                        values: vec![t.name.clone()],
+                        values: [t.name.clone()].into(),
                         min_values: None,
                     }],
                     resources: Default::default(),
@@ -624,11 +624,11 @@ fn build_report(s: &Scenario, w: &World, start: Millis, end: Millis, wall: Durat
             node_pool: c.nodepool.clone(),
             created_at: t(c.created_at),
             deleted_at: c.deleted_at.map(t),
-            instance_types: c.instance_types.clone(),
+            instance_types: c.instance_types.to_vec(),
             requirements: c
                 .requirements
                 .iter()
-                .map(|(k, op, v)| RequirementRecord { key: k.clone(), operator: op.clone(), values: v.clone() })
+                .map(|(k, op, v)| RequirementRecord { key: k.clone(), operator: op.clone(), values: v.to_vec() })
                 .collect(),
             launched: c.launched.as_ref().map(|(it, z, ct)| Launched {
                 instance_type: it.clone(),

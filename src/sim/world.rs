@@ -128,8 +128,8 @@ pub struct NodeClaimRecord {
     pub nodepool: String,
     pub created_at: Millis,
     pub deleted_at: Option<Millis>,
-    pub instance_types: Vec<String>,
-    pub requirements: Vec<(String, String, Vec<String>)>,
+    pub instance_types: Arc<[String]>,
+    pub requirements: Vec<(String, String, Arc<[String]>)>,
     /// (instance type, zone, capacity type) once launched.
     pub launched: Option<(String, String, String)>,
 }

@@ -9,8 +9,9 @@ use serde::{Deserialize, Serialize};
 pub struct NodeSelectorRequirementWithMinValues {
     pub key: String,
     pub operator: String,
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub values: Vec<String>,
+    // Shared: a provisioning pass writes one list of up to 600 instance-type names into thousands of NodeClaims.
+    #[serde(default, skip_serializing_if = "<[String]>::is_empty")]
+    pub values: std::sync::Arc<[String]>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub min_values: Option<i64>,
 }

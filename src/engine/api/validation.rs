@@ -464,7 +464,7 @@ fn validate_requirement(
             r.err(&values_path, joined(), format!("requirements with operator '{op}' must not have values"));
         }
         Operator::Gt | Operator::Lt | Operator::Gte | Operator::Lte => {
-            let ok = matches!(req.values.as_slice(), [v] if v.parse::<i64>().is_ok_and(|n| n >= 0));
+            let ok = matches!(&req.values[..], [v] if v.parse::<i64>().is_ok_and(|n| n >= 0));
             if !ok {
                 r.err(
                     &values_path,

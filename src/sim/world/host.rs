@@ -12,6 +12,7 @@ use crate::controller::tick::{BufferSources, Host, Note, Parts, Versions};
 use crate::controller::{Controller, Effect};
 use crate::engine::api::nodeoverlay::NodeOverlay;
 use crate::engine::api::{EC2NodeClass, NodePool};
+use crate::engine::catalog::InstanceType;
 use crate::engine::provisioning::{Millis, is_provisionable};
 
 impl Host for World {
@@ -77,10 +78,16 @@ impl Host for World {
         let now = self.now;
         match note {
             Note::Solved { result, created, millis } => {
-                // The claims come in the solve's order: each is recorded with its options cheapest first.
+                // The claims come in the solve's order: each is recorded with its options cheapest first, the
+                // claims with the same options sharing one list.
+                let mut lists: rustc_hash::FxHashMap<Vec<*const InstanceType>, Arc<[String]>> = Default::default();
                 for (name, decided) in created.iter().zip(&result.results.new_claims) {
                     let Some(name) = name else { continue };
-                    let types = decided.instance_types.iter().map(|t| t.name.clone()).collect();
+                    let key = decided.instance_types.iter().map(Arc::as_ptr).collect();
+                    let types = lists
+                        .entry(key)
+                        .or_insert_with(|| decided.instance_types.iter().map(|t| t.name.clone()).collect())
+                        .clone();
                     self.set_claim_types(name, types);
                 }
                 let names: Vec<String> = created.into_iter().flatten().collect();
@@ -100,7 +107,7 @@ impl Host for World {
             }
             Note::StaticCreated(names) => {
                 for name in &names {
-                    self.set_claim_types(name, Vec::new());
+                    self.set_claim_types(name, Arc::default());
                 }
                 let id = self.ids.next("p");
                 self.record.decisions.push(Decision::Provision {
@@ -208,7 +215,7 @@ impl Host for World {
 
 impl World {
     /// A claim's record lists `types` as its instance types (the solve's options, cheapest first).
-    fn set_claim_types(&mut self, name: &str, types: Vec<String>) {
+    fn set_claim_types(&mut self, name: &str, types: Arc<[String]>) {
         if let Some(r) = self.record.nodeclaims.iter_mut().rev().find(|r| r.name == name) {
             r.instance_types = types;
         }
