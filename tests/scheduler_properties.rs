@@ -33,18 +33,23 @@ fn run(pods: &[PodData], types: usize, scan_indexes: bool) -> Results {
 }
 
 fn run_packed(pods: &[PodData], types: usize, scan_indexes: bool, packing: Packing) -> Results {
+    run_on(pods, &[], types, scan_indexes, packing)
+}
+
+/// A solve over existing `nodes` (their labels are the topology's too).
+fn run_on(pods: &[PodData], nodes: &[ExistingNode], types: usize, scan_indexes: bool, packing: Packing) -> Results {
     let catalog = fake::fake_catalog_with(fake::fake_instance_types(types));
     let pools = pool();
     let catalogs: BTreeMap<String, Vec<Arc<InstanceType>>> =
         [("default".to_string(), catalog.instance_types.clone())].into();
     let usage = BTreeMap::new();
-    let node_labels = BTreeMap::new();
+    let node_labels = nodes.iter().map(|n| (n.name.clone(), (n.labels.clone(), n.taints.clone()))).collect();
     let volumes = VolumeIndex::default();
     let input = Input {
         nodepools: &pools,
         instance_types: &catalogs,
         policy: &catalog.label_policy,
-        nodes: &[],
+        nodes,
         nodepool_usage: &usage,
         bound_pods: &[],
         node_labels: &node_labels,
@@ -95,29 +100,6 @@ fn as_nodes(r: &Results) -> Vec<ExistingNode> {
         .collect()
 }
 
-fn run_on(pods: &[PodData], nodes: &[ExistingNode], scan_indexes: bool, packing: Packing) -> Results {
-    let catalog = fake::fake_catalog_with(fake::fake_instance_types(40));
-    let pools = pool();
-    let catalogs: BTreeMap<String, Vec<Arc<InstanceType>>> =
-        [("default".to_string(), catalog.instance_types.clone())].into();
-    let usage = BTreeMap::new();
-    let node_labels = nodes.iter().map(|n| (n.name.clone(), (n.labels.clone(), n.taints.clone()))).collect();
-    let volumes = VolumeIndex::default();
-    let input = Input {
-        nodepools: &pools,
-        instance_types: &catalogs,
-        policy: &catalog.label_policy,
-        nodes,
-        nodepool_usage: &usage,
-        bound_pods: &[],
-        node_labels: &node_labels,
-        daemonsets: &[],
-        volumes: &volumes,
-        options: SchedulerOptions { scan_indexes, packing, ..Default::default() },
-    };
-    solve(&input, pods)
-}
-
 /// [`digest`] with the pods placed on existing nodes.
 fn digest_on(r: &Results) -> Vec<String> {
     let mut out = digest(r);
@@ -141,8 +123,8 @@ fn node_scans_by_class_never_change_decisions() {
             p
         }));
         for packing in [Packing::Upstream, Packing::Cost] {
-            let fast = run_on(&more, &nodes, true, packing);
-            let plain = run_on(&more, &nodes, false, packing);
+            let fast = run_on(&more, &nodes, 40, true, packing);
+            let plain = run_on(&more, &nodes, 40, false, packing);
             assert!(!fast.existing.is_empty(), "n={n} seed={seed}: nothing went on the nodes");
             assert_eq!(digest_on(&fast), digest_on(&plain), "n={n} seed={seed} {packing:?}");
         }

@@ -1048,18 +1048,17 @@ impl<'a> Scheduler<'a> {
         if self.nodes.is_empty() {
             return false;
         }
-        let admitted = self.fixed.node_compat.admitted(reqs);
         if let Some(k) = self.scan_class {
-            return self.place_on_live_nodes(k, i, pod, &admitted, groups);
+            return self.place_on_live_nodes(k, i, pod, reqs, groups);
         }
-        let off_limits = self.settling.as_ref().filter(|(first, _)| i >= *first).map(|(_, s)| s.as_slice());
+        let admitted = self.fixed.node_compat.admitted(reqs);
         for b in 0..self.room.len() {
             // No node of the block has room for the pod.
             if !pod.requests.fits_in(&self.room[b]) {
                 continue;
             }
             for n in b * ROOM_BLOCK..((b + 1) * ROOM_BLOCK).min(self.nodes.len()) {
-                if off_limits.is_some_and(|s| s[n]) || self.gone.get(n).copied().unwrap_or(false) {
+                if !self.open_to(n, i) {
                     continue;
                 }
                 if self.can_add_to_node(n, i, pod, &admitted, groups) {
@@ -1078,20 +1077,18 @@ impl<'a> Scheduler<'a> {
         k: usize,
         i: usize,
         pod: &PodData,
-        admitted: &Bitset,
+        reqs: &Requirements,
         groups: &[topology::GroupCtx],
     ) -> bool {
         let tighten_only = self.class_scans.scans[k].tighten_only;
+        // The class's requirements are its first pod's: which nodes admit them is asked once, when it first scans.
         let mut live = match self.class_scans.scans[k].live.take() {
             Some(live) => live,
             None => {
-                let off_limits = self.settling.as_ref().filter(|(first, _)| i >= *first).map(|(_, s)| s.as_slice());
+                let admitted = self.fixed.node_compat.admitted(reqs);
                 let mut live = Bitset::empty(self.nodes.len());
                 for (n, node) in self.nodes.iter().enumerate() {
-                    if admitted.get(node.base)
-                        && !off_limits.is_some_and(|s| s[n])
-                        && !self.gone.get(n).copied().unwrap_or(false)
-                    {
+                    if admitted.get(node.base) && self.open_to(n, i) {
                         live.set(n);
                     }
                 }
@@ -1118,6 +1115,12 @@ impl<'a> Scheduler<'a> {
         }
         self.class_scans.scans[k].live = Some(live);
         placed
+    }
+
+    /// Node `n` is in this simulation and not off limits to pod `i` (a pod consolidation moves).
+    fn open_to(&self, n: usize, i: usize) -> bool {
+        let off_limits = self.settling.as_ref().is_some_and(|(first, s)| i >= *first && s[n]);
+        !off_limits && !self.gone.get(n).copied().unwrap_or(false)
     }
 
     /// Places pod `i` on existing node `n` (already checked).
