@@ -284,8 +284,8 @@ async fn another_providers_claims_are_neither_launched_nor_touched() {
     let mut controller = Controller::new(fallback, Mode::Approve, now).with_provider_prefix(PROVIDER_PREFIX);
     let m = ClusterObjects {
         nodeclasses: vec![nc.clone()],
-        nodeclaims: vec![running.clone()],
-        nodes: vec![node],
+        nodeclaims: vec![running.clone().into()],
+        nodes: vec![node.into()],
         ..Default::default()
     };
     let spot_1a = || {
@@ -302,8 +302,11 @@ async fn another_providers_claims_are_neither_launched_nor_touched() {
         instance_ids: vec!["i-0123456789abcdef0".into()],
     };
     tx.send((msg, answer)).unwrap();
-    let notices =
-        karpenter_tui::controller::cloud::CloudProvider::interruptions(&mut port, &mut m.nodeclaims.iter(), now);
+    let notices = karpenter_tui::controller::cloud::CloudProvider::interruptions(
+        &mut port,
+        &mut m.nodeclaims.iter().map(|c| &**c),
+        now,
+    );
     let taken = notices.len();
     let mut effects = Vec::new();
     for n in notices {
@@ -321,5 +324,5 @@ async fn another_providers_claims_are_neither_launched_nor_touched() {
     assert_eq!(taken, 1, "the notice is taken (and dropped as not ours)");
     assert!(controller.interruptions.is_empty(), "{:?}", controller.interruptions);
     assert_eq!(spot_1a(), Some(true), "the KWOK claim's spot offering is not kept out");
-    assert!(cloud.class_drift(&m.nodeclaims, now).is_empty());
+    assert!(cloud.class_drift(m.nodeclaims.iter().map(|c| &**c), now).is_empty());
 }

@@ -87,8 +87,8 @@ async fn upkeep_resolves_classes_collects_leaks_and_handles_interruptions() {
     let node: k8s_openapi::api::core::v1::Node =
         serde_yaml::from_str(&format!("metadata: {{name: ip-leaked}}\nspec: {{providerID: '{}'}}", leaked.provider_id))
             .unwrap();
-    m.nodeclaims = vec![held_stored.clone()];
-    m.nodes = vec![node];
+    m.nodeclaims = vec![held_stored.clone().into()];
+    m.nodes = vec![node.into()];
     // Thirty seconds later garbage collection, through the cloud port's list, terminates the stray one and
     // deletes its Node; the held one stays.
     let later = now + 120_000;
@@ -213,7 +213,7 @@ fn take_notices(
     m: &ClusterObjects,
     now: i64,
 ) -> (Vec<Effect>, usize) {
-    let notices = CloudProvider::interruptions(port, &mut m.nodeclaims.iter(), now);
+    let notices = CloudProvider::interruptions(port, &mut m.nodeclaims.iter().map(|c| &**c), now);
     let taken = notices.len();
     let mut effects = Vec::new();
     for n in notices {

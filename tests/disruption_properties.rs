@@ -179,12 +179,12 @@ fn check_disruption(packing: &str, shape: &Shape) -> Seen {
             let mut snap = w.cluster.snapshot();
             let names = p.command.node_names();
             for n in snap.nodes.iter_mut().filter(|n| names.contains(n.metadata.name.as_ref().unwrap())) {
-                n.metadata.deletion_timestamp = Some(ms_time(w.now));
+                std::sync::Arc::make_mut(n).metadata.deletion_timestamp = Some(ms_time(w.now));
             }
             for (i, r) in p.command.replacements.iter().enumerate() {
                 let mut nc = r.nodeclaim.clone();
                 nc.metadata.name = Some(format!("replacement-{i}"));
-                snap.nodeclaims.push(nc);
+                snap.nodeclaims.push(nc.into());
             }
             let mut moved = Vec::new();
             for pod in snap.pods.iter_mut() {

@@ -911,6 +911,24 @@ async fn next_view(
     }
 }
 
+/// The first picture that satisfies `shows`: pictures come as the initial lists land, so an early one may hold
+/// only part of the cluster.
+async fn view_showing(
+    events: &mut tokio::sync::mpsc::UnboundedReceiver<karpenter_tui::protocol::Event>,
+    secs: u64,
+    shows: impl Fn(&karpenter_tui::protocol::view::ClusterView) -> bool,
+) -> std::sync::Arc<karpenter_tui::protocol::view::ClusterView> {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(secs);
+    loop {
+        let left = deadline.saturating_duration_since(tokio::time::Instant::now()).as_secs().max(1);
+        let v = next_view(events, left).await;
+        if shows(&v) {
+            return v;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "no picture showing what was expected within {secs} s");
+    }
+}
+
 // Multi-threaded: the backend builds pictures in place on its worker (`block_in_place`).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_live_backend_sends_a_picture_then_follows_the_cluster_and_stops_on_shutdown() {
@@ -1101,7 +1119,7 @@ async fn the_live_backend_switches_kubeconfig_contexts_in_place() {
     let (commands, crx) = tokio::sync::mpsc::unbounded_channel();
     let (etx, mut events) = tokio::sync::mpsc::unbounded_channel();
     let backend = tokio::spawn(supervise_backend(opts, |_| false, p, None, crx, etx));
-    let first = next_view(&mut events, 10).await;
+    let first = view_showing(&mut events, 10, |v| !v.nodes.is_empty()).await;
     assert_eq!(first.source.context, "a");
     assert!(first.nodes.iter().any(|n| n.name == "node-in-a"), "{:?}", first.nodes);
 
@@ -1113,7 +1131,7 @@ async fn the_live_backend_switches_kubeconfig_contexts_in_place() {
     commands.send(Command::SwitchContext { request: 2, context: "b".into() }).unwrap();
     let switched = done(&mut events, 2, 30).await;
     assert!(switched.as_ref().is_ok_and(|m| m.contains("context b") && m.contains("observing")), "{switched:?}");
-    let after = next_view(&mut events, 10).await;
+    let after = view_showing(&mut events, 10, |v| !v.nodes.is_empty()).await;
     assert_eq!(after.source.context, "b");
     assert!(after.nodes.iter().any(|n| n.name == "node-in-b"), "{:?}", after.nodes);
     assert!(!after.nodes.iter().any(|n| n.name == "node-in-a"));

@@ -476,7 +476,7 @@ fn instances_no_claim_holds_are_terminated_with_their_nodes_once_old_enough() {
     let node: k8s_openapi::api::core::v1::Node =
         serde_json::from_value(serde_json::json!({"metadata": {"name": "stray-1"}, "spec": {"providerID": stray}}))
             .unwrap();
-    m.nodes.push(node);
+    m.nodes.push(node.into());
     let list = vec![
         inst(&held, 600_000, false),
         inst(stray, 31_000, false),

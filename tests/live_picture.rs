@@ -16,8 +16,8 @@ const WALKTHROUGH: &str = include_str!("../scenarios/walkthrough.yaml");
 fn cache_of(w: &World) -> ClusterObjects {
     ClusterObjects {
         nodepools: w.cluster.nodepools.values().map(|o| (**o).clone()).collect(),
-        nodeclaims: w.cluster.nodeclaims.values().map(|o| (**o).clone()).collect(),
-        nodes: w.cluster.nodes.values().map(|o| (**o).clone()).collect(),
+        nodeclaims: w.cluster.nodeclaims.values().cloned().collect(),
+        nodes: w.cluster.nodes.values().cloned().collect(),
         pods: w.cluster.pods.values().cloned().collect(),
         ..Default::default()
     }

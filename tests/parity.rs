@@ -7,6 +7,7 @@
 mod harness;
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use harness::{Harness, OBJECTS, manifests};
 use karpenter_tui::controller::CommandState;
@@ -301,10 +302,10 @@ fn a_spot_interruption_replaces_the_node() {
     let mut m = manifests(&w.cluster);
     m.deployments = w.cluster.deployments.values().map(|o| (**o).clone()).collect();
     for n in &mut m.nodes {
-        n.spec.get_or_insert_with(Default::default).provider_id = Some(kwok_id.clone());
+        Arc::make_mut(n).spec.get_or_insert_with(Default::default).provider_id = Some(kwok_id.clone());
     }
     for c in &mut m.nodeclaims {
-        c.status.get_or_insert_with(Default::default).provider_id = Some(kwok_id.clone());
+        Arc::make_mut(c).status.get_or_insert_with(Default::default).provider_id = Some(kwok_id.clone());
     }
     let mut h = Harness::with_objects(Mode::Auto, "");
     h.cluster.apply(&m);

@@ -200,7 +200,7 @@ fn case12_limits() {
     // An existing 100-CPU node of the pool, with a startup taint so the pod can't simply land on it.
     let mut n = node("big", "default", "100", true);
     n.spec.as_mut().unwrap().taints = Some(vec![taint("dedicated", Some("x"), "NoSchedule")]);
-    w.nodes.push(n);
+    w.nodes.push(n.into());
     let r = w.provision(&fake::fake_catalog());
     assert!(r.results.new_claims.is_empty());
     let why = failure_text(&r, "p").unwrap();
@@ -302,13 +302,13 @@ fn case16_initialized_node_keeps_its_startup_taint() {
     let mut w = world(vec![pod("p")]);
     let mut n = node("n1", "default", "4", true);
     n.spec.as_mut().unwrap().taints = Some(vec![taint("example.com/startup", None, "NoSchedule")]);
-    w.nodes.push(n);
+    w.nodes.push(n.into());
     let r = w.provision(&fake::fake_catalog());
     assert_eq!(r.results.new_claims.len(), 1, "the initialized node's taint is not ignored");
 
     // Without the taint the pod goes to the existing node.
     let mut w = world(vec![pod("p")]);
-    w.nodes.push(node("n1", "default", "4", true));
+    w.nodes.push(node("n1", "default", "4", true).into());
     let r = w.provision(&fake::fake_catalog());
     assert!(r.results.new_claims.is_empty());
     assert_eq!(r.results.existing.len(), 1);

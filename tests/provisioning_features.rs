@@ -110,7 +110,7 @@ fn inverse_anti_affinity_of_bound_pods_is_honoured() {
     // A bound pod that refuses to share a node with app=web.
     let guard = with_pod_anti_affinity(with_labels(pod("guard"), &[("app", "guard")]), &web, labels::HOSTNAME);
     let mut w = world(vec![bound(guard, "n1"), with_labels(pod("web-0"), &web)]);
-    w.nodes.push(roomy_node("n1"));
+    w.nodes.push(roomy_node("n1").into());
     let r = w.provision(&fake::fake_catalog());
     assert!(r.results.existing.is_empty(), "web-0 must not join n1");
     assert_eq!(r.results.new_claims.len(), 1);
@@ -118,7 +118,7 @@ fn inverse_anti_affinity_of_bound_pods_is_honoured() {
     // Without the anti-affinity the existing node takes it.
     let mut w =
         world(vec![bound(with_labels(pod("guard"), &[("app", "guard")]), "n1"), with_labels(pod("web-0"), &web)]);
-    w.nodes.push(roomy_node("n1"));
+    w.nodes.push(roomy_node("n1").into());
     let r = w.provision(&fake::fake_catalog());
     assert_eq!(r.results.existing.len(), 1);
     assert!(r.results.new_claims.is_empty());

@@ -52,8 +52,8 @@ pub struct CacheHost<'a> {
     m: &'a ClusterObjects,
     pods: Vec<Arc<StoredPod>>,
     /// Working copies, made on the first write of the run.
-    claims: Option<Vec<NodeClaim>>,
-    nodes: Option<Vec<Node>>,
+    claims: Option<Vec<Arc<NodeClaim>>>,
+    nodes: Option<Vec<Arc<Node>>>,
     gathered: Vec<Effect>,
     carry: Option<&'a mut dyn Carry>,
     comparison: Option<&'a mut Option<crate::controller::provisioning::Comparison>>,
@@ -126,23 +126,25 @@ impl<'a> CacheHost<'a> {
         self.fold()
     }
 
-    fn claims(&self) -> &[NodeClaim] {
+    fn claims(&self) -> &[Arc<NodeClaim>] {
         self.claims.as_deref().unwrap_or(&self.m.nodeclaims)
     }
 
-    fn nodes(&self) -> &[Node] {
+    fn nodes(&self) -> &[Arc<Node>] {
         self.nodes.as_deref().unwrap_or(&self.m.nodes)
     }
 
     /// The run's working copy of claim `name`.
     fn claim_mut(&mut self, name: &str) -> Option<&mut NodeClaim> {
         let m = self.m;
-        self.claims.get_or_insert_with(|| m.nodeclaims.clone()).iter_mut().find(|c| c.name() == name)
+        // Only the claim written is copied; the others stay the read's own.
+        self.claims.get_or_insert_with(|| m.nodeclaims.clone()).iter_mut().find(|c| c.name() == name).map(Arc::make_mut)
     }
 
     fn node_mut(&mut self, name: &str) -> Option<&mut Node> {
         let m = self.m;
-        self.nodes.get_or_insert_with(|| m.nodes.clone()).iter_mut().find(|n| n.metadata.name.as_deref() == Some(name))
+        let nodes = self.nodes.get_or_insert_with(|| m.nodes.clone());
+        nodes.iter_mut().find(|n| n.metadata.name.as_deref() == Some(name)).map(Arc::make_mut)
     }
 
     /// What the steps after this write read: the write as the cache will show it once it lands.
@@ -274,10 +276,10 @@ impl Host for CacheHost<'_> {
     fn read<R>(&mut self, f: impl FnOnce(Parts<'_, '_>) -> R) -> R {
         let mut snap = self.m.view_with(&self.pods);
         if let Some(c) = &self.claims {
-            snap.nodeclaims = Objects::Plain(c);
+            snap.nodeclaims = Objects::Shared(c);
         }
         if let Some(n) = &self.nodes {
-            snap.nodes = Objects::Plain(n);
+            snap.nodes = Objects::Shared(n);
         }
         f(Parts { controller: self.controller, cloud: self.cloud, snap: &snap, ids: self.ids })
     }
@@ -398,7 +400,7 @@ impl Host for CacheHost<'_> {
 
     fn notices(&mut self) -> Vec<Notice> {
         let claims = self.claims.as_deref().unwrap_or(&self.m.nodeclaims);
-        self.cloud.interruptions(&mut claims.iter(), self.now)
+        self.cloud.interruptions(&mut claims.iter().map(|c| &**c), self.now)
     }
 
     fn explain_events(&self) -> bool {

@@ -103,7 +103,7 @@ mod tests {
             provider_id: Some("aws:///z1/i-1".into()),
             ..Default::default()
         });
-        m.nodeclaims.push(c);
+        m.nodeclaims.push(c.into());
         let mut n = k8s_openapi::api::core::v1::Node::default();
         n.metadata.name = Some("n1".into());
         n.metadata.labels = Some(labelled(node_registered));
@@ -111,7 +111,7 @@ mod tests {
             provider_id: Some("aws:///z1/i-1".into()),
             ..Default::default()
         });
-        m.nodes.push(n);
+        m.nodes.push(n.into());
         m
     }
 

@@ -13,10 +13,10 @@ use super::timing::{LEAK_AGE, SECOND};
 use super::{Controller, Effect, TERMINATE_AGAIN, nodepool_status};
 use crate::engine::api::NodeClaim;
 use crate::engine::api::nodeclaim::{COND_INITIALIZED, COND_LAUNCHED, COND_REGISTERED};
-use crate::engine::join;
 use crate::engine::labels;
 use crate::engine::lifecycle::{self, DeleteReason, FinalizeAction, LifecycleAction, set_condition};
 use crate::engine::provisioning::{ClusterSnapshot, Millis};
+use crate::engine::state;
 use crate::engine::stored_pod::StoredPod;
 use crate::engine::termination::{disrupted_taint, drain_plan};
 
@@ -95,7 +95,7 @@ impl Controller {
         // Looked up once per claim: a map, not a scan of every node.
         let mut by_provider: BTreeMap<&str, Vec<&Node>> = BTreeMap::new();
         for n in s.nodes.iter() {
-            if let Some(pid) = join::node_provider_id(n) {
+            if let Some(pid) = state::node_provider_id(n) {
                 by_provider.entry(pid).or_default().push(n);
             }
         }
@@ -261,9 +261,11 @@ impl Controller {
                 }
             }
         }
+        // Joined only while a node drains: this runs every tick.
+        let nodes = if deleting.is_empty() { state::Nodes::default() } else { state::Nodes::of(s) };
         for node in s.nodes.iter().filter(|n| n.metadata.deletion_timestamp.is_some()) {
             let finalizers = node.metadata.finalizers.clone().unwrap_or_default();
-            let ours = self.ours(join::node_provider_id(node));
+            let ours = self.ours(state::node_provider_id(node));
             if !ours || !finalizers.iter().any(|f| f == labels::TERMINATION_FINALIZER) {
                 continue;
             }
@@ -280,7 +282,7 @@ impl Controller {
                     .push(disrupted_taint());
                 continue;
             }
-            let deadline = join::claim_of(node, s.nodeclaims.iter()).and_then(lifecycle::annotated_deadline);
+            let deadline = nodes.claim_of(&name).and_then(lifecycle::annotated_deadline);
             let pods = pods_on.get(name.as_str()).map_or(&[][..], Vec::as_slice);
             let plan = drain_plan(node, pods, deadline, Some(started), now);
             for (namespace, pod) in plan.evict {

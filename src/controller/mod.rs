@@ -50,13 +50,13 @@ use crate::engine::disruption::consolidation::{Outlook, explain_nodes, pass};
 use crate::engine::disruption::gate::Mode;
 use crate::engine::disruption::validation::validate;
 use crate::engine::disruption::{Blocker, Command, Context, DisruptionOptions};
-use crate::engine::join;
 use crate::engine::labels;
 use crate::engine::lifecycle::{self, DeleteReason, LifecycleSettings, set_condition};
 use crate::engine::manifests::ClusterObjects;
 use crate::engine::packing::Packing;
 use crate::engine::provisioning::{ClusterSnapshot, Millis, PackingJob, ProvisioningResult, provision_keeping_state};
 use crate::engine::scheduling::SchedulerOptions;
+use crate::engine::state::{self, Nodes};
 use crate::engine::termination::disrupted_taint;
 
 pub use effect::{Effect, Purpose};
@@ -352,6 +352,7 @@ impl Controller {
     /// Event. Instances that are not ours are ignored, as upstream does.
     pub fn interruption(&mut self, m: &ClusterSnapshot<'_>, msg: &interruption::Message, now: Millis) -> Vec<Effect> {
         let mut out = Out::default();
+        let nodes = if msg.instance_ids.is_empty() { Nodes::default() } else { Nodes::of(m).with_pods(m.pods) };
         for id in &msg.instance_ids {
             let suffix = format!("/{id}");
             let Some(claim) = m
@@ -372,13 +373,13 @@ impl Controller {
                 }
                 continue;
             }
-            let node = join::node_of_claim(claim, m.nodes.iter());
+            let node = nodes.node_of(claim.name());
             let node_name = node.and_then(|n| n.metadata.name.clone());
             let labels_of = node
                 .and_then(|n| n.metadata.labels.clone())
                 .or_else(|| claim.metadata.labels.clone())
                 .unwrap_or_default();
-            let pods = node_name.as_deref().map_or(0, |n| m.pods.iter().filter(|p| p.node_name() == Some(n)).count());
+            let pods = node_name.as_deref().map_or(0, |n| nodes.pods_on(n).len());
             self.interruptions.push(InterruptionRecord {
                 at: now,
                 kind: msg.kind,
@@ -562,7 +563,7 @@ impl Controller {
     fn busy_in(&self, m: &ClusterSnapshot<'_>) -> BTreeSet<String> {
         let mut busy = self.busy();
         for n in &m.nodes {
-            if !self.ours(join::node_provider_id(n)) {
+            if !self.ours(state::node_provider_id(n)) {
                 busy.extend(n.metadata.name.clone());
             }
         }
@@ -806,6 +807,7 @@ impl Controller {
         }
         self.next_explain = now + EXPLAIN_EVERY;
         self.invalid_do_not_disrupt_events(m, now, out);
+        let nodes = Nodes::of(m);
         let outlooks = Arc::new(self.explain_nodes(m, now));
         self.last_outlook = Some(outlooks.clone());
         for (node, outlook) in outlooks.iter() {
@@ -829,7 +831,7 @@ impl Controller {
                 _ => continue,
             };
             let Some(n) = m.nodes.iter().find(|n| n.metadata.name.as_deref() == Some(node.as_str())) else { continue };
-            if !self.ours(join::node_provider_id(n)) {
+            if !self.ours(state::node_provider_id(n)) {
                 continue;
             }
             let message =
@@ -842,7 +844,7 @@ impl Controller {
                 ..Default::default()
             };
             self.event(node_ref, false, reason, message.clone(), now, out);
-            if let Some(c) = join::claim_of(n, m.nodeclaims.iter()) {
+            if let Some(c) = nodes.claim_of(node) {
                 let claim_ref = ObjectReference {
                     kind: Some("NodeClaim".into()),
                     api_version: Some("karpenter.sh/v1".into()),
@@ -862,7 +864,7 @@ impl Controller {
         let ours: BTreeSet<&str> = m
             .nodes
             .iter()
-            .filter(|n| self.ours(join::node_provider_id(n)))
+            .filter(|n| self.ours(state::node_provider_id(n)))
             .filter_map(|n| n.metadata.name.as_deref())
             .collect();
         for p in m.pods.iter().filter(|p| p.node_name().is_some_and(|n| ours.contains(n))) {
@@ -1050,10 +1052,10 @@ impl Controller {
             }
         }
         let due = self.pod_events.observe(&counts, m.nodes.iter().filter_map(|n| n.metadata.name.as_deref()), now);
+        let nodes = Nodes::of(m);
         for name in due {
-            let Some(n) = m.nodes.iter().find(|n| n.metadata.name.as_deref() == Some(name)) else { continue };
             // Only claims of this cloud: another provider's claim is its own controller's to keep.
-            if let Some(c) = join::claim_of(n, m.nodeclaims.iter())
+            if let Some(c) = nodes.claim_of(name)
                 && self.ours(c.provider_id())
             {
                 out.claim(c).status.get_or_insert_with(Default::default).last_pod_event_time =
@@ -1069,10 +1071,9 @@ impl Controller {
         let catalogs = self.catalogs(m);
         let claims: Vec<&NodeClaim> = m.nodeclaims.iter().collect();
         let pool = |name: &str| m.nodepools.iter().find(|p| p.name() == name);
-        let nodes_by_id = join::nodes_by_provider(m.nodes.iter());
-        let node_labels = |c: &NodeClaim| join::node_of(c, &nodes_by_id).and_then(|n| n.metadata.labels.as_ref());
-        let node_version =
-            |c: &NodeClaim| join::node_of(c, &nodes_by_id).and_then(|n| n.metadata.resource_version.as_deref());
+        let nodes = Nodes::of(m);
+        let node_labels = |c: &NodeClaim| nodes.node_of(c.name()).and_then(|n| n.metadata.labels.as_ref());
+        let node_version = |c: &NodeClaim| nodes.node_of(c.name()).and_then(|n| n.metadata.resource_version.as_deref());
         let types = |name: &str| catalogs.get(name).map_or(&[][..], Vec::as_slice);
         let read = DriftRead {
             claims: &claims,
@@ -1123,6 +1124,7 @@ impl Controller {
     pub fn stale_taints(&self, m: &ClusterSnapshot<'_>, deleted: &BTreeSet<String>) -> Vec<Effect> {
         let mut out = Out::default();
         let busy = self.busy_in(m);
+        let nodes = Nodes::of(m);
         for n in &m.nodes {
             let name = n.metadata.name.as_deref().unwrap_or_default();
             let tainted = n
@@ -1133,7 +1135,7 @@ impl Controller {
             if !tainted || busy.contains(name) || n.metadata.deletion_timestamp.is_some() {
                 continue;
             }
-            let claim = join::claim_of(n, m.nodeclaims.iter());
+            let claim = nodes.claim_of(name);
             // Being deleted, or about to be by this very run (a command that just finished).
             let deleting = |c: &NodeClaim| c.metadata.deletion_timestamp.is_some() || deleted.contains(c.name());
             if claim.is_some_and(deleting) {

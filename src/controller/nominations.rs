@@ -193,11 +193,11 @@ metadata: {name: node-a}
     fn a_node_being_deleted_or_a_claim_being_deleted_gets_no_nomination() {
         let mut m = cluster();
         let c = controller(Packing::Cost);
-        m.nodes[0].metadata.deletion_timestamp = m.pods[4].metadata.deletion_timestamp.clone();
+        Arc::make_mut(&mut m.nodes[0]).metadata.deletion_timestamp = m.pods[4].metadata.deletion_timestamp.clone();
         let pods = m.pods.clone();
         assert!(c.nominations(&m.view_with(&pods)).is_empty(), "the Node is going");
         let mut m = cluster();
-        m.nodeclaims[0].metadata.deletion_timestamp = m.pods[4].metadata.deletion_timestamp.clone();
+        Arc::make_mut(&mut m.nodeclaims[0]).metadata.deletion_timestamp = m.pods[4].metadata.deletion_timestamp.clone();
         let pods = m.pods.clone();
         let got = nominated(&c.nominations(&m.view_with(&pods)));
         assert_eq!(got, vec![("team/on-node".to_string(), "node-a".to_string())], "only the placement on the Node");

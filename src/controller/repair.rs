@@ -14,10 +14,10 @@ use super::out::Out;
 use super::timing::MINUTE;
 use super::{Controller, Effect};
 use crate::engine::api::NodeClaim;
-use crate::engine::join;
 use crate::engine::labels;
 use crate::engine::lifecycle::{self, DeleteReason};
 use crate::engine::provisioning::{ClusterSnapshot, Millis};
+use crate::engine::state;
 
 /// At most this share of a NodePool's (or the cluster's) nodes may be unhealthy for repair to go on, rounded up.
 pub const ALLOWED_UNHEALTHY_PERCENT: u64 = 20;
@@ -153,7 +153,8 @@ impl Controller {
             .iter()
             .find(|n| n.metadata.name.as_deref() == Some(node))
             .ok_or_else(|| format!("node {node} does not exist"))?;
-        let claim = join::claim_of(n, s.nodeclaims.iter())
+        let claim = state::Nodes::of(s)
+            .claim_of(node)
             .filter(|c| self.ours(c.provider_id()))
             .ok_or_else(|| format!("node {node} has no NodeClaim of this cloud: it is not ours to repair"))?;
         if claim.metadata.deletion_timestamp.is_some() {
@@ -195,7 +196,7 @@ impl Controller {
             }
         }
         for n in s.nodes.iter() {
-            let pid = join::node_provider_id(n);
+            let pid = state::node_provider_id(n);
             let Some(claim) = pid.filter(|p| self.ours(Some(p))).and_then(|p| claims.get(p).copied()) else {
                 continue;
             };
@@ -291,8 +292,8 @@ mod tests {
         for i in 0..n {
             let name = format!("node-{i}");
             let ready = if i < unhealthy { "False" } else { "True" };
-            s.nodes.push(node(&name, pool, ready, T0));
-            s.nodeclaims.push(claim(&name, pool));
+            s.nodes.push(node(&name, pool, ready, T0).into());
+            s.nodeclaims.push(claim(&name, pool).into());
         }
         s
     }
@@ -340,11 +341,11 @@ mod tests {
     fn keeps_a_node_whose_condition_status_does_not_match() {
         // › "should not delete node when health status does not match cloud provider passed in value"
         let mut s = cluster(5, 0, Some("default"));
-        s.nodes[0] = node("node-0", Some("default"), "True", T0);
+        s.nodes[0] = node("node-0", Some("default"), "True", T0).into();
         let only_false = vec![RepairPolicy { condition_type: "Ready", condition_status: "False", toleration: MINUTE }];
         let mut c = controller(true, only_false);
         assert!(deleted(&c.lifecycle(&s.view(), T0 + 60 * MINUTE)).is_empty());
-        s.nodes[0] = node("node-0", Some("default"), "Unknown", T0);
+        s.nodes[0] = node("node-0", Some("default"), "Unknown", T0).into();
         assert!(deleted(&c.lifecycle(&s.view(), T0 + 60 * MINUTE)).is_empty(), "Unknown is not False");
     }
 
@@ -359,7 +360,7 @@ mod tests {
             last_transition_time: Some(lifecycle::ms_time(T0)),
             ..Default::default()
         });
-        s.nodes[0] = n;
+        s.nodes[0] = n.into();
         let policies = vec![
             RepairPolicy { condition_type: "Ready", condition_status: "False", toleration: 60 * MINUTE },
             RepairPolicy { condition_type: "StorageReady", condition_status: "False", toleration: 30 * MINUTE },

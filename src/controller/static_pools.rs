@@ -4,8 +4,6 @@
 //! do-not-disrupt only orders the candidates (the drain still honours PDBs and the grace period). Static drift is
 //! the disruption pass's (see `engine::disruption::consolidation::pass`).
 
-use std::collections::BTreeMap;
-
 use super::out::Out;
 use super::timing::SECOND;
 use super::{Controller, Effect, Purpose};
@@ -13,7 +11,6 @@ use crate::engine::api::NodePool;
 use crate::engine::lifecycle::DeleteReason;
 use crate::engine::provisioning::{ClusterSnapshot, Millis};
 use crate::engine::static_capacity::{self as sc, PoolCount};
-use crate::engine::stored_pod::StoredPod;
 
 /// A pool whose node limit allows no more claims is looked at again after this long (upstream 30 s).
 pub const LIMIT_REQUEUE: Millis = 30 * SECOND;
@@ -34,13 +31,7 @@ impl Controller {
         self.forget_settled(s, now);
         let settling = !self.created.is_empty() || self.creating > 0;
         let busy = self.busy();
-        let nodes = sc::nodes_by_provider(s.nodes.iter());
-        let mut pods_on: BTreeMap<&str, Vec<&StoredPod>> = BTreeMap::new();
-        for p in s.pods.iter() {
-            if let Some(n) = p.node_name() {
-                pods_on.entry(n).or_default().push(p);
-            }
-        }
+        let nodes = crate::engine::state::Nodes::of(s).with_pods(s.pods);
         let pools: Vec<&NodePool> = s.nodepools.iter().filter(|p| sc::is_static(p) && self.manages(p)).collect();
         for pool in pools {
             if pool.metadata.deletion_timestamp.is_some() {
@@ -52,8 +43,7 @@ impl Controller {
             // while, and that is not an excess.
             let excess = c.active.saturating_sub(replicas);
             if excess > 0 {
-                let victims =
-                    sc::scale_down_order(pool, s.nodeclaims.iter(), &nodes, &pods_on, &busy, excess as usize, now);
+                let victims = sc::scale_down_order(pool, s.nodeclaims.iter(), &nodes, &busy, excess as usize, now);
                 for name in victims {
                     out.push(Effect::DeleteNodeClaim { name, reason: DeleteReason::Overprovisioned });
                 }

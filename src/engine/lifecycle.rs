@@ -598,7 +598,7 @@ pub fn garbage_collect(claims: &[NodeClaim], nodes: &[Node], cloud_provider_ids:
         .filter(|c| {
             let pid = c.provider_id();
             // Safer than upstream (which skips only on exactly one Node): any Ready node with the providerID protects.
-            !nodes.iter().any(|n| pid.is_some() && crate::engine::join::node_provider_id(n) == pid && node_ready(n))
+            !nodes.iter().any(|n| pid.is_some() && crate::engine::state::node_provider_id(n) == pid && node_ready(n))
         })
         .map(|c| c.name().to_string())
         .collect()

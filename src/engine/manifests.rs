@@ -38,7 +38,7 @@ pub struct ManifestError {
 #[derive(Debug, Clone, Default)]
 pub struct ClusterObjects {
     pub nodepools: Vec<NodePool>,
-    pub nodeclaims: Vec<NodeClaim>,
+    pub nodeclaims: Vec<Arc<NodeClaim>>,
     pub nodeclasses: Vec<EC2NodeClass>,
     /// Price and capacity adjustments (`karpenter.sh/v1alpha1`); empty where the CRD isn't installed. Not part of
     /// the provisioning snapshots: the controller evaluates them itself ([`crate::engine::overlay`]).
@@ -51,7 +51,7 @@ pub struct ClusterObjects {
     /// Workloads as a live cluster has them, for buffers' `scalableRef`s only (a manifest file's Deployments are
     /// `deployments`, which are expanded into pods).
     pub workloads: Workloads,
-    pub nodes: Vec<Node>,
+    pub nodes: Vec<Arc<Node>>,
     pub pods: Vec<Arc<StoredPod>>,
     pub deployments: Vec<Deployment>,
     pub daemonsets: Vec<DaemonSet>,
@@ -165,7 +165,9 @@ impl ClusterObjects {
             let refuse = |message: String| ManifestError { file: file.to_string(), line, column: 1, message };
             match (tm.api_version.as_str(), tm.kind.as_str()) {
                 ("karpenter.sh/v1", "NodePool") => out.nodepools.push(NodePool::deserialize(doc).map_err(err)?),
-                ("karpenter.sh/v1", "NodeClaim") => out.nodeclaims.push(NodeClaim::deserialize(doc).map_err(err)?),
+                ("karpenter.sh/v1", "NodeClaim") => {
+                    out.nodeclaims.push(Arc::new(NodeClaim::deserialize(doc).map_err(err)?))
+                }
                 ("karpenter.k8s.aws/v1", "EC2NodeClass") => {
                     out.nodeclasses.push(EC2NodeClass::deserialize(doc).map_err(err)?)
                 }
@@ -178,7 +180,7 @@ impl ClusterObjects {
                 ("v1", "PodTemplate") => {
                     out.pod_templates.push(k8s_openapi::api::core::v1::PodTemplate::deserialize(doc).map_err(err)?)
                 }
-                ("v1", "Node") => out.nodes.push(Node::deserialize(doc).map_err(err)?),
+                ("v1", "Node") => out.nodes.push(Arc::new(Node::deserialize(doc).map_err(err)?)),
                 ("v1", "Pod") => pods.push(Pod::deserialize(doc).map_err(err)?),
                 ("apps/v1", "Deployment") => {
                     let d = Deployment::deserialize(doc).map_err(err)?;

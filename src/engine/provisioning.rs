@@ -14,16 +14,14 @@ use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 
 use crate::engine::api::common::NodeSelectorRequirementWithMinValues;
-use crate::engine::api::nodeclaim::{
-    COND_DISRUPTION_REASON, COND_INITIALIZED, COND_INSTANCE_TERMINATING, ResourceRequirements,
-};
+use crate::engine::api::nodeclaim::ResourceRequirements;
 use crate::engine::api::{NodeClaim, NodeClaimSpec, NodePool};
 use crate::engine::catalog::InstanceType;
 use crate::engine::explain::PodIgnored;
 use crate::engine::labels::{self, LabelPolicy};
 use crate::engine::objects::Objects;
 use crate::engine::requirements::{Operator, Requirement};
-use crate::engine::resources::{Resources, parse_quantity};
+use crate::engine::resources::Resources;
 use crate::engine::scheduling::pod::{self, PodData};
 use crate::engine::scheduling::selector::Selector;
 use crate::engine::scheduling::volumes::VolumeIndex;
@@ -284,8 +282,8 @@ pub struct ClusterSnapshot<'a> {
 #[derive(Debug, Clone, Default)]
 pub struct Snapshot {
     pub nodepools: Vec<NodePool>,
-    pub nodeclaims: Vec<NodeClaim>,
-    pub nodes: Vec<Node>,
+    pub nodeclaims: Vec<Arc<NodeClaim>>,
+    pub nodes: Vec<Arc<Node>>,
     /// Shared: snapshots of a watch cache or a manifest set point at the same pods.
     pub pods: Vec<Arc<StoredPod>>,
     pub daemonsets: Vec<DaemonSet>,
@@ -313,115 +311,6 @@ impl Snapshot {
             virtual_pods: &[],
         }
     }
-}
-
-/// A node as the engine's state sees it: a Node and/or its NodeClaim.
-#[derive(Debug, Clone)]
-pub struct StateNode<'a> {
-    pub node: Option<&'a Node>,
-    pub nodeclaim: Option<&'a NodeClaim>,
-}
-
-impl StateNode<'_> {
-    pub fn name(&self) -> String {
-        self.node
-            .and_then(|n| n.metadata.name.clone())
-            .or_else(|| self.nodeclaim.map(|c| c.name().to_string()))
-            .unwrap_or_default()
-    }
-
-    pub fn is_deleting(&self) -> bool {
-        self.node.is_some_and(|n| n.metadata.deletion_timestamp.is_some())
-            || self
-                .nodeclaim
-                .is_some_and(|c| c.metadata.deletion_timestamp.is_some() || c.is_true(COND_INSTANCE_TERMINATING))
-    }
-
-    pub fn labels(&self) -> BTreeMap<String, String> {
-        let registered = self.node.is_some_and(|n| {
-            n.metadata.labels.as_ref().is_some_and(|l| l.get(labels::REGISTERED).is_some_and(|v| v == "true"))
-        });
-        match (self.node, self.nodeclaim) {
-            (Some(n), None) => n.metadata.labels.clone().unwrap_or_default(),
-            (Some(n), Some(_)) if registered => n.metadata.labels.clone().unwrap_or_default(),
-            (_, Some(c)) => {
-                let mut l = c.metadata.labels.clone().unwrap_or_default();
-                for r in &c.spec.requirements {
-                    if r.operator == "In" && r.values.len() == 1 {
-                        l.entry(r.key.clone()).or_insert_with(|| r.values[0].clone());
-                    }
-                }
-                l
-            }
-            (None, None) => BTreeMap::new(),
-        }
-    }
-
-    /// A disruption command took this node (its NodeClaim has `DisruptionReason=True`): its pods will move, so the
-    /// provisioner treats it as deleting (upstream keeps this mark in memory; the condition is its durable form).
-    pub fn is_marked_for_deletion(&self) -> bool {
-        self.nodeclaim.is_some_and(|c| c.is_true(COND_DISRUPTION_REASON))
-    }
-
-    pub fn initialized(&self) -> bool {
-        match (self.node, self.nodeclaim) {
-            (Some(n), Some(_)) => {
-                n.metadata.labels.as_ref().is_some_and(|l| l.get(labels::INITIALIZED).is_some_and(|v| v == "true"))
-            }
-            (Some(_), None) => true,
-            (None, Some(c)) => c.is_true(COND_INITIALIZED),
-            (None, None) => false,
-        }
-    }
-
-    fn resources(list: Option<&BTreeMap<String, Quantity>>) -> Resources {
-        let mut r = Resources::default();
-        for (k, q) in list.into_iter().flatten() {
-            if let Ok(v) = parse_quantity(&q.0) {
-                r.set(k, v);
-            }
-        }
-        r
-    }
-
-    /// Allocatable, falling back to the NodeClaim's status for values the node doesn't report yet.
-    pub fn allocatable(&self) -> Resources {
-        let from_node = Self::resources(self.node.and_then(|n| n.status.as_ref()).and_then(|s| s.allocatable.as_ref()));
-        let from_claim = Self::resources(self.nodeclaim.and_then(|c| c.status.as_ref()).map(|s| &s.allocatable));
-        merge_zero(from_node, &from_claim)
-    }
-
-    pub fn capacity(&self) -> Resources {
-        let from_node = Self::resources(self.node.and_then(|n| n.status.as_ref()).and_then(|s| s.capacity.as_ref()));
-        let from_claim = Self::resources(self.nodeclaim.and_then(|c| c.status.as_ref()).map(|s| &s.capacity));
-        merge_zero(from_node, &from_claim)
-    }
-}
-
-fn merge_zero(mut a: Resources, b: &Resources) -> Resources {
-    for (k, v) in b.entries() {
-        if a.get(k) == 0 {
-            a.set_value(k, v);
-        }
-    }
-    a
-}
-
-/// Joins Nodes and NodeClaims by providerID (a Node without one is keyed by name).
-pub fn state_nodes<'a>(snap: &ClusterSnapshot<'a>) -> Vec<StateNode<'a>> {
-    let mut by_pid: BTreeMap<String, StateNode<'a>> = BTreeMap::new();
-    for c in snap.nodeclaims {
-        let key = c.provider_id().map(str::to_string).unwrap_or_else(|| format!("nodeclaim://{}", c.name()));
-        by_pid.insert(key, StateNode { node: None, nodeclaim: Some(c) });
-    }
-    for n in snap.nodes {
-        let key = match crate::engine::join::node_provider_id(n) {
-            Some(pid) => pid.to_string(),
-            None => format!("node://{}", n.metadata.name.as_deref().unwrap_or("")),
-        };
-        by_pid.entry(key).or_insert(StateNode { node: None, nodeclaim: None }).node = Some(n);
-    }
-    by_pid.into_values().collect()
 }
 
 /// The elementwise smallest (capacity, allocatable) among the instance types a NodeClaim may launch as.
@@ -596,7 +485,7 @@ impl ClusterState {
         policy: &LabelPolicy,
     ) -> ClusterState {
         let namespaces = namespaces_of(snap);
-        let state = state_nodes(snap);
+        let state = crate::engine::state::Nodes::of(snap);
         let mut node_labels = BTreeMap::new();
         let mut active: Vec<ExistingNode> = Vec::new();
         let mut deleting: BTreeSet<String> = BTreeSet::new();

@@ -2,9 +2,8 @@
 //! `static.deprovisioning` and `StaticDrift`: the counts they share, the node-limit reservation, the NodeClaim a
 //! static pool launches, and the order static scale-down takes nodes in. Pure: the controller decides with these.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 
-use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 
 use crate::engine::api::common::NodeSelectorRequirementWithMinValues;
@@ -15,6 +14,7 @@ use crate::engine::labels;
 use crate::engine::lifecycle::{duration_ms, time_ms};
 use crate::engine::provisioning::Millis;
 use crate::engine::resources::parse_quantity;
+use crate::engine::state::Nodes;
 use crate::engine::stored_pod::StoredPod;
 use crate::engine::termination::do_not_disrupt_active;
 
@@ -39,18 +39,16 @@ pub struct PoolCount {
     pub pending: i64,
 }
 
-pub use crate::engine::join::{node_of, nodes_by_provider};
-
 /// The pool's claims counted; `busy` are the nodes of disruption commands in flight or proposed.
 pub fn count<'a>(
     pool: &str,
     claims: impl Iterator<Item = &'a NodeClaim>,
-    nodes: &BTreeMap<&str, &Node>,
+    nodes: &Nodes<'_>,
     busy: &BTreeSet<String>,
 ) -> PoolCount {
     let mut c = PoolCount::default();
     for claim in claims.filter(|c| c.nodepool() == Some(pool)) {
-        let node = node_of(claim, nodes);
+        let node = nodes.node_of(claim.name());
         if claim.metadata.deletion_timestamp.is_some() || node.is_some_and(|n| n.metadata.deletion_timestamp.is_some())
         {
             c.deleting += 1;
@@ -158,8 +156,7 @@ fn lifetime_remaining(claim: &NodeClaim, now: Millis) -> f64 {
 pub fn scale_down_order<'a>(
     pool: &NodePool,
     claims: impl Iterator<Item = &'a NodeClaim>,
-    nodes: &BTreeMap<&str, &Node>,
-    pods_on: &BTreeMap<&str, Vec<&StoredPod>>,
+    nodes: &Nodes<'_>,
     busy: &BTreeSet<String>,
     excess: usize,
     now: Millis,
@@ -173,7 +170,7 @@ pub fn scale_down_order<'a>(
             unresolved.push(name);
             continue;
         }
-        let node = node_of(claim, nodes);
+        let node = nodes.node_of(claim.name());
         if node.is_some_and(|n| n.metadata.deletion_timestamp.is_some()) {
             continue;
         }
@@ -181,7 +178,7 @@ pub fn scale_down_order<'a>(
         if node_name.is_some_and(|n| busy.contains(n)) {
             continue;
         }
-        let pods: &[&StoredPod] = node_name.and_then(|n| pods_on.get(n)).map(Vec::as_slice).unwrap_or(&[]);
+        let pods: &[&StoredPod] = node_name.map_or(&[], |n| nodes.pods_on(n));
         let protected = pods.iter().any(|p| do_not_disrupt_active(p, now));
         if pods.iter().all(|p| is_daemonset_pod(p)) && !protected {
             empty.push(name);
@@ -229,7 +226,7 @@ mod tests {
         .expect("claim")
     }
 
-    fn node(name: &str) -> Node {
+    fn node(name: &str) -> k8s_openapi::api::core::v1::Node {
         serde_json::from_value(serde_json::json!({
             "metadata": {"name": name}, "spec": {"providerID": format!("kwok://{name}")}
         }))
@@ -261,7 +258,7 @@ mod tests {
         let claims =
             [claim("a", true, false), claim("b", true, true), claim("c", false, false), claim("d", true, false)];
         let nodes_list = [node("a"), node("b"), node("d")];
-        let nodes = nodes_by_provider(nodes_list.iter());
+        let nodes = Nodes::new(&nodes_list, &claims);
         let busy: BTreeSet<String> = ["d".to_string()].into();
         let c = count("fixed", claims.iter(), &nodes, &busy);
         assert_eq!(c, PoolCount { active: 2, deleting: 1, pending: 1 });
@@ -304,7 +301,6 @@ mod tests {
             claim("two-pods", true, false),
         ];
         let nodes_list = [node("busy"), node("guarded"), node("daemons-only"), node("two-pods")];
-        let nodes = nodes_by_provider(nodes_list.iter());
         let pods = [
             pod("w1", "busy", false, false),
             pod("w2", "two-pods", false, false),
@@ -312,13 +308,10 @@ mod tests {
             pod("g", "guarded", false, true),
             pod("ds", "daemons-only", true, false),
         ];
-        let mut pods_on: BTreeMap<&str, Vec<&StoredPod>> = BTreeMap::new();
-        for p in &pods {
-            pods_on.entry(p.node_name().unwrap_or_default()).or_default().push(p);
-        }
-        let order = scale_down_order(&p, claims.iter(), &nodes, &pods_on, &BTreeSet::new(), 5, T0 + 60_000);
+        let nodes = Nodes::new(&nodes_list, &claims).with_pods(&pods);
+        let order = scale_down_order(&p, claims.iter(), &nodes, &BTreeSet::new(), 5, T0 + 60_000);
         assert_eq!(order, ["unlaunched", "daemons-only", "busy", "two-pods", "guarded"]);
-        let first_two = scale_down_order(&p, claims.iter(), &nodes, &pods_on, &BTreeSet::new(), 2, T0 + 60_000);
+        let first_two = scale_down_order(&p, claims.iter(), &nodes, &BTreeSet::new(), 2, T0 + 60_000);
         assert_eq!(first_two, ["unlaunched", "daemons-only"]);
     }
 

@@ -40,9 +40,10 @@ use crate::engine::disruption::consolidation::Simulator;
 use crate::engine::disruption::{Blocker, Candidate, Context, DisruptionOptions, Reason};
 use crate::engine::drift::{self, Drift, DriftInput};
 use crate::engine::labels::{self, LabelPolicy};
-use crate::engine::provisioning::{ClusterSnapshot, ClusterState, Millis, Snapshot, state_nodes};
+use crate::engine::provisioning::{ClusterSnapshot, ClusterState, Millis, Snapshot};
 use crate::engine::resources::{CPU, describe_resource, parse_quantity};
 use crate::engine::scheduling::{self, Results, SchedulerOptions};
+use crate::engine::state::Nodes;
 
 /// The budget reasons a preview reports, in upstream's method order.
 pub const BUDGET_REASONS: [Reason; 3] = [Reason::Empty, Reason::Drifted, Reason::Underutilized];
@@ -457,7 +458,7 @@ fn drift_changes(
 ) -> (Vec<DriftedClaim>, Vec<String>, DriftCost) {
     let name = edited.name();
     let (mut drifted, mut undrifted) = (Vec::new(), Vec::new());
-    for s in state_nodes(&ctx.snap) {
+    for s in &Nodes::of(&ctx.snap) {
         let Some(claim) = s.nodeclaim else { continue };
         if claim.nodepool() != Some(name) || s.is_deleting() {
             continue;

@@ -653,10 +653,12 @@ impl Cache {
     /// do-not-disrupt, since what runs on them is unknown.
     pub fn manifests(&self) -> ClusterObjects {
         let unsafe_nodes: BTreeSet<&str> = self.unreadable_pods.values().map(String::as_str).collect();
-        let mut nodes = self.nodes.values();
+        let mut nodes = self.nodes.shared();
         for n in &mut nodes {
             if n.metadata.name.as_deref().is_some_and(|name| unsafe_nodes.contains(name)) {
-                n.metadata
+                // Copied only here: every other node is the cache's own, shared.
+                Arc::make_mut(n)
+                    .metadata
                     .annotations
                     .get_or_insert_default()
                     .insert(labels::ANNOTATION_DO_NOT_DISRUPT.to_string(), "true".to_string());
@@ -664,7 +666,7 @@ impl Cache {
         }
         ClusterObjects {
             nodepools: self.nodepools.values(),
-            nodeclaims: self.nodeclaims.values(),
+            nodeclaims: self.nodeclaims.shared(),
             nodeclasses: self.nodeclasses.values(),
             nodeoverlays: self.nodeoverlays.values(),
             capacitybuffers: self.capacitybuffers.values(),

@@ -128,8 +128,8 @@ fn build(
         None => (passes::disruption_pass_with(m, catalog, provisioning, now, gates).command, None),
     };
     let objects = Objects {
-        nodes: m.nodes.iter().collect(),
-        nodeclaims: m.nodeclaims.iter().collect(),
+        nodes: m.nodes.iter().map(|n| &**n).collect(),
+        nodeclaims: m.nodeclaims.iter().map(|c| &**c).collect(),
         pods: m.pods.iter().map(|p| &**p).collect(),
         nodepools: m.nodepools.iter().collect(),
         nodeoverlays: m.nodeoverlays.iter().collect(),
@@ -226,7 +226,7 @@ fn build(
         pending,
         packing_pass,
         buffers: engine.map(Controller::buffer_rows).unwrap_or_default(),
-        reservations: picture::reservation_rows(catalog, &m.nodes.iter().collect::<Vec<_>>()),
+        reservations: picture::reservation_rows(catalog, &m.nodes.iter().map(|n| &**n).collect::<Vec<_>>()),
         interruptions: &interruptions,
         events,
     })

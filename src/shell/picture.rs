@@ -226,11 +226,7 @@ pub fn fill_nodes(
     let NodeHealth { repair_policies, overlays } = health;
     let now = v.now;
     // Claims and nodes meet by provider id (a claim's status.nodeName is only set once it registers).
-    let claim_of_provider: BTreeMap<&str, &NodeClaim> = o
-        .nodeclaims
-        .iter()
-        .filter_map(|c| c.status.as_ref().and_then(|s| s.provider_id.as_deref()).map(|p| (p, *c)))
-        .collect();
+    let joined = crate::engine::state::Nodes::new(o.nodes.iter().copied(), o.nodeclaims.iter().copied());
     let mut claims_with_nodes = BTreeSet::new();
     for node in &o.nodes {
         let name = node.metadata.name.as_deref().unwrap_or_default();
@@ -241,8 +237,7 @@ pub fn fill_nodes(
         for p in pods {
             req.add(&requests(p));
         }
-        let provider = crate::engine::join::node_provider_id(node).unwrap_or("");
-        let claim = claim_of_provider.get(provider);
+        let claim = joined.claim_of(name);
         if let Some(c) = claim {
             claims_with_nodes.insert(c.name().to_string());
         }

@@ -36,11 +36,12 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference}
 use crate::engine::api::{EC2NodeClass, NodeClaim, NodePool};
 use crate::engine::labels;
 use crate::engine::manifests::ClusterObjects;
-use crate::engine::provisioning::{ClusterSnapshot, PodDigests, Snapshot, StateNode, pod_digests, state_nodes};
+use crate::engine::provisioning::{ClusterSnapshot, PodDigests, Snapshot, pod_digests};
 use crate::engine::requirements::Requirement;
 use crate::engine::scheduling::pod::{self, PodData};
 use crate::engine::scheduling::volumes::VolumeIndex;
 use crate::engine::scheduling::{ExistingNode, Input, SchedulerOptions, solve};
+use crate::engine::state::Nodes;
 use crate::engine::stored_pod::StoredPod;
 use crate::sim::replicas::Replicas;
 use crate::sim::watch::{Event, EventType, Versions, Watched};
@@ -387,13 +388,13 @@ impl Cluster {
             self.pod_templates.insert(key, o);
         }
         for o in &m.nodeclaims {
-            self.nodeclaims.insert(o.name().to_string(), o.clone());
+            self.nodeclaims.insert(o.name().to_string(), NodeClaim::clone(o));
         }
         for o in &m.nodeclasses {
             self.nodeclasses.insert(o.metadata.name.clone().unwrap_or_default(), o.clone());
         }
         for o in &m.nodes {
-            self.nodes.insert(o.metadata.name.clone().unwrap_or_default(), o.clone());
+            self.nodes.insert(o.metadata.name.clone().unwrap_or_default(), Node::clone(o));
         }
         for o in &m.pods {
             // The world's own copy, spec shared among the world's pods (see `StoredPod::unshared`).
@@ -476,8 +477,8 @@ impl Cluster {
     pub fn snapshot(&self) -> Snapshot {
         Snapshot {
             nodepools: self.nodepools.cloned_values(),
-            nodeclaims: self.nodeclaims.cloned_values(),
-            nodes: self.nodes.cloned_values(),
+            nodeclaims: self.nodeclaims.shared_values(),
+            nodes: self.nodes.shared_values(),
             pods: self.pods.values().cloned().collect(),
             daemonsets: self.daemonsets.cloned_values(),
             pdbs: self.pdbs.cloned_values(),
@@ -715,7 +716,7 @@ impl Cluster {
             .iter()
             .map(|n| (n.metadata.name.clone().unwrap_or_default(), n.metadata.labels.clone().unwrap_or_default()))
             .collect();
-        let states: Vec<StateNode<'_>> = state_nodes(&view);
+        let states = Nodes::of(&view);
         let mut existing = Vec::new();
         let mut node_labels = BTreeMap::new();
         for s in &states {
@@ -997,7 +998,7 @@ mod tests {
             let fresh = c.snapshot();
             let view = c.snapshot_into(m);
             assert!(view.pods.iter().eq(fresh.pods.iter().map(|p| &**p)));
-            assert!(view.nodes.iter().eq(&fresh.nodes));
+            assert!(view.nodes.iter().eq(fresh.nodes.iter().map(|n| &**n)));
         };
         same(&c, &mut mirror);
         let versions = mirror.pods.versions.clone();

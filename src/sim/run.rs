@@ -369,7 +369,7 @@ fn apply_event(w: &mut World, action: &Action) -> Result<(), String> {
                         let node = w.cluster.nodes.get_mut(&r.name).ok_or_else(missing)?;
                         node.metadata.deletion_timestamp.get_or_insert(lifecycle::ms_time(w.now));
                         // Deleting a Node deletes its NodeClaim too (node termination, step 1).
-                        let claim = crate::engine::join::claim_of(node, w.cluster.nodeclaims.values().map(|c| &**c));
+                        let claim = crate::engine::state::claim_of(node, w.cluster.nodeclaims.values().map(|c| &**c));
                         if let Some(name) = claim.map(|c| c.name().to_string()) {
                             w.delete_nodeclaim(&name, DeleteReason::GarbageCollected);
                         }

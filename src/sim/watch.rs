@@ -177,6 +177,11 @@ impl<K: Ord + Clone, V: Resource + Clone> Watched<K, V> {
         self.map.values().map(|o| V::clone(o)).collect()
     }
 
+    /// Every object, shared with the store, in key order.
+    pub fn shared_values(&self) -> Vec<Arc<V>> {
+        self.map.values().cloned().collect()
+    }
+
     /// Creates or replaces an object (`Added` or `Modified`). Returns the replaced object.
     pub fn insert(&mut self, key: K, mut object: V) -> Option<Arc<V>> {
         let rv = self.write();

@@ -82,9 +82,9 @@ pub fn state_key(m: &ClusterObjects) -> u64 {
 pub fn manifests(c: &Cluster) -> ClusterObjects {
     ClusterObjects {
         nodepools: c.nodepools.values().map(|o| (**o).clone()).collect(),
-        nodeclaims: c.nodeclaims.values().map(|o| (**o).clone()).collect(),
+        nodeclaims: c.nodeclaims.values().cloned().collect(),
         nodeclasses: c.nodeclasses.values().map(|o| (**o).clone()).collect(),
-        nodes: c.nodes.values().map(|o| (**o).clone()).collect(),
+        nodes: c.nodes.values().cloned().collect(),
         pods: c.pods.values().cloned().collect(),
         // As the live watch cache: the engine would otherwise add the Deployments' pods to the ones that exist.
         deployments: Vec::new(),

@@ -14,7 +14,8 @@ use crate::engine::labels;
 use crate::engine::lifecycle::{duration_ms, parse_rfc3339, time_ms};
 use crate::engine::objects::Objects;
 use crate::engine::pdb;
-use crate::engine::provisioning::{Millis, StateNode, is_currently_reschedulable, state_nodes};
+use crate::engine::provisioning::{Millis, is_currently_reschedulable};
+use crate::engine::state::{Nodes, StateNode};
 use crate::engine::stored_pod::StoredPod;
 use crate::engine::termination::do_not_disrupt_active;
 
@@ -226,15 +227,9 @@ pub fn survey(ctx: &Context<'_>) -> Survey {
     let mut out = Survey::default();
     let pools: BTreeMap<&str, &NodePool> = snap.nodepools.iter().map(|p| (p.name(), p)).collect();
     let pdbs = Pdbs::new(snap.pdbs, snap.pods);
-    // Only looked up by name, never iterated: a hash map keeps the per-pass cost of 10,000 pods down.
-    let mut pods_by_node: rustc_hash::FxHashMap<&str, Vec<&StoredPod>> = rustc_hash::FxHashMap::default();
-    for p in snap.pods {
-        if let Some(n) = p.bound_node() {
-            pods_by_node.entry(n).or_default().push(p);
-        }
-    }
     let no_labels = BTreeMap::new();
-    for s in state_nodes(snap) {
+    let state = Nodes::of(snap).with_pods(snap.pods);
+    for s in &state {
         let name = s.name();
         let (Some(node), Some(claim)) = (s.node, s.nodeclaim) else {
             if s.node.is_some() {
@@ -248,7 +243,7 @@ pub fn survey(ctx: &Context<'_>) -> Survey {
         if matches!(wait, Some(Blocker::ConsolidateAfter { .. })) {
             out.settling.insert(name.clone());
         }
-        let pods: &[&StoredPod] = pods_by_node.get(name.as_str()).map_or(&[], Vec::as_slice);
+        let pods: &[&StoredPod] = state.pods_on(&name);
         let active: Vec<&StoredPod> =
             pods.iter().copied().filter(|p| !is_terminal(p) && p.metadata.deletion_timestamp.is_none()).collect();
         let pool_cost: f64 = 1.0 + active.iter().map(|p| eviction_cost(p).max(0.0)).sum::<f64>();
@@ -280,7 +275,7 @@ pub fn survey(ctx: &Context<'_>) -> Survey {
             }
         }
 
-        let blocker = common_blocker(ctx, &s, &name, pool_name.as_deref(), &pools, initialized, deleting);
+        let blocker = common_blocker(ctx, s, &name, pool_name.as_deref(), &pools, initialized, deleting);
         let is_static = matches!(blocker, Some(Blocker::StaticNodePool));
         if let Some(b) = blocker {
             out.blocked.insert(name.clone(), b);

@@ -20,7 +20,7 @@ pub fn static_drift(ctx: &Context<'_>, survey: &Survey, left: &BTreeMap<String, 
     if drifted.is_empty() {
         return None;
     }
-    let nodes = sc::nodes_by_provider(ctx.snap.nodes.iter());
+    let nodes = crate::engine::state::Nodes::of(&ctx.snap);
     for (pool_name, mut list) in drifted {
         let Some(pool) = ctx.snap.nodepools.iter().find(|p| p.name() == pool_name) else { continue };
         let replicas = pool.spec.replicas.unwrap_or(0);
