@@ -14,10 +14,11 @@ use crate::engine::disruption::consolidation::Outlook;
 use crate::engine::disruption::gate::Mode;
 use crate::engine::manifests::ClusterObjects;
 use crate::engine::provisioning::{Millis, ProvisioningResult, is_provisionable};
+use crate::engine::state::Nodes;
 use crate::kube::cache::Problem;
 use crate::protocol::view::*;
 use crate::shell::passes;
-use crate::shell::picture::{self, Objects, PodsOn};
+use crate::shell::picture::{self, Objects};
 
 /// Who is looking, and why this instance observes rather than acts.
 #[derive(Debug, Clone, Default)]
@@ -136,7 +137,7 @@ fn build(
     };
 
     // Interruption notices the acting engine handled, newest first, with how far the replacement has come.
-    let interruptions = |pods_on: &PodsOn<'_>| {
+    let interruptions = |joined: &Nodes<'_>| {
         let nodes: BTreeSet<&str> = m.nodes.iter().filter_map(|n| n.metadata.name.as_deref()).collect();
         engine
             .iter()
@@ -147,7 +148,7 @@ fn build(
                 let progress = if !r.kind.deletes_nodeclaim() {
                     "informational only".to_string()
                 } else if node_alive {
-                    let left = r.node.as_deref().and_then(|n| pods_on.get(n)).map_or(0, Vec::len);
+                    let left = r.node.as_deref().map_or(0, |n| joined.pods_on(n).len());
                     format!("node draining, {left} pod(s) left")
                 } else {
                     "node gone".to_string()

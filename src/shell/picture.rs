@@ -21,6 +21,7 @@ use crate::engine::lifecycle::time_ms;
 use crate::engine::provisioning::Millis;
 use crate::engine::resources::{Resources, parse_quantity};
 use crate::engine::scheduling::pod::pod_requests;
+use crate::engine::state::Nodes;
 use crate::engine::stored_pod::StoredPod;
 use crate::protocol::view::*;
 
@@ -38,9 +39,6 @@ pub struct Objects<'a> {
 }
 
 pub use crate::controller::overlays::OverlayView as Overlays;
-
-/// Pods by the node they are bound to.
-pub type PodsOn<'a> = BTreeMap<&'a str, Vec<&'a StoredPod>>;
 
 /// Events kept in a picture.
 pub const MAX_EVENTS: usize = 500;
@@ -79,7 +77,7 @@ pub struct Input<'a> {
     /// Capacity reservations, by id.
     pub reservations: Vec<ReservationRow>,
     /// The interruption notices seen, newest first, given where the pods are now.
-    pub interruptions: &'a dyn Fn(&PodsOn<'_>) -> Vec<InterruptionRow>,
+    pub interruptions: &'a dyn Fn(&Nodes<'_>) -> Vec<InterruptionRow>,
     /// Events, in the order the pane shows them.
     pub events: Vec<EventRow>,
 }
@@ -135,17 +133,16 @@ pub fn build(input: Input<'_>) -> ClusterView {
             how: "held by this engine".into(),
         })
         .or_else(|| crate::shell::disruption_pause::status(&objects.nodepools));
-    let pods_on = pods_by_node(&objects.pods);
+    // The one join of the picture: nodes with their claims and pods.
+    let joined = Nodes::new(objects.nodes.iter().copied(), objects.nodeclaims.iter().copied())
+        .with_pods(objects.pods.iter().copied());
     let busy = orchestrator.map(disrupting).unwrap_or_default();
     let health = NodeHealth { repair_policies, overlays };
-    fill_nodes(&mut v, &objects, &pods_on, price, &busy, outlook, health);
+    fill_nodes(&mut v, &objects, &joined, price, &busy, outlook, health);
     fill_overlays(&mut v, &objects.nodeoverlays, overlays);
     v.reservations = reservations;
     if let Some(o) = orchestrator {
-        let nodes: BTreeSet<&str> = objects.nodes.iter().filter_map(|n| n.metadata.name.as_deref()).collect();
-        let ready: BTreeSet<&str> =
-            objects.nodeclaims.iter().filter(|c| c.is_true(COND_INITIALIZED)).map(|c| c.name()).collect();
-        fill_disruptions(&mut v, o, &pods_on, &|n| nodes.contains(n), &|c| ready.contains(c));
+        fill_disruptions(&mut v, o, &joined);
     }
     if let Some(cmd) = would_disrupt {
         let mut row = proposal_row(cmd, &format!("dry-run:{}", cmd.key()), now, ProposalState::DryRun);
@@ -155,7 +152,7 @@ pub fn build(input: Input<'_>) -> ClusterView {
     }
     fill_nodepools(&mut v, &objects.nodepools, overlays);
     v.pending = pending;
-    v.interruptions = interruptions(&pods_on);
+    v.interruptions = interruptions(&joined);
     events.truncate(MAX_EVENTS);
     v.events = events;
     v
@@ -193,17 +190,6 @@ pub fn catalog_price(catalog: &Catalog, node_labels: &BTreeMap<String, String>) 
         .map_or(0.0, |o| o.price)
 }
 
-/// The pods bound to each node.
-pub fn pods_by_node<'a>(pods: &[&'a StoredPod]) -> BTreeMap<&'a str, Vec<&'a StoredPod>> {
-    let mut out: BTreeMap<&str, Vec<&StoredPod>> = BTreeMap::new();
-    for p in pods {
-        if let Some(n) = p.node_name() {
-            out.entry(n).or_default().push(p);
-        }
-    }
-    out
-}
-
 /// What the v1.x controllers add to a node's row: node repair's verdict and NodeOverlay prices.
 #[derive(Clone, Copy)]
 pub struct NodeHealth<'a> {
@@ -217,7 +203,7 @@ pub struct NodeHealth<'a> {
 pub fn fill_nodes(
     v: &mut ClusterView,
     o: &Objects<'_>,
-    pods_on: &BTreeMap<&str, Vec<&StoredPod>>,
+    joined: &Nodes<'_>,
     price: &dyn Fn(&str, &BTreeMap<String, String>) -> f64,
     disrupting: &BTreeSet<String>,
     outlook: Option<&BTreeMap<String, Outlook>>,
@@ -226,13 +212,12 @@ pub fn fill_nodes(
     let NodeHealth { repair_policies, overlays } = health;
     let now = v.now;
     // Claims and nodes meet by provider id (a claim's status.nodeName is only set once it registers).
-    let joined = crate::engine::state::Nodes::new(o.nodes.iter().copied(), o.nodeclaims.iter().copied());
     let mut claims_with_nodes = BTreeSet::new();
     for node in &o.nodes {
         let name = node.metadata.name.as_deref().unwrap_or_default();
         let labels_of = node.metadata.labels.clone().unwrap_or_default();
         let alloc = node.status.as_ref().and_then(|s| s.allocatable.as_ref());
-        let pods = pods_on.get(name).map(Vec::as_slice).unwrap_or(&[]);
+        let pods = joined.pods_on(name);
         let mut req = Resources::default();
         for p in pods {
             req.add(&requests(p));
@@ -582,15 +567,12 @@ pub fn proposal_row(cmd: &Command, id: &str, at: Millis, state: ProposalState) -
 }
 
 /// The Disruptions pane and the header's savings from the disruption controller's records, the same for every
-/// backend: open proposals first, then the rest newest first. `nodes` says whether a node still exists, `claim_ready`
-/// whether a NodeClaim is initialized (a started command's replacements).
-pub fn fill_disruptions(
-    v: &mut ClusterView,
-    orchestrator: &Orchestrator,
-    pods_on: &BTreeMap<&str, Vec<&StoredPod>>,
-    node_exists: &dyn Fn(&str) -> bool,
-    claim_ready: &dyn Fn(&str) -> bool,
-) {
+/// backend: open proposals first, then the rest newest first. `joined` says which nodes still exist, with their
+/// pods, and which NodeClaims are initialized (a started command's replacements).
+pub fn fill_disruptions(v: &mut ClusterView, orchestrator: &Orchestrator, joined: &Nodes<'_>) {
+    let node_exists = |n: &str| joined.by_node(n).is_some();
+    let claim_ready =
+        |c: &str| joined.by_claim(c).and_then(|s| s.nodeclaim).is_some_and(|c| c.is_true(COND_INITIALIZED));
     for r in orchestrator.records.iter().rev() {
         let mut row = proposal_row(&r.command, &r.id, r.at, r.state.phase());
         row.detail = r.state.reason().map(str::to_string);
@@ -607,7 +589,7 @@ pub fn fill_disruptions(
                 .node_names()
                 .iter()
                 .filter(|n| node_exists(n))
-                .map(|n| format!("{n} ({} pods left)", pods_on.get(n.as_str()).map_or(0, Vec::len)))
+                .map(|n| format!("{n} ({} pods left)", joined.pods_on(n).len()))
                 .collect();
             parts.push(if draining.is_empty() {
                 "candidates gone".into()
