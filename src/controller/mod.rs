@@ -165,6 +165,10 @@ pub struct Controller {
     /// solve puts each pod back there first (`SchedulerOptions::hints`), so claims packed tightly for their pods get
     /// them again instead of launching more.
     placements: Arc<BTreeMap<String, String>>,
+    /// What the API server named the claims a solve called by placeholder (`None`: never created), not yet carried
+    /// into `placements`: a launching pass creates thousands, and renaming each through every placement was most of
+    /// a cost-packing run at 20,000 pods. Carried in one pass before `placements` is next read.
+    renamed: BTreeMap<String, Option<String>>,
 }
 
 /// An interruption notice as operators see it.
@@ -272,6 +276,7 @@ impl Controller {
             last_solve: None,
             last_outlook: None,
             placements: Arc::default(),
+            renamed: BTreeMap::new(),
         }
     }
 
@@ -577,12 +582,10 @@ impl Controller {
 
     /// Drops what it kept to avoid doing things twice once the cache shows them done (or they timed out).
     fn forget_settled(&mut self, s: &ClusterSnapshot<'_>, now: Millis) {
-        let claim_names: BTreeSet<&str> = s.nodeclaims.iter().map(|c| c.name()).collect();
-        self.created.retain(|n, at| !claim_names.contains(n.as_str()) && now - *at < CREATE_SETTLE);
-        self.launching.retain(|n, at| {
-            let visible = s.nodeclaims.iter().any(|c| c.name() == n && c.provider_id().is_some());
-            claim_names.contains(n.as_str()) && !visible && now - *at < LAUNCH_SETTLE
-        });
+        // Each claim's name, and whether its launch shows (a provider id).
+        let claims: BTreeMap<&str, bool> = s.nodeclaims.iter().map(|c| (c.name(), c.provider_id().is_some())).collect();
+        self.created.retain(|n, at| !claims.contains_key(n.as_str()) && now - *at < CREATE_SETTLE);
+        self.launching.retain(|n, at| claims.get(n.as_str()) == Some(&false) && now - *at < LAUNCH_SETTLE);
         self.nominated.retain(|_, until| *until > now);
         let deleting: BTreeSet<&str> = s
             .nodeclaims
@@ -979,6 +982,7 @@ impl Controller {
         if self.packing != Packing::Cost {
             return;
         }
+        self.carry_renames();
         let mut map = (*self.placements).clone();
         for p in &result.results.existing {
             for &i in &p.pods {
@@ -994,20 +998,41 @@ impl Controller {
         self.placements = Arc::new(map);
     }
 
-    /// A claim the solve called `placeholder` was created as `name` (or not at all).
+    /// A claim the solve called `placeholder` was created as `name` (or not at all). Noted, and carried into the
+    /// placements before they are next read ([`Controller::carry_renames`]).
     fn rename_placements(&mut self, placeholder: &str, name: Option<&str>) {
-        if !self.placements.values().any(|v| v == placeholder) {
+        if self.placements.is_empty() {
+            return;
+        }
+        // The first answer for a placeholder stands, as when each was carried at once: a later one finds no
+        // placement left under the placeholder.
+        self.renamed.entry(placeholder.to_string()).or_insert_with(|| name.map(str::to_string));
+    }
+
+    /// The noted renames, carried into the placements in one pass: pods placed on a claim that was never created
+    /// are forgotten, the others follow their claim's name. Placeholders and API-server names never coincide
+    /// (`hostname-placeholder-NNNN` against a NodePool name and a five-character suffix), so the order of the
+    /// renames does not matter.
+    fn carry_renames(&mut self) {
+        if self.renamed.is_empty() {
+            return;
+        }
+        let renamed = std::mem::take(&mut self.renamed);
+        if !self.placements.values().any(|v| renamed.contains_key(v)) {
             return;
         }
         let map = Arc::make_mut(&mut self.placements);
-        map.retain(|_, v| v != placeholder || name.is_some());
-        for v in map.values_mut().filter(|v| *v == placeholder) {
-            *v = name.unwrap_or_default().to_string();
+        map.retain(|_, v| !matches!(renamed.get(v.as_str()), Some(None)));
+        for v in map.values_mut() {
+            if let Some(Some(name)) = renamed.get(v.as_str()) {
+                v.clone_from(name);
+            }
         }
     }
 
     /// Drops placements whose pod bound or went, or whose claim went; all of them under upstream packing.
     fn forget_placements(&mut self, m: &ClusterSnapshot<'_>) {
+        self.carry_renames();
         if self.placements.is_empty() {
             return;
         }
@@ -1647,5 +1672,30 @@ mod tests {
         let mut pdb = served.clone();
         pdb.pdbs[0].metadata.resource_version = Some("101".into());
         assert_ne!(state_key(&pdb.view()), at);
+    }
+
+    #[test]
+    fn created_claims_carry_their_placements_and_uncreated_ones_drop_them() {
+        let settings = Settings { packing: Packing::Cost, ..Settings::default() };
+        let catalog = Arc::new(crate::engine::catalog::kwok::kwok_catalog("us-east-1"));
+        let mut c = Controller::with_settings(catalog, settings, 0);
+        let placed = |pairs: &[(&str, &str)]| -> BTreeMap<String, String> {
+            pairs.iter().map(|(p, at)| (p.to_string(), at.to_string())).collect()
+        };
+        c.placements = Arc::new(placed(&[
+            ("p1", "hostname-placeholder-0001"),
+            ("p2", "hostname-placeholder-0001"),
+            ("p3", "hostname-placeholder-0002"),
+            ("p4", "default-x1y2z"),
+        ]));
+        c.rename_placements("hostname-placeholder-0001", Some("default-abcde"));
+        c.rename_placements("hostname-placeholder-0002", None);
+        // A second answer for a placeholder already answered changes nothing, as the first took its pods.
+        c.rename_placements("hostname-placeholder-0001", Some("default-zzzzz"));
+        c.rename_placements("hostname-placeholder-0009", Some("default-nopod"));
+        c.carry_renames();
+        let want = placed(&[("p1", "default-abcde"), ("p2", "default-abcde"), ("p4", "default-x1y2z")]);
+        assert_eq!(*c.placements, want);
+        assert!(c.renamed.is_empty(), "carried once");
     }
 }

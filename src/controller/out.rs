@@ -44,8 +44,15 @@ impl Out {
     /// Node updates go first: a node is tainted before replacements are created for it or its pods are evicted.
     pub(super) fn finish(self, m: &ClusterSnapshot<'_>) -> Vec<Effect> {
         let mut effects: Vec<Effect> = Vec::with_capacity(self.effects.len() + self.nodes.len() + self.claims.len());
+        // Looked up by name once per written object: a launching tick writes thousands of claims' statuses, and a
+        // scan of every claim for each was a fifth of a 20,000-pod run.
+        let nodes: rustc_hash::FxHashMap<&str, &Node> = if self.nodes.is_empty() {
+            Default::default()
+        } else {
+            m.nodes.iter().filter_map(|n| Some((n.metadata.name.as_deref()?, n))).collect()
+        };
         for (name, w) in &self.nodes {
-            if let Some(before) = m.nodes.iter().find(|n| n.metadata.name.as_deref() == Some(name.as_str()))
+            if let Some(before) = nodes.get(name.as_str())
                 && let Some(e) = node_update(before, w)
             {
                 effects.push(e);
@@ -62,8 +69,10 @@ impl Out {
             }
             effects.push(e);
         }
+        let before: rustc_hash::FxHashMap<&str, &NodeClaim> =
+            if claims.is_empty() { Default::default() } else { m.nodeclaims.iter().map(|c| (c.name(), c)).collect() };
         for (name, c) in claims {
-            let before = m.nodeclaims.iter().find(|x| x.name() == name).and_then(|x| x.status.as_ref());
+            let before = before.get(name.as_str()).and_then(|x| x.status.as_ref());
             if let Some(status) = c.status
                 && before != Some(&status)
             {
