@@ -167,7 +167,8 @@ pub struct Controller {
     placements: Arc<BTreeMap<String, String>>,
     /// What the API server named the claims a solve called by placeholder (`None`: never created), not yet carried
     /// into `placements`: a launching pass creates thousands, and renaming each through every placement was most of
-    /// a cost-packing run at 20,000 pods. Carried in one pass before `placements` is next read.
+    /// a cost-packing run at 20,000 pods. Carried in one pass before the next solve; reads in between ask
+    /// [`Controller::placement`], which applies them.
     renamed: BTreeMap<String, Option<String>>,
 }
 
@@ -999,7 +1000,7 @@ impl Controller {
     }
 
     /// A claim the solve called `placeholder` was created as `name` (or not at all). Noted, and carried into the
-    /// placements before they are next read ([`Controller::carry_renames`]).
+    /// placements before the next solve ([`Controller::carry_renames`]).
     fn rename_placements(&mut self, placeholder: &str, name: Option<&str>) {
         if self.placements.is_empty() {
             return;
@@ -1007,6 +1008,15 @@ impl Controller {
         // The first answer for a placeholder stands, as when each was carried at once: a later one finds no
         // placement left under the placeholder.
         self.renamed.entry(placeholder.to_string()).or_insert_with(|| name.map(str::to_string));
+    }
+
+    /// Where the latest solve placed the pod with `uid`, with the renames not carried yet applied.
+    fn placement(&self, uid: &str) -> Option<&str> {
+        let at = self.placements.get(uid)?;
+        match self.renamed.get(at) {
+            Some(name) => name.as_deref(),
+            None => Some(at),
+        }
     }
 
     /// The noted renames, carried into the placements in one pass: pods placed on a claim that was never created
@@ -1693,7 +1703,11 @@ mod tests {
         // A second answer for a placeholder already answered changes nothing, as the first took its pods.
         c.rename_placements("hostname-placeholder-0001", Some("default-zzzzz"));
         c.rename_placements("hostname-placeholder-0009", Some("default-nopod"));
+        // Read before they are carried, placements already follow the renames.
+        let read = |c: &Controller| ["p1", "p2", "p3", "p4"].map(|p| c.placement(p).map(str::to_string));
+        let before = read(&c);
         c.carry_renames();
+        assert_eq!(before, read(&c));
         let want = placed(&[("p1", "default-abcde"), ("p2", "default-abcde"), ("p4", "default-x1y2z")]);
         assert_eq!(*c.placements, want);
         assert!(c.renamed.is_empty(), "carried once");

@@ -44,11 +44,11 @@ impl Controller {
             })
             .collect();
         for p in m.pods.iter().filter(|p| p.bound_node().is_none() && live(&p.metadata)) {
-            let Some(at) = p.metadata.uid.as_deref().and_then(|uid| self.placements.get(uid)) else { continue };
+            let Some(at) = p.metadata.uid.as_deref().and_then(|uid| self.placement(uid)) else { continue };
             // A placement names a claim, or the Node a registered claim became (`forget_placements`).
-            let node = match claims.get(at.as_str()) {
+            let node = match claims.get(at) {
                 Some(node) => *node,
-                None => nodes.get(at.as_str()).copied(),
+                None => nodes.get(at).copied(),
             };
             let (Some(node), Some(name)) = (node, p.metadata.name.clone()) else { continue };
             if p.status.as_ref().and_then(|s| s.nominated_node_name.as_deref()) == Some(node) {
