@@ -834,7 +834,8 @@ impl Controller {
                 | Blocker::UninitializedDestination { .. } => "Unconsolidatable",
                 _ => continue,
             };
-            let Some(n) = m.nodes.iter().find(|n| n.metadata.name.as_deref() == Some(node.as_str())) else { continue };
+            let Some(joined) = nodes.by_node(node) else { continue };
+            let Some(n) = joined.node else { continue };
             if !self.ours(state::node_provider_id(n)) {
                 continue;
             }
@@ -848,7 +849,7 @@ impl Controller {
                 ..Default::default()
             };
             self.event(node_ref, false, reason, message.clone(), now, out);
-            if let Some(c) = nodes.claim_of(node) {
+            if let Some(c) = joined.nodeclaim {
                 let claim_ref = ObjectReference {
                     kind: Some("NodeClaim".into()),
                     api_version: Some("karpenter.sh/v1".into()),
