@@ -328,6 +328,8 @@ fn live_dashboard_bench(c: &mut Criterion) {
         clock: "live".into(),
         gates: Default::default(),
         packing: Default::default(),
+        version: Default::default(),
+        version_source: String::new(),
     };
     let m = Arc::new(cache.lock().unwrap().manifests());
     let view = Arc::new(picture(&m, &catalog, now, &info, &[], 1, None));

@@ -12,10 +12,14 @@ if ! command -v tmux >/dev/null 2>&1; then
     $SUDO apt-get update -qq && $SUDO apt-get install -y -qq tmux
 fi
 
-if [ ! -x .venv/bin/moto_server ]; then
-    echo "== installing moto[server] into .venv (the AWS tests run the SDK against it)"
+# One moto release: the AWS tests compare its instance-type data with the embedded catalog's, and each release
+# refreshes that data (5.2.6 changed some types' zones and network bandwidth).
+MOTO_VERSION=5.2.5
+if ! .venv/bin/python -c "import importlib.metadata as m, sys; sys.exit(m.version('moto') != '$MOTO_VERSION')" \
+    2>/dev/null || [ ! -x .venv/bin/moto_server ]; then
+    echo "== installing moto[server] $MOTO_VERSION into .venv (the AWS tests run the SDK against it)"
     python3 -m venv .venv
-    .venv/bin/pip install --quiet --disable-pip-version-check 'moto[server]>=5,<6'
+    .venv/bin/pip install --quiet --disable-pip-version-check "moto[server]==$MOTO_VERSION"
 fi
 export MOTO_SERVER="$PWD/.venv/bin/moto_server"
 

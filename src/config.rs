@@ -72,6 +72,11 @@ pub struct Config {
     /// the parse, at its line and column.
     #[serde(default, deserialize_with = "packing_strategy")]
     pub packing: Option<crate::engine::packing::Packing>,
+    /// Whose decisions and validation to follow on a live cluster: `"1.14"` or `"1.15"`; `--karpenter-version`
+    /// overrides it, and without either the version of the upstream Karpenter found in the cluster applies (else
+    /// the newest modelled). An unknown version fails the parse, at its line and column.
+    #[serde(default)]
+    pub karpenter_version: Option<crate::engine::version::KarpenterVersion>,
     /// Label keys the Nodes & NodeClaims pane shows as columns of their own; `--extra-labels` replaces them.
     #[serde(default)]
     pub extra_labels: Vec<String>,

@@ -9,6 +9,7 @@ use karpenter_tui::cli::args::{Cli, Command, LogArgs, Output, Source, UiArgs};
 use karpenter_tui::cli::logging;
 use karpenter_tui::engine::catalog::report;
 use karpenter_tui::engine::disruption::gate::Mode;
+use karpenter_tui::engine::version::KarpenterVersion;
 
 fn run(mut cli: Cli) -> anyhow::Result<ExitCode> {
     let command = match cli.command.take().or_else(|| cli.sim_as_demo()) {
@@ -110,7 +111,19 @@ fn run(mut cli: Cli) -> anyhow::Result<ExitCode> {
                 Output::Table => emit(&report::catalog_table(&catalog)),
             }
         }
-        Command::Plan { file, kube, source, cloud, profile, region, output, feature_gates, packing, log } => {
+        Command::Plan {
+            file,
+            kube,
+            source,
+            cloud,
+            profile,
+            region,
+            output,
+            feature_gates,
+            packing,
+            karpenter_version,
+            log,
+        } => {
             // Stdout is the plan; stderr says what went wrong on the way (a watch failing, prices not readable).
             logging::to_stderr(log.log_format, tracing::Level::WARN);
             let gates = match karpenter_tui::controller::settings::FeatureGates::default()
@@ -123,7 +136,8 @@ fn run(mut cli: Cli) -> anyhow::Result<ExitCode> {
                 }
             };
             // Bad YAML is said before minutes are spent discovering instance types.
-            let manifests = match file.as_deref().map(cli::plan::load) {
+            let file_version = karpenter_version.unwrap_or(KarpenterVersion::NEWEST);
+            let manifests = match file.as_deref().map(|f| cli::plan::load(f, file_version)) {
                 None => None,
                 Some(Ok(m)) => Some(m),
                 Some(Err(e)) => {
@@ -140,8 +154,8 @@ fn run(mut cli: Cli) -> anyhow::Result<ExitCode> {
             };
             let packing = packing.map(Into::into).unwrap_or_default();
             match manifests {
-                None => plan_live(&kube, &catalog, output, gates, packing),
-                Some(m) => plan_manifests(&m, &catalog, output, gates, packing),
+                None => plan_live(&kube, &catalog, output, gates, packing, karpenter_version),
+                Some(m) => plan_manifests(&m, &catalog, output, gates, packing, file_version),
             }
         }
     }
@@ -153,13 +167,14 @@ fn plan_live(
     output: Output,
     gates: karpenter_tui::controller::settings::FeatureGates,
     packing: karpenter_tui::engine::packing::Packing,
+    version: Option<KarpenterVersion>,
 ) -> anyhow::Result<ExitCode> {
     let format = match output {
         Output::Json => cli::live::PlanOutput::Json,
         Output::Table => cli::live::PlanOutput::Table,
     };
     let timeout = std::time::Duration::from_secs(kube.sync_timeout_secs);
-    match cli::live::plan(&kube.connect(false), catalog, timeout, format, gates, packing) {
+    match cli::live::plan(&kube.connect(false), catalog, timeout, format, gates, packing, version) {
         Ok(text) => emit(&text),
         Err(e) => {
             eprintln!("error: {e:#}");
@@ -174,6 +189,7 @@ fn plan_manifests(
     output: Output,
     gates: karpenter_tui::controller::settings::FeatureGates,
     packing: karpenter_tui::engine::packing::Packing,
+    version: KarpenterVersion,
 ) -> anyhow::Result<ExitCode> {
     let result = cli::plan::plan_packed(manifests, catalog, gates, packing);
     let now = chrono::Utc::now().timestamp_millis();
@@ -185,6 +201,7 @@ fn plan_manifests(
         Output::Json => {
             let mut v = cli::plan::to_json(manifests, &result);
             if let Some(map) = v.as_object_mut() {
+                map.insert("karpenterVersion".into(), serde_json::json!(version));
                 map.insert("packing".into(), cli::plan::packing_json(&packed, packing));
                 map.insert("disruption".into(), cli::plan::disruption_json(&pass, &outlook));
                 map.insert("notes".into(), serde_json::json!(notes));
@@ -192,7 +209,7 @@ fn plan_manifests(
             emit(&format!("{}\n", serde_json::to_string_pretty(&v)?))
         }
         Output::Table => emit(&format!(
-            "{}{}{}{}",
+            "{}Karpenter {version} decisions\n\n{}{}{}",
             cli::plan::notes_table(&notes),
             cli::plan::to_table(&result),
             cli::plan::packing_table(&packed, packing),

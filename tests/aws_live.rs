@@ -68,6 +68,7 @@ async fn cloud_aws_prepares_acts_and_writes_the_nodeclass_status() {
         settings: Default::default(),
         feature_gates: None,
         packing: None,
+        karpenter_version: None,
         takeover: true,
         lease_namespace: "kube-system".into(),
     };

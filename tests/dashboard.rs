@@ -313,12 +313,18 @@ fn the_help_lists_packing_and_a_narrow_header_keeps_leadership_first() {
         key(&mut s, '?');
         let help = screen(&s, 120, 200);
         assert_eq!(help.contains(":packing cost") && help.contains(":packing upstream"), !readonly, "{help}");
+        assert!(help.contains("Karpenter 1.15 decisions: the scenario's settings.karpenterVersion"), "{help}");
     }
     let s = app(view_at(180), true);
     let narrow = screen(&s, 80, 24);
     let header = narrow.lines().next().expect("a header line");
     assert!(header.contains("READ-ONLY"), "{header}");
-    assert!(screen(&s, 160, 45).lines().next().is_some_and(|l| l.contains("APPROVE  packing: upstream  acting")));
+    assert!(
+        screen(&s, 160, 45)
+            .lines()
+            .next()
+            .is_some_and(|l| l.contains("APPROVE  packing: upstream · karpenter 1.15  acting"))
+    );
 }
 
 #[test]

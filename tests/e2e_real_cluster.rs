@@ -217,6 +217,7 @@ async fn scenario(client: kube::Client, connect: ConnectOptions, ns: String, poo
         settings: Default::default(),
         feature_gates: None,
         packing: None,
+        karpenter_version: None,
         takeover: true,
         lease_namespace: ns.clone(),
     };

@@ -712,6 +712,85 @@ async fn upstream_karpenter_is_detected_by_its_lease_or_its_deployment() {
     assert_eq!(upstream::detect(&fake.client()).await, None);
 }
 
+/// Upstream Karpenter's Deployment as its Helm chart installs it and an API server returns it (managedFields,
+/// defaults, status), running `image`.
+fn chart_deployment(image: &str, chart_version: &str, ready: i64) -> Value {
+    json!({"apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": "karpenter", "namespace": "kube-system", "generation": 3,
+            "uid": "0b6f8a51-3c2e-4d7a-9a0e-5f1c2d3e4f50", "creationTimestamp": "2026-10-24T08:12:40Z",
+            "labels": {"helm.sh/chart": format!("karpenter-{chart_version}"), "app.kubernetes.io/name": "karpenter",
+                "app.kubernetes.io/instance": "karpenter", "app.kubernetes.io/version": chart_version,
+                "app.kubernetes.io/managed-by": "Helm"},
+            "annotations": {"deployment.kubernetes.io/revision": "3", "meta.helm.sh/release-name": "karpenter",
+                "meta.helm.sh/release-namespace": "kube-system"},
+            "managedFields": [{"manager": "helm", "operation": "Update", "apiVersion": "apps/v1",
+                "time": "2026-10-24T08:12:40Z", "fieldsType": "FieldsV1", "fieldsV1": {"f:spec": {"f:replicas": {}}}}]},
+        "spec": {"replicas": 2, "revisionHistoryLimit": 10, "progressDeadlineSeconds": 600,
+            "selector": {"matchLabels": {"app.kubernetes.io/name": "karpenter", "app.kubernetes.io/instance": "karpenter"}},
+            "strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 1, "maxSurge": "25%"}},
+            "template": {
+                "metadata": {"labels": {"app.kubernetes.io/name": "karpenter", "app.kubernetes.io/instance": "karpenter"}},
+                "spec": {"serviceAccountName": "karpenter", "priorityClassName": "system-cluster-critical",
+                    "dnsPolicy": "ClusterFirst", "restartPolicy": "Always", "schedulerName": "default-scheduler",
+                    "securityContext": {"fsGroup": 65532}, "terminationGracePeriodSeconds": 30,
+                    "nodeSelector": {"kubernetes.io/os": "linux"},
+                    "tolerations": [{"key": "CriticalAddonsOnly", "operator": "Exists"}],
+                    "containers": [{"name": "controller", "image": image, "imagePullPolicy": "IfNotPresent",
+                        "securityContext": {"runAsUser": 65532, "runAsGroup": 65532, "runAsNonRoot": true,
+                            "allowPrivilegeEscalation": false, "readOnlyRootFilesystem": true,
+                            "capabilities": {"drop": ["ALL"]}},
+                        "env": [{"name": "KUBERNETES_MIN_VERSION", "value": "1.19.0-0"},
+                            {"name": "KARPENTER_SERVICE", "value": "karpenter"},
+                            {"name": "FEATURE_GATES", "value": "ReservedCapacity=true,SpotToSpotConsolidation=false,NodeRepair=false"},
+                            {"name": "BATCH_MAX_DURATION", "value": "10s"}, {"name": "BATCH_IDLE_DURATION", "value": "1s"},
+                            {"name": "CLUSTER_NAME", "value": "prod"},
+                            {"name": "SYSTEM_NAMESPACE", "valueFrom": {"fieldRef": {"apiVersion": "v1", "fieldPath": "metadata.namespace"}}}],
+                        "ports": [{"name": "http-metrics", "containerPort": 8080, "protocol": "TCP"},
+                            {"name": "http", "containerPort": 8081, "protocol": "TCP"}],
+                        "livenessProbe": {"httpGet": {"path": "/healthz", "port": "http", "scheme": "HTTP"},
+                            "initialDelaySeconds": 30, "timeoutSeconds": 30, "periodSeconds": 10,
+                            "successThreshold": 1, "failureThreshold": 3},
+                        "resources": {}, "terminationMessagePath": "/dev/termination-log",
+                        "terminationMessagePolicy": "File"}]}}},
+        "status": {"observedGeneration": 3, "replicas": 2, "updatedReplicas": 2, "readyReplicas": ready,
+            "availableReplicas": ready,
+            "conditions": [{"type": "Available", "status": "True", "reason": "MinimumReplicasAvailable",
+                "message": "Deployment has minimum availability.", "lastUpdateTime": "2026-10-24T08:13:10Z",
+                "lastTransitionTime": "2026-10-24T08:13:10Z"}]}})
+}
+
+#[tokio::test]
+async fn the_karpenter_version_is_the_one_the_clusters_deployment_runs() {
+    use karpenter_tui::cli::live_dashboard::resolve_version;
+    use karpenter_tui::engine::version::KarpenterVersion;
+    let fake = FakeApi::start().await;
+    assert_eq!(upstream::detect_version(&fake.client()).await, None);
+    assert_eq!(resolve_version(None, None).0, KarpenterVersion::V1_15, "no upstream Karpenter: the newest");
+
+    let image = "public.ecr.aws/karpenter/controller:1.14.3@sha256:6a1b0c4d5e6f7a8b9c0d1e2f3a4b5c6d7e8f9a0b";
+    fake.put("apis/apps/v1/deployments", chart_deployment(image, "1.14.3", 2));
+    let found = upstream::detect_version(&fake.client()).await.expect("detected");
+    assert_eq!((found.version, found.release.as_str()), (KarpenterVersion::V1_14, "1.14.3"));
+    assert_eq!(found.deployment, "kube-system/karpenter");
+    let (v, why) = resolve_version(None, Some(found.clone()));
+    assert_eq!(v, KarpenterVersion::V1_14);
+    assert!(why.contains("kube-system/karpenter runs Karpenter 1.14.3"), "{why}");
+    // Chosen by flag or config, the choice holds, and says what the cluster runs.
+    let (v, why) = resolve_version(Some(KarpenterVersion::V1_15), Some(found));
+    assert_eq!(v, KarpenterVersion::V1_15);
+    assert!(why.contains("as set") && why.contains("1.14.3"), "{why}");
+
+    // Scaled to zero, the Deployment still says what the cluster was set up for.
+    let image = "public.ecr.aws/karpenter/controller:1.15.1@sha256:6a1b0c4d5e6f7a8b9c0d1e2f3a4b5c6d7e8f9a0b";
+    fake.put("apis/apps/v1/deployments", chart_deployment(image, "1.15.1", 0));
+    let found = upstream::detect_version(&fake.client()).await.expect("detected");
+    assert_eq!((found.version, found.release.as_str()), (KarpenterVersion::V1_15, "1.15.1"));
+
+    let forbidden = status(403, "Forbidden", "no");
+    fake.script("GET", "/apis/apps/v1/deployments", false, 403, forbidden, None);
+    assert_eq!(upstream::detect_version(&fake.client()).await, None, "a list we may not make finds nothing");
+}
+
 /// The collection path of each kind the watches read, cluster-wide.
 fn collection(kind: Kind) -> String {
     let ar = kind.api_resource();
@@ -1112,6 +1191,7 @@ async fn the_live_backend_switches_kubeconfig_contexts_in_place() {
         settings: Default::default(),
         feature_gates: None,
         packing: None,
+        karpenter_version: None,
         takeover: false,
         lease_namespace: "kube-system".into(),
     };

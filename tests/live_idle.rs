@@ -121,6 +121,8 @@ async fn an_acting_dashboard_sleeps_until_its_controller_needs_it_and_acts_on_a_
             clock: "live".into(),
             gates: Default::default(),
             packing: Default::default(),
+            version: Default::default(),
+            version_source: String::new(),
         },
         acting: Some(Acting::new(
             Controller::new(catalog.clone(), Mode::Approve, now),

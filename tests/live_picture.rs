@@ -38,6 +38,8 @@ fn info() -> LiveInfo {
         clock: "live".into(),
         gates: Default::default(),
         packing: Default::default(),
+        version: Default::default(),
+        version_source: String::new(),
     }
 }
 

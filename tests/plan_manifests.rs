@@ -59,15 +59,32 @@ fn a_whole_application_plans_its_workloads_and_notes_the_rest() {
     assert_eq!(by_workload(&placed), want, "{placed:?}");
     assert!(placed.contains(&"shop/postgres-0".to_string()) && placed.contains(&"shop/postgres-1".to_string()));
 
-    // The human form: the notes first, then the plan.
+    assert_eq!(v["karpenterVersion"], "1.15", "the newest modelled, unless --karpenter-version says");
+
+    // The human form: the notes first, then whose decisions, then the plan.
     let (table, _) = plan(&[]);
-    let expected = format!("NOTES\n{}\n\n8 pods considered: 8 on new NodeClaims", NOTES.join("\n"));
+    let expected =
+        format!("NOTES\n{}\n\nKarpenter 1.15 decisions\n\n8 pods considered: 8 on new NodeClaims", NOTES.join("\n"));
     assert!(table.starts_with(&expected), "{table}");
+    let (table, _) = plan(&["--karpenter-version", "1.14"]);
+    assert!(table.contains("Karpenter 1.14 decisions"), "{table}");
+}
+
+#[test]
+fn an_unknown_karpenter_version_is_refused_naming_the_flag() {
+    let out = Command::new(env!("CARGO_BIN_EXE_karpenter-tui"))
+        .args(["plan", "--file", FILE, "--karpenter-version", "1.13"])
+        .output()
+        .expect("runs");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("--karpenter-version") && stderr.contains("1.14 or 1.15"), "{stderr}");
 }
 
 #[test]
 fn the_whole_application_gets_its_priorities_and_claims() {
-    let m = karpenter_tui::cli::plan::load(FILE).expect("loads");
+    let m =
+        karpenter_tui::cli::plan::load(FILE, karpenter_tui::engine::version::KarpenterVersion::NEWEST).expect("loads");
     let pods = m.pending_view();
     assert_eq!(pods.len(), 8);
     for p in &pods {

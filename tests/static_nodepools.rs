@@ -4,6 +4,7 @@
 //! rules are unit tests in `src/engine/static_capacity.rs` and `src/controller/static_pools.rs`), the scenario's
 //! `scale: {kind: NodePool}` event, the CRD's static rules, and the shipped `scenarios/static.yaml`.
 
+use karpenter_tui::engine::version::KarpenterVersion;
 use karpenter_tui::sim::report::{DecisionDetail, DisruptionMethod, DisruptionReason, Report};
 use karpenter_tui::sim::run::run;
 use karpenter_tui::sim::scenario::parse_scenario;
@@ -245,14 +246,22 @@ fn the_crds_static_rules_and_the_mode_transition_are_enforced() {
     use karpenter_tui::engine::catalog::kwok::kwok_catalog;
     let policy = kwok_catalog("r").label_policy;
     let base = "apiVersion: karpenter.sh/v1\nkind: NodePool\nmetadata: {name: fixed}\nspec:\n  replicas: 2\n  template:\n    spec:\n      nodeClassRef: {group: karpenter.kwok.sh, kind: KWOKNodeClass, name: default}\n";
-    assert!(validate_nodepool_text(base, "fixed", &policy).is_ok());
+    assert!(validate_nodepool_text(base, "fixed", &policy, KarpenterVersion::NEWEST).is_ok());
     let with = |extra: &str| base.replace("  replicas: 2\n", &format!("  replicas: 2\n{extra}"));
-    let e =
-        validate_nodepool_text(&with("  limits: {cpu: \"10\", nodes: \"3\"}\n"), "fixed", &policy).expect_err("cpu");
+    let e = validate_nodepool_text(
+        &with("  limits: {cpu: \"10\", nodes: \"3\"}\n"),
+        "fixed",
+        &policy,
+        KarpenterVersion::NEWEST,
+    )
+    .expect_err("cpu");
     assert!(format!("{e:?}").contains("only 'limits.nodes' is supported on static NodePools"), "{e:?}");
-    let e = validate_nodepool_text(&with("  weight: 10\n"), "fixed", &policy).expect_err("weight");
+    let e = validate_nodepool_text(&with("  weight: 10\n"), "fixed", &policy, KarpenterVersion::NEWEST)
+        .expect_err("weight");
     assert!(format!("{e:?}").contains("'weight' is not supported on static NodePools"), "{e:?}");
-    assert!(validate_nodepool_text(&with("  limits: {nodes: \"3\"}\n"), "fixed", &policy).is_ok());
+    assert!(
+        validate_nodepool_text(&with("  limits: {nodes: \"3\"}\n"), "fixed", &policy, KarpenterVersion::NEWEST).is_ok()
+    );
 
     // A scenario apply that turns the pool dynamic fails the run and changes nothing.
     let objects = pool("      replicas: 1", "infra");

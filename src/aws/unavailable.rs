@@ -10,8 +10,9 @@ use crate::engine::provisioning::Millis;
 /// How long an offering stays out after a capacity error or a spot interruption.
 pub const TTL: Millis = 3 * 60 * 1000;
 
-/// CreateFleet error codes that mean "no capacity here now".
-pub const CAPACITY_ERRORS: [&str; 8] = [
+/// CreateFleet error codes that mean "no capacity here now". `SpotMaxPriceTooLow` is one since v1.14.3 and v1.15.0
+/// (the spot price is above the fleet's limit: on-demand, or a lower-weight pool, takes over).
+pub const CAPACITY_ERRORS: [&str; 9] = [
     "InsufficientInstanceCapacity",
     "MaxSpotInstanceCountExceeded",
     "VcpuLimitExceeded",
@@ -20,6 +21,7 @@ pub const CAPACITY_ERRORS: [&str; 8] = [
     "InsufficientFreeAddressesInSubnet",
     "MaxFleetCountExceeded",
     "ReservationCapacityExceeded",
+    "SpotMaxPriceTooLow",
 ];
 
 pub fn is_capacity_error(code: &str) -> bool {
@@ -111,5 +113,6 @@ mod tests {
         let m5 = c.get("m5.large").unwrap();
         assert!(m5.offerings.iter().any(|o| o.capacity_type == "spot" && o.zone == "us-east-1a" && !o.available));
         assert!(is_capacity_error("InsufficientInstanceCapacity") && !is_capacity_error("InvalidParameterValue"));
+        assert!(is_capacity_error("SpotMaxPriceTooLow"), "an ICE since v1.14.3 and v1.15.0");
     }
 }

@@ -13,6 +13,7 @@ use super::live_dashboard::{AwsChoice, CloudChoice, LiveOptions};
 use super::logging::LogFormat;
 use crate::engine::disruption::gate::Mode;
 use crate::engine::packing::Packing;
+use crate::engine::version::KarpenterVersion;
 use crate::kube::connect::ConnectOptions;
 
 /// The version and the git commit the binary was built from (build.rs), as `--version` prints it.
@@ -153,6 +154,10 @@ pub enum Command {
         /// How the provisioning pass sizes new NodeClaims (default upstream).
         #[arg(long, value_enum)]
         packing: Option<PackingArg>,
+        /// Whose decisions and validation to follow: 1.14 or 1.15 (default: on a cluster, the version of the
+        /// upstream Karpenter found there, else 1.15; with --file, 1.15).
+        #[arg(long, value_name = "VERSION")]
+        karpenter_version: Option<KarpenterVersion>,
         #[command(flatten)]
         log: LogArgs,
     },
@@ -327,6 +332,10 @@ pub struct LiveArgs {
     /// `packing:`; with `--sim`, over the scenario's `settings.packing`).
     #[arg(long, value_enum)]
     pub packing: Option<PackingArg>,
+    /// Whose decisions and validation to follow: 1.14 or 1.15 (over the config file's `karpenterVersion:`;
+    /// default: the version of the upstream Karpenter found in the cluster, else 1.15).
+    #[arg(long, value_name = "VERSION")]
+    pub karpenter_version: Option<KarpenterVersion>,
 }
 
 /// The dashboards' look and rights.
@@ -415,6 +424,7 @@ impl LiveArgs {
             settings: crate::controller::Settings::default(),
             feature_gates: self.election.feature_gates.clone(),
             packing: self.packing.map(Packing::from),
+            karpenter_version: self.karpenter_version,
             takeover: self.election.takeover,
             lease_namespace: self.election.lease_namespace.clone(),
         })

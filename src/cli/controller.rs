@@ -60,6 +60,7 @@ pub fn run_controller(mut opts: LiveOptions, health: SocketAddr) -> anyhow::Resu
     let config = crate::config::Config::load(&config_file)?;
     let config_path = config_file.display().to_string();
     opts.settings = config.controller_settings(opts.mode, opts.feature_gates.as_deref(), opts.packing, &config_path)?;
+    opts.karpenter_version = opts.karpenter_version.or(config.karpenter_version);
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()

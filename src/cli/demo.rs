@@ -101,8 +101,31 @@ pub fn info() -> String {
     out.push_str(&format!("log file          {}\n", p.log_file().display()));
     out.push_str(&format!("audit log         {}\n", p.audit_file().display()));
     out.push_str(&packing_info(&p));
+    out.push_str(&version_info(&p));
     out.push_str(&feature_gates_info(&p));
     out
+}
+
+/// The Karpenter version a live dashboard or controller would follow: the config file's `karpenterVersion:`, else
+/// the cluster's (found when it connects), else the newest modelled.
+fn version_info(p: &Paths) -> String {
+    use crate::engine::version::KarpenterVersion;
+    let modelled: Vec<&str> = KarpenterVersion::MODELLED.iter().map(|v| v.as_str()).collect();
+    let line = match crate::config::Config::load(&p.config_file()) {
+        Ok(c) => match c.karpenter_version {
+            Some(set) => format!("{set} (set in the config file)"),
+            None => format!(
+                "the cluster's upstream Karpenter, else {} (scenarios and plan --file: {})",
+                KarpenterVersion::NEWEST,
+                KarpenterVersion::NEWEST
+            ),
+        },
+        Err(_) => format!("{} (default shown: the config file is not valid, see below)", KarpenterVersion::NEWEST),
+    };
+    format!(
+        "karpenter version {line}\n                  modelled: {}  (--karpenter-version; config karpenterVersion:)\n",
+        modelled.join(", ")
+    )
 }
 
 /// The packing strategy a live dashboard or controller would run with: the config file's `packing:`, else

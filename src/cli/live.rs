@@ -20,12 +20,15 @@ pub struct ClusterRead {
     pub manifests: ClusterObjects,
     /// Objects skipped because they could not be parsed.
     pub skipped: Vec<Problem>,
+    /// The upstream Karpenter release installed, if any.
+    pub detected: Option<crate::kube::upstream::DetectedVersion>,
 }
 
 /// Lists everything the engine reads (through the same watchers the dashboard uses) and stops.
 pub async fn read_cluster(opts: &ConnectOptions, timeout: Duration) -> Result<ClusterRead> {
     let conn = connect(opts).await?;
     let mut watches = watch::spawn(conn.client.clone());
+    let detected = crate::kube::upstream::detect_version(&conn.client).await;
     if let Err(missing) = watches.wait_synced(timeout).await {
         return Err(anyhow!(
             "could not read the cluster at {} (context {}):\n  {}",
@@ -41,6 +44,7 @@ pub async fn read_cluster(opts: &ConnectOptions, timeout: Duration) -> Result<Cl
         server: conn.server.clone(),
         manifests: cache.manifests(),
         skipped: cache.problems().cloned().collect(),
+        detected,
     })
 }
 
@@ -57,6 +61,7 @@ pub fn plan(
     output: PlanOutput,
     gates: crate::controller::settings::FeatureGates,
     packing: crate::engine::packing::Packing,
+    version: Option<crate::engine::version::KarpenterVersion>,
 ) -> Result<String> {
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -64,6 +69,7 @@ pub fn plan(
         .build()
         .context("starting the async runtime")?;
     let read = rt.block_on(read_cluster(opts, timeout))?;
+    let (version, version_source) = super::live_dashboard::resolve_version(version, read.detected.clone());
     let now = chrono::Utc::now().timestamp_millis();
     let m = &read.manifests;
     let provisioning = super::plan::plan_packed(m, catalog, gates, packing);
@@ -77,6 +83,7 @@ pub fn plan(
                     "cluster".into(),
                     json!({"context": read.context, "name": read.cluster_name, "server": read.server}),
                 );
+                map.insert("karpenterVersion".into(), json!(version));
                 map.insert("packing".into(), super::plan::packing_json(&packed, packing));
                 map.insert("disruption".into(), super::plan::disruption_json(&pass, &outlook));
                 map.insert(
@@ -100,6 +107,7 @@ pub fn plan(
                 m.nodepools.len(),
                 m.pods.len()
             );
+            out.push_str(&format!("Karpenter {version} decisions: {version_source}\n\n"));
             out.push_str(&super::plan::to_table(&provisioning));
             out.push_str(&super::plan::packing_table(&packed, packing));
             out.push_str(&super::plan::disruption_table(&pass, &outlook));

@@ -11,6 +11,7 @@ use crate::config::{Config, Paths, load_theme};
 use crate::controller::Controller;
 use crate::engine::catalog::Catalog;
 use crate::engine::disruption::gate::Mode;
+use crate::engine::version::KarpenterVersion;
 use crate::kube::connect::{ConnectOptions, connect};
 use crate::kube::leader::{Elector, Role, identity};
 use crate::kube::writer::Writer;
@@ -42,6 +43,9 @@ pub struct LiveOptions {
     pub feature_gates: Option<String>,
     /// `--packing`, over the config file's `packing:` when the settings are read.
     pub packing: Option<crate::engine::packing::Packing>,
+    /// The Karpenter version chosen by `--karpenter-version` or the config file (the flag wins); `None` takes the
+    /// cluster's (see [`crate::kube::upstream::detect_version`]).
+    pub karpenter_version: Option<KarpenterVersion>,
     pub takeover: bool,
     pub lease_namespace: String,
 }
@@ -164,6 +168,9 @@ pub struct Prepared {
     pub observe_reason: Option<String>,
     pub rights_summary: Option<String>,
     pub acting: Option<Acting>,
+    /// Whose decisions and validation apply, and why (the header and `info` show it).
+    pub version: KarpenterVersion,
+    pub version_source: String,
     pub role: tokio::sync::watch::Receiver<Role>,
     /// Kept so `role` stays open while this lives: a closed channel makes every `changed()` return at once,
     /// and a loop selecting on it would spin (when observing nobody else holds the sender).
@@ -247,6 +254,11 @@ pub async fn prepare_with(
     // The lists run while the rest is set up: at thousands of pods they are most of the wait.
     let mut watches = watch::spawn(conn.client.clone());
     let upstream = upstream::detect(&conn.client).await;
+    let (version, version_source) =
+        resolve_version(opts.karpenter_version, upstream::detect_version(&conn.client).await);
+    tracing::info!(version = %version, source = %version_source, "Karpenter version");
+    let mut settings = opts.controller_settings();
+    settings.karpenter_version = version;
     let readonly = opts.readonly || config_readonly(&conn.context) || !rights.can_write();
     let observe_reason = if let Some(u) = upstream {
         Some(format!("{u}; hands off so the two never fight"))
@@ -269,13 +281,13 @@ pub async fn prepare_with(
                     let catalog = Arc::new(opts.catalog.clone());
                     let now = chrono::Utc::now().timestamp_millis();
                     Acting::new(
-                        Controller::with_settings(catalog.clone(), opts.controller_settings(), now),
+                        Controller::with_settings(catalog.clone(), settings, now),
                         writer.clone(),
                         Box::new(crate::kube::kwok::KwokCloud::new(catalog, writer.clone())),
                         None,
                     )
                 }
-                CloudChoice::Aws(aws) => aws_acting(aws, &conn, &writer, opts.controller_settings(), progress).await?,
+                CloudChoice::Aws(aws) => aws_acting(aws, &conn, &writer, settings, progress).await?,
             };
             let me = identity();
             let elector = Elector::new(conn.client.clone(), &opts.lease_namespace, me.clone(), opts.takeover);
@@ -303,10 +315,28 @@ pub async fn prepare_with(
         observe_reason,
         rights_summary: rights.summary(),
         acting,
+        version,
+        version_source,
         role,
         _role_tx: tx,
         elector,
     })
+}
+
+/// The version in force: the one chosen (flag or config file), else the cluster's upstream Karpenter's, else the
+/// newest modelled; with where it came from, in words for the header and `info`.
+pub fn resolve_version(
+    chosen: Option<KarpenterVersion>,
+    detected: Option<upstream::DetectedVersion>,
+) -> (KarpenterVersion, String) {
+    match (chosen, detected) {
+        (Some(v), Some(d)) if d.version != v => {
+            (v, format!("as set, though {} runs Karpenter {}", d.deployment, d.release))
+        }
+        (Some(v), _) => (v, "as set".to_string()),
+        (None, Some(d)) => (d.version, format!("{} runs Karpenter {}", d.deployment, d.release)),
+        (None, None) => (KarpenterVersion::NEWEST, "no upstream Karpenter found: the newest modelled".to_string()),
+    }
 }
 
 /// Runs the elector; should it ever stop, the role says so and nothing acts on a Lease nobody renews.
@@ -335,6 +365,7 @@ pub fn run_live(
     let config = Config::load(&paths.config_file())?;
     let config_path = paths.config_file().display().to_string();
     opts.settings = config.controller_settings(opts.mode, opts.feature_gates.as_deref(), opts.packing, &config_path)?;
+    opts.karpenter_version = opts.karpenter_version.or(config.karpenter_version);
     let _guard = super::logging::to_file(&paths, log_format);
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -409,6 +440,8 @@ fn driver_for(
         clock: "live".into(),
         gates: opts.settings.gates,
         packing: opts.settings.packing,
+        version: p.version,
+        version_source: p.version_source.clone(),
     };
     LiveDriver {
         cache: p.watches.cache.clone(),

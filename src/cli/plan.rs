@@ -104,9 +104,10 @@ pub fn notes_table(notes: &[String]) -> String {
     out
 }
 
-pub fn load(path: &str) -> Result<ClusterObjects> {
+/// The manifests of `path`, refusing what Karpenter `version`'s API would refuse.
+pub fn load(path: &str, version: crate::engine::version::KarpenterVersion) -> Result<ClusterObjects> {
     let text = std::fs::read_to_string(path).with_context(|| format!("reading {path}"))?;
-    Ok(ClusterObjects::parse(&text, path)?)
+    Ok(ClusterObjects::parse_for(&text, path, version)?)
 }
 
 /// The JSON form: NodeClaims (upstream objects), placements on existing nodes, failures with reasons per NodePool.

@@ -136,22 +136,53 @@ pub fn launch_price(
 }
 
 /// A node condition the cloud says makes a node unhealthy once it has held this long (upstream's `RepairPolicy`):
-/// node repair (gate `NodeRepair`) replaces such nodes.
+/// node repair (gate `NodeRepair`) replaces such nodes. v1.14 reads the condition type, status and toleration;
+/// v1.15 adds a reason pattern, an action, a drain bound and a priority (see [`super::repair_policy`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RepairPolicy {
     pub condition_type: &'static str,
     pub condition_status: &'static str,
     pub toleration: Millis,
+    /// A Go-style regular expression the condition's reason must match (unanchored unless it says `^` or `$`);
+    /// `None`: the fallback of its condition type and status.
+    pub reason_pattern: Option<String>,
+    pub action: RepairAction,
+    /// How long the drain may take: `None` inherits the NodeClaim's terminationGracePeriod, 0 is forceful.
+    pub termination_grace_period: Option<Millis>,
+    /// 0..=100: a more urgent policy's nodes are repaired first.
+    pub priority: u8,
+}
+
+/// What repair does to a node (v1.15): replace it, or reboot it in place.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum RepairAction {
+    /// Less disruptive than replacing: ordered first.
+    Reboot,
+    Replace,
+}
+
+impl RepairPolicy {
+    /// A fallback policy (any reason) that replaces the node, with the NodeClaim's own drain bound, at priority 0:
+    /// what every v1.14 policy is.
+    pub fn fallback(condition_type: &'static str, condition_status: &'static str, toleration: Millis) -> RepairPolicy {
+        RepairPolicy {
+            condition_type,
+            condition_status,
+            toleration,
+            reason_pattern: None,
+            action: RepairAction::Replace,
+            termination_grace_period: None,
+            priority: 0,
+        }
+    }
 }
 
 const MINUTE: Millis = 60_000;
 
 /// The AWS provider's repair policies: the node's `Ready` and the EKS node monitoring agent's conditions.
 pub fn aws_repair_policies() -> Vec<RepairPolicy> {
-    let p = |condition_type, condition_status, minutes: Millis| RepairPolicy {
-        condition_type,
-        condition_status,
-        toleration: minutes * MINUTE,
+    let p = |condition_type, condition_status, minutes: Millis| {
+        RepairPolicy::fallback(condition_type, condition_status, minutes * MINUTE)
     };
     vec![
         p("Ready", "False", 30),
@@ -166,10 +197,7 @@ pub fn aws_repair_policies() -> Vec<RepairPolicy> {
 
 /// The KWOK provider's repair policies.
 pub fn kwok_repair_policies() -> Vec<RepairPolicy> {
-    ["False", "Unknown"]
-        .into_iter()
-        .map(|status| RepairPolicy { condition_type: "Ready", condition_status: status, toleration: 10 * MINUTE })
-        .collect()
+    ["False", "Unknown"].into_iter().map(|status| RepairPolicy::fallback("Ready", status, 10 * MINUTE)).collect()
 }
 
 /// A cloud that is only read, never asked to act: what a plan over a read of the cluster runs with (its effects

@@ -32,6 +32,7 @@ pub mod overlays;
 pub mod pod_events;
 pub mod provisioning;
 pub mod repair;
+pub mod repair_policy;
 pub mod settings;
 mod static_pools;
 pub mod tick;
@@ -58,6 +59,7 @@ use crate::engine::provisioning::{ClusterSnapshot, Millis, PackingJob, Provision
 use crate::engine::scheduling::SchedulerOptions;
 use crate::engine::state::{self, Nodes};
 use crate::engine::termination::disrupted_taint;
+use crate::engine::version::KarpenterVersion;
 
 pub use effect::{Effect, Purpose};
 
@@ -88,6 +90,8 @@ pub struct Controller {
     gates: settings::FeatureGates,
     /// How provisioning sizes new NodeClaims (switchable at run time: [`Controller::set_packing`]).
     packing: Packing,
+    /// Whose decisions and validation it follows.
+    version: KarpenterVersion,
     lifecycle: LifecycleSettings,
     /// When to solve: batching windows and the pending pods' requeue.
     provisioner: Provisioner,
@@ -232,6 +236,7 @@ impl Controller {
             catalog,
             gates: settings.gates,
             packing: settings.packing,
+            version: settings.karpenter_version,
             lifecycle: LifecycleSettings::default(),
             provisioner: Provisioner::new(&settings),
             created: BTreeMap::new(),
@@ -430,6 +435,11 @@ impl Controller {
     /// The packing strategy its provisioning solves use.
     pub fn packing(&self) -> Packing {
         self.packing
+    }
+
+    /// The Karpenter version whose decisions and validation it follows.
+    pub fn karpenter_version(&self) -> KarpenterVersion {
+        self.version
     }
 
     /// The scheduler options of its provisioning solves: the defaults, with its packing strategy.

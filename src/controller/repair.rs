@@ -342,7 +342,7 @@ mod tests {
         // › "should not delete node when health status does not match cloud provider passed in value"
         let mut s = cluster(5, 0, Some("default"));
         s.nodes[0] = node("node-0", Some("default"), "True", T0).into();
-        let only_false = vec![RepairPolicy { condition_type: "Ready", condition_status: "False", toleration: MINUTE }];
+        let only_false = vec![RepairPolicy::fallback("Ready", "False", MINUTE)];
         let mut c = controller(true, only_false);
         assert!(deleted(&c.lifecycle(&s.view(), T0 + 60 * MINUTE)).is_empty());
         s.nodes[0] = node("node-0", Some("default"), "Unknown", T0).into();
@@ -362,8 +362,8 @@ mod tests {
         });
         s.nodes[0] = n.into();
         let policies = vec![
-            RepairPolicy { condition_type: "Ready", condition_status: "False", toleration: 60 * MINUTE },
-            RepairPolicy { condition_type: "StorageReady", condition_status: "False", toleration: 30 * MINUTE },
+            RepairPolicy::fallback("Ready", "False", 60 * MINUTE),
+            RepairPolicy::fallback("StorageReady", "False", 30 * MINUTE),
         ];
         let mut c = controller(true, policies);
         let now = T0 + 27 * MINUTE;

@@ -7,6 +7,7 @@ use std::fmt;
 use crate::engine::disruption::gate::Mode;
 use crate::engine::packing::Packing;
 use crate::engine::provisioning::Millis;
+use crate::engine::version::KarpenterVersion;
 
 use super::timing::{SECOND, VALIDATION_DELAY};
 
@@ -27,6 +28,10 @@ pub struct Settings {
     pub validation_delay: Millis,
     /// Candidates multi-node consolidation looks at, at most (upstream 100).
     pub multi_node_cap: usize,
+    /// Whose decisions and validation the controller follows: `1.14` or `1.15` (`--karpenter-version`,
+    /// `settings.karpenterVersion`, the config file's `karpenterVersion:`; live, by default the upstream Karpenter
+    /// found in the cluster).
+    pub karpenter_version: KarpenterVersion,
 }
 
 impl Default for Settings {
@@ -39,6 +44,7 @@ impl Default for Settings {
             batch_max: 10 * SECOND,
             validation_delay: VALIDATION_DELAY,
             multi_node_cap: 100,
+            karpenter_version: KarpenterVersion::NEWEST,
         }
     }
 }

@@ -23,6 +23,8 @@ pub const CAPACITY_TYPES: [&str; 3] = [CAPACITY_ON_DEMAND, CAPACITY_SPOT, CAPACI
 pub const TAINT_DISRUPTED: &str = "karpenter.sh/disrupted";
 pub const TAINT_UNREGISTERED: &str = "karpenter.sh/unregistered";
 pub const ANNOTATION_DO_NOT_DISRUPT: &str = "karpenter.sh/do-not-disrupt";
+/// Vetoes node repair on a Node or NodeClaim (read from Karpenter 1.15 on; only the value "true" counts).
+pub const ANNOTATION_DO_NOT_REPAIR: &str = "karpenter.sh/do-not-repair";
 pub const ANNOTATION_NODEPOOL_HASH: &str = "karpenter.sh/nodepool-hash";
 pub const ANNOTATION_NODEPOOL_HASH_VERSION: &str = "karpenter.sh/nodepool-hash-version";
 pub const ANNOTATION_MIN_VALUES_RELAXED: &str = "karpenter.sh/nodeclaim-min-values-relaxed";

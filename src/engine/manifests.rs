@@ -18,9 +18,11 @@ use serde::Deserialize;
 use thiserror::Error;
 
 use crate::engine::api::nodeoverlay::NodeOverlay;
+use crate::engine::api::validation::{FieldPath, PathSegment, validate_nodepool_written};
 use crate::engine::api::{EC2NodeClass, NodeClaim, NodePool};
 use crate::engine::provisioning::{ClusterSnapshot, PodDigests, Snapshot};
 use crate::engine::stored_pod::StoredPod;
+use crate::engine::version::KarpenterVersion;
 
 /// A manifest problem, located.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
@@ -119,6 +121,14 @@ fn located(file: &str, e: &serde_yaml::Error, doc_line: usize) -> ManifestError 
     ManifestError { file: file.to_string(), line, column, message: e.to_string() }
 }
 
+/// The value at `path` in a parsed document, if it is written there.
+fn value_at<'a>(v: &'a serde_yaml::Value, path: &FieldPath) -> Option<&'a serde_yaml::Value> {
+    path.0.iter().try_fold(v, |v, seg| match seg {
+        PathSegment::Field(k) | PathSegment::Key(k) => v.get(k.as_str()),
+        PathSegment::Index(i) => v.get(*i),
+    })
+}
+
 /// 1-based line on which each `---`-separated document starts.
 fn document_lines(text: &str) -> Vec<usize> {
     let mut starts = vec![1];
@@ -136,8 +146,16 @@ impl ClusterObjects {
     /// expanded into the pods their controllers would create now, and pods get their priority from the file's
     /// PriorityClasses, both once every document is read, so the order of the documents does not matter.
     pub fn parse(text: &str, file: &str) -> Result<ClusterObjects, ManifestError> {
+        Self::parse_for(text, file, KarpenterVersion::NEWEST)
+    }
+
+    /// [`ClusterObjects::parse`], refusing what Karpenter `version`'s API would refuse of a NodePool as written
+    /// (see [`validate_nodepool_written`]).
+    pub fn parse_for(text: &str, file: &str, version: KarpenterVersion) -> Result<ClusterObjects, ManifestError> {
         let mut out = ClusterObjects::default();
         let lines = document_lines(text);
+        // The NodePools as written, by document: whether a field was written is lost once serde defaults it.
+        let mut written_pools: BTreeMap<usize, serde_yaml::Value> = BTreeMap::new();
         let kinds: Vec<Option<TypeMeta>> = {
             let mut v = Vec::new();
             for (i, doc) in serde_yaml::Deserializer::from_str(text).enumerate() {
@@ -147,8 +165,11 @@ impl ClusterObjects {
                     v.push(None);
                     continue;
                 }
-                let tm: TypeMeta =
-                    serde_yaml::from_value(value).map_err(|e| located(file, &e, lines.get(i).copied().unwrap_or(1)))?;
+                let tm: TypeMeta = serde_yaml::from_value(value.clone())
+                    .map_err(|e| located(file, &e, lines.get(i).copied().unwrap_or(1)))?;
+                if (tm.api_version.as_str(), tm.kind.as_str()) == ("karpenter.sh/v1", "NodePool") {
+                    written_pools.insert(i, value);
+                }
                 v.push(Some(tm));
             }
             v
@@ -164,7 +185,15 @@ impl ClusterObjects {
             let err = |e: serde_yaml::Error| located(file, &e, line);
             let refuse = |message: String| ManifestError { file: file.to_string(), line, column: 1, message };
             match (tm.api_version.as_str(), tm.kind.as_str()) {
-                ("karpenter.sh/v1", "NodePool") => out.nodepools.push(NodePool::deserialize(doc).map_err(err)?),
+                ("karpenter.sh/v1", "NodePool") => {
+                    let pool = NodePool::deserialize(doc).map_err(err)?;
+                    let raw = written_pools.get(&i);
+                    let written = |p: &FieldPath| raw.is_none_or(|v| value_at(v, p).is_some());
+                    if let Some(e) = validate_nodepool_written(&pool, version, written).into_iter().next() {
+                        return Err(refuse(format!("NodePool {}: {}: {}", pool.name(), e.path, e.message)));
+                    }
+                    out.nodepools.push(pool);
+                }
                 ("karpenter.sh/v1", "NodeClaim") => {
                     out.nodeclaims.push(Arc::new(NodeClaim::deserialize(doc).map_err(err)?))
                 }

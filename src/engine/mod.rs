@@ -22,4 +22,5 @@ pub mod state;
 pub mod static_capacity;
 pub mod stored_pod;
 pub mod termination;
+pub mod version;
 pub mod whatif;

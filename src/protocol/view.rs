@@ -18,6 +18,10 @@ pub struct ClusterView {
     pub paused: Option<PauseRow>,
     /// How the controller's provisioning sizes new NodeClaims (the header shows it next to the mode).
     pub packing: crate::engine::packing::Packing,
+    /// Whose decisions the engine makes (the header shows it; the editor validates by it).
+    pub karpenter_version: crate::engine::version::KarpenterVersion,
+    /// Where the version came from: "detected 1.15.1 (kube-system/karpenter)", "--karpenter-version", "default".
+    pub karpenter_version_source: String,
     /// Upstream's feature gates the controller runs with, by name (the help lists them).
     pub feature_gates: Vec<(&'static str, bool)>,
     pub leadership: Leadership,

@@ -474,7 +474,7 @@ impl LiveDriver {
     }
 
     fn parse(&self, name: &str, yaml: &str, what: &str) -> Result<crate::engine::api::NodePool, String> {
-        validate_nodepool_text(yaml, name, &self.catalog.label_policy).map_err(|diags| {
+        validate_nodepool_text(yaml, name, &self.catalog.label_policy, self.info.version).map_err(|diags| {
             let first: Vec<String> = diags.iter().take(3).map(|d| d.to_string()).collect();
             format!("{what}: {}", first.join("; "))
         })

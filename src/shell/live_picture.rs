@@ -34,6 +34,9 @@ pub struct LiveInfo {
     /// The packing strategy an observing instance's provisioning pass uses (`--packing`, the config file's
     /// `packing:`); an acting one uses its controller's.
     pub packing: crate::engine::packing::Packing,
+    /// Whose decisions and validation apply, and where that came from (see [`ClusterView::karpenter_version`]).
+    pub version: crate::engine::version::KarpenterVersion,
+    pub version_source: String,
 }
 
 /// Builds the picture of `m` at `now`.
@@ -209,6 +212,8 @@ fn build(
         now,
         mode: engine.map_or(Mode::DryRun, Controller::mode),
         packing,
+        version: info.version,
+        version_source: info.version_source.clone(),
         gates,
         repair_policies: engine.map(Controller::active_repair_policies).unwrap_or_default(),
         overlays: engine.and_then(Controller::overlay_view).or_else(|| {

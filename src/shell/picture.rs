@@ -51,6 +51,9 @@ pub struct Input<'a> {
     pub mode: Mode,
     /// The packing strategy provisioning uses (acting) or would use (observing).
     pub packing: crate::engine::packing::Packing,
+    /// Whose decisions apply, and where that came from.
+    pub version: crate::engine::version::KarpenterVersion,
+    pub version_source: String,
     pub gates: crate::controller::settings::FeatureGates,
     /// The repair policies node repair acts on (empty: repair is off).
     pub repair_policies: &'a [crate::controller::cloud::RepairPolicy],
@@ -94,6 +97,8 @@ pub fn build(input: Input<'_>) -> ClusterView {
         now,
         mode,
         packing,
+        version,
+        version_source,
         gates,
         repair_policies,
         overlays,
@@ -117,6 +122,8 @@ pub fn build(input: Input<'_>) -> ClusterView {
         now,
         mode,
         packing,
+        karpenter_version: version,
+        karpenter_version_source: version_source,
         feature_gates: gates.entries(),
         leadership,
         price_provenance: price_provenance(&catalog.price_source, &catalog.region),

@@ -250,10 +250,12 @@ impl SimDriver {
 
 /// The edited NodePool, validated exactly as the editor validates it (strict parse, no renaming).
 fn parse_edit(w: &crate::sim::world::World, name: &str, yaml: &str, what: &str) -> Result<NodePool, String> {
-    validate_nodepool_text(yaml, name, &w.catalog().label_policy).map_err(|diags| {
-        let first: Vec<String> = diags.iter().take(3).map(|d| d.to_string()).collect();
-        format!("{what}: {}", first.join("; "))
-    })
+    validate_nodepool_text(yaml, name, &w.catalog().label_policy, w.settings().controller.karpenter_version).map_err(
+        |diags| {
+            let first: Vec<String> = diags.iter().take(3).map(|d| d.to_string()).collect();
+            format!("{what}: {}", first.join("; "))
+        },
+    )
 }
 
 /// Replaces a NodePool after strict validation; nothing changes when it is invalid.

@@ -37,6 +37,8 @@ pub fn view(w: &mut World, source: Source, generation: u64) -> ClusterView {
         now,
         mode: w.controller().orchestrator().mode(),
         packing: w.controller().packing(),
+        version: w.controller().karpenter_version(),
+        version_source: "the scenario's settings.karpenterVersion".to_string(),
         gates: w.settings().controller.gates,
         repair_policies: w.controller().active_repair_policies(),
         overlays: w.controller().overlay_view(),

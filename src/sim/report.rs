@@ -21,6 +21,10 @@ pub struct Report {
     pub schema: String,
     pub scenario: String,
     pub seed: u64,
+    /// The Karpenter version whose decisions the run made (`settings.karpenterVersion`; an addition of this
+    /// project, docs/scenarios.md).
+    #[serde(default)]
+    pub karpenter_version: crate::engine::version::KarpenterVersion,
     #[serde(serialize_with = "whole_seconds")]
     pub simulated_seconds: f64,
     /// Every node that existed at any time, in creation order.
@@ -409,6 +413,7 @@ struct Untimed<'a> {
     schema: &'a str,
     scenario: &'a str,
     seed: u64,
+    karpenter_version: crate::engine::version::KarpenterVersion,
     #[serde(serialize_with = "whole_seconds")]
     simulated_seconds: f64,
     nodes: &'a [NodeRecord],
@@ -427,6 +432,7 @@ impl Report {
             schema: REPORT_SCHEMA.to_string(),
             scenario: scenario.to_string(),
             seed,
+            karpenter_version: crate::engine::version::KarpenterVersion::default(),
             simulated_seconds: 0.0,
             nodes: Vec::new(),
             pods: Vec::new(),
@@ -451,6 +457,7 @@ impl Report {
             schema: &self.schema,
             scenario: &self.scenario,
             seed: self.seed,
+            karpenter_version: self.karpenter_version,
             simulated_seconds: self.simulated_seconds,
             nodes: &self.nodes,
             pods: &self.pods,
@@ -475,7 +482,14 @@ pub fn render_table(r: &Report) -> String {
     let live_pods: Vec<&PodRecord> = r.pods.iter().filter(|p| p.deleted_at.is_none()).collect();
     let bound = live_pods.iter().filter(|p| p.node.is_some()).count();
     // Writing to a String can't fail, so the fmt::Results below are ignored.
-    let _ = writeln!(out, "Scenario {} (seed {}), {} simulated", r.scenario, r.seed, fmt_time(r.simulated_seconds));
+    let _ = writeln!(
+        out,
+        "Scenario {} (seed {}), {} simulated, Karpenter {} decisions",
+        r.scenario,
+        r.seed,
+        fmt_time(r.simulated_seconds),
+        r.karpenter_version
+    );
     let _ = writeln!(
         out,
         "Nodes: {live_nodes} at the end, {} over the run; pods: {} at the end ({bound} bound, {} pending); \
@@ -688,6 +702,7 @@ mod tests {
             "schema",
             "scenario",
             "seed",
+            "karpenterVersion",
             "simulatedSeconds",
             "nodes",
             "pods",

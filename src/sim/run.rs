@@ -566,6 +566,7 @@ fn build_report(s: &Scenario, w: &World, start: Millis, end: Millis, wall: Durat
     };
     let t = |ms: Millis| secs(ms, start);
     let mut r = Report::new(&s.name, s.seed);
+    r.karpenter_version = w.settings().controller.karpenter_version;
     r.simulated_seconds = secs(end, start);
     r.nodes = w
         .record

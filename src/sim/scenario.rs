@@ -20,15 +20,16 @@ use serde::{Deserialize, Serialize};
 use crate::engine::disruption::gate::Mode;
 use crate::engine::packing::Packing;
 use crate::engine::provisioning::Millis;
+use crate::engine::version::KarpenterVersion;
 use thiserror::Error;
 
 use crate::engine::api::duration::parse_go_duration;
 use crate::engine::api::strict::{Pos, YamlIndex, ignored_path};
-use crate::engine::api::validation::{FieldPath, PathSegment};
+use crate::engine::api::validation::{FieldPath, PathSegment, validate_nodepool_written};
 use crate::engine::api::{EC2NodeClass, NodePool};
 use crate::engine::catalog::aws::{aws_regions, aws_zones};
 use crate::engine::catalog::inline::{InlineInstanceType, inline_instance_types};
-use crate::engine::labels::CAPACITY_TYPES;
+use crate::engine::labels::{self, CAPACITY_TYPES};
 use crate::engine::manifests::ClusterObjects;
 
 /// `start` when the scenario doesn't set one.
@@ -386,6 +387,8 @@ struct RawSettings {
     feature_gates: Option<BTreeMap<String, bool>>,
     #[serde(default)]
     packing: Option<String>,
+    #[serde(default)]
+    karpenter_version: Option<KarpenterVersion>,
 }
 
 #[derive(Deserialize)]
@@ -625,6 +628,8 @@ fn tracked_path(p: &serde_path_to_error::Path) -> FieldPath {
 struct Ctx<'a> {
     file: &'a str,
     index: YamlIndex,
+    /// `settings.karpenterVersion`, once read: objects are checked against that version's API.
+    version: std::cell::Cell<KarpenterVersion>,
 }
 
 impl Ctx<'_> {
@@ -654,7 +659,7 @@ pub fn parse_scenario(text: &str, file: &str) -> Result<Scenario, ScenarioError>
         path: String::new(),
         message: format!("YAML syntax error: {}", e.message),
     })?;
-    let cx = Ctx { file, index };
+    let cx = Ctx { file, index, version: std::cell::Cell::new(KarpenterVersion::NEWEST) };
     if text.trim().is_empty() {
         return Err(cx.err(&FieldPath::root(), "empty scenario: `name` and `until` are required"));
     }
@@ -698,6 +703,7 @@ fn build(cx: &Ctx<'_>, raw: RawScenario) -> Result<Scenario, ScenarioError> {
     }
 
     let settings = build_settings(cx, raw.settings)?;
+    cx.version.set(settings.controller.karpenter_version);
 
     let mut objects = ClusterObjects::default();
     let mut bound_pods: Vec<(FieldPath, String)> = Vec::new();
@@ -857,6 +863,7 @@ fn build_settings(cx: &Ctx<'_>, raw: Option<RawSettings>) -> Result<Settings, Sc
             batch_idle: or(r.batch_idle, d.controller.batch_idle),
             batch_max: or(r.batch_max, d.controller.batch_max),
             validation_delay: or(r.validation_delay, d.controller.validation_delay),
+            karpenter_version: r.karpenter_version.unwrap_or(d.controller.karpenter_version),
             ..d.controller.clone()
         },
         repair_policies: d.repair_policies,
@@ -919,7 +926,20 @@ fn add_object(
     }
     let mut node_name = None;
     match (api.as_str(), kind.as_str()) {
-        ("karpenter.sh/v1", "NodePool") => out.nodepools.push(typed::<NodePool>(cx, body, path)?),
+        ("karpenter.sh/v1", "NodePool") => {
+            let pool = typed::<NodePool>(cx, body, path)?;
+            // What the version's API server would refuse (the rest of validation is the controller's, as
+            // upstream's: a pool that fails it is not Ready).
+            let written = |p: &FieldPath| {
+                let mut full = path.clone();
+                full.0.extend(p.0.iter().cloned());
+                cx.index.locate(&full).is_some()
+            };
+            if let Some(e) = validate_nodepool_written(&pool, cx.version.get(), written).into_iter().next() {
+                return Err(cx.err(&FieldPath::parse(&format!("{path}.{}", e.path)), e.message));
+            }
+            out.nodepools.push(pool);
+        }
         ("karpenter.k8s.aws/v1", "EC2NodeClass") => out.nodeclasses.push(typed::<EC2NodeClass>(cx, body, path)?),
         ("karpenter.sh/v1alpha1", "NodeOverlay") => {
             let o: crate::engine::api::nodeoverlay::NodeOverlay = typed(cx, body, path)?;
@@ -1049,6 +1069,19 @@ fn build_nodes(
             && !pools.contains(pool.as_str())
         {
             return Err(cx.err(&path.field("nodePool"), format!("no NodePool {pool:?} in `objects`")));
+        }
+        let version = cx.version.get();
+        if !version.reads_do_not_repair()
+            && n.annotations.as_ref().is_some_and(|a| a.contains_key(labels::ANNOTATION_DO_NOT_REPAIR))
+        {
+            return Err(cx.err(
+                &path.field("annotations").key(labels::ANNOTATION_DO_NOT_REPAIR),
+                format!(
+                    "{} is read from Karpenter 1.15 on; under {version} it would do nothing (set \
+                     settings.karpenterVersion: \"1.15\")",
+                    labels::ANNOTATION_DO_NOT_REPAIR
+                ),
+            ));
         }
         refs.push(cx.reference(&path.field("instanceType"), &n.instance_type, false));
         refs.push(cx.reference(&path.field("zone"), &n.zone, true));

@@ -714,7 +714,7 @@ pub fn act(s: &mut AppState, action: Action) -> Vec<Effect> {
                 return Vec::new();
             };
             let Some(pool) = s.view.nodepools.get(i) else { return Vec::new() };
-            let mut editor = NodePoolEditor::new(pool.name.clone(), &pool.yaml);
+            let mut editor = NodePoolEditor::new(pool.name.clone(), &pool.yaml).with_version(s.view.karpenter_version);
             editor.apply_theme(&s.theme);
             let name = pool.name.clone();
             let text = pool.yaml.clone();

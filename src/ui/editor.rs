@@ -29,6 +29,7 @@ use thiserror::Error;
 use crate::engine::api::NodePool;
 use crate::engine::api::strict::{self, Diagnostic};
 use crate::engine::labels::LabelPolicy;
+use crate::engine::version::KarpenterVersion;
 use crate::engine::whatif::{EditPreview, summary_lines};
 use crate::ui::theme::Theme;
 
@@ -83,6 +84,8 @@ pub struct NodePoolEditor {
     live_yaml: String,
     textarea: TextArea<'static>,
     policy: LabelPolicy,
+    /// The Karpenter whose CRD and webhook the text must pass.
+    version: KarpenterVersion,
     diagnostics: Vec<Diagnostic>,
     parsed: Option<NodePool>,
 }
@@ -113,6 +116,7 @@ impl NodePoolEditor {
             live_yaml: live_yaml.to_string(),
             textarea,
             policy: LabelPolicy::default(),
+            version: KarpenterVersion::NEWEST,
             diagnostics: Vec::new(),
             parsed: None,
         };
@@ -135,6 +139,13 @@ impl NodePoolEditor {
     /// Validate with a provider's label policy (restricted domains, well-known labels) instead of the default.
     pub fn with_label_policy(mut self, policy: LabelPolicy) -> Self {
         self.policy = policy;
+        self.validate();
+        self
+    }
+
+    /// Validate as Karpenter `version` would (the newest modelled by default): the version in force.
+    pub fn with_version(mut self, version: KarpenterVersion) -> Self {
+        self.version = version;
         self.validate();
         self
     }
@@ -261,7 +272,7 @@ impl NodePoolEditor {
             }
             return;
         }
-        match strict::validate_nodepool_text(&self.text(), &self.pool_name, &self.policy) {
+        match strict::validate_nodepool_text(&self.text(), &self.pool_name, &self.policy, self.version) {
             Ok(p) => {
                 self.parsed = Some(p);
                 self.diagnostics.clear();

@@ -72,7 +72,7 @@ fn render_header(s: &AppState, area: Rect, buf: &mut Buffer) {
     if v.paused.is_some() {
         first.push(Span::styled(" PAUSED ", Style::default().fg(t.header_bg).bg(t.bad).add_modifier(Modifier::BOLD)));
     }
-    let packing = Span::styled(format!(" packing: {} ", v.packing), t.header());
+    let packing = Span::styled(format!(" packing: {} · karpenter {} ", v.packing, v.karpenter_version), t.header());
     let mut rest = vec![lead];
     if s.readonly() {
         rest.push(Span::styled(" READ-ONLY ", Style::default().fg(t.header_bg).bg(t.bad)));
@@ -295,6 +295,18 @@ fn render_overlay(s: &AppState, area: Rect, buf: &mut Buffer) {
                     Span::raw(*help),
                 ]));
             }
+            lines.push(Line::raw(""));
+            lines.push(Line::from(vec![
+                Span::styled(
+                    format!("Karpenter {} decisions", s.view.karpenter_version),
+                    Style::default().fg(t.accent).add_modifier(Modifier::BOLD),
+                ),
+                Span::raw(if s.view.karpenter_version_source.is_empty() {
+                    String::new()
+                } else {
+                    format!(": {}", s.view.karpenter_version_source)
+                }),
+            ]));
             if !s.view.feature_gates.is_empty() {
                 lines.push(Line::raw(""));
                 lines.push(Line::from(Span::styled(

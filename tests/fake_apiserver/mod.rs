@@ -393,6 +393,8 @@ impl FakeApi {
                 clock: "live".into(),
                 gates: Default::default(),
                 packing: Default::default(),
+                version: Default::default(),
+                version_source: String::new(),
             },
             acting: None,
             role,

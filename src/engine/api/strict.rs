@@ -15,8 +15,10 @@ use super::nodeclaim::NodeClaim;
 use super::nodepool::NodePool;
 use super::validation::{
     FieldError, FieldPath, PathSegment, validate_ec2nodeclass, validate_nodeclaim, validate_nodepool,
+    validate_nodepool_written,
 };
 use crate::engine::labels::LabelPolicy;
+use crate::engine::version::KarpenterVersion;
 
 /// What kind of problem a [`Diagnostic`] reports.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -313,7 +315,7 @@ fn parse_strict<T: DeserializeOwned>(
     file: &str,
     api_version: &str,
     kind: &str,
-    validate: impl FnOnce(&T) -> Vec<FieldError>,
+    validate: impl FnOnce(&T, &dyn Fn(&FieldPath) -> bool) -> Vec<FieldError>,
 ) -> Result<T, Vec<Diagnostic>> {
     let parsed_index = YamlIndex::parse(yaml);
     let syntax_error = parsed_index.as_ref().err().cloned();
@@ -375,7 +377,11 @@ fn parse_strict<T: DeserializeOwned>(
     }
 
     if let Some(obj) = &obj {
-        for e in validate(obj) {
+        // Whether the text names a field (unknown when only libyaml could read it: then it counts as written).
+        let index = &cx.index;
+        let written = |p: &FieldPath| index.as_ref().is_none_or(|i| i.locate(p).is_some());
+        let errors = validate(obj, &written);
+        for e in errors {
             cx.at_path(&e.path, format!("{} (got {:?})", e.message, e.value), DiagnosticKind::Invalid);
         }
     }
@@ -392,28 +398,35 @@ fn parse_strict<T: DeserializeOwned>(
 
 /// Parses a NodePool an operator wrote, rejecting anything the API server or Karpenter would reject or silently
 /// drop. `source_name` only labels the diagnostics.
+/// As the newest modelled Karpenter takes it.
 pub fn parse_nodepool_strict(yaml: &str, source_name: &str) -> Result<NodePool, Vec<Diagnostic>> {
-    parse_nodepool_strict_with(yaml, source_name, &LabelPolicy::default())
+    parse_nodepool_strict_with(yaml, source_name, &LabelPolicy::default(), KarpenterVersion::NEWEST)
 }
 
-/// [`parse_nodepool_strict`] with a provider's label policy (restricted domains, well-known labels).
+/// [`parse_nodepool_strict`] with a provider's label policy (restricted domains, well-known labels), as Karpenter
+/// `version` takes it.
 pub fn parse_nodepool_strict_with(
     yaml: &str,
     source_name: &str,
     policy: &LabelPolicy,
+    version: KarpenterVersion,
 ) -> Result<NodePool, Vec<Diagnostic>> {
-    parse_strict(yaml, source_name, "karpenter.sh/v1", "NodePool", |np| validate_nodepool(np, policy))
+    parse_strict(yaml, source_name, "karpenter.sh/v1", "NodePool", |np, written| {
+        let mut errors = validate_nodepool(np, policy);
+        errors.extend(validate_nodepool_written(np, version, written));
+        errors
+    })
 }
 
 /// Strict parse of a NodeClaim (requirements, taints, node class reference, durations).
 pub fn parse_nodeclaim_strict(yaml: &str, source_name: &str) -> Result<NodeClaim, Vec<Diagnostic>> {
     let policy = LabelPolicy::default();
-    parse_strict(yaml, source_name, "karpenter.sh/v1", "NodeClaim", |nc| validate_nodeclaim(nc, &policy))
+    parse_strict(yaml, source_name, "karpenter.sh/v1", "NodeClaim", |nc, _| validate_nodeclaim(nc, &policy))
 }
 
 /// Strict parse of an EC2NodeClass (selector terms, AMI alias, role xor instance profile).
 pub fn parse_ec2nodeclass_strict(yaml: &str, source_name: &str) -> Result<EC2NodeClass, Vec<Diagnostic>> {
-    parse_strict(yaml, source_name, "karpenter.k8s.aws/v1", "EC2NodeClass", validate_ec2nodeclass)
+    parse_strict(yaml, source_name, "karpenter.k8s.aws/v1", "EC2NodeClass", |c, _| validate_ec2nodeclass(c))
 }
 
 /// Strictly parses `text` as the NodePool `pool_name`: the engine's strict parse plus "no renaming". Diagnostics
@@ -422,12 +435,13 @@ pub fn validate_nodepool_text(
     text: &str,
     pool_name: &str,
     policy: &crate::engine::labels::LabelPolicy,
+    version: KarpenterVersion,
 ) -> Result<NodePool, Vec<Diagnostic>> {
     validate_text(
         text,
         pool_name,
         "NodePool",
-        |t| parse_nodepool_strict_with(t, pool_name, policy),
+        |t| parse_nodepool_strict_with(t, pool_name, policy, version),
         |p| p.metadata.name.clone(),
     )
 }
@@ -443,13 +457,9 @@ pub fn validate_nodeoverlay_text(
         name,
         "NodeOverlay",
         |t| {
-            parse_strict(
-                t,
-                name,
-                "karpenter.sh/v1alpha1",
-                "NodeOverlay",
-                crate::engine::api::nodeoverlay::validate_nodeoverlay,
-            )
+            parse_strict(t, name, "karpenter.sh/v1alpha1", "NodeOverlay", |o, _| {
+                crate::engine::api::nodeoverlay::validate_nodeoverlay(o)
+            })
         },
         |o| o.metadata.name.clone(),
     )

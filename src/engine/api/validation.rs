@@ -17,13 +17,11 @@ use super::common::{NodeClassReference, NodeSelectorRequirementWithMinValues};
 use super::duration::parse_go_duration;
 use super::ec2nodeclass::EC2NodeClass;
 use super::nodeclaim::NodeClaim;
-use super::nodepool::{
-    Budget, NodePool, POLICY_BALANCED, POLICY_WHEN_EMPTY, POLICY_WHEN_EMPTY_OR_UNDERUTILIZED, REASON_DRIFTED,
-    REASON_EMPTY, REASON_UNDERUTILIZED,
-};
+use super::nodepool::{Budget, NodePool, POLICY_BALANCED, POLICY_WHEN_EMPTY, POLICY_WHEN_EMPTY_OR_UNDERUTILIZED};
 use crate::engine::labels::{self, LabelPolicy};
 use crate::engine::requirements::Operator;
 use crate::engine::resources::parse_quantity;
+use crate::engine::version::KarpenterVersion;
 
 /// Upstream limits (CRD `maxItems`/`maxProperties`/`maximum`).
 pub const MAX_REQUIREMENTS: usize = 100;
@@ -583,6 +581,8 @@ pub fn validate_nodepool_transition(old: &NodePool, new: &NodePool) -> Option<Fi
     })
 }
 
+/// The NodePool checks of the CRD and webhook, as the newest modelled Karpenter has them (what an older version
+/// refuses besides is [`validate_nodepool_written`]'s).
 pub fn validate_nodepool(np: &NodePool, policy: &LabelPolicy) -> Vec<FieldError> {
     let mut r = Report::new("NodePool", np.metadata.name.as_deref());
     validate_metadata_name(&mut r, np.metadata.name.as_deref());
@@ -713,11 +713,66 @@ fn validate_budget(r: &mut Report, p: &FieldPath, b: &Budget) {
     {
         r.err(&p.field("duration"), dur, "must be hours and/or minutes only, e.g. 8h, 30m or 1h30m");
     }
+    let allowed = KarpenterVersion::NEWEST.budget_reasons();
     for (j, reason) in b.reasons.iter().flatten().enumerate() {
-        if ![REASON_UNDERUTILIZED, REASON_EMPTY, REASON_DRIFTED].contains(&reason.as_str()) {
-            r.err(&p.field("reasons").index(j), reason, "must be one of Underutilized, Empty, Drifted");
+        if !allowed.contains(&reason.as_str()) {
+            r.err(&p.field("reasons").index(j), reason, format!("must be one of {}", allowed.join(", ")));
         }
     }
+}
+
+/// What a NodePool's own text may not say under Karpenter `version`, beyond [`validate_nodepool`]: forms a later
+/// version brought that the typed object cannot show, because serde filled in its default. `written` tells whether
+/// the text names a field. Only authored text is checked this way (the editor, scenarios, manifest files): an
+/// object read from the API server was defaulted there.
+pub fn validate_nodepool_written(
+    np: &NodePool,
+    version: KarpenterVersion,
+    written: impl Fn(&FieldPath) -> bool,
+) -> Vec<FieldError> {
+    let mut r = Report::new("NodePool", np.metadata.name.as_deref());
+    let disruption = FieldPath::root().field("spec").field("disruption");
+    let after = disruption.field("consolidateAfter");
+    if version.requires_consolidate_after() && written(&disruption) && !written(&after) {
+        r.err(
+            &after,
+            "",
+            format!("Required value (Karpenter {version} requires it in spec.disruption; 1.15 defaults it to 0s)"),
+        );
+    }
+    let budgets = disruption.field("budgets");
+    let allowed = version.budget_reasons();
+    for (i, b) in np.spec.disruption.budgets.iter().enumerate() {
+        for (j, reason) in b.reasons.iter().flatten().enumerate() {
+            // Reasons no modelled version knows are validate_nodepool's.
+            if !allowed.contains(&reason.as_str())
+                && KarpenterVersion::NEWEST.budget_reasons().contains(&reason.as_str())
+            {
+                r.err(
+                    &budgets.index(i).field("reasons").index(j),
+                    reason,
+                    format!(
+                        "must be one of {} ({reason} is a reason from a later Karpenter than {version})",
+                        allowed.join(", ")
+                    ),
+                );
+            }
+        }
+    }
+    let annotations = FieldPath::root().field("spec").field("template").field("metadata").field("annotations");
+    if !version.reads_do_not_repair()
+        && np.spec.template.metadata.annotations.contains_key(labels::ANNOTATION_DO_NOT_REPAIR)
+    {
+        r.err(
+            &annotations.key(labels::ANNOTATION_DO_NOT_REPAIR),
+            labels::ANNOTATION_DO_NOT_REPAIR,
+            format!(
+                "{} is read from Karpenter 1.15 on; under {version} it would do nothing",
+                labels::ANNOTATION_DO_NOT_REPAIR
+            ),
+        );
+    }
+    r.errs
 }
 
 // ---------------------------------------------------------------------------------------------------------------

@@ -1,0 +1,180 @@
+//! The Karpenter version in force decides what a NodePool as written may say: v1.15 defaults `consolidateAfter`
+//! and knows the `Unhealthy` budget reason and `karpenter.sh/do-not-repair`; v1.14's CRD refuses the first two and
+//! ignores the last. Each case is upstream's test (named after its `It(...)`) run under "1.15", with what "1.14"
+//! does beside it, through every door a NodePool comes in by: the editor's strict parse, a scenario, and
+//! `plan --file`'s manifests.
+
+use karpenter_tui::engine::api::strict::parse_nodepool_strict_with;
+use karpenter_tui::engine::labels::LabelPolicy;
+use karpenter_tui::engine::manifests::ClusterObjects;
+use karpenter_tui::engine::version::KarpenterVersion::{self, V1_14, V1_15};
+use karpenter_tui::sim::scenario::parse_scenario;
+
+/// A dynamic pool as people write it (the shape of upstream's getting-started NodePool), with `disruption`
+/// naming only the policy.
+const DYNAMIC: &str = "\
+apiVersion: karpenter.sh/v1
+kind: NodePool
+metadata:
+  name: default
+spec:
+  template:
+    spec:
+      requirements:
+        - key: kubernetes.io/arch
+          operator: In
+          values: [\"amd64\"]
+        - key: karpenter.sh/capacity-type
+          operator: In
+          values: [\"on-demand\"]
+      nodeClassRef:
+        group: karpenter.k8s.aws
+        kind: EC2NodeClass
+        name: default
+      expireAfter: 720h
+  limits:
+    cpu: 1000
+  disruption:
+    consolidationPolicy: WhenEmptyOrUnderutilized
+";
+
+/// A static pool whose `disruption` names only a budget.
+const STATIC: &str = "\
+apiVersion: karpenter.sh/v1
+kind: NodePool
+metadata:
+  name: fixed
+spec:
+  replicas: 3
+  template:
+    spec:
+      requirements:
+        - key: node.kubernetes.io/instance-type
+          operator: In
+          values: [\"m5.large\"]
+      nodeClassRef:
+        group: karpenter.k8s.aws
+        kind: EC2NodeClass
+        name: default
+  disruption:
+    budgets:
+      - nodes: \"1\"
+";
+
+fn strict(yaml: &str, version: KarpenterVersion) -> Result<karpenter_tui::engine::api::NodePool, String> {
+    parse_nodepool_strict_with(yaml, "pool.yaml", &LabelPolicy::default(), version)
+        .map_err(|d| d.iter().map(ToString::to_string).collect::<Vec<_>>().join("\n"))
+}
+
+#[test]
+fn should_default_consolidate_after_to_0s_when_omitted_on_a_dynamic_node_pool() {
+    let pool = strict(DYNAMIC, V1_15).expect("1.15 defaults it");
+    assert_eq!(pool.spec.disruption.consolidate_after, "0s");
+    assert_eq!(pool.spec.disruption.consolidation_policy, "WhenEmptyOrUnderutilized");
+
+    // 1.14's CRD requires it inside `disruption`: refused where the block is.
+    let e = strict(DYNAMIC, V1_14).expect_err("1.14 requires it");
+    assert!(e.starts_with("pool.yaml:22:"), "located at the disruption block: {e}");
+    assert!(e.contains("spec.disruption.consolidateAfter") && e.contains("Required value"), "{e}");
+    // Written out, both take it.
+    let written = DYNAMIC.replace(
+        "consolidationPolicy: WhenEmptyOrUnderutilized\n",
+        "consolidationPolicy: WhenEmptyOrUnderutilized\n    consolidateAfter: 1m\n",
+    );
+    for v in [V1_14, V1_15] {
+        assert_eq!(strict(&written, v).expect("valid").spec.disruption.consolidate_after, "1m");
+    }
+    // Without a `disruption` block at all, both default the whole block.
+    let bare = &DYNAMIC[..DYNAMIC.find("  disruption:").expect("the block")];
+    for v in [V1_14, V1_15] {
+        assert_eq!(strict(bare, v).expect("defaulted").spec.disruption.consolidate_after, "0s");
+    }
+}
+
+#[test]
+fn should_succeed_when_consolidate_after_is_omitted_on_a_static_node_pool() {
+    let pool = strict(STATIC, V1_15).expect("1.15 takes it");
+    assert_eq!(pool.spec.replicas, Some(3));
+    let e = strict(STATIC, V1_14).expect_err("1.14's CRD requires it whatever the pool");
+    assert!(e.contains("spec.disruption.consolidateAfter"), "{e}");
+}
+
+#[test]
+fn the_unhealthy_budget_reason_is_a_v1_15_one() {
+    let yaml = DYNAMIC.replace(
+        "consolidationPolicy: WhenEmptyOrUnderutilized\n",
+        "consolidationPolicy: WhenEmptyOrUnderutilized\n    consolidateAfter: 0s\n    budgets:\n      - nodes: \"0\"\n        reasons: [Drifted, Unhealthy]\n",
+    );
+    let pool = strict(&yaml, V1_15).expect("1.15 paces repair with it");
+    assert_eq!(pool.spec.disruption.budgets[0].reasons.as_deref(), Some(&["Drifted".into(), "Unhealthy".into()][..]));
+    let e = strict(&yaml, V1_14).expect_err("not in 1.14's enum");
+    assert!(e.contains("spec.disruption.budgets[0].reasons[1]"), "{e}");
+    assert!(e.contains("must be one of Underutilized, Empty, Drifted"), "{e}");
+    // A reason no version knows is refused by both, with the newest list.
+    let e = strict(&yaml.replace("Unhealthy]", "Broken]"), V1_15).expect_err("unknown");
+    assert!(e.contains("must be one of Underutilized, Empty, Drifted, Unhealthy"), "{e}");
+}
+
+#[test]
+fn do_not_repair_on_a_template_is_refused_where_the_version_would_ignore_it() {
+    let yaml = DYNAMIC.replace(
+        "  template:\n    spec:\n",
+        "  template:\n    metadata:\n      annotations:\n        karpenter.sh/do-not-repair: \"true\"\n    spec:\n",
+    );
+    let pool = strict(&yaml, V1_15).expect("1.15 reads it");
+    assert_eq!(pool.spec.template.metadata.annotations["karpenter.sh/do-not-repair"], "true");
+    let e = strict(
+        &yaml.replace("WhenEmptyOrUnderutilized\n", "WhenEmptyOrUnderutilized\n    consolidateAfter: 0s\n"),
+        V1_14,
+    )
+    .expect_err("1.14 would do nothing with it");
+    assert!(e.contains("karpenter.sh/do-not-repair") && e.contains("1.14"), "{e}");
+}
+
+fn scenario(version: Option<&str>, pool: &str) -> String {
+    let settings = version.map_or(String::new(), |v| format!("settings:\n  karpenterVersion: {v}\n"));
+    let pool: String = pool
+        .lines()
+        .enumerate()
+        .map(|(i, l)| if i == 0 { format!("  - {l}\n") } else { format!("    {l}\n") })
+        .collect();
+    format!("name: versions\nuntil: 1m\ncatalog:\n  source: kwok\n{settings}objects:\n{pool}")
+}
+
+#[test]
+fn a_scenario_decides_as_its_karpenter_version_and_checks_its_objects_by_it() {
+    let s = parse_scenario(&scenario(None, DYNAMIC), "s.yaml").expect("the default is the newest");
+    assert_eq!(s.settings.controller.karpenter_version, V1_15);
+    for (text, v) in [("\"1.14\"", V1_14), ("1.15", V1_15)] {
+        let with_after =
+            DYNAMIC.replace("WhenEmptyOrUnderutilized\n", "WhenEmptyOrUnderutilized\n    consolidateAfter: 30s\n");
+        let s = parse_scenario(&scenario(Some(text), &with_after), "s.yaml").expect("valid");
+        assert_eq!(s.settings.controller.karpenter_version, v);
+    }
+    let e = parse_scenario(&scenario(Some("\"1.14\""), DYNAMIC), "s.yaml").expect_err("1.14 requires it").to_string();
+    assert!(e.contains("s.yaml:") && e.contains("objects[0].spec.disruption"), "{e}");
+    assert!(e.contains("Required value"), "{e}");
+
+    let e = parse_scenario(&scenario(Some("\"1.13\""), DYNAMIC), "s.yaml").expect_err("not modelled").to_string();
+    assert!(e.starts_with("s.yaml:6:"), "located at the setting: {e}");
+    assert!(e.contains("settings.karpenterVersion") && e.contains("1.14 or 1.15"), "{e}");
+}
+
+#[test]
+fn a_scenario_under_1_14_refuses_do_not_repair_on_its_nodes() {
+    let nodes = "nodes:\n  - instanceType: m5.large\n    zone: us-east-1a\n    annotations:\n      karpenter.sh/do-not-repair: \"true\"\n";
+    let text = |v: &str| format!("name: n\nuntil: 1m\nsettings:\n  karpenterVersion: \"{v}\"\n{nodes}");
+    parse_scenario(&text("1.15"), "n.yaml").expect("1.15 reads it");
+    let e = parse_scenario(&text("1.14"), "n.yaml").expect_err("1.14 would ignore it").to_string();
+    assert!(e.contains("nodes[0].annotations") && e.contains("do-not-repair"), "{e}");
+}
+
+#[test]
+fn plan_file_manifests_are_checked_by_the_version_chosen() {
+    let m = ClusterObjects::parse_for(DYNAMIC, "m.yaml", V1_15).expect("1.15");
+    assert_eq!(m.nodepools[0].spec.disruption.consolidate_after, "0s");
+    let two = format!("{STATIC}---\n{DYNAMIC}");
+    let e = ClusterObjects::parse_for(&two, "m.yaml", V1_14).expect_err("1.14").to_string();
+    assert!(e.starts_with("m.yaml:1:"), "the first document's line: {e}");
+    assert!(e.contains("NodePool fixed") && e.contains("spec.disruption.consolidateAfter"), "{e}");
+}
