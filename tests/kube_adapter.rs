@@ -1165,6 +1165,9 @@ async fn the_live_backend_switches_kubeconfig_contexts_in_place() {
     let (a, b) = (FakeApi::start().await, FakeApi::start().await);
     a.put("api/v1/nodes", node("node-in-a"));
     b.put("api/v1/nodes", node("node-in-b"));
+    // b runs upstream Karpenter v1.14.3: its decisions and API are the ones shown there.
+    let image = "public.ecr.aws/karpenter/controller:1.14.3@sha256:6a1b0c4d5e6f7a8b9c0d1e2f3a4b5c6d7e8f9a0b";
+    b.put("apis/apps/v1/deployments", chart_deployment(image, "1.14.3", 2));
     let dir = std::env::temp_dir().join(format!("karpenter-tui-ctx-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let kubeconfig = dir.join("config");
@@ -1202,6 +1205,7 @@ async fn the_live_backend_switches_kubeconfig_contexts_in_place() {
     let first = view_showing(&mut events, 10, |v| !v.nodes.is_empty()).await;
     assert_eq!(first.source.context, "a");
     assert!(first.nodes.iter().any(|n| n.name == "node-in-a"), "{:?}", first.nodes);
+    assert_eq!(first.karpenter_version, karpenter_tui::engine::version::KarpenterVersion::V1_15, "none found: newest");
 
     // Unreachable: refused with the reason, and the dashboard stays on a.
     commands.send(Command::SwitchContext { request: 1, context: "dead".into() }).unwrap();
@@ -1215,6 +1219,12 @@ async fn the_live_backend_switches_kubeconfig_contexts_in_place() {
     assert_eq!(after.source.context, "b");
     assert!(after.nodes.iter().any(|n| n.name == "node-in-b"), "{:?}", after.nodes);
     assert!(!after.nodes.iter().any(|n| n.name == "node-in-a"));
+    assert_eq!(after.karpenter_version, karpenter_tui::engine::version::KarpenterVersion::V1_14);
+    assert!(
+        after.karpenter_version_source.contains("kube-system/karpenter runs Karpenter 1.14.3"),
+        "{}",
+        after.karpenter_version_source
+    );
     // The first context's watches are gone: a change there reaches no picture.
     eventually(5, "a's watches end", || a.watching("api/v1/nodes") == 0).await;
 
