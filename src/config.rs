@@ -331,6 +331,19 @@ mod tests {
     }
 
     #[test]
+    fn the_karpenter_version_is_one_modelled_and_a_wrong_one_is_located() {
+        use crate::engine::version::KarpenterVersion;
+        assert_eq!(Config::parse("theme: dark\n", "c.yaml").expect("valid").karpenter_version, None);
+        let c = Config::parse("karpenterVersion: \"1.14\"\n", "c.yaml").expect("valid config");
+        assert_eq!(c.karpenter_version, Some(KarpenterVersion::V1_14));
+        let c = Config::parse("karpenterVersion: 1.15\n", "c.yaml").expect("an unquoted version reads the same");
+        assert_eq!(c.karpenter_version, Some(KarpenterVersion::V1_15));
+        let err = Config::parse("theme: dark\nkarpenterVersion: \"1.16\"\n", "/x/config.yaml").unwrap_err().to_string();
+        assert!(err.starts_with("/x/config.yaml:2:"), "the value's line: {err}");
+        assert!(err.contains("unknown Karpenter version \"1.16\": expected 1.14 or 1.15"), "{err}");
+    }
+
+    #[test]
     fn extra_labels_are_a_list_of_keys() {
         let c = Config::parse("extraLabels: [karpenter.sh/capacity-type, topology.kubernetes.io/zone]\n", "x")
             .expect("parses");

@@ -290,3 +290,23 @@ fn the_external_editor_round_trip_keeps_the_buffer_on_failure() {
         .collect();
     assert!(leftovers.is_empty(), "{leftovers:?}");
 }
+
+#[test]
+fn the_editor_validates_by_the_karpenter_version_in_force() {
+    use karpenter_tui::engine::version::KarpenterVersion;
+    // A disruption block naming only its policy: 1.15 defaults consolidateAfter, 1.14's CRD requires it.
+    let text = format!("{LIVE}  disruption:\n    consolidationPolicy: WhenEmpty\n");
+    let e = NodePoolEditor::new("default", &text);
+    assert!(e.is_valid(), "the newest modelled by default: {:?}", e.diagnostics());
+    let e = NodePoolEditor::new("default", &text).with_version(KarpenterVersion::V1_15);
+    assert_eq!(e.parsed().map(|p| p.spec.disruption.consolidate_after.as_str()), Some("0s"));
+    let mut e = NodePoolEditor::new("default", &text).with_version(KarpenterVersion::V1_14);
+    assert!(!e.is_valid());
+    let d = &e.diagnostics()[0];
+    assert_eq!((d.line, d.kind), (13, DiagnosticKind::Invalid), "{d}");
+    assert!(d.path == "spec.disruption.consolidateAfter" && d.message.contains("Required value"), "{d}");
+    // Writing it out mends it.
+    end_of_line(&mut e, 14);
+    type_str(&mut e, "\n    consolidateAfter: 5m");
+    assert!(e.is_valid(), "{:?}", e.diagnostics());
+}
