@@ -178,3 +178,65 @@ fn plan_file_manifests_are_checked_by_the_version_chosen() {
     assert!(e.starts_with("m.yaml:1:"), "the first document's line: {e}");
     assert!(e.contains("NodePool fixed") && e.contains("spec.disruption.consolidateAfter"), "{e}");
 }
+
+/// One instance type whose every offering EC2 is out of when the first claim launches.
+const OUT_OF_CAPACITY: &str = r#"
+catalog:
+  source: inline
+  instanceTypes:
+    - name: small
+      cpu: "2"
+      memory: 4Gi
+      pods: 10
+      offerings:
+        - {zone: z1, capacityType: on-demand, price: 0.05}
+objects:
+  - apiVersion: karpenter.sh/v1
+    kind: NodePool
+    metadata: {name: default}
+    spec:
+      template:
+        spec:
+          nodeClassRef: {group: karpenter.k8s.aws, kind: EC2NodeClass, name: default}
+  - apiVersion: apps/v1
+    kind: Deployment
+    metadata: {name: app}
+    spec:
+      replicas: 2
+      selector: {matchLabels: {app: app}}
+      template:
+        metadata: {labels: {app: app}}
+        spec:
+          containers: [{name: c, image: x, resources: {requests: {cpu: 500m, memory: 512Mi}}}]
+events:
+  - at: 0s
+    capacity: {instanceType: small, zone: z1, capacityType: on-demand, available: false}
+"#;
+
+#[test]
+fn pr_3143_a_launch_without_capacity_is_told_to_the_pods_nominated_to_the_claim() {
+    let world = |version: &str| {
+        let text = format!("name: ice\nuntil: 2m\nsettings:\n  karpenterVersion: \"{version}\"\n{OUT_OF_CAPACITY}");
+        let s = parse_scenario(&text, "ice.yaml").unwrap_or_else(|e| panic!("{e}"));
+        karpenter_tui::sim::run::run_world(&s, Some(std::time::Duration::from_secs(60)))
+            .unwrap_or_else(|e| panic!("{e}"))
+    };
+    let w = world("1.15");
+    let told: Vec<_> = w.record.events.iter().filter(|e| e.reason == "InsufficientCapacityError").collect();
+    assert_eq!(told.len(), 2, "both pods of the claim: {:?}", w.record.events);
+    for e in &told {
+        assert!(e.warning && e.object.starts_with("pod/default/app-"), "{e:?}");
+        assert!(
+            e.message.starts_with("NodeClaim default-")
+                && e.message.contains(", nominated for this pod failed to launch: insufficient capacity"),
+            "{e:?}"
+        );
+    }
+    let claims: std::collections::BTreeSet<&str> =
+        told.iter().map(|e| e.message.split(',').next().unwrap_or("")).collect();
+    assert_eq!(claims.len(), 1, "one claim, one message: {claims:?}");
+
+    // 1.14 tells the NodeClaim only.
+    let w = world("1.14");
+    assert!(!w.record.events.iter().any(|e| e.reason == "InsufficientCapacityError"), "{:?}", w.record.events);
+}

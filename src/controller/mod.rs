@@ -174,6 +174,9 @@ pub struct Controller {
     /// a cost-packing run at 20,000 pods. Carried in one pass before the next solve; reads in between ask
     /// [`Controller::placement`], which applies them.
     renamed: BTreeMap<String, Option<String>>,
+    /// Karpenter 1.15: the pods nominated to each NodeClaim this controller created and has not seen launch, told
+    /// when its launch fails for want of capacity.
+    nominated_pods: BTreeMap<String, Vec<ObjectReference>>,
 }
 
 /// An interruption notice as operators see it.
@@ -211,6 +214,11 @@ pub enum Outcome {
         claim: Box<NodeClaim>,
         message: String,
     },
+    /// The cloud had no capacity for the claim; the claim was deleted.
+    InsufficientCapacity {
+        claim: String,
+        message: String,
+    },
 }
 
 impl Outcome {
@@ -219,6 +227,9 @@ impl Outcome {
         match err {
             lifecycle::LaunchError::NoCompatibleType(m) => {
                 Some(Outcome::LaunchImpossible { claim: Box::new(claim.clone()), message: m.clone() })
+            }
+            lifecycle::LaunchError::InsufficientCapacity(_) => {
+                Some(Outcome::InsufficientCapacity { claim: claim.name().to_string(), message: err.to_string() })
             }
             _ => None,
         }
@@ -283,6 +294,7 @@ impl Controller {
             last_outlook: None,
             placements: Arc::default(),
             renamed: BTreeMap::new(),
+            nominated_pods: BTreeMap::new(),
         }
     }
 
@@ -541,6 +553,36 @@ impl Controller {
         self.queued_events.append(&mut out.effects);
     }
 
+    /// Karpenter 1.15: remembers the pods the latest solve put on the new claim `placeholder`, now created as `name`.
+    fn note_nominated(&mut self, name: &str, placeholder: &str) {
+        if !self.version.tells_pods_of_failed_launches() {
+            return;
+        }
+        let Some(solve) = &self.last_solve else { return };
+        let Some(decided) = solve.results.new_claims.iter().find(|c| c.hostname == placeholder) else { return };
+        let pods: Vec<ObjectReference> = decided
+            .pods
+            .iter()
+            .map(|&i| &solve.pods[i])
+            .filter(|p| p.buffer.is_none())
+            .map(|p| pod_ref(&p.namespace, &p.name, &p.uid))
+            .collect();
+        if !pods.is_empty() {
+            self.nominated_pods.insert(name.to_string(), pods);
+        }
+    }
+
+    /// Karpenter 1.15: a Warning on every pod nominated to `claim`, whose launch failed for want of capacity.
+    fn tell_nominated_pods(&mut self, claim: &str, error: &str, now: Millis) {
+        let Some(pods) = self.nominated_pods.remove(claim) else { return };
+        let message = format!("NodeClaim {claim}, nominated for this pod failed to launch: {error}");
+        let mut out = Out::default();
+        for pod in pods {
+            self.event(pod, true, "InsufficientCapacityError", message.clone(), now, &mut out);
+        }
+        self.queued_events.append(&mut out.effects);
+    }
+
     /// Instance types per NodePool as the cloud offers them (no overlays).
     fn raw_catalogs(&self, pools: &[crate::engine::api::NodePool]) -> BTreeMap<String, Vec<Arc<InstanceType>>> {
         pools
@@ -598,6 +640,8 @@ impl Controller {
         self.created.retain(|n, at| !claims.contains_key(n.as_str()) && now - *at < CREATE_SETTLE);
         self.launching.retain(|n, at| claims.get(n.as_str()) == Some(&false) && now - *at < LAUNCH_SETTLE);
         self.nominated.retain(|_, until| *until > now);
+        let created = &self.created;
+        self.nominated_pods.retain(|n, _| claims.get(n.as_str()) == Some(&false) || created.contains_key(n));
         let deleting: BTreeSet<&str> = s
             .nodeclaims
             .iter()
@@ -937,6 +981,12 @@ impl Controller {
             let target = if is_node { format!("node/{}", p.node) } else { format!("nodeclaim/{}", p.node) };
             for &i in p.pods.iter().filter(|&&i| result.pods[i].buffer.is_none()) {
                 let pod = &result.pods[i];
+                // Nominated to a claim still launching: told too if its launch fails (1.15).
+                if let Some(known) = self.nominated_pods.get_mut(&p.node)
+                    && !known.iter().any(|r| r.uid.as_deref() == Some(pod.uid.as_str()))
+                {
+                    known.push(pod_ref(&pod.namespace, &pod.name, &pod.uid));
+                }
                 let message = format!("Pod should schedule on: {target}");
                 self.event(pod_ref(&pod.namespace, &pod.name, &pod.uid), false, "Nominated", message, now, out);
             }
@@ -1472,6 +1522,7 @@ impl Controller {
                 self.created.insert(name.clone(), now);
                 if let Purpose::Provisioning { placeholder, .. } = &purpose {
                     self.rename_placements(placeholder, Some(&name));
+                    self.note_nominated(&name, placeholder);
                 }
                 self.settle(&purpose, Some(name));
             }
@@ -1487,9 +1538,11 @@ impl Controller {
                 self.settle(&purpose, None);
             }
             Outcome::Launched { claim } => {
+                self.nominated_pods.remove(&claim);
                 self.launching.insert(claim, now);
             }
             Outcome::LaunchImpossible { claim, message } => self.launch_impossible(&claim, &message, now),
+            Outcome::InsufficientCapacity { claim, message } => self.tell_nominated_pods(&claim, &message, now),
         }
     }
 

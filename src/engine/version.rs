@@ -60,6 +60,12 @@ impl KarpenterVersion {
         self >= KarpenterVersion::V1_15
     }
 
+    /// Whether a launch that fails for want of capacity is told to each pod nominated to the NodeClaim, as a
+    /// Warning `InsufficientCapacityError` (v1.15.0, #3143), besides the NodeClaim's own event.
+    pub fn tells_pods_of_failed_launches(self) -> bool {
+        self >= KarpenterVersion::V1_15
+    }
+
     /// The modelled version whose decisions a release (`1.15.1`, `v1.14.3`) makes: its own minor when modelled,
     /// else the nearest one (an older v1 release decides as v1.14, a newer one as v1.15). `None` when the text is
     /// not a v1 release.
