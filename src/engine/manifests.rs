@@ -165,8 +165,8 @@ impl ClusterObjects {
                     v.push(None);
                     continue;
                 }
-                let tm: TypeMeta = serde_yaml::from_value(value.clone())
-                    .map_err(|e| located(file, &e, lines.get(i).copied().unwrap_or(1)))?;
+                let tm =
+                    TypeMeta::deserialize(&value).map_err(|e| located(file, &e, lines.get(i).copied().unwrap_or(1)))?;
                 if (tm.api_version.as_str(), tm.kind.as_str()) == ("karpenter.sh/v1", "NodePool") {
                     written_pools.insert(i, value);
                 }
