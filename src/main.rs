@@ -37,13 +37,14 @@ fn run(mut cli: Cli) -> anyhow::Result<ExitCode> {
         }
     };
     match command {
-        Command::Demo { scenario, speed, packing, ui, log: LogArgs { log_format } } => {
+        Command::Demo { scenario, speed, packing, karpenter_version, ui, log: LogArgs { log_format } } => {
             let nodes = ui.node_options();
             let UiArgs { readonly, theme, .. } = ui;
             let opts = cli::demo::DemoOptions {
                 scenario: scenario.map(Into::into),
                 speed,
                 packing: packing.map(Into::into),
+                karpenter_version,
                 readonly,
                 theme,
                 nodes,
@@ -70,7 +71,7 @@ fn run(mut cli: Cli) -> anyhow::Result<ExitCode> {
                 }
             }
         }
-        Command::Simulate { file, output, until, seed, packing } => {
+        Command::Simulate { file, output, until, seed, packing, karpenter_version } => {
             let until = match until.as_deref().map(karpenter_tui::engine::api::duration::parse_go_duration) {
                 Some(Err(e)) => {
                     eprintln!("error: --until: {e}");
@@ -79,7 +80,7 @@ fn run(mut cli: Cli) -> anyhow::Result<ExitCode> {
                 Some(Ok(d)) => Some(d),
                 None => None,
             };
-            let scenario = match cli::simulate::load_scenario(&file, packing.map(Into::into)) {
+            let scenario = match cli::simulate::load_scenario(&file, packing.map(Into::into), karpenter_version) {
                 Ok(s) => s,
                 Err(e) => {
                     eprintln!("error: {e}");

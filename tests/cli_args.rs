@@ -379,9 +379,11 @@ fn dashboard_flags_reach_its_options() {
 #[test]
 fn sim_is_the_demo_with_the_dashboards_look() {
     let mut cli = parses(&["--sim", "s.yaml", "--readonly", "--theme", "dark", "--log-format", "json"]);
-    let Some(Command::Demo { scenario, speed, packing, ui, log }) = cli.sim_as_demo() else { panic!("demo") };
+    let Some(Command::Demo { scenario, speed, packing, karpenter_version, ui, log }) = cli.sim_as_demo() else {
+        panic!("demo")
+    };
     assert_eq!(scenario.as_deref(), Some("s.yaml"));
-    assert_eq!((speed, packing), (None, None));
+    assert_eq!((speed, packing, karpenter_version), (None, None, None));
     assert!(ui.readonly);
     assert_eq!(ui.theme.as_deref(), Some("dark"));
     assert_eq!(log.log_format, LogFormat::Json);

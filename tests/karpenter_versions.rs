@@ -240,3 +240,37 @@ fn pr_3143_a_launch_without_capacity_is_told_to_the_pods_nominated_to_the_claim(
     let w = world("1.14");
     assert!(!w.record.events.iter().any(|e| e.reason == "InsufficientCapacityError"), "{:?}", w.record.events);
 }
+
+#[test]
+fn simulate_decides_as_the_version_asked_for_over_the_scenarios() {
+    let sim = |args: &[&str]| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_karpenter-tui"))
+            .arg("simulate")
+            .args(args)
+            .output()
+            .expect("runs")
+    };
+    let out = sim(&["scenarios/walkthrough.yaml", "-o", "json", "--karpenter-version", "1.14"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    assert_eq!(report["karpenterVersion"], "1.14");
+    let out = sim(&["scenarios/walkthrough.yaml", "-o", "json"]);
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    assert_eq!(report["karpenterVersion"], "1.15", "the scenario's, else the newest");
+
+    // The scenario's objects are checked by the version asked for.
+    let dir = std::env::temp_dir().join(format!("karpenter-tui-versions-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let file = dir.join("s.yaml");
+    std::fs::write(&file, scenario(None, DYNAMIC)).expect("written");
+    let path = file.to_str().expect("utf-8");
+    assert!(sim(&[path]).status.success());
+    let out = sim(&[path, "--karpenter-version", "1.14"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("s.yaml:") && stderr.contains("spec.disruption") && stderr.contains("Required value"),
+        "{stderr}"
+    );
+    let _ = std::fs::remove_dir_all(dir);
+}

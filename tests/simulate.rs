@@ -297,7 +297,7 @@ fn the_scenarios_packing_reaches_the_controller_and_the_flag_goes_over_it() {
     let cost = scenario_file("cost", "settings:\n  packing: cost\n");
     let plain = scenario_file("plain", "");
     let packing_of = |path: &std::path::Path, flag: Option<Packing>| {
-        let s = load_scenario(path.to_str().unwrap(), flag).unwrap_or_else(|e| panic!("{e}"));
+        let s = load_scenario(path.to_str().unwrap(), flag, None).unwrap_or_else(|e| panic!("{e}"));
         let p = Playback::new(&s).unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(p.world.settings().controller.packing, s.settings.controller.packing);
         (s.settings.controller.packing, p.world.controller().packing())
@@ -346,7 +346,7 @@ fn the_report_compares_both_packing_strategies_over_the_pods_it_provisioned_for(
     use karpenter_tui::cli::simulate::load_scenario;
     use karpenter_tui::engine::packing::Packing;
     let report = |packing: Packing| {
-        let s = load_scenario("scenarios/gpu.yaml", Some(packing)).unwrap_or_else(|e| panic!("{e}"));
+        let s = load_scenario("scenarios/gpu.yaml", Some(packing), None).unwrap_or_else(|e| panic!("{e}"));
         run(&s, None, None).unwrap_or_else(|e| panic!("{e}"))
     };
     for packing in [Packing::Upstream, Packing::Cost] {

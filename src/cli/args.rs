@@ -54,6 +54,7 @@ impl Cli {
             scenario: (!s.is_empty()).then_some(s),
             speed: None,
             packing: self.live.packing,
+            karpenter_version: self.live.karpenter_version,
             ui: self.ui.clone(),
             log: self.log,
         })
@@ -72,6 +73,9 @@ pub enum Command {
         /// How provisioning sizes new NodeClaims, over the scenario's `settings.packing`.
         #[arg(long, value_enum)]
         packing: Option<PackingArg>,
+        /// Whose decisions and validation: 1.14 or 1.15, over the scenario's `settings.karpenterVersion`.
+        #[arg(long, value_name = "VERSION")]
+        karpenter_version: Option<KarpenterVersion>,
         #[command(flatten)]
         ui: UiArgs,
         #[command(flatten)]
@@ -94,6 +98,9 @@ pub enum Command {
         /// How provisioning sizes new NodeClaims, over the scenario's `settings.packing`.
         #[arg(long, value_enum)]
         packing: Option<PackingArg>,
+        /// Whose decisions and validation: 1.14 or 1.15, over the scenario's `settings.karpenterVersion`.
+        #[arg(long, value_name = "VERSION")]
+        karpenter_version: Option<KarpenterVersion>,
     },
     /// The instance types, capacities, allocatable and prices the engine uses.
     Catalog {

@@ -7,7 +7,7 @@ use anyhow::Context as _;
 use crate::config::{Config, Paths, load_theme};
 use crate::shell::sim_driver::{SimDriver, spawn};
 use crate::sim::run::Playback;
-use crate::sim::scenario::parse_scenario;
+use crate::sim::scenario::parse_scenario_as;
 use crate::ui::action::KeyMap;
 use crate::ui::app::{AppState, Msg, update};
 use crate::ui::audit::AuditLog;
@@ -21,6 +21,8 @@ pub struct DemoOptions {
     pub speed: Option<f64>,
     /// `--packing`, over the scenario's `settings.packing`.
     pub packing: Option<crate::engine::packing::Packing>,
+    /// `--karpenter-version`, over the scenario's `settings.karpenterVersion`.
+    pub karpenter_version: Option<crate::engine::version::KarpenterVersion>,
     pub readonly: bool,
     pub theme: Option<String>,
     /// `--selector` and `--extra-labels`.
@@ -41,8 +43,9 @@ pub fn run_demo(opts: DemoOptions) -> anyhow::Result<()> {
     // Parsed on a thread of its own: the parser's garbage then lives in that thread's heap arena, which is handed
     // back whole once the scenario is dropped, instead of leaving holes among the world's objects (at 20,000 pods
     // about 70 MiB resident; see docs/performance.md).
-    let mut scenario = std::thread::scope(|t| t.spawn(|| parse_scenario(&text, &name)).join())
-        .map_err(|_| anyhow::anyhow!("the scenario parser panicked on {name}"))??;
+    let mut scenario =
+        std::thread::scope(|t| t.spawn(|| parse_scenario_as(&text, &name, opts.karpenter_version)).join())
+            .map_err(|_| anyhow::anyhow!("the scenario parser panicked on {name}"))??;
     if let Some(p) = opts.packing {
         scenario.settings.controller.packing = p;
     }

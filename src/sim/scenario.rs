@@ -630,6 +630,8 @@ struct Ctx<'a> {
     index: YamlIndex,
     /// `settings.karpenterVersion`, once read: objects are checked against that version's API.
     version: std::cell::Cell<KarpenterVersion>,
+    /// A version chosen over the scenario's (`simulate --karpenter-version`).
+    forced: Option<KarpenterVersion>,
 }
 
 impl Ctx<'_> {
@@ -652,6 +654,12 @@ impl Ctx<'_> {
 /// Parses and checks a scenario; `file` only labels errors. Instance type and zone names need the catalog: call
 /// [`Scenario::check_references`] once it is built.
 pub fn parse_scenario(text: &str, file: &str) -> Result<Scenario, ScenarioError> {
+    parse_scenario_as(text, file, None)
+}
+
+/// [`parse_scenario`], deciding as Karpenter `version` over the scenario's `settings.karpenterVersion` when one is
+/// given: its objects are checked against that version's API too.
+pub fn parse_scenario_as(text: &str, file: &str, version: Option<KarpenterVersion>) -> Result<Scenario, ScenarioError> {
     let index = YamlIndex::parse(text).map_err(|e| ScenarioError {
         file: file.to_string(),
         line: e.line,
@@ -659,7 +667,7 @@ pub fn parse_scenario(text: &str, file: &str) -> Result<Scenario, ScenarioError>
         path: String::new(),
         message: format!("YAML syntax error: {}", e.message),
     })?;
-    let cx = Ctx { file, index, version: std::cell::Cell::new(KarpenterVersion::NEWEST) };
+    let cx = Ctx { file, index, version: std::cell::Cell::new(KarpenterVersion::NEWEST), forced: version };
     if text.trim().is_empty() {
         return Err(cx.err(&FieldPath::root(), "empty scenario: `name` and `until` are required"));
     }
@@ -702,7 +710,10 @@ fn build(cx: &Ctx<'_>, raw: RawScenario) -> Result<Scenario, ScenarioError> {
         }
     }
 
-    let settings = build_settings(cx, raw.settings)?;
+    let mut settings = build_settings(cx, raw.settings)?;
+    if let Some(v) = cx.forced {
+        settings.controller.karpenter_version = v;
+    }
     cx.version.set(settings.controller.karpenter_version);
 
     let mut objects = ClusterObjects::default();
