@@ -66,6 +66,32 @@ fn min_values_strict_fails_and_best_effort_relaxes() {
 }
 
 #[test]
+fn min_values_count_only_the_values_a_narrowed_requirement_still_allows() {
+    // v1.14.3 and v1.15 (#3170): zone In [1, 2] with minValues 2, narrowed to zone 1 by the pod. The options still
+    // offer both zones, but the NodeClaim may only use one: BestEffort relaxes (and says so) instead of writing a
+    // NodeClaim whose zone requirement the CRD refuses; Strict fails in the simulation.
+    let mut w = world(vec![with_node_selector(pod("p"), &[(labels::ZONE, "test-zone-1")])]);
+    w.nodepools[0].spec.template.spec.requirements =
+        vec![requirement(labels::ZONE, "In", &["test-zone-1", "test-zone-2"], Some(2))];
+    let r = w.provision(&fake::fake_catalog());
+    assert!(r.results.new_claims.is_empty(), "{:?}", r.results.new_claims.len());
+    assert!(
+        matches!(&r.results.failures[0].reasons[0].1,
+            PoolRejection::MinValues { key, needed: 2, available: 1 } if key == labels::ZONE),
+        "{:?}",
+        r.results.failures[0].reasons
+    );
+    let r = w.provision_with(
+        &fake::fake_catalog(),
+        SchedulerOptions { min_values: MinValuesPolicy::BestEffort, ..Default::default() },
+    );
+    let c = &r.results.new_claims[0];
+    assert!(c.min_values_relaxed);
+    assert_eq!(c.annotations.get(labels::ANNOTATION_MIN_VALUES_RELAXED).map(String::as_str), Some("true"));
+    assert_eq!(c.requirements.get(labels::ZONE).min_values, Some(1));
+}
+
+#[test]
 fn options_are_truncated_cheapest_first() {
     let catalog = fake::fake_catalog_with(fake::fake_instance_types(400));
     let w = world(vec![with_requests(pod("p"), Some("100m"), None)]);
