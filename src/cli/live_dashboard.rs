@@ -44,7 +44,7 @@ pub struct LiveOptions {
     /// `--packing`, over the config file's `packing:` when the settings are read.
     pub packing: Option<crate::engine::packing::Packing>,
     /// The Karpenter version chosen by `--karpenter-version` or the config file (the flag wins); `None` takes the
-    /// cluster's (see [`crate::kube::upstream::detect_version`]).
+    /// cluster's (see [`crate::kube::upstream::look`]).
     pub karpenter_version: Option<KarpenterVersion>,
     pub takeover: bool,
     pub lease_namespace: String,
@@ -253,9 +253,9 @@ pub async fn prepare_with(
     }
     // The lists run while the rest is set up: at thousands of pods they are most of the wait.
     let mut watches = watch::spawn(conn.client.clone());
-    let upstream = upstream::detect(&conn.client).await;
-    let (version, version_source) =
-        resolve_version(opts.karpenter_version, upstream::detect_version(&conn.client).await);
+    // One look: whether upstream Karpenter acts, and which release the cluster runs.
+    let upstream::Upstream { active: upstream, version: detected } = upstream::look(&conn.client).await;
+    let (version, version_source) = resolve_version(opts.karpenter_version, detected);
     tracing::info!(version = %version, source = %version_source, "Karpenter version");
     let mut settings = opts.controller_settings();
     settings.karpenter_version = version;

@@ -29,31 +29,60 @@ pub fn lease_says_active(lease: &Lease, now: Timestamp) -> Option<String> {
     })
 }
 
-/// Looks for an active upstream controller. Lookups we aren't allowed to make count as "no evidence".
-pub async fn detect(client: &kube::Client) -> Option<String> {
+/// What the cluster says of upstream Karpenter.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Upstream {
+    /// Why we think it is active, or `None`.
+    pub active: Option<String>,
+    /// The release its Deployment runs, active or not.
+    pub version: Option<DetectedVersion>,
+}
+
+/// Looks for upstream Karpenter: whether it is active (a held Lease, else a Deployment with ready replicas) and
+/// which release it runs. Lookups we aren't allowed to make count as "no evidence".
+pub async fn look(client: &kube::Client) -> Upstream {
     let now = Timestamp::now();
+    let mut active = None;
     for ns in NAMESPACES {
         let api: Api<Lease> = Api::namespaced(client.clone(), ns);
         if let Ok(Some(lease)) = api.get_opt(UPSTREAM_LEASE).await
             && let Some(why) = lease_says_active(&lease, now)
         {
-            return Some(why);
+            active = Some(why);
+            break;
         }
     }
-    let api: Api<Deployment> = Api::all(client.clone());
-    if let Ok(list) = api.list(&ListParams::default().labels("app.kubernetes.io/name=karpenter")).await {
-        for d in list.items {
+    let deployments = karpenter_deployments(client).await.unwrap_or_default();
+    let active = active.or_else(|| {
+        deployments.iter().find_map(|d| {
             let ready = d.status.as_ref().and_then(|s| s.ready_replicas).unwrap_or(0);
-            if ready > 0 {
-                return Some(format!(
+            (ready > 0).then(|| {
+                format!(
                     "upstream Karpenter Deployment {}/{} has {ready} ready replica(s)",
                     d.metadata.namespace.as_deref().unwrap_or("?"),
                     d.metadata.name.as_deref().unwrap_or("?")
-                ));
-            }
-        }
-    }
-    None
+                )
+            })
+        })
+    });
+    Upstream { active, version: deployments.iter().find_map(version_of) }
+}
+
+/// Whether an upstream controller is active, and why (see [`look`]).
+pub async fn detect(client: &kube::Client) -> Option<String> {
+    look(client).await.active
+}
+
+/// Upstream Karpenter's Deployments (by its chart's label), by namespace and name; `None` when the list fails.
+async fn karpenter_deployments(client: &kube::Client) -> Option<Vec<Deployment>> {
+    let api: Api<Deployment> = Api::all(client.clone());
+    let list = api.list(&ListParams::default().labels("app.kubernetes.io/name=karpenter")).await.ok()?;
+    let mut items = list.items;
+    items.sort_by(|a, b| {
+        (a.metadata.namespace.as_deref(), a.metadata.name.as_deref())
+            .cmp(&(b.metadata.namespace.as_deref(), b.metadata.name.as_deref()))
+    });
+    Some(items)
 }
 
 /// The Karpenter release a cluster runs, as its Deployment says.
@@ -100,14 +129,7 @@ pub fn version_of(d: &Deployment) -> Option<DetectedVersion> {
 /// zero it still says which CRDs and decisions the cluster was set up for). The first by namespace and name when
 /// there are several; `None` when there is none, none names a release, or the list is not allowed.
 pub async fn detect_version(client: &kube::Client) -> Option<DetectedVersion> {
-    let api: Api<Deployment> = Api::all(client.clone());
-    let list = api.list(&ListParams::default().labels("app.kubernetes.io/name=karpenter")).await.ok()?;
-    let mut items = list.items;
-    items.sort_by(|a, b| {
-        (a.metadata.namespace.as_deref(), a.metadata.name.as_deref())
-            .cmp(&(b.metadata.namespace.as_deref(), b.metadata.name.as_deref()))
-    });
-    items.iter().find_map(version_of)
+    karpenter_deployments(client).await?.iter().find_map(version_of)
 }
 
 #[cfg(test)]

@@ -25,7 +25,7 @@ use thiserror::Error;
 
 use crate::engine::api::duration::parse_go_duration;
 use crate::engine::api::strict::{Pos, YamlIndex, ignored_path};
-use crate::engine::api::validation::{FieldPath, PathSegment, validate_nodepool_written};
+use crate::engine::api::validation::{FieldPath, PathSegment, do_not_repair_ignored, validate_nodepool_written};
 use crate::engine::api::{EC2NodeClass, NodePool};
 use crate::engine::catalog::aws::{aws_regions, aws_zones};
 use crate::engine::catalog::inline::{InlineInstanceType, inline_instance_types};
@@ -628,10 +628,9 @@ fn tracked_path(p: &serde_path_to_error::Path) -> FieldPath {
 struct Ctx<'a> {
     file: &'a str,
     index: YamlIndex,
-    /// `settings.karpenterVersion`, once read: objects are checked against that version's API.
-    version: std::cell::Cell<KarpenterVersion>,
-    /// A version chosen over the scenario's (`simulate --karpenter-version`).
-    forced: Option<KarpenterVersion>,
+    /// The version in force (`simulate --karpenter-version`, else `settings.karpenterVersion`, else the newest):
+    /// objects are checked against its API.
+    version: KarpenterVersion,
 }
 
 impl Ctx<'_> {
@@ -667,13 +666,15 @@ pub fn parse_scenario_as(text: &str, file: &str, version: Option<KarpenterVersio
         path: String::new(),
         message: format!("YAML syntax error: {}", e.message),
     })?;
-    let cx = Ctx { file, index, version: std::cell::Cell::new(KarpenterVersion::NEWEST), forced: version };
+    let cx = Ctx { file, index, version: version.unwrap_or(KarpenterVersion::NEWEST) };
     if text.trim().is_empty() {
         return Err(cx.err(&FieldPath::root(), "empty scenario: `name` and `until` are required"));
     }
     // One document only: serde_yaml rejects a stream of several rather than silently ignoring the rest.
     let raw: RawScenario =
         deserialize_tracked(serde_yaml::Deserializer::from_str(text)).map_err(|(p, m)| cx.err(&p, m))?;
+    let chosen = raw.settings.as_ref().and_then(|s| s.karpenter_version);
+    let cx = Ctx { version: version.or(chosen).unwrap_or(KarpenterVersion::NEWEST), ..cx };
     build(&cx, raw)
 }
 
@@ -710,11 +711,7 @@ fn build(cx: &Ctx<'_>, raw: RawScenario) -> Result<Scenario, ScenarioError> {
         }
     }
 
-    let mut settings = build_settings(cx, raw.settings)?;
-    if let Some(v) = cx.forced {
-        settings.controller.karpenter_version = v;
-    }
-    cx.version.set(settings.controller.karpenter_version);
+    let settings = build_settings(cx, raw.settings)?;
 
     let mut objects = ClusterObjects::default();
     let mut bound_pods: Vec<(FieldPath, String)> = Vec::new();
@@ -841,7 +838,8 @@ fn build_catalog(
 }
 
 fn build_settings(cx: &Ctx<'_>, raw: Option<RawSettings>) -> Result<Settings, ScenarioError> {
-    let d = Settings::default();
+    let mut d = Settings::default();
+    d.controller.karpenter_version = cx.version;
     let Some(r) = raw else { return Ok(d) };
     let mut gates = d.controller.gates;
     if let Some(on) = r.spot_to_spot_consolidation {
@@ -874,7 +872,6 @@ fn build_settings(cx: &Ctx<'_>, raw: Option<RawSettings>) -> Result<Settings, Sc
             batch_idle: or(r.batch_idle, d.controller.batch_idle),
             batch_max: or(r.batch_max, d.controller.batch_max),
             validation_delay: or(r.validation_delay, d.controller.validation_delay),
-            karpenter_version: r.karpenter_version.unwrap_or(d.controller.karpenter_version),
             ..d.controller.clone()
         },
         repair_policies: d.repair_policies,
@@ -946,7 +943,7 @@ fn add_object(
                 full.0.extend(p.0.iter().cloned());
                 cx.index.locate(&full).is_some()
             };
-            if let Some(e) = validate_nodepool_written(&pool, cx.version.get(), written).into_iter().next() {
+            if let Some(e) = validate_nodepool_written(&pool, cx.version, written).into_iter().next() {
                 return Err(cx.err(&FieldPath::parse(&format!("{path}.{}", e.path)), e.message));
             }
             out.nodepools.push(pool);
@@ -1081,18 +1078,10 @@ fn build_nodes(
         {
             return Err(cx.err(&path.field("nodePool"), format!("no NodePool {pool:?} in `objects`")));
         }
-        let version = cx.version.get();
-        if !version.reads_do_not_repair()
-            && n.annotations.as_ref().is_some_and(|a| a.contains_key(labels::ANNOTATION_DO_NOT_REPAIR))
+        if n.annotations.as_ref().is_some_and(|a| a.contains_key(labels::ANNOTATION_DO_NOT_REPAIR))
+            && let Some(why) = do_not_repair_ignored(cx.version)
         {
-            return Err(cx.err(
-                &path.field("annotations").key(labels::ANNOTATION_DO_NOT_REPAIR),
-                format!(
-                    "{} is read from Karpenter 1.15 on; under {version} it would do nothing (set \
-                     settings.karpenterVersion: \"1.15\")",
-                    labels::ANNOTATION_DO_NOT_REPAIR
-                ),
-            ));
+            return Err(cx.err(&path.field("annotations").key(labels::ANNOTATION_DO_NOT_REPAIR), why));
         }
         refs.push(cx.reference(&path.field("instanceType"), &n.instance_type, false));
         refs.push(cx.reference(&path.field("zone"), &n.zone, true));

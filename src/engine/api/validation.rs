@@ -760,19 +760,23 @@ pub fn validate_nodepool_written(
         }
     }
     let annotations = FieldPath::root().field("spec").field("template").field("metadata").field("annotations");
-    if !version.reads_do_not_repair()
-        && np.spec.template.metadata.annotations.contains_key(labels::ANNOTATION_DO_NOT_REPAIR)
+    if np.spec.template.metadata.annotations.contains_key(labels::ANNOTATION_DO_NOT_REPAIR)
+        && let Some(why) = do_not_repair_ignored(version)
     {
-        r.err(
-            &annotations.key(labels::ANNOTATION_DO_NOT_REPAIR),
-            labels::ANNOTATION_DO_NOT_REPAIR,
-            format!(
-                "{} is read from Karpenter 1.15 on; under {version} it would do nothing",
-                labels::ANNOTATION_DO_NOT_REPAIR
-            ),
-        );
+        r.err(&annotations.key(labels::ANNOTATION_DO_NOT_REPAIR), labels::ANNOTATION_DO_NOT_REPAIR, why);
     }
     r.errs
+}
+
+/// Why `karpenter.sh/do-not-repair`, written on an object, is refused under Karpenter `version`: it would do
+/// nothing there. `None` where the version reads it.
+pub fn do_not_repair_ignored(version: KarpenterVersion) -> Option<String> {
+    (!version.reads_do_not_repair()).then(|| {
+        format!(
+            "{} is read from Karpenter 1.15 on; under {version} it would do nothing",
+            labels::ANNOTATION_DO_NOT_REPAIR
+        )
+    })
 }
 
 // ---------------------------------------------------------------------------------------------------------------
