@@ -6,8 +6,6 @@ mod common;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use k8s_openapi::api::core::v1::Taint;
-
 use karpenter_tui::engine::api::NodePool;
 use karpenter_tui::engine::catalog::InstanceType;
 use karpenter_tui::engine::catalog::aws::aws_catalog;
@@ -31,7 +29,7 @@ struct World {
     types: BTreeMap<String, Vec<Arc<InstanceType>>>,
     policy: LabelPolicy,
     usage: BTreeMap<String, Resources>,
-    labels: BTreeMap<String, (BTreeMap<String, String>, Vec<Taint>)>,
+    labels: karpenter_tui::engine::scheduling::topology::NodeLabels,
     volumes: VolumeIndex,
 }
 
@@ -176,6 +174,8 @@ fn cost_packing_keeps_pods_on_existing_room_first() {
             ("karpenter.sh/capacity-type".to_string(), "on-demand".to_string()),
             ("kubernetes.io/os".to_string(), "linux".to_string()),
         ]
+        .into_iter()
+        .collect::<BTreeMap<_, _>>()
         .into(),
         allocatable: karpenter_tui::engine::resources::Resources::new(8000, 16 << 30, 110),
         capacity: karpenter_tui::engine::resources::Resources::new(8000, 16 << 30, 110),
@@ -435,7 +435,7 @@ fn hints_put_pods_back_on_the_claims_made_for_them() {
             labels.insert("karpenter.sh/nodepool".into(), c.nodepool.clone());
             ExistingNode {
                 name: c.hostname.clone(),
-                labels,
+                labels: labels.into(),
                 allocatable: alloc,
                 capacity: cap,
                 initialized: false,

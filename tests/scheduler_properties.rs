@@ -89,7 +89,7 @@ fn as_nodes(r: &Results) -> Vec<ExistingNode> {
             labels.insert(labels::HOSTNAME.to_string(), c.hostname.clone());
             ExistingNode {
                 name: c.hostname.clone(),
-                labels,
+                labels: labels.into(),
                 allocatable: t.allocatable(),
                 capacity: t.capacity.clone(),
                 managed: true,

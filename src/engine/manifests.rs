@@ -20,7 +20,7 @@ use thiserror::Error;
 use crate::engine::api::nodeoverlay::NodeOverlay;
 use crate::engine::api::validation::{FieldPath, PathSegment, validate_nodepool_written};
 use crate::engine::api::{EC2NodeClass, NodeClaim, NodePool};
-use crate::engine::provisioning::{ClusterSnapshot, PodDigests, Snapshot};
+use crate::engine::provisioning::{ClusterSnapshot, Digests, Snapshot};
 use crate::engine::stored_pod::StoredPod;
 use crate::engine::version::KarpenterVersion;
 
@@ -93,11 +93,11 @@ pub struct Changes {
 }
 
 /// What a store that is read again and again gives its reads so that pod digests outlive a pass: a version per pod
-/// (parallel to [`ClusterObjects::pods`], changing whenever the pod does) and the store's [`PodDigests`].
+/// (parallel to [`ClusterObjects::pods`], changing whenever the pod does) and the store's [`Digests`].
 #[derive(Debug, Clone)]
 pub struct PodVersions {
     pub versions: Vec<u64>,
-    pub digests: Arc<PodDigests>,
+    pub digests: Arc<Digests>,
 }
 
 /// Deployments and StatefulSets read from a live cluster (see [`ClusterObjects::workloads`]).
@@ -333,7 +333,7 @@ impl ClusterObjects {
     }
 
     /// The digests of [`ClusterObjects::pod_versions`], as a snapshot carries them.
-    pub fn pod_digests(&self) -> Option<(&[u64], &PodDigests)> {
+    pub fn pod_digests(&self) -> Option<(&[u64], &Digests)> {
         self.pod_versions.as_ref().map(|v| (&v.versions[..], &*v.digests))
     }
 

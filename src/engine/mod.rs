@@ -10,6 +10,7 @@ pub mod explain;
 pub mod labels;
 pub mod lifecycle;
 pub mod manifests;
+pub mod node_digests;
 pub mod objects;
 pub mod overlay;
 pub mod packing;

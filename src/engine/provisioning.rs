@@ -19,6 +19,7 @@ use crate::engine::api::{NodeClaim, NodeClaimSpec, NodePool};
 use crate::engine::catalog::InstanceType;
 use crate::engine::explain::PodIgnored;
 use crate::engine::labels::{self, LabelPolicy};
+use crate::engine::node_digests::{NodeDigester, NodeDigests};
 use crate::engine::objects::Objects;
 use crate::engine::requirements::{Operator, Requirement};
 use crate::engine::resources::Resources;
@@ -135,14 +136,16 @@ fn fully_blocks(pdb: &PodDisruptionBudget, p: &StoredPod) -> bool {
         || spec.min_available.as_ref().is_some_and(|v| matches!(v, IntOrString::String(s) if s == "100%"))
 }
 
-/// Scheduling digests ([`PodData`]) of pods, kept between passes by a caller that snapshots the same store again
-/// and again (the simulator). Digesting every pod of a 10,000-pod cluster for every pass cost a sixth of a busy
-/// simulation, while most pods had not changed since the pass before. The caller gives each pod a version that
-/// changes whenever the pod does (see [`ClusterSnapshot::digests`]); a digest is reused only for the same version
-/// and the same namespaces, so it is always the one [`pod::pod_data`] would compute.
+/// What passes derive from a store's objects, kept between passes by a caller that reads the same store again and
+/// again (the simulator, the watch cache): scheduling digests ([`PodData`]) of pods, and [`NodeDigests`] of nodes.
+/// Digesting every pod of a 10,000-pod cluster for every pass cost a sixth of a busy simulation, while most pods had
+/// not changed since the pass before. The caller gives each pod a version that changes whenever the pod does (see
+/// [`ClusterSnapshot::digests`]); a digest is reused only for the same version and the same namespaces, so it is
+/// always the one [`pod::pod_data`] would compute. Nodes are kept by the identity of their shared objects.
 #[derive(Debug, Default)]
-pub struct PodDigests {
+pub struct Digests {
     inner: Mutex<DigestCache>,
+    pub nodes: NodeDigests,
 }
 
 #[derive(Debug, Default)]
@@ -191,7 +194,7 @@ fn tolerations_hash(ts: &[Toleration]) -> u64 {
     h.finish()
 }
 
-/// Digests the pods of one snapshot, through the caller's [`PodDigests`] when there is one.
+/// Digests the pods of one snapshot, through the caller's [`Digests`] when there is one.
 struct Digester<'a> {
     namespaces: &'a [(String, BTreeMap<String, String>)],
     cache: Option<(&'a [u64], MutexGuard<'a, DigestCache>)>,
@@ -247,7 +250,7 @@ impl Drop for Digester<'_> {
     }
 }
 
-/// The digest of every pod of the snapshot, in `snap.pods` order, through the snapshot's [`PodDigests`] if any.
+/// The digest of every pod of the snapshot, in `snap.pods` order, through the snapshot's [`Digests`] if any.
 pub fn pod_digests(
     snap: &ClusterSnapshot<'_>,
     namespaces: &[(String, BTreeMap<String, String>)],
@@ -272,7 +275,7 @@ pub struct ClusterSnapshot<'a> {
     pub namespaces: &'a [Namespace],
     /// Optional: a version per pod (parallel to `pods`, changing whenever the pod changes) and the digests kept
     /// for them between snapshots of the same store. `None` digests every pod afresh.
-    pub digests: Option<(&'a [u64], &'a PodDigests)>,
+    pub digests: Option<(&'a [u64], &'a Digests)>,
     /// CapacityBuffers' virtual pods (see [`crate::engine::capacitybuffer`]): solved after the pending pods, like
     /// them. The controller adds them; a read of the cluster has none.
     pub virtual_pods: &'a [StoredPod],
@@ -464,14 +467,14 @@ pub struct ClusterState {
     pub active: Vec<ExistingNode>,
     /// Names of nodes being deleted (or marked for deletion by a disruption).
     pub deleting: BTreeSet<String>,
-    pub node_labels: BTreeMap<String, (BTreeMap<String, String>, Vec<k8s_openapi::api::core::v1::Taint>)>,
+    pub node_labels: crate::engine::scheduling::topology::NodeLabels,
     pub usage: BTreeMap<String, Resources>,
     /// Pods that need a place, in snapshot order: provisionable pending pods and reschedulable pods of deleting
     /// nodes. `provisionable[i]` tells which kind `to_schedule[i]` is.
     pub to_schedule: Vec<PodData>,
     pub provisionable: Vec<bool>,
     /// Pods bound to nodes and staying there (not terminating, not being rescheduled), with their node. Shared
-    /// with the caller's [`PodDigests`], when there is one.
+    /// with the caller's [`Digests`], when there is one.
     pub bound: Vec<(Arc<PodData>, String)>,
     pub rejected: Vec<(String, PodIgnored)>,
     pub daemonsets: Vec<PodData>,
@@ -490,48 +493,43 @@ impl ClusterState {
         let mut active: Vec<ExistingNode> = Vec::new();
         let mut deleting: BTreeSet<String> = BTreeSet::new();
         let mut usage: BTreeMap<String, Resources> = BTreeMap::new();
+        let mut digester = NodeDigester::new(snap.digests.map(|(_, d)| &d.nodes), snap.nodes, snap.nodeclaims);
         for s in &state {
-            let name = s.name();
-            let labels_map = s.labels();
-            let taints: Vec<_> = match (s.node, s.nodeclaim) {
-                (Some(n), _) => n.spec.as_ref().and_then(|sp| sp.taints.clone()).unwrap_or_default(),
-                (None, Some(c)) => c.spec.taints.iter().chain(&c.spec.startup_taints).cloned().collect(),
-                _ => Vec::new(),
-            };
-            node_labels.insert(name.clone(), (labels_map.clone(), taints.clone()));
-            let nodepool = labels_map.get(labels::NODEPOOL).cloned();
-            if s.is_deleting() || s.is_marked_for_deletion() {
-                deleting.insert(name);
+            let d = digester.get(s);
+            node_labels.insert(d.name.clone(), (d.labels.clone(), d.taints.clone()));
+            if d.deleting {
+                deleting.insert(d.name.clone());
                 continue;
             }
             // A NodeClaim not launched yet will become one of its instance-type options: count it at the smallest
             // of them, so the pods it was made for (and what else surely fits) are not provisioned for twice.
-            let unlaunched = s.nodeclaim.filter(|c| s.node.is_none() && c.provider_id().is_none());
-            let (capacity, allocatable) = match unlaunched {
-                Some(c) => match smallest_option(c, nodepool.as_deref().and_then(|p| catalogs.get(p))) {
+            let (capacity, allocatable) = match s.nodeclaim.filter(|_| d.unlaunched) {
+                Some(c) => match smallest_option(c, d.nodepool.as_deref().and_then(|p| catalogs.get(p))) {
                     Some(x) => x,
                     None => continue,
                 },
-                None => (s.capacity(), s.allocatable()),
+                None => (d.capacity.clone(), d.allocatable.clone()),
             };
-            if let Some(pool) = &nodepool {
+            if let Some(pool) = &d.nodepool {
                 let u = usage.entry(pool.clone()).or_default();
                 u.add(&capacity);
                 let nodes = u.get("nodes");
                 u.set_value("nodes", nodes + 1);
             }
             active.push(ExistingNode {
-                name,
-                labels: labels_map,
-                taints,
-                startup_taints: s.nodeclaim.map(|c| c.spec.startup_taints.clone()).unwrap_or_default(),
+                name: d.name.clone(),
+                labels: d.labels.clone(),
+                taints: d.taints.clone(),
+                startup_taints: d.startup_taints.clone(),
                 allocatable,
                 capacity,
-                initialized: s.initialized(),
-                managed: s.nodeclaim.is_some(),
-                nodepool,
+                initialized: d.initialized,
+                managed: d.managed,
+                nodepool: d.nodepool.clone(),
+                requirements: Some(d.requirements.clone()),
             });
         }
+        drop(digester);
 
         let mut to_schedule: Vec<PodData> = Vec::new();
         let mut provisionable = Vec::new();

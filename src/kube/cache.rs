@@ -107,7 +107,7 @@ pub struct Cache {
     /// Changes seen per kind (what [`Applied::changed`] counts).
     changes: crate::engine::manifests::Changes,
     /// Scheduling digests of the pods, kept from one read to the next (see [`Cache::pod_versions`]).
-    digests: Arc<crate::engine::provisioning::PodDigests>,
+    digests: Arc<crate::engine::provisioning::Digests>,
     /// Seconds from creation to Ready of the pods seen pending that became Ready since the last
     /// [`Cache::take_pod_startups`] (at most [`MAX_POD_STARTUPS`] are kept).
     pod_startups: Vec<f64>,

@@ -36,7 +36,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference}
 use crate::engine::api::{EC2NodeClass, NodeClaim, NodePool};
 use crate::engine::labels;
 use crate::engine::manifests::ClusterObjects;
-use crate::engine::provisioning::{ClusterSnapshot, PodDigests, Snapshot, pod_digests};
+use crate::engine::provisioning::{ClusterSnapshot, Digests, Snapshot, pod_digests};
 use crate::engine::requirements::Requirement;
 use crate::engine::scheduling::pod::{self, PodData};
 use crate::engine::scheduling::volumes::VolumeIndex;
@@ -66,7 +66,7 @@ struct Mirror<K, V> {
     keys: Vec<K>,
     values: Vec<Arc<V>>,
     /// Per value: a version that changes whenever the value does (a kept value keeps its version), so what the
-    /// engine derives from a value can be kept too ([`PodDigests`]).
+    /// engine derives from a value can be kept too ([`Digests`]).
     versions: Vec<u64>,
     next_version: u64,
     /// For kinds with few objects that the engine reads as plain slices: a copy of `values`, made again after
@@ -200,7 +200,7 @@ pub struct SnapshotMirror {
     storage_classes: Mirror<String, StorageClass>,
     namespaces: Mirror<String, Namespace>,
     /// Pod digests by the pod mirror's versions.
-    digests: PodDigests,
+    digests: Digests,
 }
 
 /// Every object of the simulated cluster, in ordered maps so iteration (and so every decision) is deterministic.
@@ -723,13 +723,14 @@ impl Cluster {
             let Some(n) = s.node else { continue };
             let name = s.name();
             let taints = n.spec.as_ref().and_then(|sp| sp.taints.clone()).unwrap_or_default();
-            node_labels.insert(name.clone(), (s.labels(), taints.clone()));
+            let labels = Arc::new(s.labels());
+            node_labels.insert(name.clone(), (labels.clone(), taints.clone()));
             if !node_ready(n) || n.metadata.deletion_timestamp.is_some() {
                 continue;
             }
             existing.push(ExistingNode {
                 name,
-                labels: s.labels(),
+                labels,
                 taints,
                 startup_taints: Vec::new(),
                 allocatable: s.allocatable(),
@@ -738,6 +739,7 @@ impl Cluster {
                 initialized: true,
                 managed: false,
                 nodepool: None,
+                requirements: None,
             });
         }
         let mut to_schedule: Vec<PodData> = Vec::new();

@@ -90,7 +90,8 @@ impl Default for SchedulerOptions {
 #[derive(Debug, Clone, Default)]
 pub struct ExistingNode {
     pub name: String,
-    pub labels: BTreeMap<String, String>,
+    /// Shared: the cluster state, topology counting and a digest kept between passes read one copy.
+    pub labels: Arc<BTreeMap<String, String>>,
     pub taints: Vec<Taint>,
     /// Taints the NodeClaim declared as startup taints (ignored while the node is uninitialized).
     pub startup_taints: Vec<Taint>,
@@ -100,6 +101,19 @@ pub struct ExistingNode {
     /// Karpenter-managed (has a NodeClaim).
     pub managed: bool,
     pub nodepool: Option<String>,
+    /// The labels as requirements, with the node's hostname, when the caller kept them from an earlier pass
+    /// ([`crate::engine::provisioning::Digests`]); `None` works them out from `labels`.
+    pub requirements: Option<Arc<Requirements>>,
+}
+
+impl ExistingNode {
+    /// What a node offers a pod's node selectors and affinities: its labels, and its hostname even before the
+    /// kubelet labels it.
+    pub fn label_requirements(name: &str, labels: &BTreeMap<String, String>) -> Requirements {
+        let hostname =
+            (!labels.contains_key(labels::HOSTNAME)).then(|| (labels::HOSTNAME.to_string(), name.to_string()));
+        Requirements::from_labels(labels.iter().chain(hostname.as_ref().map(|(k, v)| (k, v))))
+    }
 }
 
 /// Everything a solve needs besides the pods.
@@ -115,7 +129,7 @@ pub struct Input<'a> {
     /// Pods bound to nodes (the node's name), for requests on existing nodes and topology counting.
     pub bound_pods: &'a [(Arc<PodData>, String)],
     /// Labels and taints of every node bound pods may be on (including deleting ones), for topology counting.
-    pub node_labels: &'a BTreeMap<String, (BTreeMap<String, String>, Vec<Taint>)>,
+    pub node_labels: &'a topology::NodeLabels,
     /// One representative pod per DaemonSet.
     pub daemonsets: &'a [PodData],
     pub volumes: &'a VolumeIndex,
@@ -464,9 +478,10 @@ impl Prepared {
         let mut nodes = Vec::new();
         let mut node_usage = Vec::new();
         for n in existing {
-            let mut node_labels = n.labels.clone();
-            node_labels.entry(labels::HOSTNAME.to_string()).or_insert_with(|| n.name.clone());
-            let requirements = Requirements::from_labels(node_labels.iter());
+            let requirements = n
+                .requirements
+                .clone()
+                .unwrap_or_else(|| Arc::new(ExistingNode::label_requirements(&n.name, &n.labels)));
             let taints: Vec<Taint> = if n.managed && !n.initialized {
                 n.taints
                     .iter()
@@ -498,7 +513,7 @@ impl Prepared {
                 base: nodes.len(),
                 hostname_id: None,
                 domain_ids: Vec::new(),
-                requirements: Arc::new(requirements),
+                requirements,
                 taints: taints.into(),
                 remaining: remaining_res,
                 host_ports: ports,

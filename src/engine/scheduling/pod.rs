@@ -91,7 +91,7 @@ pub struct PodData {
     pub namespace: String,
     pub name: String,
     /// Shared: a digest is cloned for every solve that moves the pod, and the pods of one workload carry the same
-    /// labels (a cache of digests keeps one map per distinct set, see `provisioning::PodDigests`).
+    /// labels (a cache of digests keeps one map per distinct set, see `provisioning::Digests`).
     pub labels: Arc<BTreeMap<String, String>>,
     /// Seconds since the epoch, for queue order.
     pub created: i64,

@@ -212,7 +212,7 @@ impl TopologyGroup {
             }
             if self.kind == GroupKind::Spread && !self.filter.is_trivial() {
                 let (l, t) =
-                    node_labels.get(node.as_str()).map(|(l, t)| (Some(l), t.as_slice())).unwrap_or((None, &[]));
+                    node_labels.get(node.as_str()).map(|(l, t)| (Some(&**l), t.as_slice())).unwrap_or((None, &[]));
                 let reqs = Requirements::from_labels(l.into_iter().flatten());
                 if !self.filter.matches(&reqs, t, policy) {
                     continue;
@@ -225,7 +225,7 @@ impl TopologyGroup {
 }
 
 /// Node name → its labels and taints, as [`super::Input::node_labels`] holds them.
-pub type NodeLabels = BTreeMap<String, (BTreeMap<String, String>, Vec<Taint>)>;
+pub type NodeLabels = BTreeMap<String, (Arc<BTreeMap<String, String>>, Vec<Taint>)>;
 
 /// The bound pods' topology counts, worked out once per preparation and shared by every solve over it: per
 /// group, each node's domain and how many of its pods the group counts. A consolidation simulation removes a few
@@ -869,7 +869,10 @@ mod tests {
     #[test]
     fn a_shared_tally_counts_only_the_nodes_a_solve_keeps() {
         let zone = |z: &str| {
-            (BTreeMap::from([("topology.kubernetes.io/zone".to_string(), z.to_string())]), Vec::<Taint>::new())
+            (
+                Arc::new(BTreeMap::from([("topology.kubernetes.io/zone".to_string(), z.to_string())])),
+                Vec::<Taint>::new(),
+            )
         };
         let labels: NodeLabels =
             [("n1", "a"), ("n2", "a"), ("n3", "b")].into_iter().map(|(n, z)| (n.to_string(), zone(z))).collect();
