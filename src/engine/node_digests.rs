@@ -16,7 +16,7 @@ use rustc_hash::FxHashMap;
 use crate::engine::api::NodeClaim;
 use crate::engine::labels;
 use crate::engine::objects::Objects;
-use crate::engine::requirements::Requirements;
+use crate::engine::requirements::{Requirements, SharedLabels};
 use crate::engine::resources::Resources;
 use crate::engine::scheduling::ExistingNode;
 use crate::engine::state::StateNode;
@@ -46,6 +46,11 @@ pub struct NodeDigest {
 
 impl NodeDigest {
     pub fn of(s: &StateNode<'_>) -> NodeDigest {
+        Self::sharing(s, &mut SharedLabels::default())
+    }
+
+    /// [`NodeDigest::of`], its label requirements sharing entries with other nodes' through `shared`.
+    pub fn sharing(s: &StateNode<'_>, shared: &mut SharedLabels) -> NodeDigest {
         let name = s.name();
         let labels = s.labels();
         let taints = match (s.node, s.nodeclaim) {
@@ -54,7 +59,7 @@ impl NodeDigest {
             _ => Vec::new(),
         };
         let unlaunched = s.nodeclaim.is_some_and(|c| s.node.is_none() && c.provider_id().is_none());
-        let requirements = Arc::new(ExistingNode::label_requirements(&name, &labels));
+        let requirements = Arc::new(ExistingNode::label_requirements_sharing(&name, &labels, shared));
         NodeDigest {
             nodepool: labels.get(labels::NODEPOOL).cloned(),
             labels: Arc::new(labels),
@@ -92,6 +97,7 @@ struct Kept {
 /// Digests the nodes of one read, through the store's [`NodeDigests`] when the read shares its objects.
 pub struct NodeDigester<'a> {
     cache: Option<Shared<'a>>,
+    labels: SharedLabels,
 }
 
 struct Shared<'a> {
@@ -126,17 +132,17 @@ impl<'a> NodeDigester<'a> {
             }
             _ => None,
         };
-        NodeDigester { cache }
+        NodeDigester { cache, labels: SharedLabels::default() }
     }
 
     /// The digest of `s`, kept from an earlier read when its objects are the same.
     pub fn get(&mut self, s: &StateNode<'a>) -> Arc<NodeDigest> {
-        let Some(c) = &mut self.cache else { return Arc::new(NodeDigest::of(s)) };
+        let Some(c) = &mut self.cache else { return Arc::new(NodeDigest::sharing(s, &mut self.labels)) };
         let node = s.node.and_then(|n| c.nodes.get(&addr(n)).copied());
         let claim = s.nodeclaim.and_then(|n| c.claims.get(&addr(n)).copied());
         // An object this read does not share (not one of its own) is digested afresh and not kept.
         if node.is_none() != s.node.is_none() || claim.is_none() != s.nodeclaim.is_none() {
-            return Arc::new(NodeDigest::of(s));
+            return Arc::new(NodeDigest::sharing(s, &mut self.labels));
         }
         let key = (node.map_or(0, |n| Arc::as_ptr(n) as usize), claim.map_or(0, |c| Arc::as_ptr(c) as usize));
         if let Some(k) = c.used.get(&key) {
@@ -145,7 +151,7 @@ impl<'a> NodeDigester<'a> {
         let kept = c.kept.remove(&key).unwrap_or_else(|| Kept {
             _node: node.cloned(),
             _claim: claim.cloned(),
-            digest: Arc::new(NodeDigest::of(s)),
+            digest: Arc::new(NodeDigest::sharing(s, &mut self.labels)),
         });
         let digest = kept.digest.clone();
         c.used.insert(key, kept);

@@ -379,6 +379,28 @@ impl SortedMap {
     }
 }
 
+/// The `key In [value]` entries label requirement sets share (see [`Requirements::from_labels_sharing`]).
+#[derive(Debug, Default)]
+pub struct SharedLabels(rustc_hash::FxHashMap<u64, Vec<Entry>>);
+
+/// One key of a [`SortedMap`] and its requirement.
+type Entry = (Arc<str>, Arc<Requirement>);
+
+impl SharedLabels {
+    fn entry(&mut self, key: &str, value: &str) -> Entry {
+        use std::hash::{Hash, Hasher};
+        let mut h = rustc_hash::FxHasher::default();
+        (key, value).hash(&mut h);
+        let bucket = self.0.entry(h.finish()).or_default();
+        if let Some(e) = bucket.iter().find(|(k, r)| **k == *key && r.values.first().is_some_and(|v| v == value)) {
+            return e.clone();
+        }
+        let e = (Arc::<str>::from(key), Arc::new(Requirement::in_values([value])));
+        bucket.push(e.clone());
+        e
+    }
+}
+
 impl Requirements {
     pub fn new() -> Self {
         Requirements::default()
@@ -392,6 +414,25 @@ impl Requirements {
         let mut r = Requirements::new();
         for (k, v) in labels {
             r.add(k, Requirement::in_values([v.clone()]));
+        }
+        r
+    }
+
+    /// [`Requirements::from_labels`], sharing each `key In [value]` entry with the other sets built through
+    /// `shared`: a cluster's nodes carry a few distinct labels (zone, type, pool) many times over, so a node's set
+    /// then allocates only for the labels it alone has.
+    pub fn from_labels_sharing<'a, I>(labels: I, shared: &mut SharedLabels) -> Self
+    where
+        I: IntoIterator<Item = (&'a String, &'a String)>,
+    {
+        let mut r = Requirements::new();
+        for (k, v) in labels {
+            let key = labels::normalize_key(k);
+            let entry = shared.entry(key, v);
+            match r.map.find(key) {
+                Ok(i) => r.intersect_at(i, &entry.1),
+                Err(i) => r.map.0.insert(i, entry),
+            }
         }
         r
     }
@@ -636,6 +677,28 @@ mod tests {
 
     fn s(v: &[&str]) -> Vec<String> {
         v.iter().map(|x| x.to_string()).collect()
+    }
+
+    /// Sets built through one [`SharedLabels`] equal the unshared ones and share the entries of labels they have
+    /// in common; a deprecated key is normalised as `add` does, and a different value is its own entry.
+    #[test]
+    fn label_sets_built_sharing_equal_unshared_ones_and_share_common_entries() {
+        let a: BTreeMap<String, String> =
+            [("failure-domain.beta.kubernetes.io/zone", "us-east-1a"), ("kubernetes.io/hostname", "a")]
+                .into_iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect();
+        let mut b = a.clone();
+        b.insert("kubernetes.io/hostname".into(), "b".into());
+        let mut shared = SharedLabels::default();
+        let (ra, rb) =
+            (Requirements::from_labels_sharing(&a, &mut shared), Requirements::from_labels_sharing(&b, &mut shared));
+        assert_eq!(ra, Requirements::from_labels(&a));
+        assert_eq!(rb, Requirements::from_labels(&b));
+        let entry = |r: &Requirements, key: &str| r.map.0[r.map.find(key).expect("key")].1.clone();
+        assert!(ra.get_ref(labels::ZONE).is_some(), "the deprecated zone key is normalised");
+        assert!(Arc::ptr_eq(&entry(&ra, labels::ZONE), &entry(&rb, labels::ZONE)));
+        assert!(!Arc::ptr_eq(&entry(&ra, labels::HOSTNAME), &entry(&rb, labels::HOSTNAME)));
     }
 
     #[test]

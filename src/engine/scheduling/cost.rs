@@ -360,10 +360,17 @@ impl Scheduler<'_> {
         }
         // The batch's mix is the same for every class: its price per instance share is computed once per type.
         let mix_cost: Vec<f64> = (0..cols.len()).map(|ti| cols[ti].price * share_of(&mix, &net[ti])).collect();
-        let fits: Vec<Vec<usize>> = classes
-            .iter()
-            .zip(&allowed)
-            .map(|(c, a)| {
+        // Classes that differ only in constraints the types don't see (topology) rank alike: worked out once.
+        let mut ranked: Vec<(&Resources, &Bitset, usize)> = Vec::new();
+        let mut fits: Vec<Vec<usize>> = Vec::with_capacity(classes.len());
+        for (c, a) in classes.iter().zip(&allowed) {
+            if let Some(&(_, _, k)) = ranked.iter().find(|(r, b, _)| **r == c.requests && **b == *a) {
+                let same = fits[k].clone();
+                fits.push(same);
+                continue;
+            }
+            ranked.push((&c.requests, a, fits.len()));
+            fits.push({
                 let usable: Vec<usize> = a.iter().filter(|&ti| cols[ti].price < f64::MAX).collect();
                 let top = |per_pod: &dyn Fn(usize) -> f64| -> Vec<usize> {
                     let mut ranked: Vec<(f64, usize)> = usable.iter().map(|&ti| (per_pod(ti), ti)).collect();
@@ -382,8 +389,8 @@ impl Scheduler<'_> {
                 keep.sort_unstable();
                 keep.dedup();
                 keep
-            })
-            .collect();
+            });
+        }
         // Per type, the types no larger than it: a claim capped at it may launch only these.
         let mut caps: HashMap<usize, Bitset> = HashMap::new();
         let cap_of = |caps: &mut HashMap<usize, Bitset>, ti: usize| {

@@ -39,7 +39,7 @@ use crate::engine::catalog::InstanceType;
 use crate::engine::explain::{InstanceTypeMiss, PodIgnored, PoolRejection};
 use crate::engine::labels::{self, LabelPolicy};
 use crate::engine::packing::Packing;
-use crate::engine::requirements::{Requirement, Requirements};
+use crate::engine::requirements::{Requirement, Requirements, SharedLabels};
 use crate::engine::resources::Resources;
 
 /// What to do when the instance types left for a NodeClaim can't satisfy a requirement's `minValues`.
@@ -110,9 +110,18 @@ impl ExistingNode {
     /// What a node offers a pod's node selectors and affinities: its labels, and its hostname even before the
     /// kubelet labels it.
     pub fn label_requirements(name: &str, labels: &BTreeMap<String, String>) -> Requirements {
+        Self::label_requirements_sharing(name, labels, &mut SharedLabels::default())
+    }
+
+    /// [`ExistingNode::label_requirements`], sharing label entries with the other nodes' through `shared`.
+    pub fn label_requirements_sharing(
+        name: &str,
+        labels: &BTreeMap<String, String>,
+        shared: &mut SharedLabels,
+    ) -> Requirements {
         let hostname =
             (!labels.contains_key(labels::HOSTNAME)).then(|| (labels::HOSTNAME.to_string(), name.to_string()));
-        Requirements::from_labels(labels.iter().chain(hostname.as_ref().map(|(k, v)| (k, v))))
+        Requirements::from_labels_sharing(labels.iter().chain(hostname.as_ref().map(|(k, v)| (k, v))), shared)
     }
 }
 
