@@ -4,6 +4,9 @@
 //! does beside it, through every door a NodePool comes in by: the editor's strict parse, a scenario, and
 //! `plan --file`'s manifests.
 
+mod common;
+
+use common::POOL_AND_APP;
 use karpenter_tui::engine::api::strict::parse_nodepool_strict_with;
 use karpenter_tui::engine::labels::LabelPolicy;
 use karpenter_tui::engine::manifests::ClusterObjects;
@@ -179,7 +182,7 @@ fn plan_file_manifests_are_checked_by_the_version_chosen() {
     assert!(e.contains("NodePool fixed") && e.contains("spec.disruption.consolidateAfter"), "{e}");
 }
 
-/// One instance type whose every offering EC2 is out of when the first claim launches.
+/// One instance type, whose every offering EC2 is out of ([`ICE`]) when the first claim launches.
 const OUT_OF_CAPACITY: &str = r#"
 catalog:
   source: inline
@@ -190,24 +193,9 @@ catalog:
       pods: 10
       offerings:
         - {zone: z1, capacityType: on-demand, price: 0.05}
-objects:
-  - apiVersion: karpenter.sh/v1
-    kind: NodePool
-    metadata: {name: default}
-    spec:
-      template:
-        spec:
-          nodeClassRef: {group: karpenter.k8s.aws, kind: EC2NodeClass, name: default}
-  - apiVersion: apps/v1
-    kind: Deployment
-    metadata: {name: app}
-    spec:
-      replicas: 2
-      selector: {matchLabels: {app: app}}
-      template:
-        metadata: {labels: {app: app}}
-        spec:
-          containers: [{name: c, image: x, resources: {requests: {cpu: 500m, memory: 512Mi}}}]
+"#;
+
+const ICE: &str = r#"
 events:
   - at: 0s
     capacity: {instanceType: small, zone: z1, capacityType: on-demand, available: false}
@@ -216,7 +204,9 @@ events:
 #[test]
 fn pr_3143_a_launch_without_capacity_is_told_to_the_pods_nominated_to_the_claim() {
     let world = |version: &str| {
-        let text = format!("name: ice\nuntil: 2m\nsettings:\n  karpenterVersion: \"{version}\"\n{OUT_OF_CAPACITY}");
+        let text = format!(
+            "name: ice\nuntil: 2m\nsettings:\n  karpenterVersion: \"{version}\"\n{OUT_OF_CAPACITY}{POOL_AND_APP}{ICE}"
+        );
         let s = parse_scenario(&text, "ice.yaml").unwrap_or_else(|e| panic!("{e}"));
         karpenter_tui::sim::run::run_world(&s, Some(std::time::Duration::from_secs(60)))
             .unwrap_or_else(|e| panic!("{e}"))

@@ -8,28 +8,7 @@ use karpenter_tui::sim::report::{DecisionDetail, Report};
 use karpenter_tui::sim::run::run;
 use karpenter_tui::sim::scenario::parse_scenario;
 
-use common::SMALL_LARGE_TYPES as TYPES;
-
-const POOL_AND_APP: &str = r#"
-objects:
-  - apiVersion: karpenter.sh/v1
-    kind: NodePool
-    metadata: {name: default}
-    spec:
-      template:
-        spec:
-          nodeClassRef: {group: karpenter.k8s.aws, kind: EC2NodeClass, name: default}
-  - apiVersion: apps/v1
-    kind: Deployment
-    metadata: {name: app}
-    spec:
-      replicas: 2
-      selector: {matchLabels: {app: app}}
-      template:
-        metadata: {labels: {app: app}}
-        spec:
-          containers: [{name: c, image: x, resources: {requests: {cpu: 500m, memory: 512Mi}}}]
-"#;
+use common::{POOL_AND_APP, SMALL_LARGE_TYPES as TYPES};
 
 fn scenario(header: &str, rest: &str) -> Report {
     let text = format!("{header}{TYPES}{POOL_AND_APP}{rest}");

@@ -37,7 +37,7 @@ use crate::engine::api::{EC2NodeClass, NodeClaim, NodePool};
 use crate::engine::labels;
 use crate::engine::manifests::ClusterObjects;
 use crate::engine::provisioning::{ClusterSnapshot, Digests, Snapshot, pod_digests};
-use crate::engine::requirements::Requirement;
+use crate::engine::requirements::{Requirement, SharedLabels};
 use crate::engine::scheduling::pod::{self, PodData};
 use crate::engine::scheduling::volumes::VolumeIndex;
 use crate::engine::scheduling::{ExistingNode, Input, SchedulerOptions, solve};
@@ -719,6 +719,7 @@ impl Cluster {
         let states = Nodes::of(&view);
         let mut existing = Vec::new();
         let mut node_labels = BTreeMap::new();
+        let mut shared = SharedLabels::default();
         for s in &states {
             let Some(n) = s.node else { continue };
             let name = s.name();
@@ -728,6 +729,7 @@ impl Cluster {
             if !node_ready(n) || n.metadata.deletion_timestamp.is_some() {
                 continue;
             }
+            let requirements = Arc::new(ExistingNode::label_requirements_sharing(&name, &labels, &mut shared));
             existing.push(ExistingNode {
                 name,
                 labels,
@@ -739,7 +741,7 @@ impl Cluster {
                 initialized: true,
                 managed: false,
                 nodepool: None,
-                requirements: None,
+                requirements: Some(requirements),
             });
         }
         let mut to_schedule: Vec<PodData> = Vec::new();

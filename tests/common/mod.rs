@@ -263,3 +263,25 @@ catalog:
         - {zone: z1, capacityType: on-demand, price: 0.2}
         - {zone: z2, capacityType: on-demand, price: 0.2}
 "#;
+
+/// A NodePool `default` and a Deployment `app` of two 500m/512Mi replicas, as the `objects:` section of a scenario.
+pub const POOL_AND_APP: &str = r#"
+objects:
+  - apiVersion: karpenter.sh/v1
+    kind: NodePool
+    metadata: {name: default}
+    spec:
+      template:
+        spec:
+          nodeClassRef: {group: karpenter.k8s.aws, kind: EC2NodeClass, name: default}
+  - apiVersion: apps/v1
+    kind: Deployment
+    metadata: {name: app}
+    spec:
+      replicas: 2
+      selector: {matchLabels: {app: app}}
+      template:
+        metadata: {labels: {app: app}}
+        spec:
+          containers: [{name: c, image: x, resources: {requests: {cpu: 500m, memory: 512Mi}}}]
+"#;
