@@ -258,12 +258,16 @@ fn heap_of<T>(make: impl FnOnce() -> T) -> f64 {
 }
 
 /// What each kind of the cache holds (measured by copying it), pods apart from their shared specs.
-fn per_kind(cache: &Cache) -> String {
+fn per_kind(cache: &mut Cache) -> String {
+    cache.pods.settle();
+    cache.nodes.settle();
+    cache.nodeclaims.settle();
+    cache.nodepools.settle();
     fn copy<T: Clone>(t: &karpenter_tui::kube::cache::Typed<T>) -> Vec<T> {
-        t.items.values().map(|v| T::clone(v)).collect()
+        t.values().iter().map(|v| T::clone(v)).collect()
     }
     let mut specs: BTreeMap<usize, &k8s_openapi::api::core::v1::PodSpec> = BTreeMap::new();
-    for p in cache.pods.items.values() {
+    for p in cache.pods.values() {
         specs.insert(std::ptr::from_ref(p.spec()) as usize, p.spec());
     }
     let spec_mib = heap_of(|| specs.values().map(|s| (*s).clone()).collect::<Vec<_>>());
@@ -317,9 +321,9 @@ fn live_dashboard_bench(c: &mut Criterion) {
     std::thread::sleep(Duration::from_millis(500));
     let (cache_live, cache_rss) = (heap::live_mib(), heap::rss_mib());
     let cache = watches.cache.clone();
-    assert_eq!(cache.lock().unwrap().pods.items.len(), nodes * PODS_PER_NODE);
+    assert_eq!(cache.lock().unwrap().pods.len(), nodes * PODS_PER_NODE);
 
-    eprintln!("{}", per_kind(&cache.lock().unwrap()));
+    eprintln!("{}", per_kind(&mut cache.lock().unwrap()));
 
     let info = LiveInfo {
         context: "bench".into(),

@@ -816,13 +816,13 @@ async fn watches_list_every_kind_then_follow_the_events() {
         assert_eq!(lists_of(&fake, &collection(kind)), 1, "{kind:?} listed once");
     }
     {
-        let c = w.cache.lock().unwrap();
+        let mut c = w.cache.lock().unwrap();
         assert!(Kind::ALL.iter().all(|&k| c.state(k) == WatchState::Synced), "{:?}", c.states);
-        assert_eq!(c.pods.items.keys().collect::<Vec<_>>(), ["team/p1"]);
-        assert!(c.nodes.items.contains_key("n1"));
-        assert!(c.nodepools.items.contains_key("minimal"));
-        assert!(c.nodeclaims.items.contains_key("default-x7k2p"));
-        assert!(c.nodeclasses.items.is_empty());
+        assert_eq!(c.pods.settled().keys(), ["team/p1"]);
+        assert!(c.nodes.contains_key("n1"));
+        assert!(c.nodepools.contains_key("minimal"));
+        assert!(c.nodeclaims.contains_key("default-x7k2p"));
+        assert!(c.nodeclasses.is_empty());
     }
     for kind in Kind::ALL {
         let coll = collection(kind);
@@ -841,9 +841,9 @@ async fn watches_list_every_kind_then_follow_the_events() {
     let cache = w.cache.clone();
     eventually(5, "events applied", || {
         let c = cache.lock().unwrap();
-        c.pods.items.contains_key("team/p2")
-            && c.nodeclaims.items["default-x7k2p"].metadata.labels.as_ref().unwrap().get("extra").is_some()
-            && c.nodes.items.is_empty()
+        c.pods.contains_key("team/p2")
+            && c.nodeclaims.get("default-x7k2p").unwrap().metadata.labels.as_ref().unwrap().get("extra").is_some()
+            && c.nodes.is_empty()
     })
     .await;
     assert!(*w.changed.borrow() > seen, "changes are announced");
@@ -864,8 +864,8 @@ async fn a_410_gone_makes_the_watch_relist() {
     fake.expire_watches();
     let cache = w.cache.clone();
     eventually(5, "relisted after 410", || {
-        let c = cache.lock().unwrap();
-        c.pods.items.keys().collect::<Vec<_>>() == ["team/p2"]
+        let mut c = cache.lock().unwrap();
+        c.pods.settled().keys() == ["team/p2"]
     })
     .await;
     assert_eq!(lists_of(&fake, PODS), 2);
@@ -879,7 +879,7 @@ async fn a_410_gone_makes_the_watch_relist() {
     // And it watches again afterwards.
     eventually(5, "pods watched again", || fake.watching(PODS) == 1).await;
     fake.put(PODS, pod("team", "p3"));
-    eventually(5, "event after the relist", || cache.lock().unwrap().pods.items.contains_key("team/p3")).await;
+    eventually(5, "event after the relist", || cache.lock().unwrap().pods.contains_key("team/p3")).await;
 }
 
 #[tokio::test]
@@ -890,13 +890,13 @@ async fn an_ended_watch_resumes_from_its_resource_version_without_a_relist() {
     eventually(5, "pods watched", || fake.watching(PODS) == 1).await;
     fake.put(PODS, pod("team", "p1"));
     let cache = w.cache.clone();
-    eventually(5, "p1 seen", || cache.lock().unwrap().pods.items.contains_key("team/p1")).await;
-    let seen_rv = cache.lock().unwrap().pods.items["team/p1"].metadata.resource_version.clone();
+    eventually(5, "p1 seen", || cache.lock().unwrap().pods.contains_key("team/p1")).await;
+    let seen_rv = cache.lock().unwrap().pods.get("team/p1").unwrap().metadata.resource_version.clone();
 
     // The stream ends (a watch timeout); a pod created meanwhile is replayed by the next watch.
     fake.end_watches();
     fake.put(PODS, pod("team", "p2"));
-    eventually(5, "p2 seen", || cache.lock().unwrap().pods.items.contains_key("team/p2")).await;
+    eventually(5, "p2 seen", || cache.lock().unwrap().pods.contains_key("team/p2")).await;
     let watches: Vec<Recorded> =
         fake.requests().into_iter().filter(|r| r.path == "/api/v1/pods" && r.is_watch()).collect();
     assert_eq!(watches.len(), 2, "{watches:#?}");
@@ -914,7 +914,7 @@ async fn a_missing_crd_counts_as_synced_and_empty_unless_it_is_required() {
     {
         let c = w.cache.lock().unwrap();
         assert_eq!(c.state(Kind::NodeClass), WatchState::Absent);
-        assert!(c.nodeclasses.items.is_empty() && c.synced() && c.failing().is_empty());
+        assert!(c.nodeclasses.is_empty() && c.synced() && c.failing().is_empty());
     }
 
     let fake = FakeApi::start().await;
@@ -936,7 +936,7 @@ async fn a_failing_list_is_reported_and_retried() {
     // The watcher backs off and lists again.
     let cache = w.cache.clone();
     eventually(10, "nodes listed on the retry", || cache.lock().unwrap().synced()).await;
-    assert!(cache.lock().unwrap().nodes.items.contains_key("n1"));
+    assert!(cache.lock().unwrap().nodes.contains_key("n1"));
     assert_eq!(lists_of(&fake, NODES), 2);
 }
 
@@ -953,7 +953,7 @@ async fn a_watch_that_recovers_is_no_longer_failing() {
     eventually(10, "nodes watched after the failure", || fake.watching(NODES) == 1).await;
     fake.put(NODES, node("n1"));
     let cache = w.cache.clone();
-    eventually(5, "event applied", || cache.lock().unwrap().nodes.items.contains_key("n1")).await;
+    eventually(5, "event applied", || cache.lock().unwrap().nodes.contains_key("n1")).await;
     eventually(5, "no kind failing", || cache.lock().unwrap().failing().is_empty()).await;
 }
 

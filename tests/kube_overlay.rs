@@ -102,10 +102,10 @@ async fn overlays_are_listed_and_watched_as_the_api_server_sends_them() {
     let mut w = watch::spawn(fake.client());
     w.wait_synced(Duration::from_secs(5)).await.unwrap();
     {
-        let c = w.cache.lock().unwrap();
+        let mut c = w.cache.lock().unwrap();
         assert_eq!(c.state(Kind::NodeOverlay), WatchState::Synced);
         assert_eq!(c.problems().count(), 0, "{:?}", c.problems().collect::<Vec<_>>());
-        let o = &c.nodeoverlays.items["spot-discount"];
+        let o = &c.nodeoverlays.get("spot-discount").unwrap();
         assert_eq!(o.metadata.managed_fields, None, "not kept");
         assert!(o.metadata.annotations.as_ref().is_none_or(|a| !a.contains_key(LAST_APPLIED)), "not kept");
         assert_eq!(o.metadata.resource_version.as_deref(), stored["metadata"]["resourceVersion"].as_str());
@@ -130,11 +130,11 @@ async fn overlays_are_listed_and_watched_as_the_api_server_sends_them() {
     let cache = w.cache.clone();
     eventually(5, "added and modified", || {
         let c = cache.lock().unwrap();
-        c.nodeoverlays.items.contains_key("gpu-premium") && c.nodeoverlays.items["spot-discount"].weight() == 20
+        c.nodeoverlays.contains_key("gpu-premium") && c.nodeoverlays.get("spot-discount").unwrap().weight() == 20
     })
     .await;
     fake.remove(NODEOVERLAYS, None, "gpu-premium");
-    eventually(5, "deleted", || !cache.lock().unwrap().nodeoverlays.items.contains_key("gpu-premium")).await;
+    eventually(5, "deleted", || !cache.lock().unwrap().nodeoverlays.contains_key("gpu-premium")).await;
     assert!(*w.changed.borrow() > seen, "changes are announced");
     assert_eq!(lists_of(&fake), 1, "events need no relist");
     let m = cache.lock().unwrap().manifests();
@@ -152,7 +152,7 @@ async fn without_the_crd_the_cache_syncs_says_so_once_and_sees_it_once_installed
     w.wait_synced(Duration::from_secs(5)).await.unwrap();
     let cache = w.cache.clone();
     {
-        let c = cache.lock().unwrap();
+        let mut c = cache.lock().unwrap();
         assert_eq!(c.state(Kind::NodeOverlay), WatchState::Absent);
         assert!(c.synced() && c.failing().is_empty() && c.not_synced().is_empty(), "{:?}", c.not_synced());
         assert!(c.manifests().nodeoverlays.is_empty());
@@ -168,9 +168,8 @@ async fn without_the_crd_the_cache_syncs_says_so_once_and_sees_it_once_installed
     // Upstream Karpenter upgraded to a version with the CRD: the next retry lists it.
     fake.install(NODEOVERLAYS);
     fake.put(NODEOVERLAYS, overlay("spot-discount", 10));
-    eventually(10, "listed once served", || cache.lock().unwrap().nodeoverlays.items.contains_key("spot-discount"))
-        .await;
-    let c = cache.lock().unwrap();
+    eventually(10, "listed once served", || cache.lock().unwrap().nodeoverlays.contains_key("spot-discount")).await;
+    let mut c = cache.lock().unwrap();
     assert_eq!(c.state(Kind::NodeOverlay), WatchState::Synced);
     assert_eq!(c.manifests().nodeoverlays.len(), 1);
 }
@@ -189,7 +188,7 @@ async fn a_malformed_overlay_is_skipped_and_reported() {
     w.wait_synced(Duration::from_secs(5)).await.expect("one bad overlay doesn't hold up the sync");
     let cache = w.cache.clone();
     {
-        let c = cache.lock().unwrap();
+        let mut c = cache.lock().unwrap();
         let problems: Vec<_> = c.problems().cloned().collect();
         assert_eq!(problems.len(), 1, "{problems:?}");
         assert_eq!((problems[0].kind, problems[0].key.as_str()), (Kind::NodeOverlay, "bad"));
@@ -207,11 +206,11 @@ async fn a_malformed_overlay_is_skipped_and_reported() {
     broken["spec"]["capacity"] = json!({"smarter-devices/fuse": {"not": "a quantity"}});
     fake.put_unchecked(NODEOVERLAYS, broken);
     eventually(5, "bad update reported", || cache.lock().unwrap().problems().any(|p| p.key == "good")).await;
-    assert_eq!(cache.lock().unwrap().nodeoverlays.items["good"].weight(), 10);
+    assert_eq!(cache.lock().unwrap().nodeoverlays.get("good").unwrap().weight(), 10);
     fake.put(NODEOVERLAYS, overlay("bad", 7));
     fake.put(NODEOVERLAYS, overlay("good", 30));
     eventually(5, "fixed", || {
-        let c = cache.lock().unwrap();
+        let mut c = cache.lock().unwrap();
         c.problems().count() == 0 && c.manifests().nodeoverlays.len() == 2
     })
     .await;

@@ -191,8 +191,7 @@ async fn registration_completes_though_another_writer_updates_the_node_between_e
         let latest = fake.get(NODES, None, NAME).unwrap()["metadata"]["resourceVersion"].as_str().unwrap().to_string();
         let c = cache.clone();
         eventually(5, "the cache caught up", move || {
-            c.lock().unwrap().nodes.items.get(NAME).and_then(|n| n.metadata.resource_version.clone())
-                == Some(latest.clone())
+            c.lock().unwrap().nodes.get(NAME).and_then(|n| n.metadata.resource_version.clone()) == Some(latest.clone())
         })
         .await;
         now += 1_000;
@@ -325,7 +324,7 @@ async fn an_unreachable_node_is_repaired_forcefully_in_approve_mode() {
     for _ in 0..40 {
         let c = watches.cache.clone();
         eventually(5, "the cache shows the claim deleting", move || {
-            c.lock().unwrap().nodeclaims.items.get(NAME).is_none_or(|c| c.metadata.deletion_timestamp.is_some())
+            c.lock().unwrap().nodeclaims.get(NAME).is_none_or(|c| c.metadata.deletion_timestamp.is_some())
         })
         .await;
         now += 1_000;
@@ -631,14 +630,17 @@ async fn caught_up(fake: &FakeApi, watches: &watch::Watches) {
     let want = (versions(NODES), versions(NODEPOOLS), versions(PODS));
     let c = watches.cache.clone();
     eventually(5, "the cache caught up", move || {
-        let c = c.lock().unwrap();
+        let mut c = c.lock().unwrap();
         let sorted = |mut v: Vec<String>| {
             v.sort();
             v
         };
-        let nodes = sorted(c.nodes.items.values().filter_map(|o| o.metadata.resource_version.clone()).collect());
-        let pools = sorted(c.nodepools.items.values().filter_map(|o| o.metadata.resource_version.clone()).collect());
-        let pods = sorted(c.pods.items.values().filter_map(|o| o.metadata.resource_version.clone()).collect());
+        let nodes =
+            sorted(c.nodes.settled().values().iter().filter_map(|o| o.metadata.resource_version.clone()).collect());
+        let pools =
+            sorted(c.nodepools.settled().values().iter().filter_map(|o| o.metadata.resource_version.clone()).collect());
+        let pods =
+            sorted(c.pods.settled().values().iter().filter_map(|o| o.metadata.resource_version.clone()).collect());
         (nodes, pools, pods) == want
     })
     .await;

@@ -106,7 +106,7 @@ pub fn run_controller(mut opts: LiveOptions, health: SocketAddr) -> anyhow::Resu
                 continue;
             }
             let m = match p.watches.cache.lock() {
-                Ok(c) if c.synced() && c.failing().is_empty() => c.manifests(),
+                Ok(mut c) if c.synced() && c.failing().is_empty() => c.manifests(),
                 Ok(_) => continue,
                 Err(_) => break Some(anyhow!("the watch cache is poisoned")),
             };

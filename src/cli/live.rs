@@ -37,7 +37,7 @@ pub async fn read_cluster(opts: &ConnectOptions, timeout: Duration) -> Result<Cl
             missing.join("\n  ")
         ));
     }
-    let cache = watches.cache.lock().map_err(|_| anyhow!("the watch cache is poisoned"))?;
+    let mut cache = watches.cache.lock().map_err(|_| anyhow!("the watch cache is poisoned"))?;
     Ok(ClusterRead {
         context: conn.context.clone(),
         cluster_name: conn.cluster_name.clone(),

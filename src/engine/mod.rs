@@ -21,6 +21,7 @@ pub mod resources;
 pub mod scheduling;
 pub mod state;
 pub mod static_capacity;
+pub mod store;
 pub mod stored_pod;
 pub mod termination;
 pub mod version;

@@ -18,30 +18,14 @@ use serde::de::DeserializeOwned;
 use super::kinds::Kind;
 use crate::engine::labels;
 use crate::engine::manifests::ClusterObjects;
+use crate::engine::store::Store;
 
-/// One kind's objects by `namespace/name` (or `name`), plus the buffer of a relist in progress. Objects are shared
-/// (`Arc`), so a read of the cache for an engine pass copies pointers, not pods.
-#[derive(Debug, Clone)]
-pub struct Typed<T> {
-    pub items: BTreeMap<String, Arc<T>>,
-    relist: Option<BTreeMap<String, Arc<T>>>,
-    pub synced: bool,
-}
+/// One kind's objects by `namespace/name` (or `name`): the client-side [`Store`] the simulated cluster's mirror keeps
+/// too. Objects are shared (`Arc`), so a read of the cache for an engine pass copies pointers, not pods.
+pub type Typed<T> = Store<String, T>;
 
-impl<T> Default for Typed<T> {
-    fn default() -> Self {
-        Typed { items: BTreeMap::new(), relist: None, synced: false }
-    }
-}
-
-impl<T: Clone> Typed<T> {
-    fn values(&self) -> Vec<T> {
-        self.items.values().map(|v| T::clone(v)).collect()
-    }
-
-    fn shared(&self) -> Vec<Arc<T>> {
-        self.items.values().cloned().collect()
-    }
+fn cloned<T: Clone>(t: &Typed<T>) -> Vec<T> {
+    t.values().iter().map(|v| T::clone(v)).collect()
 }
 
 /// How a kind's watch is doing.
@@ -79,7 +63,7 @@ pub struct Listing {
     pub failing: Option<String>,
 }
 
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Default)]
 pub struct Cache {
     pub pods: Typed<crate::engine::stored_pod::StoredPod>,
     pub nodes: Typed<k8s_openapi::api::core::v1::Node>,
@@ -465,7 +449,6 @@ impl Cache {
             // After a (re)list: the pods pending now are the ones to measure; those gone are forgotten.
             self.starting = self
                 .pods
-                .items
                 .iter()
                 .filter(|(_, p)| {
                     p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Pending")
@@ -487,7 +470,7 @@ impl Cache {
             }
             Some(message) => {
                 let mut changed = changed;
-                if kind == Kind::Pod && !self.pods.items.contains_key(&key) && !pod_node.is_empty() {
+                if kind == Kind::Pod && !self.pods.contains_key(&key) && !pod_node.is_empty() {
                     changed |= self.unreadable_pods.insert(key.clone(), pod_node).is_none();
                 }
                 let p = Problem { kind, key: key.clone(), message };
@@ -501,7 +484,7 @@ impl Cache {
     /// Upstream's pod startup metric, as its pod metrics controller keeps it: a pod seen pending is remembered
     /// until it turns Ready (its startup is then measured) or ends or goes.
     fn pod_started(&mut self, key: &str) {
-        let Some(p) = self.pods.items.get(key) else {
+        let Some(p) = self.pods.get(key) else {
             self.starting.remove(key);
             return;
         };
@@ -558,7 +541,7 @@ impl Cache {
     /// while one runs (what the progress line counts), else those kept.
     fn listed(&self, kind: Kind) -> (bool, usize) {
         fn of<T>(t: &Typed<T>) -> (bool, usize) {
-            (t.synced, t.relist.as_ref().map_or(t.items.len(), BTreeMap::len))
+            (t.listed(), t.relisting().unwrap_or(t.len()))
         }
         match kind {
             Kind::Pod => of(&self.pods),
@@ -651,9 +634,10 @@ impl Cache {
 
     /// The engine's input: every object as last read. Nodes hosting a pod that could not be read are marked
     /// do-not-disrupt, since what runs on them is unknown.
-    pub fn manifests(&self) -> ClusterObjects {
+    pub fn manifests(&mut self) -> ClusterObjects {
+        self.settle();
         let unsafe_nodes: BTreeSet<&str> = self.unreadable_pods.values().map(String::as_str).collect();
-        let mut nodes = self.nodes.shared();
+        let mut nodes = self.nodes.values().to_vec();
         for n in &mut nodes {
             if n.metadata.name.as_deref().is_some_and(|name| unsafe_nodes.contains(name)) {
                 // Copied only here: every other node is the cache's own, shared.
@@ -665,50 +649,58 @@ impl Cache {
             }
         }
         ClusterObjects {
-            nodepools: self.nodepools.values(),
-            nodeclaims: self.nodeclaims.shared(),
-            nodeclasses: self.nodeclasses.values(),
-            nodeoverlays: self.nodeoverlays.values(),
-            capacitybuffers: self.capacitybuffers.values(),
-            pod_templates: self.pod_templates.values(),
+            nodepools: cloned(&self.nodepools),
+            nodeclaims: self.nodeclaims.values().to_vec(),
+            nodeclasses: cloned(&self.nodeclasses),
+            nodeoverlays: cloned(&self.nodeoverlays),
+            capacitybuffers: cloned(&self.capacitybuffers),
+            pod_templates: cloned(&self.pod_templates),
             workloads: crate::engine::manifests::Workloads {
-                deployments: self.deployments.values(),
-                statefulsets: self.statefulsets.values(),
+                deployments: cloned(&self.deployments),
+                statefulsets: cloned(&self.statefulsets),
             },
             nodes,
-            pods: self.pods.shared(),
+            pods: self.pods.values().to_vec(),
             deployments: Vec::new(),
-            daemonsets: self.daemonsets.values(),
-            pdbs: self.pdbs.values(),
-            pvcs: self.pvcs.values(),
-            pvs: self.pvs.values(),
-            storage_classes: self.storage_classes.values(),
-            namespaces: self.namespaces.values(),
+            daemonsets: cloned(&self.daemonsets),
+            pdbs: cloned(&self.pdbs),
+            pvcs: cloned(&self.pvcs),
+            pvs: cloned(&self.pvs),
+            storage_classes: cloned(&self.storage_classes),
+            namespaces: cloned(&self.namespaces),
             changes: Some(self.changes),
             notes: Vec::new(),
             pod_versions: self.pod_versions(),
         }
     }
 
-    /// A version per pod, in the order [`Cache::manifests`] gives them: a hash of what names the pod and of its
-    /// resourceVersion, which the API server moves on every write of the pod. `None` if a pod lacks either (an
-    /// object no API server sent), so that no digest outlives a change it cannot see.
+    /// Merges the writes of every kind since the last read (see [`Store::settle`]).
+    fn settle(&mut self) {
+        self.pods.settle();
+        self.nodes.settle();
+        self.nodepools.settle();
+        self.nodeclaims.settle();
+        self.nodeclasses.settle();
+        self.nodeoverlays.settle();
+        self.daemonsets.settle();
+        self.pdbs.settle();
+        self.pvcs.settle();
+        self.pvs.settle();
+        self.storage_classes.settle();
+        self.namespaces.settle();
+        self.capacitybuffers.settle();
+        self.pod_templates.settle();
+        self.deployments.settle();
+        self.statefulsets.settle();
+    }
+
+    /// The pods' versions, in the order [`Cache::manifests`] gives them: the store's, which move on every write of
+    /// a pod and stay while it is not written, so a pod's digest lives as long as the pod is unchanged.
     fn pod_versions(&self) -> Option<crate::engine::manifests::PodVersions> {
-        use std::hash::{Hash, Hasher};
-        let versions = self
-            .pods
-            .items
-            .values()
-            .map(|p| {
-                let m = &p.metadata;
-                // SipHash with fixed keys: deterministic, and no collision between two pods' versions to fear.
-                let mut h = std::collections::hash_map::DefaultHasher::new();
-                (m.namespace.as_deref(), m.name.as_deref(), m.uid.as_deref()?, m.resource_version.as_deref()?)
-                    .hash(&mut h);
-                Some(h.finish())
-            })
-            .collect::<Option<Vec<u64>>>()?;
-        Some(crate::engine::manifests::PodVersions { versions, digests: self.digests.clone() })
+        Some(crate::engine::manifests::PodVersions {
+            versions: self.pods.versions().to_vec(),
+            digests: self.digests.clone(),
+        })
     }
 }
 
@@ -725,42 +717,38 @@ fn step_into<T: Same + kube::Resource>(t: &mut Typed<T>, step: Step<T>) -> Stepp
     let quiet = |error: Option<String>| Stepped { error, done: false, changed: false };
     match step {
         Step::Restart => {
-            t.relist = Some(BTreeMap::new());
+            t.begin_relist();
             quiet(None)
         }
-        Step::Listed(key, parsed) => {
-            let relist = t.relist.get_or_insert_default();
-            match parsed {
-                Ok(v) => {
-                    relist.insert(key, Arc::new(v));
-                    quiet(None)
-                }
-                Err(e) => {
-                    // Keep the last good version through a relist.
-                    if let Some(old) = t.items.get(&key) {
-                        relist.insert(key, old.clone());
-                    }
-                    quiet(Some(e))
-                }
+        Step::Listed(key, parsed) => match parsed {
+            Ok(v) => {
+                t.relisted(key, Arc::new(v));
+                quiet(None)
             }
-        }
+            Err(e) => {
+                // Keep the last good version through a relist.
+                if let Some(old) = t.get(&key).cloned() {
+                    t.relisted(key, old);
+                }
+                quiet(Some(e))
+            }
+        },
         Step::Done => {
-            t.items = t.relist.take().unwrap_or_default();
-            t.synced = true;
+            t.finish_relist(T::same);
             Stepped { error: None, done: true, changed: true }
         }
         Step::Applied(key, parsed) => match parsed {
             Ok(mut v) => {
                 // The new version is stored even when only its resourceVersion moved: writers send it back as
                 // the precondition of their patches.
-                let changed = t.items.get(&key).is_none_or(|old| differs(&**old, &mut v));
-                t.items.insert(key, Arc::new(v));
+                let changed = t.get(&key).is_none_or(|old| differs(&**old, &mut v));
+                t.insert(key, Arc::new(v));
                 Stepped { error: None, done: false, changed }
             }
             Err(e) => quiet(Some(e)),
         },
         Step::Deleted(key) => {
-            t.items.remove(&key);
+            t.remove(key.as_str());
             Stepped { error: None, done: false, changed: true }
         }
     }
@@ -840,13 +828,25 @@ mod tests {
         list(&mut c, Kind::Pod, &[pod("a", "n1", json!("1")), pod("b", "n1", json!("1"))]);
         c.apply(Kind::Pod, Event::Apply(pod("c", "n2", json!("1"))));
         c.apply(Kind::Pod, Event::Delete(pod("a", "n1", json!("1"))));
-        assert_eq!(c.pods.items.keys().collect::<Vec<_>>(), ["default/b", "default/c"]);
+        assert_eq!(
+            {
+                c.pods.settle();
+                c.pods.keys().to_vec()
+            },
+            ["default/b", "default/c"]
+        );
         // After a 410 the watcher relists; until InitDone the old picture stands.
         c.apply(Kind::Pod, Event::Init);
         c.apply(Kind::Pod, Event::InitApply(pod("d", "n2", json!("1"))));
-        assert_eq!(c.pods.items.len(), 2);
+        assert_eq!(c.pods.len(), 2);
         c.apply(Kind::Pod, Event::InitDone);
-        assert_eq!(c.pods.items.keys().collect::<Vec<_>>(), ["default/d"]);
+        assert_eq!(
+            {
+                c.pods.settle();
+                c.pods.keys().to_vec()
+            },
+            ["default/d"]
+        );
     }
 
     #[test]
@@ -858,7 +858,7 @@ mod tests {
         assert_eq!(problems[0].key, "default/bad");
         assert!(problems[0].message.contains("spec.containers[0].resources.requests.cpu"), "{}", problems[0]);
         assert_eq!(c.apply(Kind::Pod, Event::Apply(bad.clone())).problem, None, "reported once");
-        assert_eq!(c.pods.items.len(), 1);
+        assert_eq!(c.pods.len(), 1);
         let node = |name: &str| dynamic(json!({"metadata": {"name": name}}));
         list(&mut c, Kind::Node, &[node("n1"), node("n2")]);
         sync_all(&mut c);
@@ -883,12 +883,12 @@ mod tests {
         let mut c = Cache::default();
         list(&mut c, Kind::Pod, &[pod("a", "n1", json!("1"))]);
         assert!(c.apply(Kind::Pod, Event::Apply(pod("a", "n1", json!([1])))).problem.is_some());
-        let p = &c.pods.items["default/a"];
+        let p = &c.pods.get("default/a").unwrap();
         assert_eq!(p.node_name(), Some("n1"));
         // ...also through a relist.
         let problems = list(&mut c, Kind::Pod, &[pod("a", "n1", json!([1]))]);
         assert!(problems.is_empty(), "already reported");
-        assert!(c.pods.items.contains_key("default/a"));
+        assert!(c.pods.contains_key("default/a"));
     }
 
     #[test]
@@ -900,7 +900,7 @@ mod tests {
                 "requirements": [{"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["spot"]}]}}}
         }));
         assert!(list(&mut c, Kind::NodePool, &[np]).is_empty());
-        assert_eq!(c.nodepools.items["default"].spec.template.spec.requirements.len(), 1);
+        assert_eq!(c.nodepools.get("default").unwrap().spec.template.spec.requirements.len(), 1);
     }
 
     #[test]
@@ -945,7 +945,7 @@ mod tests {
         });
         let mut c = Cache::default();
         assert!(list(&mut c, Kind::Pod, &[dynamic(full.clone())]).is_empty());
-        let kept = &c.pods.items["default/web-1"];
+        let kept = &c.pods.get("default/web-1").unwrap();
         let mut untouched = full;
         untouched["apiVersion"] = json!("v1");
         untouched["kind"] = json!("Pod");
@@ -1002,7 +1002,7 @@ mod tests {
         let kept_statuses = |obj: RawObject| {
             let mut c = Cache::default();
             assert!(list(&mut c, Kind::Pod, &[obj]).is_empty());
-            let p = c.pods.items["default/web-1"].clone();
+            let p = c.pods.get("default/web-1").unwrap().clone();
             let names: Vec<String> =
                 p.status.iter().flat_map(|s| s.container_statuses.iter().flatten()).map(|s| s.name.clone()).collect();
             (names, crate::engine::scheduling::pod::pod_requests(&p).unwrap().cpu)
@@ -1030,7 +1030,7 @@ mod tests {
         let mut c = Cache::default();
         let objs = [replica("a", "n1", "kube-api-access-abcde"), replica("b", "n2", "kube-api-access-fghij")];
         assert!(list(&mut c, Kind::Pod, &objs).is_empty());
-        let (a, b) = (&c.pods.items["default/a"], &c.pods.items["default/b"]);
+        let (a, b) = (&c.pods.get("default/a").unwrap(), &c.pods.get("default/b").unwrap());
         assert!(a.shares_spec_with(b));
         assert_eq!((a.node_name(), b.node_name()), (Some("n1"), Some("n2")));
     }
@@ -1042,7 +1042,7 @@ mod tests {
         p.metadata.managed_fields = Some(vec![Default::default()]);
         p.metadata.labels = Some([("app".to_string(), "web".to_string())].into());
         assert!(list(&mut c, Kind::Pod, &[p]).is_empty());
-        let kept = &c.pods.items["default/a"].metadata;
+        let kept = &c.pods.get("default/a").unwrap().metadata;
         assert_eq!(kept.managed_fields, None);
         assert_eq!(kept.labels.as_ref().map(|l| l["app"].as_str()), Some("web"), "the rest of the metadata stays");
     }
@@ -1084,7 +1084,7 @@ mod tests {
         let full = full_node("7", "2026-05-01T10:00:00Z");
         let mut c = Cache::default();
         assert!(list(&mut c, Kind::Node, &[dynamic(full.clone())]).is_empty());
-        let kept = &c.nodes.items["ip-10-0-0-1.ec2.internal"];
+        let kept = &c.nodes.get("ip-10-0-0-1.ec2.internal").unwrap();
         let mut untouched = full;
         untouched["apiVersion"] = json!("v1");
         untouched["kind"] = json!("Node");
@@ -1099,7 +1099,7 @@ mod tests {
         for cond in status.conditions.iter_mut().flatten() {
             cond.last_heartbeat_time = None;
         }
-        assert_eq!(**kept, expected);
+        assert_eq!(***kept, expected);
         // What the engine reads is all there.
         assert!(crate::engine::lifecycle::node_ready(kept));
         assert_eq!(kept.metadata.labels, untouched.metadata.labels);
@@ -1121,7 +1121,7 @@ mod tests {
     fn a_heartbeat_is_no_change_but_its_resource_version_is_kept() {
         let mut c = Cache::default();
         list(&mut c, Kind::Node, &[dynamic(full_node("7", "2026-05-01T10:00:00Z"))]);
-        let stored_rv = |c: &Cache| c.nodes.items["ip-10-0-0-1.ec2.internal"].metadata.resource_version.clone();
+        let stored_rv = |c: &Cache| c.nodes.get("ip-10-0-0-1.ec2.internal").unwrap().metadata.resource_version.clone();
         let beat = c.apply(Kind::Node, Event::Apply(dynamic(full_node("8", "2026-05-01T10:00:10Z"))));
         assert_eq!(beat, Applied { problem: None, changed: false });
         assert_eq!(stored_rv(&c).as_deref(), Some("8"), "writers guard their patches with the latest version");
@@ -1150,7 +1150,7 @@ mod tests {
         let mut same = pod("a", "n1", json!("1"));
         same.metadata.resource_version = Some("2".into());
         assert!(!c.apply(Kind::Pod, Event::Apply(same)).changed, "only the resourceVersion moved");
-        assert_eq!(c.pods.items["default/a"].metadata.resource_version.as_deref(), Some("2"));
+        assert_eq!(c.pods.get("default/a").unwrap().metadata.resource_version.as_deref(), Some("2"));
         assert!(c.apply(Kind::Pod, Event::Apply(pod("a", "n2", json!("1")))).changed, "rebound");
         assert!(c.apply(Kind::Pod, Event::Apply(pod("b", "n2", json!("1")))).changed, "added");
         // Unreadable: a change the first time (its node is guarded), and again when readable.
@@ -1171,21 +1171,25 @@ mod tests {
         };
         let mut c = Cache::default();
         list(&mut c, Kind::Pod, &[pod("a", "1", "1"), pod("b", "2", "1")]);
-        let digests = |c: &Cache| {
+        let digests = |c: &mut Cache| {
             let m = c.manifests();
             assert!(m.pod_digests().is_some(), "a watch cache's read carries its versions");
             pod_digests(&m.view(), &[]).into_iter().map(|d| d.unwrap()).collect::<Vec<_>>()
         };
-        let before = digests(&c);
+        let before = digests(&mut c);
         c.apply(Kind::Pod, Event::Apply(pod("b", "3", "2")));
-        let after = digests(&c);
+        let after = digests(&mut c);
         assert!(Arc::ptr_eq(&before[0], &after[0]), "a is digested once");
         assert!(!Arc::ptr_eq(&before[1], &after[1]));
         assert_eq!((before[1].requests.cpu, after[1].requests.cpu), (1000, 2000), "b's new version is read");
-        // Without a resourceVersion a change could not be told apart: the read carries no versions.
+        // A version is the store's, not the resourceVersion: a write that keeps the resourceVersion (no API server
+        // sends one, a stand-in might) is still a new version, and objects without one are digested too.
+        c.apply(Kind::Pod, Event::Apply(pod("b", "3", "4")));
         let mut bare = pod("c", "4", "1");
         bare.metadata.resource_version = None;
         c.apply(Kind::Pod, Event::Apply(bare));
-        assert!(c.manifests().pod_versions.is_none());
+        let last = digests(&mut c);
+        assert!(Arc::ptr_eq(&after[0], &last[0]), "a is still digested once");
+        assert_eq!((last[1].requests.cpu, last[2].requests.cpu), (4000, 1000));
     }
 }

@@ -66,7 +66,7 @@ fn now_ms() -> Millis {
 
 impl LiveDriver {
     fn read(&self) -> Option<Read> {
-        let cache = self.cache.lock().ok()?;
+        let mut cache = self.cache.lock().ok()?;
         Some(Read {
             manifests: Arc::new(cache.manifests()),
             skipped: Arc::new(cache.problems().cloned().collect()),

@@ -311,10 +311,11 @@ impl Metrics {
             && let Ok(mut c) = cache.lock()
         {
             self.synced.set(i64::from(c.synced()));
-            self.node_count.set(c.nodes.items.len() as i64);
+            self.node_count.set(c.nodes.len() as i64);
             self.nodepool_usage.clear();
             self.nodepool_limit.clear();
-            for pool in c.nodepools.items.values() {
+            c.nodepools.settle();
+            for pool in c.nodepools.values() {
                 let name = pool.metadata.name.clone().unwrap_or_default();
                 let resources = pool.status.as_ref().map(|s| &s.resources);
                 for (resource, q) in resources.into_iter().flatten() {

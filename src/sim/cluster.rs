@@ -42,9 +42,10 @@ use crate::engine::scheduling::pod::{self, PodData};
 use crate::engine::scheduling::volumes::VolumeIndex;
 use crate::engine::scheduling::{ExistingNode, Input, SchedulerOptions, solve};
 use crate::engine::state::Nodes;
+use crate::engine::store::Store;
 use crate::engine::stored_pod::StoredPod;
 use crate::sim::replicas::Replicas;
-use crate::sim::watch::{Event, EventType, Versions, Watched};
+use crate::sim::watch::{EventType, Versions, Watched};
 
 /// Namespaced key.
 pub type Key = (String, String);
@@ -53,37 +54,20 @@ fn key_of(meta: &ObjectMeta) -> Key {
     (meta.namespace.clone().unwrap_or_else(|| "default".into()), meta.name.clone().unwrap_or_default())
 }
 
-/// One store kind in key order as a vector, kept up to date from the kind's watch events by [`Mirror::sync`].
-///
-/// Engine passes read the store as slices ([`ClusterSnapshot`]). The mirror shares the store's objects (`Arc`s),
-/// so it costs a pointer per object, and a sync touches only the objects written since the last one; a mirror that
-/// has never synced, or has fallen behind the kind's event log (410 Gone), relists: it walks the map and its
-/// previous state side by side and keeps every object that is the same. Either way the vector equals the map.
+/// One kind of the simulated store as its watcher sees it: a [`Store`] (the client-side store the live watch cache
+/// keeps too), brought up to date from the kind's watch events by [`Mirror::sync`]. A mirror that has never synced,
+/// or has fallen behind the kind's event log (410 Gone), relists, keeping every object that is the same. Either way
+/// the store equals the map, and objects not written keep their versions (and so their digests).
 #[derive(Debug)]
 struct Mirror<K, V> {
-    /// The kind's resourceVersion the copy is current to (None: never listed).
+    /// The kind's resourceVersion the store is current to (None: never listed).
     seen: Option<u64>,
-    keys: Vec<K>,
-    values: Vec<Arc<V>>,
-    /// Per value: a version that changes whenever the value does (a kept value keeps its version), so what the
-    /// engine derives from a value can be kept too ([`Digests`]).
-    versions: Vec<u64>,
-    next_version: u64,
-    /// For kinds with few objects that the engine reads as plain slices: a copy of `values`, made again after
-    /// each sync that changed something ([`Mirror::sync_plain`]).
-    plain: Vec<V>,
+    store: Store<K, V>,
 }
 
 impl<K, V> Default for Mirror<K, V> {
     fn default() -> Self {
-        Mirror {
-            seen: None,
-            keys: Vec::new(),
-            values: Vec::new(),
-            versions: Vec::new(),
-            next_version: 0,
-            plain: Vec::new(),
-        }
+        Mirror { seen: None, store: Store::default() }
     }
 }
 
@@ -94,95 +78,27 @@ impl<K: Ord + Clone, V: Clone + PartialEq + kube::Resource> Mirror<K, V> {
             return;
         }
         match self.seen.map(|seen| kind.events_since(seen)) {
-            Some(Ok(events)) => self.apply(events),
+            Some(Ok(events)) => {
+                for e in events {
+                    match e.type_ {
+                        EventType::Deleted => self.store.remove(e.key),
+                        EventType::Added | EventType::Modified => self.store.insert(e.key.clone(), e.object.clone()),
+                    };
+                }
+            }
             // Never listed, or too far behind: list again.
-            _ => self.relist(kind),
+            _ => {
+                self.store.replace_sorted(kind.iter(), K::clone, V::eq);
+            }
         }
+        self.store.settle();
         self.seen = Some(current);
     }
 
-    /// [`Mirror::sync`], keeping a plain copy too ([`Mirror::plain`]).
+    /// [`Mirror::sync`], keeping a plain copy too ([`Store::plain`]).
     fn sync_plain(&mut self, kind: &Watched<K, V>) {
-        let before = self.seen;
         self.sync(kind);
-        if self.seen != before {
-            self.plain = self.values.iter().map(|v| V::clone(v)).collect();
-        }
-    }
-
-    fn plain(&self) -> &[V] {
-        &self.plain
-    }
-
-    fn bump(&mut self) -> u64 {
-        self.next_version += 1;
-        self.next_version
-    }
-
-    /// Applies watch events: in place when objects only changed (no new vectors), else one merge that moves
-    /// unchanged objects without comparing them.
-    fn apply(&mut self, mut events: Vec<Event<'_, K, V>>) {
-        if events.iter().all(|e| e.type_ == EventType::Modified) {
-            for e in &events {
-                let Ok(i) = self.keys.binary_search(e.key) else { continue };
-                self.values[i] = e.object.clone();
-                self.versions[i] = self.bump();
-            }
-            return;
-        }
-        events.sort_by(|a, b| a.key.cmp(b.key));
-        let old_keys = std::mem::take(&mut self.keys).into_iter();
-        let old_values = std::mem::take(&mut self.values).into_iter();
-        let mut old = old_keys.zip(old_values).zip(std::mem::take(&mut self.versions)).peekable();
-        let n = old.len() + events.len();
-        let (mut keys, mut values, mut versions) =
-            (Vec::with_capacity(n), Vec::with_capacity(n), Vec::with_capacity(n));
-        for e in events {
-            while let Some(((k, v), version)) = old.next_if(|((k, _), _)| k < e.key) {
-                keys.push(k);
-                values.push(v);
-                versions.push(version);
-            }
-            // The copy of a written object is replaced (or dropped, for a deletion).
-            old.next_if(|((k, _), _)| k == e.key);
-            if e.type_ != EventType::Deleted {
-                keys.push(e.key.clone());
-                values.push(e.object.clone());
-                versions.push(self.bump());
-            }
-        }
-        for ((k, v), version) in old {
-            keys.push(k);
-            values.push(v);
-            versions.push(version);
-        }
-        (self.keys, self.values, self.versions) = (keys, values, versions);
-    }
-
-    fn relist(&mut self, map: &BTreeMap<K, Arc<V>>) {
-        let old_keys = std::mem::take(&mut self.keys).into_iter();
-        let old_values = std::mem::take(&mut self.values).into_iter();
-        let mut old = old_keys.zip(old_values).zip(std::mem::take(&mut self.versions)).peekable();
-        let n = map.len();
-        let (mut keys, mut values, mut versions) =
-            (Vec::with_capacity(n), Vec::with_capacity(n), Vec::with_capacity(n));
-        for (k, v) in map.iter() {
-            // Both sides are in key order: entries before `k` in the copy are gone from the map.
-            while old.next_if(|((ok, _), _)| ok < k).is_some() {}
-            match old.next_if(|((ok, ov), _)| ok == k && (Arc::ptr_eq(ov, v) || ov == v)) {
-                Some(((ok, ov), version)) => {
-                    keys.push(ok);
-                    values.push(ov);
-                    versions.push(version);
-                }
-                None => {
-                    keys.push(k.clone());
-                    values.push(v.clone());
-                    versions.push(self.bump());
-                }
-            }
-        }
-        (self.keys, self.values, self.versions) = (keys, values, versions);
+        self.store.settle_plain();
     }
 }
 
@@ -504,17 +420,17 @@ impl Cluster {
         m.storage_classes.sync_plain(&self.storage_classes);
         m.namespaces.sync_plain(&self.namespaces);
         ClusterSnapshot {
-            nodepools: m.nodepools.plain(),
-            nodeclaims: (&m.nodeclaims.values).into(),
-            nodes: (&m.nodes.values).into(),
-            pods: (&m.pods.values).into(),
-            daemonsets: m.daemonsets.plain(),
-            pdbs: m.pdbs.plain(),
-            pvcs: m.pvcs.plain(),
-            pvs: m.pvs.plain(),
-            storage_classes: m.storage_classes.plain(),
-            namespaces: m.namespaces.plain(),
-            digests: Some((&m.pods.versions, &m.digests)),
+            nodepools: m.nodepools.store.plain(),
+            nodeclaims: m.nodeclaims.store.values().into(),
+            nodes: m.nodes.store.values().into(),
+            pods: m.pods.store.values().into(),
+            daemonsets: m.daemonsets.store.plain(),
+            pdbs: m.pdbs.store.plain(),
+            pvcs: m.pvcs.store.plain(),
+            pvs: m.pvs.store.plain(),
+            storage_classes: m.storage_classes.store.plain(),
+            namespaces: m.namespaces.store.plain(),
+            digests: Some((m.pods.store.versions(), &m.digests)),
             virtual_pods: &[],
         }
     }
@@ -1005,31 +921,31 @@ mod tests {
             assert!(view.nodes.iter().eq(fresh.nodes.iter().map(|n| &**n)));
         };
         same(&c, &mut mirror);
-        let versions = mirror.pods.versions.clone();
+        let versions = mirror.pods.store.versions().to_vec();
         let seen = mirror.pods.seen;
         assert_eq!(seen, Some(c.pods.resource_version()));
         // A binding (Modified) is copied in place; the other pods keep their versions.
         c.schedule_pending();
         same(&c, &mut mirror);
-        assert_eq!(mirror.pods.versions.len(), versions.len());
-        let changed = mirror.pods.versions.iter().zip(&versions).filter(|(a, b)| a != b).count();
+        assert_eq!(mirror.pods.store.versions().len(), versions.len());
+        let changed = mirror.pods.store.versions().iter().zip(&versions).filter(|(a, b)| a != b).count();
         assert_eq!(changed, 3, "the three bound pods only");
         // Pods come and go (Added/Deleted): merged.
-        let versions = mirror.pods.versions.clone();
+        let versions = mirror.pods.store.versions().to_vec();
         let first = c.pods.keys().next().cloned().unwrap();
         c.pods.remove(&first);
         c.reconcile_deployments();
         same(&c, &mut mirror);
-        assert_eq!(mirror.pods.versions.iter().filter(|v| versions.contains(v)).count(), 2);
+        assert_eq!(mirror.pods.store.versions().iter().filter(|v| versions.contains(v)).count(), 2);
         // More writes than the log keeps: the mirror is behind (410) and relists, keeping equal objects.
-        let versions = mirror.pods.versions.clone();
+        let versions = mirror.pods.store.versions().to_vec();
         // (The log keeps LOG_CAPACITY events: one more write pushes out the last one the mirror saw.)
         for _ in 0..=crate::sim::watch::LOG_CAPACITY {
             c.nodes.get_mut("n1");
         }
         assert!(c.nodes.events_since(mirror.nodes.seen.unwrap()).is_err());
         same(&c, &mut mirror);
-        assert_eq!(mirror.pods.versions, versions, "pods were not written");
+        assert_eq!(mirror.pods.store.versions(), versions, "pods were not written");
         // Every object carries the store-wide resourceVersion of its last write.
         let node_rv = c.nodes["n1"].metadata.resource_version.clone();
         assert_eq!(node_rv, Some(c.resource_version().to_string()));
