@@ -15,7 +15,7 @@ use karpenter_tui::engine::catalog::aws::aws_catalog;
 use karpenter_tui::engine::packing::Packing;
 use karpenter_tui::engine::scheduling::cost::lower_bound;
 use karpenter_tui::engine::scheduling::volumes::VolumeIndex;
-use karpenter_tui::engine::scheduling::workload::plain_pods_seeded;
+use karpenter_tui::engine::scheduling::workload::{plain_pods_seeded, shared};
 use karpenter_tui::engine::scheduling::{Input, SchedulerOptions, solve};
 
 fn pool() -> NodePool {
@@ -51,12 +51,12 @@ fn packing(c: &mut Criterion) {
         let pods = plain_pods_seeded(n, 1);
         let bound = {
             let up = input(Packing::Upstream);
-            let r = solve(&up, &pods);
-            lower_bound(&up, &pods, &r).expect("the LP has an optimum")
+            let r = solve(&up, &shared(&pods));
+            lower_bound(&up, &shared(&pods), &r).expect("the LP has an optimum")
         };
         for strategy in [Packing::Upstream, Packing::Cost] {
             let inp = input(strategy);
-            let r = solve(&inp, &pods);
+            let r = solve(&inp, &shared(&pods));
             assert!(r.failures.is_empty(), "{strategy}: {} pods failed", r.failures.len());
             let price: f64 = r.new_claims.iter().filter_map(|c| c.cheapest_price()).sum();
             println!(
@@ -65,7 +65,7 @@ fn packing(c: &mut Criterion) {
                 price / bound
             );
             group.bench_with_input(BenchmarkId::new(strategy.as_str(), n), &pods, |b, pods| {
-                b.iter(|| black_box(solve(&inp, pods)));
+                b.iter(|| black_box(solve(&inp, &shared(pods))));
             });
         }
     }

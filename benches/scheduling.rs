@@ -14,7 +14,7 @@ use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_m
 use karpenter_tui::engine::api::NodePool;
 use karpenter_tui::engine::catalog::fake;
 use karpenter_tui::engine::scheduling::volumes::VolumeIndex;
-use karpenter_tui::engine::scheduling::workload::diverse_pods;
+use karpenter_tui::engine::scheduling::workload::{diverse_pods, shared};
 use karpenter_tui::engine::scheduling::{Input, SchedulerOptions, solve};
 
 fn bench_nodepool() -> NodePool {
@@ -48,11 +48,11 @@ fn scheduling(c: &mut Criterion) {
     for n in [100usize, 1_000, 5_000, 20_000] {
         let pods = diverse_pods(n);
         // Every pod of the mix must schedule, as upstream's benchmark requires.
-        let r = solve(&input, &pods);
+        let r = solve(&input, &shared(&pods));
         assert!(r.failures.is_empty(), "{} pods failed to schedule", r.failures.len());
         group.throughput(Throughput::Elements(n as u64));
         group.bench_with_input(BenchmarkId::from_parameter(n), &pods, |b, pods| {
-            b.iter(|| black_box(solve(&input, pods)));
+            b.iter(|| black_box(solve(&input, &shared(pods))));
         });
     }
     group.finish();

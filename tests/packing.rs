@@ -15,7 +15,7 @@ use karpenter_tui::engine::resources::Resources;
 use karpenter_tui::engine::scheduling::cost::{bound_mix, lower_bound};
 use karpenter_tui::engine::scheduling::pod::PodData;
 use karpenter_tui::engine::scheduling::volumes::VolumeIndex;
-use karpenter_tui::engine::scheduling::workload::plain_pods_seeded;
+use karpenter_tui::engine::scheduling::workload::{plain_pods_seeded, shared};
 use karpenter_tui::engine::scheduling::{ExistingNode, Input, Results, SchedulerOptions, solve};
 
 fn on_demand_pool() -> NodePool {
@@ -65,8 +65,8 @@ fn aws_world() -> World {
 
 fn run(w: &World, pods: &[PodData], packing: Packing) -> (Results, Option<f64>) {
     let input = w.input(&[], SchedulerOptions { packing, ..Default::default() });
-    let r = solve(&input, pods);
-    let b = lower_bound(&input, pods, &r);
+    let r = solve(&input, &shared(pods));
+    let b = lower_bound(&input, &shared(pods), &r);
     (r, b)
 }
 
@@ -125,7 +125,7 @@ fn upstream_packing_is_what_it_always_was() {
             .collect()
     };
     let input = w.input(&[], SchedulerOptions::default());
-    assert_eq!(sig(&solve(&input, &pods)), sig(&a));
+    assert_eq!(sig(&solve(&input, &shared(&pods))), sig(&a));
 }
 
 #[test]
@@ -185,7 +185,7 @@ fn cost_packing_keeps_pods_on_existing_room_first() {
     let nodes = vec![node];
     let mk = |packing| w.input(&nodes, SchedulerOptions { packing, ..Default::default() });
     let (up_in, cost_in) = (mk(Packing::Upstream), mk(Packing::Cost));
-    let (up, cost) = (solve(&up_in, &pods), solve(&cost_in, &pods));
+    let (up, cost) = (solve(&up_in, &shared(&pods)), solve(&cost_in, &shared(&pods)));
     let on_node = |r: &Results| -> Resources {
         let mut sum = Resources::default();
         for p in r.existing.iter().flat_map(|p| p.pods.iter()) {
@@ -239,9 +239,9 @@ fn diagnostics() {
         let timed = |packing| {
             let input = w.input(&[], SchedulerOptions { packing, ..Default::default() });
             let t0 = std::time::Instant::now();
-            let r = solve(&input, &pods);
+            let r = solve(&input, &shared(&pods));
             let el = t0.elapsed();
-            let b = lower_bound(&input, &pods, &r);
+            let b = lower_bound(&input, &shared(&pods), &r);
             (r, b, el)
         };
         let (_, _, up_el) = timed(Packing::Upstream);
@@ -268,7 +268,7 @@ fn diagnostics() {
             println!("  {n:>14} x{k:<4} cpu {:.2} mem {:.2} pods {:.2}", c / k, m / k, p / k);
         }
         let input = w.input(&[], SchedulerOptions { packing: Packing::Cost, ..Default::default() });
-        let (_, mix) = bound_mix(&input, &pods, &cost).expect("the LP has an optimum");
+        let (_, mix) = bound_mix(&input, &shared(&pods), &cost).expect("the LP has an optimum");
         for (_, name, amount) in mix {
             println!("  bound buys {name:>14} x{amount:.2}");
         }
@@ -453,7 +453,7 @@ fn hints_put_pods_back_on_the_claims_made_for_them() {
         .collect();
     let solve_with = |hints: BTreeMap<String, String>| {
         let options = SchedulerOptions { packing: Packing::Cost, hints: Arc::new(hints), ..Default::default() };
-        solve(&w.input(&nodes, options), &pods)
+        solve(&w.input(&nodes, options), &shared(&pods))
     };
     let again = solve_with(hints);
     assert!(again.new_claims.is_empty(), "{} claims launched twice", again.new_claims.len());

@@ -20,7 +20,7 @@ use karpenter_tui::engine::requirements::{Requirement, Requirements};
 use karpenter_tui::engine::scheduling::pod::{HostPort, PodData, SpreadConstraint};
 use karpenter_tui::engine::scheduling::selector::Selector;
 use karpenter_tui::engine::scheduling::volumes::VolumeIndex;
-use karpenter_tui::engine::scheduling::workload::diverse_pods_seeded;
+use karpenter_tui::engine::scheduling::workload::{diverse_pods_seeded, shared};
 use karpenter_tui::engine::scheduling::{ExistingNode, Input, Results, SchedulerOptions, solve};
 use proptest::prelude::*;
 
@@ -57,7 +57,7 @@ fn run_on(pods: &[PodData], nodes: &[ExistingNode], types: usize, scan_indexes: 
         volumes: &volumes,
         options: SchedulerOptions { scan_indexes, packing, ..Default::default() },
     };
-    solve(&input, pods)
+    solve(&input, &shared(pods))
 }
 
 /// A comparable digest of a solve: every claim's pods, options and requirements; every failure.
@@ -401,7 +401,7 @@ impl ConstrainedWorld {
             volumes: &volumes,
             options: SchedulerOptions { packing, ..Default::default() },
         };
-        let results = solve(&input, &pods);
+        let results = solve(&input, &shared(&pods));
         ConstrainedWorld { pools, daemonsets, pvcs, pvs, classes, pods, results }
     }
 

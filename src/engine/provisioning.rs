@@ -343,7 +343,7 @@ fn min_each(a: &Resources, b: &Resources) -> Resources {
 #[derive(Debug, Clone, Default)]
 pub struct ProvisioningResult {
     /// The pods that were simulated (pending ∪ reschedulable pods of deleting nodes), indexed by `results`.
-    pub pods: Vec<PodData>,
+    pub pods: Vec<Arc<PodData>>,
     pub results: Results,
     /// Pending pods rejected before scheduling (restricted labels, bad specs), as (namespace/name, reason).
     pub rejected: Vec<(String, PodIgnored)>,
@@ -402,7 +402,7 @@ impl ProvisioningResult {
             .failures
             .iter()
             .filter(|f| self.pods[f.pod].buffer.is_none())
-            .map(|f| (&self.pods[f.pod], f.summary()))
+            .map(|f| (&*self.pods[f.pod], f.summary()))
             .collect()
     }
 }
@@ -471,7 +471,7 @@ pub struct ClusterState {
     pub usage: BTreeMap<String, Resources>,
     /// Pods that need a place, in snapshot order: provisionable pending pods and reschedulable pods of deleting
     /// nodes. `provisionable[i]` tells which kind `to_schedule[i]` is.
-    pub to_schedule: Vec<PodData>,
+    pub to_schedule: Vec<Arc<PodData>>,
     pub provisionable: Vec<bool>,
     /// Pods bound to nodes and staying there (not terminating, not being rescheduled), with their node. Shared
     /// with the caller's [`Digests`], when there is one.
@@ -531,7 +531,7 @@ impl ClusterState {
         }
         drop(digester);
 
-        let mut to_schedule: Vec<PodData> = Vec::new();
+        let mut to_schedule: Vec<Arc<PodData>> = Vec::new();
         let mut provisionable = Vec::new();
         let mut rejected = Vec::new();
         let mut bound: Vec<(Arc<PodData>, String)> = Vec::new();
@@ -545,7 +545,7 @@ impl ClusterState {
                     }
                     let Ok(d) = digests.get(i, p) else { continue };
                     if deleting.contains(&node) && is_currently_reschedulable(p, snap.pdbs) {
-                        to_schedule.push(Arc::unwrap_or_clone(d));
+                        to_schedule.push(d);
                         provisionable.push(false);
                     } else if p.metadata.deletion_timestamp.is_none() {
                         bound.push((d, node));
@@ -555,7 +555,7 @@ impl ClusterState {
                     if !is_provisionable(p) {
                         continue;
                     }
-                    match digests.get(i, p).map(Arc::unwrap_or_clone) {
+                    match digests.get(i, p) {
                         Ok(d) => {
                             if pod::opts_out_of_karpenter(&d) {
                                 continue;
@@ -583,7 +583,7 @@ impl ClusterState {
         // Virtual pods come last: pending like the others, never more important (upstream appends them too).
         for p in snap.virtual_pods {
             if let Ok(d) = pod::pod_data(p, &namespaces) {
-                to_schedule.push(d);
+                to_schedule.push(Arc::new(d));
                 provisionable.push(true);
             }
         }

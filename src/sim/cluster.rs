@@ -660,7 +660,7 @@ impl Cluster {
                 requirements: Some(requirements),
             });
         }
-        let mut to_schedule: Vec<PodData> = Vec::new();
+        let mut to_schedule: Vec<Arc<PodData>> = Vec::new();
         let mut keys: Vec<Key> = Vec::new();
         // Per pod to schedule, the node it is nominated to, if any.
         let mut nominated: Vec<Option<String>> = Vec::new();
@@ -672,7 +672,7 @@ impl Cluster {
                 Some(node) if p.metadata.deletion_timestamp.is_none() => bound.push((d, node)),
                 Some(_) => {}
                 None if pending.contains(k) => {
-                    to_schedule.push(Arc::unwrap_or_clone(d));
+                    to_schedule.push(d);
                     keys.push(k.clone());
                     let n = p.status.as_ref().and_then(|s| s.nominated_node_name.as_deref()).filter(|n| !n.is_empty());
                     nominated.push(n.map(str::to_string));
@@ -691,7 +691,7 @@ impl Cluster {
         let volumes = VolumeIndex::new(view.pvcs, view.pvs, view.storage_classes);
         let no_types = BTreeMap::new();
         let usage = BTreeMap::new();
-        let pass = |bound: &[(Arc<PodData>, String)], pods: &[PodData]| {
+        let pass = |bound: &[(Arc<PodData>, String)], pods: &[Arc<PodData>]| {
             let input = Input {
                 nodepools: &[],
                 instance_types: &no_types,
@@ -713,26 +713,26 @@ impl Cluster {
         let first: Vec<usize> =
             (0..keys.len()).filter(|&i| nominated[i].as_deref().is_some_and(|n| ready.contains(n))).collect();
         if !first.is_empty() {
-            let pinned: Vec<PodData> = first
+            let pinned: Vec<Arc<PodData>> = first
                 .iter()
                 .map(|&i| {
-                    let mut d = to_schedule[i].clone();
+                    let mut d = PodData::clone(&to_schedule[i]);
                     let node = nominated[i].clone().unwrap_or_default();
                     d.node_selector.add(labels::HOSTNAME, Requirement::in_values([node]));
-                    d
+                    Arc::new(d)
                 })
                 .collect();
             for placement in pass(&bound, &pinned) {
                 for &j in &placement.pods {
                     let i = first[j];
                     placed.insert(i);
-                    bound.push((Arc::new(to_schedule[i].clone()), placement.node.clone()));
+                    bound.push((to_schedule[i].clone(), placement.node.clone()));
                     bindings.push((keys[i].clone(), placement.node.clone()));
                 }
             }
         }
         let rest: Vec<usize> = (0..keys.len()).filter(|i| !placed.contains(i)).collect();
-        let others: Vec<PodData> = if placed.is_empty() {
+        let others: Vec<Arc<PodData>> = if placed.is_empty() {
             std::mem::take(&mut to_schedule)
         } else {
             rest.iter().map(|&i| to_schedule[i].clone()).collect()

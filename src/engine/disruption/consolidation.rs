@@ -69,7 +69,7 @@ impl<'a> Simulator<'a> {
         for c in candidates {
             for p in &c.pods {
                 if let Some(&i) = self.bound_index.get(&(p.namespace.as_str(), p.name.as_str())) {
-                    pods.push((*self.state.bound[i].0).clone());
+                    pods.push(self.state.bound[i].0.clone());
                     pending.push(false);
                 }
             }
@@ -110,7 +110,7 @@ impl<'a> Simulator<'a> {
         for c in candidates {
             for p in &c.pods {
                 if let Some(&i) = self.bound_index.get(&(p.namespace.as_str(), p.name.as_str())) {
-                    pods.push((*self.state.bound[i].0).clone());
+                    pods.push(self.state.bound[i].0.clone());
                 }
             }
         }

@@ -24,6 +24,7 @@
 
 use std::collections::HashMap;
 use std::hash::{Hash, Hasher};
+use std::sync::Arc;
 
 use super::bitset::Bitset;
 use super::pod::PodData;
@@ -119,7 +120,7 @@ impl Class {
 }
 
 /// Groups `order` (queue order) into classes, the classes in order of their first pod.
-fn classes(pods: &[PodData], order: &[usize]) -> Vec<Class> {
+fn classes(pods: &[Arc<PodData>], order: &[usize]) -> Vec<Class> {
     // Pods are compared in memory order, then dealt out in queue order: comparing a pod with its class touches most
     // of it, and twenty thousand pods visited in queue order are a cache miss or more each.
     const NONE: usize = usize::MAX;
@@ -205,7 +206,7 @@ impl Scheduler<'_> {
     }
 
     /// Cost packing's solve (see the module comment). `pods` must be the slice given to `new`.
-    pub(super) fn solve_cost(mut self, pods: &[PodData]) -> Results {
+    pub(super) fn solve_cost(mut self, pods: &[Arc<PodData>]) -> Results {
         let mut results = Results::default();
         let queue = self.queue(pods, &mut results);
         // Existing nodes first, each filled with the pending pods that best match its room. Claims an earlier cost
@@ -262,7 +263,7 @@ impl Scheduler<'_> {
 
     /// Pods an earlier solve made an in-flight claim for go back onto it when it still takes them; returns the rest
     /// in queue order.
-    fn place_hinted(&mut self, pods: &[PodData], queue: Vec<usize>) -> Vec<usize> {
+    fn place_hinted(&mut self, pods: &[Arc<PodData>], queue: Vec<usize>) -> Vec<usize> {
         let hints = self.input.options.hints.clone();
         if hints.is_empty() {
             return queue;
@@ -295,7 +296,7 @@ impl Scheduler<'_> {
     }
 
     /// Fills each existing node, in the scheduler's node order, with the waiting pods that best match its room.
-    fn fill_nodes(&mut self, pods: &[PodData], classes: &mut [Class]) {
+    fn fill_nodes(&mut self, pods: &[Arc<PodData>], classes: &mut [Class]) {
         for n in 0..self.nodes.len() {
             if self.gone.get(n).copied().unwrap_or(false) {
                 continue;
@@ -344,7 +345,7 @@ impl Scheduler<'_> {
     /// Opens and fills NodeClaims of template `t` for `classes`, following the LP's plan: rounds of "buy the whole
     /// instances the plan buys, fill each with the pods the plan puts on its type, top it up with any pod that still
     /// fits", the plan solved again for what is left, until nothing is left or a round places nothing.
-    fn pack_template(&mut self, t: usize, pods: &[PodData], classes: &mut [Class]) {
+    fn pack_template(&mut self, t: usize, pods: &[Arc<PodData>], classes: &mut [Class]) {
         let net = net_capacity(&self.fixed.templates[t]);
         let cols = columns(&self.fixed.templates[t], &net);
         // Per class, the types its pod fits alone (constant over the rounds), and of those the ones the plan may
@@ -637,7 +638,7 @@ impl Scheduler<'_> {
         &mut self,
         c: usize,
         cap: &Resources,
-        pods: &[PodData],
+        pods: &[Arc<PodData>],
         classes: &mut [Class],
         eligible: impl Fn(usize) -> bool,
         placed: &mut dyn FnMut(usize),
@@ -856,7 +857,7 @@ fn add_to_shapes(shapes: &mut Vec<lp::Class>, requests: &Resources, count: usize
 /// resource (CPU, memory, pods, extended) covered per type, each type at the cheapest offering the NodePool
 /// allows (see [`lp`]). No packing of those pods, by either strategy, can cost
 /// less. `None` when the LP has no optimum.
-pub fn lower_bound(input: &Input<'_>, pods: &[PodData], results: &Results) -> Option<f64> {
+pub fn lower_bound(input: &Input<'_>, pods: &[Arc<PodData>], results: &Results) -> Option<f64> {
     bound_mix(input, pods, results).map(|(cost, _)| cost)
 }
 
@@ -864,7 +865,7 @@ pub fn lower_bound(input: &Input<'_>, pods: &[PodData], results: &Results) -> Op
 pub type Amount = (String, String, f64);
 
 /// [`lower_bound`] with the fractional instances it buys: what the diagnostics compare a plan's fleet with.
-pub fn bound_mix(input: &Input<'_>, pods: &[PodData], results: &Results) -> Option<(f64, Vec<Amount>)> {
+pub fn bound_mix(input: &Input<'_>, pods: &[Arc<PodData>], results: &Results) -> Option<(f64, Vec<Amount>)> {
     let prepared = Prepared::new(input);
     let templates = &prepared.fixed.templates;
     let (cols, offset) = all_columns(templates);
@@ -898,7 +899,7 @@ pub fn bound_mix(input: &Input<'_>, pods: &[PodData], results: &Results) -> Opti
 /// The LP lower bound on new capacity for `pods`, each on the first NodePool (in weight order) with a type that
 /// holds it alone: what repack compares a group of nodes against before trying to re-solve it. `None` when some
 /// pod fits no NodePool or the LP has no optimum.
-pub fn pods_bound(prepared: &Prepared, pods: &[PodData]) -> Option<f64> {
+pub fn pods_bound(prepared: &Prepared, pods: &[Arc<PodData>]) -> Option<f64> {
     let templates = &prepared.fixed.templates;
     let (cols, offset) = all_columns(templates);
     let mut shapes: Vec<lp::Class> = Vec::new();

@@ -661,7 +661,7 @@ struct ClassScan {
 }
 
 impl ClassScans {
-    fn class_of(&mut self, pods: &[PodData], i: usize, moved: bool) -> usize {
+    fn class_of(&mut self, pods: &[Arc<PodData>], i: usize, moved: bool) -> usize {
         let p = &pods[i];
         let ids = self.by_class.entry((cost::class_hash(p), moved)).or_default();
         if let Some(&k) = ids.iter().find(|&&k| cost::same_class(&pods[self.scans[k].pod], p)) {
@@ -675,7 +675,7 @@ impl ClassScans {
 
 impl<'a> Scheduler<'a> {
     /// Prepares the templates, nodes and topology for solving `pods`.
-    pub fn new(input: &'a Input<'a>, pods: &[PodData]) -> Scheduler<'a> {
+    pub fn new(input: &'a Input<'a>, pods: &[Arc<PodData>]) -> Scheduler<'a> {
         let Prepared { fixed, remaining, nodes, .. } = Prepared::new(input);
         let fixed = Shared::Owned(Box::new(fixed));
         Scheduler::assemble(input, fixed, remaining, Cow::Owned(nodes), Vec::new(), pods, &BTreeSet::new())
@@ -687,7 +687,7 @@ impl<'a> Scheduler<'a> {
     pub fn with_prepared(
         input: &'a Input<'a>,
         prepared: &'a Prepared,
-        pods: &[PodData],
+        pods: &[Arc<PodData>],
         excluded: &BTreeSet<String>,
     ) -> Scheduler<'a> {
         let mut remaining = prepared.remaining.clone();
@@ -724,14 +724,14 @@ impl<'a> Scheduler<'a> {
         remaining: BTreeMap<String, BTreeMap<String, i64>>,
         mut nodes: Cow<'a, [SimNode]>,
         gone: Vec<bool>,
-        pods: &[PodData],
+        pods: &[Arc<PodData>],
         excluded: &BTreeSet<String>,
     ) -> Scheduler<'a> {
         let is_gone = |n: usize| gone.get(n).copied().unwrap_or(false);
         let counted = |node: &str| excluded.is_empty() || !excluded.contains(node);
         // Topology: the domains each key may take, from templates × types and existing nodes.
         let mut keys: BTreeSet<String> = BTreeSet::new();
-        keys.extend(pods.iter().flat_map(PodData::topology_keys).cloned());
+        keys.extend(pods.iter().flat_map(|p| p.topology_keys()).cloned());
         for (key, on) in &fixed.bound_keys {
             if !keys.contains(key) && on.iter().any(|n| counted(n)) {
                 keys.insert(key.clone());
@@ -788,7 +788,7 @@ impl<'a> Scheduler<'a> {
     }
 
     /// Solves: every pod placed somewhere, or failed with reasons. `pods` must be the slice given to `new`.
-    pub fn solve(mut self, pods: &[PodData]) -> Results {
+    pub fn solve(mut self, pods: &[Arc<PodData>]) -> Results {
         if self.input.options.packing == Packing::Cost {
             return self.solve_cost(pods);
         }
@@ -801,7 +801,7 @@ impl<'a> Scheduler<'a> {
 
     /// The pods to place in queue order (CPU desc, memory desc, creation, uid); pods whose volumes can't be
     /// resolved are set aside as ignored.
-    fn queue(&self, pods: &[PodData], results: &mut Results) -> Vec<usize> {
+    fn queue(&self, pods: &[Arc<PodData>], results: &mut Results) -> Vec<usize> {
         let mut queue: Vec<usize> = Vec::with_capacity(pods.len());
         for (i, p) in pods.iter().enumerate() {
             // Upstream's `add` refuses these before trying any node, and never relaxes the error.
@@ -827,7 +827,7 @@ impl<'a> Scheduler<'a> {
     }
 
     /// Upstream's loop: each pod in turn, a failed one retried after the others until a full cycle places none.
-    fn run_queue(&mut self, pods: &[PodData], queue: Vec<usize>, results: &mut Results) {
+    fn run_queue(&mut self, pods: &[Arc<PodData>], queue: Vec<usize>, results: &mut Results) {
         let mut queue: VecDeque<usize> = queue.into();
         let mut last_len: Vec<usize> = vec![usize::MAX; pods.len()];
         let mut errors: BTreeMap<usize, Vec<(String, PoolRejection)>> = BTreeMap::new();
@@ -1176,7 +1176,7 @@ impl<'a> Scheduler<'a> {
     /// the claim's already imply, each pod's check only narrows the claim's types to those still holding the sum
     /// of requests, and the minValues over them; both are monotone in the sum, so the first pod one-by-one would
     /// reject is the first the largest run that passes leaves out, and the claim ends in the same state.
-    fn grow_claim_run(&mut self, c: usize, run: &[usize], pods: &[PodData], reqs: &Requirements) -> Option<usize> {
+    fn grow_claim_run(&mut self, c: usize, run: &[usize], pods: &[Arc<PodData>], reqs: &Requirements) -> Option<usize> {
         let &first = run.first()?;
         let pod = &pods[first];
         let claim = &self.claims[c];
@@ -1827,6 +1827,6 @@ impl PriceOrders {
 }
 
 /// Convenience: prepare and solve in one call.
-pub fn solve(input: &Input<'_>, pods: &[PodData]) -> Results {
+pub fn solve(input: &Input<'_>, pods: &[Arc<PodData>]) -> Results {
     Scheduler::new(input, pods).solve(pods)
 }

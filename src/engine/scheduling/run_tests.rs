@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use super::pod::{HostPort, PodData};
 use super::volumes::VolumeIndex;
-use super::workload::plain_pods_seeded;
+use super::workload::{plain_pods_seeded, shared};
 use super::{Input, MinValuesPolicy, Scheduler, SchedulerOptions};
 use crate::engine::api::NodePool;
 use crate::engine::catalog::InstanceType;
@@ -45,12 +45,12 @@ struct Outcome {
 
 /// Opens a claim for pod 0, then adds pods 1.. either as one run or one by one until one is refused.
 fn grow(input: &Input<'_>, pods: &[PodData], as_run: bool) -> Option<Outcome> {
-    let mut s = Scheduler::new(input, pods);
+    let mut s = Scheduler::new(input, &shared(pods));
     let reqs = pods[0].requirements();
     let c = s.open_claim(0, 0, &pods[0], &reqs, &[], None, true).ok()?;
     let rest: Vec<usize> = (1..pods.len()).collect();
     let taken = if as_run {
-        s.grow_claim_run(c, &rest, pods, &reqs)?
+        s.grow_claim_run(c, &rest, &shared(pods), &reqs)?
     } else {
         let mut n = 0;
         for &i in &rest {

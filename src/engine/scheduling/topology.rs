@@ -412,7 +412,7 @@ impl Topology {
 
     /// Creates the groups the pods' constraints need (preferences included: they are in force until relaxed) and
     /// the inverse groups for their required anti-affinity terms.
-    pub fn add_pods(&mut self, pods: &[PodData]) {
+    pub fn add_pods(&mut self, pods: &[Arc<PodData>]) {
         for p in pods {
             for s in &p.spreads {
                 self.get_or_create(Self::spread_key(p, s));
@@ -851,7 +851,7 @@ mod tests {
     }
 
     fn solve_topology(
-        batch: &[PodData],
+        batch: &[Arc<PodData>],
         bound: &[(Arc<PodData>, String)],
         labels: &NodeLabels,
         tally: &BoundTally,
@@ -884,7 +884,7 @@ mod tests {
             on(pod("w4", "web", false), "n3"),
             on(pod("d1", "db", false), "n3"),
         ];
-        let batch = [pod("new", "web", false), pod("new-db", "db", false)];
+        let batch = super::super::workload::shared(&[pod("new", "web", false), pod("new-db", "db", false)]);
         let tally = BoundTally::default();
         for excluded in [vec![], vec!["n2"], vec!["n1", "n3"], vec![]] {
             let excluded: BTreeSet<String> = excluded.into_iter().map(String::from).collect();

@@ -145,3 +145,8 @@ pub fn plain_pods_seeded(count: usize, seed: u64) -> Vec<PodData> {
         })
         .collect()
 }
+
+/// Pods as the scheduler takes them (shared, as a pass shares them with the digests it keeps).
+pub fn shared(pods: &[PodData]) -> Vec<std::sync::Arc<PodData>> {
+    pods.iter().cloned().map(std::sync::Arc::new).collect()
+}
