@@ -121,7 +121,7 @@ pub struct Controller {
     /// Interruption notices handled, oldest first (the dashboard's Interruptions pane).
     pub interruptions: Vec<InterruptionRecord>,
     /// Events sent, by (object, reason): the message and when, so the same event is not repeated every tick.
-    events_sent: BTreeMap<(String, String), (String, Millis)>,
+    events_sent: rustc_hash::FxHashMap<(String, String), (String, Millis)>,
     /// When `events_sent` was last pruned.
     events_pruned_at: Millis,
     /// Objects whose writes were refused, held until their retry is due.
@@ -269,7 +269,7 @@ impl Controller {
             ids: tick::Ids::default(),
             pod_events: PodEventTracker::default(),
             drift: DriftTracker::default(),
-            events_sent: BTreeMap::new(),
+            events_sent: Default::default(),
             events_pruned_at: Millis::MIN,
             writes: backoff::WriteBackoff::default(),
             unlaunchable: BTreeMap::new(),

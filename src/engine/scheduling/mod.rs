@@ -731,7 +731,12 @@ impl<'a> Scheduler<'a> {
         let counted = |node: &str| excluded.is_empty() || !excluded.contains(node);
         // Topology: the domains each key may take, from templates × types and existing nodes.
         let mut keys: BTreeSet<String> = BTreeSet::new();
-        keys.extend(pods.iter().flat_map(|p| p.topology_keys()).cloned());
+        for key in pods.iter().flat_map(|p| p.topology_keys()) {
+            // Most pods name keys already seen: copy a key only the first time.
+            if !keys.contains(key) {
+                keys.insert(key.clone());
+            }
+        }
         for (key, on) in &fixed.bound_keys {
             if !keys.contains(key) && on.iter().any(|n| counted(n)) {
                 keys.insert(key.clone());

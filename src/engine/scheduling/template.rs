@@ -206,14 +206,23 @@ impl Template {
             .filter(|t| type_intersects(t, &requirements) && t.cheapest_offering(&requirements).is_some())
             .cloned()
             .collect();
-        types.sort_by(|a, b| a.name.cmp(&b.name));
+        // Catalogs come sorted by name; sort only one that isn't.
+        if !types.is_sorted_by(|a, b| a.name <= b.name) {
+            types.sort_by(|a, b| a.name.cmp(&b.name));
+        }
         if types.is_empty() {
             return Err(TemplateProblem::NoInstanceTypes);
         }
         let allocatable: Vec<Resources> = types.iter().map(|t| t.allocatable()).collect();
         let fit = FitIndex::new(&allocatable);
-        let type_keys: std::collections::BTreeSet<String> =
-            types.iter().flat_map(|t| t.requirements.keys().map(str::to_string)).collect();
+        // Every type names the same few keys: gather them borrowed, copy each once.
+        let type_keys: std::collections::BTreeSet<String> = types
+            .iter()
+            .flat_map(|t| t.requirements.keys())
+            .collect::<std::collections::BTreeSet<&str>>()
+            .into_iter()
+            .map(str::to_string)
+            .collect();
 
         let taints = spec.taints.clone();
         let has_prefer_no_schedule = taints.iter().any(|t| t.effect == "PreferNoSchedule");
