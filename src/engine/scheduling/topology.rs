@@ -931,6 +931,44 @@ mod tests {
         }
     }
 
+    /// Pods of one workload in a row share their groups; each still owns its anti-affinity; a pod whose spread
+    /// filter differs (here its tolerations, which a `nodeTaintsPolicy: Honor` spread reads) gets its own group
+    /// even right after one with the same terms otherwise.
+    #[test]
+    fn pods_in_a_row_share_groups_and_each_owns_its_anti_affinity() {
+        let a = pod("a", "web", true);
+        let mut b = pod("b", "web", true);
+        let mut tolerant = pod("c", "web", true);
+        for p in [&mut b, &mut tolerant] {
+            p.spreads[0].honor_taints = true;
+        }
+        tolerant.tolerations = vec![k8s_openapi::api::core::v1::Toleration {
+            key: Some("dedicated".into()),
+            operator: Some("Exists".into()),
+            ..Default::default()
+        }]
+        .into();
+        let batch = super::super::workload::shared(&[a.clone(), pod("a2", "web", true), b, tolerant]);
+        let mut t = Topology::new(BTreeMap::new(), LabelPolicy::default());
+        t.add_pods(&batch);
+        // One inverse group, owned by all four.
+        let inverse: Vec<&TopologyGroup> = t.groups.iter().filter(|g| g.inverse).collect();
+        assert_eq!(inverse.len(), 1);
+        assert_eq!(
+            inverse[0].owners.iter().map(String::as_str).collect::<Vec<_>>(),
+            ["uid-a", "uid-a2", "uid-b", "uid-c"]
+        );
+        // Spreads: a and a2 one group; b (honours taints) another; c (honours taints, tolerates) a third.
+        let spreads = t.groups.iter().filter(|g| g.kind == GroupKind::Spread).count();
+        assert_eq!(spreads, 3);
+        // The same groups as pod by pod, in any order.
+        let mut alone = Topology::new(BTreeMap::new(), LabelPolicy::default());
+        for p in batch.iter().rev() {
+            alone.add_pods(std::slice::from_ref(p));
+        }
+        assert_eq!(alone.groups.len(), t.groups.len());
+    }
+
     fn t_group(t: &Topology, kind: GroupKind, app: &str) -> usize {
         t.groups
             .iter()
