@@ -133,8 +133,8 @@ impl<K: Ord + Clone, V> Store<K, V> {
         let in_place: Option<Vec<usize>> =
             pending.iter().map(|(k, v)| v.as_ref().and_then(|_| self.position(k).ok())).collect();
         if let Some(at) = in_place {
-            for (i, (_, v)) in at.into_iter().zip(pending) {
-                self.values[i] = v.expect("only writes of objects are merged in place");
+            for (i, v) in at.into_iter().zip(pending.into_values().flatten()) {
+                self.values[i] = v;
                 self.versions[i] = self.bump();
             }
             return;

@@ -329,21 +329,6 @@ fn spread_filter(pod: &PodData, s: &SpreadConstraint) -> NodeFilter {
     NodeFilter { terms, tolerations }
 }
 
-/// Whether two pods need the same topology groups: everything [`Topology::add_pods`] builds a group key from.
-fn same_terms(a: &PodData, b: &PodData) -> bool {
-    a.namespace == b.namespace
-        && a.spreads == b.spreads
-        && a.affinity == b.affinity
-        && a.preferred_affinity == b.preferred_affinity
-        && a.anti_affinity == b.anti_affinity
-        && a.preferred_anti_affinity == b.preferred_anti_affinity
-        // What a spread's node filter reads.
-        && (a.spreads.is_empty()
-            || (a.node_selector == b.node_selector
-                && a.required_terms == b.required_terms
-                && a.tolerations == b.tolerations))
-}
-
 static EXISTS: std::sync::LazyLock<Requirement> = std::sync::LazyLock::new(Requirement::exists);
 
 impl Topology {
@@ -428,12 +413,13 @@ impl Topology {
     /// Creates the groups the pods' constraints need (preferences included: they are in force until relaxed) and
     /// the inverse groups for their required anti-affinity terms.
     pub fn add_pods(&mut self, pods: &[Arc<PodData>]) {
-        // Pods of one workload come one after another and need the same groups: a pod whose terms equal the
-        // previous pod's only joins the inverse groups that pod owns, without building its group keys again.
+        // Pods of one workload come one after another and need the same groups: a pod of the previous pod's class
+        // (which covers everything a group key and a spread's node filter are built from) only joins the inverse
+        // groups that pod owns, without building its group keys again.
         let mut prev: Option<(&PodData, Vec<usize>)> = None;
         for p in pods {
             if let Some((q, inverse)) = &prev
-                && same_terms(q, p)
+                && super::cost::same_class(q, p)
             {
                 for &i in inverse {
                     self.groups[i].owners.insert(p.uid.clone());
