@@ -64,7 +64,8 @@ fn simulate(catalog: &str, settings: &str, events: &str) -> Report {
     run(&s, None, None).unwrap_or_else(|e| panic!("{e}"))
 }
 
-const GATE_ON: &str = "settings:\n  disruption: approve\n  featureGates: {NodeRepair: true}\n";
+const GATE_ON: &str =
+    "settings:\n  karpenterVersion: \"1.14\"\n  disruption: approve\n  featureGates: {NodeRepair: true}\n";
 
 /// (at, node, condition) of every repair decision.
 fn repairs(r: &Report) -> Vec<(f64, String, String)> {

@@ -173,6 +173,8 @@ pub struct Orchestrator {
     hold: Option<Hold>,
     options: DisruptionOptions,
     validation_delay: Millis,
+    /// `approve` mode holds repairs for an operator too (off: they start at once, as in `auto`).
+    approve_repairs: bool,
     /// Auto mode: the command being validated, and when it is due.
     validating: Option<(String, Command, Millis)>,
     in_flight: Vec<InFlight>,
@@ -190,12 +192,13 @@ pub struct Orchestrator {
 }
 
 impl Orchestrator {
-    pub fn new(mode: Mode, options: DisruptionOptions, validation_delay: Millis) -> Orchestrator {
+    pub fn new(mode: Mode, options: DisruptionOptions, validation_delay: Millis, approve_repairs: bool) -> Orchestrator {
         Orchestrator {
             gate: Gate::new(mode),
             hold: None,
             options,
             validation_delay,
+            approve_repairs,
             validating: None,
             in_flight: Vec::new(),
             replacements_pending: BTreeMap::new(),
@@ -430,9 +433,14 @@ impl Orchestrator {
         // A command: look again soon, like upstream's immediate requeue.
         self.next_pass = now + SECOND;
         let id = new_id();
+        // Drift and repair are not validated after a delay upstream; a repair goes unapproved when told to.
+        let unvalidated = matches!(cmd.method, Method::Drift | Method::StaticDrift | Method::Repair);
+        let unattended = cmd.method == Method::Repair && !self.approve_repairs && mode == Mode::Approve && !held;
         let state = match mode {
             Mode::Auto if held => CommandState::AwaitingApproval,
+            Mode::Auto if unvalidated => CommandState::InProgress,
             Mode::Auto => CommandState::Validating,
+            Mode::Approve if unattended => CommandState::InProgress,
             Mode::Approve => CommandState::AwaitingApproval,
             Mode::DryRun => CommandState::DryRun,
         };
@@ -442,7 +450,8 @@ impl Orchestrator {
                 self.gate.propose(id, cmd, now);
                 Vec::new()
             }
-            Mode::Auto if matches!(cmd.method, Method::Drift | Method::StaticDrift) => vec![self.start(id, cmd, now)],
+            Mode::Auto if unvalidated => vec![self.start(id, cmd, now)],
+            Mode::Approve if unattended => vec![self.start(id, cmd, now)],
             Mode::Auto => {
                 self.validating = Some((id, cmd, now + self.validation_delay));
                 Vec::new()

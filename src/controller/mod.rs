@@ -149,6 +149,9 @@ pub struct Controller {
     registration_failures: BTreeMap<String, nodepool_status::RegistrationFailure>,
     /// The cloud's repair policies (node repair acts on them only with the `NodeRepair` gate on).
     repair_policies: Vec<cloud::RepairPolicy>,
+    /// The same policies checked and compiled for v1.15's repair (`None`: the set is invalid, and logged so).
+    repair_set: Option<repair_policy::Policies>,
+    legacy_node_repair: bool,
     /// Repairs carried out, oldest first.
     repairs: Vec<repair::RepairRecord>,
     /// The NodeOverlays' last evaluation (gate `NodeOverlay`).
@@ -264,6 +267,7 @@ impl Controller {
                     ..Default::default()
                 },
                 settings.validation_delay,
+                settings.approve_repairs,
             ),
             nominated: BTreeMap::new(),
             ids: tick::Ids::default(),
@@ -284,6 +288,8 @@ impl Controller {
             requeue: None,
             registration_failures: BTreeMap::new(),
             repair_policies: Vec::new(),
+            repair_set: None,
+            legacy_node_repair: settings.legacy_node_repair,
             repairs: Vec::new(),
             overlays: overlays::OverlayState::default(),
             buffers: buffers::BufferState::default(),
@@ -1202,11 +1208,18 @@ impl Controller {
             match act {
                 Act::Start { id, command } => self.start(m, &id, &command, now, out),
                 Act::DeleteCandidates { command, .. } => {
+                    let repair = command.repair.as_ref();
                     for c in &command.candidates {
-                        out.push(Effect::DeleteNodeClaim {
-                            name: c.nodeclaim.clone(),
-                            reason: DeleteReason::Disrupted,
-                        });
+                        // A repair's drain ends when its policy says, counted from now, the replacement being up
+                        // (an earlier deadline already set is kept).
+                        if let Some(drain) = repair.and_then(|r| r.drain)
+                            && let Some(claim) = m.nodeclaims.iter().find(|x| x.name() == c.nodeclaim)
+                            && let Some(e) = drain_deadline(claim, now.saturating_add(drain))
+                        {
+                            out.push(e);
+                        }
+                        let reason = if repair.is_some() { DeleteReason::Unhealthy } else { DeleteReason::Disrupted };
+                        out.push(Effect::DeleteNodeClaim { name: c.nodeclaim.clone(), reason });
                     }
                 }
                 Act::RollBack { command, .. } => self.roll_back(m, &command, out),
@@ -1289,6 +1302,7 @@ impl Controller {
         }
         // Disruption simulations place the buffers' virtual pods too: a node goes only if they still fit.
         view.virtual_pods = &self.buffers.pods;
+        let repair = self.repair_inputs(&view, now);
         let ctx = Context {
             snap: view,
             catalogs: &catalogs,
@@ -1298,6 +1312,7 @@ impl Controller {
             nominated: &self.nominated,
             buffer_nodes: &self.buffers.nodes,
             options: &options,
+            repair: &repair,
         };
         f(&ctx)
     }
@@ -1346,8 +1361,10 @@ impl Controller {
             return None;
         }
         let busy = self.busy_in(m);
-        let result = self.with_context_options(m, now, &busy, options, true, pass);
+        let mut result = self.with_context_options(m, now, &busy, options, true, pass);
         let candidates = result.candidates;
+        let blocked = std::mem::take(&mut result.repair_blocked);
+        self.repair_blocked_events(m, &blocked, now, out);
         let acts = self.disruption.pass_done(
             PassOutcome { result, generation: consolidation_state, state: keys.state, quiet_key: keys.quiet_key },
             now,
@@ -1619,9 +1636,15 @@ pub struct PassKeys {
 /// A forceful deletion's first step: the NodeClaim's drain deadline set to now, so the drain deletes pods at once
 /// (node repair, failed status checks, expiring capacity blocks). A deadline already past is kept.
 pub(crate) fn forceful_deadline(claim: &NodeClaim, now: Millis) -> Option<Effect> {
-    if lifecycle::annotated_deadline(claim).is_some_and(|t| t < now) {
+    drain_deadline(claim, now)
+}
+
+/// The NodeClaim's drain deadline set to `at`, unless one no later is already set.
+pub(crate) fn drain_deadline(claim: &NodeClaim, at: Millis) -> Option<Effect> {
+    if lifecycle::annotated_deadline(claim).is_some_and(|t| t <= at) {
         return None;
     }
+    let now = at;
     Some(Effect::PatchClaimMetadata {
         name: claim.name().to_string(),
         labels: BTreeMap::new(),

@@ -9,15 +9,18 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::{Node, NodeCondition, ObjectReference};
 
-use super::cloud::RepairPolicy;
+use super::cloud::{RepairAction, RepairPolicy};
 use super::out::Out;
+use super::repair_policy::Policies;
 use super::timing::MINUTE;
 use super::{Controller, Effect};
 use crate::engine::api::NodeClaim;
+use crate::engine::disruption::repair::{Due, RepairBlock, RepairBlocked, RepairInputs};
 use crate::engine::labels;
 use crate::engine::lifecycle::{self, DeleteReason};
 use crate::engine::provisioning::{ClusterSnapshot, Millis};
 use crate::engine::state;
+use crate::engine::version::KarpenterVersion;
 
 /// At most this share of a NodePool's (or the cluster's) nodes may be unhealthy for repair to go on, rounded up.
 pub const ALLOWED_UNHEALTHY_PERCENT: u64 = 20;
@@ -87,7 +90,81 @@ pub fn unhealthy_threshold(total: usize) -> usize {
 impl Controller {
     /// The cloud's repair policies (see [`super::cloud::CloudProvider::repair_policies`]).
     pub fn set_repair_policies(&mut self, policies: Vec<RepairPolicy>) {
+        self.repair_set = match Policies::new(policies.clone()) {
+            Ok(set) => Some(set),
+            Err(e) => {
+                // Upstream refuses to start with such a set; here v1.15's repair stays off and says why.
+                tracing::error!(error = %e, "the cloud's repair policies are invalid: node repair is off");
+                None
+            }
+        };
         self.repair_policies = policies;
+    }
+
+    /// Whether repair is v1.15's voluntary method (gate `NodeRepair`, version 1.15, not `--legacy-node-repair`)
+    /// rather than v1.14's forceful one.
+    pub fn voluntary_repair(&self) -> bool {
+        self.gates.node_repair && self.version >= KarpenterVersion::V1_15 && !self.legacy_node_repair
+    }
+
+    /// What the disruption pass's repair method reads: the nodes due for repair by the cloud's policies, each
+    /// pool's health, and when the next match becomes due. Empty unless repair is voluntary. Reboot decisions are
+    /// left out: no modelled cloud offers a reboot policy yet.
+    pub(super) fn repair_inputs(&self, s: &ClusterSnapshot<'_>, now: Millis) -> RepairInputs {
+        let mut inputs = RepairInputs::default();
+        let Some(set) = self.repair_set.as_ref().filter(|_| self.voluntary_repair()) else { return inputs };
+        for n in s.nodes.iter() {
+            let watched = set.watches(n);
+            if let Some(pool) = n.metadata.labels.as_ref().and_then(|l| l.get(labels::NODEPOOL)) {
+                let e = inputs.health.entry(pool.clone()).or_default();
+                e.0 += 1;
+                e.1 += usize::from(watched);
+            }
+            if !watched {
+                continue;
+            }
+            let matches = set.matches(n);
+            if let Some(at) = set.next_eligible(&matches, None, now) {
+                inputs.next_due = Some(inputs.next_due.map_or(at, |t| t.min(at)));
+            }
+            let Some(r) = set.resolve(&matches, None, now).filter(|r| r.action == RepairAction::Replace) else {
+                continue;
+            };
+            let due = Due {
+                condition: r.condition,
+                score: r.score,
+                priority: r.priority,
+                eligible_since: r.eligible_since,
+                policy_grace: r.drain_bound,
+            };
+            inputs.due.insert(n.metadata.name.clone().unwrap_or_default(), due);
+        }
+        inputs
+    }
+
+    /// The Events for nodes the repair method held back: on the Node and the NodeClaim, and for the breaker on the
+    /// NodePool too.
+    pub(super) fn repair_blocked_events(
+        &mut self,
+        s: &ClusterSnapshot<'_>,
+        blocked: &[RepairBlocked],
+        now: Millis,
+        out: &mut Out,
+    ) {
+        for b in blocked {
+            let (reason, message) = (b.why.event_reason(), b.why.message());
+            let warning = matches!(b.why, RepairBlock::Breaker { .. });
+            let node_uid = s.nodes.iter().find(|n| n.metadata.name.as_deref() == Some(&b.node)).and_then(|n| n.metadata.uid.clone());
+            let claim_uid =
+                s.nodeclaims.iter().find(|c| c.name() == b.nodeclaim).and_then(|c| c.metadata.uid.clone());
+            let node_ref = object_ref("Node", "v1", &b.node, node_uid);
+            let claim_ref = object_ref("NodeClaim", "karpenter.sh/v1", &b.nodeclaim, claim_uid);
+            self.event(node_ref, warning, reason, message.clone(), now, out);
+            self.event(claim_ref, warning, reason, message.clone(), now, out);
+            if let Some(p) = &b.nodepool {
+                self.event(object_ref("NodePool", "karpenter.sh/v1", p, None), warning, reason, message, now, out);
+            }
+        }
     }
 
     /// The policies node repair acts on: none unless the `NodeRepair` gate is on.
@@ -178,7 +255,7 @@ impl Controller {
     /// One node.health pass over every node of ours with a NodeClaim: repairs those past their deadline, and asks
     /// to run again at the earliest deadline still ahead (or, when blocked by the 20 % rule, in 5 minutes).
     pub(super) fn repair(&mut self, s: &ClusterSnapshot<'_>, now: Millis, out: &mut Out) {
-        if self.active_repair_policies().is_empty() {
+        if self.active_repair_policies().is_empty() || self.voluntary_repair() {
             return;
         }
         let policies = self.repair_policies.clone();
@@ -201,6 +278,15 @@ impl Controller {
                 continue;
             };
             let Some(u) = unhealthy(n, &policies) else { continue };
+            // v1.15's legacy controller reads the veto too.
+            let vetoed = |a: Option<&BTreeMap<String, String>>| {
+                a.and_then(|a| a.get(labels::ANNOTATION_DO_NOT_REPAIR)).is_some_and(|v| v == "true")
+            };
+            if self.version.reads_do_not_repair()
+                && (vetoed(n.metadata.annotations.as_ref()) || vetoed(claim.metadata.annotations.as_ref()))
+            {
+                continue;
+            }
             if u.deadline > now {
                 self.requeue(u.deadline);
                 continue;
@@ -299,7 +385,9 @@ mod tests {
     }
 
     fn controller(repair: bool, policies: Vec<RepairPolicy>) -> Controller {
-        let mut settings = Settings { mode: Mode::Approve, ..Settings::default() };
+        // v1.14's forceful repair; v1.15's voluntary one is tested in `tests/node_repair_v115.rs`.
+        let mut settings =
+            Settings { mode: Mode::Approve, karpenter_version: KarpenterVersion::V1_14, ..Settings::default() };
         settings.gates.node_repair = repair;
         let mut c = Controller::with_settings(Arc::new(fake_catalog()), settings, T0);
         c.set_repair_policies(policies);

@@ -188,6 +188,15 @@ impl Policies {
         out
     }
 
+    /// Whether some condition of `node` has a type and status a policy watches, whatever its reason or age (what
+    /// the 20 % breaker counts as unhealthy).
+    pub fn watches(&self, node: &Node) -> bool {
+        let conditions = node.status.as_ref().and_then(|s| s.conditions.as_deref()).unwrap_or(&[]);
+        conditions
+            .iter()
+            .any(|c| self.policies.iter().any(|p| p.condition_type == c.type_ && p.condition_status == c.status))
+    }
+
     /// What `matches` add up to at `now`. `not_before`: when the node's last reboot finished, if it had one;
     /// tolerations then count from it. `None` when no match is eligible yet.
     pub fn resolve(&self, matches: &[Match], not_before: Option<Millis>, now: Millis) -> Option<Resolution> {

@@ -32,6 +32,11 @@ pub struct Settings {
     /// `settings.karpenterVersion`, the config file's `karpenterVersion:`; live, by default the upstream Karpenter
     /// found in the cluster).
     pub karpenter_version: KarpenterVersion,
+    /// v1.15's `--legacy-node-repair`: v1.14's forceful repair runs instead of repair as a voluntary method.
+    pub legacy_node_repair: bool,
+    /// In `approve` mode, repairs wait for an operator like every voluntary disruption unless this is off
+    /// (`--repairs-without-approval`, the config file's `repairsWithoutApproval: true`).
+    pub approve_repairs: bool,
 }
 
 impl Default for Settings {
@@ -45,6 +50,8 @@ impl Default for Settings {
             validation_delay: VALIDATION_DELAY,
             multi_node_cap: 100,
             karpenter_version: KarpenterVersion::NEWEST,
+            legacy_node_repair: false,
+            approve_repairs: true,
         }
     }
 }

@@ -330,6 +330,7 @@ pub fn preview(input: &WhatIfInput<'_>, edited: &NodePool) -> EditPreview {
         nominated: &nominated,
         buffer_nodes: &no_buffers,
         options: &disruption_options,
+        repair: &crate::engine::disruption::repair::NO_REPAIRS,
     };
     let survey = survey(&ctx);
     let (drifted, undrifted, drift_cost) = drift_changes(input, &ctx, &survey, live, &edited);

@@ -159,6 +159,7 @@ fn in_context<R>(
         nominated: &nominated,
         buffer_nodes: &BTreeMap::new(),
         options: &options,
+        repair: &crate::engine::disruption::repair::NO_REPAIRS,
     };
     f(&ctx)
 }

@@ -184,6 +184,8 @@ pub enum DecisionDetail {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum DisruptionMethod {
+    /// Karpenter v1.15's node repair: an unhealthy node replaced, paced by the `Unhealthy` budget.
+    Repair,
     Emptiness,
     Drift,
     MultiNode,
@@ -205,6 +207,8 @@ pub enum DisruptionReason {
     Interrupted,
     /// Static scale-down (upstream's termination reason `overprovisioned`).
     Overprovisioned,
+    /// Node repair.
+    Unhealthy,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

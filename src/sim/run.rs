@@ -749,6 +749,7 @@ fn build_report(s: &Scenario, w: &World, start: Millis, end: Millis, wall: Durat
                     at: t(d.at),
                     detail: DecisionDetail::Disruption {
                         method: match d.method {
+                            Method::Repair => DisruptionMethod::Repair,
                             Method::Emptiness => DisruptionMethod::Emptiness,
                             Method::Drift | Method::StaticDrift => DisruptionMethod::Drift,
                             Method::MultiNode => DisruptionMethod::MultiNode,
@@ -763,6 +764,7 @@ fn build_report(s: &Scenario, w: &World, start: Millis, end: Millis, wall: Durat
                             EReason::Drifted => DisruptionReason::Drifted,
                             EReason::Expired => DisruptionReason::Expired,
                             EReason::Interrupted => DisruptionReason::Interrupted,
+                            EReason::Unhealthy => DisruptionReason::Unhealthy,
                         },
                         candidates: d.candidates.clone(),
                         replacements: d

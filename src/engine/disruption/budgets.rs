@@ -59,7 +59,11 @@ impl BudgetStatus {
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct PoolCounts {
     pub nodes: i64,
+    /// Being deleted, or not Ready.
     pub disrupting: i64,
+    /// Of `disrupting`, those only not Ready: they do not use up the `Unhealthy` budget, or unhealthy nodes would
+    /// exhaust their own repair's budget (assumed after a review diff of upstream's PR; spec engine-v115 §1.5).
+    pub not_ready: i64,
 }
 
 /// Whether a budget applies to `reason`: one without reasons applies to all of them.
@@ -68,7 +72,10 @@ pub fn applies(budget: &Budget, reason: Reason) -> bool {
 }
 
 /// Evaluates a NodePool's budgets for `reason` at `now`.
-pub fn status(pool: &NodePool, reason: Reason, counts: PoolCounts, now: Millis) -> BudgetStatus {
+pub fn status(pool: &NodePool, reason: Reason, mut counts: PoolCounts, now: Millis) -> BudgetStatus {
+    if reason == Reason::Unhealthy {
+        counts.disrupting -= counts.not_ready;
+    }
     let mut out = BudgetStatus {
         allowed: 0,
         limit: i64::MAX,
@@ -166,9 +173,9 @@ mod tests {
     #[test]
     fn default_ten_percent_rounds_up_and_subtracts_disrupting() {
         let p = pool(vec![budget("10%", None, None, None)]);
-        let s = status(&p, Reason::Underutilized, PoolCounts { nodes: 5, disrupting: 0 }, 0);
+        let s = status(&p, Reason::Underutilized, PoolCounts { nodes: 5, disrupting: 0, not_ready: 0 }, 0);
         assert_eq!((s.limit, s.allowed), (1, 1));
-        let s = status(&p, Reason::Underutilized, PoolCounts { nodes: 5, disrupting: 1 }, 0);
+        let s = status(&p, Reason::Underutilized, PoolCounts { nodes: 5, disrupting: 1, not_ready: 0 }, 0);
         assert_eq!(s.allowed, 0);
         assert!(s.why_zero("default", Reason::Underutilized).contains("already being disrupted"));
     }
@@ -181,7 +188,7 @@ mod tests {
             budget("0", Some("0 9 * * mon-fri"), Some("8h"), Some(&["Underutilized"])),
         ]);
         let monday_10 = at("2026-01-05T10:00:00Z");
-        let c = PoolCounts { nodes: 10, disrupting: 0 };
+        let c = PoolCounts { nodes: 10, disrupting: 0, not_ready: 0 };
         assert_eq!(status(&p, Reason::Empty, c, monday_10).allowed, 5);
         assert_eq!(status(&p, Reason::Drifted, c, monday_10).allowed, 2);
         let u = status(&p, Reason::Underutilized, c, monday_10);
@@ -193,9 +200,19 @@ mod tests {
     }
 
     #[test]
+    fn not_ready_nodes_use_up_every_budget_but_unhealthys() {
+        let p = pool(vec![budget("1", None, None, None)]);
+        let c = PoolCounts { nodes: 5, disrupting: 1, not_ready: 1 };
+        assert_eq!(status(&p, Reason::Drifted, c, 0).allowed, 0);
+        assert_eq!(status(&p, Reason::Unhealthy, c, 0).allowed, 1, "its own unhealthiness must not block repair");
+        let deleting = PoolCounts { nodes: 5, disrupting: 1, not_ready: 0 };
+        assert_eq!(status(&p, Reason::Unhealthy, deleting, 0).allowed, 0, "a node being deleted counts for all");
+    }
+
+    #[test]
     fn malformed_budgets_fail_closed_with_a_reason() {
         for b in [budget("lots", None, None, None), budget("1", Some("not a cron"), Some("1h"), None)] {
-            let s = status(&pool(vec![b]), Reason::Empty, PoolCounts { nodes: 10, disrupting: 0 }, 0);
+            let s = status(&pool(vec![b]), Reason::Empty, PoolCounts { nodes: 10, disrupting: 0, not_ready: 0 }, 0);
             assert_eq!(s.allowed, 0);
             assert!(s.error.as_deref().is_some_and(|e| e.contains("budgets[0]")), "{s:?}");
         }
@@ -204,7 +221,7 @@ mod tests {
     #[test]
     fn no_active_budget_is_unbounded() {
         let p = pool(vec![budget("0", Some("@daily"), Some("1h"), None)]);
-        let s = status(&p, Reason::Empty, PoolCounts { nodes: 3, disrupting: 1 }, at("2026-01-05T12:00:00Z"));
+        let s = status(&p, Reason::Empty, PoolCounts { nodes: 3, disrupting: 1, not_ready: 0 }, at("2026-01-05T12:00:00Z"));
         assert_eq!(s.limit, i64::MAX);
         assert!(s.allowed > 1000);
     }

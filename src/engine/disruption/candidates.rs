@@ -58,6 +58,12 @@ pub struct Candidate {
     /// has a terminationGracePeriod (eventual disruption).
     pub pod_blockers: Vec<Blocker>,
     pub has_termination_grace_period: bool,
+    /// The NodeClaim's terminationGracePeriod, when it reads as a duration.
+    pub termination_grace_period: Option<Millis>,
+    /// Initialized: budgets pace its repair (an uninitialized node's repair is not paced).
+    pub initialized: bool,
+    /// `karpenter.sh/do-not-repair: "true"` on the Node or the NodeClaim.
+    pub do_not_repair: bool,
     /// Why consolidation (emptiness included) can't use this node yet: consolidateAfter, Never.
     pub consolidation_wait: Option<Blocker>,
     pub policy: String,
@@ -130,6 +136,11 @@ pub struct Survey {
     /// Nodes of static NodePools that could be disrupted but for being static: only static drift takes these
     /// (they are also in `blocked`, as `StaticNodePool`, for every other method).
     pub static_candidates: Vec<Candidate>,
+    /// Nodes due for repair that no other method may take but repair may (uninitialized, nominated, or with
+    /// `karpenter.sh/do-not-disrupt`, none of which holds repair back).
+    pub repair_candidates: Vec<Candidate>,
+    /// Nodes due for repair that cannot be repaired whatever happens, with why.
+    pub repair_blocked: Vec<super::repair::RepairBlocked>,
     /// Nodes that are no candidate for any method, with why.
     pub blocked: BTreeMap<String, Blocker>,
     pub counts: BTreeMap<String, PoolCounts>,
@@ -268,6 +279,9 @@ pub fn survey(ctx: &Context<'_>) -> Survey {
             if deleting || !crate::engine::lifecycle::node_ready(node) {
                 c.disrupting += 1;
             }
+            if !deleting && !crate::engine::lifecycle::node_ready(node) {
+                c.not_ready += 1;
+            }
             if !deleting {
                 let t = out.pool_totals.entry(p.clone()).or_default();
                 t.0 += offering_price.unwrap_or(0.0);
@@ -277,9 +291,21 @@ pub fn survey(ctx: &Context<'_>) -> Survey {
 
         let blocker = common_blocker(ctx, s, &name, pool_name.as_deref(), &pools, initialized, deleting);
         let is_static = matches!(blocker, Some(Blocker::StaticNodePool));
+        let due = ctx.repair.due.contains_key(&name);
+        // Repair asks less of a node than the other methods: it must only be there and be ours to replace.
+        let repair_only = due
+            && matches!(blocker, Some(Blocker::NotInitialized | Blocker::Nominated { .. } | Blocker::NodeDoNotDisrupt));
+        if due && matches!(blocker, Some(Blocker::MissingLabel { .. } | Blocker::NodePoolMissing { .. })) {
+            out.repair_blocked.push(super::repair::RepairBlocked {
+                node: name.clone(),
+                nodeclaim: claim.name().to_string(),
+                nodepool: None,
+                why: super::repair::RepairBlock::NoNodePool,
+            });
+        }
         if let Some(b) = blocker {
             out.blocked.insert(name.clone(), b);
-            if !is_static {
+            if !is_static && !repair_only {
                 continue;
             }
         }
@@ -323,7 +349,16 @@ pub fn survey(ctx: &Context<'_>) -> Survey {
             let since = c.last_transition_time.as_deref().and_then(parse_rfc3339).unwrap_or(0);
             (since, c.message.clone().or_else(|| c.reason.clone()).unwrap_or_default())
         });
-        let list = if is_static { &mut out.static_candidates } else { &mut out.candidates };
+        let list = if is_static {
+            &mut out.static_candidates
+        } else if repair_only {
+            &mut out.repair_candidates
+        } else {
+            &mut out.candidates
+        };
+        let annotated = |a: Option<&BTreeMap<String, String>>| {
+            a.and_then(|a| a.get(labels::ANNOTATION_DO_NOT_REPAIR)).is_some_and(|v| v == "true")
+        };
         let buffer_pods = ctx.buffer_nodes.get(&name).copied().unwrap_or(0);
         list.push(Candidate {
             node: name,
@@ -341,6 +376,10 @@ pub fn survey(ctx: &Context<'_>) -> Survey {
             drifted,
             pod_blockers,
             has_termination_grace_period: claim.spec.termination_grace_period.is_some(),
+            termination_grace_period: claim.spec.termination_grace_period.as_deref().and_then(duration_ms),
+            initialized,
+            do_not_repair: annotated(node.metadata.annotations.as_ref())
+                || annotated(claim.metadata.annotations.as_ref()),
             policy: pool.spec.disruption.consolidation_policy.clone(),
             buffer_pods,
             consolidation_wait: wait,

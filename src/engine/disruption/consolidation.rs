@@ -164,7 +164,7 @@ fn pin_spot(reqs: &mut Requirements) {
     reqs.set(labels::CAPACITY_TYPE, Requirement::in_values([labels::CAPACITY_SPOT]));
 }
 
-fn replacement(ctx: &Context<'_>, mut claim: NewNodeClaim) -> Replacement {
+pub(super) fn replacement(ctx: &Context<'_>, mut claim: NewNodeClaim) -> Replacement {
     let price = claim.cheapest_price().unwrap_or(0.0);
     let reqs = &claim.shape.requirements;
     claim.instance_types.sort_by(|a, b| {
@@ -203,6 +203,7 @@ fn compute(ctx: &Context<'_>, sim: &Simulator<'_>, cands: &[&Candidate], method:
                 replacements: Vec::new(),
                 savings_per_hour: current,
                 computed_at: ctx.now,
+                repair: None,
             });
         }
         1 => {}
@@ -258,7 +259,7 @@ fn compute(ctx: &Context<'_>, sim: &Simulator<'_>, cands: &[&Candidate], method:
     }
     min_values_ok(&claim.instance_types, &claim)?;
     let r = replacement(ctx, claim);
-    Ok(Command { method, candidates, savings_per_hour: current - r.price, replacements: vec![r], computed_at: ctx.now })
+    Ok(Command { method, candidates, savings_per_hour: current - r.price, replacements: vec![r], computed_at: ctx.now, repair: None })
 }
 
 /// Multi-node: if a candidate's own type is among the options, only strictly cheaper options make sense
@@ -363,6 +364,7 @@ fn emptiness(ctx: &Context<'_>, survey: &Survey, budgets: &mut Budgets<'_>) -> (
         replacements: Vec::new(),
         savings_per_hour: savings,
         computed_at: ctx.now,
+        repair: None,
     };
     (Some(cmd), constrained)
 }
@@ -399,6 +401,7 @@ fn drift<'s>(
             replacements,
             savings_per_hour: 0.0,
             computed_at: ctx.now,
+            repair: None,
         });
     }
     None
@@ -499,6 +502,7 @@ fn compute_repack(ctx: &Context<'_>, sim: &Simulator<'_>, cands: &[&Candidate]) 
         savings_per_hour: current - new_price,
         replacements,
         computed_at: ctx.now,
+        repair: None,
     })
 }
 
@@ -552,6 +556,7 @@ fn balanced_could_pass(c: &Candidate, survey: &Survey) -> Result<(), Blocker> {
         replacements: Vec::new(),
         savings_per_hour: c.price,
         computed_at: 0,
+        repair: None,
     };
     balanced_ok(&best, survey)
 }
@@ -581,9 +586,16 @@ pub fn pass(ctx: &Context<'_>) -> PassResult {
         Blocker::Nominated { until } => Some(ctx.now + until),
         _ => None,
     });
-    let recheck_at = waits.chain(nominations).chain(survey.do_not_disrupt_until).min();
+    let recheck_at = waits.chain(nominations).chain(survey.do_not_disrupt_until).chain(ctx.repair.next_due).min();
     let mut result = PassResult { candidates: survey.candidates.len(), recheck_at, ..Default::default() };
     let mut constrained = false;
+    // Repair goes first (v1.15): a broken node matters more than a cheaper one.
+    let (cmd, blocked) = super::repair::repair(ctx, &survey, sim, &budgets.get(Reason::Unhealthy));
+    result.repair_blocked = blocked;
+    if cmd.is_some() {
+        result.command = cmd;
+        return result;
+    }
     if !ctx.options.consolidated {
         let (cmd, c) = emptiness(ctx, &survey, &mut budgets);
         constrained |= c;
@@ -691,6 +703,7 @@ pub fn explain_nodes(ctx: &Context<'_>) -> BTreeMap<String, Outlook> {
                 replacements: Vec::new(),
                 savings_per_hour: c.price,
                 computed_at: ctx.now,
+                repair: None,
             }),
             Method::Drift => {
                 let o = sim.run(&[c], false);
@@ -702,6 +715,7 @@ pub fn explain_nodes(ctx: &Context<'_>) -> BTreeMap<String, Outlook> {
                         replacements: o.new_claims.into_iter().map(|n| replacement(ctx, n)).collect(),
                         savings_per_hour: 0.0,
                         computed_at: ctx.now,
+                        repair: None,
                     }),
                 }
             }

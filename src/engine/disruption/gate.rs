@@ -203,6 +203,9 @@ mod tests {
             drifted: None,
             pod_blockers: Vec::new(),
             has_termination_grace_period: false,
+            termination_grace_period: None,
+            initialized: true,
+            do_not_repair: false,
             consolidation_wait: None,
             policy: String::new(),
             buffer_pods: 0,
@@ -214,6 +217,7 @@ mod tests {
             replacements: vec![],
             savings_per_hour: 0.1,
             computed_at: 0,
+            repair: None,
         }
     }
 

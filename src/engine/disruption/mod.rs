@@ -14,6 +14,7 @@ pub mod candidates;
 pub mod consolidation;
 pub mod gate;
 pub mod queue;
+pub mod repair;
 pub mod static_drift;
 pub mod validation;
 
@@ -33,6 +34,8 @@ pub use self::consolidation::{explain_nodes, pass};
 /// How a command came about.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Method {
+    /// Karpenter v1.15's node repair (gate `NodeRepair`): an unhealthy node replaced, paced by budgets.
+    Repair,
     Emptiness,
     Drift,
     /// A static NodePool's drifted claim replaced 1→1 by a template claim.
@@ -48,6 +51,7 @@ pub enum Method {
 impl Method {
     pub fn as_str(self) -> &'static str {
         match self {
+            Method::Repair => "repair",
             Method::Emptiness => "emptiness",
             Method::Drift => "drift",
             Method::StaticDrift => "static-drift",
@@ -61,6 +65,7 @@ impl Method {
 
     pub fn reason(self) -> Reason {
         match self {
+            Method::Repair => Reason::Unhealthy,
             Method::Emptiness => Reason::Empty,
             Method::Drift | Method::StaticDrift => Reason::Drifted,
             Method::MultiNode | Method::SingleNode | Method::Repack => Reason::Underutilized,
@@ -89,6 +94,8 @@ pub enum Reason {
     Drifted,
     Expired,
     Interrupted,
+    /// Node repair (v1.15's budget reason).
+    Unhealthy,
 }
 
 impl Reason {
@@ -99,6 +106,7 @@ impl Reason {
             Reason::Drifted => "Drifted",
             Reason::Expired => "Expired",
             Reason::Interrupted => "Interrupted",
+            Reason::Unhealthy => "Unhealthy",
         }
     }
 }
@@ -126,6 +134,8 @@ pub struct Command {
     /// Σ candidate prices − Σ replacement prices, $/h (0 for drift, which is not about money).
     pub savings_per_hour: f64,
     pub computed_at: Millis,
+    /// Set on repair commands: the condition, its urgency and the drain's bound.
+    pub repair: Option<repair::RepairDetail>,
 }
 
 impl Command {
@@ -198,7 +208,9 @@ impl Command {
                 .collect();
             format!("replace {} with {}", nodes.join(", "), opts.join(" and "))
         };
-        if self.savings_per_hour > 0.0 {
+        if let Some(r) = &self.repair {
+            format!("{} {} ({}): {what}", self.method, self.reason().as_str(), r.condition)
+        } else if self.savings_per_hour > 0.0 {
             format!("{} {}: {what}, saving ${:.4}/h", self.method, self.reason().as_str(), self.savings_per_hour)
         } else {
             format!("{} {}: {what}", self.method, self.reason().as_str())
@@ -392,6 +404,8 @@ pub struct Context<'a> {
     /// Nodes the last provisioning solve put CapacityBuffer virtual pods on, and how many.
     pub buffer_nodes: &'a BTreeMap<String, usize>,
     pub options: &'a DisruptionOptions,
+    /// Nodes due for repair and pool health ([`repair::NO_REPAIRS`] when repair is off or v1.14's).
+    pub repair: &'a repair::RepairInputs,
 }
 
 /// What a pass found.
@@ -406,6 +420,8 @@ pub struct PassResult {
     /// The earliest time a waiting node becomes usable (consolidateAfter, nomination, a pod's timed
     /// do-not-disrupt running out): look again then even if nothing else changes.
     pub recheck_at: Option<Millis>,
+    /// Nodes due for repair that were held back, with why (each an Event).
+    pub repair_blocked: Vec<repair::RepairBlocked>,
 }
 
 #[cfg(test)]

@@ -50,6 +50,7 @@ pub fn static_drift(ctx: &Context<'_>, survey: &Survey, left: &BTreeMap<String, 
             candidates: chosen.into_iter().cloned().collect(),
             savings_per_hour: 0.0,
             computed_at: ctx.now,
+            repair: None,
         });
     }
     None

@@ -61,6 +61,7 @@ impl World {
             nominated: self.controller.nominated(),
             buffer_nodes: self.controller.buffer_nodes(),
             options: &options,
+            repair: &crate::engine::disruption::repair::NO_REPAIRS,
         };
         f(&ctx)
     }

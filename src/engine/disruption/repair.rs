@@ -1,0 +1,207 @@
+//! Node repair as a voluntary disruption method (Karpenter v1.15 with the `NodeRepair` gate; spec engine-v115
+//! §1.4–§1.5): a node whose conditions a repair policy has tolerated long enough is replaced like a drifted one —
+//! its replacement launched first, paced by the `Unhealthy` budget, held by `karpenter.sh/do-not-repair` — and the
+//! node is deleted with its drain bounded by the policy's grace period. Which policies a node matches and what they
+//! add up to is the cloud's business, worked out by the controller ([`RepairInputs`]); this is what the disruption
+//! controller does with it. v1.14's forceful repair is `controller::repair`.
+
+use std::collections::BTreeMap;
+
+use super::candidates::{Candidate, Survey};
+use super::consolidation::Simulator;
+use super::{Command, Context, Method, Replacement};
+use crate::engine::labels;
+use crate::engine::provisioning::Millis;
+use crate::engine::static_capacity as sc;
+
+/// At most this share of a NodePool's nodes may be unhealthy for repair to go on in it, rounded up.
+pub const ALLOWED_UNHEALTHY_PERCENT: u64 = 20;
+
+/// `ceil(20 % × total)`: how many unhealthy nodes a pool of `total` nodes tolerates.
+pub fn unhealthy_threshold(total: usize) -> usize {
+    (total as u64 * ALLOWED_UNHEALTHY_PERCENT).div_ceil(100) as usize
+}
+
+/// What the cloud's repair policies say of one node whose repair is due.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Due {
+    /// The condition whose policy chose the action.
+    pub condition: String,
+    /// Urgency: the policy's priority rank plus half-hours past eligibility (higher goes first).
+    pub score: f64,
+    pub priority: u8,
+    /// When that condition's policy became eligible.
+    pub eligible_since: Millis,
+    /// The shortest termination grace period the eligible policies set (`None`: none does).
+    pub policy_grace: Option<Millis>,
+}
+
+/// What repair reads besides the cluster: the nodes due for repair and each pool's health.
+#[derive(Debug, Clone, Default)]
+pub struct RepairInputs {
+    /// Nodes whose repair is due, by node name.
+    pub due: BTreeMap<String, Due>,
+    /// Per NodePool: (its Nodes, those with a condition some policy watches, however new).
+    pub health: BTreeMap<String, (usize, usize)>,
+    /// When the earliest match not yet due becomes due: a pass must look again then.
+    pub next_due: Option<Millis>,
+}
+
+/// Nothing to repair (repair off, or a backend that does not model it).
+pub static NO_REPAIRS: RepairInputs =
+    RepairInputs { due: BTreeMap::new(), health: BTreeMap::new(), next_due: None };
+
+/// The repair half of a command: why the node goes and how long its drain may take.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RepairDetail {
+    pub condition: String,
+    pub score: f64,
+    pub eligible_since: Millis,
+    /// min(policy grace, NodeClaim grace) when the policy sets one: the drain's deadline is stamped this long after
+    /// the replacement is up. `None`: the NodeClaim's own terminationGracePeriod, if any, governs.
+    pub drain: Option<Millis>,
+}
+
+/// Why a node due for repair is not repaired now. Each becomes an Event upstream publishes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RepairBlock {
+    /// `karpenter.sh/do-not-repair: "true"` on the Node or the NodeClaim.
+    DoNotRepair,
+    /// Pods that block eviction, and no grace period to end the drain.
+    NeedsGracePeriod,
+    /// No NodePool (label missing, or the pool is gone): no template to replace from, no budget to pace by.
+    NoNodePool,
+    /// More than 20 % of the pool's nodes are unhealthy.
+    Breaker { nodepool: String },
+    /// A static pool at `limits.nodes` cannot stage the replacement.
+    StaticAtLimit,
+    /// The node's pods would not all find a place.
+    Unschedulable { why: String },
+}
+
+impl RepairBlock {
+    /// The Event's reason: the breaker is `NodeRepairBlocked`, the rest `DisruptionBlocked`.
+    pub fn event_reason(&self) -> &'static str {
+        match self {
+            RepairBlock::Breaker { .. } => "NodeRepairBlocked",
+            _ => "DisruptionBlocked",
+        }
+    }
+
+    /// Upstream's message.
+    pub fn message(&self) -> String {
+        match self {
+            RepairBlock::DoNotRepair => {
+                format!("repair is blocked through the \"{}\" annotation", labels::ANNOTATION_DO_NOT_REPAIR)
+            }
+            RepairBlock::NeedsGracePeriod => "repair requires a termination grace period to bypass blocking pods".into(),
+            RepairBlock::NoNodePool => "repair requires a NodePool to construct and budget a safe replacement".into(),
+            RepairBlock::Breaker { nodepool } => {
+                format!("more than {ALLOWED_UNHEALTHY_PERCENT}% of nodes in nodepool \"{nodepool}\" are unhealthy")
+            }
+            RepairBlock::StaticAtLimit => {
+                "static NodePool is at its node limit and cannot stage a replacement".into()
+            }
+            RepairBlock::Unschedulable { why } => format!("repair would leave pods unschedulable: {why}"),
+        }
+    }
+}
+
+/// A node due for repair that was not repaired, and why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RepairBlocked {
+    pub node: String,
+    pub nodeclaim: String,
+    /// Set for the breaker, whose Event goes to the NodePool too.
+    pub nodepool: Option<String>,
+    pub why: RepairBlock,
+}
+
+impl RepairBlocked {
+    fn of(c: &Candidate, why: RepairBlock) -> RepairBlocked {
+        let nodepool = matches!(why, RepairBlock::Breaker { .. }).then(|| c.nodepool.clone());
+        RepairBlocked { node: c.node.clone(), nodeclaim: c.nodeclaim.clone(), nodepool, why }
+    }
+}
+
+/// The repair method: at most one command a pass, the most urgent node first. `left` is each pool's `Unhealthy`
+/// budget. Returns the command and every node due that was held back with an Event's worth of why.
+pub(super) fn repair<'s>(
+    ctx: &Context<'_>,
+    survey: &Survey,
+    sim: impl Fn() -> &'s Simulator<'s>,
+    left: &BTreeMap<String, i64>,
+) -> (Option<Command>, Vec<RepairBlocked>) {
+    let inputs = ctx.repair;
+    let mut blocked = survey.repair_blocked.clone();
+    if inputs.due.is_empty() {
+        return (None, blocked);
+    }
+    let mut list: Vec<(&Candidate, &Due)> = Vec::new();
+    for c in survey.candidates.iter().chain(&survey.repair_candidates).chain(&survey.static_candidates) {
+        let Some(due) = inputs.due.get(&c.node) else { continue };
+        if c.do_not_repair {
+            blocked.push(RepairBlocked::of(c, RepairBlock::DoNotRepair));
+        } else if !c.pod_blockers.is_empty() && due.policy_grace.is_none() && c.termination_grace_period.is_none() {
+            blocked.push(RepairBlocked::of(c, RepairBlock::NeedsGracePeriod));
+        } else {
+            list.push((c, due));
+        }
+    }
+    list.sort_by(|(a, da), (b, db)| {
+        db.score.total_cmp(&da.score).then(a.reschedule_cost.total_cmp(&b.reschedule_cost)).then(a.node.cmp(&b.node))
+    });
+    for (c, due) in list {
+        let (total, unhealthy) = inputs.health.get(&c.nodepool).copied().unwrap_or((0, 0));
+        if unhealthy > unhealthy_threshold(total) {
+            blocked.push(RepairBlocked::of(c, RepairBlock::Breaker { nodepool: c.nodepool.clone() }));
+            continue;
+        }
+        // Uninitialized nodes never had the pool's trust: their repair is not paced.
+        if c.initialized && left.get(&c.nodepool).copied().unwrap_or(0) <= 0 {
+            continue;
+        }
+        let drain = due.policy_grace.map(|p| c.termination_grace_period.map_or(p, |t| t.min(p)));
+        let detail =
+            RepairDetail { condition: due.condition.clone(), score: due.score, eligible_since: due.eligible_since, drain };
+        let pool = ctx.snap.nodepools.iter().find(|p| p.name() == c.nodepool);
+        let replacements = match pool.filter(|p| sc::is_static(p)) {
+            Some(pool) => {
+                let nodes = crate::engine::state::Nodes::of(&ctx.snap);
+                let count = sc::count(&c.nodepool, ctx.snap.nodeclaims.iter(), &nodes, ctx.busy);
+                if count.active + count.pending > pool.spec.replicas.unwrap_or(0) {
+                    continue;
+                }
+                if sc::grant(sc::node_limit(pool), &count, 1) < 1 {
+                    blocked.push(RepairBlocked::of(c, RepairBlock::StaticAtLimit));
+                    continue;
+                }
+                vec![Replacement {
+                    nodepool: c.nodepool.clone(),
+                    instance_types: Vec::new(),
+                    option_prices: Vec::new(),
+                    price: 0.0,
+                    nodeclaim: sc::static_nodeclaim(pool),
+                }]
+            }
+            None => {
+                let out = sim().run(&[c], false);
+                if let Some(e) = out.errors.first() {
+                    blocked.push(RepairBlocked::of(c, RepairBlock::Unschedulable { why: e.to_string() }));
+                    continue;
+                }
+                out.new_claims.into_iter().map(|n| super::consolidation::replacement(ctx, n)).collect()
+            }
+        };
+        let cmd = Command {
+            method: Method::Repair,
+            candidates: vec![c.clone()],
+            replacements,
+            savings_per_hour: 0.0,
+            computed_at: ctx.now,
+            repair: Some(detail),
+        };
+        return (Some(cmd), blocked);
+    }
+    (None, blocked)
+}
