@@ -192,7 +192,12 @@ pub struct Orchestrator {
 }
 
 impl Orchestrator {
-    pub fn new(mode: Mode, options: DisruptionOptions, validation_delay: Millis, approve_repairs: bool) -> Orchestrator {
+    pub fn new(
+        mode: Mode,
+        options: DisruptionOptions,
+        validation_delay: Millis,
+        approve_repairs: bool,
+    ) -> Orchestrator {
         Orchestrator {
             gate: Gate::new(mode),
             hold: None,

@@ -154,9 +154,12 @@ impl Controller {
         for b in blocked {
             let (reason, message) = (b.why.event_reason(), b.why.message());
             let warning = matches!(b.why, RepairBlock::Breaker { .. });
-            let node_uid = s.nodes.iter().find(|n| n.metadata.name.as_deref() == Some(&b.node)).and_then(|n| n.metadata.uid.clone());
-            let claim_uid =
-                s.nodeclaims.iter().find(|c| c.name() == b.nodeclaim).and_then(|c| c.metadata.uid.clone());
+            let node_uid = s
+                .nodes
+                .iter()
+                .find(|n| n.metadata.name.as_deref() == Some(&b.node))
+                .and_then(|n| n.metadata.uid.clone());
+            let claim_uid = s.nodeclaims.iter().find(|c| c.name() == b.nodeclaim).and_then(|c| c.metadata.uid.clone());
             let node_ref = object_ref("Node", "v1", &b.node, node_uid);
             let claim_ref = object_ref("NodeClaim", "karpenter.sh/v1", &b.nodeclaim, claim_uid);
             self.event(node_ref, warning, reason, message.clone(), now, out);

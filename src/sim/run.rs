@@ -1,7 +1,7 @@
 //! Runs a scenario: builds the catalog and the world, plays the timeline on the virtual clock, and turns what
 //! happened into the report of shared/spec/scenario.md.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::{Node, NodeCondition, NodeSpec, NodeStatus};
@@ -500,13 +500,7 @@ impl Playback {
     /// Builds the catalog and the world at t=0 (objects applied, `nodes:` added).
     pub fn new(s: &Scenario) -> Result<Playback, RunError> {
         let catalog = build_catalog(s)?;
-        let settings = world::Settings {
-            repair_policies: match s.catalog.source {
-                CatalogSource::Aws => crate::controller::cloud::aws_repair_policies(),
-                CatalogSource::Kwok | CatalogSource::Inline => crate::controller::cloud::kwok_repair_policies(),
-            },
-            ..s.settings.clone()
-        };
+        let settings = s.settings.clone();
         let start = s.start.timestamp_millis();
         let catalog = catalog.with_start(start);
         let catalog =
@@ -651,11 +645,23 @@ fn build_report(s: &Scenario, w: &World, start: Millis, end: Millis, wall: Durat
             _ => None,
         })
         .collect();
+    // v1.15's repairs are disruption commands: their deletions are not v1.14's forceful repair decisions.
+    let repaired: BTreeSet<&str> = disruptions
+        .values()
+        .filter(|d| d.method == Method::Repair)
+        .flat_map(|d| d.candidates.iter())
+        .filter_map(|node| w.record.nodes.iter().find(|n| &n.name == node)?.nodeclaim.as_deref())
+        .collect();
     r.decisions = w
         .record
         .decisions
         .iter()
         .filter(|d| match d {
+            Decision::Delete { reason: DeleteReason::Unhealthy, nodeclaim, .. }
+                if repaired.contains(nodeclaim.as_str()) =>
+            {
+                false
+            }
             Decision::Delete { reason, .. } => {
                 // A capacity block about to end is reported like an interruption: the cloud takes the node back.
                 matches!(

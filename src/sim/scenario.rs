@@ -711,7 +711,12 @@ fn build(cx: &Ctx<'_>, raw: RawScenario) -> Result<Scenario, ScenarioError> {
         }
     }
 
-    let settings = build_settings(cx, raw.settings)?;
+    let mut settings = build_settings(cx, raw.settings)?;
+    // The simulated cloud plays AWS's provider for the aws catalog and KWOK's for the others.
+    settings.repair_policies = match catalog.source {
+        CatalogSource::Aws => crate::controller::cloud::aws_repair_policies(),
+        CatalogSource::Kwok | CatalogSource::Inline => crate::controller::cloud::kwok_repair_policies(),
+    };
 
     let mut objects = ClusterObjects::default();
     let mut bound_pods: Vec<(FieldPath, String)> = Vec::new();

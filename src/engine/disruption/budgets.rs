@@ -221,7 +221,8 @@ mod tests {
     #[test]
     fn no_active_budget_is_unbounded() {
         let p = pool(vec![budget("0", Some("@daily"), Some("1h"), None)]);
-        let s = status(&p, Reason::Empty, PoolCounts { nodes: 3, disrupting: 1, not_ready: 0 }, at("2026-01-05T12:00:00Z"));
+        let s =
+            status(&p, Reason::Empty, PoolCounts { nodes: 3, disrupting: 1, not_ready: 0 }, at("2026-01-05T12:00:00Z"));
         assert_eq!(s.limit, i64::MAX);
         assert!(s.allowed > 1000);
     }

@@ -259,7 +259,14 @@ fn compute(ctx: &Context<'_>, sim: &Simulator<'_>, cands: &[&Candidate], method:
     }
     min_values_ok(&claim.instance_types, &claim)?;
     let r = replacement(ctx, claim);
-    Ok(Command { method, candidates, savings_per_hour: current - r.price, replacements: vec![r], computed_at: ctx.now, repair: None })
+    Ok(Command {
+        method,
+        candidates,
+        savings_per_hour: current - r.price,
+        replacements: vec![r],
+        computed_at: ctx.now,
+        repair: None,
+    })
 }
 
 /// Multi-node: if a candidate's own type is among the options, only strictly cheaper options make sense

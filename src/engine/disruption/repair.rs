@@ -48,8 +48,7 @@ pub struct RepairInputs {
 }
 
 /// Nothing to repair (repair off, or a backend that does not model it).
-pub static NO_REPAIRS: RepairInputs =
-    RepairInputs { due: BTreeMap::new(), health: BTreeMap::new(), next_due: None };
+pub static NO_REPAIRS: RepairInputs = RepairInputs { due: BTreeMap::new(), health: BTreeMap::new(), next_due: None };
 
 /// The repair half of a command: why the node goes and how long its drain may take.
 #[derive(Debug, Clone, PartialEq)]
@@ -94,14 +93,14 @@ impl RepairBlock {
             RepairBlock::DoNotRepair => {
                 format!("repair is blocked through the \"{}\" annotation", labels::ANNOTATION_DO_NOT_REPAIR)
             }
-            RepairBlock::NeedsGracePeriod => "repair requires a termination grace period to bypass blocking pods".into(),
+            RepairBlock::NeedsGracePeriod => {
+                "repair requires a termination grace period to bypass blocking pods".into()
+            }
             RepairBlock::NoNodePool => "repair requires a NodePool to construct and budget a safe replacement".into(),
             RepairBlock::Breaker { nodepool } => {
                 format!("more than {ALLOWED_UNHEALTHY_PERCENT}% of nodes in nodepool \"{nodepool}\" are unhealthy")
             }
-            RepairBlock::StaticAtLimit => {
-                "static NodePool is at its node limit and cannot stage a replacement".into()
-            }
+            RepairBlock::StaticAtLimit => "static NodePool is at its node limit and cannot stage a replacement".into(),
             RepairBlock::Unschedulable { why } => format!("repair would leave pods unschedulable: {why}"),
         }
     }
@@ -162,8 +161,12 @@ pub(super) fn repair<'s>(
             continue;
         }
         let drain = due.policy_grace.map(|p| c.termination_grace_period.map_or(p, |t| t.min(p)));
-        let detail =
-            RepairDetail { condition: due.condition.clone(), score: due.score, eligible_since: due.eligible_since, drain };
+        let detail = RepairDetail {
+            condition: due.condition.clone(),
+            score: due.score,
+            eligible_since: due.eligible_since,
+            drain,
+        };
         let pool = ctx.snap.nodepools.iter().find(|p| p.name() == c.nodepool);
         let replacements = match pool.filter(|p| sc::is_static(p)) {
             Some(pool) => {

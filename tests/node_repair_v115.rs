@@ -1,0 +1,442 @@
+//! Node repair as Karpenter v1.15 does it (gate `NodeRepair`): a voluntary disruption method, through the
+//! simulated world as `simulate` runs it. Each test is named after upstream's
+//! `pkg/controllers/disruption/repair_test.go` case it follows; where v1.14 decides the same situation differently
+//! (forcefully, ignoring budgets and vetoes), that is asserted beside it. v1.14's own cases are in
+//! tests/node_repair.rs.
+
+use karpenter_tui::controller::cloud::{RepairAction, RepairPolicy};
+use karpenter_tui::sim::report::{DecisionDetail, DecisionState, DisruptionMethod, DisruptionReason, Report};
+use karpenter_tui::sim::run::{Playback, run};
+use karpenter_tui::sim::scenario::{Scenario, parse_scenario};
+use karpenter_tui::sim::world::EventRecord;
+
+const MINUTE: i64 = 60_000;
+
+const INLINE: &str = r#"
+catalog:
+  source: inline
+  instanceTypes:
+    - name: small
+      cpu: "2"
+      memory: 4Gi
+      pods: 10
+      overhead: {cpu: 100m, memory: 100Mi}
+      offerings:
+        - {zone: z1, capacityType: on-demand, price: 0.05}
+        - {zone: z2, capacityType: on-demand, price: 0.05}
+"#;
+
+/// A pool of three nodes, one 1500m pod on each (`replicas` of them), `disruption` lines under the pool's
+/// `spec.disruption`, `extra_objects` appended to `objects`, and `n1_extra` on n1's entry.
+fn scenario(
+    version: &str,
+    replicas: u32,
+    disruption: &str,
+    extra_objects: &str,
+    n1_extra: &str,
+    events: &str,
+) -> Scenario {
+    scenario_of(3, version, replicas, disruption, extra_objects, n1_extra, events)
+}
+
+/// [`scenario`] with `count` nodes.
+fn scenario_of(
+    count: usize,
+    version: &str,
+    replicas: u32,
+    disruption: &str,
+    extra_objects: &str,
+    n1_extra: &str,
+    events: &str,
+) -> Scenario {
+    let text = text_of(count, version, replicas, disruption, extra_objects, n1_extra, events);
+    parse_scenario(&text, "test.yaml").unwrap_or_else(|e| panic!("{e}\n{text}"))
+}
+
+fn text_of(
+    count: usize,
+    version: &str,
+    replicas: u32,
+    disruption: &str,
+    extra_objects: &str,
+    n1_extra: &str,
+    events: &str,
+) -> String {
+    let others: String = (2..=count)
+        .map(|i| {
+            let zone = if i % 2 == 0 { "z1" } else { "z2" };
+            format!("  - {{name: n{i}, instanceType: small, zone: {zone}, capacityType: on-demand, nodePool: default, age: 1h}}\n")
+        })
+        .collect();
+    format!(
+        r#"name: repair-v115
+until: 40m
+settings:
+  karpenterVersion: "{version}"
+  featureGates: {{NodeRepair: true}}
+{INLINE}
+objects:
+  - apiVersion: karpenter.sh/v1
+    kind: NodePool
+    metadata: {{name: default}}
+    spec:
+      template:
+        spec:
+          nodeClassRef: {{group: karpenter.k8s.aws, kind: EC2NodeClass, name: default}}
+          terminationGracePeriod: 5m
+      disruption:
+        consolidateAfter: 1h
+{disruption}
+  - apiVersion: apps/v1
+    kind: Deployment
+    metadata: {{name: app}}
+    spec:
+      replicas: {replicas}
+      selector: {{matchLabels: {{app: app}}}}
+      template:
+        metadata: {{labels: {{app: app}}}}
+        spec:
+          terminationGracePeriodSeconds: 30
+          containers: [{{name: c, image: x, resources: {{requests: {{cpu: "1500m", memory: 1Gi}}}}}}]
+{extra_objects}
+nodes:
+  - {{name: n1, instanceType: small, zone: z1, capacityType: on-demand, nodePool: default, age: 1h{n1_extra}}}
+{others}events:
+{events}"#
+    )
+}
+
+/// n1's Ready turns False at 1m: KWOK's policy (which the simulated cloud plays for an inline catalog) tolerates
+/// that for 10 minutes, so repair is due at 11m.
+/// A PDB that allows no eviction of the app's pods.
+const PDB: &str = "  - apiVersion: policy/v1\n    kind: PodDisruptionBudget\n    metadata: {name: app}\n    spec:\n      maxUnavailable: 0\n      selector: {matchLabels: {app: app}}\n";
+
+const N1_NOT_READY: &str =
+    "  - at: 1m\n    condition: {node: n1, type: Ready, status: \"False\", reason: KubeletNotReady}\n";
+
+fn simulate(s: &Scenario) -> Report {
+    run(s, None, None).unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// The events the world recorded while playing `s` for `minutes`.
+fn events(s: &Scenario, minutes: i64) -> Vec<EventRecord> {
+    let mut p = Playback::new(s).unwrap_or_else(|e| panic!("{e}"));
+    let end = p.start + minutes * MINUTE;
+    p.advance(end).unwrap_or_else(|e| panic!("{e}"));
+    p.world.record.events.iter().cloned().collect()
+}
+
+struct Repair {
+    at: f64,
+    candidates: Vec<String>,
+    replacements: usize,
+    state: DecisionState,
+}
+
+/// v1.15's repairs: disruption decisions of the `repair` method.
+fn repairs(r: &Report) -> Vec<Repair> {
+    r.decisions
+        .iter()
+        .filter_map(|d| match &d.detail {
+            DecisionDetail::Disruption {
+                method: DisruptionMethod::Repair,
+                reason,
+                candidates,
+                replacements,
+                state,
+                ..
+            } => {
+                assert_eq!(*reason, DisruptionReason::Unhealthy);
+                Some(Repair {
+                    at: d.at,
+                    candidates: candidates.clone(),
+                    replacements: replacements.len(),
+                    state: *state,
+                })
+            }
+            _ => None,
+        })
+        .collect()
+}
+
+/// v1.14's forceful repairs.
+fn forceful(r: &Report) -> Vec<(f64, String)> {
+    r.decisions
+        .iter()
+        .filter_map(|d| match &d.detail {
+            DecisionDetail::Repair { candidates, .. } => Some((d.at, candidates.join(","))),
+            _ => None,
+        })
+        .collect()
+}
+
+fn deleted(r: &Report, node: &str) -> Option<f64> {
+    r.nodes.iter().find(|n| n.name == node).and_then(|n| n.deleted_at)
+}
+
+fn blocked<'a>(events: &'a [EventRecord], object: &str) -> Vec<&'a EventRecord> {
+    events.iter().filter(|e| e.object == object && e.reason == "DisruptionBlocked").collect()
+}
+
+#[test]
+fn should_pre_spin_a_replacement_and_terminate_the_unhealthy_node_only_after_the_replacement_is_healthy() {
+    let r = simulate(&scenario("1.15", 3, "", "", "", N1_NOT_READY));
+    let rs = repairs(&r);
+    assert_eq!(rs.len(), 1, "one repair");
+    assert_eq!((rs[0].at, rs[0].candidates.as_slice()), (660.0, &["n1".to_string()][..]));
+    assert_eq!((rs[0].replacements, rs[0].state), (1, DecisionState::Executed));
+    // The replacement is launched at 11m and initialized before n1 goes.
+    let replacement = r.nodes.iter().find(|n| n.created_at >= 660.0).expect("a replacement node");
+    let ready = replacement.initialized_at.expect("the replacement initialized");
+    let gone = deleted(&r, "n1").expect("n1 removed");
+    assert!(ready < gone, "n1 deleted at {gone}, its replacement initialized at {ready}");
+    // The pod moved by eviction, not deletion at the repair: it was still running when the replacement came up.
+    let pod = r.pods.iter().find(|p| p.node.as_deref() == Some("n1")).expect("a pod ran on n1");
+    assert!(pod.deleted_at.expect("evicted") >= ready);
+    assert!(r.pending.is_empty());
+    assert!(forceful(&r).is_empty(), "v1.15 has no forceful repair");
+
+    // v1.14: the NodeClaim is deleted forcefully at 11m, with no replacement ahead of it.
+    let old = simulate(&scenario("1.14", 3, "", "", "", N1_NOT_READY));
+    assert_eq!(forceful(&old), vec![(660.0, "n1".to_string())]);
+    assert!(repairs(&old).is_empty());
+}
+
+#[test]
+fn should_delete_an_empty_unhealthy_node_without_pre_spinning_a_replacement() {
+    // No pods at all: n1 is empty (and do-not-disrupt, which keeps emptiness off it but not repair).
+    let dnd = ", annotations: {karpenter.sh/do-not-disrupt: \"true\"}";
+    let r = simulate(&scenario("1.15", 0, "", "", dnd, N1_NOT_READY));
+    let rs = repairs(&r);
+    assert_eq!(rs.len(), 1, "one repair");
+    assert_eq!((rs[0].at, rs[0].replacements), (660.0, 0));
+    assert!(deleted(&r, "n1").is_some_and(|t| t < 700.0));
+    assert_eq!(r.node_claims.iter().filter(|c| c.created_at > 0.0).count(), 0, "nothing launched");
+}
+
+#[test]
+fn should_not_repair_before_the_toleration_duration_elapses() {
+    let s = scenario("1.15", 3, "", "", "", N1_NOT_READY);
+    let early = run(&s, Some(std::time::Duration::from_secs(10 * 60 + 59)), None).unwrap_or_else(|e| panic!("{e}"));
+    assert!(repairs(&early).is_empty());
+    assert!(deleted(&early, "n1").is_none());
+    // A kubelet back in time keeps its node.
+    let recovered = format!("{N1_NOT_READY}  - at: 9m\n    condition: {{node: n1, type: Ready, status: \"True\"}}\n");
+    assert!(repairs(&simulate(&scenario("1.15", 3, "", "", "", &recovered))).is_empty());
+}
+
+#[test]
+fn should_not_repair_a_node_carrying_the_do_not_repair_annotation() {
+    let veto = ", annotations: {karpenter.sh/do-not-repair: \"true\"}";
+    let s = scenario("1.15", 3, "", "", veto, N1_NOT_READY);
+    let r = simulate(&s);
+    assert!(repairs(&r).is_empty());
+    assert!(deleted(&r, "n1").is_none());
+    let ev = events(&s, 15);
+    let message = "repair is blocked through the \"karpenter.sh/do-not-repair\" annotation";
+    for object in ["node/n1", "nodeclaim/n1"] {
+        let b = blocked(&ev, object);
+        assert!(b.iter().any(|e| e.message == message && e.at >= 11 * MINUTE), "{object}: {b:?}");
+        assert!(b.iter().all(|e| e.at >= 11 * MINUTE), "only once a policy is eligible: {b:?}");
+    }
+    // v1.14 does not read the annotation: a scenario for 1.14 that sets it is refused, with where and why.
+    let text = text_of(3, "1.14", 3, "", "", veto, N1_NOT_READY);
+    let e = parse_scenario(&text, "old.yaml").expect_err("refused under 1.14").to_string();
+    assert!(e.contains("nodes[0].annotations[karpenter.sh/do-not-repair]") && e.contains("1.15"), "{e}");
+}
+
+#[test]
+fn should_still_repair_a_node_carrying_only_the_do_not_disrupt_annotation() {
+    let dnd = ", annotations: {karpenter.sh/do-not-disrupt: \"true\"}";
+    let rs = repairs(&simulate(&scenario("1.15", 3, "", "", dnd, N1_NOT_READY)));
+    assert_eq!(rs.iter().map(|r| r.candidates.join(",")).collect::<Vec<_>>(), ["n1"]);
+}
+
+#[test]
+fn should_still_repair_a_node_whose_do_not_repair_annotation_is_not_true() {
+    let not_true = ", annotations: {karpenter.sh/do-not-repair: \"false\"}";
+    assert_eq!(repairs(&simulate(&scenario("1.15", 3, "", "", not_true, N1_NOT_READY))).len(), 1);
+}
+
+#[test]
+fn should_not_repair_when_the_disruption_budget_is_zero() {
+    let zero = "        budgets: [{nodes: \"0\"}]";
+    let r = simulate(&scenario("1.15", 3, zero, "", "", N1_NOT_READY));
+    assert!(repairs(&r).is_empty());
+    assert!(deleted(&r, "n1").is_none());
+    // An Unhealthy-only budget of 0 holds repair and nothing else; v1.14 does not pace repair by budgets at all.
+    let unhealthy_zero = "        budgets: [{nodes: \"0\", reasons: [Unhealthy]}]";
+    assert!(repairs(&simulate(&scenario("1.15", 3, unhealthy_zero, "", "", N1_NOT_READY))).is_empty());
+    assert_eq!(forceful(&simulate(&scenario("1.14", 3, zero, "", "", N1_NOT_READY))).len(), 1);
+}
+
+#[test]
+fn should_repair_with_the_full_policy_decision_once_a_blocking_budget_lifts() {
+    let zero = "        budgets: [{nodes: \"0\"}]";
+    let lift = format!(
+        "{N1_NOT_READY}  - at: 20m\n    patch: {{kind: NodePool, name: default, spec: {{disruption: {{budgets: [{{nodes: \"100%\"}}]}}}}}}\n"
+    );
+    let rs = repairs(&simulate(&scenario("1.15", 3, zero, "", "", &lift)));
+    assert_eq!(rs.len(), 1);
+    assert!((1200.0..1260.0).contains(&rs[0].at), "repaired once the budget lifts at 20m: {}", rs[0].at);
+    assert_eq!(rs[0].replacements, 1);
+}
+
+#[test]
+fn should_stop_repairing_a_nodepool_when_more_than_20_percent_of_its_nodes_are_unhealthy() {
+    // Three of three nodes watched (one due, two fresh): over ceil(20% × 3) = 1.
+    let events_text = format!(
+        "{N1_NOT_READY}  - at: 10m\n    condition: {{node: n2, type: Ready, status: \"False\"}}\n  - at: 10m\n    condition: {{node: n3, type: Ready, status: Unknown}}\n"
+    );
+    let s = scenario("1.15", 3, "", "", "", &events_text);
+    let r = run(&s, Some(std::time::Duration::from_secs(15 * 60)), None).unwrap_or_else(|e| panic!("{e}"));
+    assert!(repairs(&r).is_empty());
+    let ev = events(&s, 15);
+    let message = "more than 20% of nodes in nodepool \"default\" are unhealthy";
+    for object in ["node/n1", "nodeclaim/n1", "nodepool/default"] {
+        assert!(
+            ev.iter()
+                .any(|e| e.object == object && e.reason == "NodeRepairBlocked" && e.message == message && e.warning),
+            "{object}: {ev:?}"
+        );
+    }
+}
+
+#[test]
+fn should_round_the_repair_circuit_breaker_threshold_up_for_small_nodepools() {
+    // One unhealthy node of three is within ceil(20% × 3) = 1.
+    assert_eq!(repairs(&simulate(&scenario("1.15", 3, "", "", "", N1_NOT_READY))).len(), 1);
+}
+
+#[test]
+fn should_not_bypass_a_blocking_pod_without_a_bounded_drain() {
+    // The pool's template gives its NodeClaims a grace period: that alone lets repair bound the drain.
+    let with_tgp = scenario("1.15", 3, "", PDB, "", N1_NOT_READY);
+    assert_eq!(repairs(&simulate(&with_tgp)).len(), 1);
+    let mut without = with_tgp.clone();
+    for p in &mut without.objects.nodepools {
+        p.spec.template.spec.termination_grace_period = None;
+    }
+    let r = simulate(&without);
+    assert!(repairs(&r).is_empty());
+    let ev = events(&without, 15);
+    let message = "repair requires a termination grace period to bypass blocking pods";
+    assert!(blocked(&ev, "node/n1").iter().any(|e| e.message == message), "{ev:?}");
+    assert!(blocked(&ev, "nodeclaim/n1").iter().any(|e| e.message == message), "{ev:?}");
+}
+
+/// KWOK's policies with every one given `grace` as its termination grace period.
+fn bounded(grace: i64) -> Vec<RepairPolicy> {
+    let mut p = karpenter_tui::controller::cloud::kwok_repair_policies();
+    for x in &mut p {
+        x.termination_grace_period = Some(grace);
+    }
+    p
+}
+
+/// When n1's blocked pod went: a PDB allows no eviction, so only the drain's deadline ends it.
+fn blocked_pod_gone(s: &Scenario) -> (f64, f64) {
+    let r = simulate(s);
+    let rs = repairs(&r);
+    assert_eq!(rs.len(), 1);
+    let replacement = r.nodes.iter().find(|n| n.created_at >= 660.0).expect("a replacement");
+    let ready = replacement.initialized_at.expect("initialized");
+    let pod = r.pods.iter().find(|p| p.node.as_deref() == Some("n1")).expect("a pod on n1");
+    (ready, pod.deleted_at.expect("the blocked pod is deleted at the deadline"))
+}
+
+#[test]
+fn should_stamp_min_policy_tgp_nodeclaim_tgp_before_requesting_deletion() {
+    // Policy 20m, NodeClaim 5m: the deadline is 5 minutes after the replacement is up.
+    let mut s = scenario("1.15", 3, "", PDB, "", N1_NOT_READY);
+    s.settings.repair_policies = bounded(20 * MINUTE);
+    let (ready, gone) = blocked_pod_gone(&s);
+    let bound = (gone - ready) / 60.0;
+    assert!((4.5..=5.5).contains(&bound), "drained for {bound} minutes");
+}
+
+#[test]
+fn a_policy_grace_period_shorter_than_the_nodeclaims_bounds_the_drain() {
+    // Policy 2m, NodeClaim 5m: 2 minutes (the upstream case above cannot tell the two apart).
+    let mut s = scenario("1.15", 3, "", PDB, "", N1_NOT_READY);
+    s.settings.repair_policies = bounded(2 * MINUTE);
+    let (ready, gone) = blocked_pod_gone(&s);
+    let bound = (gone - ready) / 60.0;
+    assert!((1.5..=2.5).contains(&bound), "drained for {bound} minutes");
+}
+
+#[test]
+fn should_stamp_a_forceful_immediate_termination_deadline_before_requesting_deletion() {
+    let mut s = scenario("1.15", 3, "", PDB, "", N1_NOT_READY);
+    s.settings.repair_policies = bounded(0);
+    let (ready, gone) = blocked_pod_gone(&s);
+    assert!(gone - ready < 30.0, "deleted at once once the replacement is up: {ready} → {gone}");
+}
+
+#[test]
+fn should_repair_the_higher_priority_condition_first() {
+    // Both n1 and n2 are due at once; n2's condition has the higher priority, so it goes first (one a pass, and
+    // the pool's budget, 10% of 10 nodes, lets one go at a time; two unhealthy of ten is within the 20%).
+    let mut policies = karpenter_tui::controller::cloud::kwok_repair_policies();
+    policies.push(RepairPolicy {
+        condition_type: "DiskPressure",
+        condition_status: "True",
+        toleration: 10 * MINUTE,
+        reason_pattern: None,
+        action: RepairAction::Replace,
+        termination_grace_period: None,
+        priority: 50,
+    });
+    let events_text = format!(
+        "{N1_NOT_READY}  - at: 1m\n    condition: {{node: n2, type: DiskPressure, status: \"True\", reason: KubeletHasDiskPressure}}\n"
+    );
+    let mut s = scenario_of(10, "1.15", 10, "", "", "", &events_text);
+    s.settings.repair_policies = policies;
+    let rs = repairs(&simulate(&s));
+    let order: Vec<String> = rs.iter().map(|r| r.candidates.join(",")).collect();
+    assert_eq!(order.first().map(String::as_str), Some("n2"), "{order:?}");
+    assert!(order.contains(&"n1".to_string()), "n1 follows: {order:?}");
+}
+
+#[test]
+fn should_repair_without_disruption_budget() {
+    // An uninitialized node is not paced by the budget: n1 registered an hour ago and never became Ready, so its
+    // repair is due at once; n2, Ready but for the same time, is paced (budget 0) and would wait.
+    let zero = "        budgets: [{nodes: \"0\"}]";
+    let n2_not_ready = "  - at: 1m\n    condition: {node: n2, type: Ready, status: \"False\"}\n";
+    let s = scenario_of(10, "1.15", 3, zero, "", ", initialized: false", n2_not_ready);
+    let rs = repairs(&simulate(&s));
+    assert_eq!(rs.iter().map(|r| r.candidates.join(",")).collect::<Vec<_>>(), ["n1"]);
+    assert_eq!(rs[0].at, 0.0);
+}
+
+#[test]
+fn should_not_repair_when_the_node_repair_feature_gate_is_disabled() {
+    let mut s = scenario("1.15", 3, "", "", "", N1_NOT_READY);
+    s.settings.controller.gates.node_repair = false;
+    let r = simulate(&s);
+    assert!(repairs(&r).is_empty() && forceful(&r).is_empty());
+    assert!(deleted(&r, "n1").is_none());
+}
+
+#[test]
+fn should_not_repair_when_legacy_node_repair_is_set() {
+    let mut s = scenario("1.15", 3, "", "", "", N1_NOT_READY);
+    s.settings.controller.legacy_node_repair = true;
+    let r = simulate(&s);
+    assert!(repairs(&r).is_empty(), "the voluntary method produces nothing");
+    assert_eq!(forceful(&r), vec![(660.0, "n1".to_string())], "v1.14's controller runs instead");
+}
+
+#[test]
+fn in_approve_mode_a_repair_waits_for_an_operator_unless_told_otherwise() {
+    let mut s = scenario("1.15", 3, "", "", "", N1_NOT_READY);
+    s.settings.controller.mode = karpenter_tui::engine::disruption::gate::Mode::Approve;
+    let held = repairs(&simulate(&s));
+    assert_eq!(held.len(), 1);
+    assert_eq!(held[0].state, DecisionState::AwaitingApproval);
+    s.settings.controller.approve_repairs = false;
+    let through = repairs(&simulate(&s));
+    assert_eq!(through.len(), 1);
+    assert_eq!(through[0].state, DecisionState::Executed);
+}
