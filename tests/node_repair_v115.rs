@@ -440,3 +440,27 @@ fn in_approve_mode_a_repair_waits_for_an_operator_unless_told_otherwise() {
     assert_eq!(through.len(), 1);
     assert_eq!(through[0].state, DecisionState::Executed);
 }
+
+#[test]
+fn the_shipped_v115_scenario_repairs_one_node_at_a_time_after_approval_and_keeps_the_vetoed_one() {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/scenarios/repair-v115.yaml");
+    let text = std::fs::read_to_string(path).expect("file");
+    let s = parse_scenario(&text, "scenarios/repair-v115.yaml").unwrap_or_else(|e| panic!("{e}"));
+    let r = simulate(&s);
+    let rs = repairs(&r);
+    let seen: Vec<(f64, String, usize, DecisionState)> =
+        rs.iter().map(|x| (x.at, x.candidates.join(","), x.replacements, x.state)).collect();
+    // node-a and node-b are due at 12m; the budget lets one go; node-a is proposed, approved at 15m, and node-b
+    // is proposed only once node-a is gone.
+    assert_eq!(seen.len(), 2, "{seen:?}");
+    assert_eq!((seen[0].0, seen[0].1.as_str(), seen[0].2, seen[0].3), (720.0, "node-a", 1, DecisionState::Executed));
+    assert_eq!((seen[1].1.as_str(), seen[1].3), ("node-b", DecisionState::Executed));
+    let a_gone = deleted(&r, "node-a").expect("node-a replaced");
+    assert!(a_gone > 900.0, "not before the approval at 15m: {a_gone}");
+    assert!(seen[1].0 >= a_gone, "node-b proposed at {} while node-a still used the budget", seen[1].0);
+    assert!(deleted(&r, "node-b").expect("node-b replaced") > 1500.0, "not before the approval at 25m");
+    assert!(deleted(&r, "node-c").is_none(), "do-not-repair keeps node-c");
+    assert!(r.pending.is_empty());
+    let ev = events(&s, 40);
+    assert!(blocked(&ev, "node/node-c").iter().any(|e| e.message.contains("karpenter.sh/do-not-repair")), "{ev:?}");
+}

@@ -5,11 +5,12 @@ use std::collections::BTreeMap;
 
 use thiserror::Error;
 
-use super::candidates::survey;
+use super::candidates::{Candidate, survey};
 use super::consolidation::Simulator;
 use super::{Blocker, Command, Context, Method, budgets};
 use crate::engine::packing::Packing;
 use crate::engine::provisioning::ClusterState;
+use crate::engine::static_capacity as sc;
 
 /// Why a command no longer holds; the three upstream `ConsolidationRejected` reasons.
 #[derive(Debug, Clone, PartialEq, Error)]
@@ -40,8 +41,15 @@ pub fn validate(ctx: &Context<'_>, cmd: &Command) -> Result<(), Invalid> {
     let mut fresh = Vec::new();
     for c in &cmd.candidates {
         let churn = |why: String| Invalid::Churn { node: c.node.clone(), why };
-        let list = if cmd.method == Method::StaticDrift { &s.static_candidates } else { &s.candidates };
-        let Some(now) = list.iter().find(|x| x.node == c.node) else {
+        let found = match cmd.method {
+            Method::StaticDrift => s.static_candidates.iter().find(|x| x.node == c.node),
+            // Repair takes nodes the other methods may not (nominated, uninitialized, do-not-disrupt), static or not.
+            Method::Repair => {
+                s.candidates.iter().chain(&s.repair_candidates).chain(&s.static_candidates).find(|x| x.node == c.node)
+            }
+            _ => s.candidates.iter().find(|x| x.node == c.node),
+        };
+        let Some(now) = found else {
             let why = s.blocked.get(&c.node).map_or_else(|| "it is gone".to_string(), Blocker::to_string);
             return Err(churn(why));
         };
@@ -63,6 +71,18 @@ pub fn validate(ctx: &Context<'_>, cmd: &Command) -> Result<(), Invalid> {
                     return Err(churn("it is no longer drifted".into()));
                 }
             }
+            Method::Repair => {
+                let Some(due) = ctx.repair.due.get(&c.node) else {
+                    return Err(churn("its repair is no longer due".into()));
+                };
+                if now.do_not_repair {
+                    return Err(churn(super::repair::RepairBlock::DoNotRepair.message()));
+                }
+                if !now.pod_blockers.is_empty() && due.policy_grace.is_none() && !now.has_termination_grace_period {
+                    return Err(churn(super::repair::RepairBlock::NeedsGracePeriod.message()));
+                }
+                Ok(())
+            }
             // Eventual: pod blockers hold the drain, not the command.
             Method::StaticDrift => {
                 if now.drifted.is_some() {
@@ -79,7 +99,8 @@ pub fn validate(ctx: &Context<'_>, cmd: &Command) -> Result<(), Invalid> {
     // Budgets, recomputed: all candidates of each pool must still fit in what the pool allows.
     let statuses = budgets::mapping(ctx.snap.nodepools, cmd.reason(), &s.counts, ctx.now);
     let mut need: BTreeMap<&str, i64> = BTreeMap::new();
-    for c in &cmd.candidates {
+    // An uninitialized node's repair is not paced by budgets.
+    for c in fresh.iter().filter(|c| cmd.method != Method::Repair || c.initialized) {
         *need.entry(c.nodepool.as_str()).or_insert(0) += 1;
     }
     for (pool, n) in need {
@@ -93,13 +114,17 @@ pub fn validate(ctx: &Context<'_>, cmd: &Command) -> Result<(), Invalid> {
         }
     }
     // Neither needs a simulation: emptiness moves no pods, and a static pool's replacement is its template.
-    if matches!(cmd.method, Method::Emptiness | Method::StaticDrift) {
+    let is_static = |c: &&Candidate| ctx.snap.nodepools.iter().any(|p| p.name() == c.nodepool && sc::is_static(p));
+    if matches!(cmd.method, Method::Emptiness | Method::StaticDrift)
+        || cmd.method == Method::Repair && fresh.iter().all(is_static)
+    {
         return Ok(());
     }
     let state = ClusterState::new(&ctx.snap, ctx.catalogs, ctx.policy);
     let packing = if cmd.method == Method::Repack { Packing::Cost } else { Packing::Upstream };
     let sim = Simulator::with_packing(ctx, &state, &s, packing);
-    let out = sim.run(&fresh, cmd.method != Method::Drift);
+    let replaces = matches!(cmd.method, Method::Drift | Method::Repair);
+    let out = sim.run(&fresh, !replaces);
     if let Some(e) = out.errors.first() {
         return Err(Invalid::Scheduling(e.to_string()));
     }
@@ -120,7 +145,7 @@ pub fn validate(ctx: &Context<'_>, cmd: &Command) -> Result<(), Invalid> {
                 Ok(())
             }
         }
-        (n, claims) if cmd.method == Method::Drift => {
+        (n, claims) if replaces => {
             if claims.len() <= n {
                 Ok(())
             } else {
