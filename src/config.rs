@@ -131,6 +131,12 @@ pub struct ControllerConfig {
     /// Candidates multi-node consolidation looks at, at most (default 100).
     #[serde(default)]
     pub multi_node_cap: Option<usize>,
+    /// Karpenter v1.15's `--legacy-node-repair` (default false).
+    #[serde(default)]
+    pub legacy_node_repair: Option<bool>,
+    /// In approve mode, node repairs start without an operator (default false).
+    #[serde(default)]
+    pub repairs_without_approval: Option<bool>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
@@ -227,6 +233,8 @@ impl Config {
         if let Some(n) = c.multi_node_cap {
             s.multi_node_cap = n.max(1);
         }
+        s.legacy_node_repair = c.legacy_node_repair.unwrap_or(s.legacy_node_repair);
+        s.approve_repairs = !c.repairs_without_approval.unwrap_or(!s.approve_repairs);
         s.packing = packing_flag.or(self.packing).unwrap_or_default();
         Ok(s)
     }
@@ -305,6 +313,20 @@ mod tests {
         assert!(err.starts_with("c.yaml: controller.featureGates.NodeRepare: unknown feature gate"), "{err}");
         let err = c.controller_settings(Mode::Auto, Some("NodeRepair=maybe"), None, "c.yaml").unwrap_err().to_string();
         assert!(err.starts_with("--feature-gates: "), "{err}");
+    }
+
+    #[test]
+    fn repair_settings_come_from_the_config() {
+        use crate::engine::disruption::gate::Mode;
+        let none = Config::parse("theme: dark\n", "c.yaml").expect("valid config");
+        let s = none.controller_settings(Mode::Approve, None, None, "c.yaml").expect("valid");
+        assert!(!s.legacy_node_repair && s.approve_repairs, "upstream's default, and repairs held in approve mode");
+        let c = Config::parse("controller: {legacyNodeRepair: true, repairsWithoutApproval: true}\n", "c.yaml")
+            .expect("valid config");
+        let s = c.controller_settings(Mode::Approve, None, None, "c.yaml").expect("valid");
+        assert!(s.legacy_node_repair && !s.approve_repairs);
+        let err = Config::parse("controller: {legacyNodeRepair: sometimes}\n", "c.yaml").unwrap_err().to_string();
+        assert!(err.starts_with("c.yaml:1:"), "located: {err}");
     }
 
     #[test]

@@ -289,6 +289,22 @@ fn packing_reaches_every_command() {
 }
 
 #[test]
+fn repair_flags_reach_the_controllers_settings() {
+    let Some(Command::Controller { in_cluster, cloud, live, .. }) =
+        parses(&["controller", "--cloud", "kwok", "--legacy-node-repair", "--repairs-without-approval"]).command
+    else {
+        panic!("controller")
+    };
+    let o = live.options(Some(cloud), in_cluster, Mode::Approve, None).expect("options");
+    let s = o.controller_settings();
+    assert!(s.legacy_node_repair && !s.approve_repairs);
+    let cli = parses(&["--cloud", "kwok"]);
+    let o = cli.live.options(cli.cloud, false, Mode::Approve, Some(&cli.ui)).expect("options");
+    let s = o.controller_settings();
+    assert!(!s.legacy_node_repair && s.approve_repairs, "upstream's default; repairs wait in approve mode");
+}
+
+#[test]
 fn controller_aws_flags_reach_its_options() {
     let cli = parses(&[
         "controller",

@@ -218,6 +218,8 @@ async fn scenario(client: kube::Client, connect: ConnectOptions, ns: String, poo
         feature_gates: None,
         packing: None,
         karpenter_version: None,
+        legacy_node_repair: false,
+        repairs_without_approval: false,
         takeover: true,
         lease_namespace: ns.clone(),
     };

@@ -1195,6 +1195,8 @@ async fn the_live_backend_switches_kubeconfig_contexts_in_place() {
         feature_gates: None,
         packing: None,
         karpenter_version: None,
+        legacy_node_repair: false,
+        repairs_without_approval: false,
         takeover: false,
         lease_namespace: "kube-system".into(),
     };

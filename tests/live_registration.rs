@@ -21,6 +21,7 @@ use fake_apiserver::{FakeApi, eventually};
 use karpenter_tui::controller::Controller;
 use karpenter_tui::engine::catalog::kwok::kwok_catalog;
 use karpenter_tui::engine::disruption::gate::Mode;
+use karpenter_tui::engine::version::KarpenterVersion;
 use karpenter_tui::kube::watch;
 use karpenter_tui::kube::writer::Writer;
 use karpenter_tui::shell::acting::Acting;
@@ -277,6 +278,13 @@ fn unreachable_node() -> Value {
 }
 
 async fn repair_setup(gate: bool) -> (fake_apiserver::FakeApi, watch::Watches, Acting, i64) {
+    repair_setup_as(gate, KarpenterVersion::V1_14).await
+}
+
+async fn repair_setup_as(
+    gate: bool,
+    version: KarpenterVersion,
+) -> (fake_apiserver::FakeApi, watch::Watches, Acting, i64) {
     let fake = FakeApi::start().await;
     fake.put(NODEPOOLS, nodepool());
     let mut claim = nodeclaim();
@@ -294,7 +302,8 @@ async fn repair_setup(gate: bool) -> (fake_apiserver::FakeApi, watch::Watches, A
     let mut watches = watch::spawn(fake.client());
     watches.wait_synced(Duration::from_secs(10)).await.expect("synced");
     let catalog = Arc::new(kwok_catalog("us-east-1"));
-    let mut settings = karpenter_tui::controller::Settings { mode: Mode::Approve, ..Default::default() };
+    let mut settings =
+        karpenter_tui::controller::Settings { mode: Mode::Approve, karpenter_version: version, ..Default::default() };
     settings.gates.node_repair = gate;
     let now = 1_767_226_320_000; // 2026-01-01T00:12:00Z: Unknown for 10 minutes, KWOK's toleration.
     let acting = Acting::new(
@@ -344,6 +353,34 @@ async fn an_unreachable_node_is_repaired_forcefully_in_approve_mode() {
     assert!(pod.as_ref().is_none_or(|p| p["metadata"]["deletionTimestamp"].is_string()), "the pod is deleted: {pod:?}");
     let evictions = fake.requests().iter().filter(|r| r.path.ends_with("/eviction")).count();
     assert_eq!(evictions, 0, "a forceful drain deletes, it does not evict");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn under_1_15_an_unreachable_node_is_a_repair_proposal_that_replaces_it_first_once_approved() {
+    let (fake, watches, mut acting, now) = repair_setup_as(true, KarpenterVersion::V1_15).await;
+    let m = watches.cache.lock().unwrap().manifests();
+    let report = acting.tick(&m, now).await;
+    assert!(report.errors.is_empty(), "{:?}", report.errors);
+    let claim = fake.get(NODECLAIMS, None, NAME).expect("claim");
+    assert!(claim["metadata"]["deletionTimestamp"].is_null(), "held for approval, not deleted: {claim:#}");
+    assert!(claim["metadata"]["annotations"]["karpenter.sh/nodeclaim-termination-timestamp"].is_null());
+    let claims_before = fake.list(NODECLAIMS).len();
+    // The first disruption command this controller numbered.
+    let approved = acting.approve(&m, "d-1", now + 1_000).await.unwrap_or_else(|e| panic!("{e}"));
+    assert!(approved.contains("repair Unhealthy (Ready)"), "{approved}");
+    // Started as drift starts: the node tainted, the claim's DisruptionReason written through /status as a real
+    // API server takes it, and a replacement created; the candidate stays until the replacement is up.
+    let node = fake.get(NODES, None, NAME).expect("node");
+    let taints = node["spec"]["taints"].as_array().cloned().unwrap_or_default();
+    assert!(taints.iter().any(|t| t["key"] == "karpenter.sh/disrupted"), "{node:#}");
+    let claim = fake.get(NODECLAIMS, None, NAME).expect("claim");
+    let reason = claim["status"]["conditions"]
+        .as_array()
+        .and_then(|cs| cs.iter().find(|c| c["type"] == "DisruptionReason").cloned())
+        .unwrap_or_else(|| panic!("DisruptionReason set: {claim:#}"));
+    assert_eq!(reason["reason"], "Unhealthy");
+    assert!(claim["metadata"]["deletionTimestamp"].is_null());
+    assert_eq!(fake.list(NODECLAIMS).len(), claims_before + 1, "a replacement NodeClaim");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -314,6 +314,14 @@ pub struct ElectionArgs {
     /// (over the config file's `controller.featureGates`; `karpenter-tui info` lists the gates and defaults).
     #[arg(long, value_name = "GATES")]
     pub feature_gates: Option<String>,
+    /// Karpenter v1.15's `--legacy-node-repair`: with NodeRepair on, v1.14's forceful node repair runs instead of
+    /// repair as a voluntary disruption (over the config file's `controller.legacyNodeRepair`).
+    #[arg(long)]
+    pub legacy_node_repair: bool,
+    /// In approve mode, start v1.15's node repairs without waiting for an operator; other disruptions still wait
+    /// (over the config file's `controller.repairsWithoutApproval`).
+    #[arg(long)]
+    pub repairs_without_approval: bool,
     /// Take the leader Lease at once instead of waiting for the holder's to expire.
     #[arg(long)]
     pub takeover: bool,
@@ -432,6 +440,8 @@ impl LiveArgs {
             feature_gates: self.election.feature_gates.clone(),
             packing: self.packing.map(Packing::from),
             karpenter_version: self.karpenter_version,
+            legacy_node_repair: self.election.legacy_node_repair,
+            repairs_without_approval: self.election.repairs_without_approval,
             takeover: self.election.takeover,
             lease_namespace: self.election.lease_namespace.clone(),
         })

@@ -46,6 +46,10 @@ pub struct LiveOptions {
     /// The Karpenter version chosen by `--karpenter-version` or the config file (the flag wins); `None` takes the
     /// cluster's (see [`crate::kube::upstream::look`]).
     pub karpenter_version: Option<KarpenterVersion>,
+    /// `--legacy-node-repair`, over the config file's `controller.legacyNodeRepair`.
+    pub legacy_node_repair: bool,
+    /// `--repairs-without-approval`, over the config file's `controller.repairsWithoutApproval`.
+    pub repairs_without_approval: bool,
     pub takeover: bool,
     pub lease_namespace: String,
 }
@@ -59,7 +63,12 @@ pub enum CloudChoice {
 impl LiveOptions {
     /// The controller's settings: the config file's, in the mode the flags chose.
     pub fn controller_settings(&self) -> crate::controller::Settings {
-        crate::controller::Settings { mode: self.mode, ..self.settings.clone() }
+        crate::controller::Settings {
+            mode: self.mode,
+            legacy_node_repair: self.settings.legacy_node_repair || self.legacy_node_repair,
+            approve_repairs: self.settings.approve_repairs && !self.repairs_without_approval,
+            ..self.settings.clone()
+        }
     }
 }
 
