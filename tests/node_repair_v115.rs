@@ -464,3 +464,21 @@ fn the_shipped_v115_scenario_repairs_one_node_at_a_time_after_approval_and_keeps
     let ev = events(&s, 40);
     assert!(blocked(&ev, "node/node-c").iter().any(|e| e.message.contains("karpenter.sh/do-not-repair")), "{ev:?}");
 }
+
+#[test]
+fn the_dashboard_shows_a_repair_proposal_with_its_condition_urgency_drain_and_budget() {
+    let mut s = scenario("1.15", 3, "", "", "", N1_NOT_READY);
+    s.settings.controller.mode = karpenter_tui::engine::disruption::gate::Mode::Approve;
+    let mut p = Playback::new(&s).unwrap_or_else(|e| panic!("{e}"));
+    let end = p.start + 12 * MINUTE;
+    p.advance(end).unwrap_or_else(|e| panic!("{e}"));
+    let v = karpenter_tui::shell::sim_picture::view(&mut p.world, Default::default(), 1);
+    let row = v.disruptions.iter().find(|d| d.method == "repair").expect("a repair proposal");
+    assert_eq!((row.reason.as_str(), row.candidates.as_slice()), ("Unhealthy", &["n1".to_string()][..]));
+    assert!(row.summary == "repair Unhealthy (Ready): replace n1 (small) with small", "{}", row.summary);
+    let detail = row.detail.as_deref().expect("why");
+    assert!(detail.starts_with("Ready past its repair policy's toleration since 2026-01-01T00:11:00Z"), "{detail}");
+    assert!(detail.contains("urgency 0.0") && detail.ends_with("as the NodeClaim's terminationGracePeriod allows"));
+    // The pool's default budget, 10% of 3 nodes rounded up: one repair allowed now.
+    assert_eq!(row.budget_use, vec![("default".to_string(), 1, 1)]);
+}

@@ -472,6 +472,9 @@ pub fn fill_nodepools(v: &mut ClusterView, nodepools: &[&NodePool], overlays: Op
             row.budgets.push((reason.as_str().to_string(), st.allowed, why));
             v.budgets.push(budget_row(pool, reason, &st, now));
         }
+        // What a repair proposal (Karpenter v1.15) uses of the pool's budget.
+        let unhealthy = budgets::status(pool, Reason::Unhealthy, pc, now);
+        pool_allowed.insert((name.clone(), Reason::Unhealthy.as_str().to_string()), unhealthy.allowed);
         v.nodepools.push(row);
     }
     for d in &mut v.disruptions {
@@ -568,9 +571,25 @@ pub fn proposal_row(cmd: &Command, id: &str, at: Millis, state: ProposalState) -
         budget_use: budget_use.into_iter().map(|(p, n)| (p, n, 0)).collect(),
         state,
         summary: cmd.summary(),
-        detail: None,
+        detail: cmd.repair.as_ref().map(repair_detail),
         progress: None,
     }
+}
+
+/// Why a repair proposal repairs, for its detail line: the condition, since when it has been due, its urgency and
+/// how long the drain may take.
+fn repair_detail(r: &crate::engine::disruption::repair::RepairDetail) -> String {
+    let drain = match r.drain {
+        Some(0) => "forceful once the replacement is up".to_string(),
+        Some(d) => format!("bounded to {} once the replacement is up", crate::engine::disruption::human_duration(d)),
+        None => "as the NodeClaim's terminationGracePeriod allows".to_string(),
+    };
+    format!(
+        "{} past its repair policy's toleration since {}; urgency {:.2}; drain {drain}",
+        r.condition,
+        crate::engine::lifecycle::rfc3339(r.eligible_since),
+        r.score
+    )
 }
 
 /// The Disruptions pane and the header's savings from the disruption controller's records, the same for every
@@ -582,7 +601,9 @@ pub fn fill_disruptions(v: &mut ClusterView, orchestrator: &Orchestrator, joined
         |c: &str| joined.by_claim(c).and_then(|s| s.nodeclaim).is_some_and(|c| c.is_true(COND_INITIALIZED));
     for r in orchestrator.records.iter().rev() {
         let mut row = proposal_row(&r.command, &r.id, r.at, r.state.phase());
-        row.detail = r.state.reason().map(str::to_string);
+        if let Some(why) = r.state.reason() {
+            row.detail = Some(why.to_string());
+        }
         if row.state == ProposalState::InProgress {
             let mut parts = Vec::new();
             if let Some(f) = orchestrator.in_flight().iter().find(|f| f.id == r.id)
