@@ -482,3 +482,31 @@ fn the_dashboard_shows_a_repair_proposal_with_its_condition_urgency_drain_and_bu
     // The pool's default budget, 10% of 3 nodes rounded up: one repair allowed now.
     assert_eq!(row.budget_use, vec![("default".to_string(), 1, 1)]);
 }
+
+/// The Nodes pane's "why" lines for `node` at `minutes` into `s`.
+fn outlook(s: &Scenario, minutes: i64, node: &str) -> Vec<String> {
+    let mut p = Playback::new(s).unwrap_or_else(|e| panic!("{e}"));
+    let end = p.start + minutes * MINUTE;
+    p.advance(end).unwrap_or_else(|e| panic!("{e}"));
+    let v = karpenter_tui::shell::sim_picture::view(&mut p.world, Default::default(), 1);
+    v.nodes.iter().find(|n| n.name == node).map(|n| n.outlook.clone()).unwrap_or_default()
+}
+
+#[test]
+fn a_node_due_for_repair_says_why_it_is_not_repaired() {
+    let zero = "        budgets: [{nodes: \"0\"}]";
+    let held = outlook(&scenario("1.15", 3, zero, "", "", N1_NOT_READY), 12, "n1");
+    assert!(held.iter().any(|l| l.contains("budget for Unhealthy on NodePool \"default\" is 0")), "{held:?}");
+    let veto = ", annotations: {karpenter.sh/do-not-repair: \"true\"}";
+    let vetoed = outlook(&scenario("1.15", 3, "", "", veto, N1_NOT_READY), 12, "n1");
+    assert!(
+        vetoed.iter().any(|l| l.contains("repair is blocked through the \"karpenter.sh/do-not-repair\"")),
+        "{vetoed:?}"
+    );
+    let two = format!("{N1_NOT_READY}  - at: 1m\n    condition: {{node: n2, type: Ready, status: \"False\"}}\n");
+    let tripped = outlook(&scenario("1.15", 3, zero, "", "", &two), 12, "n1");
+    assert!(
+        tripped.iter().any(|l| l.contains("more than 20% of nodes in nodepool \"default\" are unhealthy")),
+        "{tripped:?}"
+    );
+}

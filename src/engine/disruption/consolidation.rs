@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use super::budgets::{self, BudgetStatus};
 use super::candidates::{Candidate, Survey, survey};
+use super::repair::Verdict;
 use super::{
     BALANCED_K, Blocker, Command, Context, Method, PassResult, REPACK_MIN_SAVINGS, Reason, Replacement,
     SPOT_TO_SPOT_MIN_TYPES,
@@ -739,6 +740,28 @@ pub fn explain_nodes(ctx: &Context<'_>) -> BTreeMap<String, Outlook> {
                 why.push(b);
                 out.insert(c.node.clone(), Outlook::Blocked(why));
             }
+        }
+    }
+    // A node due for repair (v1.15) is repair's before any other method's.
+    for b in &survey.repair_blocked {
+        out.insert(b.node.clone(), Outlook::Blocked(vec![Blocker::Repair { message: b.why.message() }]));
+    }
+    if !ctx.repair.due.is_empty() {
+        let left = budgets.get(Reason::Unhealthy);
+        for (c, due) in super::repair::due_candidates(ctx, &survey) {
+            let outlook = match super::repair::evaluate(ctx, c, due, &|| &sim, &left) {
+                Verdict::Repair(cmd) => Outlook::Disruptable(*cmd),
+                Verdict::Blocked(why) => Outlook::Blocked(vec![Blocker::Repair { message: why.message() }]),
+                Verdict::Budget => {
+                    let status = budgets.statuses(Reason::Unhealthy).get(&c.nodepool).cloned();
+                    let message = status.map_or_else(String::new, |s| s.why_zero(&c.nodepool, Reason::Unhealthy));
+                    Outlook::Blocked(vec![Blocker::Budget { message }])
+                }
+                Verdict::OverScaled => Outlook::Blocked(vec![Blocker::Repair {
+                    message: "its static NodePool is over its replicas: scale-down goes first".into(),
+                }]),
+            };
+            out.insert(c.node.clone(), outlook);
         }
     }
     out

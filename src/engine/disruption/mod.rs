@@ -291,6 +291,10 @@ pub enum Blocker {
     MissingLabel {
         key: String,
     },
+    /// Due for repair (v1.15) but held back: upstream's message.
+    Repair {
+        message: String,
+    },
 }
 
 impl fmt::Display for Blocker {
@@ -340,6 +344,7 @@ impl fmt::Display for Blocker {
                 write!(f, "instance type {instance_type:?} is not in the catalog, its price is unknown")
             }
             Blocker::MissingLabel { key } => write!(f, "node has no {key} label"),
+            Blocker::Repair { message } => f.write_str(message),
         }
     }
 }

@@ -131,80 +131,122 @@ pub(super) fn repair<'s>(
     sim: impl Fn() -> &'s Simulator<'s>,
     left: &BTreeMap<String, i64>,
 ) -> (Option<Command>, Vec<RepairBlocked>) {
-    let inputs = ctx.repair;
     let mut blocked = survey.repair_blocked.clone();
-    if inputs.due.is_empty() {
-        return (None, blocked);
-    }
-    let mut list: Vec<(&Candidate, &Due)> = Vec::new();
-    for c in survey.candidates.iter().chain(&survey.repair_candidates).chain(&survey.static_candidates) {
-        let Some(due) = inputs.due.get(&c.node) else { continue };
-        if c.do_not_repair {
-            blocked.push(RepairBlocked::of(c, RepairBlock::DoNotRepair));
-        } else if !c.pod_blockers.is_empty() && due.policy_grace.is_none() && c.termination_grace_period.is_none() {
-            blocked.push(RepairBlocked::of(c, RepairBlock::NeedsGracePeriod));
-        } else {
-            list.push((c, due));
+    // Upstream filters every candidate (its vetoes published) before it computes a command.
+    let mut list = Vec::new();
+    for (c, due) in due_candidates(ctx, survey) {
+        match veto(c, due) {
+            Some(why) => blocked.push(RepairBlocked::of(c, why)),
+            None => list.push((c, due)),
         }
     }
+    for (c, due) in list {
+        match evaluate(ctx, c, due, &sim, left) {
+            Verdict::Repair(cmd) => return (Some(*cmd), blocked),
+            Verdict::Blocked(why) => blocked.push(RepairBlocked::of(c, why)),
+            Verdict::Budget | Verdict::OverScaled => {}
+        }
+    }
+    (None, blocked)
+}
+
+/// What repair would do with one node due for it.
+pub(super) enum Verdict {
+    Repair(Box<Command>),
+    /// Held back with an Event's worth of why.
+    Blocked(RepairBlock),
+    /// The pool's `Unhealthy` budget allows nothing now (no Event, as upstream).
+    Budget,
+    /// A static pool over its replicas: its scale-down goes first (no Event).
+    OverScaled,
+}
+
+/// The nodes due for repair that repair may consider, most urgent first (ties: the cheaper disruption, then the
+/// name).
+pub(super) fn due_candidates<'a>(ctx: &Context<'a>, survey: &'a Survey) -> Vec<(&'a Candidate, &'a Due)> {
+    let inputs: &'a RepairInputs = ctx.repair;
+    let mut list: Vec<(&Candidate, &Due)> = survey
+        .candidates
+        .iter()
+        .chain(&survey.repair_candidates)
+        .chain(&survey.static_candidates)
+        .filter_map(|c| Some((c, inputs.due.get(&c.node)?)))
+        .collect();
     list.sort_by(|(a, da), (b, db)| {
         db.score.total_cmp(&da.score).then(a.reschedule_cost.total_cmp(&b.reschedule_cost)).then(a.node.cmp(&b.node))
     });
-    for (c, due) in list {
-        let (total, unhealthy) = inputs.health.get(&c.nodepool).copied().unwrap_or((0, 0));
-        if unhealthy > unhealthy_threshold(total) {
-            blocked.push(RepairBlocked::of(c, RepairBlock::Breaker { nodepool: c.nodepool.clone() }));
-            continue;
-        }
-        // Uninitialized nodes never had the pool's trust: their repair is not paced.
-        if c.initialized && left.get(&c.nodepool).copied().unwrap_or(0) <= 0 {
-            continue;
-        }
-        let drain = due.policy_grace.map(|p| c.termination_grace_period.map_or(p, |t| t.min(p)));
-        let detail = RepairDetail {
-            condition: due.condition.clone(),
-            score: due.score,
-            eligible_since: due.eligible_since,
-            drain,
-        };
-        let pool = ctx.snap.nodepools.iter().find(|p| p.name() == c.nodepool);
-        let replacements = match pool.filter(|p| sc::is_static(p)) {
-            Some(pool) => {
-                let nodes = crate::engine::state::Nodes::of(&ctx.snap);
-                let count = sc::count(&c.nodepool, ctx.snap.nodeclaims.iter(), &nodes, ctx.busy);
-                if count.active + count.pending > pool.spec.replicas.unwrap_or(0) {
-                    continue;
-                }
-                if sc::grant(sc::node_limit(pool), &count, 1) < 1 {
-                    blocked.push(RepairBlocked::of(c, RepairBlock::StaticAtLimit));
-                    continue;
-                }
-                vec![Replacement {
-                    nodepool: c.nodepool.clone(),
-                    instance_types: Vec::new(),
-                    option_prices: Vec::new(),
-                    price: 0.0,
-                    nodeclaim: sc::static_nodeclaim(pool),
-                }]
-            }
-            None => {
-                let out = sim().run(&[c], false);
-                if let Some(e) = out.errors.first() {
-                    blocked.push(RepairBlocked::of(c, RepairBlock::Unschedulable { why: e.to_string() }));
-                    continue;
-                }
-                out.new_claims.into_iter().map(|n| super::consolidation::replacement(ctx, n)).collect()
-            }
-        };
-        let cmd = Command {
-            method: Method::Repair,
-            candidates: vec![c.clone()],
-            replacements,
-            savings_per_hour: 0.0,
-            computed_at: ctx.now,
-            repair: Some(detail),
-        };
-        return (Some(cmd), blocked);
+    list
+}
+
+/// What keeps a node due for repair out of it whatever the pool's state: `do-not-repair`, or pods that block
+/// eviction with nothing to bound the drain.
+fn veto(c: &Candidate, due: &Due) -> Option<RepairBlock> {
+    if c.do_not_repair {
+        return Some(RepairBlock::DoNotRepair);
     }
-    (None, blocked)
+    if !c.pod_blockers.is_empty() && due.policy_grace.is_none() && !c.has_termination_grace_period {
+        return Some(RepairBlock::NeedsGracePeriod);
+    }
+    None
+}
+
+/// Upstream's checks for one candidate, in its order: the vetoes, the pool's 20% rule, the budget, then the
+/// replacement (a static pool's template, or whatever a simulation of its pods needs).
+pub(super) fn evaluate<'s>(
+    ctx: &Context<'_>,
+    c: &Candidate,
+    due: &Due,
+    sim: &impl Fn() -> &'s Simulator<'s>,
+    left: &BTreeMap<String, i64>,
+) -> Verdict {
+    if let Some(why) = veto(c, due) {
+        return Verdict::Blocked(why);
+    }
+    let (total, unhealthy) = ctx.repair.health.get(&c.nodepool).copied().unwrap_or((0, 0));
+    if unhealthy > unhealthy_threshold(total) {
+        return Verdict::Blocked(RepairBlock::Breaker { nodepool: c.nodepool.clone() });
+    }
+    // Uninitialized nodes never had the pool's trust: their repair is not paced.
+    if c.initialized && left.get(&c.nodepool).copied().unwrap_or(0) <= 0 {
+        return Verdict::Budget;
+    }
+    let drain = due.policy_grace.map(|p| c.termination_grace_period.map_or(p, |t| t.min(p)));
+    let detail =
+        RepairDetail { condition: due.condition.clone(), score: due.score, eligible_since: due.eligible_since, drain };
+    let pool = ctx.snap.nodepools.iter().find(|p| p.name() == c.nodepool);
+    let replacements = match pool.filter(|p| sc::is_static(p)) {
+        Some(pool) => {
+            let nodes = crate::engine::state::Nodes::of(&ctx.snap);
+            let count = sc::count(&c.nodepool, ctx.snap.nodeclaims.iter(), &nodes, ctx.busy);
+            // Over-scaled: scale-down goes first.
+            if count.active + count.pending > pool.spec.replicas.unwrap_or(0) {
+                return Verdict::OverScaled;
+            }
+            if sc::grant(sc::node_limit(pool), &count, 1) < 1 {
+                return Verdict::Blocked(RepairBlock::StaticAtLimit);
+            }
+            vec![Replacement {
+                nodepool: c.nodepool.clone(),
+                instance_types: Vec::new(),
+                option_prices: Vec::new(),
+                price: 0.0,
+                nodeclaim: sc::static_nodeclaim(pool),
+            }]
+        }
+        None => {
+            let out = sim().run(&[c], false);
+            if let Some(e) = out.errors.first() {
+                return Verdict::Blocked(RepairBlock::Unschedulable { why: e.to_string() });
+            }
+            out.new_claims.into_iter().map(|n| super::consolidation::replacement(ctx, n)).collect()
+        }
+    };
+    Verdict::Repair(Box::new(Command {
+        method: Method::Repair,
+        candidates: vec![c.clone()],
+        replacements,
+        savings_per_hour: 0.0,
+        computed_at: ctx.now,
+        repair: Some(detail),
+    }))
 }
