@@ -510,7 +510,7 @@ async fn patch_nodeclaim_metadata_merges_labels_and_annotations_and_replaces_fin
     let (l, a) =
         (labels(&[("karpenter.sh/registered", "true")]), labels(&[("karpenter.sh/termination-timestamp", "t")]));
 
-    w.patch_nodeclaim_metadata("default-x7k2p", &l, &a, Some(&[TERMINATION_FINALIZER.to_string()])).await.unwrap();
+    w.patch_nodeclaim_metadata("default-x7k2p", &l, &a, &[], Some(&[TERMINATION_FINALIZER.to_string()])).await.unwrap();
     let r = only(&fake);
     assert_eq!((r.method.as_str(), r.path.as_str()), ("PATCH", "/apis/karpenter.sh/v1/nodeclaims/default-x7k2p"));
     assert_eq!(r.content_type.as_deref(), Some("application/merge-patch+json"));
@@ -523,7 +523,7 @@ async fn patch_nodeclaim_metadata_merges_labels_and_annotations_and_replaces_fin
     let now = fake.get(NODECLAIMS, None, "default-x7k2p").unwrap();
     assert_eq!(now["metadata"]["labels"]["karpenter.sh/nodepool"], "default", "existing labels stay");
 
-    w.patch_nodeclaim_metadata("default-x7k2p", &l, &a, None).await.unwrap();
+    w.patch_nodeclaim_metadata("default-x7k2p", &l, &a, &[], None).await.unwrap();
     let r = only(&fake);
     assert!(r.body["metadata"].get("finalizers").is_none(), "finalizers untouched: {}", r.body);
 }
@@ -551,7 +551,7 @@ async fn read_only_refuses_every_write_without_sending_anything() {
         w.apply_nodepool(&pool_fixture(), false).await.map(drop),
         w.event(reference("Node", "v1", &n.metadata), false, "R", "m").await,
         w.create_node(&n).await,
-        w.patch_nodeclaim_metadata("c", &m, &m, None).await,
+        w.patch_nodeclaim_metadata("c", &m, &m, &[], None).await,
         w.nominate_pod("ns", "p", None, "n1").await,
     ];
     for (i, r) in results.into_iter().enumerate() {

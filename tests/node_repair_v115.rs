@@ -510,3 +510,109 @@ fn a_node_due_for_repair_says_why_it_is_not_repaired() {
         "{tripped:?}"
     );
 }
+
+/// KWOK's policies plus one that reboots: `Ready=False` with a reason matching `RebootMe`, tolerated 10 minutes,
+/// its drain bounded to 5 minutes.
+fn with_reboot_policy() -> Vec<RepairPolicy> {
+    let mut p = karpenter_tui::controller::cloud::kwok_repair_policies();
+    p.push(RepairPolicy {
+        condition_type: "Ready",
+        condition_status: "False",
+        toleration: 10 * MINUTE,
+        reason_pattern: Some("RebootMe".into()),
+        action: RepairAction::Reboot,
+        termination_grace_period: Some(5 * MINUTE),
+        priority: 0,
+    });
+    p
+}
+
+/// `Ready=False` with the reason the reboot policy matches, on n1 at `minute`.
+fn reboot_fault(minute: u32) -> String {
+    format!("  - at: {minute}m\n    condition: {{node: n1, type: Ready, status: \"False\", reason: RebootMe}}\n")
+}
+
+/// (at, node, state) of every reboot decision.
+fn reboots(r: &Report) -> Vec<(f64, String, DecisionState)> {
+    r.decisions
+        .iter()
+        .filter_map(|d| match &d.detail {
+            DecisionDetail::Reboot { candidates, reason, condition, state } => {
+                assert_eq!((reason.as_str(), condition.as_str()), ("Unhealthy", "Ready"));
+                Some((d.at, candidates.join(","), *state))
+            }
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn should_commit_an_in_place_reboot_no_replacement_no_termination_for_a_rebootnode_policy() {
+    let mut s = scenario("1.15", 3, "", "", "", &reboot_fault(1));
+    s.settings.repair_policies = with_reboot_policy();
+    // Just after the commit: the drain bound recorded as Go writes it, Rebooting requested, the reason set.
+    let mut p = Playback::new(&s).unwrap_or_else(|e| panic!("{e}"));
+    let commit = p.start + 11 * MINUTE + 1_000;
+    p.advance(commit).unwrap_or_else(|e| panic!("{e}"));
+    let snap = p.world.cluster.snapshot();
+    let claim = snap.nodeclaims.iter().find(|c| c.metadata.name.as_deref() == Some("n1")).expect("n1's claim");
+    let notes = claim.metadata.annotations.clone().unwrap_or_default();
+    assert_eq!(notes.get("karpenter.sh/reboot-termination-grace-period").map(String::as_str), Some("5m0s"));
+    let rebooting = claim.condition("Rebooting").expect("Rebooting");
+    assert_eq!((rebooting.status.as_str(), rebooting.reason.as_deref()), ("True", Some("RebootRequested")));
+    assert_eq!(claim.condition("DisruptionReason").and_then(|c| c.reason.as_deref()), Some("Unhealthy"));
+
+    let r = simulate(&s);
+    assert_eq!(reboots(&r), vec![(660.0, "n1".to_string(), DecisionState::Executed)]);
+    assert!(repairs(&r).is_empty() && forceful(&r).is_empty(), "nothing replaced or deleted");
+    assert!(deleted(&r, "n1").is_none(), "the node stays");
+    // The reboot ran its course: drained (the pod evicted and placed elsewhere), rebooted, Ready again.
+    let w = karpenter_tui::sim::run::run_world(&s, None).unwrap_or_else(|e| panic!("{e}"));
+    let snap = w.cluster.snapshot();
+    let claim = snap.nodeclaims.iter().find(|c| c.metadata.name.as_deref() == Some("n1")).expect("n1's claim");
+    let rebooting = claim.condition("Rebooting").expect("Rebooting");
+    assert_eq!((rebooting.status.as_str(), rebooting.reason.as_deref()), ("False", Some("RebootSucceeded")));
+    let node = snap.nodes.iter().find(|n| n.metadata.name.as_deref() == Some("n1")).expect("n1");
+    assert_eq!(node.status.as_ref().and_then(|s| s.node_info.as_ref()).map(|i| i.boot_id.as_str()), Some("boot-2"));
+    assert!(karpenter_tui::engine::lifecycle::node_ready(node));
+    let taints = node.spec.as_ref().and_then(|s| s.taints.clone()).unwrap_or_default();
+    assert!(!taints.iter().any(|t| t.key == "karpenter.sh/rebooting"), "{taints:?}");
+    assert!(r.pending.is_empty());
+
+    // v1.14 has no reboot: the same fault is a forceful repair.
+    let mut old = scenario("1.14", 3, "", "", "", &reboot_fault(1));
+    old.settings.repair_policies = with_reboot_policy();
+    assert_eq!(forceful(&simulate(&old)), vec![(660.0, "n1".to_string())]);
+}
+
+#[test]
+fn should_escalate_to_replacement_when_the_fault_recurs_after_two_successful_reboots() {
+    let faults = format!("{}{}{}", reboot_fault(1), reboot_fault(20), reboot_fault(40));
+    let mut s = scenario("1.15", 3, "", "", "", &faults);
+    s.until = std::time::Duration::from_secs(60 * 60);
+    s.settings.repair_policies = with_reboot_policy();
+    let r = simulate(&s);
+    let seen = reboots(&r);
+    assert_eq!(seen.len(), 2, "two reboots: {seen:?}");
+    let rs = repairs(&r);
+    assert_eq!(rs.len(), 1, "the third fault replaces the node");
+    // Due at 50m; its pod left at the first reboot's drain, so there is nothing to replace it for.
+    assert_eq!((rs[0].at, rs[0].replacements), (3000.0, 0));
+    assert!(deleted(&r, "n1").is_some());
+}
+
+#[test]
+fn should_reboot_again_once_earlier_reboots_age_out_of_the_window() {
+    // Two reboots in the first half hour; the third fault comes 25 hours on, when neither counts any more.
+    let faults = format!("{}{}{}", reboot_fault(1), reboot_fault(20), reboot_fault(25 * 60));
+    // do-not-disrupt keeps the emptied node from consolidation meanwhile (repair does not read it).
+    let dnd = ", annotations: {karpenter.sh/do-not-disrupt: \"true\"}";
+    let text = text_of(3, "1.15", 3, "", "", dnd, &faults).replace("until: 40m", "until: 25h30m");
+    let mut s = parse_scenario(&text, "test.yaml").unwrap_or_else(|e| panic!("{e}"));
+    s.settings.repair_policies = with_reboot_policy();
+    let r = simulate(&s);
+    let seen = reboots(&r);
+    assert_eq!(seen.len(), 3, "{seen:?}");
+    assert_eq!(seen[2].0, ((25 * 60 + 10) * 60) as f64);
+    assert!(repairs(&r).is_empty() && deleted(&r, "n1").is_none());
+}

@@ -69,7 +69,7 @@ fn sim_commands(r: &Report) -> Vec<Command> {
                 repl.sort();
                 Some((method, candidates.len(), repl, state_word(state).to_string()))
             }
-            DecisionDetail::Provision { .. } | DecisionDetail::Repair { .. } => None,
+            DecisionDetail::Provision { .. } | DecisionDetail::Repair { .. } | DecisionDetail::Reboot { .. } => None,
         })
         .collect()
 }

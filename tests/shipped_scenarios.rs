@@ -199,7 +199,9 @@ impl Run {
                         state: *state,
                     })
                 }
-                DecisionDetail::Provision { .. } | DecisionDetail::Repair { .. } => None,
+                DecisionDetail::Provision { .. } | DecisionDetail::Repair { .. } | DecisionDetail::Reboot { .. } => {
+                    None
+                }
             })
             .collect()
     }
@@ -211,7 +213,9 @@ impl Run {
             .iter()
             .filter_map(|d| match &d.detail {
                 DecisionDetail::Provision { node_claims, pods, .. } => Some((d.at, node_claims.as_slice(), *pods)),
-                DecisionDetail::Disruption { .. } | DecisionDetail::Repair { .. } => None,
+                DecisionDetail::Disruption { .. } | DecisionDetail::Repair { .. } | DecisionDetail::Reboot { .. } => {
+                    None
+                }
             })
             .collect()
     }

@@ -36,6 +36,7 @@ impl Controller {
         self.requeue = None;
         self.nodeclaims(s, now, &mut out);
         self.repair(s, now, &mut out);
+        self.reboots(s, now, &mut out);
         self.terminations(s, now, &mut out);
         // Registration failures acted on here are reported in the NodePools' status by the next status step.
         self.registration_failures.append(&mut out.registration_failures);
@@ -122,6 +123,7 @@ impl Controller {
                             name: claim.name().to_string(),
                             labels: BTreeMap::new(),
                             annotations: BTreeMap::new(),
+                            remove_annotations: Vec::new(),
                             finalizers: Some(f),
                         });
                     }
@@ -213,6 +215,7 @@ impl Controller {
                     name: claim.name().to_string(),
                     labels: BTreeMap::new(),
                     annotations: [(lifecycle::ANNOTATION_TERMINATION_TIMESTAMP.to_string(), v)].into(),
+                    remove_annotations: Vec::new(),
                     finalizers: None,
                 }),
                 FinalizeAction::DeleteNode(n) => {

@@ -246,6 +246,20 @@ pub trait CloudProvider: Send + Sync {
     /// Terminates an instance: a line for the events pane when something was done or could not be.
     fn delete<'a>(&'a mut self, provider_id: &'a str, now: Millis) -> BoxFuture<'a, Result<Option<String>, Retry>>;
 
+    /// Reboots an instance in place (repair's reboot, Karpenter v1.15). `op_id` names the request, so a cloud can
+    /// tell a retry from a new one. A cloud that cannot reboot refuses, and the node is replaced instead.
+    fn reboot<'a>(
+        &'a mut self,
+        _provider_id: &'a str,
+        _op_id: &'a str,
+        _now: Millis,
+    ) -> BoxFuture<'a, Result<(), Retry>> {
+        Box::pin(std::future::ready(Err(Retry {
+            message: format!("{} cannot reboot instances", self.name()),
+            conflict: false,
+        })))
+    }
+
     /// This cluster's instances, for garbage collection (see [`crate::controller::Controller::garbage_collect`]);
     /// `None` from a cloud whose instances are the Nodes themselves (KWOK), where there is nothing to collect.
     fn list<'a>(&'a mut self, _now: Millis) -> BoxFuture<'a, Result<Option<Vec<CloudInstance>>, Retry>> {

@@ -72,12 +72,14 @@ pub trait ClusterPort: Send {
     /// Replaces a NodeClaim's status through the status subresource.
     fn update_nodeclaim_status<'a>(&'a mut self, name: &'a str, status: &'a NodeClaimStatus) -> WriteResult<'a, ()>;
 
-    /// Merges labels and annotations into a NodeClaim; replaces its finalizers when given.
+    /// Merges labels and annotations into a NodeClaim and removes the annotations `remove_annotations` names;
+    /// replaces its finalizers when given.
     fn patch_nodeclaim_metadata<'a>(
         &'a mut self,
         name: &'a str,
         labels: &'a BTreeMap<String, String>,
         annotations: &'a BTreeMap<String, String>,
+        remove_annotations: &'a [String],
         finalizers: Option<&'a [String]>,
     ) -> WriteResult<'a, ()>;
 

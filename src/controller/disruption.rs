@@ -469,6 +469,11 @@ impl Orchestrator {
     }
 
     fn start(&mut self, id: String, cmd: Command, now: Millis) -> Act {
+        // A reboot is done once committed: the reboot controller carries it out, nothing waits in the queue.
+        if cmd.is_reboot() {
+            self.record(&id, CommandState::Executed);
+            return Act::Start { id, command: cmd };
+        }
         if !cmd.replacements.is_empty() {
             self.replacements_pending.insert(id.clone(), cmd.replacements.len());
         }

@@ -44,11 +44,13 @@ pub enum Effect {
         name: String,
         status: Box<NodeClaimStatus>,
     },
-    /// Merge labels and annotations into the claim's metadata, and set its finalizers when given.
+    /// Merge labels and annotations into the claim's metadata, remove the annotations `remove_annotations` names,
+    /// and set its finalizers when given.
     PatchClaimMetadata {
         name: String,
         labels: BTreeMap<String, String>,
         annotations: BTreeMap<String, String>,
+        remove_annotations: Vec<String>,
         finalizers: Option<Vec<String>>,
     },
     /// What must change on a node: labels and annotations merged in (keys this tool owns, so no guard is needed and
@@ -99,6 +101,12 @@ pub enum Effect {
     Evict {
         namespace: String,
         name: String,
+    },
+    /// Ask the cloud to reboot the claim's instance (repair's reboot); `op_id` names this one request.
+    RebootInstance {
+        claim: String,
+        provider_id: String,
+        op_id: String,
     },
     /// A Kubernetes Event on an object, for what operators look for with `kubectl describe`.
     Event {
@@ -161,6 +169,7 @@ impl Effect {
                 format!("Pod/{namespace}/{name}")
             }
             Effect::DeleteInstance { provider_id } => format!("Instance/{provider_id}"),
+            Effect::RebootInstance { provider_id, .. } => format!("Instance/{provider_id}/reboot"),
             Effect::Event { regarding, reason, .. } => format!(
                 "Event/{}/{}/{}",
                 regarding.kind.as_deref().unwrap_or(""),
@@ -204,6 +213,9 @@ impl Effect {
             Effect::FinalizeNodeClaim { claim } => format!("finalize NodeClaim {}", claim.name()),
             Effect::DeleteNode { name } => format!("delete node {name}"),
             Effect::DeleteInstance { provider_id } => format!("terminate instance {provider_id}"),
+            Effect::RebootInstance { claim, provider_id, .. } => {
+                format!("reboot instance {provider_id} (NodeClaim {claim})")
+            }
             Effect::Evict { namespace, name } => format!("evict pod {namespace}/{name}"),
             Effect::DeletePod { namespace, name, .. } => format!("delete pod {namespace}/{name}"),
             Effect::UpdateNodeClassStatus { name, .. } => format!("update the status of EC2NodeClass {name}"),

@@ -131,7 +131,7 @@ async fn run_one(
                     let mut launched = (*claim).clone();
                     apply_launch(&mut launched, &result, now);
                     let labels = launched.metadata.labels.clone().unwrap_or_default();
-                    writer.patch_nodeclaim_metadata(&name, &labels, &annotations, None).await?;
+                    writer.patch_nodeclaim_metadata(&name, &labels, &annotations, &[], None).await?;
                     if let Some(status) = &launched.status {
                         writer.update_nodeclaim_status(&name, status).await?;
                     }
@@ -148,6 +148,15 @@ async fn run_one(
             }
         }
         Effect::DeleteInstance { provider_id } => Ok(cloud.delete(&provider_id, now).await?),
+        Effect::RebootInstance { claim, provider_id, op_id } => match cloud.reboot(&provider_id, &op_id, now).await {
+            Ok(()) => Ok(Some(format!("rebooting the instance of NodeClaim {claim}"))),
+            // Not retried: the reboot fails and the node is replaced, as upstream's `provider_error`.
+            Err(r) => {
+                let line = format!("reboot of NodeClaim {claim} refused by the cloud: {}", r.message);
+                outcomes.push(Outcome::RebootRefused { claim, message: r.message });
+                Ok(Some(line))
+            }
+        },
         other => Ok(write_one(other, writer, outcomes).await?),
     }
 }
@@ -173,9 +182,10 @@ async fn write_one(
         Effect::PatchClaimStatus { name, status } => {
             writer.update_nodeclaim_status(&name, &status).await.map(|()| None)
         }
-        Effect::PatchClaimMetadata { name, labels, annotations, finalizers } => {
-            writer.patch_nodeclaim_metadata(&name, &labels, &annotations, finalizers.as_deref()).await.map(|()| None)
-        }
+        Effect::PatchClaimMetadata { name, labels, annotations, remove_annotations, finalizers } => writer
+            .patch_nodeclaim_metadata(&name, &labels, &annotations, &remove_annotations, finalizers.as_deref())
+            .await
+            .map(|()| None),
         Effect::SyncNode { name, resource_version, labels, annotations, taints, finalizers } => writer
             .sync_node(NodeWrite {
                 name: &name,
@@ -208,7 +218,7 @@ async fn write_one(
             .await
             .map(|()| Some(format!("NodeClaim {} finalized", claim.name()))),
         Effect::DeleteNode { name } => writer.delete_node(&name).await.map(|()| None),
-        Effect::Launch { .. } | Effect::DeleteInstance { .. } => Ok(None),
+        Effect::Launch { .. } | Effect::DeleteInstance { .. } | Effect::RebootInstance { .. } => Ok(None),
         Effect::Evict { namespace, name } => match writer.evict(&namespace, &name).await? {
             Eviction::Evicted => Ok(Some(format!("evicted pod {namespace}/{name}"))),
             Eviction::Blocked(why) => Ok(Some(format!("eviction of {namespace}/{name} blocked: {why}"))),

@@ -31,6 +31,7 @@ mod out;
 pub mod overlays;
 pub mod pod_events;
 pub mod provisioning;
+pub mod reboot;
 pub mod repair;
 pub mod repair_policy;
 pub mod settings;
@@ -152,6 +153,10 @@ pub struct Controller {
     /// The same policies checked and compiled for v1.15's repair (`None`: the set is invalid, and logged so).
     repair_set: Option<repair_policy::Policies>,
     legacy_node_repair: bool,
+    /// Reboots committed per NodeClaim (v1.15's repair escalates a third within a day to replacement).
+    reboots: reboot::History,
+    /// Reboots the cloud refused, by NodeClaim: failed on the reboot controller's next pass.
+    reboot_failures: BTreeMap<String, String>,
     /// Repairs carried out, oldest first.
     repairs: Vec<repair::RepairRecord>,
     /// The NodeOverlays' last evaluation (gate `NodeOverlay`).
@@ -219,6 +224,11 @@ pub enum Outcome {
     },
     /// The cloud had no capacity for the claim; the claim was deleted.
     InsufficientCapacity {
+        claim: String,
+        message: String,
+    },
+    /// The cloud could not reboot the claim's instance (repair's reboot fails, and the claim is replaced).
+    RebootRefused {
         claim: String,
         message: String,
     },
@@ -290,6 +300,8 @@ impl Controller {
             repair_policies: Vec::new(),
             repair_set: None,
             legacy_node_repair: settings.legacy_node_repair,
+            reboots: reboot::History::default(),
+            reboot_failures: BTreeMap::new(),
             repairs: Vec::new(),
             overlays: overlays::OverlayState::default(),
             buffers: buffers::BufferState::default(),
@@ -1206,6 +1218,7 @@ impl Controller {
     fn carry_out(&mut self, m: &ClusterSnapshot<'_>, acts: Vec<Act>, now: Millis, out: &mut Out) {
         for act in acts {
             match act {
+                Act::Start { command, .. } if command.is_reboot() => self.commit_reboot(m, &command, now, out),
                 Act::Start { id, command } => self.start(m, &id, &command, now, out),
                 Act::DeleteCandidates { command, .. } => {
                     let repair = command.repair.as_ref();
@@ -1560,6 +1573,7 @@ impl Controller {
             }
             Outcome::LaunchImpossible { claim, message } => self.launch_impossible(&claim, &message, now),
             Outcome::InsufficientCapacity { claim, message } => self.tell_nominated_pods(&claim, &message, now),
+            Outcome::RebootRefused { claim, message } => self.reboot_refused(claim, message),
         }
     }
 
@@ -1649,6 +1663,7 @@ pub(crate) fn drain_deadline(claim: &NodeClaim, at: Millis) -> Option<Effect> {
         name: claim.name().to_string(),
         labels: BTreeMap::new(),
         annotations: [(lifecycle::ANNOTATION_TERMINATION_TIMESTAMP.to_string(), lifecycle::rfc3339(now))].into(),
+        remove_annotations: Vec::new(),
         finalizers: None,
     })
 }

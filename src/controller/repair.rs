@@ -11,6 +11,7 @@ use k8s_openapi::api::core::v1::{Node, NodeCondition, ObjectReference};
 
 use super::cloud::{RepairAction, RepairPolicy};
 use super::out::Out;
+use super::reboot;
 use super::repair_policy::Policies;
 use super::timing::MINUTE;
 use super::{Controller, Effect};
@@ -108,11 +109,11 @@ impl Controller {
     }
 
     /// What the disruption pass's repair method reads: the nodes due for repair by the cloud's policies, each
-    /// pool's health, and when the next match becomes due. Empty unless repair is voluntary. Reboot decisions are
-    /// left out: no modelled cloud offers a reboot policy yet.
+    /// pool's health, and when the next match becomes due. Empty unless repair is voluntary.
     pub(super) fn repair_inputs(&self, s: &ClusterSnapshot<'_>, now: Millis) -> RepairInputs {
         let mut inputs = RepairInputs::default();
         let Some(set) = self.repair_set.as_ref().filter(|_| self.voluntary_repair()) else { return inputs };
+        let joined = state::Nodes::of(s);
         for n in s.nodes.iter() {
             let watched = set.watches(n);
             if let Some(pool) = n.metadata.labels.as_ref().and_then(|l| l.get(labels::NODEPOOL)) {
@@ -123,19 +124,28 @@ impl Controller {
             if !watched {
                 continue;
             }
+            let name = n.metadata.name.as_deref().unwrap_or_default();
+            let claim = joined.claim_of(name);
+            // A node rebooting is the reboot's until it ends.
+            if claim.is_some_and(reboot::in_progress) {
+                continue;
+            }
+            // After a reboot, tolerations count from when it finished.
+            let not_before = claim.and_then(reboot::finished_at);
             let matches = set.matches(n);
-            if let Some(at) = set.next_eligible(&matches, None, now) {
+            if let Some(at) = set.next_eligible(&matches, not_before, now) {
                 inputs.next_due = Some(inputs.next_due.map_or(at, |t| t.min(at)));
             }
-            let Some(r) = set.resolve(&matches, None, now).filter(|r| r.action == RepairAction::Replace) else {
-                continue;
-            };
+            let Some(r) = set.resolve(&matches, not_before, now) else { continue };
+            // The third fault within a day is not rebooted away again: the node is replaced.
+            let escalated = claim.is_some_and(|c| self.reboots.recent(c.name(), now) >= reboot::MAX_REBOOTS_PER_DAY);
             let due = Due {
                 condition: r.condition,
                 score: r.score,
                 priority: r.priority,
                 eligible_since: r.eligible_since,
                 policy_grace: r.drain_bound,
+                reboot: r.action == RepairAction::Reboot && !escalated,
             };
             inputs.due.insert(n.metadata.name.clone().unwrap_or_default(), due);
         }

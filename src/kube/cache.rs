@@ -253,7 +253,12 @@ fn exceeds_spec(status: &serde_json::Map<String, serde_json::Value>, spec: &serd
 
 fn trim_node(map: &mut serde_json::Map<String, serde_json::Value>) {
     if let Some(status) = map.get_mut("status").and_then(|s| s.as_object_mut()) {
+        // Of the node's system info only the boot id is read (a reboot is seen by its change).
+        let boot_id = status.get_mut("nodeInfo").and_then(|i| i.as_object_mut()).and_then(|i| i.remove("bootID"));
         status.retain(|k, _| NODE_STATUS_FIELDS.contains(&k.as_str()));
+        if let Some(b) = boot_id {
+            status.insert("nodeInfo".into(), serde_json::json!({ "bootID": b }));
+        }
         for c in status.get_mut("conditions").and_then(|l| l.as_array_mut()).into_iter().flatten() {
             if let Some(c) = c.as_object_mut() {
                 c.remove("lastHeartbeatTime");
@@ -1094,7 +1099,9 @@ mod tests {
         expected.metadata.managed_fields = None;
         expected.metadata.annotations.as_mut().unwrap().remove(LAST_APPLIED);
         let status = expected.status.as_mut().unwrap();
-        (status.addresses, status.daemon_endpoints, status.images, status.node_info) = (None, None, None, None);
+        (status.addresses, status.daemon_endpoints, status.images) = (None, None, None);
+        status.node_info =
+            Some(k8s_openapi::api::core::v1::NodeSystemInfo { boot_id: "b".into(), ..Default::default() });
         status.volumes_in_use = None;
         for cond in status.conditions.iter_mut().flatten() {
             cond.last_heartbeat_time = None;

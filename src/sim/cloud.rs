@@ -130,6 +130,8 @@ pub struct SimCloud {
     overlays: Arc<cloud::OverlayStore>,
     /// Capacity reservations by id: what each holds and which instances run in it.
     reservations: BTreeMap<String, SimReservation>,
+    /// Instances asked to reboot since the world last took them (it plays their kubelets going down and back).
+    reboots: Vec<String>,
     /// The types a claim may launch, by what decides them (its requirements, NodePool and class): its class's view
     /// of the types it names, NodeOverlays applied, whose requirements overlap its own. The claims of one launch
     /// share a few such sets, and working one out walks hundreds of types. Emptied when classes or overlays change.
@@ -194,6 +196,7 @@ impl SimCloud {
             overlays: Arc::default(),
             reservations: reservations_of(catalog),
             launchable: Default::default(),
+            reboots: Vec::new(),
             classes: Default::default(),
         }
     }
@@ -606,6 +609,11 @@ impl SimCloud {
         }
     }
 
+    /// The instances asked to reboot since the last call, oldest first.
+    pub fn take_reboots(&mut self) -> Vec<String> {
+        std::mem::take(&mut self.reboots)
+    }
+
     /// Changes with every instance created or terminated.
     pub fn generation(&self) -> u64 {
         self.generation
@@ -752,6 +760,24 @@ impl CloudProvider for SimCloud {
             })
             .collect();
         Box::pin(std::future::ready(Ok(Some(list))))
+    }
+
+    /// EC2's RebootInstances: a running instance reboots; the world plays its kubelet going NotReady and coming
+    /// back with a new boot id.
+    fn reboot<'a>(
+        &'a mut self,
+        provider_id: &'a str,
+        _op_id: &'a str,
+        _now: Millis,
+    ) -> BoxFuture<'a, Result<(), Retry>> {
+        let running = self.instances.get(provider_id).is_some_and(|i| i.state != InstanceState::Terminated);
+        let r = if running {
+            self.reboots.push(provider_id.to_string());
+            Ok(())
+        } else {
+            Err(Retry { message: format!("instance {provider_id} is not running"), conflict: false })
+        };
+        Box::pin(std::future::ready(r))
     }
 
     fn delete<'a>(&'a mut self, provider_id: &'a str, now: Millis) -> BoxFuture<'a, Result<Option<String>, Retry>> {

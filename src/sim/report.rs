@@ -179,6 +179,15 @@ pub enum DecisionDetail {
         /// The node condition whose repair policy ran out (`Ready`, `AcceleratedHardwareReady`, ...).
         condition: String,
     },
+    /// Repair's reboot (Karpenter v1.15, a policy whose action is RebootNode): the node rebooted in place.
+    #[serde(rename_all = "camelCase")]
+    Reboot {
+        candidates: Vec<String>,
+        /// Always `Unhealthy`.
+        reason: String,
+        condition: String,
+        state: DecisionState,
+    },
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -559,6 +568,15 @@ pub fn render_table(r: &Report) -> String {
                 let _ = writeln!(
                     out,
                     "  {:<6} {:>10} repair      {reason} ({condition}): {}",
+                    d.id,
+                    fmt_time(d.at),
+                    candidates.join(", ")
+                );
+            }
+            DecisionDetail::Reboot { candidates, reason, condition, state } => {
+                let _ = writeln!(
+                    out,
+                    "  {:<6} {:>10} reboot      {reason} ({condition}) {state:?}: {}",
                     d.id,
                     fmt_time(d.at),
                     candidates.join(", ")

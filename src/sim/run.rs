@@ -248,6 +248,10 @@ fn add_nodes(s: &Scenario, w: &mut World, start: Millis) -> Result<(), RunError>
                     last_heartbeat_time: Some(lifecycle::ms_time(start)),
                     ..Default::default()
                 }]),
+                node_info: Some(k8s_openapi::api::core::v1::NodeSystemInfo {
+                    boot_id: world::next_boot_id(None),
+                    ..Default::default()
+                }),
                 ..Default::default()
             }),
         };
@@ -648,7 +652,7 @@ fn build_report(s: &Scenario, w: &World, start: Millis, end: Millis, wall: Durat
     // v1.15's repairs are disruption commands: their deletions are not v1.14's forceful repair decisions.
     let repaired: BTreeSet<&str> = disruptions
         .values()
-        .filter(|d| d.method == Method::Repair)
+        .filter(|d| d.method == Method::Repair && !d.reboot)
         .flat_map(|d| d.candidates.iter())
         .filter_map(|node| w.record.nodes.iter().find(|n| &n.name == node)?.nodeclaim.as_deref())
         .collect();
@@ -750,6 +754,18 @@ fn build_report(s: &Scenario, w: &World, start: Millis, end: Millis, wall: Durat
                     CommandState::Invalidated(w) => (DecisionState::Invalidated, Some(w.clone())),
                     CommandState::Failed(w) => (DecisionState::Failed, Some(w.clone())),
                 };
+                if d.reboot {
+                    return RDecision {
+                        id: d.id.clone(),
+                        at: t(d.at),
+                        detail: DecisionDetail::Reboot {
+                            candidates: d.candidates.clone(),
+                            reason: "Unhealthy".into(),
+                            condition: d.condition.clone().unwrap_or_default(),
+                            state,
+                        },
+                    };
+                }
                 RDecision {
                     id: d.id.clone(),
                     at: t(d.at),

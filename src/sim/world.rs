@@ -11,7 +11,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
-use k8s_openapi::api::core::v1::{Node, NodeCondition, NodeSpec, NodeStatus, PodCondition, Taint};
+use k8s_openapi::api::core::v1::{Node, NodeCondition, NodeSpec, NodeStatus, NodeSystemInfo, PodCondition, Taint};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
@@ -192,6 +192,13 @@ enum Timer {
     PodGone { key: Key },
     /// Reconcile again (lifecycle requeues, batch windows, drains).
     Wake,
+}
+
+/// A simulated kubelet's boot id: `boot-1` when the node registers, one more with every reboot. (Counted, not drawn
+/// from the world's generator, so a reboot leaves every later generated name as it was.)
+pub(crate) fn next_boot_id(current: Option<&str>) -> String {
+    let n = current.and_then(|b| b.strip_prefix("boot-")).and_then(|n| n.parse::<u64>().ok()).unwrap_or(0);
+    format!("boot-{}", n + 1)
 }
 
 /// The seeded generator behind every random choice in the world (names, spot prices come from the catalog).
@@ -575,6 +582,7 @@ impl World {
                     last_heartbeat_time: Some(lifecycle::ms_time(now)),
                     ..Default::default()
                 }]),
+                node_info: Some(NodeSystemInfo { boot_id: next_boot_id(None), ..Default::default() }),
                 ..Default::default()
             }),
         };
@@ -615,6 +623,34 @@ impl World {
                 }
             }
         }
+    }
+
+    /// An instance rebooted: its kubelet stops reporting (Ready goes False) and comes back with a new boot id after
+    /// the registration and readiness latencies. Its pods stay bound, as on a real reboot.
+    fn reboot_node(&mut self, provider_id: &str) {
+        let now = self.now;
+        let Some(name) = self
+            .cluster
+            .nodes
+            .iter()
+            .find(|(_, n)| n.spec.as_ref().and_then(|s| s.provider_id.as_deref()) == Some(provider_id))
+            .map(|(name, _)| name.clone())
+        else {
+            return;
+        };
+        let Some(n) = self.cluster.nodes.get_mut(&name) else { return };
+        let status = n.status.get_or_insert_with(Default::default);
+        let boot = next_boot_id(status.node_info.as_ref().map(|i| i.boot_id.as_str()));
+        status.node_info = Some(NodeSystemInfo { boot_id: boot, ..Default::default() });
+        for c in status.conditions.iter_mut().flatten().filter(|c| c.type_ == "Ready") {
+            c.status = "False".into();
+            c.reason = Some("KubeletNotReady".into());
+            c.message = Some("the node is rebooting".into());
+            c.last_transition_time = Some(lifecycle::ms_time(now));
+            c.last_heartbeat_time = Some(lifecycle::ms_time(now));
+        }
+        let t = now + self.settings.registration_latency + self.settings.ready_latency;
+        self.at(t, Timer::Ready { node: name });
     }
 
     /// Deletes a pod: it gets a deletion timestamp now and is gone after its grace period.

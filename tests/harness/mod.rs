@@ -332,12 +332,17 @@ impl ClusterPort for Api<'_> {
         name: &'a str,
         l: &'a BTreeMap<String, String>,
         annotations: &'a BTreeMap<String, String>,
+        remove_annotations: &'a [String],
         finalizers: Option<&'a [String]>,
     ) -> WriteResult<'a, ()> {
         done(match self.cluster.nodeclaims.get_mut(name) {
             Some(c) => {
                 c.metadata.labels.get_or_insert_with(BTreeMap::new).extend(l.clone());
-                c.metadata.annotations.get_or_insert_with(BTreeMap::new).extend(annotations.clone());
+                let a = c.metadata.annotations.get_or_insert_with(BTreeMap::new);
+                a.extend(annotations.clone());
+                for k in remove_annotations {
+                    a.remove(k);
+                }
                 if let Some(f) = finalizers {
                     c.metadata.finalizers = Some(f.to_vec());
                 }

@@ -143,6 +143,11 @@ impl Command {
         self.method.reason()
     }
 
+    /// A repair that reboots its node in place.
+    pub fn is_reboot(&self) -> bool {
+        self.repair.as_ref().is_some_and(|r| r.reboot)
+    }
+
     pub fn node_names(&self) -> Vec<String> {
         self.candidates.iter().map(|c| c.node.clone()).collect()
     }
@@ -152,7 +157,8 @@ impl Command {
         let mut nodes = self.node_names();
         nodes.sort();
         let repl: Vec<String> = self.replacements.iter().map(|r| r.instance_types.join(",")).collect();
-        format!("{}|{}|{}", self.method.as_str(), nodes.join(","), repl.join(";"))
+        let method = if self.is_reboot() { "reboot" } else { self.method.as_str() };
+        format!("{method}|{}|{}", nodes.join(","), repl.join(";"))
     }
 
     /// Savings over a month of 730 hours (the convention AWS pricing pages use).
@@ -194,7 +200,9 @@ impl Command {
                 *last = format!("{last} and {others}");
             }
         }
-        let what = if self.replacements.is_empty() {
+        let what = if self.is_reboot() {
+            format!("reboot {}", nodes.join(", "))
+        } else if self.replacements.is_empty() {
             format!("delete {}", nodes.join(", "))
         } else {
             let opts: Vec<String> = self

@@ -34,6 +34,8 @@ pub struct Due {
     pub eligible_since: Millis,
     /// The shortest termination grace period the eligible policies set (`None`: none does).
     pub policy_grace: Option<Millis>,
+    /// The policies say reboot the node in place rather than replace it.
+    pub reboot: bool,
 }
 
 /// What repair reads besides the cluster: the nodes due for repair and each pool's health.
@@ -56,9 +58,13 @@ pub struct RepairDetail {
     pub condition: String,
     pub score: f64,
     pub eligible_since: Millis,
-    /// min(policy grace, NodeClaim grace) when the policy sets one: the drain's deadline is stamped this long after
-    /// the replacement is up. `None`: the NodeClaim's own terminationGracePeriod, if any, governs.
+    /// Replace: min(policy grace, NodeClaim grace) when the policy sets one, the drain's deadline stamped this long
+    /// after the replacement is up (`None`: the NodeClaim's own terminationGracePeriod, if any, governs). Reboot:
+    /// how long the drain before the reboot may take, the policy's bound or else the NodeClaim's (`None`:
+    /// unbounded).
     pub drain: Option<Millis>,
+    /// Reboot the node in place (no replacement, no deletion).
+    pub reboot: bool,
 }
 
 /// Why a node due for repair is not repaired now. Each becomes an Event upstream publishes.
@@ -210,9 +216,24 @@ pub(super) fn evaluate<'s>(
     if c.initialized && left.get(&c.nodepool).copied().unwrap_or(0) <= 0 {
         return Verdict::Budget;
     }
+    let detail = |drain, reboot| RepairDetail {
+        condition: due.condition.clone(),
+        score: due.score,
+        eligible_since: due.eligible_since,
+        drain,
+        reboot,
+    };
+    if due.reboot {
+        return Verdict::Repair(Box::new(Command {
+            method: Method::Repair,
+            candidates: vec![c.clone()],
+            replacements: Vec::new(),
+            savings_per_hour: 0.0,
+            computed_at: ctx.now,
+            repair: Some(detail(due.policy_grace.or(c.termination_grace_period), true)),
+        }));
+    }
     let drain = due.policy_grace.map(|p| c.termination_grace_period.map_or(p, |t| t.min(p)));
-    let detail =
-        RepairDetail { condition: due.condition.clone(), score: due.score, eligible_since: due.eligible_since, drain };
     let pool = ctx.snap.nodepools.iter().find(|p| p.name() == c.nodepool);
     let replacements = match pool.filter(|p| sc::is_static(p)) {
         Some(pool) => {
@@ -247,6 +268,6 @@ pub(super) fn evaluate<'s>(
         replacements,
         savings_per_hour: 0.0,
         computed_at: ctx.now,
-        repair: Some(detail),
+        repair: Some(detail(drain, false)),
     }))
 }

@@ -12,16 +12,23 @@ use super::{FIELD_MANAGER, Result, Writer};
 use crate::engine::api::NodeClaim;
 
 impl Writer {
-    /// Merges labels and annotations into a NodeClaim and, when given, replaces its finalizers.
+    /// Merges labels and annotations into a NodeClaim, removes the annotations `remove_annotations` names (a merge
+    /// patch's `null`) and, when given, replaces its finalizers.
     pub async fn patch_nodeclaim_metadata(
         &self,
         name: &str,
         labels: &BTreeMap<String, String>,
         annotations: &BTreeMap<String, String>,
+        remove_annotations: &[String],
         finalizers: Option<&[String]>,
     ) -> Result<()> {
         let what = self.guard(|| format!("update NodeClaim {name}"))?;
-        let mut meta = json!({"labels": labels, "annotations": annotations});
+        let mut notes: serde_json::Map<String, serde_json::Value> =
+            annotations.iter().map(|(k, v)| (k.clone(), json!(v))).collect();
+        for k in remove_annotations {
+            notes.insert(k.clone(), serde_json::Value::Null);
+        }
+        let mut meta = json!({"labels": labels, "annotations": notes});
         if let Some(f) = finalizers {
             meta["finalizers"] = json!(f);
         }

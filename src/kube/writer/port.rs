@@ -27,9 +27,10 @@ impl ClusterPort for Writer {
         name: &'a str,
         labels: &'a BTreeMap<String, String>,
         annotations: &'a BTreeMap<String, String>,
+        remove_annotations: &'a [String],
         finalizers: Option<&'a [String]>,
     ) -> WriteResult<'a, ()> {
-        Box::pin(Writer::patch_nodeclaim_metadata(self, name, labels, annotations, finalizers))
+        Box::pin(Writer::patch_nodeclaim_metadata(self, name, labels, annotations, remove_annotations, finalizers))
     }
 
     fn sync_node<'a>(&'a mut self, w: NodeWrite<'a>) -> WriteResult<'a, ()> {

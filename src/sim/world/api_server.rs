@@ -224,6 +224,7 @@ impl ClusterPort for ApiServer<'_> {
         name: &'a str,
         l: &'a BTreeMap<String, String>,
         annotations: &'a BTreeMap<String, String>,
+        remove_annotations: &'a [String],
         finalizers: Option<&'a [String]>,
     ) -> WriteResult<'a, ()> {
         let r = match self.cluster.nodeclaims.get_mut(name) {
@@ -233,6 +234,11 @@ impl ClusterPort for ApiServer<'_> {
                 }
                 if !annotations.is_empty() {
                     c.metadata.annotations.get_or_insert_with(BTreeMap::new).extend(annotations.clone());
+                }
+                if let Some(a) = c.metadata.annotations.as_mut() {
+                    for k in remove_annotations {
+                        a.remove(k);
+                    }
                 }
                 if let Some(f) = finalizers {
                     c.metadata.finalizers = Some(f.to_vec());

@@ -102,6 +102,9 @@ impl World {
         for f in &report.failed {
             tracing::debug!(effect = %f.effect, "{}", f.message);
         }
+        for provider_id in self.cloud.take_reboots() {
+            self.reboot_node(&provider_id);
+        }
         report
     }
 

@@ -17,6 +17,9 @@ pub struct DisruptionRecord {
     pub savings_per_hour: f64,
     pub state: CommandState,
     pub summary: String,
+    /// Repair's condition, when it is a repair.
+    pub condition: Option<String>,
+    pub reboot: bool,
 }
 
 impl World {
@@ -33,6 +36,8 @@ impl World {
             savings_per_hour: cmd.savings_per_hour,
             state: r.state.clone(),
             summary: cmd.summary(),
+            condition: cmd.repair.as_ref().map(|r| r.condition.clone()),
+            reboot: cmd.is_reboot(),
         })
     }
 
