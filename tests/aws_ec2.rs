@@ -211,6 +211,9 @@ async fn launch_adopt_list_terminate_and_templates() {
     assert_eq!(leaked, vec![ec2::instance_id(&r2.provider_id).unwrap()]);
     assert!(ec2::leaked(&listed, &held, chrono::Utc::now().timestamp()).is_empty(), "too young to collect");
 
+    // Repair's reboot: RebootInstances on a running instance; one that is gone is refused (the node is replaced).
+    ec2::reboot(&cloud.ec2, ec2::instance_id(&r2.provider_id).unwrap()).await.expect("rebooted");
+
     // Termination: gone from the list; terminating again says it is gone.
     assert!(cloud.terminate(&r2.provider_id).await.unwrap());
     assert!(!cloud.terminate(&r2.provider_id).await.unwrap(), "already gone");

@@ -958,6 +958,21 @@ impl crate::controller::cloud::CloudProvider for AwsProvider {
         })
     }
 
+    /// EC2's RebootInstances, for repair's reboot (upstream's AWS provider behind `RebootForRepair`).
+    fn reboot<'a>(
+        &'a mut self,
+        provider_id: &'a str,
+        _op_id: &'a str,
+        _now: Millis,
+    ) -> crate::controller::cloud::BoxFuture<'a, Result<(), crate::controller::cloud::Retry>> {
+        Box::pin(async move {
+            let refused = |message: String| crate::controller::cloud::Retry { message, conflict: false };
+            let id = ec2::instance_id(provider_id)
+                .ok_or_else(|| refused(format!("{provider_id} is not an EC2 instance")))?;
+            ec2::reboot(&self.ec2, id).await.map_err(|e| refused(e.to_string()))
+        })
+    }
+
     fn list<'a>(
         &'a mut self,
         _now: Millis,

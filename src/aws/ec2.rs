@@ -601,6 +601,16 @@ pub async fn terminate(ec2: &Client, id: &str) -> Result<bool, AwsError> {
     }
 }
 
+/// Reboots a running instance (RebootInstances: EC2 reboots it in place, keeping its id, volumes and address).
+pub async fn reboot(ec2: &Client, id: &str) -> Result<(), AwsError> {
+    ec2.reboot_instances()
+        .instance_ids(id)
+        .send()
+        .await
+        .map(drop)
+        .map_err(|e| AwsError::call(format!("RebootInstances {id}"), e))
+}
+
 /// Instances to garbage-collect: live, older than 30 s, and held by no NodeClaim.
 pub fn leaked<'a>(
     instances: &'a [Ec2Instance],

@@ -172,6 +172,21 @@ impl CloudProvider for KwokCloud {
         })
     }
 
+    /// A KWOK node has no machine to restart: it is back at once, with a new boot id.
+    fn reboot<'a>(
+        &'a mut self,
+        provider_id: &'a str,
+        op_id: &'a str,
+        _now: Millis,
+    ) -> BoxFuture<'a, Result<(), Retry>> {
+        Box::pin(async move {
+            match provider_id.strip_prefix(PROVIDER_PREFIX) {
+                Some(node) => self.writer.set_node_boot_id(node, &format!("kwok-{op_id}")).await.map_err(retry),
+                None => Err(Retry { message: format!("instance {provider_id} is not a KWOK node"), conflict: false }),
+            }
+        })
+    }
+
     fn delete<'a>(&'a mut self, provider_id: &'a str, _now: Millis) -> BoxFuture<'a, Result<Option<String>, Retry>> {
         Box::pin(async move {
             match provider_id.strip_prefix(PROVIDER_PREFIX) {

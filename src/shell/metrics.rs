@@ -371,6 +371,7 @@ fn controller_of(method: &str) -> &'static str {
         "Delete" => "nodeclaim.termination",
         "List" => "nodeclaim.garbagecollection",
         "GetInstanceTypes" => "provisioner",
+        "Reboot" => "nodeclaim.reboot",
         _ => "nodeclaim.disruption",
     }
 }
@@ -659,6 +660,17 @@ impl CloudProvider for MeteredCloud {
             let result = self.inner.delete(provider_id, now).await;
             let errors: &[&str] = if result.is_err() { &[""] } else { &[] };
             self.metrics.cloud_call(provider, "Delete", started, errors);
+            result
+        })
+    }
+
+    fn reboot<'a>(&'a mut self, provider_id: &'a str, op_id: &'a str, now: Millis) -> BoxFuture<'a, Result<(), Retry>> {
+        Box::pin(async move {
+            let started = Instant::now();
+            let provider = self.inner.name();
+            let result = self.inner.reboot(provider_id, op_id, now).await;
+            let errors: &[&str] = if result.is_err() { &[""] } else { &[] };
+            self.metrics.cloud_call(provider, "Reboot", started, errors);
             result
         })
     }

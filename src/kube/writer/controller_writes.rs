@@ -106,6 +106,18 @@ impl Writer {
             .map_err(|e| super::from_kube(what, e))
     }
 
+    /// Sets a Node's `status.nodeInfo.bootID` (the KWOK cloud's reboot: the node is back at once with a new boot
+    /// id), through the status subresource.
+    pub async fn set_node_boot_id(&self, name: &str, boot_id: &str) -> Result<()> {
+        let what = self.guard(|| format!("reboot node {name}"))?;
+        let api: Api<Node> = Api::all(self.client.clone());
+        let patch = json!({ "status": { "nodeInfo": { "bootID": boot_id } } });
+        api.patch_status(name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+            .map(drop)
+            .map_err(|e| super::from_kube(what, e))
+    }
+
     /// Creates a Node object (the KWOK cloud's "instance"). An existing node of that name counts as created.
     pub async fn create_node(&self, node: &Node) -> Result<()> {
         let name = node.metadata.name.clone().unwrap_or_default();
