@@ -616,3 +616,20 @@ fn should_reboot_again_once_earlier_reboots_age_out_of_the_window() {
     assert_eq!(seen[2].0, ((25 * 60 + 10) * 60) as f64);
     assert!(repairs(&r).is_empty() && deleted(&r, "n1").is_none());
 }
+
+#[test]
+fn the_dashboard_shows_a_reboot_in_progress() {
+    let mut s = scenario("1.15", 3, "", "", "", &reboot_fault(1));
+    s.settings.repair_policies = with_reboot_policy();
+    let mut p = Playback::new(&s).unwrap_or_else(|e| panic!("{e}"));
+    let state_at = |p: &mut Playback, ms: i64| {
+        let end = p.start + ms;
+        p.advance(end).unwrap_or_else(|e| panic!("{e}"));
+        let v = karpenter_tui::shell::sim_picture::view(&mut p.world, Default::default(), 1);
+        v.nodes.iter().find(|n| n.name == "n1").map(|n| n.state).expect("n1")
+    };
+    use karpenter_tui::protocol::view::Lifecycle;
+    assert_eq!(state_at(&mut p, 5 * MINUTE), Lifecycle::Unhealthy, "matched, not yet due");
+    assert_eq!(state_at(&mut p, 11 * MINUTE + 1_000), Lifecycle::Rebooting);
+    assert_eq!(state_at(&mut p, 20 * MINUTE), Lifecycle::Initialized, "back");
+}

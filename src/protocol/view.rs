@@ -210,6 +210,8 @@ pub enum Lifecycle {
     Drifted,
     /// A repair policy matches one of its conditions: node repair replaces it when the toleration runs out.
     Unhealthy,
+    /// Repair is rebooting it in place (Karpenter v1.15): draining, or waiting for it to come back.
+    Rebooting,
     Disrupting,
     Deleting,
 }
@@ -223,6 +225,7 @@ impl Lifecycle {
             Lifecycle::Initialized => "Initialized",
             Lifecycle::Drifted => "Drifted",
             Lifecycle::Unhealthy => "Unhealthy",
+            Lifecycle::Rebooting => "Rebooting",
             Lifecycle::Disrupting => "Disrupting",
             Lifecycle::Deleting => "Deleting",
         }

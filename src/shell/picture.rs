@@ -245,6 +245,8 @@ pub fn fill_nodes(
             Lifecycle::Deleting
         } else if disrupting.contains(name) {
             Lifecycle::Disrupting
+        } else if claim.is_some_and(crate::controller::reboot::in_progress) {
+            Lifecycle::Rebooting
         } else if repair.is_some() {
             Lifecycle::Unhealthy
         } else if claim.is_some_and(|c| c.is_true("Drifted")) {

@@ -142,7 +142,7 @@ pub fn render(s: &AppState, area: Rect, buf: &mut Buffer) {
         let state_colour = match r.state {
             Lifecycle::Initialized => t.ok,
             Lifecycle::Launching | Lifecycle::Launched | Lifecycle::Registered => t.info,
-            Lifecycle::Drifted => t.warn,
+            Lifecycle::Drifted | Lifecycle::Rebooting => t.warn,
             Lifecycle::Unhealthy => t.bad,
             Lifecycle::Disrupting | Lifecycle::Deleting => t.bad,
         };
