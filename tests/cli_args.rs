@@ -289,6 +289,39 @@ fn packing_reaches_every_command() {
 }
 
 #[test]
+fn the_aws_providers_gates_have_their_own_flag() {
+    let options = |line: &[&str]| {
+        let Some(Command::Controller { in_cluster, cloud, live, .. }) = parses(line).command else {
+            panic!("controller")
+        };
+        live.options(Some(cloud), in_cluster, Mode::Auto, None)
+    };
+    let o = options(&[
+        "controller",
+        "--cloud",
+        "aws",
+        "--feature-gates",
+        "NodeRepair=true",
+        "--aws-feature-gates",
+        "RebootForRepair=true",
+    ])
+    .expect("options");
+    let config = karpenter_tui::config::Config::parse("theme: dark\n", "c.yaml").expect("config");
+    let s = config.controller_settings(o.mode, o.feature_gates.as_deref(), o.packing, "c.yaml").expect("valid");
+    assert!(s.gates.node_repair && s.gates.reboot_for_repair);
+    let e = options(&["controller", "--cloud", "aws", "--feature-gates", "RebootForRepair=true"])
+        .err()
+        .expect("refused")
+        .to_string();
+    assert!(e.contains("--feature-gates: RebootForRepair is the AWS provider's gate"), "{e}");
+    let e = options(&["controller", "--cloud", "aws", "--aws-feature-gates", "NodeRepair=true"])
+        .err()
+        .expect("refused")
+        .to_string();
+    assert!(e.contains("--aws-feature-gates: NodeRepair is not an AWS provider gate"), "{e}");
+}
+
+#[test]
 fn repair_flags_reach_the_controllers_settings() {
     let Some(Command::Controller { in_cluster, cloud, live, .. }) =
         parses(&["controller", "--cloud", "kwok", "--legacy-node-repair", "--repairs-without-approval"]).command

@@ -386,6 +386,7 @@ fn should_repair_the_higher_priority_condition_first() {
         action: RepairAction::Replace,
         termination_grace_period: None,
         priority: 50,
+        gate: None,
     });
     let events_text = format!(
         "{N1_NOT_READY}  - at: 1m\n    condition: {{node: n2, type: DiskPressure, status: \"True\", reason: KubeletHasDiskPressure}}\n"
@@ -523,6 +524,7 @@ fn with_reboot_policy() -> Vec<RepairPolicy> {
         action: RepairAction::Reboot,
         termination_grace_period: Some(5 * MINUTE),
         priority: 0,
+        gate: None,
     });
     p
 }
@@ -632,4 +634,43 @@ fn the_dashboard_shows_a_reboot_in_progress() {
     assert_eq!(state_at(&mut p, 5 * MINUTE), Lifecycle::Unhealthy, "matched, not yet due");
     assert_eq!(state_at(&mut p, 11 * MINUTE + 1_000), Lifecycle::Rebooting);
     assert_eq!(state_at(&mut p, 20 * MINUTE), Lifecycle::Initialized, "back");
+}
+
+/// The scenario on the AWS catalog (the simulated cloud plays AWS's repair policies), with `gates` as
+/// `settings.featureGates`.
+fn on_aws(gates: &str, events: &str) -> Scenario {
+    let text = text_of(3, "1.15", 3, "", "", "", events)
+        .replace(INLINE, "\ncatalog:\n  source: aws\n  zones: [us-east-1a, us-east-1b]\n")
+        .replace("instanceType: small, zone: z1", "instanceType: m5.large, zone: us-east-1a")
+        .replace("instanceType: small, zone: z2", "instanceType: m5.large, zone: us-east-1b")
+        .replace("featureGates: {NodeRepair: true}", &format!("featureGates: {{{gates}}}"));
+    parse_scenario(&text, "aws.yaml").unwrap_or_else(|e| panic!("{e}\n{text}"))
+}
+
+#[test]
+fn aws_reboots_for_repair_only_behind_its_gate() {
+    let xid = "  - at: 1m\n    condition: {node: n1, type: AcceleratedHardwareReady, status: \"False\", reason: NvidiaXID46Error}\n";
+    let gated = simulate(&on_aws("NodeRepair: true, RebootForRepair: true", xid));
+    let rebooted: Vec<(f64, String)> = r_reboots(&gated);
+    // AWS tolerates AcceleratedHardwareReady 10 minutes. The scenario's fault outlives the reboot (a simulated
+    // reboot brings back only Ready), so it is rebooted again 10 minutes after the first came back.
+    assert_eq!(rebooted.first(), Some(&(660.0, "n1".to_string())), "{rebooted:?}");
+    assert!(repairs(&gated).iter().all(|r| r.at > rebooted[0].0), "not replaced first");
+    let off = simulate(&on_aws("NodeRepair: true", xid));
+    assert!(r_reboots(&off).is_empty());
+    assert_eq!(
+        repairs(&off).iter().map(|r| (r.at, r.candidates.join(","))).collect::<Vec<_>>(),
+        [(660.0, "n1".into())]
+    );
+}
+
+/// (at, node) of every reboot decision, whatever its condition.
+fn r_reboots(r: &Report) -> Vec<(f64, String)> {
+    r.decisions
+        .iter()
+        .filter_map(|d| match &d.detail {
+            DecisionDetail::Reboot { candidates, .. } => Some((d.at, candidates.join(","))),
+            _ => None,
+        })
+        .collect()
 }

@@ -314,6 +314,10 @@ pub struct ElectionArgs {
     /// (over the config file's `controller.featureGates`; `karpenter-tui info` lists the gates and defaults).
     #[arg(long, value_name = "GATES")]
     pub feature_gates: Option<String>,
+    /// The AWS provider's feature gates, as its flag takes them: `RebootForRepair=true` lets its repair policies
+    /// reboot a node instead of replacing it (Karpenter v1.15).
+    #[arg(long, value_name = "GATES")]
+    pub aws_feature_gates: Option<String>,
     /// Karpenter v1.15's `--legacy-node-repair`: with NodeRepair on, v1.14's forceful node repair runs instead of
     /// repair as a voluntary disruption (over the config file's `controller.legacyNodeRepair`).
     #[arg(long)]
@@ -401,6 +405,37 @@ pub struct LogArgs {
     pub log_format: LogFormat,
 }
 
+/// `--feature-gates` and `--aws-feature-gates` as one list for [`crate::controller::settings::FeatureGates`], each
+/// flag holding only its own gates (as upstream's two binaries' flags do).
+fn gate_flags(core: Option<&str>, aws: Option<&str>) -> anyhow::Result<Option<String>> {
+    use crate::controller::settings::FeatureGates;
+    let names = |text: &str| -> Vec<String> {
+        text.split(',')
+            .filter_map(|e| e.split('=').next())
+            .map(str::trim)
+            .filter(|n| !n.is_empty())
+            .map(String::from)
+            .collect()
+    };
+    if let Some(n) =
+        core.map(names).unwrap_or_default().into_iter().find(|n| FeatureGates::AWS_NAMES.contains(&n.as_str()))
+    {
+        anyhow::bail!("--feature-gates: {n} is the AWS provider's gate; give it with --aws-feature-gates");
+    }
+    if let Some(n) =
+        aws.map(names).unwrap_or_default().into_iter().find(|n| !FeatureGates::AWS_NAMES.contains(&n.as_str()))
+    {
+        anyhow::bail!(
+            "--aws-feature-gates: {n} is not an AWS provider gate (those are: {})",
+            FeatureGates::AWS_NAMES.join(", ")
+        );
+    }
+    Ok(match (core, aws) {
+        (None, None) => None,
+        (a, b) => Some([a, b].into_iter().flatten().collect::<Vec<_>>().join(",")),
+    })
+}
+
 impl LiveArgs {
     /// The options of the dashboard (`ui`) or the controller (`ui: None`) on a live cluster.
     pub fn options(
@@ -415,6 +450,8 @@ impl LiveArgs {
             anyhow::bail!("{} only apply with --cloud aws", aws_only.join(", "));
         }
         let kwok = cloud == Some(CloudArg::Kwok);
+        let feature_gates =
+            gate_flags(self.election.feature_gates.as_deref(), self.election.aws_feature_gates.as_deref())?;
         Ok(LiveOptions {
             connect: self.kube.connect(in_cluster),
             readonly: ui.is_some_and(|u| u.readonly),
@@ -437,7 +474,7 @@ impl LiveArgs {
             },
             mode: self.election.mode.map(Mode::from).unwrap_or(default_mode),
             settings: crate::controller::Settings::default(),
-            feature_gates: self.election.feature_gates.clone(),
+            feature_gates,
             packing: self.packing.map(Packing::from),
             karpenter_version: self.karpenter_version,
             legacy_node_repair: self.election.legacy_node_repair,

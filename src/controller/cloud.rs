@@ -151,6 +151,8 @@ pub struct RepairPolicy {
     pub termination_grace_period: Option<Millis>,
     /// 0..=100: a more urgent policy's nodes are repaired first.
     pub priority: u8,
+    /// The feature gate that must be on for the policy to apply (AWS's reboots: `RebootForRepair`).
+    pub gate: Option<&'static str>,
 }
 
 /// What repair does to a node (v1.15): replace it, or reboot it in place.
@@ -173,6 +175,7 @@ impl RepairPolicy {
             action: RepairAction::Replace,
             termination_grace_period: None,
             priority: 0,
+            gate: None,
         }
     }
 }
@@ -192,6 +195,14 @@ pub fn aws_repair_policies() -> Vec<RepairPolicy> {
         p("NetworkingReady", "False", 30),
         p("KernelReady", "False", 30),
         p("ContainerRuntimeReady", "False", 30),
+        // Behind the AWS gate `RebootForRepair` (v1.15): the reasons AWS reboots for are not published. Assumed
+        // from upstream's end-to-end test, the one place to change: an accelerator's Xid 46 error reboots.
+        RepairPolicy {
+            reason_pattern: Some("NvidiaXID46Error".into()),
+            action: RepairAction::Reboot,
+            gate: Some("RebootForRepair"),
+            ..p("AcceleratedHardwareReady", "False", 10)
+        },
     ]
 }
 

@@ -90,7 +90,10 @@ pub fn unhealthy_threshold(total: usize) -> usize {
 
 impl Controller {
     /// The cloud's repair policies (see [`super::cloud::CloudProvider::repair_policies`]).
-    pub fn set_repair_policies(&mut self, policies: Vec<RepairPolicy>) {
+    pub fn set_repair_policies(&mut self, mut policies: Vec<RepairPolicy>) {
+        // A policy behind a gate that is off does not exist (AWS's reboots without `RebootForRepair`).
+        let gates = self.gates;
+        policies.retain(|p| p.gate.is_none_or(|g| gates.get(g) == Some(true)));
         self.repair_set = match Policies::new(policies.clone()) {
             Ok(set) => Some(set),
             Err(e) => {

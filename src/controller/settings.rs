@@ -71,6 +71,9 @@ pub struct FeatureGates {
     pub static_capacity: bool,
     /// `CapacityBuffer`: CapacityBuffer objects keep room for virtual pods.
     pub capacity_buffer: bool,
+    /// The AWS provider's `RebootForRepair` (v1.15, `--aws-feature-gates`): its repair policies may reboot a node
+    /// instead of replacing it.
+    pub reboot_for_repair: bool,
 }
 
 impl Default for FeatureGates {
@@ -82,6 +85,7 @@ impl Default for FeatureGates {
             node_overlay: false,
             static_capacity: false,
             capacity_buffer: false,
+            reboot_for_repair: false,
         }
     }
 }
@@ -97,14 +101,17 @@ pub enum GateError {
 
 impl FeatureGates {
     /// The gates by their upstream names, in upstream's order.
-    pub const NAMES: [&'static str; 6] = [
+    pub const NAMES: [&'static str; 7] = [
         "NodeRepair",
         "ReservedCapacity",
         "SpotToSpotConsolidation",
         "NodeOverlay",
         "StaticCapacity",
         "CapacityBuffer",
+        "RebootForRepair",
     ];
+    /// The AWS provider's gates among [`Self::NAMES`]: upstream sets them with `--aws-feature-gates`.
+    pub const AWS_NAMES: [&'static str; 1] = ["RebootForRepair"];
 
     fn slot(&mut self, name: &str) -> Option<&mut bool> {
         Some(match name {
@@ -114,6 +121,7 @@ impl FeatureGates {
             "NodeOverlay" => &mut self.node_overlay,
             "StaticCapacity" => &mut self.static_capacity,
             "CapacityBuffer" => &mut self.capacity_buffer,
+            "RebootForRepair" => &mut self.reboot_for_repair,
             _ => return None,
         })
     }
@@ -178,7 +186,7 @@ mod tests {
         assert_eq!(
             FeatureGates::default().to_string(),
             "NodeRepair=false,ReservedCapacity=true,SpotToSpotConsolidation=false,NodeOverlay=false,\
-             StaticCapacity=false,CapacityBuffer=false"
+             StaticCapacity=false,CapacityBuffer=false,RebootForRepair=false"
         );
     }
 
