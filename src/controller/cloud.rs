@@ -361,7 +361,15 @@ mod tests {
         for t in ["StorageReady", "NetworkingReady", "KernelReady", "ContainerRuntimeReady"] {
             assert_eq!(find(t, "False").map(|p| p.toleration), Some(30 * MINUTE), "{t}");
         }
-        assert_eq!(aws.len(), 7);
+        assert_eq!(aws.iter().filter(|p| p.gate.is_none()).count(), 7, "v1.14's, all fallbacks that replace");
+        assert!(
+            aws.iter()
+                .filter(|p| p.gate.is_none())
+                .all(|p| p.reason_pattern.is_none() && p.action == RepairAction::Replace)
+        );
+        // v1.15's reboot is AWS's only behind its gate.
+        let reboots: Vec<&RepairPolicy> = aws.iter().filter(|p| p.action == RepairAction::Reboot).collect();
+        assert!(!reboots.is_empty() && reboots.iter().all(|p| p.gate == Some("RebootForRepair")));
         let kwok = kwok_repair_policies();
         assert_eq!(kwok.len(), 2);
         assert!(kwok.iter().all(|p| p.condition_type == "Ready" && p.toleration == 10 * MINUTE));
