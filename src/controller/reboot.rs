@@ -330,6 +330,113 @@ mod tests {
         assert_eq!(lifecycle::duration_ms(&go_duration(5 * MINUTE)), Some(5 * MINUTE), "and read back");
     }
 
+    use std::sync::Arc;
+
+    use crate::controller::Settings;
+    use crate::engine::catalog::fake::fake_catalog;
+    use crate::engine::provisioning::Snapshot;
+
+    const T0: Millis = 1_767_225_600_000;
+
+    /// n1, Ready, boot id `boot`; its claim rebooting since T0 at `phase`, with `notes` as annotations.
+    fn cluster(phase: &str, boot: &str, notes: serde_json::Value) -> Snapshot {
+        let node: Node = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "n1", "labels": {labels::NODEPOOL: "default"}},
+            "spec": {"providerID": "kwok://n1"},
+            "status": {"nodeInfo": {"bootID": boot},
+                       "conditions": [{"type": "Ready", "status": "True", "lastTransitionTime": lifecycle::rfc3339(T0)}]}
+        }))
+        .expect("node");
+        let claim: NodeClaim = serde_json::from_value(serde_json::json!({
+            "apiVersion": "karpenter.sh/v1", "kind": "NodeClaim",
+            "metadata": {"name": "n1", "annotations": notes, "labels": {labels::NODEPOOL: "default"},
+                         "finalizers": [labels::TERMINATION_FINALIZER]},
+            "spec": {"nodeClassRef": {"group": "karpenter.kwok.sh", "kind": "KWOKNodeClass", "name": "default"},
+                     "requirements": []},
+            "status": {"providerID": "kwok://n1", "nodeName": "n1", "conditions": [
+                {"type": "Launched", "status": "True", "reason": "Launched", "message": "",
+                 "lastTransitionTime": lifecycle::rfc3339(T0 - 60 * MINUTE)},
+                {"type": "Registered", "status": "True", "reason": "Registered", "message": "",
+                 "lastTransitionTime": lifecycle::rfc3339(T0 - 60 * MINUTE)},
+                {"type": "Initialized", "status": "True", "reason": "Initialized", "message": "",
+                 "lastTransitionTime": lifecycle::rfc3339(T0 - 60 * MINUTE)},
+                {"type": COND_REBOOTING, "status": "True", "reason": phase, "message": "",
+                 "lastTransitionTime": lifecycle::rfc3339(T0)}]}
+        }))
+        .expect("claim");
+        let mut s = Snapshot::default();
+        s.nodes.push(node.into());
+        s.nodeclaims.push(claim.into());
+        s
+    }
+
+    fn rebooting(effects: &[Effect]) -> Option<(String, Option<String>)> {
+        effects.iter().find_map(|e| match e {
+            Effect::PatchClaimStatus { status, .. } => status
+                .conditions
+                .iter()
+                .find(|c| c.type_ == COND_REBOOTING)
+                .map(|c| (c.reason.clone().unwrap_or_default(), c.message.clone())),
+            _ => None,
+        })
+    }
+
+    fn deleted(effects: &[Effect]) -> bool {
+        effects.iter().any(|e| matches!(e, Effect::DeleteNodeClaim { reason: DeleteReason::Unhealthy, .. }))
+    }
+
+    fn controller() -> Controller {
+        Controller::with_settings(Arc::new(fake_catalog()), Settings::default(), T0)
+    }
+
+    #[test]
+    fn a_reboot_the_cloud_refuses_fails_and_the_node_is_replaced() {
+        let pre = serde_json::json!({ANNOTATION_PRE_BOOT_ID: "b1"});
+        let s = cluster(REASON_ISSUED, "b1", pre);
+        let mut c = controller();
+        c.outcome(super::super::Outcome::RebootRefused { claim: "n1".into(), message: "no such instance".into() }, T0);
+        let effects = c.lifecycle(&s.view(), T0 + SECOND);
+        let (reason, message) = rebooting(&effects).expect("Rebooting written");
+        assert_eq!(reason, REASON_FAILED);
+        assert!(message.is_some_and(|m| m.starts_with(RESULT_PROVIDER_ERROR)));
+        assert!(deleted(&effects), "escalated to replacement: {effects:?}");
+    }
+
+    #[test]
+    fn a_node_not_back_within_20_minutes_fails_the_reboot() {
+        let pre = serde_json::json!({ANNOTATION_PRE_BOOT_ID: "b1"});
+        let s = cluster(REASON_ISSUED, "b1", pre);
+        let mut c = controller();
+        let waiting = c.lifecycle(&s.view(), T0 + 19 * MINUTE);
+        assert!(rebooting(&waiting).is_none() && !deleted(&waiting), "still waiting: {waiting:?}");
+        let late = c.lifecycle(&s.view(), T0 + OBSERVATION_DEADLINE);
+        assert!(
+            rebooting(&late)
+                .is_some_and(|(r, m)| r == REASON_FAILED && m.is_some_and(|m| m.starts_with(RESULT_RECOVERY_TIMEOUT)))
+        );
+        assert!(deleted(&late));
+    }
+
+    #[test]
+    fn a_new_boot_id_on_a_ready_node_is_a_reboot_that_succeeded() {
+        let s = cluster(REASON_ISSUED, "b2", serde_json::json!({ANNOTATION_PRE_BOOT_ID: "b1"}));
+        let effects = controller().lifecycle(&s.view(), T0 + MINUTE);
+        assert_eq!(rebooting(&effects).map(|r| r.0), Some(REASON_SUCCEEDED.to_string()));
+        assert!(!deleted(&effects));
+    }
+
+    #[test]
+    fn a_malformed_grace_period_fails_the_reboot_without_deleting_anything() {
+        let s = cluster(REASON_REQUESTED, "b1", serde_json::json!({ANNOTATION_GRACE: "soon"}));
+        let effects = controller().lifecycle(&s.view(), T0 + SECOND);
+        assert!(
+            rebooting(&effects)
+                .is_some_and(|(r, m)| r == REASON_FAILED && m.is_some_and(|m| m.starts_with(RESULT_INVALID_REQUEST)))
+        );
+        assert!(!deleted(&effects), "an invalid request leaves the node alone");
+        assert!(!effects.iter().any(|e| matches!(e, Effect::RebootInstance { .. })));
+    }
+
     #[test]
     fn the_history_counts_a_day() {
         let mut h = History::default();
