@@ -674,3 +674,14 @@ fn r_reboots(r: &Report) -> Vec<(f64, String)> {
         })
         .collect()
 }
+
+#[test]
+fn the_legacy_controller_under_1_15_honours_do_not_repair() {
+    // v1.15's `--legacy-node-repair` runs v1.14's controller, which in v1.15 reads the veto.
+    let veto = ", annotations: {karpenter.sh/do-not-repair: \"true\"}";
+    let mut s = scenario("1.15", 3, "", "", veto, N1_NOT_READY);
+    s.settings.controller.legacy_node_repair = true;
+    let r = simulate(&s);
+    assert!(forceful(&r).is_empty() && repairs(&r).is_empty());
+    assert!(deleted(&r, "n1").is_none());
+}

@@ -294,7 +294,10 @@ impl Controller {
                 continue;
             };
             let Some(u) = unhealthy(n, &policies) else { continue };
-            // v1.15's legacy controller reads the veto too.
+            // v1.15's legacy controller leaves a rebooting node to its reboot, and reads the veto too.
+            if reboot::in_progress(claim) {
+                continue;
+            }
             let vetoed = |a: Option<&BTreeMap<String, String>>| {
                 a.and_then(|a| a.get(labels::ANNOTATION_DO_NOT_REPAIR)).is_some_and(|v| v == "true")
             };
