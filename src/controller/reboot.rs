@@ -21,8 +21,7 @@ use crate::engine::lifecycle::{self, DeleteReason, set_condition};
 use crate::engine::provisioning::{ClusterSnapshot, Millis};
 use crate::engine::state::Nodes;
 
-/// The NodeClaim condition a reboot moves through.
-pub const COND_REBOOTING: &str = "Rebooting";
+pub use crate::engine::api::nodeclaim::COND_REBOOTING;
 pub const REASON_REQUESTED: &str = "RebootRequested";
 pub const REASON_ISSUED: &str = "RebootIssued";
 pub const REASON_SUCCEEDED: &str = "RebootSucceeded";
@@ -294,6 +293,12 @@ impl Controller {
         }
         let w = out.claim(claim);
         set_condition(w, COND_REBOOTING, "False", REASON_FAILED, &format!("{result}: {why}"), now);
+        if result == RESULT_INVALID_REQUEST
+            && let Some(status) = w.status.as_mut()
+        {
+            // The node stays: nothing marks it for disruption any more.
+            status.conditions.retain(|c| c.type_ != COND_DISRUPTION_REASON);
+        }
         self.event(claim_ref(claim), true, REASON_FAILED, format!("Reboot failed ({result}): {why}"), now, out);
         if result != RESULT_INVALID_REQUEST {
             out.push(Effect::DeleteNodeClaim { name: claim.name().to_string(), reason: DeleteReason::Unhealthy });

@@ -11,7 +11,9 @@ use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use rustc_hash::FxHashMap;
 
 use crate::engine::api::NodeClaim;
-use crate::engine::api::nodeclaim::{COND_DISRUPTION_REASON, COND_INITIALIZED, COND_INSTANCE_TERMINATING};
+use crate::engine::api::nodeclaim::{
+    COND_DISRUPTION_REASON, COND_INITIALIZED, COND_INSTANCE_TERMINATING, COND_REBOOTING,
+};
 use crate::engine::labels;
 use crate::engine::provisioning::ClusterSnapshot;
 use crate::engine::resources::{Resources, parse_quantity};
@@ -81,7 +83,8 @@ impl StateNode<'_> {
     /// A disruption command took this node (its NodeClaim has `DisruptionReason=True`): its pods will move, so the
     /// provisioner treats it as deleting (upstream keeps this mark in memory; the condition is its durable form).
     pub fn is_marked_for_deletion(&self) -> bool {
-        self.nodeclaim.is_some_and(|c| c.is_true(COND_DISRUPTION_REASON))
+        // A reboot carries the reason too (it is repair's), but the node stays.
+        self.nodeclaim.is_some_and(|c| c.is_true(COND_DISRUPTION_REASON) && !c.is_true(COND_REBOOTING))
     }
 
     pub fn initialized(&self) -> bool {

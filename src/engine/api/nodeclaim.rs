@@ -128,6 +128,8 @@ pub const COND_INITIALIZED: &str = "Initialized";
 pub const COND_DRIFTED: &str = "Drifted";
 pub const COND_CONSOLIDATABLE: &str = "Consolidatable";
 pub const COND_DISRUPTION_REASON: &str = "DisruptionReason";
+/// Karpenter v1.15: a reboot is under way (`True`), or how the last one ended (`False`).
+pub const COND_REBOOTING: &str = "Rebooting";
 pub const COND_INSTANCE_TERMINATING: &str = "InstanceTerminating";
 
 impl NodeClaim {
