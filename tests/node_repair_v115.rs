@@ -685,3 +685,14 @@ fn the_legacy_controller_under_1_15_honours_do_not_repair() {
     assert!(forceful(&r).is_empty() && repairs(&r).is_empty());
     assert!(deleted(&r, "n1").is_none());
 }
+
+#[test]
+fn an_approved_reboot_holds_though_its_pods_would_need_new_capacity() {
+    // Approve mode: the reboot waits for the operator; at approval it is checked again, and a reboot does not
+    // remove its node, so its pods needing a new node elsewhere does not invalidate it.
+    let mut s = scenario("1.15", 3, "", "", "", &format!("{}  - at: 15m\n    approve: all\n", reboot_fault(1)));
+    s.settings.repair_policies = with_reboot_policy();
+    s.settings.controller.mode = karpenter_tui::engine::disruption::gate::Mode::Approve;
+    let seen = reboots(&simulate(&s));
+    assert_eq!(seen, vec![(660.0, "n1".to_string(), DecisionState::Executed)]);
+}

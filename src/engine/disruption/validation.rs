@@ -115,7 +115,9 @@ pub fn validate(ctx: &Context<'_>, cmd: &Command) -> Result<(), Invalid> {
     }
     // Neither needs a simulation: emptiness moves no pods, and a static pool's replacement is its template.
     let is_static = |c: &&Candidate| ctx.snap.nodepools.iter().any(|p| p.name() == c.nodepool && sc::is_static(p));
+    // A reboot keeps its node: nothing needs a place elsewhere.
     if matches!(cmd.method, Method::Emptiness | Method::StaticDrift)
+        || cmd.is_reboot()
         || cmd.method == Method::Repair && fresh.iter().all(is_static)
     {
         return Ok(());
