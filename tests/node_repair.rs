@@ -4,6 +4,8 @@
 //! controller-level cases (requeue at the closest deadline, the 20 % rule, non-matching statuses) are unit tests
 //! in `src/controller/repair.rs`.
 
+mod common;
+
 use karpenter_tui::sim::report::{DecisionDetail, Report};
 use karpenter_tui::sim::run::run;
 use karpenter_tui::sim::scenario::parse_scenario;
@@ -44,19 +46,7 @@ nodes:
      annotations: {karpenter.sh/do-not-disrupt: "true"}}
 "#;
 
-const INLINE: &str = r#"
-catalog:
-  source: inline
-  instanceTypes:
-    - name: small
-      cpu: "2"
-      memory: 4Gi
-      pods: 10
-      overhead: {cpu: 100m, memory: 100Mi}
-      offerings:
-        - {zone: z1, capacityType: on-demand, price: 0.05}
-        - {zone: z2, capacityType: on-demand, price: 0.05}
-"#;
+use common::SMALL_ON_DEMAND_TYPES as INLINE;
 
 fn simulate(catalog: &str, settings: &str, events: &str) -> Report {
     let text = format!("name: repair-test\nuntil: 40m\n{settings}{catalog}{POOL}events:\n{events}");

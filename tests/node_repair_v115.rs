@@ -4,6 +4,8 @@
 //! (forcefully, ignoring budgets and vetoes), that is asserted beside it. v1.14's own cases are in
 //! tests/node_repair.rs.
 
+mod common;
+
 use karpenter_tui::controller::cloud::{RepairAction, RepairPolicy};
 use karpenter_tui::sim::report::{DecisionDetail, DecisionState, DisruptionMethod, DisruptionReason, Report};
 use karpenter_tui::sim::run::{Playback, run};
@@ -12,19 +14,7 @@ use karpenter_tui::sim::world::EventRecord;
 
 const MINUTE: i64 = 60_000;
 
-const INLINE: &str = r#"
-catalog:
-  source: inline
-  instanceTypes:
-    - name: small
-      cpu: "2"
-      memory: 4Gi
-      pods: 10
-      overhead: {cpu: 100m, memory: 100Mi}
-      offerings:
-        - {zone: z1, capacityType: on-demand, price: 0.05}
-        - {zone: z2, capacityType: on-demand, price: 0.05}
-"#;
+use common::SMALL_ON_DEMAND_TYPES as INLINE;
 
 /// A pool of three nodes, one 1500m pod on each (`replicas` of them), `disruption` lines under the pool's
 /// `spec.disruption`, `extra_objects` appended to `objects`, and `n1_extra` on n1's entry.
@@ -345,23 +335,26 @@ fn blocked_pod_gone(s: &Scenario) -> (f64, f64) {
     (ready, pod.deleted_at.expect("the blocked pod is deleted at the deadline"))
 }
 
+/// How long n1's blocked pod was drained, in minutes, after the replacement was up, with every policy's grace
+/// period `grace` (the NodeClaim's is 5 minutes).
+fn drained_minutes(grace: i64) -> f64 {
+    let mut s = scenario("1.15", 3, "", PDB, "", N1_NOT_READY);
+    s.settings.repair_policies = bounded(grace);
+    let (ready, gone) = blocked_pod_gone(&s);
+    (gone - ready) / 60.0
+}
+
 #[test]
 fn should_stamp_min_policy_tgp_nodeclaim_tgp_before_requesting_deletion() {
     // Policy 20m, NodeClaim 5m: the deadline is 5 minutes after the replacement is up.
-    let mut s = scenario("1.15", 3, "", PDB, "", N1_NOT_READY);
-    s.settings.repair_policies = bounded(20 * MINUTE);
-    let (ready, gone) = blocked_pod_gone(&s);
-    let bound = (gone - ready) / 60.0;
+    let bound = drained_minutes(20 * MINUTE);
     assert!((4.5..=5.5).contains(&bound), "drained for {bound} minutes");
 }
 
 #[test]
 fn a_policy_grace_period_shorter_than_the_nodeclaims_bounds_the_drain() {
     // Policy 2m, NodeClaim 5m: 2 minutes (the upstream case above cannot tell the two apart).
-    let mut s = scenario("1.15", 3, "", PDB, "", N1_NOT_READY);
-    s.settings.repair_policies = bounded(2 * MINUTE);
-    let (ready, gone) = blocked_pod_gone(&s);
-    let bound = (gone - ready) / 60.0;
+    let bound = drained_minutes(2 * MINUTE);
     assert!((1.5..=2.5).contains(&bound), "drained for {bound} minutes");
 }
 

@@ -149,7 +149,11 @@ async fn run_one(
         }
         Effect::DeleteInstance { provider_id } => Ok(cloud.delete(&provider_id, now).await?),
         Effect::RebootInstance { claim, provider_id, op_id } => match cloud.reboot(&provider_id, &op_id, now).await {
-            Ok(()) => Ok(Some(format!("rebooting the instance of NodeClaim {claim}"))),
+            Ok(()) => {
+                let line = format!("rebooting the instance of NodeClaim {claim}");
+                outcomes.push(Outcome::Rebooted { claim });
+                Ok(Some(line))
+            }
             // Not retried: the reboot fails and the node is replaced, as upstream's `provider_error`.
             Err(r) => {
                 let line = format!("reboot of NodeClaim {claim} refused by the cloud: {}", r.message);

@@ -155,6 +155,10 @@ pub struct Controller {
     legacy_node_repair: bool,
     /// Reboots committed per NodeClaim (v1.15's repair escalates a third within a day to replacement).
     reboots: reboot::History,
+    /// Reboots asked of the cloud and not answered yet, by NodeClaim.
+    reboots_sent: BTreeSet<String>,
+    /// Reboots the cloud took: recorded as issued on the reboot controller's next pass.
+    reboots_taken: BTreeSet<String>,
     /// Reboots the cloud refused, by NodeClaim: failed on the reboot controller's next pass.
     reboot_failures: BTreeMap<String, String>,
     /// Repairs carried out, oldest first.
@@ -226,6 +230,10 @@ pub enum Outcome {
     InsufficientCapacity {
         claim: String,
         message: String,
+    },
+    /// The cloud took the reboot of the claim's instance.
+    Rebooted {
+        claim: String,
     },
     /// The cloud could not reboot the claim's instance (repair's reboot fails, and the claim is replaced).
     RebootRefused {
@@ -301,6 +309,8 @@ impl Controller {
             repair_set: None,
             legacy_node_repair: settings.legacy_node_repair,
             reboots: reboot::History::default(),
+            reboots_sent: BTreeSet::new(),
+            reboots_taken: BTreeSet::new(),
             reboot_failures: BTreeMap::new(),
             repairs: Vec::new(),
             overlays: overlays::OverlayState::default(),
@@ -1573,7 +1583,8 @@ impl Controller {
             }
             Outcome::LaunchImpossible { claim, message } => self.launch_impossible(&claim, &message, now),
             Outcome::InsufficientCapacity { claim, message } => self.tell_nominated_pods(&claim, &message, now),
-            Outcome::RebootRefused { claim, message } => self.reboot_refused(claim, message),
+            Outcome::Rebooted { claim } => self.reboot_answered(claim, Ok(())),
+            Outcome::RebootRefused { claim, message } => self.reboot_answered(claim, Err(message)),
         }
     }
 
@@ -1658,11 +1669,10 @@ pub(crate) fn drain_deadline(claim: &NodeClaim, at: Millis) -> Option<Effect> {
     if lifecycle::annotated_deadline(claim).is_some_and(|t| t <= at) {
         return None;
     }
-    let now = at;
     Some(Effect::PatchClaimMetadata {
         name: claim.name().to_string(),
         labels: BTreeMap::new(),
-        annotations: [(lifecycle::ANNOTATION_TERMINATION_TIMESTAMP.to_string(), lifecycle::rfc3339(now))].into(),
+        annotations: [(lifecycle::ANNOTATION_TERMINATION_TIMESTAMP.to_string(), lifecycle::rfc3339(at))].into(),
         remove_annotations: Vec::new(),
         finalizers: None,
     })

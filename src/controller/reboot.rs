@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 use k8s_openapi::api::core::v1::{Node, ObjectReference, Taint};
 
 use super::effect::LabelTarget;
-use super::out::Out;
+use super::out::{Out, has_taint, remove_taint};
 use super::timing::{MINUTE, SECOND};
 use super::{Controller, Effect};
 use crate::engine::api::NodeClaim;
@@ -20,6 +20,7 @@ use crate::engine::labels;
 use crate::engine::lifecycle::{self, DeleteReason, set_condition};
 use crate::engine::provisioning::{ClusterSnapshot, Millis};
 use crate::engine::state::Nodes;
+use crate::engine::termination;
 
 pub use crate::engine::api::nodeclaim::COND_REBOOTING;
 pub const REASON_REQUESTED: &str = "RebootRequested";
@@ -80,30 +81,17 @@ impl History {
 }
 
 fn claim_ref(c: &NodeClaim) -> ObjectReference {
-    ObjectReference {
-        kind: Some("NodeClaim".into()),
-        api_version: Some("karpenter.sh/v1".into()),
-        name: Some(c.name().to_string()),
-        uid: c.metadata.uid.clone(),
-        ..Default::default()
-    }
+    super::repair::object_ref("NodeClaim", "karpenter.sh/v1", c.name(), c.metadata.uid.clone())
 }
 
 fn boot_id(n: &Node) -> Option<&str> {
     n.status.as_ref()?.node_info.as_ref().map(|i| i.boot_id.as_str()).filter(|b| !b.is_empty())
 }
 
-fn rebooting_taint() -> Taint {
-    Taint { key: TAINT_REBOOTING.into(), effect: "NoSchedule".into(), ..Default::default() }
-}
-
-fn set_taint(n: &mut Node, on: bool) {
-    let taints = n.spec.get_or_insert_with(Default::default).taints.get_or_insert_with(Vec::new);
-    let has = taints.iter().any(|t| t.key == TAINT_REBOOTING);
-    if on && !has {
-        taints.push(rebooting_taint());
-    } else if !on && has {
-        taints.retain(|t| t.key != TAINT_REBOOTING);
+fn add_rebooting_taint(n: &mut Node) {
+    if !has_taint(n, TAINT_REBOOTING) {
+        let taint = Taint { key: TAINT_REBOOTING.into(), effect: "NoSchedule".into(), ..Default::default() };
+        n.spec.get_or_insert_with(Default::default).taints.get_or_insert_with(Vec::new).push(taint);
     }
 }
 
@@ -149,6 +137,10 @@ impl Controller {
         let joined = Nodes::of(m);
         let claims: Vec<&NodeClaim> =
             m.nodeclaims.iter().filter(|c| in_progress(c) && c.metadata.deletion_timestamp.is_none()).collect();
+        // Answers about claims no longer rebooting are of no use.
+        let live = |name: &String| claims.iter().any(|c| c.name() == name);
+        self.reboots_sent.retain(live);
+        self.reboots_taken.retain(live);
         for claim in claims {
             let Some(cond) = claim.condition(COND_REBOOTING) else { continue };
             let since = cond.last_transition_time.as_deref().and_then(lifecycle::parse_rfc3339).unwrap_or(now);
@@ -190,18 +182,24 @@ impl Controller {
             self.requeue(now + POLL);
             return;
         };
-        set_taint(out.node(node), true);
         let name = node.metadata.name.as_deref().unwrap_or_default();
+        if self.reboots_taken.remove(claim.name()) {
+            self.reboot_taken(claim, name, now, out);
+            return;
+        }
+        if self.reboots_sent.contains(claim.name()) {
+            // Asked, not answered yet.
+            self.requeue(now + SECOND);
+            return;
+        }
+        add_rebooting_taint(out.node(node));
         let deadline = grace.map(|g| since.saturating_add(g.max(MIN_DRAIN)));
-        // The pods a drain moves (DaemonSet and static pods stay), terminating ones included until they are gone.
+        // The pods a drain waits for, as termination's, but DaemonSet pods stay (they would come back to the node).
         let draining: Vec<&crate::engine::stored_pod::StoredPod> = m
             .pods
             .iter()
-            .filter(|p| p.node_name() == Some(name))
-            .filter(|p| !matches!(p.status.as_ref().and_then(|s| s.phase.as_deref()), Some("Succeeded" | "Failed")))
-            .filter(|p| {
-                !p.metadata.owner_references.iter().flatten().any(|o| o.kind == "DaemonSet" || o.kind == "Node")
-            })
+            .filter(|p| p.node_name() == Some(name) && termination::is_waiting_eviction(p, now))
+            .filter(|p| !p.metadata.owner_references.iter().flatten().any(|o| o.kind == "DaemonSet"))
             .collect();
         // Drain by eviction only (PDBs hold it) until the deadline; pods still there then stay through the reboot.
         if !draining.is_empty() && deadline.is_none_or(|d| now < d) {
@@ -231,6 +229,14 @@ impl Controller {
             provider_id: provider_id.to_string(),
             op_id: format!("{}-{since}-{pre}", claim.metadata.uid.as_deref().unwrap_or(claim.name())),
         });
+        // The claim says the reboot was issued once the cloud has taken it (see `reboot_answered`).
+        self.reboots_sent.insert(claim.name().to_string());
+        self.requeue(now + SECOND);
+    }
+
+    /// The cloud took the reboot of `claim`'s instance: the claim says so, and the node is uninitialized until it
+    /// is back.
+    fn reboot_taken(&mut self, claim: &NodeClaim, name: &str, now: Millis, out: &mut Out) {
         out.push(Effect::Relabel {
             target: LabelTarget::Node,
             name: name.to_string(),
@@ -249,7 +255,7 @@ impl Controller {
         if let Some(node) = node {
             let rebooted = boot_id(node).is_some_and(|b| Some(b) != pre.as_deref());
             if rebooted {
-                set_taint(out.node(node), false);
+                remove_taint(out.node(node), TAINT_REBOOTING);
             }
             if rebooted && lifecycle::node_ready(node) {
                 let name = node.metadata.name.clone().unwrap_or_default();
@@ -289,7 +295,7 @@ impl Controller {
         out: &mut Out,
     ) {
         if let Some(n) = node {
-            set_taint(out.node(n), false);
+            remove_taint(out.node(n), TAINT_REBOOTING);
         }
         let w = out.claim(claim);
         set_condition(w, COND_REBOOTING, "False", REASON_FAILED, &format!("{result}: {why}"), now);
@@ -305,9 +311,18 @@ impl Controller {
         }
     }
 
-    /// The cloud could not reboot `claim`'s instance: the reboot fails on the next pass.
-    pub(super) fn reboot_refused(&mut self, claim: String, message: String) {
-        self.reboot_failures.insert(claim, message);
+    /// The cloud's answer to the reboot of `claim`'s instance: taken (the next pass records it as issued), or
+    /// refused with `Err` (the next pass fails it).
+    pub(super) fn reboot_answered(&mut self, claim: String, answer: Result<(), String>) {
+        self.reboots_sent.remove(&claim);
+        match answer {
+            Ok(()) => {
+                self.reboots_taken.insert(claim);
+            }
+            Err(message) => {
+                self.reboot_failures.insert(claim, message);
+            }
+        }
     }
 }
 
@@ -428,6 +443,20 @@ mod tests {
         let effects = controller().lifecycle(&s.view(), T0 + MINUTE);
         assert_eq!(rebooting(&effects).map(|r| r.0), Some(REASON_SUCCEEDED.to_string()));
         assert!(!deleted(&effects));
+    }
+
+    #[test]
+    fn the_claim_says_issued_only_once_the_cloud_took_the_reboot() {
+        let s = cluster(REASON_REQUESTED, "b1", serde_json::json!({ANNOTATION_GRACE: "5m0s"}));
+        let mut c = controller();
+        let asked = c.lifecycle(&s.view(), T0 + 10 * SECOND);
+        assert!(asked.iter().any(|e| matches!(e, Effect::RebootInstance { claim, .. } if claim == "n1")), "{asked:?}");
+        assert!(rebooting(&asked).is_none(), "nothing said before the cloud answers: {asked:?}");
+        let waiting = c.lifecycle(&s.view(), T0 + 11 * SECOND);
+        assert!(!waiting.iter().any(|e| matches!(e, Effect::RebootInstance { .. })), "not asked twice");
+        c.outcome(super::super::Outcome::Rebooted { claim: "n1".into() }, T0 + 11 * SECOND);
+        let taken = c.lifecycle(&s.view(), T0 + 12 * SECOND);
+        assert_eq!(rebooting(&taken).map(|r| r.0), Some(REASON_ISSUED.to_string()));
     }
 
     #[test]

@@ -16,15 +16,14 @@ use super::repair_policy::Policies;
 use super::timing::MINUTE;
 use super::{Controller, Effect};
 use crate::engine::api::NodeClaim;
-use crate::engine::disruption::repair::{Due, RepairBlock, RepairBlocked, RepairInputs};
+use crate::engine::disruption::repair::{Due, RepairBlock, RepairBlocked, RepairInputs, says_do_not_repair};
 use crate::engine::labels;
 use crate::engine::lifecycle::{self, DeleteReason};
 use crate::engine::provisioning::{ClusterSnapshot, Millis};
 use crate::engine::state;
 use crate::engine::version::KarpenterVersion;
 
-/// At most this share of a NodePool's (or the cluster's) nodes may be unhealthy for repair to go on, rounded up.
-pub const ALLOWED_UNHEALTHY_PERCENT: u64 = 20;
+pub use crate::engine::disruption::repair::{ALLOWED_UNHEALTHY_PERCENT, unhealthy_threshold};
 /// A blocked repair is looked at again after this long.
 pub const BLOCKED_REQUEUE: Millis = 5 * MINUTE;
 /// Repairs remembered for the dashboard and the report, at most.
@@ -81,11 +80,6 @@ pub fn unhealthy(n: &Node, policies: &[RepairPolicy]) -> Option<Unhealthy> {
             })
         })
         .min_by_key(|u| u.deadline)
-}
-
-/// `ceil(20 % × total)`: how many unhealthy nodes a scope of `total` nodes tolerates.
-pub fn unhealthy_threshold(total: usize) -> usize {
-    (total as u64 * ALLOWED_UNHEALTHY_PERCENT).div_ceil(100) as usize
 }
 
 impl Controller {
@@ -145,7 +139,6 @@ impl Controller {
             let due = Due {
                 condition: r.condition,
                 score: r.score,
-                priority: r.priority,
                 eligible_since: r.eligible_since,
                 policy_grace: r.drain_bound,
                 reboot: r.action == RepairAction::Reboot && !escalated,
@@ -298,11 +291,9 @@ impl Controller {
             if reboot::in_progress(claim) {
                 continue;
             }
-            let vetoed = |a: Option<&BTreeMap<String, String>>| {
-                a.and_then(|a| a.get(labels::ANNOTATION_DO_NOT_REPAIR)).is_some_and(|v| v == "true")
-            };
             if self.version.reads_do_not_repair()
-                && (vetoed(n.metadata.annotations.as_ref()) || vetoed(claim.metadata.annotations.as_ref()))
+                && (says_do_not_repair(n.metadata.annotations.as_ref())
+                    || says_do_not_repair(claim.metadata.annotations.as_ref()))
             {
                 continue;
             }
@@ -335,7 +326,7 @@ impl Controller {
     }
 }
 
-fn object_ref(kind: &str, api_version: &str, name: &str, uid: Option<String>) -> ObjectReference {
+pub(super) fn object_ref(kind: &str, api_version: &str, name: &str, uid: Option<String>) -> ObjectReference {
     ObjectReference {
         kind: Some(kind.into()),
         api_version: Some(api_version.into()),

@@ -650,12 +650,13 @@ fn build_report(s: &Scenario, w: &World, start: Millis, end: Millis, wall: Durat
         })
         .collect();
     // v1.15's repairs are disruption commands: their deletions are not v1.14's forceful repair decisions.
-    let repaired: BTreeSet<&str> = disruptions
+    let repaired_nodes: BTreeSet<&str> = disruptions
         .values()
         .filter(|d| d.method == Method::Repair && !d.reboot)
-        .flat_map(|d| d.candidates.iter())
-        .filter_map(|node| w.record.nodes.iter().find(|n| &n.name == node)?.nodeclaim.as_deref())
+        .flat_map(|d| d.candidates.iter().map(String::as_str))
         .collect();
+    let repaired: BTreeSet<&str> =
+        node_of_claim.iter().filter(|(_, node)| repaired_nodes.contains(*node)).map(|(claim, _)| *claim).collect();
     r.decisions = w
         .record
         .decisions

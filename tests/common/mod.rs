@@ -238,6 +238,21 @@ pub fn scheduled(r: &ProvisioningResult) -> usize {
     r.results.scheduled_pods()
 }
 
+/// One inline type (`small`: 2 vCPU, 4 GiB) on demand in z1 and z2, as the `catalog:` section of a scenario.
+pub const SMALL_ON_DEMAND_TYPES: &str = r#"
+catalog:
+  source: inline
+  instanceTypes:
+    - name: small
+      cpu: "2"
+      memory: 4Gi
+      pods: 10
+      overhead: {cpu: 100m, memory: 100Mi}
+      offerings:
+        - {zone: z1, capacityType: on-demand, price: 0.05}
+        - {zone: z2, capacityType: on-demand, price: 0.05}
+"#;
+
 /// A two-type inline catalogue (small: 2 vCPU, large: 8 vCPU; spot in z1, on-demand in z1 and z2) for scenario
 /// tests, as the `catalog:` section of a scenario.
 pub const SMALL_LARGE_TYPES: &str = r#"

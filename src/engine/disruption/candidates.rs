@@ -356,9 +356,6 @@ pub fn survey(ctx: &Context<'_>) -> Survey {
         } else {
             &mut out.candidates
         };
-        let annotated = |a: Option<&BTreeMap<String, String>>| {
-            a.and_then(|a| a.get(labels::ANNOTATION_DO_NOT_REPAIR)).is_some_and(|v| v == "true")
-        };
         let buffer_pods = ctx.buffer_nodes.get(&name).copied().unwrap_or(0);
         list.push(Candidate {
             node: name,
@@ -378,8 +375,8 @@ pub fn survey(ctx: &Context<'_>) -> Survey {
             has_termination_grace_period: claim.spec.termination_grace_period.is_some(),
             termination_grace_period: claim.spec.termination_grace_period.as_deref().and_then(duration_ms),
             initialized,
-            do_not_repair: annotated(node.metadata.annotations.as_ref())
-                || annotated(claim.metadata.annotations.as_ref()),
+            do_not_repair: super::repair::says_do_not_repair(node.metadata.annotations.as_ref())
+                || super::repair::says_do_not_repair(claim.metadata.annotations.as_ref()),
             policy: pool.spec.disruption.consolidation_policy.clone(),
             buffer_pods,
             consolidation_wait: wait,

@@ -29,13 +29,17 @@ pub struct Due {
     pub condition: String,
     /// Urgency: the policy's priority rank plus half-hours past eligibility (higher goes first).
     pub score: f64,
-    pub priority: u8,
     /// When that condition's policy became eligible.
     pub eligible_since: Millis,
     /// The shortest termination grace period the eligible policies set (`None`: none does).
     pub policy_grace: Option<Millis>,
     /// The policies say reboot the node in place rather than replace it.
     pub reboot: bool,
+}
+
+/// `karpenter.sh/do-not-repair` vetoes repair: only the exact value `"true"` does.
+pub fn says_do_not_repair(annotations: Option<&BTreeMap<String, String>>) -> bool {
+    annotations.and_then(|a| a.get(labels::ANNOTATION_DO_NOT_REPAIR)).is_some_and(|v| v == "true")
 }
 
 /// What repair reads besides the cluster: the nodes due for repair and each pool's health.
@@ -186,7 +190,7 @@ pub(super) fn due_candidates<'a>(ctx: &Context<'a>, survey: &'a Survey) -> Vec<(
 
 /// What keeps a node due for repair out of it whatever the pool's state: `do-not-repair`, or pods that block
 /// eviction with nothing to bound the drain.
-fn veto(c: &Candidate, due: &Due) -> Option<RepairBlock> {
+pub(super) fn veto(c: &Candidate, due: &Due) -> Option<RepairBlock> {
     if c.do_not_repair {
         return Some(RepairBlock::DoNotRepair);
     }

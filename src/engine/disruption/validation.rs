@@ -75,11 +75,8 @@ pub fn validate(ctx: &Context<'_>, cmd: &Command) -> Result<(), Invalid> {
                 let Some(due) = ctx.repair.due.get(&c.node) else {
                     return Err(churn("its repair is no longer due".into()));
                 };
-                if now.do_not_repair {
-                    return Err(churn(super::repair::RepairBlock::DoNotRepair.message()));
-                }
-                if !now.pod_blockers.is_empty() && due.policy_grace.is_none() && !now.has_termination_grace_period {
-                    return Err(churn(super::repair::RepairBlock::NeedsGracePeriod.message()));
+                if let Some(why) = super::repair::veto(now, due) {
+                    return Err(churn(why.message()));
                 }
                 Ok(())
             }
