@@ -285,8 +285,10 @@ fn should_stop_repairing_a_nodepool_when_more_than_20_percent_of_its_nodes_are_u
     let message = "more than 20% of nodes in nodepool \"default\" are unhealthy";
     for object in ["node/n1", "nodeclaim/n1", "nodepool/default"] {
         assert!(
-            ev.iter()
-                .any(|e| e.object == object && e.reason == "NodeRepairBlocked" && e.message == message && e.warning),
+            ev.iter().any(|e| e.object == object
+                && e.reason == "NodeDisruptionBlocked"
+                && e.message == message
+                && e.warning),
             "{object}: {ev:?}"
         );
     }

@@ -89,6 +89,8 @@ fn add_reservations(c: &mut Catalog, nc: &EC2NodeClass, left: &BTreeMap<String, 
             kind: r.reservation_type.clone(),
             interruptible: r.interruptible,
             end: r.end_time.as_deref().and_then(crate::engine::lifecycle::parse_rfc3339),
+            // A capacity error zeroes `left`; the offering's unavailable mark (applied later) says it was refused.
+            usable: r.state != "expiring",
         };
         // A type the class does not offer (or not in that zone) has no reserved offering.
         let _ = c.add_reservation(&r.instance_type, &r.availability_zone, reservation);

@@ -633,7 +633,7 @@ mod tests {
     }
 
     fn reserved(id: &str, capacity: i64, kind: &str, interruptible: bool) -> Reservation {
-        Reservation { id: id.into(), capacity, kind: kind.into(), interruptible, end: None }
+        Reservation { id: id.into(), capacity, kind: kind.into(), interruptible, end: None, usable: true }
     }
 
     #[test]

@@ -76,6 +76,9 @@ impl Unavailable {
                 for o in &mut t.offerings {
                     if self.is_unavailable(&o.capacity_type, &t.name, &o.zone, now) {
                         o.available = false;
+                        if let Some(r) = &mut o.reservation {
+                            r.usable = false;
+                        }
                     }
                 }
             }

@@ -282,7 +282,11 @@ impl Controller {
                     spot_to_spot: settings.gates.spot_to_spot_consolidation,
                     multi_node_cap: settings.multi_node_cap,
                     packing: settings.packing,
-                    ..Default::default()
+                    terminate_first_drift: settings.gates.terminate_first_drift
+                        && settings.karpenter_version.terminates_first(),
+                    terminate_first_repair: settings.gates.terminate_first_repair
+                        && settings.karpenter_version.terminates_first(),
+                    consolidated: false,
                 },
                 settings.validation_delay,
                 settings.approve_repairs,
@@ -1386,8 +1390,8 @@ impl Controller {
         let busy = self.busy_in(m);
         let mut result = self.with_context_options(m, now, &busy, options, true, pass);
         let candidates = result.candidates;
-        let blocked = std::mem::take(&mut result.repair_blocked);
-        self.repair_blocked_events(m, &blocked, now, out);
+        let blocked = std::mem::take(&mut result.blocked);
+        self.pass_blocked_events(m, &blocked, now, out);
         let acts = self.disruption.pass_done(
             PassOutcome { result, generation: consolidation_state, state: keys.state, quiet_key: keys.quiet_key },
             now,

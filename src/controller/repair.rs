@@ -2,7 +2,7 @@
 //! of the cloud's repair policies for longer than the policy tolerates has its NodeClaim deleted forcefully — the
 //! termination timestamp is set to now, so the drain deletes pods at once, and budgets, do-not-disrupt and the
 //! approval gate are not asked (a repair is involuntary). Unless more than 20 % of the nodes in the NodePool (or in
-//! the cluster, for a NodeClaim without one) are unhealthy: then nothing is repaired and `NodeRepairBlocked` says
+//! the cluster, for a NodeClaim without one) are unhealthy: then nothing is repaired and `NodeDisruptionBlocked` says
 //! why, since replacing a whole pool at once usually means the fault is elsewhere.
 
 use std::collections::BTreeMap;
@@ -16,7 +16,7 @@ use super::repair_policy::Policies;
 use super::timing::MINUTE;
 use super::{Controller, Effect};
 use crate::engine::api::NodeClaim;
-use crate::engine::disruption::repair::{Due, RepairBlock, RepairBlocked, RepairInputs, says_do_not_repair};
+use crate::engine::disruption::repair::{BlockReason, DisruptionBlocked, Due, RepairInputs, says_do_not_repair};
 use crate::engine::labels;
 use crate::engine::lifecycle::{self, DeleteReason};
 use crate::engine::provisioning::{ClusterSnapshot, Millis};
@@ -28,7 +28,7 @@ pub use crate::engine::disruption::repair::{ALLOWED_UNHEALTHY_PERCENT, unhealthy
 pub const BLOCKED_REQUEUE: Millis = 5 * MINUTE;
 /// Repairs remembered for the dashboard and the report, at most.
 const MAX_REPAIR_RECORDS: usize = 500;
-/// `NodeRepairBlocked` is published at most this often per object.
+/// `NodeDisruptionBlocked` is published at most this often per object.
 pub const BLOCKED_EVENT_REPEAT: Millis = 15 * MINUTE;
 
 /// A node a repair policy matches: which condition, since when, and when it is repaired.
@@ -150,16 +150,16 @@ impl Controller {
 
     /// The Events for nodes the repair method held back: on the Node and the NodeClaim, and for the breaker on the
     /// NodePool too.
-    pub(super) fn repair_blocked_events(
+    pub(super) fn pass_blocked_events(
         &mut self,
         s: &ClusterSnapshot<'_>,
-        blocked: &[RepairBlocked],
+        blocked: &[DisruptionBlocked],
         now: Millis,
         out: &mut Out,
     ) {
         for b in blocked {
             let (reason, message) = (b.why.event_reason(), b.why.message());
-            let warning = matches!(b.why, RepairBlock::Breaker { .. });
+            let warning = matches!(b.why, BlockReason::Breaker { .. });
             let node_uid = s
                 .nodes
                 .iter()
@@ -312,11 +312,27 @@ impl Controller {
                 };
                 let node_ref = object_ref("Node", "v1", &node_name, n.metadata.uid.clone());
                 let claim_ref = object_ref("NodeClaim", "karpenter.sh/v1", claim.name(), claim.metadata.uid.clone());
-                self.event_every(node_ref, true, "NodeRepairBlocked", message.clone(), now, BLOCKED_EVENT_REPEAT, out);
-                self.event_every(claim_ref, true, "NodeRepairBlocked", message.clone(), now, BLOCKED_EVENT_REPEAT, out);
+                self.event_every(
+                    node_ref,
+                    true,
+                    "NodeDisruptionBlocked",
+                    message.clone(),
+                    now,
+                    BLOCKED_EVENT_REPEAT,
+                    out,
+                );
+                self.event_every(
+                    claim_ref,
+                    true,
+                    "NodeDisruptionBlocked",
+                    message.clone(),
+                    now,
+                    BLOCKED_EVENT_REPEAT,
+                    out,
+                );
                 if let Some(p) = &pool {
                     let pool_ref = object_ref("NodePool", "karpenter.sh/v1", p, None);
-                    self.event_every(pool_ref, true, "NodeRepairBlocked", message, now, BLOCKED_EVENT_REPEAT, out);
+                    self.event_every(pool_ref, true, "NodeDisruptionBlocked", message, now, BLOCKED_EVENT_REPEAT, out);
                 }
                 self.requeue(now + BLOCKED_REQUEUE);
                 continue;
@@ -484,7 +500,7 @@ mod tests {
         let blocked: Vec<&str> = effects
             .iter()
             .filter_map(|e| match e {
-                Effect::Event { reason, message, regarding, .. } if reason == "NodeRepairBlocked" => {
+                Effect::Event { reason, message, regarding, .. } if reason == "NodeDisruptionBlocked" => {
                     assert_eq!(message, "more than 20% nodes are unhealthy in the nodepool");
                     regarding.kind.as_deref()
                 }
@@ -495,7 +511,7 @@ mod tests {
         // Published again only after 15 minutes.
         let again = c.lifecycle(&s.view(), now + 5 * MINUTE);
         assert!(!again.iter().any(|e| matches!(e, Effect::Event { reason, regarding, .. }
-            if reason == "NodeRepairBlocked" && regarding.kind.as_deref() == Some("NodePool"))));
+            if reason == "NodeDisruptionBlocked" && regarding.kind.as_deref() == Some("NodePool"))));
     }
 
     #[test]

@@ -74,6 +74,11 @@ pub struct FeatureGates {
     /// The AWS provider's `RebootForRepair` (v1.15, `--aws-feature-gates`): its repair policies may reboot a node
     /// instead of replacing it.
     pub reboot_for_repair: bool,
+    /// `TerminateFirstDrift` (v1.15): a drifted node whose replacement cannot be staged first (a static pool at its
+    /// node limit, a full capacity reservation) is deleted first and its slot refilled.
+    pub terminate_first_drift: bool,
+    /// `TerminateFirstRepair` (v1.15): the same for node repair.
+    pub terminate_first_repair: bool,
 }
 
 impl Default for FeatureGates {
@@ -86,6 +91,9 @@ impl Default for FeatureGates {
             static_capacity: false,
             capacity_buffer: false,
             reboot_for_repair: false,
+            // Upstream's default is not known; every upstream test sets them explicitly (engine-v115 §2, assumed).
+            terminate_first_drift: false,
+            terminate_first_repair: false,
         }
     }
 }
@@ -101,13 +109,15 @@ pub enum GateError {
 
 impl FeatureGates {
     /// The gates by their upstream names, in upstream's order.
-    pub const NAMES: [&'static str; 7] = [
+    pub const NAMES: [&'static str; 9] = [
         "NodeRepair",
         "ReservedCapacity",
         "SpotToSpotConsolidation",
         "NodeOverlay",
         "StaticCapacity",
         "CapacityBuffer",
+        "TerminateFirstDrift",
+        "TerminateFirstRepair",
         "RebootForRepair",
     ];
     /// The AWS provider's gates among [`Self::NAMES`]: upstream sets them with `--aws-feature-gates`.
@@ -122,6 +132,8 @@ impl FeatureGates {
             "StaticCapacity" => &mut self.static_capacity,
             "CapacityBuffer" => &mut self.capacity_buffer,
             "RebootForRepair" => &mut self.reboot_for_repair,
+            "TerminateFirstDrift" => &mut self.terminate_first_drift,
+            "TerminateFirstRepair" => &mut self.terminate_first_repair,
             _ => return None,
         })
     }
@@ -186,7 +198,8 @@ mod tests {
         assert_eq!(
             FeatureGates::default().to_string(),
             "NodeRepair=false,ReservedCapacity=true,SpotToSpotConsolidation=false,NodeOverlay=false,\
-             StaticCapacity=false,CapacityBuffer=false,RebootForRepair=false"
+             StaticCapacity=false,CapacityBuffer=false,TerminateFirstDrift=false,TerminateFirstRepair=false,\
+             RebootForRepair=false"
         );
     }
 

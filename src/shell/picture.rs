@@ -573,21 +573,31 @@ pub fn proposal_row(cmd: &Command, id: &str, at: Millis, state: ProposalState) -
         budget_use: budget_use.into_iter().map(|(p, n)| (p, n, 0)).collect(),
         state,
         summary: cmd.summary(),
-        detail: cmd.repair.as_ref().map(repair_detail),
+        detail: match &cmd.repair {
+            Some(r) => Some(repair_detail(r, cmd.terminate_first)),
+            None if cmd.terminate_first => Some(TERMINATE_FIRST.to_string()),
+            None => None,
+        },
         progress: None,
     }
 }
 
+/// The detail line of a terminate-first command.
+const TERMINATE_FIRST: &str = "terminate first: no replacement can be staged before the node goes (a static NodePool \
+     at its node limit, or a full capacity reservation), so it is deleted first and provisioning refills its slot";
+
 /// Why a repair proposal repairs, for its detail line: the condition, since when it has been due, its urgency and
 /// how long the drain may take.
-fn repair_detail(r: &crate::engine::disruption::repair::RepairDetail) -> String {
+fn repair_detail(r: &crate::engine::disruption::repair::RepairDetail, terminate_first: bool) -> String {
+    let when = if terminate_first { "at once" } else { "once the replacement is up" };
     let drain = match r.drain {
-        Some(0) => "forceful once the replacement is up".to_string(),
-        Some(d) => format!("bounded to {} once the replacement is up", crate::engine::disruption::human_duration(d)),
+        Some(0) => format!("forceful {when}"),
+        Some(d) => format!("bounded to {} {when}", crate::engine::disruption::human_duration(d)),
         None => "as the NodeClaim's terminationGracePeriod allows".to_string(),
     };
+    let first = if terminate_first { "; terminate first, provisioning refills its slot" } else { "" };
     format!(
-        "{} past its repair policy's toleration since {}; urgency {:.2}; drain {drain}",
+        "{} past its repair policy's toleration since {}; urgency {:.2}; drain {drain}{first}",
         r.condition,
         crate::engine::lifecycle::rfc3339(r.eligible_since),
         r.score

@@ -283,6 +283,7 @@ impl SimCloud {
                         && let Some(r) = self.reservations.get(&res.id)
                     {
                         res.capacity = r.left(now);
+                        res.usable = r.usable(now);
                         o.available = o.available && res.capacity > 0;
                     }
                 }
@@ -297,6 +298,9 @@ impl SimCloud {
                 for o in &mut t2.offerings {
                     if keys.contains(&(t.name.clone(), o.zone.clone(), o.capacity_type.clone())) {
                         o.available = false;
+                        if let Some(r) = &mut o.reservation {
+                            r.usable = false;
+                        }
                     }
                 }
                 *t = Arc::new(t2);

@@ -168,6 +168,10 @@ pub enum DecisionDetail {
         /// Why it was invalidated or failed (added in v1; absent otherwise).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         why: Option<String>,
+        /// A drift or repair that deleted its node before any replacement (Karpenter v1.15's terminate-first;
+        /// absent otherwise).
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        terminate_first: bool,
     },
     /// Node auto repair (gate `NodeRepair`): the node's NodeClaim was deleted forcefully.
     #[serde(rename_all = "camelCase")]
@@ -552,13 +556,23 @@ pub fn render_table(r: &Report) -> String {
                     node_claims.join(", ")
                 );
             }
-            DecisionDetail::Disruption { method, reason, candidates, replacements, savings_per_hour, state, why } => {
+            DecisionDetail::Disruption {
+                method,
+                reason,
+                candidates,
+                replacements,
+                savings_per_hour,
+                state,
+                why,
+                terminate_first,
+            } => {
                 let _ = writeln!(
                     out,
-                    "  {:<6} {:>10} disruption  {method:?}/{reason:?} {state:?}: {} -> {} replacement(s), saves ${:.4}/h{}",
+                    "  {:<6} {:>10} disruption  {method:?}/{reason:?} {state:?}: {}{} -> {} replacement(s), saves ${:.4}/h{}",
                     d.id,
                     fmt_time(d.at),
                     candidates.join(", "),
+                    if *terminate_first { " (terminate first)" } else { "" },
                     replacements.len(),
                     round_to(*savings_per_hour, 6),
                     why.as_deref().map(|w| format!(" ({w})")).unwrap_or_default()
@@ -696,6 +710,7 @@ mod tests {
                 savings_per_hour: 0.052_099_999_9,
                 state: DecisionState::AwaitingApproval,
                 why: None,
+                terminate_first: false,
             },
         });
         r.cost = Cost {

@@ -80,6 +80,7 @@ fn add_reservation(catalog: &mut Catalog, r: &crate::sim::scenario::CapacityRese
         kind: r.kind.clone().unwrap_or_else(|| crate::engine::catalog::RESERVATION_DEFAULT.into()),
         interruptible: r.interruptible,
         end: r.ends_at.as_deref().and_then(crate::engine::lifecycle::duration_ms),
+        usable: true,
     };
     catalog.add_reservation(&r.instance_type, &r.zone, reservation)
 }
@@ -741,6 +742,7 @@ fn build_report(s: &Scenario, w: &World, start: Millis, end: Millis, wall: Durat
                         savings_per_hour: savings,
                         state: DecisionState::Executed,
                         why: None,
+                        terminate_first: false,
                     },
                 }
             }
@@ -798,6 +800,7 @@ fn build_report(s: &Scenario, w: &World, start: Millis, end: Millis, wall: Durat
                         savings_per_hour: d.savings_per_hour,
                         state,
                         why,
+                        terminate_first: d.terminate_first,
                     },
                 }
             }
@@ -812,6 +815,7 @@ fn build_report(s: &Scenario, w: &World, start: Millis, end: Millis, wall: Durat
                     savings_per_hour: 0.0,
                     state: DecisionState::Executed,
                     why: None,
+                    terminate_first: false,
                 },
             },
         })

@@ -111,7 +111,8 @@ fn reservation(
         ),
         None => None,
     };
-    Ok(Some(super::Reservation { id, capacity, kind, interruptible: o.interruptible.unwrap_or(false), end }))
+    let interruptible = o.interruptible.unwrap_or(false);
+    Ok(Some(super::Reservation { id, capacity, kind, interruptible, end, usable: o.available }))
 }
 
 /// A quantity written as a string (`"4"`, `4Gi`) or a bare YAML number (`4`, `0.5`).
@@ -240,7 +241,9 @@ impl InlineInstanceType {
                 zone: o.zone.clone(),
                 capacity_type: o.capacity_type.clone(),
                 price: o.price,
-                available: o.available,
+                // As everywhere in the engine, a reserved offering is available only while it can take a launch; a
+                // full one written `available: true` is full but healthy (`Reservation::is_full`).
+                available: o.available && reservation.as_ref().is_none_or(|r| r.capacity > 0),
                 reservation,
             });
         }

@@ -78,6 +78,18 @@ pub struct Reservation {
     /// When it ends (ms since the epoch), if it does.
     #[serde(skip)]
     pub end: Option<i64>,
+    /// EC2 would take launches into it were it not full: not expiring, ended, reclaimed or refused with a capacity
+    /// error. v1.15's AWS provider calls such an offering Available even at capacity 0 (aws #9625), and
+    /// terminate-first needs that distinction; `Offering::available` keeps meaning "a launch can use it now".
+    #[serde(skip)]
+    pub usable: bool,
+}
+
+impl Reservation {
+    /// Full but healthy: v1.15's `Available=true` with `ReservationCapacity=0`.
+    pub fn is_full(&self) -> bool {
+        self.usable && self.capacity <= 0
+    }
 }
 
 /// `karpenter.k8s.aws/capacity-reservation-type` values.
@@ -296,6 +308,7 @@ mod tests {
             kind: RESERVATION_CAPACITY_BLOCK.into(),
             interruptible: false,
             end: None,
+            usable: true,
         }));
         let odcr = offering(Some(Reservation {
             id: "cr-2".into(),
@@ -303,6 +316,7 @@ mod tests {
             kind: RESERVATION_DEFAULT.into(),
             interruptible: true,
             end: None,
+            usable: true,
         }));
         let od = offering(None);
         let with = |key: &str, r: Requirement| {

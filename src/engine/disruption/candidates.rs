@@ -44,6 +44,8 @@ pub struct Candidate {
     pub instance_type: String,
     pub zone: String,
     pub capacity_type: String,
+    /// The capacity reservation it runs in (`karpenter.k8s.aws/capacity-reservation-id`), when reserved.
+    pub reservation_id: Option<String>,
     /// The offering's price for this zone and capacity type, $/h (0 when unknown).
     pub price: f64,
     pub price_known: bool,
@@ -140,7 +142,7 @@ pub struct Survey {
     /// `karpenter.sh/do-not-disrupt`, none of which holds repair back).
     pub repair_candidates: Vec<Candidate>,
     /// Nodes due for repair that cannot be repaired whatever happens, with why.
-    pub repair_blocked: Vec<super::repair::RepairBlocked>,
+    pub repair_blocked: Vec<super::repair::DisruptionBlocked>,
     /// Nodes that are no candidate for any method, with why.
     pub blocked: BTreeMap<String, Blocker>,
     pub counts: BTreeMap<String, PoolCounts>,
@@ -262,6 +264,7 @@ pub fn survey(ctx: &Context<'_>) -> Survey {
         let instance_type = node_labels.get(labels::INSTANCE_TYPE).cloned().unwrap_or_default();
         let zone = node_labels.get(labels::ZONE).cloned().unwrap_or_default();
         let capacity_type = node_labels.get(labels::CAPACITY_TYPE).cloned().unwrap_or_default();
+        let reservation_id = node_labels.get(crate::engine::catalog::aws::CAPACITY_RESERVATION_ID).cloned();
         let offering_price = pool_name
             .as_deref()
             .and_then(|p| ctx.catalogs.get(p))
@@ -296,11 +299,11 @@ pub fn survey(ctx: &Context<'_>) -> Survey {
         let repair_only = due
             && matches!(blocker, Some(Blocker::NotInitialized | Blocker::Nominated { .. } | Blocker::NodeDoNotDisrupt));
         if due && matches!(blocker, Some(Blocker::MissingLabel { .. } | Blocker::NodePoolMissing { .. })) {
-            out.repair_blocked.push(super::repair::RepairBlocked {
+            out.repair_blocked.push(super::repair::DisruptionBlocked {
                 node: name.clone(),
                 nodeclaim: claim.name().to_string(),
                 nodepool: None,
-                why: super::repair::RepairBlock::NoNodePool,
+                why: super::repair::BlockReason::NoNodePool,
             });
         }
         if let Some(b) = blocker {
@@ -365,6 +368,7 @@ pub fn survey(ctx: &Context<'_>) -> Survey {
             instance_type,
             zone,
             capacity_type,
+            reservation_id,
             price: offering_price.unwrap_or(0.0),
             price_known: offering_price.is_some(),
             created_at: claim.metadata.creation_timestamp.as_ref().map_or(0, time_ms),

@@ -58,6 +58,24 @@ impl<'a> Simulator<'a> {
         Simulator { state, input, prepared: OnceCell::new(), bound_index, uninitialized, settling: &survey.settling }
     }
 
+    /// The same simulation over other catalogs, strict about capacity reservations as provisioning is: a pod that
+    /// needs a reservation it cannot hold fails instead of falling back (terminate-first's second pass).
+    pub(crate) fn strict_with<'b>(
+        &'b self,
+        ctx: &Context<'b>,
+        catalogs: &'b BTreeMap<String, Vec<Arc<InstanceType>>>,
+    ) -> Simulator<'b> {
+        let options = SchedulerOptions { reserved_fallback: false, ..self.input.options.clone() };
+        Simulator {
+            state: self.state,
+            input: self.state.input(ctx.snap.nodepools, catalogs, ctx.policy, options),
+            prepared: OnceCell::new(),
+            bound_index: self.bound_index.clone(),
+            uninitialized: self.uninitialized.clone(),
+            settling: self.settling,
+        }
+    }
+
     /// Where would the candidates' pods (and every pod already waiting) go if the candidates were gone? Drift
     /// replaces a node whatever its neighbours are doing; consolidation (`settled_destinations`) does not move
     /// pods onto nodes still inside their consolidateAfter window.
@@ -204,6 +222,7 @@ fn compute(ctx: &Context<'_>, sim: &Simulator<'_>, cands: &[&Candidate], method:
                 replacements: Vec::new(),
                 savings_per_hour: current,
                 computed_at: ctx.now,
+                terminate_first: false,
                 repair: None,
             });
         }
@@ -266,6 +285,7 @@ fn compute(ctx: &Context<'_>, sim: &Simulator<'_>, cands: &[&Candidate], method:
         savings_per_hour: current - r.price,
         replacements: vec![r],
         computed_at: ctx.now,
+        terminate_first: false,
         repair: None,
     })
 }
@@ -372,6 +392,7 @@ fn emptiness(ctx: &Context<'_>, survey: &Survey, budgets: &mut Budgets<'_>) -> (
         replacements: Vec::new(),
         savings_per_hour: savings,
         computed_at: ctx.now,
+        terminate_first: false,
         repair: None,
     };
     (Some(cmd), constrained)
@@ -400,6 +421,10 @@ fn drift<'s>(
         }
         let out = sim().run(&[c], false);
         if !out.errors.is_empty() {
+            // Nowhere to stage a replacement; v1.15 deletes first when that frees the reservation slot it needs.
+            if ctx.options.terminate_first_drift && super::terminate_first::fits_after_delete(ctx, sim(), c) {
+                return Some(super::terminate_first::command(ctx, Method::Drift, vec![c.clone()]));
+            }
             continue;
         }
         let replacements: Vec<Replacement> = out.new_claims.into_iter().map(|n| replacement(ctx, n)).collect();
@@ -409,6 +434,7 @@ fn drift<'s>(
             replacements,
             savings_per_hour: 0.0,
             computed_at: ctx.now,
+            terminate_first: false,
             repair: None,
         });
     }
@@ -510,6 +536,7 @@ fn compute_repack(ctx: &Context<'_>, sim: &Simulator<'_>, cands: &[&Candidate]) 
         savings_per_hour: current - new_price,
         replacements,
         computed_at: ctx.now,
+        terminate_first: false,
         repair: None,
     })
 }
@@ -564,6 +591,7 @@ fn balanced_could_pass(c: &Candidate, survey: &Survey) -> Result<(), Blocker> {
         replacements: Vec::new(),
         savings_per_hour: c.price,
         computed_at: 0,
+        terminate_first: false,
         repair: None,
     };
     balanced_ok(&best, survey)
@@ -599,7 +627,7 @@ pub fn pass(ctx: &Context<'_>) -> PassResult {
     let mut constrained = false;
     // Repair goes first (v1.15): a broken node matters more than a cheaper one.
     let (cmd, blocked) = super::repair::repair(ctx, &survey, sim, &budgets.get(Reason::Unhealthy));
-    result.repair_blocked = blocked;
+    result.blocked = blocked;
     if cmd.is_some() {
         result.command = cmd;
         return result;
@@ -613,7 +641,9 @@ pub fn pass(ctx: &Context<'_>) -> PassResult {
         }
     }
     // Upstream runs static drift right after emptiness.
-    if let Some(cmd) = super::static_drift::static_drift(ctx, &survey, &budgets.get(Reason::Drifted)) {
+    if let Some(cmd) =
+        super::static_drift::static_drift(ctx, &survey, &budgets.get(Reason::Drifted), &mut result.blocked)
+    {
         result.command = Some(cmd);
         return result;
     }
@@ -711,11 +741,18 @@ pub fn explain_nodes(ctx: &Context<'_>) -> BTreeMap<String, Outlook> {
                 replacements: Vec::new(),
                 savings_per_hour: c.price,
                 computed_at: ctx.now,
+                terminate_first: false,
                 repair: None,
             }),
             Method::Drift => {
                 let o = sim.run(&[c], false);
                 match o.errors.into_iter().next() {
+                    Some(_)
+                        if ctx.options.terminate_first_drift
+                            && super::terminate_first::fits_after_delete(ctx, &sim, c) =>
+                    {
+                        Ok(super::terminate_first::command(ctx, method, vec![c.clone()]))
+                    }
                     Some(e) => Err(e),
                     None => Ok(Command {
                         method,
@@ -723,6 +760,7 @@ pub fn explain_nodes(ctx: &Context<'_>) -> BTreeMap<String, Outlook> {
                         replacements: o.new_claims.into_iter().map(|n| replacement(ctx, n)).collect(),
                         savings_per_hour: 0.0,
                         computed_at: ctx.now,
+                        terminate_first: false,
                         repair: None,
                     }),
                 }

@@ -195,6 +195,7 @@ mod tests {
             instance_type: "m5.large".into(),
             zone: String::new(),
             capacity_type: String::new(),
+            reservation_id: None,
             price: 0.1,
             price_known: true,
             created_at: 0,
@@ -217,6 +218,7 @@ mod tests {
             replacements: vec![],
             savings_per_hour: 0.1,
             computed_at: 0,
+            terminate_first: false,
             repair: None,
         }
     }

@@ -16,6 +16,7 @@ pub mod gate;
 pub mod queue;
 pub mod repair;
 pub mod static_drift;
+pub mod terminate_first;
 pub mod validation;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -136,6 +137,9 @@ pub struct Command {
     pub computed_at: Millis,
     /// Set on repair commands: the condition, its urgency and the drain's bound.
     pub repair: Option<repair::RepairDetail>,
+    /// v1.15's terminate-first: the replacement could not be staged first, so the candidate goes with none and
+    /// provisioning refills its slot once the pods it freed are pending.
+    pub terminate_first: bool,
 }
 
 impl Command {
@@ -202,6 +206,8 @@ impl Command {
         }
         let what = if self.is_reboot() {
             format!("reboot {}", nodes.join(", "))
+        } else if self.terminate_first {
+            format!("terminate first {}, its slot refilled once it is gone", nodes.join(", "))
         } else if self.replacements.is_empty() {
             format!("delete {}", nodes.join(", "))
         } else {
@@ -382,6 +388,10 @@ pub struct DisruptionOptions {
     pub multi_node_cap: usize,
     /// `cost` adds the repack method (several nodes to several cheaper ones) after upstream's methods.
     pub packing: crate::engine::packing::Packing,
+    /// v1.15's `TerminateFirstDrift`: drift deletes first what it cannot replace first (off in v1.14).
+    pub terminate_first_drift: bool,
+    /// v1.15's `TerminateFirstRepair`: the same for repair.
+    pub terminate_first_repair: bool,
 }
 
 impl Default for DisruptionOptions {
@@ -391,6 +401,8 @@ impl Default for DisruptionOptions {
             consolidated: false,
             multi_node_cap: 100,
             packing: crate::engine::packing::Packing::Upstream,
+            terminate_first_drift: false,
+            terminate_first_repair: false,
         }
     }
 }
@@ -433,8 +445,9 @@ pub struct PassResult {
     /// The earliest time a waiting node becomes usable (consolidateAfter, nomination, a pod's timed
     /// do-not-disrupt running out): look again then even if nothing else changes.
     pub recheck_at: Option<Millis>,
-    /// Nodes due for repair that were held back, with why (each an Event).
-    pub repair_blocked: Vec<repair::RepairBlocked>,
+    /// Nodes a method held back with an Event's worth of why: repair's vetoes and breaker, and what static pools
+    /// could neither replace first nor terminate first.
+    pub blocked: Vec<repair::DisruptionBlocked>,
 }
 
 #[cfg(test)]

@@ -73,6 +73,7 @@ mod tests {
                 replacements: Vec::new(),
                 savings_per_hour: 0.0,
                 computed_at: 0,
+                terminate_first: false,
                 repair: None,
             },
             replacements: replacements.iter().map(|s| s.to_string()).collect(),

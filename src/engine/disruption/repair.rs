@@ -73,7 +73,7 @@ pub struct RepairDetail {
 
 /// Why a node due for repair is not repaired now. Each becomes an Event upstream publishes.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum RepairBlock {
+pub enum BlockReason {
     /// `karpenter.sh/do-not-repair: "true"` on the Node or the NodeClaim.
     DoNotRepair,
     /// Pods that block eviction, and no grace period to end the drain.
@@ -82,17 +82,19 @@ pub enum RepairBlock {
     NoNodePool,
     /// More than 20 % of the pool's nodes are unhealthy.
     Breaker { nodepool: String },
-    /// A static pool at `limits.nodes` cannot stage the replacement.
+    /// A static pool at `limits.nodes` cannot stage the replacement (and cannot terminate first).
     StaticAtLimit,
+    /// A reserved-only static pool whose reservations are all full, for a node that frees no slot in one of them.
+    StaticReservationsFull,
     /// The node's pods would not all find a place.
     Unschedulable { why: String },
 }
 
-impl RepairBlock {
-    /// The Event's reason: the breaker is `NodeRepairBlocked`, the rest `DisruptionBlocked`.
+impl BlockReason {
+    /// The Event's reason: the breaker is `NodeDisruptionBlocked`, the rest `DisruptionBlocked`.
     pub fn event_reason(&self) -> &'static str {
         match self {
-            RepairBlock::Breaker { .. } => "NodeRepairBlocked",
+            BlockReason::Breaker { .. } => "NodeDisruptionBlocked",
             _ => "DisruptionBlocked",
         }
     }
@@ -100,36 +102,39 @@ impl RepairBlock {
     /// Upstream's message.
     pub fn message(&self) -> String {
         match self {
-            RepairBlock::DoNotRepair => {
+            BlockReason::DoNotRepair => {
                 format!("repair is blocked through the \"{}\" annotation", labels::ANNOTATION_DO_NOT_REPAIR)
             }
-            RepairBlock::NeedsGracePeriod => {
+            BlockReason::NeedsGracePeriod => {
                 "repair requires a termination grace period to bypass blocking pods".into()
             }
-            RepairBlock::NoNodePool => "repair requires a NodePool to construct and budget a safe replacement".into(),
-            RepairBlock::Breaker { nodepool } => {
+            BlockReason::NoNodePool => "repair requires a NodePool to construct and budget a safe replacement".into(),
+            BlockReason::Breaker { nodepool } => {
                 format!("more than {ALLOWED_UNHEALTHY_PERCENT}% of nodes in nodepool \"{nodepool}\" are unhealthy")
             }
-            RepairBlock::StaticAtLimit => "static NodePool is at its node limit and cannot stage a replacement".into(),
-            RepairBlock::Unschedulable { why } => format!("repair would leave pods unschedulable: {why}"),
+            BlockReason::StaticAtLimit => "static NodePool is at its node limit and cannot stage a replacement".into(),
+            BlockReason::StaticReservationsFull => {
+                "static NodePool's capacity reservations are full and cannot stage a replacement".into()
+            }
+            BlockReason::Unschedulable { why } => format!("repair would leave pods unschedulable: {why}"),
         }
     }
 }
 
 /// A node due for repair that was not repaired, and why.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct RepairBlocked {
+pub struct DisruptionBlocked {
     pub node: String,
     pub nodeclaim: String,
     /// Set for the breaker, whose Event goes to the NodePool too.
     pub nodepool: Option<String>,
-    pub why: RepairBlock,
+    pub why: BlockReason,
 }
 
-impl RepairBlocked {
-    fn of(c: &Candidate, why: RepairBlock) -> RepairBlocked {
-        let nodepool = matches!(why, RepairBlock::Breaker { .. }).then(|| c.nodepool.clone());
-        RepairBlocked { node: c.node.clone(), nodeclaim: c.nodeclaim.clone(), nodepool, why }
+impl DisruptionBlocked {
+    pub(super) fn of(c: &Candidate, why: BlockReason) -> DisruptionBlocked {
+        let nodepool = matches!(why, BlockReason::Breaker { .. }).then(|| c.nodepool.clone());
+        DisruptionBlocked { node: c.node.clone(), nodeclaim: c.nodeclaim.clone(), nodepool, why }
     }
 }
 
@@ -140,20 +145,20 @@ pub(super) fn repair<'s>(
     survey: &Survey,
     sim: impl Fn() -> &'s Simulator<'s>,
     left: &BTreeMap<String, i64>,
-) -> (Option<Command>, Vec<RepairBlocked>) {
+) -> (Option<Command>, Vec<DisruptionBlocked>) {
     let mut blocked = survey.repair_blocked.clone();
     // Upstream filters every candidate (its vetoes published) before it computes a command.
     let mut list = Vec::new();
     for (c, due) in due_candidates(ctx, survey) {
         match veto(c, due) {
-            Some(why) => blocked.push(RepairBlocked::of(c, why)),
+            Some(why) => blocked.push(DisruptionBlocked::of(c, why)),
             None => list.push((c, due)),
         }
     }
     for (c, due) in list {
         match evaluate(ctx, c, due, &sim, left) {
             Verdict::Repair(cmd) => return (Some(*cmd), blocked),
-            Verdict::Blocked(why) => blocked.push(RepairBlocked::of(c, why)),
+            Verdict::Blocked(why) => blocked.push(DisruptionBlocked::of(c, why)),
             Verdict::Budget | Verdict::OverScaled => {}
         }
     }
@@ -164,7 +169,7 @@ pub(super) fn repair<'s>(
 pub(super) enum Verdict {
     Repair(Box<Command>),
     /// Held back with an Event's worth of why.
-    Blocked(RepairBlock),
+    Blocked(BlockReason),
     /// The pool's `Unhealthy` budget allows nothing now (no Event, as upstream).
     Budget,
     /// A static pool over its replicas: its scale-down goes first (no Event).
@@ -190,12 +195,12 @@ pub(super) fn due_candidates<'a>(ctx: &Context<'a>, survey: &'a Survey) -> Vec<(
 
 /// What keeps a node due for repair out of it whatever the pool's state: `do-not-repair`, or pods that block
 /// eviction with nothing to bound the drain.
-pub(super) fn veto(c: &Candidate, due: &Due) -> Option<RepairBlock> {
+pub(super) fn veto(c: &Candidate, due: &Due) -> Option<BlockReason> {
     if c.do_not_repair {
-        return Some(RepairBlock::DoNotRepair);
+        return Some(BlockReason::DoNotRepair);
     }
     if !c.pod_blockers.is_empty() && due.policy_grace.is_none() && !c.has_termination_grace_period {
-        return Some(RepairBlock::NeedsGracePeriod);
+        return Some(BlockReason::NeedsGracePeriod);
     }
     None
 }
@@ -214,7 +219,7 @@ pub(super) fn evaluate<'s>(
     }
     let (total, unhealthy) = ctx.repair.health.get(&c.nodepool).copied().unwrap_or((0, 0));
     if unhealthy > unhealthy_threshold(total) {
-        return Verdict::Blocked(RepairBlock::Breaker { nodepool: c.nodepool.clone() });
+        return Verdict::Blocked(BlockReason::Breaker { nodepool: c.nodepool.clone() });
     }
     // Uninitialized nodes never had the pool's trust: their repair is not paced.
     if c.initialized && left.get(&c.nodepool).copied().unwrap_or(0) <= 0 {
@@ -234,6 +239,7 @@ pub(super) fn evaluate<'s>(
             replacements: Vec::new(),
             savings_per_hour: 0.0,
             computed_at: ctx.now,
+            terminate_first: false,
             repair: Some(detail(due.policy_grace.or(c.termination_grace_period), true)),
         }));
     }
@@ -248,7 +254,11 @@ pub(super) fn evaluate<'s>(
                 return Verdict::OverScaled;
             }
             if sc::grant(sc::node_limit(pool), &count, 1) < 1 {
-                return Verdict::Blocked(RepairBlock::StaticAtLimit);
+                // v1.15's TerminateFirstRepair: delete first and let static provisioning refill the slot.
+                if ctx.options.terminate_first_repair && super::terminate_first::refillable(pool) {
+                    return Verdict::Repair(Box::new(first(ctx, c, detail(drain, false))));
+                }
+                return Verdict::Blocked(BlockReason::StaticAtLimit);
             }
             vec![Replacement {
                 nodepool: c.nodepool.clone(),
@@ -261,7 +271,10 @@ pub(super) fn evaluate<'s>(
         None => {
             let out = sim().run(&[c], false);
             if let Some(e) = out.errors.first() {
-                return Verdict::Blocked(RepairBlock::Unschedulable { why: e.to_string() });
+                if ctx.options.terminate_first_repair && super::terminate_first::fits_after_delete(ctx, sim(), c) {
+                    return Verdict::Repair(Box::new(first(ctx, c, detail(drain, false))));
+                }
+                return Verdict::Blocked(BlockReason::Unschedulable { why: e.to_string() });
             }
             out.new_claims.into_iter().map(|n| super::consolidation::replacement(ctx, n)).collect()
         }
@@ -272,6 +285,12 @@ pub(super) fn evaluate<'s>(
         replacements,
         savings_per_hour: 0.0,
         computed_at: ctx.now,
+        terminate_first: false,
         repair: Some(detail(drain, false)),
     }))
+}
+
+/// A repair that deletes its node before anything replaces it (terminate-first).
+fn first(ctx: &Context<'_>, c: &Candidate, detail: RepairDetail) -> Command {
+    Command { repair: Some(detail), ..super::terminate_first::command(ctx, Method::Repair, vec![c.clone()]) }
 }

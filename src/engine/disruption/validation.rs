@@ -120,6 +120,17 @@ pub fn validate(ctx: &Context<'_>, cmd: &Command) -> Result<(), Invalid> {
         return Ok(());
     }
     let state = ClusterState::new(&ctx.snap, ctx.catalogs, ctx.policy);
+    if cmd.terminate_first {
+        // Nothing is staged: what matters is that the pods it frees find a place once it is gone, now or through
+        // the reservation slot it gives back.
+        let sim = Simulator::new(ctx, &state, &s);
+        let out = sim.run(&fresh, false);
+        return match out.errors.first() {
+            None => Ok(()),
+            Some(_) if fresh.iter().all(|c| super::terminate_first::fits_after_delete(ctx, &sim, c)) => Ok(()),
+            Some(e) => Err(Invalid::Scheduling(e.to_string())),
+        };
+    }
     let packing = if cmd.method == Method::Repack { Packing::Cost } else { Packing::Upstream };
     let sim = Simulator::with_packing(ctx, &state, &s, packing);
     let replaces = matches!(cmd.method, Method::Drift | Method::Repair);

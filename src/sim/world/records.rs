@@ -20,6 +20,8 @@ pub struct DisruptionRecord {
     /// Repair's condition, when it is a repair.
     pub condition: Option<String>,
     pub reboot: bool,
+    /// Deleted first, its replacement left to provisioning (v1.15's terminate-first).
+    pub terminate_first: bool,
 }
 
 impl World {
@@ -38,6 +40,7 @@ impl World {
             summary: cmd.summary(),
             condition: cmd.repair.as_ref().map(|r| r.condition.clone()),
             reboot: cmd.is_reboot(),
+            terminate_first: cmd.terminate_first,
         })
     }
 
