@@ -283,7 +283,7 @@ impl SimCloud {
                         && let Some(r) = self.reservations.get(&res.id)
                     {
                         res.capacity = r.left(now);
-                        res.usable = r.usable(now);
+                        res.usable = res.usable && r.usable(now);
                         o.available = o.available && res.capacity > 0;
                     }
                 }

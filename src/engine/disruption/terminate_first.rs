@@ -106,3 +106,65 @@ pub(super) fn full_reservations(ctx: &Context<'_>, pool: &NodePool) -> Option<BT
 pub(super) fn holds_slot(c: &Candidate, offered: &BTreeSet<String>) -> bool {
     c.capacity_type == labels::CAPACITY_RESERVED && c.reservation_id.as_ref().is_some_and(|id| offered.contains(id))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::catalog::{Offering, Reservation};
+    use crate::engine::requirements::Requirements;
+
+    fn catalogs(capacity: i64, usable: bool) -> Catalogs {
+        let reserved = Offering {
+            zone: "z1".into(),
+            capacity_type: labels::CAPACITY_RESERVED.into(),
+            price: 0.0,
+            available: capacity > 0,
+            reservation: Some(Reservation {
+                id: "cr-a".into(),
+                capacity,
+                kind: "default".into(),
+                interruptible: false,
+                end: None,
+                usable,
+            }),
+        };
+        let od = Offering {
+            zone: "z1".into(),
+            capacity_type: "on-demand".into(),
+            price: 0.1,
+            available: true,
+            reservation: None,
+        };
+        let t = InstanceType {
+            name: "small".into(),
+            requirements: Requirements::new(),
+            capacity: Default::default(),
+            overhead: Default::default(),
+            offerings: vec![reserved, od],
+        };
+        [("a".to_string(), vec![Arc::new(t.clone())]), ("b".to_string(), vec![Arc::new(t)])].into_iter().collect()
+    }
+
+    fn reservation(c: &Catalogs, pool: &str) -> (bool, i64) {
+        let o = &c[pool][0].offerings[0];
+        (o.available, o.reservation.as_ref().map_or(-1, |r| r.capacity))
+    }
+
+    #[test]
+    fn a_full_healthy_reservation_gets_the_freed_slot_back_in_every_pool() {
+        let full = catalogs(0, true);
+        assert!(full["a"][0].offerings[0].reservation.as_ref().unwrap().is_full());
+        let c = credited(&full, "cr-a").expect("usable");
+        assert_eq!(reservation(&c, "a"), (true, 1));
+        assert_eq!(reservation(&c, "b"), (true, 1));
+        assert_eq!(reservation(&full, "a"), (false, 0), "the pass's own catalogs are untouched");
+        assert!(c["a"][0].offerings[1].available, "other offerings as they were");
+    }
+
+    #[test]
+    fn an_unusable_or_unknown_reservation_gets_nothing_back() {
+        assert!(credited(&catalogs(0, false), "cr-a").is_none());
+        assert!(credited(&catalogs(0, true), "cr-other").is_none());
+        assert!(!catalogs(0, false)["a"][0].offerings[0].reservation.as_ref().unwrap().is_full());
+    }
+}
