@@ -396,6 +396,15 @@ pub fn plan(
             nc.metadata.name.as_deref().unwrap_or("")
         )));
     }
+    // v1.15's CEL expressions in reserved values are not evaluated here: they are left out of the node's kubelet
+    // configuration, as upstream resolves them with the NodeClassCEL gate off (maxPods is the resolved count).
+    let kubelet = nc.spec.kubelet.as_ref().map(|k| {
+        let mut k = k.clone();
+        for map in [&mut k.kube_reserved, &mut k.system_reserved] {
+            map.retain(|_, v| !crate::engine::catalog::aws::is_kubelet_expression(v));
+        }
+        k
+    });
     let mut configs = Vec::new();
     for ((image_id, max_pods, reservation_id), members) in groups {
         let boot = Bootstrap {
@@ -403,7 +412,7 @@ pub fn plan(
             cluster,
             claim,
             max_pods,
-            kubelet: nc.spec.kubelet.as_ref(),
+            kubelet: kubelet.as_ref(),
             user: nc.spec.user_data.as_deref(),
         };
         let block = members.iter().any(|(_, o)| o.2.as_ref().is_some_and(|r| r.kind == RESERVATION_CAPACITY_BLOCK));

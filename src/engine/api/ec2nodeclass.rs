@@ -66,8 +66,11 @@ pub struct EC2NodeClassSpec {
 pub struct KubeletConfiguration {
     #[serde(default, rename = "clusterDNS", skip_serializing_if = "Vec::is_empty")]
     pub cluster_dns: Vec<String>,
+    // A count; v1.15's CRD also takes a CEL expression here (the AWS gate `NodeClassCEL`), which this tool reads
+    // but does not evaluate. The schema stays v1.14.1's integer (a plain comment: it would be the CRD's description).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub max_pods: Option<i64>,
+    #[schemars(with = "Option<i64>")]
+    pub max_pods: Option<MaxPods>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pods_per_core: Option<i64>,
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
@@ -88,6 +91,30 @@ pub struct KubeletConfiguration {
     pub image_gc_low_threshold_percent: Option<i64>,
     #[serde(default, rename = "cpuCFSQuota", skip_serializing_if = "Option::is_none")]
     pub cpu_cfs_quota: Option<bool>,
+}
+
+/// `spec.kubelet.maxPods`: a count, or under Karpenter v1.15 a CEL expression such as `min(110, max_pods)`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum MaxPods {
+    Count(i64),
+    Expression(String),
+}
+
+impl MaxPods {
+    /// The count, when it is one.
+    pub fn count(&self) -> Option<i64> {
+        match self {
+            MaxPods::Count(n) => Some(*n),
+            MaxPods::Expression(_) => None,
+        }
+    }
+}
+
+impl From<i64> for MaxPods {
+    fn from(n: i64) -> Self {
+        MaxPods::Count(n)
+    }
 }
 
 /// Subnet, security-group and capacity-reservation selector term.

@@ -14,7 +14,7 @@ use serde::Deserialize;
 
 use super::{Catalog, CatalogError, InstanceType, Offering, PriceSource};
 use crate::engine::api::EC2NodeClass;
-use crate::engine::api::ec2nodeclass::KubeletConfiguration;
+use crate::engine::api::ec2nodeclass::{KubeletConfiguration, MaxPods};
 use crate::engine::labels::{self, LabelPolicy};
 use crate::engine::requirements::{Requirement, Requirements};
 use crate::engine::resources::{self, Resources, parse_quantity};
@@ -360,6 +360,14 @@ fn parse_reserved(field: &str, map: &BTreeMap<String, String>) -> Result<Vec<(St
                 return Err(bad("only cpu, memory, ephemeral-storage and pid may be reserved".to_string()));
             }
         }
+        if is_kubelet_expression(v) {
+            // v1.15's NodeClassCEL: an expression entry is dropped, as upstream resolves it with the gate off.
+            continue;
+        }
+        if is_kubelet_expression(v) {
+            // v1.15's NodeClassCEL: an expression entry is dropped, as upstream resolves it with the gate off.
+            continue;
+        }
         let q = parse_quantity(v).map_err(|e| bad(e.to_string()))?;
         let value = if k == resources::CPU { q.milli() } else { q.value() };
         if value < 0 {
@@ -368,6 +376,15 @@ fn parse_reserved(field: &str, map: &BTreeMap<String, String>) -> Result<Vec<(St
         out.push((k.clone(), value));
     }
     Ok(out)
+}
+
+/// Whether a kubelet reserved value is a CEL expression (Karpenter v1.15 with the AWS gate `NodeClassCEL`) rather
+/// than a quantity: it names one of the expression's variables or functions. Anything else that is not a quantity
+/// stays an error, so a typo is not silently dropped.
+pub fn is_kubelet_expression(v: &str) -> bool {
+    const WORDS: [&str; 8] =
+        ["vcpus", "memory_mib", "default_enis", "ips_per_eni", "max_pods", "instance_type", "min(", "max("];
+    parse_quantity(v).is_err() && WORDS.iter().any(|w| v.contains(w))
 }
 
 impl NodeConfig {
@@ -422,7 +439,9 @@ impl NodeConfig {
         }
         Ok(NodeConfig {
             family,
-            max_pods: nonneg("spec.kubelet.maxPods", kubelet.max_pods)?,
+            // An expression (v1.15's NodeClassCEL) is not evaluated here: the AMI's default applies, as upstream
+            // resolves it with the gate off.
+            max_pods: nonneg("spec.kubelet.maxPods", kubelet.max_pods.as_ref().and_then(MaxPods::count))?,
             pods_per_core: nonneg("spec.kubelet.podsPerCore", kubelet.pods_per_core)?,
             kube_reserved: parse_reserved("spec.kubelet.kubeReserved", &kubelet.kube_reserved)?,
             system_reserved,
@@ -987,8 +1006,43 @@ mod tests {
     }
 
     #[test]
+    fn a_v115_nodeclass_with_kubelet_expressions_is_read_and_resolved_as_with_the_gate_off() {
+        // › "should use the default maxPods (not the expression result) when the gate is disabled": a class written
+        // against v1.15's CRD (maxPods a CEL string, a reserved value an expression, a kubelet field v1.14 does not
+        // declare) reads, and its types are those of a class without the expressions.
+        let k: KubeletConfiguration = serde_json::from_value(serde_json::json!({
+            "maxPods": "min(110, max_pods * 2)",
+            "kubeReserved": {"memory": "memory_mib * 0.05", "cpu": "200m"},
+            "systemReserved": {"cpu": "max(100, vcpus * 10)"},
+            "serializeImagePulls": false
+        }))
+        .expect("v1.15's kubelet shape reads");
+        assert_eq!(k.max_pods, Some(MaxPods::Expression("min(110, max_pods * 2)".into())));
+        let with = catalog(Some(&kubelet_nc(k)));
+        let plain = catalog(Some(&kubelet_nc(KubeletConfiguration {
+            kube_reserved: [("cpu".to_string(), "200m".to_string())].into(),
+            ..Default::default()
+        })));
+        let (a, b) = (with.get("m5.large").unwrap(), plain.get("m5.large").unwrap());
+        assert_eq!(a.capacity, b.capacity);
+        assert_eq!(a.overhead, b.overhead);
+        assert_eq!(a.capacity.pods, 29, "the ENI-limited default");
+
+        // Not an expression: still a located error.
+        let typo = kubelet_nc(KubeletConfiguration {
+            kube_reserved: [("memory".to_string(), "1Gii".to_string())].into(),
+            ..Default::default()
+        });
+        match aws_catalog("us-east-1", None, Some(&typo), 42) {
+            Err(CatalogError::InvalidNodeClass { field, .. }) => assert_eq!(field, "spec.kubelet.kubeReserved.memory"),
+            other => panic!("{:?}", other.map(|c| c.instance_types.len())),
+        }
+        assert!(is_kubelet_expression("vcpus * 10") && !is_kubelet_expression("1Gii") && !is_kubelet_expression("1Gi"));
+    }
+
+    #[test]
     fn max_pods_override_keeps_eni_memory_overhead() {
-        let nc = kubelet_nc(KubeletConfiguration { max_pods: Some(110), ..Default::default() });
+        let nc = kubelet_nc(KubeletConfiguration { max_pods: Some(110.into()), ..Default::default() });
         let c = catalog(Some(&nc));
         let it = c.get("m5.large").unwrap();
         assert_eq!(it.capacity.pods, 110);
@@ -997,7 +1051,11 @@ mod tests {
 
         let nc = nodeclass(EC2NodeClassSpec {
             ami_family: Some("Bottlerocket".into()),
-            kubelet: Some(KubeletConfiguration { max_pods: Some(110), pods_per_core: Some(2), ..Default::default() }),
+            kubelet: Some(KubeletConfiguration {
+                max_pods: Some(110.into()),
+                pods_per_core: Some(2),
+                ..Default::default()
+            }),
             ..Default::default()
         });
         let c = catalog(Some(&nc));
