@@ -7,6 +7,7 @@ pub mod aws;
 pub mod classes;
 pub mod fake;
 pub mod inline;
+pub mod kubelet_expr;
 pub mod kwok;
 pub mod report;
 
