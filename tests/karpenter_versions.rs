@@ -11,6 +11,7 @@ use karpenter_tui::engine::api::strict::parse_nodepool_strict_with;
 use karpenter_tui::engine::labels::LabelPolicy;
 use karpenter_tui::engine::manifests::ClusterObjects;
 use karpenter_tui::engine::version::KarpenterVersion::{self, V1_14, V1_15};
+use karpenter_tui::sim::run::run_world;
 use karpenter_tui::sim::scenario::parse_scenario;
 
 /// A dynamic pool as people write it (the shape of upstream's getting-started NodePool), with `disruption`
@@ -263,4 +264,88 @@ fn simulate_decides_as_the_version_asked_for_over_the_scenarios() {
         "{stderr}"
     );
     let _ = std::fs::remove_dir_all(dir);
+}
+
+/// An m5.large-only pool on a class whose kubelet settings are v1.15 CEL expressions, and 30 small pods; `gates`
+/// goes under `settings.featureGates`.
+fn kubelet_cel_scenario(version: &str, gates: &str) -> String {
+    format!(
+        r#"name: kubelet-cel
+until: 10m
+settings:
+  karpenterVersion: "{version}"
+  featureGates: {{{gates}}}
+catalog:
+  source: aws
+  zones: [us-east-1a]
+objects:
+  - apiVersion: karpenter.sh/v1
+    kind: NodePool
+    metadata: {{name: default}}
+    spec:
+      template:
+        spec:
+          requirements:
+            - {{key: node.kubernetes.io/instance-type, operator: In, values: [m5.large]}}
+            - {{key: karpenter.sh/capacity-type, operator: In, values: [on-demand]}}
+          nodeClassRef: {{group: karpenter.k8s.aws, kind: EC2NodeClass, name: default}}
+  - apiVersion: karpenter.k8s.aws/v1
+    kind: EC2NodeClass
+    metadata: {{name: default}}
+    spec:
+      role: KarpenterNodeRole-demo
+      amiSelectorTerms: [{{alias: al2023@latest}}]
+      subnetSelectorTerms: [{{tags: {{karpenter.sh/discovery: demo}}}}]
+      securityGroupSelectorTerms: [{{tags: {{karpenter.sh/discovery: demo}}}}]
+      kubelet:
+        maxPods: "min(12, max_pods)"
+        kubeReserved: {{memory: "11 * max_pods + 255"}}
+        systemReserved: {{cpu: "max(100, vcpus * 10)"}}
+  - apiVersion: apps/v1
+    kind: Deployment
+    metadata: {{name: app}}
+    spec:
+      replicas: 30
+      selector: {{matchLabels: {{app: app}}}}
+      template:
+        metadata: {{labels: {{app: app}}}}
+        spec:
+          containers: [{{name: c, image: x, resources: {{requests: {{cpu: 10m, memory: 16Mi}}}}}}]
+events: []
+"#
+    )
+}
+
+/// Each node's pod capacity, and how many pods are still pending, at the end of the run.
+fn pods_per_node(text: &str) -> (Vec<i64>, usize) {
+    let s = parse_scenario(text, "kubelet-cel.yaml").unwrap_or_else(|e| panic!("{e}"));
+    let w = run_world(&s, None).unwrap_or_else(|e| panic!("{e}"));
+    let pods = w
+        .cluster
+        .nodes
+        .cloned_values()
+        .iter()
+        .filter_map(|n| n.status.as_ref()?.capacity.as_ref()?.get("pods")?.0.parse().ok())
+        .collect();
+    let r = karpenter_tui::sim::run::run(&s, None, None).unwrap_or_else(|e| panic!("{e}"));
+    (pods, r.pending.len())
+}
+
+#[test]
+fn should_provision_nodes_when_max_pods_kube_reserved_and_system_reserved_are_all_cel_expressions() {
+    // Under 1.15 with NodeClassCEL: maxPods resolves to min(12, 29) per m5.large, so 30 pods need three nodes.
+    let (pods, pending) = pods_per_node(&kubelet_cel_scenario("1.15", "NodeClassCEL: true"));
+    assert_eq!(pending, 0);
+    assert_eq!(pods, [12, 12, 12]);
+}
+
+#[test]
+fn a_class_with_kubelet_expressions_launches_nothing_while_the_gate_is_off() {
+    // Upstream's validation sets ValidationSucceeded=False (KubeletExpressionsDisabled): no node launches. v1.14,
+    // which has no such gate (its CRD refuses a string maxPods), is the same.
+    for (version, gates) in [("1.15", ""), ("1.14", "NodeClassCEL: true")] {
+        let (pods, pending) = pods_per_node(&kubelet_cel_scenario(version, gates));
+        assert!(pods.is_empty(), "{version}: {pods:?}");
+        assert_eq!(pending, 30, "{version}");
+    }
 }

@@ -20,7 +20,7 @@ use super::config::AwsError;
 use super::ec2::{self, Ec2Instance, Templates};
 use super::instanceprofile::ProfileError;
 use super::instancetypes::{Discovered, discover};
-use super::launch::{ClusterInfo, FleetPlan, TAG_NODECLAIM, plan};
+use super::launch::{ClusterInfo, FleetPlan, TAG_NODECLAIM, plan, plan_with};
 use super::nodeclass::{AliasContext, INSTANCE_PROFILE_READY, Problem, VALIDATION_SUCCEEDED, resolve, status};
 use super::pricing::{PriceBook, PriceError, on_demand_prices, spot_prices};
 use super::unavailable::{Unavailable, is_capacity_error};
@@ -131,6 +131,8 @@ const CATALOG_TTL: Millis = 10_000;
 pub struct AwsCloud {
     /// Gate `ReservedCapacity` (see [`AwsCloud::with_reserved_capacity`]).
     reserved_capacity: bool,
+    /// AWS gate `NodeClassCEL` under Karpenter v1.15 (see [`AwsCloud::with_kubelet_expressions`]).
+    kubelet_expressions: bool,
     pub ec2: aws_sdk_ec2::Client,
     pub ssm: aws_sdk_ssm::Client,
     pub iam: aws_sdk_iam::Client,
@@ -171,6 +173,7 @@ impl AwsCloud {
             validations: Mutex::new(BTreeMap::new()),
             overlays: Mutex::new(Arc::default()),
             reserved_capacity: true,
+            kubelet_expressions: false,
         }
     }
 
@@ -178,6 +181,13 @@ impl AwsCloud {
     /// up and written to their status with `CapacityReservationsReady`.
     pub fn with_reserved_capacity(mut self, on: bool) -> AwsCloud {
         self.reserved_capacity = on;
+        self
+    }
+
+    /// With the AWS gate `NodeClassCEL` (Karpenter v1.15): an EC2NodeClass's kubelet expressions are resolved per
+    /// instance type; without it a class holding any is refused (`ValidationSucceeded=False`).
+    pub fn with_kubelet_expressions(mut self, on: bool) -> AwsCloud {
+        self.kubelet_expressions = on;
         self
     }
 
@@ -240,6 +250,7 @@ impl AwsCloud {
             &zones,
             &offered,
             nodeclass,
+            self.kubelet_expressions,
             |f, ct, z| prices.price(f, ct, z).or_else(|| overlay_prices.get(&f.name).copied()),
             prices.source(),
         );
@@ -337,6 +348,12 @@ impl AwsCloud {
                 "InstanceProfileNotReady",
                 "neither spec.role nor spec.instanceProfile is set",
             )),
+        }
+        // v1.15's kubelet expressions: validated by the nodeclass controller, not the CRD.
+        if let Err((reason, message)) =
+            crate::engine::catalog::aws::validate_kubelet_expressions(nc, self.kubelet_expressions)
+        {
+            r.problems.push(Problem::new(VALIDATION_SUCCEEDED, reason, message));
         }
         if self.reserved_capacity {
             let now = chrono::Utc::now().timestamp();
@@ -647,7 +664,14 @@ impl AwsCloud {
                 results[i] = Some(Ok(self.result(&nc, &catalog, inst, None)));
                 continue;
             }
-            match plan(claim, &self.by_free_addresses(&nc), &catalog, &self.cluster, &overlays) {
+            match plan_with(
+                claim,
+                &self.by_free_addresses(&nc),
+                &catalog,
+                &self.cluster,
+                &overlays,
+                self.kubelet_expressions,
+            ) {
                 Err(e) => results[i] = Some(Err(e)),
                 Ok(fleet) => {
                     let key = request_key(&fleet);

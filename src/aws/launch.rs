@@ -117,7 +117,8 @@ pub struct FleetPlan {
 type Offer = (String, f64, Option<Reservation>);
 
 /// What a launch template is made for: the AMI, max pods, and the reservation it targets.
-type TemplateKey = (String, i64, Option<String>);
+/// (AMI, max pods, reservation id, the kubelet configuration as JSON when expressions resolved it per type).
+type TemplateKey = (String, i64, Option<String>, Option<String>);
 
 fn ready(nc: &EC2NodeClass) -> Result<(), LaunchError> {
     let name = nc.metadata.name.as_deref().unwrap_or("");
@@ -249,6 +250,19 @@ pub fn plan(
     catalog: &Catalog,
     cluster: &ClusterInfo,
     overlays: &OverlayStore,
+) -> Result<FleetPlan, LaunchError> {
+    plan_with(claim, nc, catalog, cluster, overlays, false)
+}
+
+/// [`plan`], resolving the class's kubelet expressions per instance type into each launch template's kubelet
+/// configuration when `cel` (the AWS gate `NodeClassCEL`, Karpenter v1.15) is on; without it they are left out.
+pub fn plan_with(
+    claim: &NodeClaim,
+    nc: &EC2NodeClass,
+    catalog: &Catalog,
+    cluster: &ClusterInfo,
+    overlays: &OverlayStore,
+    cel: bool,
 ) -> Result<FleetPlan, LaunchError> {
     ready(nc)?;
     let prioritized = is_price_overlaid(claim);
@@ -386,7 +400,11 @@ pub fn plan(
     for t in &types {
         let Some(ami) = ami_for(nc, t) else { continue };
         for o in &offers[&t.name] {
-            let key = (ami.to_string(), t.capacity.pods, o.2.as_ref().map(|r| r.id.clone()));
+            // v1.15's kubelet expressions resolve per type, so types whose values differ need their own template
+            // (maxPods is the type's resolved pod count).
+            let kubelet = crate::engine::catalog::aws::resolved_kubelet(nc, &t.name, cel)
+                .map(|k| serde_json::to_string(&k).unwrap_or_default());
+            let key = (ami.to_string(), t.capacity.pods, o.2.as_ref().map(|r| r.id.clone()), kubelet);
             groups.entry(key).or_default().push((t.clone(), o.clone()));
         }
     }
@@ -396,17 +414,10 @@ pub fn plan(
             nc.metadata.name.as_deref().unwrap_or("")
         )));
     }
-    // v1.15's CEL expressions in reserved values are not evaluated here: they are left out of the node's kubelet
-    // configuration, as upstream resolves them with the NodeClassCEL gate off (maxPods is the resolved count).
-    let kubelet = nc.spec.kubelet.as_ref().map(|k| {
-        let mut k = k.clone();
-        for map in [&mut k.kube_reserved, &mut k.system_reserved] {
-            map.retain(|_, v| !crate::engine::catalog::aws::is_kubelet_expression(v));
-        }
-        k
-    });
     let mut configs = Vec::new();
-    for ((image_id, max_pods, reservation_id), members) in groups {
+    for ((image_id, max_pods, reservation_id, kubelet), members) in groups {
+        let kubelet: Option<crate::engine::api::ec2nodeclass::KubeletConfiguration> =
+            kubelet.and_then(|k| serde_json::from_str(&k).ok()).or_else(|| nc.spec.kubelet.clone());
         let boot = Bootstrap {
             family,
             cluster,

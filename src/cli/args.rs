@@ -314,8 +314,9 @@ pub struct ElectionArgs {
     /// (over the config file's `controller.featureGates`; `karpenter-tui info` lists the gates and defaults).
     #[arg(long, value_name = "GATES")]
     pub feature_gates: Option<String>,
-    /// The AWS provider's feature gates, as its flag takes them: `RebootForRepair=true` lets its repair policies
-    /// reboot a node instead of replacing it (Karpenter v1.15).
+    /// The AWS provider's feature gates, as its flag takes them (Karpenter v1.15): `RebootForRepair=true` lets its
+    /// repair policies reboot a node instead of replacing it; `NodeClassCEL=true` resolves EC2NodeClass kubelet
+    /// expressions.
     #[arg(long, value_name = "GATES")]
     pub aws_feature_gates: Option<String>,
     /// Karpenter v1.15's `--legacy-node-repair`: with NodeRepair on, v1.14's forceful node repair runs instead of

@@ -126,7 +126,12 @@ async fn aws_acting(
     };
     let alias =
         AliasContext { k8s_version: version.unwrap_or_else(|_| "1.33".into()), ssm_prefix: "/aws/service".into() };
-    let cloud = Arc::new(AwsCloud::new(&sdk, cluster, alias).with_reserved_capacity(settings.gates.reserved_capacity));
+    let gates = settings.gates.for_version(settings.karpenter_version);
+    let cloud = Arc::new(
+        AwsCloud::new(&sdk, cluster, alias)
+            .with_reserved_capacity(gates.reserved_capacity)
+            .with_kubelet_expressions(gates.node_class_cel),
+    );
     progress(&format!("discovering EC2 instance types in {} ...", cloud.region));
     let n = cloud
         .refresh_types()

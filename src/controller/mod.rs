@@ -266,7 +266,7 @@ impl Controller {
     pub fn with_settings(catalog: Arc<Catalog>, settings: Settings, now: Millis) -> Controller {
         Controller {
             catalog,
-            gates: settings.gates,
+            gates: settings.gates.for_version(settings.karpenter_version),
             packing: settings.packing,
             version: settings.karpenter_version,
             lifecycle: LifecycleSettings::default(),
@@ -303,7 +303,8 @@ impl Controller {
             interruptions: Vec::new(),
             provider_prefix: KWOK_PROVIDER_PREFIX.to_string(),
             class_catalogs: None,
-            derived: Default::default(),
+            derived: crate::engine::catalog::classes::ClassCatalogs::default()
+                .with_kubelet_expressions(settings.gates.for_version(settings.karpenter_version).node_class_cel),
             live_instances: None,
             class_drift: BTreeMap::new(),
             next_explain: now + 60 * SECOND,

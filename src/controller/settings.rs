@@ -79,6 +79,9 @@ pub struct FeatureGates {
     pub terminate_first_drift: bool,
     /// `TerminateFirstRepair` (v1.15): the same for node repair.
     pub terminate_first_repair: bool,
+    /// The AWS provider's `NodeClassCEL` (v1.15, `--aws-feature-gates`): EC2NodeClass kubelet settings may be CEL
+    /// expressions, resolved per instance type.
+    pub node_class_cel: bool,
 }
 
 impl Default for FeatureGates {
@@ -94,6 +97,7 @@ impl Default for FeatureGates {
             // Upstream's default is not known; every upstream test sets them explicitly (engine-v115 §2, assumed).
             terminate_first_drift: false,
             terminate_first_repair: false,
+            node_class_cel: false,
         }
     }
 }
@@ -109,7 +113,7 @@ pub enum GateError {
 
 impl FeatureGates {
     /// The gates by their upstream names, in upstream's order.
-    pub const NAMES: [&'static str; 9] = [
+    pub const NAMES: [&'static str; 10] = [
         "NodeRepair",
         "ReservedCapacity",
         "SpotToSpotConsolidation",
@@ -118,10 +122,11 @@ impl FeatureGates {
         "CapacityBuffer",
         "TerminateFirstDrift",
         "TerminateFirstRepair",
+        "NodeClassCEL",
         "RebootForRepair",
     ];
     /// The AWS provider's gates among [`Self::NAMES`]: upstream sets them with `--aws-feature-gates`.
-    pub const AWS_NAMES: [&'static str; 1] = ["RebootForRepair"];
+    pub const AWS_NAMES: [&'static str; 2] = ["NodeClassCEL", "RebootForRepair"];
 
     fn slot(&mut self, name: &str) -> Option<&mut bool> {
         Some(match name {
@@ -134,6 +139,7 @@ impl FeatureGates {
             "RebootForRepair" => &mut self.reboot_for_repair,
             "TerminateFirstDrift" => &mut self.terminate_first_drift,
             "TerminateFirstRepair" => &mut self.terminate_first_repair,
+            "NodeClassCEL" => &mut self.node_class_cel,
             _ => return None,
         })
     }
@@ -175,6 +181,18 @@ impl FeatureGates {
         Ok(self)
     }
 
+    /// The gates a Karpenter version has: v1.14 has none of v1.15's (`TerminateFirstDrift`, `TerminateFirstRepair`,
+    /// `NodeClassCEL`, `RebootForRepair`), so setting them there changes nothing.
+    pub fn for_version(mut self, version: crate::engine::version::KarpenterVersion) -> FeatureGates {
+        if version < crate::engine::version::KarpenterVersion::V1_15 {
+            self.terminate_first_drift = false;
+            self.terminate_first_repair = false;
+            self.node_class_cel = false;
+            self.reboot_for_repair = false;
+        }
+        self
+    }
+
     /// Every gate with its value, in upstream's order.
     pub fn entries(&self) -> Vec<(&'static str, bool)> {
         Self::NAMES.iter().map(|n| (*n, self.get(n).unwrap_or(false))).collect()
@@ -199,7 +217,7 @@ mod tests {
             FeatureGates::default().to_string(),
             "NodeRepair=false,ReservedCapacity=true,SpotToSpotConsolidation=false,NodeOverlay=false,\
              StaticCapacity=false,CapacityBuffer=false,TerminateFirstDrift=false,TerminateFirstRepair=false,\
-             RebootForRepair=false"
+             NodeClassCEL=false,RebootForRepair=false"
         );
     }
 

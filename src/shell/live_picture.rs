@@ -204,7 +204,8 @@ fn build(
     }
     // Observing with the cluster's NodeOverlay gate on: the overlays as the cluster's Karpenter would evaluate them.
     let observed = (engine.is_none() && gates.node_overlay && !m.nodeoverlays.is_empty()).then(|| {
-        let raw = crate::engine::catalog::classes::pool_types(catalog, &m.nodepools, &m.nodeclasses);
+        let raw =
+            crate::engine::catalog::classes::pool_types(catalog, &m.nodepools, &m.nodeclasses, gates.node_class_cel);
         crate::engine::overlay::overlaid_catalogs(&m.nodeoverlays, &m.nodepools, &raw, &catalog.label_policy)
     });
     picture::build(picture::Input {

@@ -22,7 +22,7 @@ pub fn pool_types(
     catalog: &Catalog,
     gates: FeatureGates,
 ) -> BTreeMap<String, Vec<Arc<InstanceType>>> {
-    let raw = crate::engine::catalog::classes::pool_types(catalog, &m.nodepools, &m.nodeclasses);
+    let raw = crate::engine::catalog::classes::pool_types(catalog, &m.nodepools, &m.nodeclasses, gates.node_class_cel);
     if !gates.node_overlay || m.nodeoverlays.is_empty() {
         return raw;
     }

@@ -42,6 +42,9 @@ pub enum CloudError {
     NoCompatibleType(String),
     #[error("instance {0} not found")]
     NotFound(String),
+    /// The claim's EC2NodeClass is refused (its kubelet expressions).
+    #[error("node class not ready: {0}")]
+    NodeClassNotReady(String),
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -138,6 +141,10 @@ pub struct SimCloud {
     launchable: rustc_hash::FxHashMap<LaunchKey, Arc<[Arc<InstanceType>]>>,
     /// The catalog as each EC2NodeClass sees it: a claim launches the types of its class.
     classes: crate::engine::catalog::classes::ClassCatalogs,
+    /// The AWS gate `NodeClassCEL` (v1.15).
+    cel: bool,
+    /// EC2NodeClasses whose kubelet expressions upstream's validation refuses, with its reason and message.
+    refused_classes: BTreeMap<String, (&'static str, String)>,
 }
 
 /// How long before a capacity block's end its instances are reclaimed by Karpenter (upstream marks the block
@@ -198,6 +205,8 @@ impl SimCloud {
             launchable: Default::default(),
             reboots: Vec::new(),
             classes: Default::default(),
+            cel: false,
+            refused_classes: BTreeMap::new(),
         }
     }
 
@@ -222,11 +231,26 @@ impl SimCloud {
         self
     }
 
+    /// With the AWS gate `NodeClassCEL` (Karpenter v1.15): kubelet expressions are resolved per type; without it a
+    /// class holding any launches nothing, as upstream's validation refuses it.
+    pub fn with_kubelet_expressions(mut self, on: bool) -> Self {
+        self.cel = on;
+        self.classes = std::mem::take(&mut self.classes).with_kubelet_expressions(on);
+        self
+    }
+
     /// The cluster's EC2NodeClasses: each class's claims launch the catalog as that class sees it.
     pub fn set_node_classes(&mut self, classes: &[crate::engine::api::EC2NodeClass]) {
         let base = self.catalog.clone();
         self.classes.sync(&base, classes);
         self.launchable.clear();
+        self.refused_classes = classes
+            .iter()
+            .filter_map(|c| {
+                let why = crate::engine::catalog::aws::validate_kubelet_expressions(c, self.cel).err()?;
+                Some((c.metadata.name.clone()?, why))
+            })
+            .collect();
     }
 
     /// Switches an offering's capacity on or off (scenario `capacity` events).
@@ -408,6 +432,12 @@ impl SimCloud {
     /// fits its requests, the cheapest available offering — reserved before spot before on-demand, as the AWS
     /// provider prefers when the claim allows them.
     pub fn create(&mut self, claim: &NodeClaim, now: Millis) -> Result<Launched, CloudError> {
+        if let Some((reason, message)) = self.refused_classes.get(&claim.spec.node_class_ref.name) {
+            return Err(CloudError::NodeClassNotReady(format!(
+                "EC2NodeClass {} is not ready: ValidationSucceeded=False: {reason}: {message}",
+                claim.spec.node_class_ref.name
+            )));
+        }
         let reqs = claim_requirements(claim);
         let requests = crate::engine::requirements::claim_requests(claim);
         let types = self.launchable_types(claim, &reqs);
@@ -688,6 +718,7 @@ impl CloudProvider for SimCloud {
                 }
                 Err(CloudError::NoCompatibleType(m)) => Err(LaunchFailure::Cloud(LaunchError::NoCompatibleType(m))),
                 Err(CloudError::NotFound(m)) => Err(LaunchFailure::Cloud(LaunchError::Other(m))),
+                Err(CloudError::NodeClassNotReady(m)) => Err(LaunchFailure::Cloud(LaunchError::NodeClassNotReady(m))),
             })
             .collect();
         Box::pin(std::future::ready(out))

@@ -328,7 +328,10 @@ impl World {
     }
 
     pub fn new(catalog: Catalog, settings: Settings, start: Millis, seed: u64) -> World {
-        let cloud = SimCloud::new(&catalog).with_repair_policies(settings.repair_policies.clone());
+        let gates = settings.controller.gates.for_version(settings.controller.karpenter_version);
+        let cloud = SimCloud::new(&catalog)
+            .with_repair_policies(settings.repair_policies.clone())
+            .with_kubelet_expressions(gates.node_class_cel);
         let mut controller =
             crate::controller::Controller::with_settings(Arc::new(catalog.clone()), settings.controller.clone(), start)
                 .with_provider_prefix(crate::sim::cloud::PROVIDER_PREFIX)

@@ -12,7 +12,7 @@ use std::sync::{Arc, OnceLock};
 
 use serde::Deserialize;
 
-use super::{Catalog, CatalogError, InstanceType, Offering, PriceSource};
+use super::{Catalog, CatalogError, InstanceType, Offering, PriceSource, kubelet_expr};
 use crate::engine::api::EC2NodeClass;
 use crate::engine::api::ec2nodeclass::{KubeletConfiguration, MaxPods};
 use crate::engine::labels::{self, LabelPolicy};
@@ -346,6 +346,149 @@ struct NodeConfig {
     bdms: Vec<(Option<String>, bool, Option<i64>)>,
     /// zone → zone id from `status.subnets`; `None` when the NodeClass lists no subnets.
     subnet_zones: Option<BTreeMap<String, Option<String>>>,
+    /// v1.15's kubelet expressions, compiled (only with the AWS gate `NodeClassCEL` on).
+    exprs: KubeletExprs,
+}
+
+/// A class's kubelet expressions: maxPods, and reserved values by (kube-reserved or not, resource).
+#[derive(Debug, Clone, Default)]
+struct KubeletExprs {
+    max_pods: Option<kubelet_expr::Expr>,
+    reserved: Vec<(bool, String, kubelet_expr::Expr)>,
+}
+
+impl KubeletExprs {
+    fn of(kubelet: &KubeletConfiguration) -> Result<KubeletExprs, kubelet_expr::ExprError> {
+        let mut out = KubeletExprs::default();
+        if let Some(MaxPods::Expression(e)) = &kubelet.max_pods {
+            out.max_pods = Some(kubelet_expr::compile("spec.kubelet.maxPods", e)?);
+        }
+        for (kube, field, map) in [
+            (true, "spec.kubelet.kubeReserved", &kubelet.kube_reserved),
+            (false, "spec.kubelet.systemReserved", &kubelet.system_reserved),
+        ] {
+            for (k, v) in map.iter().filter(|(_, v)| is_kubelet_expression(v)) {
+                out.reserved.push((kube, k.clone(), kubelet_expr::compile(&format!("{field}.{k}"), v)?));
+            }
+        }
+        Ok(out)
+    }
+
+    fn is_empty(&self) -> bool {
+        self.max_pods.is_none() && self.reserved.is_empty()
+    }
+}
+
+/// Whether the class's kubelet settings hold any expression (v1.15's NodeClassCEL).
+pub fn has_kubelet_expressions(nodeclass: &EC2NodeClass) -> bool {
+    nodeclass.spec.kubelet.as_ref().is_some_and(|k| {
+        matches!(k.max_pods, Some(MaxPods::Expression(_)))
+            || k.kube_reserved.values().chain(k.system_reserved.values()).any(|v| is_kubelet_expression(v))
+    })
+}
+
+/// Upstream's validation of a class's kubelet expressions (its nodeclass controller, v1.15): `Err((reason,
+/// message))` for `ValidationSucceeded=False`, when expressions are present with the gate `NodeClassCEL` off
+/// (`cel`), do not compile, or fail for every known instance type. No node of such a class launches.
+pub fn validate_kubelet_expressions(nodeclass: &EC2NodeClass, cel: bool) -> Result<(), (&'static str, String)> {
+    if !has_kubelet_expressions(nodeclass) {
+        return Ok(());
+    }
+    if !cel {
+        return Err((
+            "KubeletExpressionsDisabled",
+            "spec.kubelet holds CEL expressions, and the NodeClassCEL feature gate is disabled".to_string(),
+        ));
+    }
+    let Some(kubelet) = nodeclass.spec.kubelet.as_ref() else { return Ok(()) };
+    let exprs = KubeletExprs::of(kubelet).map_err(|e| (e.reason(), e.to_string()))?;
+    let Ok(d) = data() else { return Ok(()) };
+    let cfg = NodeConfig::new(Some(nodeclass), true).map_err(|e| ("KubeletExpressionInvalid", e.to_string()))?;
+    let mut last = None;
+    for f in &d.types {
+        match resolve_exprs(f, &cfg, &exprs) {
+            Ok(_) => return Ok(()),
+            Err(e) => last = Some(e),
+        }
+    }
+    Err(last.map_or(("KubeletExpressionEvaluationFailed", String::new()), |e| {
+        ("KubeletExpressionEvaluationFailed", format!("{e}, for every known instance type"))
+    }))
+}
+
+/// The class's kubelet configuration as a node of `instance_type` gets it, when the class holds expressions (`None`:
+/// it holds none, and its configuration is used as written). With `cel` (the gate `NodeClassCEL`, v1.15) each
+/// reserved expression becomes its value for the type (cpu `90m`, memory `576Mi`, ephemeral-storage and pid as
+/// numbers) and maxPods the type's count; without it, or for a type the embedded data does not describe, expression
+/// entries are left out.
+pub fn resolved_kubelet(nodeclass: &EC2NodeClass, instance_type: &str, cel: bool) -> Option<KubeletConfiguration> {
+    if !has_kubelet_expressions(nodeclass) {
+        return None;
+    }
+    let mut k = nodeclass.spec.kubelet.clone()?;
+    let resolved = cel
+        .then(|| {
+            let f = facts_of(data().ok()?, instance_type)?;
+            let cfg = NodeConfig::new(Some(nodeclass), true).ok()?;
+            resolve_exprs(f, &cfg, &cfg.exprs).ok()
+        })
+        .flatten();
+    for map in [&mut k.kube_reserved, &mut k.system_reserved] {
+        map.retain(|_, v| !is_kubelet_expression(v));
+    }
+    if matches!(k.max_pods, Some(MaxPods::Expression(_))) {
+        k.max_pods = None;
+    }
+    if let Some((pods, reserved)) = resolved {
+        k.max_pods = Some(MaxPods::Count(pods));
+        for (kube, key, v) in reserved {
+            let text = match key.as_str() {
+                resources::CPU => format!("{v}m"),
+                resources::MEMORY => format!("{}Mi", v / MIB),
+                _ => v.to_string(),
+            };
+            let map = if kube { &mut k.kube_reserved } else { &mut k.system_reserved };
+            map.insert(key, text);
+        }
+    }
+    Some(k)
+}
+
+/// A reserved expression's value for one type: (kube-reserved or not, resource, value in the engine's units).
+type ResolvedReserved = (bool, String, i64);
+
+/// What a type's expressions come to: (maxPods, reserved values by (kube-reserved or not, resource)). A maxPods
+/// expression that fails fails the type; a reserved one that fails is dropped (upstream logs and drops it).
+fn resolve_exprs(
+    f: &TypeFacts,
+    cfg: &NodeConfig,
+    exprs: &KubeletExprs,
+) -> Result<(i64, Vec<ResolvedReserved>), kubelet_expr::ExprError> {
+    let default = default_max_pods(f, cfg);
+    let vars = |max_pods| kubelet_expr::Vars {
+        vcpus: f.vcpu,
+        memory_mib: f.mem_mi_b,
+        default_enis: f.enis,
+        ips_per_eni: f.ipv4,
+        max_pods,
+        instance_type: &f.name,
+    };
+    let pods = match &exprs.max_pods {
+        Some(e) => e.max_pods(&vars(default))?,
+        None => max_pods(f, cfg),
+    };
+    let reserved = exprs
+        .reserved
+        .iter()
+        .filter_map(|(kube, k, e)| match e.reserved(k, &vars(pods)) {
+            Ok(v) => Some((*kube, k.clone(), v)),
+            Err(err) => {
+                tracing::debug!(instance_type = %f.name, "kubelet expression dropped: {err}");
+                None
+            }
+        })
+        .collect();
+    Ok((pods, reserved))
 }
 
 fn parse_reserved(field: &str, map: &BTreeMap<String, String>) -> Result<Vec<(String, i64)>, CatalogError> {
@@ -388,7 +531,8 @@ pub fn is_kubelet_expression(v: &str) -> bool {
 }
 
 impl NodeConfig {
-    fn new(nodeclass: Option<&EC2NodeClass>) -> Result<NodeConfig, CatalogError> {
+    /// `cel`: the AWS gate `NodeClassCEL` is on, so kubelet expressions are resolved per type (else left out).
+    fn new(nodeclass: Option<&EC2NodeClass>, cel: bool) -> Result<NodeConfig, CatalogError> {
         let family = AmiFamily::of(nodeclass)?;
         let default_kubelet = KubeletConfiguration::default();
         let kubelet = nodeclass.and_then(|nc| nc.spec.kubelet.as_ref()).unwrap_or(&default_kubelet);
@@ -450,6 +594,16 @@ impl NodeConfig {
             raid0,
             bdms,
             subnet_zones,
+            exprs: if cel {
+                KubeletExprs::of(kubelet).map_err(|e| match e {
+                    kubelet_expr::ExprError::Invalid { field, message }
+                    | kubelet_expr::ExprError::Evaluation { field, message } => {
+                        CatalogError::InvalidNodeClass { field, message }
+                    }
+                })?
+            } else {
+                KubeletExprs::default()
+            },
         })
     }
 }
@@ -463,12 +617,14 @@ fn eni_limited_pods(f: &TypeFacts) -> i64 {
     if usable == 0 { 0 } else { usable * (f.ipv4 - 1).max(0) + 2 }
 }
 
+/// The AMI family's pod count for the type, before any `maxPods` or `podsPerCore`: what an expression's `max_pods`
+/// is in the maxPods expression.
+fn default_max_pods(f: &TypeFacts, cfg: &NodeConfig) -> i64 {
+    if cfg.family.supports_eni_limited_pod_density() { eni_limited_pods(f) } else { 110 }
+}
+
 fn max_pods(f: &TypeFacts, cfg: &NodeConfig) -> i64 {
-    let mut pods = match cfg.max_pods {
-        Some(m) => m,
-        None if cfg.family.supports_eni_limited_pod_density() => eni_limited_pods(f),
-        None => 110,
-    };
+    let mut pods = cfg.max_pods.unwrap_or_else(|| default_max_pods(f, cfg));
     if let Some(ppc) = cfg.pods_per_core
         && ppc > 0
         && cfg.family.pods_per_core_enabled()
@@ -525,8 +681,31 @@ fn ephemeral_storage(f: &TypeFacts, cfg: &NodeConfig) -> i64 {
     cfg.family.ephemeral_device().map_or(DEFAULT, |(_, size)| size)
 }
 
-fn capacity(f: &TypeFacts, cfg: &NodeConfig) -> Resources {
-    let mut r = Resources::new(f.vcpu.saturating_mul(1000), memory_capacity(f), max_pods(f, cfg));
+/// A type's capacity and overhead under the class, and whether its kubelet expressions resolve for it (a type whose
+/// maxPods expression fails cannot be launched).
+fn capacity_and_overhead(f: &TypeFacts, cfg: &NodeConfig) -> (Resources, Resources, bool) {
+    if cfg.exprs.is_empty() {
+        let c = capacity(f, cfg, max_pods(f, cfg));
+        let o = overhead(f, cfg, &c, &[]);
+        return (c, o, true);
+    }
+    match resolve_exprs(f, cfg, &cfg.exprs) {
+        Ok((pods, reserved)) => {
+            let c = capacity(f, cfg, pods);
+            let o = overhead(f, cfg, &c, &reserved);
+            (c, o, true)
+        }
+        Err(e) => {
+            tracing::debug!(instance_type = %f.name, "not launchable: {e}");
+            let c = capacity(f, cfg, max_pods(f, cfg));
+            let o = overhead(f, cfg, &c, &[]);
+            (c, o, false)
+        }
+    }
+}
+
+fn capacity(f: &TypeFacts, cfg: &NodeConfig, pods: i64) -> Resources {
+    let mut r = Resources::new(f.vcpu.saturating_mul(1000), memory_capacity(f), pods);
     r.ephemeral_storage = ephemeral_storage(f, cfg);
     for (mfr, resource) in
         [("NVIDIA", RESOURCE_NVIDIA_GPU), ("AMD", RESOURCE_AMD_GPU), ("Habana", RESOURCE_HABANA_GAUDI)]
@@ -555,13 +734,18 @@ fn capacity(f: &TypeFacts, cfg: &NodeConfig) -> Resources {
 }
 
 /// kube-reserved + system-reserved + hard eviction thresholds (aws.md §1.4).
-fn overhead(f: &TypeFacts, cfg: &NodeConfig, capacity: &Resources) -> Resources {
+/// `resolved`: the values of the class's reserved expressions for this type, (kube-reserved or not, resource).
+fn overhead(f: &TypeFacts, cfg: &NodeConfig, capacity: &Resources, resolved: &[ResolvedReserved]) -> Resources {
     let pods_for_memory =
         if cfg.family.uses_eni_limited_memory_overhead() { eni_limited_pods(f) } else { capacity.pods };
     let mut kube = Resources::new(kube_reserved_cpu_milli(f.vcpu), (11 * pods_for_memory + 255) * MIB, 0);
     kube.ephemeral_storage = GIB;
     for (k, v) in &cfg.kube_reserved {
         kube.set_value(k, *v);
+    }
+    let mut system = cfg.system_reserved.clone();
+    for (is_kube, k, v) in resolved.iter().filter(|(_, k, _)| k != "pid") {
+        if *is_kube { kube.set_value(k, *v) } else { system.set_value(k, *v) }
     }
     let mut eviction = Resources::new(0, 100 * MIB, 0);
     let storage = i128::from(capacity.ephemeral_storage);
@@ -572,7 +756,7 @@ fn overhead(f: &TypeFacts, cfg: &NodeConfig, capacity: &Resources) -> Resources 
     if let Some(t) = cfg.eviction_nodefs {
         eviction.ephemeral_storage = t.bytes(capacity.ephemeral_storage);
     }
-    kube.plus(&cfg.system_reserved).plus(&eviction)
+    kube.plus(&system).plus(&eviction)
 }
 
 /// `^([a-z]+)(-[0-9]+tb)?([0-9]+).*\.` on the name → (category, generation).
@@ -794,7 +978,7 @@ pub fn aws_catalog(
     };
     let date = d.prices.as_of.split('T').next().unwrap_or(&d.prices.as_of).to_string();
     let fallback_region = (region != d.prices.region).then(|| d.prices.region.clone());
-    build_catalog(region, &selected, &offered, nodeclass, price, PriceSource::Static { date, fallback_region })
+    build_catalog(region, &selected, &offered, nodeclass, false, price, PriceSource::Static { date, fallback_region })
 }
 
 /// The facts of an embedded instance type by name.
@@ -810,9 +994,10 @@ fn facts_of(d: &'static AwsData, name: &str) -> Option<&'static TypeFacts> {
 /// `GetInstanceTypes` computes. Offerings keep the base's prices and availability (what the cloud learned), so a
 /// Windows node is priced as a Linux one, as upstream prices it: its on-demand and spot queries are Linux-only.
 /// Types the embedded data does not describe (inline, synthetic) are kept as they are.
-pub fn for_class(base: &Catalog, nodeclass: &EC2NodeClass) -> Result<Catalog, CatalogError> {
+/// `cel`: the AWS gate `NodeClassCEL` is on (kubelet expressions are resolved per type; else left out).
+pub fn for_class(base: &Catalog, nodeclass: &EC2NodeClass, cel: bool) -> Result<Catalog, CatalogError> {
     let d = data()?;
-    let cfg = NodeConfig::new(Some(nodeclass))?;
+    let cfg = NodeConfig::new(Some(nodeclass), cel)?;
     let mut out = base.clone();
     for t in &mut out.instance_types {
         let Some(f) = facts_of(d, &t.name) else { continue };
@@ -825,9 +1010,8 @@ pub fn for_class(base: &Catalog, nodeclass: &EC2NodeClass) -> Result<Catalog, Ca
             .cloned()
             .collect();
         let zones: Vec<&str> = zones.iter().map(String::as_str).collect();
-        let compatible = !(cfg.family == AmiFamily::AL2023 && f.name.starts_with("a1."));
-        let capacity = capacity(f, &cfg);
-        let overhead = overhead(f, &cfg, &capacity);
+        let (capacity, overhead, resolves) = capacity_and_overhead(f, &cfg);
+        let compatible = resolves && !(cfg.family == AmiFamily::AL2023 && f.name.starts_with("a1."));
         let it = Arc::make_mut(t);
         class_requirements(&mut it.requirements, f, &zones, &cfg);
         it.capacity = capacity;
@@ -864,10 +1048,11 @@ pub fn build_catalog(
     zones: &[String],
     offered: &[(&TypeFacts, Vec<&str>)],
     nodeclass: Option<&EC2NodeClass>,
+    cel: bool,
     price: impl Fn(&TypeFacts, &str, &str) -> Option<f64>,
     price_source: PriceSource,
 ) -> Result<Catalog, CatalogError> {
-    let cfg = NodeConfig::new(nodeclass)?;
+    let cfg = NodeConfig::new(nodeclass, cel)?;
     let mut selected: Vec<&str> = zones.iter().map(String::as_str).collect();
     selected.sort();
     selected.dedup();
@@ -877,10 +1062,9 @@ pub fn build_catalog(
     let mut types = Vec::with_capacity(offered.len());
     for (f, type_zones) in offered {
         let type_zones: Vec<&str> = selected.iter().copied().filter(|z| type_zones.contains(z)).collect();
-        let capacity = capacity(f, &cfg);
-        let overhead = overhead(f, &cfg, &capacity);
-        // NodeClass compatibility (aws.md §1.6): AL2023 has no a1 support.
-        let compatible = !(cfg.family == AmiFamily::AL2023 && f.name.starts_with("a1."));
+        let (capacity, overhead, resolves) = capacity_and_overhead(f, &cfg);
+        // NodeClass compatibility (aws.md §1.6): AL2023 has no a1 support; a type the class's expressions fail for.
+        let compatible = resolves && !(cfg.family == AmiFamily::AL2023 && f.name.starts_with("a1."));
         let mut offerings = Vec::new();
         for zone in &selected {
             for ct in capacity_types(f) {
@@ -1038,6 +1222,62 @@ mod tests {
             other => panic!("{:?}", other.map(|c| c.instance_types.len())),
         }
         assert!(is_kubelet_expression("vcpus * 10") && !is_kubelet_expression("1Gii") && !is_kubelet_expression("1Gi"));
+    }
+
+    fn cel_class(max_pods: &str, kube_memory: &str) -> EC2NodeClass {
+        kubelet_nc(KubeletConfiguration {
+            max_pods: Some(MaxPods::Expression(max_pods.into())),
+            kube_reserved: [("memory".to_string(), kube_memory.to_string())].into(),
+            system_reserved: [("cpu".to_string(), "max(100, vcpus * 10)".to_string())].into(),
+            ..Default::default()
+        })
+    }
+
+    #[test]
+    fn should_not_reject_static_kubelet_values_while_the_gate_is_disabled() {
+        let nc = kubelet_nc(KubeletConfiguration {
+            max_pods: Some(110.into()),
+            kube_reserved: [("memory".to_string(), "1Gi".to_string())].into(),
+            ..Default::default()
+        });
+        assert_eq!(validate_kubelet_expressions(&nc, false), Ok(()));
+        assert!(resolved_kubelet(&nc, "m5.large", false).is_none(), "written as is");
+    }
+
+    #[test]
+    fn should_accept_an_expression_once_the_gate_is_enabled() {
+        let nc = cel_class("min(110, max_pods)", "11 * max_pods + 255");
+        assert_eq!(validate_kubelet_expressions(&nc, true), Ok(()));
+        let (reason, _) = validate_kubelet_expressions(&nc, false).unwrap_err();
+        assert_eq!(reason, "KubeletExpressionsDisabled");
+        let (reason, message) = validate_kubelet_expressions(&cel_class("min(110,", "1Gi"), true).unwrap_err();
+        assert_eq!(reason, "KubeletExpressionInvalid");
+        assert!(message.contains("spec.kubelet.maxPods"), "{message}");
+        let (reason, _) = validate_kubelet_expressions(&cel_class("max_pods - 100000", "1Gi"), true).unwrap_err();
+        assert_eq!(reason, "KubeletExpressionEvaluationFailed", "negative for every type");
+    }
+
+    #[test]
+    fn with_the_gate_expressions_resolve_per_type_in_capacity_overhead_and_the_nodes_kubelet_configuration() {
+        let nc = cel_class("min(20, max_pods)", "11 * max_pods + 255");
+        let base = catalog(None);
+        let c = for_class(&base, &nc, true).expect("resolves");
+        let it = c.get("m5.large").unwrap();
+        assert_eq!(it.capacity.pods, 20);
+        // kube-reserved memory 11 × 20 + 255 = 475 → 480 MiB; system-reserved cpu max(100, 20) = 100m; kube cpu 70m.
+        let plain = for_class(&base, &kubelet_nc(KubeletConfiguration::default()), true).unwrap();
+        let p = plain.get("m5.large").unwrap();
+        let kube_cpu = kube_reserved_cpu_milli(2);
+        assert_eq!(it.overhead.cpu, kube_cpu + 100);
+        assert_eq!(it.overhead.memory - p.overhead.memory, 480 * MIB - (11 * 29 + 255) * MIB);
+        let k = resolved_kubelet(&nc, "m5.large", true).expect("expressions");
+        assert_eq!(k.max_pods, Some(MaxPods::Count(20)));
+        assert_eq!(k.kube_reserved.get("memory").map(String::as_str), Some("480Mi"));
+        assert_eq!(k.system_reserved.get("cpu").map(String::as_str), Some("100m"));
+        // Without the gate they are left out of what the node is given.
+        let k = resolved_kubelet(&nc, "m5.large", false).expect("expressions");
+        assert_eq!(k.max_pods, None);
+        assert!(k.kube_reserved.is_empty() && k.system_reserved.is_empty());
     }
 
     #[test]

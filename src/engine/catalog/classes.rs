@@ -15,6 +15,8 @@ use crate::engine::api::{EC2NodeClass, NodePool};
 #[derive(Debug, Default, Clone)]
 pub struct ClassCatalogs {
     entries: BTreeMap<String, Entry>,
+    /// The AWS gate `NodeClassCEL` (v1.15): kubelet expressions resolved per type.
+    cel: bool,
 }
 
 #[derive(Debug, Clone)]
@@ -50,6 +52,12 @@ fn key_of(base: &Arc<Catalog>, class: &EC2NodeClass) -> u64 {
 }
 
 impl ClassCatalogs {
+    /// Catalogs that resolve kubelet expressions (`NodeClassCEL` on, Karpenter v1.15) or leave them out.
+    pub fn with_kubelet_expressions(mut self, on: bool) -> Self {
+        self.cel = on;
+        self
+    }
+
     /// Derives the catalogs of the classes that are new or changed since the last call, and forgets the ones gone.
     /// Returns whether anything changed.
     pub fn sync(&mut self, base: &Arc<Catalog>, classes: &[EC2NodeClass]) -> bool {
@@ -68,7 +76,7 @@ impl ClassCatalogs {
                 Some(e) if e.key == key => e,
                 _ => {
                     changed = true;
-                    Entry { key, catalog: derive(base, class, name) }
+                    Entry { key, catalog: derive(base, class, name, self.cel) }
                 }
             };
             kept.insert(name.to_string(), entry);
@@ -95,8 +103,8 @@ impl ClassCatalogs {
 }
 
 /// `base` as `class` sees it; `None` (logged) when the class cannot be applied.
-fn derive(base: &Catalog, class: &EC2NodeClass, name: &str) -> Option<Arc<Catalog>> {
-    match aws::for_class(base, class) {
+fn derive(base: &Catalog, class: &EC2NodeClass, name: &str, cel: bool) -> Option<Arc<Catalog>> {
+    match aws::for_class(base, class, cel) {
         Ok(c) => Some(Arc::new(c)),
         Err(e) => {
             tracing::warn!(ec2nodeclass = name, "instance types: {e}; its NodePools see the default node class's");
@@ -106,18 +114,19 @@ fn derive(base: &Catalog, class: &EC2NodeClass, name: &str) -> Option<Arc<Catalo
 }
 
 /// Instance types per NodePool, derived afresh for the classes the pools name: for a single pass (`plan --file`, a
-/// picture while observing).
+/// picture while observing). `cel`: kubelet expressions are resolved (`NodeClassCEL`, v1.15).
 pub fn pool_types(
     base: &Catalog,
     pools: &[NodePool],
     classes: &[EC2NodeClass],
+    cel: bool,
 ) -> BTreeMap<String, Vec<Arc<InstanceType>>> {
-    let mut derived = ClassCatalogs::default();
+    let mut derived = ClassCatalogs::default().with_kubelet_expressions(cel);
     if is_aws(base) {
         for class in classes {
             let Some(name) = class.metadata.name.as_deref() else { continue };
             if pools.iter().any(|p| class_of(p) == Some(name)) {
-                derived.entries.insert(name.to_string(), Entry { key: 0, catalog: derive(base, class, name) });
+                derived.entries.insert(name.to_string(), Entry { key: 0, catalog: derive(base, class, name, cel) });
             }
         }
     }
@@ -176,7 +185,7 @@ mod tests {
     #[test]
     fn a_windows_class_offers_windows_on_amd64_only() {
         let base = Arc::new(aws::aws_catalog("us-east-1", None, None, 0).unwrap());
-        let types = pool_types(&base, &[pool("windows")], &[windows_class()]);
+        let types = pool_types(&base, &[pool("windows")], &[windows_class()], false);
         let types = &types["p"];
         let m5 = types.iter().find(|t| t.name == "m5.large").unwrap();
         assert_eq!(m5.requirements.get(labels::OS).values, ["windows"]);
@@ -193,7 +202,7 @@ mod tests {
     #[test]
     fn a_pool_without_its_class_and_a_non_aws_catalog_see_the_base() {
         let base = Arc::new(aws::aws_catalog("us-east-1", None, None, 0).unwrap());
-        let types = pool_types(&base, &[pool("missing")], &[windows_class()]);
+        let types = pool_types(&base, &[pool("missing")], &[windows_class()], false);
         assert!(Arc::ptr_eq(&types["p"][0], &base.instance_types[0]));
         let kwok = Arc::new(crate::engine::catalog::kwok::kwok_catalog("us-east-1"));
         let mut c = ClassCatalogs::default();
