@@ -192,6 +192,7 @@ fn plan_manifests(
     packing: karpenter_tui::engine::packing::Packing,
     version: KarpenterVersion,
 ) -> anyhow::Result<ExitCode> {
+    let gates = gates.for_version(version);
     let result = cli::plan::plan_packed(manifests, catalog, gates, packing);
     let now = chrono::Utc::now().timestamp_millis();
     let (pass, outlook) = cli::plan::disruption_with(manifests, catalog, &result, now, gates);

@@ -381,3 +381,36 @@ fn repair_terminates_first_a_node_in_a_full_reservation_with_no_fallback() {
         .replace("events:\n", &format!("{nodes}events:\n"));
     assert_eq!(disruptions(&simulate(&t)), []);
 }
+
+#[test]
+fn the_shipped_scenario_terminates_each_drifted_node_first_within_the_static_limit_and_the_full_reservation() {
+    let path = format!("{}/scenarios/terminate-first-v115.yaml", env!("CARGO_MANIFEST_DIR"));
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
+    let r = simulate(&text);
+    let drifts = disruptions(&r);
+    assert_eq!(drifts.len(), 5, "three static nodes and two reserved ones: {drifts:?}");
+    assert!(drifts.iter().all(|d| *d == first(DisruptionMethod::Drift)), "{drifts:?}");
+    // Never more nodes than the static pool's limit, nor than the reservation holds, at any instant.
+    let alive_at = |pool: &str, t: f64| {
+        r.nodes
+            .iter()
+            .filter(|n| n.node_pool.as_deref() == Some(pool) && n.created_at <= t && n.deleted_at.is_none_or(|d| d > t))
+            .count()
+    };
+    for t in r.nodes.iter().flat_map(|n| [Some(n.created_at), n.deleted_at]).flatten() {
+        assert!(alive_at("fixed", t) <= 3, "fixed over its limit at {t}");
+        assert!(alive_at("reserved", t) <= 2, "more reserved nodes than the reservation holds at {t}");
+    }
+    let end: Vec<_> = r.nodes.iter().filter(|n| n.deleted_at.is_none()).collect();
+    assert_eq!(end.len(), 5);
+    for n in end {
+        let fresh = n.labels.get("team").map(String::as_str) == Some("platform")
+            || n.labels.get("tier").map(String::as_str) == Some("database");
+        assert!(fresh, "{} kept its drifted template: {:?}", n.name, n.labels);
+    }
+    assert!(r.pending.is_empty(), "{:?}", r.pending);
+
+    // Under 1.14 nothing can drift.
+    let r = simulate(&text.replace("karpenterVersion: \"1.15\"", "karpenterVersion: \"1.14\""));
+    assert_eq!(disruptions(&r), []);
+}

@@ -70,6 +70,7 @@ pub fn plan(
         .context("starting the async runtime")?;
     let read = rt.block_on(read_cluster(opts, timeout))?;
     let (version, version_source) = super::live_dashboard::resolve_version(version, read.detected.clone());
+    let gates = gates.for_version(version);
     let now = chrono::Utc::now().timestamp_millis();
     let m = &read.manifests;
     let provisioning = super::plan::plan_packed(m, catalog, gates, packing);

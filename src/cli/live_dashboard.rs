@@ -452,7 +452,8 @@ fn driver_for(
         cluster: p.conn.cluster_name.clone(),
         leadership: Leadership::Observing(p.observe_reason.clone().unwrap_or_else(|| "electing a leader".into())),
         clock: "live".into(),
-        gates: opts.settings.gates,
+        // The gates the cluster's version has: v1.15's own change nothing under 1.14.
+        gates: opts.settings.gates.for_version(p.version),
         packing: opts.settings.packing,
         version: p.version,
         version_source: p.version_source.clone(),

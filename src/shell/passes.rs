@@ -149,7 +149,13 @@ fn in_context<R>(
     let busy = Default::default();
     let nominated: BTreeMap<String, Millis> =
         provisioning.results.existing.iter().map(|p| (p.node.clone(), now + NOMINATION_HOLD)).collect();
-    let options = DisruptionOptions::default();
+    // The gates that change disruption decisions, as the controller would run them (`gates` are the version's).
+    let options = DisruptionOptions {
+        spot_to_spot: gates.spot_to_spot_consolidation,
+        terminate_first_drift: gates.terminate_first_drift,
+        terminate_first_repair: gates.terminate_first_repair,
+        ..Default::default()
+    };
     let ctx = Context {
         snap: m.view_with(&pods),
         catalogs: &catalogs,
