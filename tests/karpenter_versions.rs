@@ -341,11 +341,29 @@ fn should_provision_nodes_when_max_pods_kube_reserved_and_system_reserved_are_al
 
 #[test]
 fn a_class_with_kubelet_expressions_launches_nothing_while_the_gate_is_off() {
-    // Upstream's validation sets ValidationSucceeded=False (KubeletExpressionsDisabled): no node launches. v1.14,
-    // which has no such gate (its CRD refuses a string maxPods), is the same.
-    for (version, gates) in [("1.15", ""), ("1.14", "NodeClassCEL: true")] {
-        let (pods, pending) = pods_per_node(&kubelet_cel_scenario(version, gates));
-        assert!(pods.is_empty(), "{version}: {pods:?}");
-        assert_eq!(pending, 30, "{version}");
+    // Upstream's validation sets ValidationSucceeded=False (KubeletExpressionsDisabled): no node launches. (v1.14 has
+    // no such gate, and its CRD refuses a string maxPods: see the next test.)
+    let (pods, pending) = pods_per_node(&kubelet_cel_scenario("1.15", ""));
+    assert!(pods.is_empty(), "{pods:?}");
+    assert_eq!(pending, 30);
+}
+
+#[test]
+fn a_kubelet_expression_or_an_undeclared_kubelet_field_is_a_located_error_under_1_14_and_read_under_1_15() {
+    let cases = [
+        ("        maxPods: \"min(12, max_pods)\"\n", "spec.kubelet.maxPods", "must be an integer"),
+        ("        imageMaximumGCAge: 168h\n", "spec.kubelet.imageMaximumGCAge", "unknown field"),
+    ];
+    for (kubelet, field, what) in cases {
+        let text = kubelet_cel_scenario("1.14", "")
+            .replace("        kubeReserved: {memory: \"11 * max_pods + 255\"}\n", "")
+            .replace("        systemReserved: {cpu: \"max(100, vcpus * 10)\"}\n", "")
+            .replace("        maxPods: \"min(12, max_pods)\"\n", kubelet);
+        let e = parse_scenario(&text, "kubelet.yaml").expect_err("1.14 refuses it").to_string();
+        assert!(e.starts_with("kubelet.yaml:") && e.contains(field) && e.contains(what), "{e}");
+        let line = text.lines().position(|l| l.starts_with(kubelet.trim_end())).unwrap() + 1;
+        assert!(e.starts_with(&format!("kubelet.yaml:{line}:")), "{e} (expected line {line})");
+        let v115 = text.replace("karpenterVersion: \"1.14\"", "karpenterVersion: \"1.15\"");
+        parse_scenario(&v115, "kubelet.yaml").unwrap_or_else(|e| panic!("1.15 takes it: {e}"));
     }
 }

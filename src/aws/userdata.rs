@@ -129,6 +129,11 @@ fn al2023(b: &Bootstrap) -> String {
         if let Some(p) = k.pods_per_core {
             cfg.push_str(&format!("      podsPerCore: {p}\n"));
         }
+        // v1.15's open kubelet configuration: any other field, as written (JSON is YAML's flow style).
+        for (field, v) in &k.other {
+            let key = if field.bytes().all(|b| b.is_ascii_alphanumeric()) { field.clone() } else { yaml_str(field) };
+            cfg.push_str(&format!("      {key}: {}\n", serde_json::to_string(v).unwrap_or_default()));
+        }
     }
     cfg.push_str(&format!(
         "    flags:\n    - {}\n    - {}\n",
@@ -319,6 +324,33 @@ mod tests {
         assert!(u.contains("--register-with-taints=dedicated=gpu:NoSchedule,karpenter.sh/unregistered:NoExecute"));
         let user_at = u.find("echo hi").unwrap();
         assert!(user_at < u.find("kind: NodeConfig").unwrap(), "the user's part comes first");
+    }
+
+    #[test]
+    fn al2023_passes_v115s_other_kubelet_fields_through_as_written() {
+        let (c, cl) = (claim(), cluster());
+        let k: KubeletConfiguration = serde_json::from_value(serde_json::json!({
+            "maxPods": 50,
+            "imageMaximumGCAge": "168h",
+            "shutdownGracePeriod": "30s",
+            "containerLogMaxFiles": 3
+        }))
+        .unwrap();
+        let b = Bootstrap {
+            family: AmiFamily::AL2023,
+            cluster: &cl,
+            claim: &c,
+            max_pods: 50,
+            kubelet: Some(&k),
+            user: None,
+        };
+        let u = render(&b);
+        let config = &u[u.find("    config:").unwrap()..u.find("    flags:").unwrap()];
+        for line in
+            ["maxPods: 50", "imageMaximumGCAge: \"168h\"", "shutdownGracePeriod: \"30s\"", "containerLogMaxFiles: 3"]
+        {
+            assert!(config.contains(line), "{line} in\n{config}");
+        }
     }
 
     #[test]

@@ -953,7 +953,28 @@ fn add_object(
             }
             out.nodepools.push(pool);
         }
-        ("karpenter.k8s.aws/v1", "EC2NodeClass") => out.nodeclasses.push(typed::<EC2NodeClass>(cx, body, path)?),
+        ("karpenter.k8s.aws/v1", "EC2NodeClass") => {
+            let nc = typed::<EC2NodeClass>(cx, body, path)?;
+            // What v1.14's CRD refuses and v1.15's takes: a maxPods expression, and kubelet fields it does not declare.
+            if let Some(k) = nc.spec.kubelet.as_ref().filter(|_| cx.version < KarpenterVersion::V1_15) {
+                let at = |field: &str| FieldPath::parse(&format!("{path}.spec.kubelet.{field}"));
+                if let Some(crate::engine::api::ec2nodeclass::MaxPods::Expression(e)) = &k.max_pods {
+                    return Err(cx.err(
+                        &at("maxPods"),
+                        format!("Invalid value: {e:?}: must be an integer (Karpenter 1.14; 1.15 takes an expression)"),
+                    ));
+                }
+                if let Some(field) = k.other.keys().next() {
+                    return Err(cx.err(
+                        &at(field),
+                        format!(
+                            "unknown field {field:?} (Karpenter 1.14's kubelet declares a fixed set; 1.15 takes any)"
+                        ),
+                    ));
+                }
+            }
+            out.nodeclasses.push(nc);
+        }
         ("karpenter.sh/v1alpha1", "NodeOverlay") => {
             let o: crate::engine::api::nodeoverlay::NodeOverlay = typed(cx, body, path)?;
             // The CRD's rules, as the API server would refuse the object.

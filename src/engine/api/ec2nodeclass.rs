@@ -91,6 +91,11 @@ pub struct KubeletConfiguration {
     pub image_gc_low_threshold_percent: Option<i64>,
     #[serde(default, rename = "cpuCFSQuota", skip_serializing_if = "Option::is_none")]
     pub cpu_cfs_quota: Option<bool>,
+    // v1.15's open kubelet configuration: any other KubeletConfiguration field, passed through to the kubelet's
+    // configuration where the AMI family renders it (AL2023). Not in v1.14.1's schema, whose API server prunes it.
+    #[serde(flatten, default, skip_serializing_if = "BTreeMap::is_empty")]
+    #[schemars(skip)]
+    pub other: BTreeMap<String, serde_json::Value>,
 }
 
 /// `spec.kubelet.maxPods`: a count, or under Karpenter v1.15 a CEL expression such as `min(110, max_pods)`.

@@ -387,6 +387,33 @@ pub fn has_kubelet_expressions(nodeclass: &EC2NodeClass) -> bool {
     })
 }
 
+/// Upstream's validation of the kubelet fields v1.15 opened (`spec.kubelet` takes any KubeletConfiguration field;
+/// its nodeclass controller checks them): `Err((reason, message))` for `ValidationSucceeded=False`. Karpenter owns
+/// `registerWithTaints`; a field outside the ones Karpenter maps takes effect only where the AMI family renders the
+/// kubelet's configuration (AL2023; Custom is exempt, its user data is the operator's).
+pub fn validate_kubelet_fields(nodeclass: &EC2NodeClass) -> Result<(), (&'static str, String)> {
+    let Some(k) = nodeclass.spec.kubelet.as_ref().filter(|k| !k.other.is_empty()) else { return Ok(()) };
+    if k.other.contains_key("registerWithTaints") {
+        return Err((
+            "InvalidKubeletConfiguration",
+            "spec.kubelet.registerWithTaints: Karpenter sets the node's startup taints itself".to_string(),
+        ));
+    }
+    let family = AmiFamily::of(Some(nodeclass)).map_err(|e| ("InvalidKubeletConfiguration", e.to_string()))?;
+    if !matches!(family, AmiFamily::AL2023 | AmiFamily::Custom) {
+        let fields: Vec<&str> = k.other.keys().map(String::as_str).collect();
+        return Err((
+            "UnsupportedKubeletConfiguration",
+            format!(
+                "spec.kubelet.{}: only AL2023 renders the kubelet's configuration, {family:?} takes only the fields \
+                 Karpenter maps",
+                fields.join(", spec.kubelet.")
+            ),
+        ));
+    }
+    Ok(())
+}
+
 /// Upstream's validation of a class's kubelet expressions (its nodeclass controller, v1.15): `Err((reason,
 /// message))` for `ValidationSucceeded=False`, when expressions are present with the gate `NodeClassCEL` off
 /// (`cel`), do not compile, or fail for every known instance type. No node of such a class launches.
@@ -1231,6 +1258,25 @@ mod tests {
             system_reserved: [("cpu".to_string(), "max(100, vcpus * 10)".to_string())].into(),
             ..Default::default()
         })
+    }
+
+    #[test]
+    fn v115s_other_kubelet_fields_are_for_al2023_and_never_register_with_taints() {
+        let class = |family: &str, other: serde_json::Value| {
+            let k: KubeletConfiguration = serde_json::from_value(other).unwrap();
+            nodeclass(EC2NodeClassSpec { ami_family: Some(family.into()), kubelet: Some(k), ..Default::default() })
+        };
+        let gc = serde_json::json!({"imageMaximumGCAge": "168h"});
+        assert_eq!(validate_kubelet_fields(&class("AL2023", gc.clone())), Ok(()));
+        assert_eq!(validate_kubelet_fields(&class("Custom", gc.clone())), Ok(()));
+        let (reason, message) = validate_kubelet_fields(&class("Bottlerocket", gc)).unwrap_err();
+        assert_eq!(reason, "UnsupportedKubeletConfiguration");
+        assert!(message.contains("spec.kubelet.imageMaximumGCAge"), "{message}");
+        let taints = serde_json::json!({"registerWithTaints": [{"key": "a", "effect": "NoSchedule"}]});
+        assert_eq!(validate_kubelet_fields(&class("AL2023", taints)).unwrap_err().0, "InvalidKubeletConfiguration");
+        // The fields Karpenter maps are not "other" ones.
+        let mapped = serde_json::json!({"maxPods": 20, "podsPerCore": 4, "clusterDNS": ["10.0.0.10"]});
+        assert_eq!(validate_kubelet_fields(&class("Bottlerocket", mapped)), Ok(()));
     }
 
     #[test]
