@@ -71,7 +71,8 @@ pub struct RepairDetail {
     pub reboot: bool,
 }
 
-/// Why a node due for repair is not repaired now. Each becomes an Event upstream publishes.
+/// Why a node a method would disrupt is held back: repair's vetoes and breaker, and what a static pool can neither
+/// replace first nor terminate first. Each becomes an Event upstream publishes.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum BlockReason {
     /// `karpenter.sh/do-not-repair: "true"` on the Node or the NodeClaim.
@@ -121,7 +122,7 @@ impl BlockReason {
     }
 }
 
-/// A node due for repair that was not repaired, and why.
+/// A node held back from repair or static drift, and why.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DisruptionBlocked {
     pub node: String,
