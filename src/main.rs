@@ -195,7 +195,7 @@ fn plan_manifests(
     let gates = gates.for_version(version);
     let result = cli::plan::plan_packed(manifests, catalog, gates, packing);
     let now = chrono::Utc::now().timestamp_millis();
-    let (pass, outlook) = cli::plan::disruption_with(manifests, catalog, &result, now, gates);
+    let (pass, outlook) = cli::plan::disruption_with(manifests, catalog, &result, now, gates, version);
     let packed = cli::plan::packing_comparison(manifests, catalog, gates);
     let mut notes = manifests.notes.clone();
     notes.extend(karpenter_tui::engine::catalog::classes::pricing_notes(&manifests.nodepools, &manifests.nodeclasses));

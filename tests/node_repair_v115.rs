@@ -691,3 +691,79 @@ fn an_approved_reboot_holds_though_its_pods_would_need_new_capacity() {
     let seen = reboots(&simulate(&s));
     assert_eq!(seen, vec![(660.0, "n1".to_string(), DecisionState::Executed)]);
 }
+
+/// A NodePool, its NodeClaim and Node as an API server returns them, the Node NotReady since long ago.
+const NOT_READY_NODE: &str = r#"
+apiVersion: karpenter.sh/v1
+kind: NodePool
+metadata: {name: default}
+spec:
+  template:
+    spec:
+      nodeClassRef: {group: karpenter.kwok.sh, kind: KWOKNodeClass, name: default}
+  disruption: {consolidationPolicy: WhenEmptyOrUnderutilized, consolidateAfter: 1h}
+---
+apiVersion: karpenter.sh/v1
+kind: NodeClaim
+metadata:
+  name: default-abcde
+  labels: {karpenter.sh/nodepool: default}
+  creationTimestamp: "2026-01-01T00:00:00Z"
+spec:
+  nodeClassRef: {group: karpenter.kwok.sh, kind: KWOKNodeClass, name: default}
+  requirements: [{key: karpenter.sh/nodepool, operator: In, values: [default]}]
+status:
+  nodeName: node-a
+  providerID: kwok://default-abcde
+  conditions:
+    - {type: Launched, status: "True", lastTransitionTime: "2026-01-01T00:00:10Z", reason: Launched, message: ""}
+    - {type: Registered, status: "True", lastTransitionTime: "2026-01-01T00:00:20Z", reason: Registered, message: ""}
+    - {type: Initialized, status: "True", lastTransitionTime: "2026-01-01T00:00:30Z", reason: Initialized, message: ""}
+---
+apiVersion: v1
+kind: Node
+metadata:
+  name: node-a
+  creationTimestamp: "2026-01-01T00:00:20Z"
+  labels:
+    karpenter.sh/nodepool: default
+    karpenter.sh/registered: "true"
+    karpenter.sh/initialized: "true"
+    karpenter.sh/capacity-type: on-demand
+    node.kubernetes.io/instance-type: c-4x-amd64-linux
+    topology.kubernetes.io/zone: test-zone-a
+    kubernetes.io/hostname: node-a
+spec:
+  providerID: kwok://default-abcde
+status:
+  capacity: {cpu: "4", memory: 16Gi, pods: "110"}
+  allocatable: {cpu: "4", memory: 16Gi, pods: "110"}
+  conditions:
+    - {type: Ready, status: "False", lastTransitionTime: "2026-01-01T01:00:00Z", reason: KubeletNotReady, message: ""}
+"#;
+
+#[test]
+fn plan_shows_v115s_repair_of_a_node_past_its_toleration() {
+    use karpenter_tui::controller::settings::FeatureGates;
+    use karpenter_tui::engine::version::KarpenterVersion::{V1_14, V1_15};
+    let m = karpenter_tui::engine::manifests::ClusterObjects::parse_for(NOT_READY_NODE, "m.yaml", V1_15)
+        .unwrap_or_else(|e| panic!("{e}"));
+    let catalog = karpenter_tui::engine::catalog::kwok::kwok_catalog("us-east-1");
+    let now = karpenter_tui::engine::lifecycle::parse_rfc3339("2026-01-02T00:00:00Z").unwrap();
+    let gates = FeatureGates { node_repair: true, ..Default::default() };
+    let provisioning = karpenter_tui::cli::plan::plan(&m, &catalog);
+    let (pass, outlook) = karpenter_tui::cli::plan::disruption_with(&m, &catalog, &provisioning, now, gates, V1_15);
+    let cmd = pass.command.expect("repair");
+    assert_eq!(cmd.method.as_str(), "repair");
+    assert_eq!(cmd.node_names(), ["node-a"]);
+    assert!(cmd.summary().contains("Ready"), "{}", cmd.summary());
+    assert!(matches!(
+        outlook.get("node-a"),
+        Some(karpenter_tui::engine::disruption::consolidation::Outlook::Disruptable(_))
+    ));
+    // Under 1.14, or with the gate off, repair is not a disruption method: nothing of the kind is proposed.
+    for (gates, version) in [(gates, V1_14), (FeatureGates::default(), V1_15)] {
+        let (pass, _) = karpenter_tui::cli::plan::disruption_with(&m, &catalog, &provisioning, now, gates, version);
+        assert!(pass.command.is_none_or(|c| c.method.as_str() != "repair"), "{version:?}");
+    }
+}

@@ -74,7 +74,7 @@ pub fn plan(
     let now = chrono::Utc::now().timestamp_millis();
     let m = &read.manifests;
     let provisioning = super::plan::plan_packed(m, catalog, gates, packing);
-    let (pass, outlook) = super::plan::disruption_with(m, catalog, &provisioning, now, gates);
+    let (pass, outlook) = super::plan::disruption_with(m, catalog, &provisioning, now, gates, version);
     let packed = super::plan::packing_comparison(m, catalog, gates);
     Ok(match output {
         PlanOutput::Json => {

@@ -19,7 +19,7 @@ pub use crate::shell::passes::{disruption, disruption_with, packing_comparison, 
 /// The disruption half of the JSON form.
 pub fn disruption_json(pass: &PassResult, outlook: &BTreeMap<String, Outlook>) -> serde_json::Value {
     let command = pass.command.as_ref().map(|c| {
-        json!({
+        let mut v = json!({
             "method": c.method.as_str(),
             "reason": c.reason().as_str(),
             "summary": c.summary(),
@@ -31,7 +31,12 @@ pub fn disruption_json(pass: &PassResult, outlook: &BTreeMap<String, Outlook>) -
                 "nodePool": r.nodepool, "instanceTypes": r.instance_types, "pricePerHour": r.price,
             })).collect::<Vec<_>>(),
             "savingsPerHour": c.savings_per_hour,
-        })
+        });
+        // v1.15's terminate-first: the node goes before anything replaces it.
+        if c.terminate_first {
+            v["terminateFirst"] = json!(true);
+        }
+        v
     });
     let nodes: Vec<serde_json::Value> = outlook
         .iter()

@@ -82,6 +82,74 @@ pub fn unhealthy(n: &Node, policies: &[RepairPolicy]) -> Option<Unhealthy> {
         .min_by_key(|u| u.deadline)
 }
 
+/// What a single disruption pass outside the controller (`plan`, the observing dashboard) gives v1.15's repair: the
+/// nodes due by the cloud's `policies` (those behind a gate that is off left out), with no reboot history. Empty
+/// unless repair is voluntary (`NodeRepair` under 1.15; `legacy` is `--legacy-node-repair`).
+pub fn one_pass_repair_inputs(
+    policies: Vec<RepairPolicy>,
+    gates: crate::controller::settings::FeatureGates,
+    version: KarpenterVersion,
+    legacy: bool,
+    s: &ClusterSnapshot<'_>,
+    now: Millis,
+) -> RepairInputs {
+    if !gates.node_repair || version < KarpenterVersion::V1_15 || legacy {
+        return RepairInputs::default();
+    }
+    let policies: Vec<RepairPolicy> =
+        policies.into_iter().filter(|p| p.gate.is_none_or(|g| gates.get(g) == Some(true))).collect();
+    match Policies::new(policies) {
+        Ok(set) => repair_inputs_with(&set, s, now, |_| false),
+        Err(_) => RepairInputs::default(),
+    }
+}
+
+/// The repair method's inputs from a policy set: the nodes due, each pool's health, when the next match is due.
+/// `escalated` says whether a reboot of the claim would be its third within a day (then it is replaced).
+fn repair_inputs_with(
+    set: &Policies,
+    s: &ClusterSnapshot<'_>,
+    now: Millis,
+    escalated: impl Fn(&NodeClaim) -> bool,
+) -> RepairInputs {
+    let mut inputs = RepairInputs::default();
+    let joined = state::Nodes::of(s);
+    for n in s.nodes.iter() {
+        let watched = set.watches(n);
+        if let Some(pool) = n.metadata.labels.as_ref().and_then(|l| l.get(labels::NODEPOOL)) {
+            let e = inputs.health.entry(pool.clone()).or_default();
+            e.0 += 1;
+            e.1 += usize::from(watched);
+        }
+        if !watched {
+            continue;
+        }
+        let name = n.metadata.name.as_deref().unwrap_or_default();
+        let claim = joined.claim_of(name);
+        // A node rebooting is the reboot's until it ends.
+        if claim.is_some_and(reboot::in_progress) {
+            continue;
+        }
+        // After a reboot, tolerations count from when it finished.
+        let not_before = claim.and_then(reboot::finished_at);
+        let matches = set.matches(n);
+        if let Some(at) = set.next_eligible(&matches, not_before, now) {
+            inputs.next_due = Some(inputs.next_due.map_or(at, |t| t.min(at)));
+        }
+        let Some(r) = set.resolve(&matches, not_before, now) else { continue };
+        let escalated = claim.is_some_and(&escalated);
+        let due = Due {
+            condition: r.condition,
+            score: r.score,
+            eligible_since: r.eligible_since,
+            policy_grace: r.drain_bound,
+            reboot: r.action == RepairAction::Reboot && !escalated,
+        };
+        inputs.due.insert(n.metadata.name.clone().unwrap_or_default(), due);
+    }
+    inputs
+}
+
 impl Controller {
     /// The cloud's repair policies (see [`super::cloud::CloudProvider::repair_policies`]).
     pub fn set_repair_policies(&mut self, mut policies: Vec<RepairPolicy>) {
@@ -108,44 +176,11 @@ impl Controller {
     /// What the disruption pass's repair method reads: the nodes due for repair by the cloud's policies, each
     /// pool's health, and when the next match becomes due. Empty unless repair is voluntary.
     pub(super) fn repair_inputs(&self, s: &ClusterSnapshot<'_>, now: Millis) -> RepairInputs {
-        let mut inputs = RepairInputs::default();
-        let Some(set) = self.repair_set.as_ref().filter(|_| self.voluntary_repair()) else { return inputs };
-        let joined = state::Nodes::of(s);
-        for n in s.nodes.iter() {
-            let watched = set.watches(n);
-            if let Some(pool) = n.metadata.labels.as_ref().and_then(|l| l.get(labels::NODEPOOL)) {
-                let e = inputs.health.entry(pool.clone()).or_default();
-                e.0 += 1;
-                e.1 += usize::from(watched);
-            }
-            if !watched {
-                continue;
-            }
-            let name = n.metadata.name.as_deref().unwrap_or_default();
-            let claim = joined.claim_of(name);
-            // A node rebooting is the reboot's until it ends.
-            if claim.is_some_and(reboot::in_progress) {
-                continue;
-            }
-            // After a reboot, tolerations count from when it finished.
-            let not_before = claim.and_then(reboot::finished_at);
-            let matches = set.matches(n);
-            if let Some(at) = set.next_eligible(&matches, not_before, now) {
-                inputs.next_due = Some(inputs.next_due.map_or(at, |t| t.min(at)));
-            }
-            let Some(r) = set.resolve(&matches, not_before, now) else { continue };
-            // The third fault within a day is not rebooted away again: the node is replaced.
-            let escalated = claim.is_some_and(|c| self.reboots.recent(c.name(), now) >= reboot::MAX_REBOOTS_PER_DAY);
-            let due = Due {
-                condition: r.condition,
-                score: r.score,
-                eligible_since: r.eligible_since,
-                policy_grace: r.drain_bound,
-                reboot: r.action == RepairAction::Reboot && !escalated,
-            };
-            inputs.due.insert(n.metadata.name.clone().unwrap_or_default(), due);
-        }
-        inputs
+        let Some(set) = self.repair_set.as_ref().filter(|_| self.voluntary_repair()) else {
+            return RepairInputs::default();
+        };
+        // The third fault within a day is not rebooted away again: the node is replaced.
+        repair_inputs_with(set, s, now, |c| self.reboots.recent(c.name(), now) >= reboot::MAX_REBOOTS_PER_DAY)
     }
 
     /// The Events for nodes the repair method held back: on the Node and the NodeClaim, and for the breaker on the

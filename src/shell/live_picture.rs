@@ -126,10 +126,10 @@ fn build(
         None if !own => (None, None),
         // Every node's outlook simulates each candidate: only worked out where the picture shows it.
         None if m.nodes.len() <= picture::EXPLAIN_MAX_NODES => {
-            let (pass, outlook) = passes::disruption_with(m, catalog, provisioning, now, gates);
+            let (pass, outlook) = passes::disruption_with(m, catalog, provisioning, now, gates, info.version);
             (pass.command, Some(Cow::Owned(outlook)))
         }
-        None => (passes::disruption_pass_with(m, catalog, provisioning, now, gates).command, None),
+        None => (passes::disruption_pass_with(m, catalog, provisioning, now, gates, info.version).command, None),
     };
     let objects = Objects {
         nodes: m.nodes.iter().map(|n| &**n).collect(),

@@ -14,6 +14,7 @@ use crate::engine::packing::Packing;
 use crate::engine::provisioning::Millis;
 use crate::engine::provisioning::{ProvisioningResult, provision};
 use crate::engine::scheduling::SchedulerOptions;
+use crate::engine::version::KarpenterVersion;
 
 /// Instance types per NodePool: the catalog's as the pool's EC2NodeClass sees it, with the objects' NodeOverlays
 /// applied when the `NodeOverlay` gate is on (as the controller would see them).
@@ -107,18 +108,19 @@ pub fn disruption(
     provisioning: &ProvisioningResult,
     now: Millis,
 ) -> (PassResult, BTreeMap<String, Outlook>) {
-    disruption_with(m, catalog, provisioning, now, FeatureGates::default())
+    disruption_with(m, catalog, provisioning, now, FeatureGates::default(), KarpenterVersion::NEWEST)
 }
 
-/// [`disruption`] with the cluster's feature gates.
+/// [`disruption`] with the cluster's feature gates and Karpenter version.
 pub fn disruption_with(
     m: &ClusterObjects,
     catalog: &Catalog,
     provisioning: &ProvisioningResult,
     now: Millis,
     gates: FeatureGates,
+    version: KarpenterVersion,
 ) -> (PassResult, BTreeMap<String, Outlook>) {
-    in_context(m, catalog, provisioning, now, gates, |ctx| {
+    in_context(m, catalog, provisioning, now, gates, version, |ctx| {
         (consolidation::pass(ctx), consolidation::explain_nodes(ctx))
     })
 }
@@ -131,8 +133,9 @@ pub fn disruption_pass_with(
     provisioning: &ProvisioningResult,
     now: Millis,
     gates: FeatureGates,
+    version: KarpenterVersion,
 ) -> PassResult {
-    in_context(m, catalog, provisioning, now, gates, consolidation::pass)
+    in_context(m, catalog, provisioning, now, gates, version, consolidation::pass)
 }
 
 /// Runs `f` over the disruption context of `m` at `now` after `provisioning`.
@@ -142,10 +145,20 @@ fn in_context<R>(
     provisioning: &ProvisioningResult,
     now: Millis,
     gates: FeatureGates,
+    version: KarpenterVersion,
     f: impl FnOnce(&Context<'_>) -> R,
 ) -> R {
     let catalogs = pool_types(m, catalog, gates);
     let pods = m.pending_view();
+    let snap = m.view_with(&pods);
+    // v1.15's repair, by the cloud's default policies (the catalog's provider's), as the controller would run it.
+    let aws = catalog.label_policy.provider_domains.iter().any(|d| d == crate::engine::catalog::aws::DOMAIN);
+    let policies = if aws {
+        crate::controller::cloud::aws_repair_policies()
+    } else {
+        crate::controller::cloud::kwok_repair_policies()
+    };
+    let repair = crate::controller::repair::one_pass_repair_inputs(policies, gates, version, false, &snap, now);
     let busy = Default::default();
     let nominated: BTreeMap<String, Millis> =
         provisioning.results.existing.iter().map(|p| (p.node.clone(), now + NOMINATION_HOLD)).collect();
@@ -157,7 +170,7 @@ fn in_context<R>(
         ..Default::default()
     };
     let ctx = Context {
-        snap: m.view_with(&pods),
+        snap,
         catalogs: &catalogs,
         policy: &catalog.label_policy,
         now,
@@ -165,7 +178,7 @@ fn in_context<R>(
         nominated: &nominated,
         buffer_nodes: &BTreeMap::new(),
         options: &options,
-        repair: &crate::engine::disruption::repair::NO_REPAIRS,
+        repair: &repair,
     };
     f(&ctx)
 }
