@@ -134,6 +134,16 @@ fn first(method: DisruptionMethod) -> Disruption {
     Disruption { method, candidates: 1, replacements: 0, terminate_first: true, state: DecisionState::Executed }
 }
 
+/// One drifted node replaced first, as before v1.15.
+fn replaced_first() -> Disruption {
+    Disruption { replacements: 1, terminate_first: false, ..first(DisruptionMethod::Drift) }
+}
+
+/// `text` with a `nodes:` section before its events.
+fn with_nodes(text: String, nodes: &str) -> String {
+    text.replace("events:\n", &format!("{nodes}events:\n"))
+}
+
 /// The nodes alive at the end, with their team label and capacity type.
 fn alive(r: &Report) -> Vec<(String, String)> {
     r.nodes
@@ -166,16 +176,7 @@ fn issues_a_delete_only_command_for_a_static_nodepool_at_its_node_limit_when_ter
 fn replaces_first_for_a_static_nodepool_below_its_node_limit_even_when_terminate_first_drift_is_enabled() {
     let pool = static_pool("      limits: {nodes: \"2\"}", "on-demand", "infra");
     let r = simulate(&text("1.15", STATIC_TF, &types(1, true), &pool, &drift_at_2m(&pool)));
-    assert_eq!(
-        disruptions(&r),
-        [Disruption {
-            method: DisruptionMethod::Drift,
-            candidates: 1,
-            replacements: 1,
-            terminate_first: false,
-            state: DecisionState::Executed
-        }]
-    );
+    assert_eq!(disruptions(&r), [replaced_first()]);
     assert_eq!(alive(&r), [("platform".to_string(), "on-demand".to_string())]);
 }
 
@@ -274,14 +275,12 @@ fn does_not_terminate_first_when_more_reschedulable_pods_need_the_reservation_th
     let objects = format!("{pool}{}{}", pod("a"), pod("b"));
     let nodes =
         "nodes:\n  - {name: n1, instanceType: small, zone: z1, capacityType: reserved, nodePool: default, age: 1h}\n";
-    let t = text("1.15", RESERVED_TF, &types(1, true), &objects, &drift_at_2m(&pool))
-        .replace("events:\n", &format!("{nodes}events:\n"));
+    let t = with_nodes(text("1.15", RESERVED_TF, &types(1, true), &objects, &drift_at_2m(&pool)), nodes);
     let r = simulate(&t);
     assert_eq!(disruptions(&r), []);
     // With one pod, the freed slot holds it.
     let objects = format!("{pool}{}", pod("a"));
-    let t = text("1.15", RESERVED_TF, &types(1, true), &objects, &drift_at_2m(&pool))
-        .replace("events:\n", &format!("{nodes}events:\n"));
+    let t = with_nodes(text("1.15", RESERVED_TF, &types(1, true), &objects, &drift_at_2m(&pool)), nodes);
     assert_eq!(disruptions(&simulate(&t)), [first(DisruptionMethod::Drift)]);
 }
 
@@ -293,8 +292,7 @@ fn does_not_terminate_first_when_the_reservation_is_full_and_otherwise_unavailab
     let objects = format!("{pool}{APP}");
     let nodes =
         "nodes:\n  - {name: n1, instanceType: small, zone: z1, capacityType: reserved, nodePool: default, age: 1h}\n";
-    let t = text("1.15", RESERVED_TF, &types(1, false), &objects, &drift_at_2m(&pool))
-        .replace("events:\n", &format!("{nodes}events:\n"));
+    let t = with_nodes(text("1.15", RESERVED_TF, &types(1, false), &objects, &drift_at_2m(&pool)), nodes);
     let r = simulate(&t);
     assert_eq!(disruptions(&r), []);
     assert_eq!(alive(&r), [("infra".to_string(), "reserved".to_string())]);
@@ -305,16 +303,7 @@ fn replaces_first_when_the_reservation_is_full_but_an_on_demand_fallback_exists(
     let pool = dynamic_pool("reserved, on-demand", "infra");
     let objects = format!("{pool}{APP}");
     let r = simulate(&text("1.15", RESERVED_TF, &types(1, true), &objects, &drift_at_2m(&pool)));
-    assert_eq!(
-        disruptions(&r),
-        [Disruption {
-            method: DisruptionMethod::Drift,
-            candidates: 1,
-            replacements: 1,
-            terminate_first: false,
-            state: DecisionState::Executed
-        }]
-    );
+    assert_eq!(disruptions(&r), [replaced_first()]);
     assert_eq!(alive(&r), [("platform".to_string(), "on-demand".to_string())]);
 }
 
@@ -350,16 +339,14 @@ fn repair_terminates_first_a_static_node_at_its_node_limit_when_terminate_first_
     let pool = static_pool("      limits: {nodes: \"1\"}", "on-demand", "infra");
     let gates = "NodeRepair: true, StaticCapacity: true, TerminateFirstRepair: true";
     let nodes = N1.replace("CT", "on-demand").replace("POOL", "fixed");
-    let t =
-        text("1.15", gates, &types(1, true), &pool, N1_NOT_READY).replace("events:\n", &format!("{nodes}events:\n"));
+    let t = with_nodes(text("1.15", gates, &types(1, true), &pool, N1_NOT_READY), &nodes);
     let r = simulate(&t);
     assert_eq!(disruptions(&r), [first(DisruptionMethod::Repair)]);
     assert_eq!(r.nodes.iter().filter(|n| n.deleted_at.is_none()).count(), 1, "refilled");
 
     // Without the gate the repair is blocked at the limit.
     let gates = "NodeRepair: true, StaticCapacity: true";
-    let t =
-        text("1.15", gates, &types(1, true), &pool, N1_NOT_READY).replace("events:\n", &format!("{nodes}events:\n"));
+    let t = with_nodes(text("1.15", gates, &types(1, true), &pool, N1_NOT_READY), &nodes);
     assert_eq!(disruptions(&simulate(&t)), []);
 }
 
@@ -369,16 +356,14 @@ fn repair_terminates_first_a_node_in_a_full_reservation_with_no_fallback() {
     let objects = format!("{pool}{APP}");
     let nodes = N1.replace("CT", "reserved").replace("POOL", "default");
     let gates = "NodeRepair: true, TerminateFirstRepair: true";
-    let t =
-        text("1.15", gates, &types(1, true), &objects, N1_NOT_READY).replace("events:\n", &format!("{nodes}events:\n"));
+    let t = with_nodes(text("1.15", gates, &types(1, true), &objects, N1_NOT_READY), &nodes);
     let r = simulate(&t);
     assert_eq!(disruptions(&r), [first(DisruptionMethod::Repair)]);
     assert_eq!(alive(&r), [("infra".to_string(), "reserved".to_string())], "refilled in the freed slot");
     assert!(r.pending.is_empty(), "{:?}", r.pending);
 
     // Without the gate, v1.15's repair is blocked (its pods would find no place).
-    let t = text("1.15", "NodeRepair: true", &types(1, true), &objects, N1_NOT_READY)
-        .replace("events:\n", &format!("{nodes}events:\n"));
+    let t = with_nodes(text("1.15", "NodeRepair: true", &types(1, true), &objects, N1_NOT_READY), &nodes);
     assert_eq!(disruptions(&simulate(&t)), []);
 }
 

@@ -350,9 +350,7 @@ impl AwsCloud {
             )),
         }
         // v1.15's kubelet expressions: validated by the nodeclass controller, not the CRD.
-        if let Err((reason, message)) = crate::engine::catalog::aws::validate_kubelet_fields(nc)
-            .and_then(|()| crate::engine::catalog::aws::validate_kubelet_expressions(nc, self.kubelet_expressions))
-        {
+        if let Err((reason, message)) = crate::engine::catalog::aws::validate_kubelet(nc, self.kubelet_expressions) {
             r.problems.push(Problem::new(VALIDATION_SUCCEEDED, reason, message));
         }
         if self.reserved_capacity {

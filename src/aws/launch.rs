@@ -399,12 +399,12 @@ pub fn plan_with(
     let mut groups: BTreeMap<TemplateKey, Vec<(Arc<InstanceType>, Offer)>> = BTreeMap::new();
     for t in &types {
         let Some(ami) = ami_for(nc, t) else { continue };
+        // v1.15's kubelet expressions resolve per type, so types whose values differ need their own template
+        // (maxPods is the type's resolved pod count).
+        let kubelet = crate::engine::catalog::aws::resolved_kubelet(nc, &t.name, cel)
+            .map(|k| serde_json::to_string(&k).unwrap_or_default());
         for o in &offers[&t.name] {
-            // v1.15's kubelet expressions resolve per type, so types whose values differ need their own template
-            // (maxPods is the type's resolved pod count).
-            let kubelet = crate::engine::catalog::aws::resolved_kubelet(nc, &t.name, cel)
-                .map(|k| serde_json::to_string(&k).unwrap_or_default());
-            let key = (ami.to_string(), t.capacity.pods, o.2.as_ref().map(|r| r.id.clone()), kubelet);
+            let key = (ami.to_string(), t.capacity.pods, o.2.as_ref().map(|r| r.id.clone()), kubelet.clone());
             groups.entry(key).or_default().push((t.clone(), o.clone()));
         }
     }

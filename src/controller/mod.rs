@@ -264,9 +264,11 @@ impl Controller {
     }
 
     pub fn with_settings(catalog: Arc<Catalog>, settings: Settings, now: Millis) -> Controller {
+        // The gates the version has: v1.15's own change nothing under 1.14.
+        let gates = settings.gates.for_version(settings.karpenter_version);
         Controller {
             catalog,
-            gates: settings.gates.for_version(settings.karpenter_version),
+            gates,
             packing: settings.packing,
             version: settings.karpenter_version,
             lifecycle: LifecycleSettings::default(),
@@ -279,13 +281,11 @@ impl Controller {
             disruption: Orchestrator::new(
                 settings.mode,
                 DisruptionOptions {
-                    spot_to_spot: settings.gates.spot_to_spot_consolidation,
+                    spot_to_spot: gates.spot_to_spot_consolidation,
                     multi_node_cap: settings.multi_node_cap,
                     packing: settings.packing,
-                    terminate_first_drift: settings.gates.terminate_first_drift
-                        && settings.karpenter_version.terminates_first(),
-                    terminate_first_repair: settings.gates.terminate_first_repair
-                        && settings.karpenter_version.terminates_first(),
+                    terminate_first_drift: gates.terminate_first_drift,
+                    terminate_first_repair: gates.terminate_first_repair,
                     consolidated: false,
                 },
                 settings.validation_delay,
@@ -304,7 +304,7 @@ impl Controller {
             provider_prefix: KWOK_PROVIDER_PREFIX.to_string(),
             class_catalogs: None,
             derived: crate::engine::catalog::classes::ClassCatalogs::default()
-                .with_kubelet_expressions(settings.gates.for_version(settings.karpenter_version).node_class_cel),
+                .with_kubelet_expressions(gates.node_class_cel),
             live_instances: None,
             class_drift: BTreeMap::new(),
             next_explain: now + 60 * SECOND,

@@ -60,12 +60,6 @@ impl KarpenterVersion {
         self >= KarpenterVersion::V1_15
     }
 
-    /// Whether the `TerminateFirstDrift` and `TerminateFirstRepair` gates exist (v1.15): v1.14 replaces first or
-    /// not at all.
-    pub fn terminates_first(self) -> bool {
-        self >= KarpenterVersion::V1_15
-    }
-
     /// Whether a launch that fails for want of capacity is told to each pod nominated to the NodeClaim, as a
     /// Warning `InsufficientCapacityError` (v1.15.0, #3143), besides the NodeClaim's own event.
     pub fn tells_pods_of_failed_launches(self) -> bool {

@@ -247,9 +247,7 @@ impl SimCloud {
         self.refused_classes = classes
             .iter()
             .filter_map(|c| {
-                let why = crate::engine::catalog::aws::validate_kubelet_fields(c)
-                    .and_then(|()| crate::engine::catalog::aws::validate_kubelet_expressions(c, self.cel))
-                    .err()?;
+                let why = crate::engine::catalog::aws::validate_kubelet(c, self.cel).err()?;
                 Some((c.metadata.name.clone()?, why))
             })
             .collect();

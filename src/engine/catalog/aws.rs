@@ -387,6 +387,12 @@ pub fn has_kubelet_expressions(nodeclass: &EC2NodeClass) -> bool {
     })
 }
 
+/// Upstream's validation of a class's kubelet settings (v1.15's nodeclass controller): the fields it opened, then
+/// the expressions ([`validate_kubelet_fields`], [`validate_kubelet_expressions`]). `cel`: the gate `NodeClassCEL`.
+pub fn validate_kubelet(nodeclass: &EC2NodeClass, cel: bool) -> Result<(), (&'static str, String)> {
+    validate_kubelet_fields(nodeclass).and_then(|()| validate_kubelet_expressions(nodeclass, cel))
+}
+
 /// Upstream's validation of the kubelet fields v1.15 opened (`spec.kubelet` takes any KubeletConfiguration field;
 /// its nodeclass controller checks them): `Err((reason, message))` for `ValidationSucceeded=False`. Karpenter owns
 /// `registerWithTaints`; a field outside the ones Karpenter maps takes effect only where the AMI family renders the
@@ -428,12 +434,13 @@ pub fn validate_kubelet_expressions(nodeclass: &EC2NodeClass, cel: bool) -> Resu
         ));
     }
     let Some(kubelet) = nodeclass.spec.kubelet.as_ref() else { return Ok(()) };
-    let exprs = KubeletExprs::of(kubelet).map_err(|e| (e.reason(), e.to_string()))?;
+    // Compiled first on their own: a compile error is its own reason, whatever else the class gets wrong.
+    KubeletExprs::of(kubelet).map_err(|e| (e.reason(), e.to_string()))?;
     let Ok(d) = data() else { return Ok(()) };
     let cfg = NodeConfig::new(Some(nodeclass), true).map_err(|e| ("KubeletExpressionInvalid", e.to_string()))?;
     let mut last = None;
     for f in &d.types {
-        match resolve_exprs(f, &cfg, &exprs) {
+        match resolve_exprs(f, &cfg, &cfg.exprs) {
             Ok(_) => return Ok(()),
             Err(e) => last = Some(e),
         }
