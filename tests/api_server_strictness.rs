@@ -2,7 +2,7 @@
 //! resources (pruning, defaults, the structural schema, list-map keys, the CRDs' CEL rules), checked against the
 //! fake API server's admission (`tests/fake_apiserver/strict.rs`) with upstream's CRDs as published.
 
-mod fake_apiserver;
+use crate::fake_apiserver;
 
 use std::path::Path;
 

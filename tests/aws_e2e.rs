@@ -4,8 +4,8 @@
 //! instances → Nodes → pods bound; scale to zero → an emptiness proposal → approved → instances terminated and the
 //! claims finalized, nothing left running.
 
-mod harness;
-mod moto;
+use crate::harness;
+use crate::moto;
 
 use std::sync::Arc;
 

@@ -4,7 +4,7 @@
 //! launch, listing, garbage-collection candidates and termination. What moto can't do (capacity errors,
 //! throttling, the Pricing API) goes through a fault-injecting wrapper around the SDK's HTTP client.
 
-mod moto;
+use crate::moto;
 
 use std::collections::BTreeSet;
 

@@ -2,8 +2,8 @@
 //! received by the SDK, parsed, handed to the live controller over an in-memory cluster, and deleted — or left for
 //! another try when handling fails. A malformed message is deleted and reported; an unknown instance is ignored.
 
-mod harness;
-mod moto;
+use crate::harness;
+use crate::moto;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;

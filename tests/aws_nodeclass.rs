@@ -2,7 +2,7 @@
 //! tags, ids, names, an SSM parameter and an alias (moto lacks the EKS parameters, so the alias prefix is injected),
 //! turned into the status upstream writes; a selector that matches nothing is named in its condition.
 
-mod moto;
+use crate::moto;
 
 use aws_sdk_ec2::types::{ResourceType, Tag, TagSpecification};
 use karpenter_tui::aws::nodeclass::{AliasContext, resolve, status};

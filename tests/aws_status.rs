@@ -3,7 +3,7 @@
 //! validation waiting on the other conditions, a missing IAM role named and nothing left behind in IAM, a Pricing
 //! API failure said with what stands in, and another provider's claims left alone.
 
-mod moto;
+use crate::moto;
 
 use std::sync::Arc;
 

@@ -3,7 +3,7 @@
 //! class's catalog and the live instances, a leaked instance terminated with its Node, and an interruption from the
 //! queue turned into the NodeClaim's deletion with its spot offering kept out.
 
-mod moto;
+use crate::moto;
 
 use std::sync::Arc;
 

@@ -2,7 +2,7 @@
 //! the buffer's status says where they went, emptiness leaves the nodes holding them, real pods take the room and
 //! the buffer refills, NodePool limits bound it, and with the gate off nothing happens.
 
-mod common;
+use crate::common;
 
 use karpenter_tui::controller::tick;
 use karpenter_tui::engine::api::capacitybuffer::{COND_PROVISIONING, COND_READY_FOR_PROVISIONING, CapacityBuffer};

@@ -2,7 +2,7 @@
 //! `--log-format json` one JSON object per line. And `plan --cloud aws`, which logs while it discovers, planning
 //! with what the AWS API (moto) says instead of the embedded table. And a dashboard whose `--metrics-addr` is taken.
 
-mod moto;
+use crate::moto;
 
 use std::process::{Command, Output, Stdio};
 

@@ -1,7 +1,7 @@
 //! The dashboard without a terminal: the reducer driven by keys over pictures of the demo world, the simulated
 //! backend's handling of commands, and snapshots of every pane and of full screens (ratatui's TestBackend).
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;

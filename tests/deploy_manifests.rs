@@ -18,7 +18,7 @@ fn deploy(path: &str) -> PathBuf {
 fn render(crd: k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition) -> String {
     let yaml = serde_yaml::to_string(&crd).expect("a CRD serialises");
     format!(
-        "# Generated from src/engine/api by tests/deploy_manifests.rs (UPDATE_CRDS=1 cargo test --test deploy_manifests).\n{yaml}"
+        "# Generated from src/engine/api by tests/deploy_manifests.rs (UPDATE_CRDS=1 cargo test --test integration deploy_manifests).\n{yaml}"
     )
 }
 

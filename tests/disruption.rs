@@ -1,7 +1,7 @@
 //! Disruption end to end through the simulated world, asserting on the report (engine.md §10 cases 22–28 and the
 //! budget, emptiness, drift and approval rules of §5).
 
-mod common;
+use crate::common;
 
 use karpenter_tui::controller::tick;
 use karpenter_tui::engine::disruption::Blocker;

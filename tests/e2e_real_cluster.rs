@@ -2,7 +2,7 @@
 //! they stay Ready). Ignored by default: it changes the cluster it is pointed at, so use a disposable one (kind,
 //! k3d, a test EKS cluster without upstream Karpenter running):
 //!
-//!     KARPENTER_TUI_E2E_KUBECONFIG=~/.kube/kind cargo test --test e2e_real_cluster -- --ignored --nocapture
+//!     KARPENTER_TUI_E2E_KUBECONFIG=~/.kube/kind cargo test --test integration e2e_real_cluster -- --ignored --nocapture
 //!
 //! It installs deploy/crds/, then runs the acting engine in this process: pending pods → NodeClaims → nodes →
 //! pods bound; scale to zero → an emptiness proposal → approved → nodes removed; a NodePool edit → Drifted.

@@ -1,7 +1,7 @@
 //! The NodePool editor component (ui::editor): validation as you type, key handling, the diff, rendering into a
 //! buffer, and the external-editor round trip.
 
-mod common;
+use crate::common;
 
 use crossterm::event::{KeyCode, KeyEvent, KeyEventKind, KeyModifiers};
 use karpenter_tui::engine::api::strict::DiagnosticKind;

@@ -4,7 +4,7 @@
 //! does beside it, through every door a NodePool comes in by: the editor's strict parse, a scenario, and
 //! `plan --file`'s manifests.
 
-mod common;
+use crate::common;
 
 use common::POOL_AND_APP;
 use karpenter_tui::engine::api::strict::parse_nodepool_strict_with;

@@ -2,7 +2,7 @@
 //! sent by kube-rs to an in-process fake API server (tests/fake_apiserver) that records them and answers with API
 //! server semantics (generated names, resourceVersion conflicts, finalizers, the eviction subresource, 410 Gone).
 
-mod fake_apiserver;
+use crate::fake_apiserver;
 
 use std::collections::BTreeMap;
 use std::time::Duration;

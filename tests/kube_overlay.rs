@@ -3,7 +3,7 @@
 //! still syncing, a malformed overlay skipped and reported, and the writer's status patch (merged into a fresh read,
 //! guarded by its resourceVersion, retried after another writer's 409) and server-side applied edits.
 
-mod fake_apiserver;
+use crate::fake_apiserver;
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;

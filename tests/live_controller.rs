@@ -4,7 +4,7 @@
 //! cluster. This is the same story the real-cluster suite tells against an API server: pending pods → NodeClaims
 //! → nodes → pods bound; scale to zero → a proposal → approve → nodes removed; a NodePool edit → drift.
 
-mod harness;
+use crate::harness;
 
 use harness::{Harness, manifests};
 use karpenter_tui::controller::cloud::CloudInstance;

@@ -2,7 +2,7 @@
 //! server, with no leader election at all (its role channel closed, as when observing read-only or beside upstream
 //! Karpenter), counted by its wake-ups rather than timed.
 
-mod fake_apiserver;
+use crate::fake_apiserver;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};

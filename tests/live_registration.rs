@@ -12,7 +12,7 @@
 //! Metrics of the acting controller on a live API server: scraped over HTTP from the listener `controller` serves
 //! them on, in Prometheus' text format, with what the run did and what the cluster holds.
 
-mod fake_apiserver;
+use crate::fake_apiserver;
 
 use std::sync::Arc;
 use std::time::Duration;

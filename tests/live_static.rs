@@ -2,7 +2,7 @@
 //! controller with the `StaticCapacity` gate launches its replicas, follows `kubectl scale` through the scale
 //! subresource (the dashboard's writer) and another client's edit, up and down.
 
-mod fake_apiserver;
+use crate::fake_apiserver;
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -4,7 +4,7 @@
 //! controller-level cases (requeue at the closest deadline, the 20 % rule, non-matching statuses) are unit tests
 //! in `src/controller/repair.rs`.
 
-mod common;
+use crate::common;
 
 use karpenter_tui::sim::report::{DecisionDetail, Report};
 use karpenter_tui::sim::run::run;

@@ -4,7 +4,7 @@
 //! (forcefully, ignoring budgets and vetoes), that is asserted beside it. v1.14's own cases are in
 //! tests/node_repair.rs.
 
-mod common;
+use crate::common;
 
 use karpenter_tui::controller::cloud::{RepairAction, RepairPolicy};
 use karpenter_tui::sim::report::{DecisionDetail, DecisionState, DisruptionMethod, DisruptionReason, Report};

@@ -723,7 +723,7 @@ fn chart_crds_are_deploy_crds() {
             (std::fs::read(repo(&format!("deploy/crds/{f}"))), std::fs::read(repo(&format!("{CHART}/crds/{f}"))));
         assert!(
             a.unwrap() == b.unwrap(),
-            "{CHART}/crds/{f} differs from deploy/crds/{f} (UPDATE_CRDS=1 cargo test --test deploy_manifests rewrites both)"
+            "{CHART}/crds/{f} differs from deploy/crds/{f} (UPDATE_CRDS=1 cargo test --test integration deploy_manifests rewrites both)"
         );
     }
 }

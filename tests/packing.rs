@@ -1,7 +1,7 @@
 //! Cost packing (issue #19): on the plain workload the cost strategy provisions within 5% of the LP lower bound,
 //! upstream's decisions are unchanged, and every cost plan honours the same constraints.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -228,7 +228,7 @@ fn plan_shows_both_strategies_and_the_bound() {
 }
 
 #[test]
-#[ignore = "diagnostics: cargo test --test packing diagnostics -- --ignored --nocapture"]
+#[ignore = "diagnostics: cargo test --test integration packing::diagnostics -- --ignored --nocapture"]
 fn diagnostics() {
     let w = aws_world();
     let n: usize = std::env::var("PODS").ok().and_then(|v| v.parse().ok()).unwrap_or(1500);

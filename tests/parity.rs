@@ -4,7 +4,7 @@
 //! they end, and what an interruption notice leads to. Node names and times differ between the two (the world has launch and registration latencies and
 //! names nodes like EC2; KWOK nodes are named after their claims), so decisions are compared by what they do.
 
-mod harness;
+use crate::harness;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;

@@ -1,7 +1,7 @@
 //! Acceptance cases of shared/spec/engine.md §10 that concern provisioning and requirements, on the fake
 //! catalogue of §9.1.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 

@@ -1,7 +1,7 @@
 //! Provisioning features beyond the numbered acceptance cases: minValues policies, truncation, inverse
 //! anti-affinity, preference relaxation, host ports, numeric operators, batching windows.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 

@@ -4,7 +4,7 @@
 //! node-affinity terms, host ports, a tainted and limited NodePool and a DaemonSet pass an independent check of
 //! every node each claim may become (`common::plan_check`).
 
-mod common;
+use crate::common;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;

@@ -2,7 +2,7 @@
 //! pods bound; insufficient capacity → fallback; registration timeout → NodeClaim deleted and pods re-provisioned;
 //! node deletion drains respecting a PDB; determinism of the report.
 
-mod common;
+use crate::common;
 
 use karpenter_tui::sim::report::{DecisionDetail, Report};
 use karpenter_tui::sim::run::run;

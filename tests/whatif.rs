@@ -2,7 +2,7 @@
 //! clusters built by the simulated world at t=0 (nodes registered and initialized, pending pods marked
 //! unschedulable by the kube-scheduler stand-in, nothing provisioned yet).
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

@@ -2,7 +2,7 @@
 //! (5 ms doubling, as controller-runtime's queue), the refusal is shown once per distinct error, and the write goes
 //! through once the server takes it. Conflicts are not refusals: they are planned again at once.
 
-mod fake_apiserver;
+use crate::fake_apiserver;
 
 use std::sync::Arc;
 use std::time::Duration;
