@@ -20,6 +20,7 @@ mod cli_args;
 mod cli_logs;
 mod crd_equivalence;
 mod dashboard;
+mod default_spread_v115;
 mod deploy_manifests;
 mod disruption;
 mod disruption_properties;

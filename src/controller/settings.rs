@@ -37,6 +37,10 @@ pub struct Settings {
     /// In `approve` mode, repairs wait for an operator like every voluntary disruption unless this is off
     /// (`--repairs-without-approval`, the config file's `repairsWithoutApproval: true`).
     pub approve_repairs: bool,
+    /// v1.15's `--scheduler-config` (`settings.schedulerConfig`, the config file's `schedulerConfig:`): default
+    /// topology spread for pods that declare none. Whoever reads the cluster applies it
+    /// ([`crate::engine::manifests::ClusterObjects::default_spread`]), as the simulated kube-scheduler takes it too.
+    pub scheduler_config: crate::engine::api::scheduler_config::SchedulerConfig,
 }
 
 impl Default for Settings {
@@ -52,6 +56,7 @@ impl Default for Settings {
             karpenter_version: KarpenterVersion::NEWEST,
             legacy_node_repair: false,
             approve_repairs: true,
+            scheduler_config: Default::default(),
         }
     }
 }

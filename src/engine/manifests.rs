@@ -62,6 +62,11 @@ pub struct ClusterObjects {
     pub pvs: Vec<PersistentVolume>,
     pub storage_classes: Vec<StorageClass>,
     pub namespaces: Vec<Namespace>,
+    /// Services: read only for default topology spread's selectors.
+    pub services: Vec<k8s_openapi::api::core::v1::Service>,
+    /// Default topology spread (Karpenter v1.15's `--scheduler-config`) with the Services and workload selectors it
+    /// deduces selectors from: set by whoever reads the cluster with defaults configured; `None` without.
+    pub default_spread: Option<Arc<crate::engine::scheduling::default_spread::DefaultSpread>>,
     /// How often each kind changed in the store this read came from (a watch cache counts what its watches
     /// bring); `None` for a read that doesn't count (a manifest file).
     pub changes: Option<Changes>,
@@ -322,6 +327,7 @@ impl ClusterObjects {
             namespaces: &self.namespaces,
             digests: self.pod_digests(),
             virtual_pods: &[],
+            default_spread: self.default_spread.as_deref(),
         }
     }
 
@@ -350,6 +356,7 @@ impl ClusterObjects {
             pvs: self.pvs.clone(),
             storage_classes: self.storage_classes.clone(),
             namespaces: self.namespaces.clone(),
+            default_spread: self.default_spread.clone(),
         }
     }
 

@@ -23,6 +23,7 @@ use crate::engine::node_digests::{NodeDigester, NodeDigests};
 use crate::engine::objects::Objects;
 use crate::engine::requirements::{Operator, Requirement};
 use crate::engine::resources::Resources;
+use crate::engine::scheduling::default_spread::DefaultSpread;
 use crate::engine::scheduling::pod::{self, PodData};
 use crate::engine::scheduling::selector::Selector;
 use crate::engine::scheduling::volumes::VolumeIndex;
@@ -152,6 +153,8 @@ pub struct Digests {
 struct DigestCache {
     /// The namespaces (name, labels) the digests were computed with (affinity namespace selectors read them).
     namespaces: Vec<(String, BTreeMap<String, String>)>,
+    /// The [`DefaultSpread::key`] they were computed with, if any.
+    default_spread: Option<u64>,
     by_version: FxHashMap<u64, Result<Arc<PodData>, pod::PodError>>,
     /// One copy of each distinct label set the kept digests carry (20,000 pods of a few workloads have a few sets).
     labels: rustc_hash::FxHashSet<Arc<BTreeMap<String, String>>>,
@@ -197,6 +200,7 @@ fn tolerations_hash(ts: &[Toleration]) -> u64 {
 /// Digests the pods of one snapshot, through the caller's [`Digests`] when there is one.
 struct Digester<'a> {
     namespaces: &'a [(String, BTreeMap<String, String>)],
+    default_spread: Option<&'a DefaultSpread>,
     cache: Option<(&'a [u64], MutexGuard<'a, DigestCache>)>,
     /// The digests this snapshot used: what the cache keeps afterwards (pods gone or changed are forgotten).
     used: FxHashMap<u64, Result<Arc<PodData>, pod::PodError>>,
@@ -211,19 +215,21 @@ impl<'a> Digester<'a> {
                 g.by_version.clear();
                 g
             });
-            if inner.namespaces.as_slice() != namespaces {
+            let spread = snap.default_spread.map(DefaultSpread::key);
+            if inner.namespaces.as_slice() != namespaces || inner.default_spread != spread {
                 inner.by_version.clear();
                 inner.namespaces = namespaces.to_vec();
+                inner.default_spread = spread;
             }
             (versions, inner)
         });
-        Digester { namespaces, cache, used: FxHashMap::default() }
+        Digester { namespaces, default_spread: snap.default_spread, cache, used: FxHashMap::default() }
     }
 
     /// The digest of `snap.pods[i]`.
     fn get(&mut self, i: usize, p: &StoredPod) -> Result<Arc<PodData>, pod::PodError> {
         let Some((versions, inner)) = &mut self.cache else {
-            return pod::pod_data(p, self.namespaces).map(Arc::new);
+            return pod::pod_data_with(p, self.namespaces, self.default_spread).map(Arc::new);
         };
         let v = versions[i];
         if let Some(d) = self.used.get(&v) {
@@ -231,7 +237,7 @@ impl<'a> Digester<'a> {
         }
         let d = match inner.by_version.remove(&v) {
             Some(d) => d,
-            None => pod::pod_data(p, self.namespaces).map(|mut d| {
+            None => pod::pod_data_with(p, self.namespaces, self.default_spread).map(|mut d| {
                 inner.share(&mut d);
                 Arc::new(d)
             }),
@@ -279,6 +285,9 @@ pub struct ClusterSnapshot<'a> {
     /// CapacityBuffers' virtual pods (see [`crate::engine::capacitybuffer`]): solved after the pending pods, like
     /// them. The controller adds them; a read of the cluster has none.
     pub virtual_pods: &'a [StoredPod],
+    /// Default topology spread (Karpenter v1.15's `--scheduler-config`) with what it deduces selectors from; `None`
+    /// when none is configured.
+    pub default_spread: Option<&'a DefaultSpread>,
 }
 
 /// An owned snapshot: the vectors a [`ClusterSnapshot`] borrows.
@@ -295,6 +304,7 @@ pub struct Snapshot {
     pub pvs: Vec<PersistentVolume>,
     pub storage_classes: Vec<StorageClass>,
     pub namespaces: Vec<Namespace>,
+    pub default_spread: Option<Arc<DefaultSpread>>,
 }
 
 impl Snapshot {
@@ -312,6 +322,7 @@ impl Snapshot {
             namespaces: &self.namespaces,
             digests: None,
             virtual_pods: &[],
+            default_spread: self.default_spread.as_deref(),
         }
     }
 }

@@ -60,6 +60,11 @@ impl KarpenterVersion {
         self >= KarpenterVersion::V1_15
     }
 
+    /// Whether the version takes default topology spread constraints (`--scheduler-config`, new in v1.15.0, #3205).
+    pub fn has_default_spread(self) -> bool {
+        self >= KarpenterVersion::V1_15
+    }
+
     /// Whether a launch that fails for want of capacity is told to each pod nominated to the NodeClaim, as a
     /// Warning `InsufficientCapacityError` (v1.15.0, #3143), besides the NodeClaim's own event.
     pub fn tells_pods_of_failed_launches(self) -> bool {

@@ -673,6 +673,8 @@ impl Cache {
             pvs: cloned(&self.pvs),
             storage_classes: cloned(&self.storage_classes),
             namespaces: cloned(&self.namespaces),
+            services: Vec::new(),
+            default_spread: None,
             changes: Some(self.changes),
             notes: Vec::new(),
             pod_versions: self.pod_versions(),

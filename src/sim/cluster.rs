@@ -27,7 +27,8 @@ use std::sync::Arc;
 
 use k8s_openapi::api::apps::v1::{DaemonSet, Deployment};
 use k8s_openapi::api::core::v1::{
-    Namespace, Node, PersistentVolume, PersistentVolumeClaim, Pod, PodCondition, PodStatus,
+    Namespace, Node, PersistentVolume, PersistentVolumeClaim, Pod, PodCondition, PodStatus, Service,
+    TopologySpreadConstraint,
 };
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::storage::v1::StorageClass;
@@ -38,6 +39,7 @@ use crate::engine::labels;
 use crate::engine::manifests::ClusterObjects;
 use crate::engine::provisioning::{ClusterSnapshot, Digests, Snapshot, pod_digests};
 use crate::engine::requirements::{Requirement, SharedLabels};
+use crate::engine::scheduling::default_spread::{DefaultSpread, SpreadOwners};
 use crate::engine::scheduling::pod::{self, PodData};
 use crate::engine::scheduling::volumes::VolumeIndex;
 use crate::engine::scheduling::{ExistingNode, Input, SchedulerOptions, solve};
@@ -117,6 +119,8 @@ pub struct SnapshotMirror {
     namespaces: Mirror<String, Namespace>,
     /// Pod digests by the pod mirror's versions.
     digests: Digests,
+    /// The default topology spread as last built, by the (services, deployments) stamps it was built at.
+    default_spread: Option<([u64; 2], Option<Arc<DefaultSpread>>)>,
 }
 
 /// Every object of the simulated cluster, in ordered maps so iteration (and so every decision) is deterministic.
@@ -134,6 +138,11 @@ pub struct Cluster {
     pub pvs: Watched<String, PersistentVolume>,
     pub storage_classes: Watched<String, StorageClass>,
     pub namespaces: Watched<String, Namespace>,
+    /// Services: only default topology spread reads them (their selectors), as kube-scheduler's does.
+    pub services: Watched<Key, Service>,
+    /// Default topology spread constraints (Karpenter v1.15's `--scheduler-config`), given to pods that declare
+    /// none by Karpenter's scheduler and the kube-scheduler stand-in alike; empty for none.
+    pub default_constraints: Vec<TopologySpreadConstraint>,
     pub nodeoverlays: Watched<String, crate::engine::api::nodeoverlay::NodeOverlay>,
     pub capacitybuffers: Watched<Key, crate::engine::api::capacitybuffer::CapacityBuffer>,
     pub pod_templates: Watched<Key, k8s_openapi::api::core::v1::PodTemplate>,
@@ -163,6 +172,8 @@ impl Default for Cluster {
             pvs: Watched::new(v.clone()),
             storage_classes: Watched::new(v.clone()),
             namespaces: Watched::new(v.clone()),
+            services: Watched::new(v.clone()),
+            default_constraints: Vec::new(),
             nodeoverlays: Watched::new(v.clone()),
             capacitybuffers: Watched::new(v.clone()),
             pod_templates: Watched::new(v.clone()),
@@ -183,7 +194,7 @@ struct Synced {
     /// (daemonsets, nodes, pods).
     daemonsets: Option<[u64; 3]>,
     /// [`Cluster::scheduler_stamps`] after a scheduling pass that bound nothing.
-    scheduler: Option<[u64; 7]>,
+    scheduler: Option<[u64; 8]>,
 }
 
 fn unschedulable_condition() -> PodCondition {
@@ -348,6 +359,28 @@ impl Cluster {
         for o in &m.namespaces {
             self.namespaces.insert(o.metadata.name.clone().unwrap_or_default(), o.clone());
         }
+        for o in &m.services {
+            let mut o = o.clone();
+            o.metadata.namespace.get_or_insert_with(|| "default".into());
+            self.services.insert(key_of(&o.metadata), o);
+        }
+    }
+
+    /// The default topology spread over the cluster as it is: the configured constraints, with Services and the
+    /// Deployments' stand-in ReplicaSets (named after their Deployment, see [`Cluster::reconcile_deployments`]) to
+    /// deduce selectors from. `None` when none is configured.
+    pub fn default_spread(&self) -> Option<DefaultSpread> {
+        if self.default_constraints.is_empty() {
+            return None;
+        }
+        let mut owners = SpreadOwners::default();
+        for ((ns, _), svc) in &self.services {
+            owners.add_service(ns, svc.spec.as_ref().and_then(|s| s.selector.as_ref()));
+        }
+        for ((ns, name), d) in &self.deployments {
+            owners.add_replica_set(ns, name, &d.spec.selector);
+        }
+        DefaultSpread::new(&self.default_constraints, owners)
     }
 
     /// The store-wide resourceVersion of the last write.
@@ -357,7 +390,7 @@ impl Cluster {
 
     /// The stamps of every map of the store: equal stamps mean no object changed in between (even if a whole map
     /// was replaced, since stamps are unique).
-    pub fn stamps(&self) -> [u64; 12] {
+    pub fn stamps(&self) -> [u64; 13] {
         [
             self.nodepools.stamp(),
             self.nodeclaims.stamp(),
@@ -371,6 +404,7 @@ impl Cluster {
             self.pvs.stamp(),
             self.storage_classes.stamp(),
             self.namespaces.stamp(),
+            self.services.stamp(),
         ]
     }
 
@@ -378,7 +412,7 @@ impl Cluster {
     /// joined with), namespaces and volumes. A pass that bound nothing binds nothing again while they stand, so
     /// writes to NodePools, Deployments or PDBs (status writes, mostly) don't make it look again, as they don't
     /// wake kube-scheduler.
-    fn scheduler_stamps(&self) -> [u64; 7] {
+    fn scheduler_stamps(&self) -> [u64; 8] {
         [
             self.pods.stamp(),
             self.nodes.stamp(),
@@ -387,6 +421,7 @@ impl Cluster {
             self.pvcs.stamp(),
             self.pvs.stamp(),
             self.storage_classes.stamp(),
+            self.services.stamp(),
         ]
     }
 
@@ -402,6 +437,7 @@ impl Cluster {
             pvs: self.pvs.cloned_values(),
             storage_classes: self.storage_classes.cloned_values(),
             namespaces: self.namespaces.cloned_values(),
+            default_spread: self.default_spread().map(Arc::new),
         }
     }
 
@@ -419,6 +455,10 @@ impl Cluster {
         m.pvs.sync_plain(&self.pvs);
         m.storage_classes.sync_plain(&self.storage_classes);
         m.namespaces.sync_plain(&self.namespaces);
+        let spread_at = [self.services.stamp(), self.deployments.stamp()];
+        if m.default_spread.as_ref().is_none_or(|(at, _)| *at != spread_at) {
+            m.default_spread = Some((spread_at, self.default_spread().map(Arc::new)));
+        }
         ClusterSnapshot {
             nodepools: m.nodepools.store.plain(),
             nodeclaims: m.nodeclaims.store.values().into(),
@@ -432,6 +472,7 @@ impl Cluster {
             namespaces: m.namespaces.store.plain(),
             digests: Some((m.pods.store.versions(), &m.digests)),
             virtual_pods: &[],
+            default_spread: m.default_spread.as_ref().and_then(|(_, d)| d.as_deref()),
         }
     }
 

@@ -354,6 +354,9 @@ fn apply_event(w: &mut World, action: &Action) -> Result<(), String> {
                     ObjectKind::PodTemplate => {
                         w.cluster.pod_templates.remove(&key).ok_or_else(missing)?;
                     }
+                    ObjectKind::Service => {
+                        w.cluster.services.remove(&key).ok_or_else(missing)?;
+                    }
                     ObjectKind::Namespace => {
                         w.cluster.namespaces.remove(&r.name).ok_or_else(missing)?;
                     }
@@ -424,6 +427,7 @@ fn apply_event(w: &mut World, action: &Action) -> Result<(), String> {
                 ObjectKind::NodeOverlay => patch_in!(w.cluster.nodeoverlays, name),
                 ObjectKind::CapacityBuffer => patch_in!(w.cluster.capacitybuffers, &key),
                 ObjectKind::PodTemplate => patch_in!(w.cluster.pod_templates, &key),
+                ObjectKind::Service => patch_in!(w.cluster.services, &key),
             }
         }
         Action::Interrupt(i) => {

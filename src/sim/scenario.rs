@@ -214,6 +214,7 @@ pub enum ObjectKind {
     NodeOverlay,
     CapacityBuffer,
     PodTemplate,
+    Service,
 }
 
 impl ObjectKind {
@@ -228,6 +229,7 @@ impl ObjectKind {
                 | ObjectKind::PersistentVolumeClaim
                 | ObjectKind::CapacityBuffer
                 | ObjectKind::PodTemplate
+                | ObjectKind::Service
         )
     }
 }
@@ -389,6 +391,8 @@ struct RawSettings {
     packing: Option<String>,
     #[serde(default)]
     karpenter_version: Option<KarpenterVersion>,
+    #[serde(default)]
+    scheduler_config: Option<crate::engine::api::scheduler_config::SchedulerConfig>,
 }
 
 #[derive(Deserialize)]
@@ -866,6 +870,23 @@ fn build_settings(cx: &Ctx<'_>, raw: Option<RawSettings>) -> Result<Settings, Sc
         Some(DisruptionMode::Approve) => Mode::Approve,
         Some(DisruptionMode::DryRun) => Mode::DryRun,
     };
+    let scheduler_config = r.scheduler_config.unwrap_or_default();
+    let at = field("settings").field("schedulerConfig");
+    if let Some(e) =
+        crate::engine::api::scheduler_config::validate_scheduler_config(&scheduler_config).into_iter().next()
+    {
+        let path = FieldPath(at.0.iter().cloned().chain(e.path.0).collect());
+        return Err(cx.err(&path, e.message));
+    }
+    if !scheduler_config.is_empty() && !cx.version.has_default_spread() {
+        return Err(cx.err(
+            &at,
+            format!(
+                "default topology spread (--scheduler-config) is new in Karpenter 1.15; this scenario decides as {}",
+                cx.version.as_str()
+            ),
+        ));
+    }
     Ok(Settings {
         launch_latency: or(r.launch_latency, d.launch_latency),
         registration_latency: or(r.registration_latency, d.registration_latency),
@@ -877,6 +898,7 @@ fn build_settings(cx: &Ctx<'_>, raw: Option<RawSettings>) -> Result<Settings, Sc
             batch_idle: or(r.batch_idle, d.controller.batch_idle),
             batch_max: or(r.batch_max, d.controller.batch_max),
             validation_delay: or(r.validation_delay, d.controller.validation_delay),
+            scheduler_config,
             ..d.controller.clone()
         },
         repair_policies: d.repair_policies,
@@ -899,7 +921,7 @@ struct TypeMeta {
 const OBJECT_KINDS: &str = "karpenter.sh/v1 NodePool, karpenter.k8s.aws/v1 EC2NodeClass, karpenter.sh/v1alpha1 NodeOverlay, \
      autoscaling.x-k8s.io/v1beta1 CapacityBuffer, v1 PodTemplate, v1 Pod, apps/v1 Deployment, \
      apps/v1 DaemonSet, policy/v1 PodDisruptionBudget, v1 PersistentVolumeClaim, v1 PersistentVolume, \
-     storage.k8s.io/v1 StorageClass, v1 Namespace";
+     storage.k8s.io/v1 StorageClass, v1 Namespace, v1 Service";
 
 /// Types one manifest into `out`; returns a bound Pod's `spec.nodeName` so it can be checked against `nodes`.
 fn add_object(
@@ -1004,6 +1026,7 @@ fn add_object(
         ("v1", "PersistentVolume") => out.pvs.push(typed::<PersistentVolume>(cx, body, path)?),
         ("storage.k8s.io/v1", "StorageClass") => out.storage_classes.push(typed::<StorageClass>(cx, body, path)?),
         ("v1", "Namespace") => out.namespaces.push(typed::<Namespace>(cx, body, path)?),
+        ("v1", "Service") => out.services.push(typed::<k8s_openapi::api::core::v1::Service>(cx, body, path)?),
         (api, kind) => {
             return Err(cx.err(
                 &path.field("kind"),
@@ -1066,6 +1089,9 @@ fn check_duplicates(cx: &Ctx<'_>, m: &ClusterObjects) -> Result<(), ScenarioErro
     }
     for o in &m.pod_templates {
         check("PodTemplate", &o.metadata)?;
+    }
+    for o in &m.services {
+        check("Service", &o.metadata)?;
     }
     Ok(())
 }

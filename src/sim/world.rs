@@ -337,10 +337,14 @@ impl World {
                 .with_provider_prefix(crate::sim::cloud::PROVIDER_PREFIX)
                 .starting_empty();
         controller.set_repair_policies(crate::controller::cloud::CloudProvider::repair_policies(&cloud));
+        let mut cluster = Cluster::with_seed(seed ^ 0x706f_6473);
+        if settings.controller.karpenter_version.has_default_spread() {
+            cluster.default_constraints = settings.controller.scheduler_config.default_constraints().to_vec();
+        }
         World {
             now: start,
             cloud,
-            cluster: Cluster::with_seed(seed ^ 0x706f_6473),
+            cluster,
             record: Record::default(),
             catalog,
             settings,

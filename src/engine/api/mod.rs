@@ -9,6 +9,7 @@ pub mod ec2nodeclass;
 pub mod nodeclaim;
 pub mod nodeoverlay;
 pub mod nodepool;
+pub mod scheduler_config;
 pub mod strict;
 pub mod validation;
 

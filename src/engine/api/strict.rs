@@ -313,8 +313,7 @@ impl Ctx<'_> {
 fn parse_strict<T: DeserializeOwned>(
     yaml: &str,
     file: &str,
-    api_version: &str,
-    kind: &str,
+    type_meta: Option<(&str, &str)>,
     validate: impl FnOnce(&T, &dyn Fn(&FieldPath) -> bool) -> Vec<FieldError>,
 ) -> Result<T, Vec<Diagnostic>> {
     let parsed_index = YamlIndex::parse(yaml);
@@ -345,7 +344,8 @@ fn parse_strict<T: DeserializeOwned>(
     };
     // If libyaml accepted text the YAML 1.2 parser rejects, the object stands (the API server's parser is the
     // lenient kind too); diagnostics below then point at the document start instead of the field.
-    for (field, want) in [("apiVersion", api_version), ("kind", kind)] {
+    let wanted = type_meta.map(|(api_version, kind)| [("apiVersion", api_version), ("kind", kind)]);
+    for (field, want) in wanted.into_iter().flatten() {
         let found = cx.index.as_ref().and_then(|i| i.scalar(field).map(|(s, p)| (s.to_string(), p)));
         match found {
             Some((s, _)) if s == want => {}
@@ -366,8 +366,9 @@ fn parse_strict<T: DeserializeOwned>(
     }
 
     // The kube-derived root type doesn't keep apiVersion/kind, so serde skips them; they were checked above.
-    let is_type_meta =
-        |p: &FieldPath| matches!(p.0.as_slice(), [PathSegment::Field(f)] if f == "apiVersion" || f == "kind");
+    let is_type_meta = |p: &FieldPath| {
+        type_meta.is_some() && matches!(p.0.as_slice(), [PathSegment::Field(f)] if f == "apiVersion" || f == "kind")
+    };
     for path in unknown.iter().filter(|p| !is_type_meta(p)) {
         let name = path.0.last().map_or(String::new(), |s| match s {
             PathSegment::Field(k) | PathSegment::Key(k) => k.clone(),
@@ -411,7 +412,7 @@ pub fn parse_nodepool_strict_with(
     policy: &LabelPolicy,
     version: KarpenterVersion,
 ) -> Result<NodePool, Vec<Diagnostic>> {
-    parse_strict(yaml, source_name, "karpenter.sh/v1", "NodePool", |np, written| {
+    parse_strict(yaml, source_name, Some(("karpenter.sh/v1", "NodePool")), |np, written| {
         let mut errors = validate_nodepool(np, policy);
         errors.extend(validate_nodepool_written(np, version, written));
         errors
@@ -421,12 +422,24 @@ pub fn parse_nodepool_strict_with(
 /// Strict parse of a NodeClaim (requirements, taints, node class reference, durations).
 pub fn parse_nodeclaim_strict(yaml: &str, source_name: &str) -> Result<NodeClaim, Vec<Diagnostic>> {
     let policy = LabelPolicy::default();
-    parse_strict(yaml, source_name, "karpenter.sh/v1", "NodeClaim", |nc, _| validate_nodeclaim(nc, &policy))
+    parse_strict(yaml, source_name, Some(("karpenter.sh/v1", "NodeClaim")), |nc, _| validate_nodeclaim(nc, &policy))
 }
 
 /// Strict parse of an EC2NodeClass (selector terms, AMI alias, role xor instance profile).
 pub fn parse_ec2nodeclass_strict(yaml: &str, source_name: &str) -> Result<EC2NodeClass, Vec<Diagnostic>> {
-    parse_strict(yaml, source_name, "karpenter.k8s.aws/v1", "EC2NodeClass", |c, _| validate_ec2nodeclass(c))
+    parse_strict(yaml, source_name, Some(("karpenter.k8s.aws/v1", "EC2NodeClass")), |c, _| validate_ec2nodeclass(c))
+}
+
+/// Strict parse of a `--scheduler-config` document (YAML or JSON): unknown fields and every rule upstream checks the
+/// flag against, each at its line and column.
+pub fn parse_scheduler_config_strict(
+    yaml: &str,
+    source_name: &str,
+) -> Result<super::scheduler_config::SchedulerConfig, Vec<Diagnostic>> {
+    if yaml.trim().is_empty() {
+        return Ok(Default::default());
+    }
+    parse_strict(yaml, source_name, None, |c, _| super::scheduler_config::validate_scheduler_config(c))
 }
 
 /// Strictly parses `text` as the NodePool `pool_name`: the engine's strict parse plus "no renaming". Diagnostics
@@ -457,7 +470,7 @@ pub fn validate_nodeoverlay_text(
         name,
         "NodeOverlay",
         |t| {
-            parse_strict(t, name, "karpenter.sh/v1alpha1", "NodeOverlay", |o, _| {
+            parse_strict(t, name, Some(("karpenter.sh/v1alpha1", "NodeOverlay")), |o, _| {
                 crate::engine::api::nodeoverlay::validate_nodeoverlay(o)
             })
         },

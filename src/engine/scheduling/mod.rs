@@ -9,6 +9,7 @@
 
 pub mod bitset;
 pub mod cost;
+pub mod default_spread;
 mod node_compat;
 pub mod pod;
 mod reservations;

@@ -7,10 +7,12 @@ use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::{
     Container, ContainerStatus, NodeSelectorTerm, PodAffinityTerm, ResourceRequirements, Toleration,
+    TopologySpreadConstraint,
 };
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use thiserror::Error;
 
+use super::default_spread::DefaultSpread;
 use super::selector::Selector;
 use crate::engine::labels;
 use crate::engine::requirements::{Operator, Requirement, Requirements};
@@ -422,7 +424,52 @@ pub fn created_seconds(pod: &StoredPod) -> i64 {
 }
 
 /// Extracts a pod's scheduling data. `namespaces` (name, labels) resolves affinity namespace selectors.
+/// The scheduler's form of topology spread constraints (the pod's own, or the defaults given to it); `field` names
+/// where they were written, for errors.
+fn spread_constraints<'a>(
+    constraints: impl Iterator<Item = &'a TopologySpreadConstraint>,
+    labels: &BTreeMap<String, String>,
+    field: &str,
+) -> Result<Vec<SpreadConstraint>, PodError> {
+    let mut spreads = Vec::new();
+    for (i, c) in constraints.enumerate() {
+        if c.max_skew < 1 {
+            return Err(invalid(format!("{field}[{i}].maxSkew"), "must be at least 1"));
+        }
+        let mut selector = match &c.label_selector {
+            Some(s) => Selector::from_label_selector(s),
+            // No selector: the constraint counts no pods.
+            None => Selector::default().with_label("__karpenter_tui_no_selector__", "x"),
+        };
+        for k in c.match_label_keys.iter().flatten() {
+            if let Some(v) = labels.get(k) {
+                selector = selector.with_label(k, v);
+            }
+        }
+        spreads.push(SpreadConstraint {
+            key: c.topology_key.clone(),
+            max_skew: c.max_skew,
+            min_domains: c.min_domains,
+            required: c.when_unsatisfiable != "ScheduleAnyway",
+            selector,
+            honor_node_affinity: c.node_affinity_policy.as_deref() != Some("Ignore"),
+            honor_taints: c.node_taints_policy.as_deref() == Some("Honor"),
+        });
+    }
+    Ok(spreads)
+}
+
+/// The scheduler's view of `pod`, without default topology spread.
 pub fn pod_data(pod: &StoredPod, namespaces: &[(String, BTreeMap<String, String>)]) -> Result<PodData, PodError> {
+    pod_data_with(pod, namespaces, None)
+}
+
+/// The scheduler's view of `pod`; `defaults` gives it the configured default topology spread when it declares none.
+pub fn pod_data_with(
+    pod: &StoredPod,
+    namespaces: &[(String, BTreeMap<String, String>)],
+    defaults: Option<&DefaultSpread>,
+) -> Result<PodData, PodError> {
     let meta = &pod.metadata;
     let namespace = meta.namespace.clone().unwrap_or_else(|| "default".into());
     let name = meta.name.clone().unwrap_or_default();
@@ -482,31 +529,16 @@ pub fn pod_data(pod: &StoredPod, namespaces: &[(String, BTreeMap<String, String>
         }
     }
 
-    let mut spreads = Vec::new();
-    for (i, c) in spec.topology_spread_constraints.iter().flatten().enumerate() {
-        if c.max_skew < 1 {
-            return Err(invalid(format!("spec.topologySpreadConstraints[{i}].maxSkew"), "must be at least 1"));
-        }
-        let mut selector = match &c.label_selector {
-            Some(s) => Selector::from_label_selector(s),
-            // No selector: the constraint counts no pods.
-            None => Selector::default().with_label("__karpenter_tui_no_selector__", "x"),
-        };
-        for k in c.match_label_keys.iter().flatten() {
-            if let Some(v) = labels.get(k) {
-                selector = selector.with_label(k, v);
-            }
-        }
-        spreads.push(SpreadConstraint {
-            key: c.topology_key.clone(),
-            max_skew: c.max_skew,
-            min_domains: c.min_domains,
-            required: c.when_unsatisfiable != "ScheduleAnyway",
-            selector,
-            honor_node_affinity: c.node_affinity_policy.as_deref() != Some("Ignore"),
-            honor_taints: c.node_taints_policy.as_deref() == Some("Honor"),
-        });
-    }
+    let injected = defaults.map(|d| d.for_pod(pod)).unwrap_or_default();
+    let spreads = if injected.is_empty() {
+        spread_constraints(
+            spec.topology_spread_constraints.iter().flatten(),
+            &labels,
+            "spec.topologySpreadConstraints",
+        )?
+    } else {
+        spread_constraints(injected.iter(), &labels, "podTopologySpread.defaultConstraints")?
+    };
 
     let mut host_ports = Vec::new();
     for c in spec.containers.iter().chain(spec.init_containers.iter().flatten()) {
