@@ -190,8 +190,8 @@ async fn bare_list(addr: &str) -> Duration {
 async fn first_pictures(addr: &str, catalog: Arc<Catalog>, info: LiveInfo) -> Firsts {
     let started = Instant::now();
     let client = client_of(addr);
-    access::check(&client).await.expect("the rights check");
-    let watches = watch::spawn(client.clone());
+    access::check(&client, false).await.expect("the rights check");
+    let watches = watch::spawn(client.clone(), &[]);
     let _ = upstream::detect(&client).await;
     let (_role_tx, role) = tokio::sync::watch::channel(Role::Unknown);
     let driver = LiveDriver {
@@ -311,7 +311,7 @@ fn live_dashboard_bench(c: &mut Criterion) {
     let mut watches = rt.block_on(async {
         let config = kube::Config::new(format!("http://{addr}").parse().expect("a URL"));
         let client = kube::Client::try_from(karpenter_tui::kube::connect::client_config(config)).expect("a client");
-        let mut w = watch::spawn(client);
+        let mut w = watch::spawn(client, &[]);
         w.wait_synced(Duration::from_secs(1800)).await.unwrap_or_else(|m| panic!("not synced: {m:?}"));
         w
     });

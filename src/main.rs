@@ -123,6 +123,7 @@ fn run(mut cli: Cli) -> anyhow::Result<ExitCode> {
             feature_gates,
             packing,
             karpenter_version,
+            scheduler_config,
             log,
         } => {
             // Stdout is the plan; stderr says what went wrong on the way (a watch failing, prices not readable).
@@ -138,9 +139,23 @@ fn run(mut cli: Cli) -> anyhow::Result<ExitCode> {
             };
             // Bad YAML is said before minutes are spent discovering instance types.
             let file_version = karpenter_version.unwrap_or(KarpenterVersion::NEWEST);
+            let spread = match cli::args::scheduler_config_flag(scheduler_config.as_deref()) {
+                Ok(c) => c.unwrap_or_default(),
+                Err(e) => {
+                    eprintln!("error: {e:#}");
+                    return Ok(ExitCode::from(2));
+                }
+            };
             let manifests = match file.as_deref().map(|f| cli::plan::load(f, file_version)) {
                 None => None,
-                Some(Ok(m)) => Some(m),
+                Some(Ok(mut m)) => {
+                    if let Err(e) = cli::args::check_default_spread(&spread, file_version) {
+                        eprintln!("error: {e:#}");
+                        return Ok(ExitCode::from(2));
+                    }
+                    m.set_default_spread(spread.default_constraints());
+                    Some(m)
+                }
                 Some(Err(e)) => {
                     eprintln!("error: {e:#}");
                     return Ok(ExitCode::from(2));
@@ -155,7 +170,7 @@ fn run(mut cli: Cli) -> anyhow::Result<ExitCode> {
             };
             let packing = packing.map(Into::into).unwrap_or_default();
             match manifests {
-                None => plan_live(&kube, &catalog, output, gates, packing, karpenter_version),
+                None => plan_live(&kube, &catalog, output, gates, packing, karpenter_version, &spread),
                 Some(m) => plan_manifests(&m, &catalog, output, gates, packing, file_version),
             }
         }
@@ -169,13 +184,14 @@ fn plan_live(
     gates: karpenter_tui::controller::settings::FeatureGates,
     packing: karpenter_tui::engine::packing::Packing,
     version: Option<KarpenterVersion>,
+    spread: &karpenter_tui::engine::api::scheduler_config::SchedulerConfig,
 ) -> anyhow::Result<ExitCode> {
     let format = match output {
         Output::Json => cli::live::PlanOutput::Json,
         Output::Table => cli::live::PlanOutput::Table,
     };
     let timeout = std::time::Duration::from_secs(kube.sync_timeout_secs);
-    match cli::live::plan(&kube.connect(false), catalog, timeout, format, gates, packing, version) {
+    match cli::live::plan(&kube.connect(false), catalog, timeout, format, gates, packing, version, spread) {
         Ok(text) => emit(&text),
         Err(e) => {
             eprintln!("error: {e:#}");

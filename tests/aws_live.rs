@@ -69,6 +69,7 @@ async fn cloud_aws_prepares_acts_and_writes_the_nodeclass_status() {
         feature_gates: None,
         packing: None,
         karpenter_version: None,
+        scheduler_config: None,
         legacy_node_repair: false,
         repairs_without_approval: false,
         takeover: true,

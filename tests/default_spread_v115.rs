@@ -278,3 +278,121 @@ fn unknown_fields_and_bad_values_are_refused_at_their_line() {
     assert_eq!(top[0].path, "profiles");
     assert!(parse_scheduler_config_strict("", "empty").expect("empty is none").is_empty());
 }
+
+// ---------------------------------------------------------------------------------------------------------------
+// The live path: the watch cache reads Services and ReplicaSets (shaped as an API server sends them) only with
+// defaults configured, and the plan over its read spreads what the defaults say.
+
+mod live {
+    use std::collections::BTreeSet;
+    use std::time::Duration;
+
+    use crate::fake_apiserver::FakeApi;
+    use karpenter_tui::cli::plan::plan_packed;
+    use karpenter_tui::controller::settings::FeatureGates;
+    use karpenter_tui::engine::api::scheduler_config::SchedulerConfig;
+    use karpenter_tui::engine::catalog::aws::aws_catalog;
+    use karpenter_tui::engine::labels;
+    use karpenter_tui::engine::packing::Packing;
+    use karpenter_tui::kube::kinds::Kind;
+    use karpenter_tui::kube::watch;
+    use serde_json::{Value, json};
+
+    const MANAGED: &str = "kube-controller-manager";
+
+    fn managed_fields(manager: &str) -> Value {
+        json!([{"manager": manager, "operation": "Update", "apiVersion": "v1", "time": "2026-12-01T10:00:00Z",
+                "fieldsType": "FieldsV1", "fieldsV1": {"f:metadata": {"f:labels": {}}}}])
+    }
+
+    fn service() -> Value {
+        json!({"apiVersion": "v1", "kind": "Service",
+               "metadata": {"name": "web", "namespace": "shop", "uid": "svc-uid", "resourceVersion": "10",
+                            "creationTimestamp": "2026-12-01T10:00:00Z", "managedFields": managed_fields("kubectl")},
+               "spec": {"selector": {"app": "web"}, "ports": [{"port": 80, "targetPort": 8080, "protocol": "TCP"}],
+                        "clusterIP": "10.100.12.7", "clusterIPs": ["10.100.12.7"], "type": "ClusterIP",
+                        "sessionAffinity": "None", "ipFamilies": ["IPv4"], "ipFamilyPolicy": "SingleStack",
+                        "internalTrafficPolicy": "Cluster"},
+               "status": {"loadBalancer": {}}})
+    }
+
+    fn replicaset() -> Value {
+        json!({"apiVersion": "apps/v1", "kind": "ReplicaSet",
+               "metadata": {"name": "web-7d9f8", "namespace": "shop", "uid": "rs-uid", "resourceVersion": "11",
+                            "labels": {"app": "web", "pod-template-hash": "7d9f8"},
+                            "annotations": {"deployment.kubernetes.io/revision": "1"},
+                            "ownerReferences": [{"apiVersion": "apps/v1", "kind": "Deployment", "name": "web",
+                                                 "uid": "dep-uid", "controller": true, "blockOwnerDeletion": true}],
+                            "managedFields": managed_fields(MANAGED)},
+               "spec": {"replicas": 3,
+                        "selector": {"matchLabels": {"app": "web", "pod-template-hash": "7d9f8"}},
+                        "template": {"metadata": {"labels": {"app": "web", "pod-template-hash": "7d9f8"}},
+                                     "spec": {"containers": [{"name": "web", "image": "nginx:1.27"}]}}},
+               "status": {"replicas": 3, "fullyLabeledReplicas": 3, "observedGeneration": 1}})
+    }
+
+    fn pending_pod(i: usize) -> Value {
+        json!({"apiVersion": "v1", "kind": "Pod",
+               "metadata": {"name": format!("web-7d9f8-{i}"), "namespace": "shop", "uid": format!("pod-{i}"),
+                            "resourceVersion": format!("{}", 20 + i),
+                            "labels": {"app": "web", "pod-template-hash": "7d9f8"},
+                            "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "web-7d9f8",
+                                                 "uid": "rs-uid", "controller": true, "blockOwnerDeletion": true}],
+                            "managedFields": managed_fields(MANAGED)},
+               "spec": {"containers": [{"name": "web", "image": "nginx:1.27",
+                                        "resources": {"requests": {"cpu": "100m", "memory": "128Mi"}}}],
+                        "restartPolicy": "Always", "schedulerName": "default-scheduler",
+                        "terminationGracePeriodSeconds": 30},
+               "status": {"phase": "Pending", "qosClass": "Burstable",
+                          "conditions": [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
+                                          "message": "0/0 nodes are available"}]}})
+    }
+
+    fn pool() -> Value {
+        json!({"apiVersion": "karpenter.sh/v1", "kind": "NodePool", "metadata": {"name": "default"},
+               "spec": {"template": {"spec": {
+                   "nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"},
+                   "requirements": [{"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["on-demand"]},
+                                    {"key": "topology.kubernetes.io/zone", "operator": "In",
+                                     "values": ["us-east-1a", "us-east-1b", "us-east-1c"]}]}}}})
+    }
+
+    /// The zones the plan's new NodeClaims are held to, one entry per claim.
+    async fn planned_zones(fake: &FakeApi, config: &SchedulerConfig) -> Vec<BTreeSet<String>> {
+        let mut w = watch::spawn(fake.client(), config.default_constraints());
+        w.wait_synced(Duration::from_secs(10)).await.expect("synced");
+        let m = w.cache.lock().unwrap().manifests();
+        assert_eq!(m.default_spread.is_some(), !config.is_empty());
+        let catalog = aws_catalog("us-east-1", None, None, 0).unwrap();
+        let r = plan_packed(&m, &catalog, FeatureGates::default(), Packing::Upstream);
+        assert_eq!(r.results.new_claims.iter().map(|c| c.pods.len()).sum::<usize>(), 3, "every pod placed");
+        r.results.new_claims.iter().map(|c| c.requirements.get(labels::ZONE).values.iter().cloned().collect()).collect()
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn the_live_read_deduces_selectors_from_services_and_replicasets() {
+        let fake = FakeApi::start().await;
+        fake.put("apis/karpenter.sh/v1/nodepools", pool());
+        fake.put("api/v1/services", service());
+        fake.put("apis/apps/v1/replicasets", replicaset());
+        for i in 0..3 {
+            fake.put("api/v1/pods", pending_pod(i));
+        }
+        let doc = "podTopologySpread:\n  defaultConstraints:\n  - {maxSkew: 1, topologyKey: topology.kubernetes.io/zone, whenUnsatisfiable: DoNotSchedule}\n";
+        let config = karpenter_tui::engine::api::strict::parse_scheduler_config_strict(doc, "t").unwrap();
+
+        // With the defaults: one claim per zone.
+        let zones = planned_zones(&fake, &config).await;
+        assert_eq!(zones.len(), 3, "{zones:?}");
+        assert!(zones.iter().all(|z| z.len() == 1), "{zones:?}");
+        assert_eq!(zones.iter().flatten().collect::<BTreeSet<_>>().len(), 3, "{zones:?}");
+        let lists = |path: &str| fake.requests().iter().filter(|r| r.path == path && !r.is_watch()).count();
+        assert_eq!((lists("/api/v1/services"), lists("/apis/apps/v1/replicasets")), (1, 1));
+
+        // Without: one claim holds all three, and neither kind is listed again.
+        let zones = planned_zones(&fake, &SchedulerConfig::default()).await;
+        assert_eq!(zones.len(), 1, "{zones:?}");
+        assert_eq!((lists("/api/v1/services"), lists("/apis/apps/v1/replicasets")), (1, 1));
+        assert!(Kind::Service.for_default_spread() && Kind::ReplicaSet.for_default_spread());
+    }
+}

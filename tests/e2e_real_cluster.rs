@@ -218,6 +218,7 @@ async fn scenario(client: kube::Client, connect: ConnectOptions, ns: String, poo
         feature_gates: None,
         packing: None,
         karpenter_version: None,
+        scheduler_config: None,
         legacy_node_repair: false,
         repairs_without_approval: false,
         takeover: true,

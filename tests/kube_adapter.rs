@@ -568,11 +568,11 @@ async fn read_only_refuses_every_write_without_sending_anything() {
 #[tokio::test]
 async fn access_check_asks_one_review_per_right_and_reports_denials() {
     let fake = FakeApi::start().await;
-    let all = access::check(&fake.client()).await.unwrap();
+    let all = access::check(&fake.client(), false).await.unwrap();
     assert!(all.can_read() && all.can_write() && all.summary().is_none());
     let reqs = fake.requests();
-    assert_eq!(reqs.len(), access::needs().len());
-    for (r, n) in reqs.iter().zip(access::needs()) {
+    assert_eq!(reqs.len(), access::needs_for(false).len());
+    for (r, n) in reqs.iter().zip(access::needs_for(false)) {
         assert_eq!(
             (r.method.as_str(), r.path.as_str()),
             ("POST", "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews")
@@ -585,7 +585,7 @@ async fn access_check_asks_one_review_per_right_and_reports_denials() {
 
     fake.deny("create", "pods", Some("eviction"));
     fake.deny("patch", "nodepools", None);
-    let some = access::check(&fake.client()).await.unwrap();
+    let some = access::check(&fake.client(), false).await.unwrap();
     assert!(some.can_read());
     assert!(!some.can_write());
     let summary = some.summary().unwrap();
@@ -593,9 +593,16 @@ async fn access_check_asks_one_review_per_right_and_reports_denials() {
     assert!(some.denied.iter().all(|(_, why)| why == "RBAC: not allowed by the test"));
 
     fake.deny("watch", "pods", None);
-    let blind = access::check(&fake.client()).await.unwrap();
+    let blind = access::check(&fake.client(), false).await.unwrap();
     assert!(!blind.can_read());
     assert!(blind.summary().unwrap().contains("watch pods"));
+
+    // Services are asked about only with default topology spread, which alone reads them.
+    assert!(!access::needs_for(false).iter().any(|n| n.resource == "services"));
+    fake.deny("list", "services", None);
+    let services = |a: access::Access| a.denied.iter().any(|(n, _)| n.resource == "services");
+    assert!(!services(access::check(&fake.client(), false).await.unwrap()));
+    assert!(services(access::check(&fake.client(), true).await.unwrap()));
 
     // The review API itself failing is an error, not a denial.
     fake.script(
@@ -606,7 +613,7 @@ async fn access_check_asks_one_review_per_right_and_reports_denials() {
         status(500, "InternalError", "x"),
         None,
     );
-    assert!(access::check(&fake.client()).await.is_err());
+    assert!(access::check(&fake.client(), false).await.is_err());
 }
 
 #[tokio::test]
@@ -810,21 +817,25 @@ async fn watches_list_every_kind_then_follow_the_events() {
     fake.put(NODEPOOLS, serde_json::to_value(pool_fixture()).unwrap());
     fake.put(NODECLAIMS, serde_json::to_value(claim_fixture()).unwrap());
 
-    let mut w = watch::spawn(fake.client());
+    let mut w = watch::spawn(fake.client(), &[]);
     w.wait_synced(Duration::from_secs(5)).await.unwrap();
-    for kind in Kind::ALL {
+    // Without default topology spread, the kinds only it reads are not watched, and count as absent.
+    let watched = || Kind::ALL.into_iter().filter(|k| !k.for_default_spread());
+    for kind in watched() {
         assert_eq!(lists_of(&fake, &collection(kind)), 1, "{kind:?} listed once");
     }
+    assert_eq!(lists_of(&fake, "api/v1/services"), 0);
     {
         let mut c = w.cache.lock().unwrap();
-        assert!(Kind::ALL.iter().all(|&k| c.state(k) == WatchState::Synced), "{:?}", c.states);
+        assert!(watched().all(|k| c.state(k) == WatchState::Synced), "{:?}", c.states);
+        assert_eq!(c.state(Kind::Service), WatchState::Absent);
         assert_eq!(c.pods.settled().keys(), ["team/p1"]);
         assert!(c.nodes.contains_key("n1"));
         assert!(c.nodepools.contains_key("minimal"));
         assert!(c.nodeclaims.contains_key("default-x7k2p"));
         assert!(c.nodeclasses.is_empty());
     }
-    for kind in Kind::ALL {
+    for kind in watched() {
         let coll = collection(kind);
         eventually(5, &format!("a watch on {coll}"), || fake.watching(&coll) == 1).await;
     }
@@ -855,7 +866,7 @@ async fn a_410_gone_makes_the_watch_relist() {
     let fake = FakeApi::start().await;
     fake.put(PODS, pod("team", "p1"));
     fake.put(PODS, pod("team", "p2"));
-    let mut w = watch::spawn(fake.client());
+    let mut w = watch::spawn(fake.client(), &[]);
     w.wait_synced(Duration::from_secs(5)).await.unwrap();
     eventually(5, "pods watched", || fake.watching(PODS) == 1).await;
 
@@ -885,7 +896,7 @@ async fn a_410_gone_makes_the_watch_relist() {
 #[tokio::test]
 async fn an_ended_watch_resumes_from_its_resource_version_without_a_relist() {
     let fake = FakeApi::start().await;
-    let mut w = watch::spawn(fake.client());
+    let mut w = watch::spawn(fake.client(), &[]);
     w.wait_synced(Duration::from_secs(5)).await.unwrap();
     eventually(5, "pods watched", || fake.watching(PODS) == 1).await;
     fake.put(PODS, pod("team", "p1"));
@@ -909,7 +920,7 @@ async fn an_ended_watch_resumes_from_its_resource_version_without_a_relist() {
 async fn a_missing_crd_counts_as_synced_and_empty_unless_it_is_required() {
     let fake = FakeApi::start().await;
     fake.missing(NODECLASSES);
-    let mut w = watch::spawn(fake.client());
+    let mut w = watch::spawn(fake.client(), &[]);
     w.wait_synced(Duration::from_secs(5)).await.unwrap();
     {
         let c = w.cache.lock().unwrap();
@@ -919,7 +930,7 @@ async fn a_missing_crd_counts_as_synced_and_empty_unless_it_is_required() {
 
     let fake = FakeApi::start().await;
     fake.missing(NODEPOOLS);
-    let mut w = watch::spawn(fake.client());
+    let mut w = watch::spawn(fake.client(), &[]);
     let missing = w.wait_synced(Duration::from_secs(5)).await.unwrap_err();
     assert_eq!(missing, ["nodepools.karpenter.sh: not served by the API server (CRD not installed?)"]);
 }
@@ -929,7 +940,7 @@ async fn a_failing_list_is_reported_and_retried() {
     let fake = FakeApi::start().await;
     fake.script("GET", "/api/v1/nodes", false, 403, status(403, "Forbidden", "nodes is forbidden"), Some(1));
     fake.put(NODES, node("n1"));
-    let mut w = watch::spawn(fake.client());
+    let mut w = watch::spawn(fake.client(), &[]);
     let missing = w.wait_synced(Duration::from_secs(5)).await.unwrap_err();
     assert_eq!(missing.len(), 1, "{missing:?}");
     assert!(missing[0].starts_with("nodes: ") && missing[0].contains("forbidden"), "{missing:?}");
@@ -948,7 +959,7 @@ async fn a_failing_list_is_reported_and_retried() {
 async fn a_watch_that_recovers_is_no_longer_failing() {
     let fake = FakeApi::start().await;
     fake.script("GET", "/api/v1/nodes", true, 500, status(500, "InternalError", "etcd timeout"), Some(1));
-    let mut w = watch::spawn(fake.client());
+    let mut w = watch::spawn(fake.client(), &[]);
     w.wait_synced(Duration::from_secs(5)).await.unwrap();
     eventually(10, "nodes watched after the failure", || fake.watching(NODES) == 1).await;
     fake.put(NODES, node("n1"));
@@ -1016,7 +1027,7 @@ async fn the_live_backend_sends_a_picture_then_follows_the_cluster_and_stops_on_
     let fake = FakeApi::start().await;
     fake.put(NODES, node("n1"));
     fake.put(PODS, pod("team", "p1"));
-    let mut w = watch::spawn(fake.client());
+    let mut w = watch::spawn(fake.client(), &[]);
     w.wait_synced(Duration::from_secs(5)).await.unwrap();
     let (_role_tx, commands, mut events, backend) = observing_backend(&fake, &w);
 
@@ -1066,7 +1077,7 @@ async fn the_live_backend_shows_what_is_listed_as_it_arrives_then_the_engines_de
     // The pods' list fails twice before it is served, so everything else is listed first.
     let slow = fake_apiserver::status(503, "ServiceUnavailable", "the pods list timed out");
     fake.script("GET", "/api/v1/pods", false, 503, slow, Some(2));
-    let mut w = watch::spawn(fake.client());
+    let mut w = watch::spawn(fake.client(), &[]);
     w.wait_first_list(Duration::from_secs(5)).await.unwrap();
     let (_role_tx, commands, mut events, backend) = observing_backend(&fake, &w);
 
@@ -1195,6 +1206,7 @@ async fn the_live_backend_switches_kubeconfig_contexts_in_place() {
         feature_gates: None,
         packing: None,
         karpenter_version: None,
+        scheduler_config: None,
         legacy_node_repair: false,
         repairs_without_approval: false,
         takeover: false,

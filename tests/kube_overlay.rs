@@ -99,7 +99,7 @@ impl Logs {
 async fn overlays_are_listed_and_watched_as_the_api_server_sends_them() {
     let fake = FakeApi::start().await;
     let stored = fake.put(NODEOVERLAYS, overlay("spot-discount", 10));
-    let mut w = watch::spawn(fake.client());
+    let mut w = watch::spawn(fake.client(), &[]);
     w.wait_synced(Duration::from_secs(5)).await.unwrap();
     {
         let mut c = w.cache.lock().unwrap();
@@ -148,7 +148,7 @@ async fn without_the_crd_the_cache_syncs_says_so_once_and_sees_it_once_installed
     let _guard = logs.capture();
     let fake = FakeApi::start().await;
     fake.missing(NODEOVERLAYS);
-    let mut w = watch::spawn(fake.client());
+    let mut w = watch::spawn(fake.client(), &[]);
     w.wait_synced(Duration::from_secs(5)).await.unwrap();
     let cache = w.cache.clone();
     {
@@ -184,7 +184,7 @@ async fn a_malformed_overlay_is_skipped_and_reported() {
     bad["spec"]["weight"] = json!("heavy");
     // Stored under a looser CRD: today's refuses it, but a reader still meets such objects.
     fake.put_unchecked(NODEOVERLAYS, bad);
-    let mut w = watch::spawn(fake.client());
+    let mut w = watch::spawn(fake.client(), &[]);
     w.wait_synced(Duration::from_secs(5)).await.expect("one bad overlay doesn't hold up the sync");
     let cache = w.cache.clone();
     {
@@ -439,7 +439,7 @@ async fn the_acting_controller_applies_watched_overlays_and_writes_their_status(
                "spec": {"containers": [{"name": "c", "image": "nginx", "resources": {"requests": {"cpu": "1"}}}]},
                "status": {"phase": "Pending", "conditions": [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}]}}),
     );
-    let mut w = watch::spawn(fake.client());
+    let mut w = watch::spawn(fake.client(), &[]);
     w.wait_synced(Duration::from_secs(10)).await.expect("synced");
     let catalog = Arc::new(kwok_catalog("us-east-1"));
     let mut settings = Settings { mode: Mode::Approve, ..Default::default() };

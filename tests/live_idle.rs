@@ -29,7 +29,7 @@ async fn an_observing_dashboard_on_an_unchanging_cluster_wakes_a_handful_of_time
                               "conditions": [{"type": "Ready", "status": "True"}]}}),
         );
     }
-    let mut w = watch::spawn(fake.client());
+    let mut w = watch::spawn(fake.client(), &[]);
     w.wait_synced(Duration::from_secs(5)).await.unwrap();
     // No elector: the role's sender is gone before the backend starts.
     let wakes = Arc::new(AtomicU64::new(0));
@@ -103,7 +103,7 @@ async fn an_acting_dashboard_sleeps_until_its_controller_needs_it_and_acts_on_a_
                             "nodeClassRef": {"group": "karpenter.kwok.sh", "kind": "KWOKNodeClass", "name": "default"},
                             "requirements": [{"key": "kubernetes.io/os", "operator": "In", "values": ["linux"]}]}}}}),
     );
-    let mut w = watch::spawn(fake.client());
+    let mut w = watch::spawn(fake.client(), &[]);
     w.wait_synced(Duration::from_secs(5)).await.unwrap();
     let (_role_tx, role) = tokio::sync::watch::channel(Role::Leader);
     let catalog = Arc::new(kwok_catalog("us-east-1"));

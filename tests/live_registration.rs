@@ -158,7 +158,7 @@ async fn registration_completes_though_another_writer_updates_the_node_between_e
     fake.put(NODEPOOLS, nodepool());
     fake.put(NODECLAIMS, nodeclaim());
     fake.put(NODES, node());
-    let mut watches = watch::spawn(fake.client());
+    let mut watches = watch::spawn(fake.client(), &[]);
     watches.wait_synced(Duration::from_secs(10)).await.expect("synced");
     let cache = watches.cache.clone();
     fake.interfere(NODES);
@@ -299,7 +299,7 @@ async fn repair_setup_as(
     fake.put(NODECLAIMS, claim);
     fake.put(NODES, unreachable_node());
     fake.put(PODS, pod_on_node());
-    let mut watches = watch::spawn(fake.client());
+    let mut watches = watch::spawn(fake.client(), &[]);
     watches.wait_synced(Duration::from_secs(10)).await.expect("synced");
     let catalog = Arc::new(kwok_catalog("us-east-1"));
     let mut settings =
@@ -421,7 +421,7 @@ async fn acting_over_a_pending_pod(
     let fake = FakeApi::start().await;
     fake.put(NODEPOOLS, nodepool());
     fake.put(PODS, pending_pod());
-    let mut watches = watch::spawn(fake.client());
+    let mut watches = watch::spawn(fake.client(), &[]);
     watches.wait_synced(Duration::from_secs(10)).await.expect("synced");
     let catalog = Arc::new(kwok_catalog("us-east-1"));
     let settings = karpenter_tui::controller::Settings { mode: Mode::Approve, packing, ..Default::default() };
@@ -690,7 +690,7 @@ async fn metrics_say_what_the_acting_controller_did_and_what_the_cluster_holds()
     let mut pool = nodepool();
     pool["spec"]["limits"] = json!({"cpu": "100", "memory": "400Gi"});
     fake.put(NODEPOOLS, pool);
-    let mut watches = watch::spawn(fake.client());
+    let mut watches = watch::spawn(fake.client(), &[]);
     watches.wait_synced(Duration::from_secs(10)).await.expect("synced");
     // The pod arrives once the controller watches, as a Deployment's would.
     fake.put(PODS, pending_pod());

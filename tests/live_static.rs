@@ -52,7 +52,7 @@ fn live_claims(fake: &FakeApi) -> usize {
 async fn a_static_pool_follows_kubectl_scale_through_the_scale_subresource() {
     let fake = FakeApi::start().await;
     fake.put(NODEPOOLS, static_pool(2));
-    let mut w = watch::spawn(fake.client());
+    let mut w = watch::spawn(fake.client(), &[]);
     w.wait_synced(Duration::from_secs(10)).await.expect("synced");
     let catalog = Arc::new(kwok_catalog("us-east-1"));
     let mut settings = Settings { mode: Mode::Approve, ..Default::default() };

@@ -10,7 +10,7 @@ const FILE: &str = "examples/whole-app.yaml";
 const NOTES: [&str; 3] = [
     "cronjob/backup (namespace shop): no pods until its schedule fires; not planned",
     "job/migrate-orders (namespace shop): suspended; no pods until it is resumed",
-    "skipped 5 objects the planner does not read: Service ×2, ConfigMap ×1, Secret ×1, Ingress ×1",
+    "skipped 3 objects the planner does not read: ConfigMap ×1, Secret ×1, Ingress ×1",
 ];
 
 fn plan(args: &[&str]) -> (String, String) {

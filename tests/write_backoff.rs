@@ -59,7 +59,7 @@ async fn a_refused_status_write_backs_off_is_shown_once_and_lands_when_the_serve
     fake.put(NODEPOOLS, pool());
     // The server refuses the pool's status 12 times, then takes it.
     fake.script("PATCH", STATUS_PATH, false, 422, invalid(), Some(12));
-    let mut w = watch::spawn(fake.client());
+    let mut w = watch::spawn(fake.client(), &[]);
     w.wait_synced(Duration::from_secs(10)).await.expect("synced");
     let catalog = Arc::new(kwok_catalog("us-east-1"));
     let settings = Settings { mode: Mode::Approve, ..Default::default() };
@@ -113,7 +113,7 @@ async fn a_conflict_is_planned_again_at_once_not_backed_off() {
     fake.put(NODEPOOLS, pool());
     let conflict = status(409, "Conflict", "Operation cannot be fulfilled on nodepools.karpenter.sh \"default\"");
     fake.script("PATCH", STATUS_PATH, false, 409, conflict, Some(3));
-    let mut w = watch::spawn(fake.client());
+    let mut w = watch::spawn(fake.client(), &[]);
     w.wait_synced(Duration::from_secs(10)).await.expect("synced");
     let catalog = Arc::new(kwok_catalog("us-east-1"));
     let now = 1_767_225_600_000;

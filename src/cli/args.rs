@@ -165,6 +165,11 @@ pub enum Command {
         /// upstream Karpenter found there, else 1.15; with --file, 1.15).
         #[arg(long, value_name = "VERSION")]
         karpenter_version: Option<KarpenterVersion>,
+        /// Karpenter v1.15's `--scheduler-config`: a YAML or JSON document `{podTopologySpread: {defaultConstraints:
+        /// [...]}}`, or a file holding one. Pods that declare no topology spread get these constraints, with a selector
+        /// deduced from their Services and controller (ReplicaSet, StatefulSet, ReplicationController).
+        #[arg(long, value_name = "FILE|DOCUMENT")]
+        scheduler_config: Option<String>,
         #[command(flatten)]
         log: LogArgs,
     },
@@ -356,6 +361,11 @@ pub struct LiveArgs {
     /// default: the version of the upstream Karpenter found in the cluster, else 1.15).
     #[arg(long, value_name = "VERSION")]
     pub karpenter_version: Option<KarpenterVersion>,
+    /// Karpenter v1.15's `--scheduler-config`: a YAML or JSON document `{podTopologySpread: {defaultConstraints:
+    /// [...]}}`, or a file holding one. Pods that declare no topology spread get these constraints, with a selector
+    /// deduced from their Services and controller (ReplicaSet, StatefulSet, ReplicationController).
+    #[arg(long, value_name = "FILE|DOCUMENT")]
+    pub scheduler_config: Option<String>,
 }
 
 /// The dashboards' look and rights.
@@ -478,12 +488,47 @@ impl LiveArgs {
             feature_gates,
             packing: self.packing.map(Packing::from),
             karpenter_version: self.karpenter_version,
+            scheduler_config: scheduler_config_flag(self.scheduler_config.as_deref())?,
             legacy_node_repair: self.election.legacy_node_repair,
             repairs_without_approval: self.election.repairs_without_approval,
             takeover: self.election.takeover,
             lease_namespace: self.election.lease_namespace.clone(),
         })
     }
+}
+
+/// `--scheduler-config`: a file holding the document, or the document itself (as upstream's flag takes it). Every
+/// problem is named with its line and column; `None` without the flag.
+pub fn scheduler_config_flag(
+    value: Option<&str>,
+) -> anyhow::Result<Option<crate::engine::api::scheduler_config::SchedulerConfig>> {
+    let Some(value) = value else { return Ok(None) };
+    let path = std::path::Path::new(value);
+    let (text, source) = if path.is_file() {
+        let text =
+            std::fs::read_to_string(path).map_err(|e| anyhow::anyhow!("--scheduler-config: reading {value}: {e}"))?;
+        (text, value.to_string())
+    } else {
+        (value.to_string(), "--scheduler-config".to_string())
+    };
+    crate::engine::api::strict::parse_scheduler_config_strict(&text, &source).map(Some).map_err(|errs| {
+        let lines: Vec<String> = errs.iter().map(|e| e.to_string()).collect();
+        anyhow::anyhow!("{}", lines.join("\n"))
+    })
+}
+
+/// Default topology spread is Karpenter v1.15's: under 1.14 a configured one is an error rather than ignored.
+pub fn check_default_spread(
+    config: &crate::engine::api::scheduler_config::SchedulerConfig,
+    version: KarpenterVersion,
+) -> anyhow::Result<()> {
+    if !config.is_empty() && !version.has_default_spread() {
+        anyhow::bail!(
+            "--scheduler-config: default topology spread is new in Karpenter 1.15, and the decisions followed are \
+             {version}'s (--karpenter-version, or the Karpenter found in the cluster)"
+        );
+    }
+    Ok(())
 }
 
 /// The catalog `plan` works with: the embedded one (`--source`), or with `--cloud aws` what the AWS API says now.

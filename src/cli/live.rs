@@ -25,9 +25,13 @@ pub struct ClusterRead {
 }
 
 /// Lists everything the engine reads (through the same watchers the dashboard uses) and stops.
-pub async fn read_cluster(opts: &ConnectOptions, timeout: Duration) -> Result<ClusterRead> {
+pub async fn read_cluster(
+    opts: &ConnectOptions,
+    timeout: Duration,
+    default_spread: &crate::engine::api::scheduler_config::SchedulerConfig,
+) -> Result<ClusterRead> {
     let conn = connect(opts).await?;
-    let mut watches = watch::spawn(conn.client.clone());
+    let mut watches = watch::spawn(conn.client.clone(), default_spread.default_constraints());
     let detected = crate::kube::upstream::detect_version(&conn.client).await;
     if let Err(missing) = watches.wait_synced(timeout).await {
         return Err(anyhow!(
@@ -62,14 +66,16 @@ pub fn plan(
     gates: crate::controller::settings::FeatureGates,
     packing: crate::engine::packing::Packing,
     version: Option<crate::engine::version::KarpenterVersion>,
+    default_spread: &crate::engine::api::scheduler_config::SchedulerConfig,
 ) -> Result<String> {
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
         .build()
         .context("starting the async runtime")?;
-    let read = rt.block_on(read_cluster(opts, timeout))?;
+    let read = rt.block_on(read_cluster(opts, timeout, default_spread))?;
     let (version, version_source) = super::live_dashboard::resolve_version(version, read.detected.clone());
+    super::args::check_default_spread(default_spread, version)?;
     let gates = gates.for_version(version);
     let now = chrono::Utc::now().timestamp_millis();
     let m = &read.manifests;

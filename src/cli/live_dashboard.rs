@@ -46,6 +46,8 @@ pub struct LiveOptions {
     /// The Karpenter version chosen by `--karpenter-version` or the config file (the flag wins); `None` takes the
     /// cluster's (see [`crate::kube::upstream::look`]).
     pub karpenter_version: Option<KarpenterVersion>,
+    /// `--scheduler-config`, over the config settings' (none by default).
+    pub scheduler_config: Option<crate::engine::api::scheduler_config::SchedulerConfig>,
     /// `--legacy-node-repair`, over the config file's `controller.legacyNodeRepair`.
     pub legacy_node_repair: bool,
     /// `--repairs-without-approval`, over the config file's `controller.repairsWithoutApproval`.
@@ -67,6 +69,7 @@ impl LiveOptions {
             mode: self.mode,
             legacy_node_repair: self.settings.legacy_node_repair || self.legacy_node_repair,
             approve_repairs: self.settings.approve_repairs && !self.repairs_without_approval,
+            scheduler_config: self.scheduler_config.clone().unwrap_or_else(|| self.settings.scheduler_config.clone()),
             ..self.settings.clone()
         }
     }
@@ -257,7 +260,9 @@ pub async fn prepare_with(
     let conn = connect(&opts.connect).await?;
     progress(&format!("connecting to {} (context {}) ...", conn.server, conn.context));
     let rights =
-        access::check(&conn.client).await.with_context(|| format!("asking {} what this user may do", conn.server))?;
+        access::check(&conn.client, opts.controller_settings().scheduler_config.default_constraints().len() > 0)
+            .await
+            .with_context(|| format!("asking {} what this user may do", conn.server))?;
     if !rights.can_read() {
         return Err(anyhow!(
             "this user cannot watch what the engine reads in context {}; {}",
@@ -266,12 +271,13 @@ pub async fn prepare_with(
         ));
     }
     // The lists run while the rest is set up: at thousands of pods they are most of the wait.
-    let mut watches = watch::spawn(conn.client.clone());
+    let mut settings = opts.controller_settings();
+    let mut watches = watch::spawn(conn.client.clone(), settings.scheduler_config.default_constraints());
     // One look: whether upstream Karpenter acts, and which release the cluster runs.
     let upstream::Upstream { active: upstream, version: detected } = upstream::look(&conn.client).await;
     let (version, version_source) = resolve_version(opts.karpenter_version, detected);
     tracing::info!(version = %version, source = %version_source, "Karpenter version");
-    let mut settings = opts.controller_settings();
+    super::args::check_default_spread(&settings.scheduler_config, version)?;
     settings.karpenter_version = version;
     let readonly = opts.readonly || config_readonly(&conn.context) || !rights.can_write();
     let observe_reason = if let Some(u) = upstream {

@@ -8,7 +8,8 @@ use k8s_openapi::api::apps::v1::{DaemonSet, Deployment, ReplicaSet, StatefulSet}
 use k8s_openapi::api::batch::v1::{CronJob, Job};
 use k8s_openapi::api::core::v1::{
     Namespace, Node, PersistentVolume, PersistentVolumeClaim, PersistentVolumeClaimStatus,
-    PersistentVolumeClaimVolumeSource, Pod, PodCondition, PodSpec, PodStatus, PodTemplateSpec, Volume,
+    PersistentVolumeClaimVolumeSource, Pod, PodCondition, PodSpec, PodStatus, PodTemplateSpec,
+    TopologySpreadConstraint, Volume,
 };
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::scheduling::v1::PriorityClass;
@@ -21,6 +22,7 @@ use crate::engine::api::nodeoverlay::NodeOverlay;
 use crate::engine::api::validation::{FieldPath, PathSegment, validate_nodepool_written};
 use crate::engine::api::{EC2NodeClass, NodeClaim, NodePool};
 use crate::engine::provisioning::{ClusterSnapshot, Digests, Snapshot};
+use crate::engine::scheduling::default_spread::{DefaultSpread, SpreadOwners};
 use crate::engine::stored_pod::StoredPod;
 use crate::engine::version::KarpenterVersion;
 
@@ -110,6 +112,9 @@ pub struct PodVersions {
 pub struct Workloads {
     pub deployments: Vec<Deployment>,
     pub statefulsets: Vec<k8s_openapi::api::apps::v1::StatefulSet>,
+    /// ReplicaSets and ReplicationControllers: only default topology spread reads them (their selectors).
+    pub replicasets: Vec<ReplicaSet>,
+    pub replication_controllers: Vec<k8s_openapi::api::core::v1::ReplicationController>,
 }
 
 #[derive(Deserialize)]
@@ -230,6 +235,7 @@ impl ClusterObjects {
                     if replicas > 0 && rs.spec.template.is_none() {
                         return Err(refuse("ReplicaSet spec.template: required when spec.replicas is not 0".into()));
                     }
+                    out.workloads.replicasets.push(rs.clone());
                     workloads.push(Workload::ReplicaSet(Box::new(rs)));
                 }
                 ("apps/v1", "StatefulSet") => {
@@ -243,6 +249,7 @@ impl ClusterObjects {
                             )));
                         }
                     }
+                    out.workloads.statefulsets.push(s.clone());
                     workloads.push(Workload::StatefulSet(Box::new(s)));
                 }
                 ("batch/v1", "Job") => {
@@ -273,6 +280,9 @@ impl ClusterObjects {
                     out.storage_classes.push(StorageClass::deserialize(doc).map_err(err)?)
                 }
                 ("v1", "Namespace") => out.namespaces.push(Namespace::deserialize(doc).map_err(err)?),
+                ("v1", "Service") => {
+                    out.services.push(k8s_openapi::api::core::v1::Service::deserialize(doc).map_err(err)?)
+                }
                 (api, kind) => skip(api, kind, &mut skipped).map_err(refuse)?,
             }
         }
@@ -336,6 +346,40 @@ impl ClusterObjects {
     /// with the read's pod digests (the digester uses them only while they match the pods one for one).
     pub fn view_with<'a>(&'a self, pods: &'a [Arc<StoredPod>]) -> ClusterSnapshot<'a> {
         ClusterSnapshot { pods: crate::engine::objects::Objects::Shared(pods), ..self.view() }
+    }
+
+    /// The default topology spread `constraints` over this read: selectors deduced from its Services, ReplicaSets,
+    /// StatefulSets and ReplicationControllers, and from its Deployments through the ReplicaSet each is expanded
+    /// under ([`ClusterObjects::pending_view`] names it after the Deployment). `None` without constraints.
+    pub fn default_spread_of(&self, constraints: &[TopologySpreadConstraint]) -> Option<DefaultSpread> {
+        if constraints.is_empty() {
+            return None;
+        }
+        let ns = |m: &ObjectMeta| m.namespace.clone().unwrap_or_else(|| "default".into());
+        let name = |m: &ObjectMeta| m.name.clone().unwrap_or_default();
+        let mut owners = SpreadOwners::default();
+        for s in &self.services {
+            owners.add_service(&ns(&s.metadata), s.spec.as_ref().and_then(|s| s.selector.as_ref()));
+        }
+        for rs in &self.workloads.replicasets {
+            owners.add_replica_set(&ns(&rs.metadata), &name(&rs.metadata), &rs.spec.selector);
+        }
+        for d in &self.deployments {
+            owners.add_replica_set(&ns(&d.metadata), &name(&d.metadata), &d.spec.selector);
+        }
+        for s in &self.workloads.statefulsets {
+            owners.add_stateful_set(&ns(&s.metadata), &name(&s.metadata), &s.spec.selector);
+        }
+        for rc in &self.workloads.replication_controllers {
+            let selector = rc.spec.as_ref().and_then(|s| s.selector.as_ref());
+            owners.add_replication_controller(&ns(&rc.metadata), &name(&rc.metadata), selector);
+        }
+        DefaultSpread::new(constraints, owners)
+    }
+
+    /// Gives this read the default topology spread `constraints` (see [`ClusterObjects::default_spread_of`]).
+    pub fn set_default_spread(&mut self, constraints: &[TopologySpreadConstraint]) {
+        self.default_spread = self.default_spread_of(constraints).map(Arc::new);
     }
 
     /// The digests of [`ClusterObjects::pod_versions`], as a snapshot carries them.

@@ -35,10 +35,16 @@ fn need(verb: &'static str, group: &str, resource: &str, subresource: Option<&'s
     Need { verb, group: group.into(), resource: resource.into(), subresource, read }
 }
 
-/// Every right the engine uses, reads first.
+/// Every right the engine uses, reads first: what the install's ClusterRole grants.
 pub fn needs() -> Vec<Need> {
+    needs_for(true)
+}
+
+/// The rights the engine uses with default topology spread configured or not (without it, the kinds only it reads
+/// are not watched, so a user without rights on Services is not thereby read-only).
+pub fn needs_for(default_spread: bool) -> Vec<Need> {
     let mut out = Vec::new();
-    for k in Kind::ALL {
+    for k in Kind::ALL.into_iter().filter(|k| default_spread || !k.for_default_spread()) {
         let ar = k.api_resource();
         for verb in ["list", "watch"] {
             out.push(need(verb, &ar.group, &ar.plural, None, !k.optional()));
@@ -100,11 +106,12 @@ impl Access {
     }
 }
 
-/// Asks about every need. A failing review (the API itself unreachable) is an error; a denial is an answer.
-pub async fn check(client: &kube::Client) -> Result<Access, kube::Error> {
+/// Asks about every need ([`needs_for`]). A failing review (the API itself unreachable) is an error; a denial is an
+/// answer.
+pub async fn check(client: &kube::Client, default_spread: bool) -> Result<Access, kube::Error> {
     let api: Api<SelfSubjectAccessReview> = Api::all(client.clone());
     let mut access = Access::default();
-    for n in needs() {
+    for n in needs_for(default_spread) {
         let review = SelfSubjectAccessReview {
             spec: SelfSubjectAccessReviewSpec {
                 resource_attributes: Some(ResourceAttributes {

@@ -81,6 +81,13 @@ pub struct Cache {
     pub pod_templates: Typed<k8s_openapi::api::core::v1::PodTemplate>,
     pub deployments: Typed<k8s_openapi::api::apps::v1::Deployment>,
     pub statefulsets: Typed<k8s_openapi::api::apps::v1::StatefulSet>,
+    pub services: Typed<k8s_openapi::api::core::v1::Service>,
+    pub replicasets: Typed<k8s_openapi::api::apps::v1::ReplicaSet>,
+    pub replication_controllers: Typed<k8s_openapi::api::core::v1::ReplicationController>,
+    /// Default topology spread constraints (`--scheduler-config`); empty for none.
+    default_constraints: Vec<k8s_openapi::api::core::v1::TopologySpreadConstraint>,
+    /// The default spread as last built, with the workload change count it was built at.
+    default_spread: Option<(u64, Arc<crate::engine::scheduling::default_spread::DefaultSpread>)>,
     pub states: BTreeMap<Kind, WatchState>,
     /// Objects skipped because they don't parse, by kind and key.
     problems: BTreeMap<(Kind, String), Problem>,
@@ -163,6 +170,14 @@ fn trim(kind: &str, map: &mut serde_json::Map<String, serde_json::Value>) {
     match kind {
         "Pod" => trim_pod(map),
         "Node" => trim_node(map),
+        // Default topology spread reads only their selectors: what else changes (replica counts, templates, ports)
+        // is neither kept nor a change.
+        "Service" | "ReplicaSet" | "ReplicationController" => {
+            map.remove("status");
+            if let Some(spec) = map.get_mut("spec").and_then(|s| s.as_object_mut()) {
+                spec.retain(|k, _| k == "selector");
+            }
+        }
         _ => {}
     }
 }
@@ -312,6 +327,9 @@ same_by_eq!(
     k8s_openapi::api::core::v1::PodTemplate,
     k8s_openapi::api::apps::v1::Deployment,
     k8s_openapi::api::apps::v1::StatefulSet,
+    k8s_openapi::api::apps::v1::ReplicaSet,
+    k8s_openapi::api::core::v1::ReplicationController,
+    k8s_openapi::api::core::v1::Service,
     crate::engine::stored_pod::StoredPod,
     k8s_openapi::api::core::v1::Node,
     crate::engine::api::NodePool,
@@ -374,7 +392,11 @@ impl Cache {
                 Kind::Pod => &mut c.pods,
                 Kind::CapacityBuffer => &mut c.capacitybuffers,
                 Kind::PodTemplate => &mut c.pod_templates,
-                Kind::Deployment | Kind::StatefulSet => &mut c.workloads,
+                Kind::Deployment
+                | Kind::StatefulSet
+                | Kind::Service
+                | Kind::ReplicaSet
+                | Kind::ReplicationController => &mut c.workloads,
                 Kind::DaemonSet | Kind::Pdb | Kind::Pvc | Kind::Pv | Kind::StorageClass | Kind::Namespace => {
                     &mut c.others
                 }
@@ -432,6 +454,9 @@ impl Cache {
             Kind::PodTemplate => typed!(pod_templates),
             Kind::Deployment => typed!(deployments),
             Kind::StatefulSet => typed!(statefulsets),
+            Kind::Service => typed!(services),
+            Kind::ReplicaSet => typed!(replicasets),
+            Kind::ReplicationController => typed!(replication_controllers),
         };
         match (&key, listing) {
             (None, true) => {
@@ -565,6 +590,9 @@ impl Cache {
             Kind::PodTemplate => of(&self.pod_templates),
             Kind::Deployment => of(&self.deployments),
             Kind::StatefulSet => of(&self.statefulsets),
+            Kind::Service => of(&self.services),
+            Kind::ReplicaSet => of(&self.replicasets),
+            Kind::ReplicationController => of(&self.replication_controllers),
         }
     }
 
@@ -653,7 +681,7 @@ impl Cache {
                     .insert(labels::ANNOTATION_DO_NOT_DISRUPT.to_string(), "true".to_string());
             }
         }
-        ClusterObjects {
+        let mut out = ClusterObjects {
             nodepools: cloned(&self.nodepools),
             nodeclaims: self.nodeclaims.values().to_vec(),
             nodeclasses: cloned(&self.nodeclasses),
@@ -663,6 +691,8 @@ impl Cache {
             workloads: crate::engine::manifests::Workloads {
                 deployments: cloned(&self.deployments),
                 statefulsets: cloned(&self.statefulsets),
+                replicasets: cloned(&self.replicasets),
+                replication_controllers: cloned(&self.replication_controllers),
             },
             nodes,
             pods: self.pods.values().to_vec(),
@@ -673,12 +703,30 @@ impl Cache {
             pvs: cloned(&self.pvs),
             storage_classes: cloned(&self.storage_classes),
             namespaces: cloned(&self.namespaces),
-            services: Vec::new(),
+            services: cloned(&self.services),
             default_spread: None,
             changes: Some(self.changes),
             notes: Vec::new(),
             pod_versions: self.pod_versions(),
+        };
+        // Built again only when what it deduces from changed (and only its key changes what the digests keep).
+        if !self.default_constraints.is_empty() {
+            let at = self.changes.workloads;
+            let spread = match &self.default_spread {
+                Some((built, d)) if *built == at => Some(d.clone()),
+                _ => out.default_spread_of(&self.default_constraints).map(Arc::new),
+            };
+            self.default_spread = spread.clone().map(|d| (at, d));
+            out.default_spread = spread;
         }
+        out
+    }
+
+    /// Gives every read the default topology spread `constraints` (Karpenter v1.15's `--scheduler-config`); the
+    /// watches of Services, ReplicaSets and ReplicationControllers must run for it ([`super::watch::spawn`]).
+    pub fn set_default_constraints(&mut self, constraints: &[k8s_openapi::api::core::v1::TopologySpreadConstraint]) {
+        self.default_constraints = constraints.to_vec();
+        self.default_spread = None;
     }
 
     /// Merges the writes of every kind since the last read (see [`Store::settle`]).
@@ -699,6 +747,9 @@ impl Cache {
         self.pod_templates.settle();
         self.deployments.settle();
         self.statefulsets.settle();
+        self.services.settle();
+        self.replicasets.settle();
+        self.replication_controllers.settle();
     }
 
     /// The pods' versions, in the order [`Cache::manifests`] gives them: the store's, which move on every write of

@@ -1,7 +1,9 @@
 //! The object kinds the engine reads from a live cluster, and where they live in the API.
 
-use k8s_openapi::api::apps::v1::{DaemonSet, Deployment, StatefulSet};
-use k8s_openapi::api::core::v1::{Namespace, Node, PersistentVolume, PersistentVolumeClaim, Pod, PodTemplate};
+use k8s_openapi::api::apps::v1::{DaemonSet, Deployment, ReplicaSet, StatefulSet};
+use k8s_openapi::api::core::v1::{
+    Namespace, Node, PersistentVolume, PersistentVolumeClaim, Pod, PodTemplate, ReplicationController, Service,
+};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::storage::v1::StorageClass;
 use kube::Resource;
@@ -30,10 +32,14 @@ pub enum Kind {
     PodTemplate,
     Deployment,
     StatefulSet,
+    /// What default topology spread deduces pods' selectors from (`--scheduler-config`); watched only then.
+    Service,
+    ReplicaSet,
+    ReplicationController,
 }
 
 impl Kind {
-    pub const ALL: [Kind; 16] = [
+    pub const ALL: [Kind; 19] = [
         Kind::Pod,
         Kind::Node,
         Kind::NodePool,
@@ -50,6 +56,9 @@ impl Kind {
         Kind::PodTemplate,
         Kind::Deployment,
         Kind::StatefulSet,
+        Kind::Service,
+        Kind::ReplicaSet,
+        Kind::ReplicationController,
     ];
 
     pub fn api_resource(self) -> ApiResource {
@@ -70,6 +79,9 @@ impl Kind {
             Kind::PodTemplate => ApiResource::erase::<PodTemplate>(&()),
             Kind::Deployment => ApiResource::erase::<Deployment>(&()),
             Kind::StatefulSet => ApiResource::erase::<StatefulSet>(&()),
+            Kind::Service => ApiResource::erase::<Service>(&()),
+            Kind::ReplicaSet => ApiResource::erase::<ReplicaSet>(&()),
+            Kind::ReplicationController => ApiResource::erase::<ReplicationController>(&()),
         }
     }
 
@@ -91,13 +103,30 @@ impl Kind {
                 | Kind::PodTemplate
                 | Kind::Deployment
                 | Kind::StatefulSet
+                | Kind::Service
+                | Kind::ReplicaSet
+                | Kind::ReplicationController
         )
     }
 
-    /// Whether a missing right to list it is no fault: only CapacityBuffers read these, and without them there are
-    /// simply no buffers to resolve.
+    /// Whether a missing right to list it is no fault: only CapacityBuffers and default topology spread read these,
+    /// and without them there are no buffers to resolve and no selectors to deduce from them.
     pub fn forbidden_is_absent(self) -> bool {
-        matches!(self, Kind::CapacityBuffer | Kind::PodTemplate | Kind::Deployment | Kind::StatefulSet)
+        matches!(
+            self,
+            Kind::CapacityBuffer
+                | Kind::PodTemplate
+                | Kind::Deployment
+                | Kind::StatefulSet
+                | Kind::Service
+                | Kind::ReplicaSet
+                | Kind::ReplicationController
+        )
+    }
+
+    /// Whether only default topology spread reads it: watched only when it is configured.
+    pub fn for_default_spread(self) -> bool {
+        matches!(self, Kind::Service | Kind::ReplicaSet | Kind::ReplicationController)
     }
 
     pub fn namespaced(self) -> bool {
@@ -111,6 +140,9 @@ impl Kind {
                 | Kind::PodTemplate
                 | Kind::Deployment
                 | Kind::StatefulSet
+                | Kind::Service
+                | Kind::ReplicaSet
+                | Kind::ReplicationController
         )
     }
 }

@@ -6,6 +6,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures_util::StreamExt;
+use k8s_openapi::api::core::v1::TopologySpreadConstraint;
 use kube::api::Api;
 use kube::runtime::{WatchStreamExt, watcher};
 use tokio::sync::watch;
@@ -43,12 +44,22 @@ fn status_code(e: &watcher::Error) -> Option<u16> {
     }
 }
 
-pub fn spawn(client: kube::Client) -> Watches {
-    let cache = Arc::new(Mutex::new(Cache::default()));
+/// Starts a watch per kind the engine reads. With default topology spread `constraints` (v1.15's
+/// `--scheduler-config`) the cache applies them to every read, and Services, ReplicaSets and ReplicationControllers
+/// are watched for their selectors; without, those are not watched (and count as absent).
+pub fn spawn(client: kube::Client, constraints: &[TopologySpreadConstraint]) -> Watches {
+    let mut cache = Cache::default();
+    cache.set_default_constraints(constraints);
+    let spread = !constraints.is_empty();
+    for kind in Kind::ALL.into_iter().filter(|k| !spread && k.for_default_spread()) {
+        cache.watch_failed(kind, Some(404), "not watched: no default topology spread is configured".into());
+    }
+    let cache = Arc::new(Mutex::new(cache));
     let (tx, rx) = watch::channel(0u64);
     let tx = Arc::new(tx);
     let tasks = Kind::ALL
         .into_iter()
+        .filter(|k| spread || !k.for_default_spread())
         .map(|kind| tokio::spawn(run_one(client.clone(), kind, cache.clone(), tx.clone())))
         .collect();
     Watches { cache, changed: rx, tasks }
@@ -99,7 +110,9 @@ async fn run_one(client: kube::Client, kind: Kind, cache: Arc<Mutex<Cache>>, tx:
                             // normal setup, not a fault: said once, and again only after it was served meanwhile.
                             // The list is still retried (backing off to every 30 s), so a CRD installed later is seen.
                             let news = c.state(kind) != WatchState::Absent;
-                            if news && code == Some(403) {
+                            if news && code == Some(403) && kind.for_default_spread() {
+                                tracing::warn!(kind = %kind.resource_name(), "not allowed to list (RBAC); default topology spread deduces no selectors from it");
+                            } else if news && code == Some(403) {
                                 tracing::warn!(kind = %kind.resource_name(), "not allowed to list (RBAC); CapacityBuffers that need it do not resolve");
                             } else if news {
                                 tracing::info!(kind = %kind.resource_name(), "not served by the API server (CRD not installed); treated as having no objects");

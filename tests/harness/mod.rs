@@ -93,6 +93,7 @@ pub fn manifests(c: &Cluster) -> ClusterObjects {
         workloads: karpenter_tui::engine::manifests::Workloads {
             deployments: c.deployments.values().map(|o| (**o).clone()).collect(),
             statefulsets: Vec::new(),
+            ..Default::default()
         },
         ..Default::default()
     }
