@@ -170,7 +170,11 @@ fn run(mut cli: Cli) -> anyhow::Result<ExitCode> {
             };
             let packing = packing.map(Into::into).unwrap_or_default();
             match manifests {
-                None => plan_live(&kube, &catalog, output, gates, packing, karpenter_version, &spread),
+                None => {
+                    let choices =
+                        cli::live::PlanChoices { gates, packing, version: karpenter_version, default_spread: spread };
+                    plan_live(&kube, &catalog, output, &choices)
+                }
                 Some(m) => plan_manifests(&m, &catalog, output, gates, packing, file_version),
             }
         }
@@ -181,17 +185,14 @@ fn plan_live(
     kube: &cli::args::KubeArgs,
     catalog: &karpenter_tui::engine::catalog::Catalog,
     output: Output,
-    gates: karpenter_tui::controller::settings::FeatureGates,
-    packing: karpenter_tui::engine::packing::Packing,
-    version: Option<KarpenterVersion>,
-    spread: &karpenter_tui::engine::api::scheduler_config::SchedulerConfig,
+    choices: &cli::live::PlanChoices,
 ) -> anyhow::Result<ExitCode> {
     let format = match output {
         Output::Json => cli::live::PlanOutput::Json,
         Output::Table => cli::live::PlanOutput::Table,
     };
     let timeout = std::time::Duration::from_secs(kube.sync_timeout_secs);
-    match cli::live::plan(&kube.connect(false), catalog, timeout, format, gates, packing, version, spread) {
+    match cli::live::plan(&kube.connect(false), catalog, timeout, format, choices) {
         Ok(text) => emit(&text),
         Err(e) => {
             eprintln!("error: {e:#}");

@@ -57,17 +57,25 @@ pub enum PlanOutput {
     Table,
 }
 
+/// What `plan` decides as: the Karpenter it stands in for and how it packs.
+pub struct PlanChoices {
+    pub gates: crate::controller::settings::FeatureGates,
+    pub packing: crate::engine::packing::Packing,
+    /// `None`: the version of the Karpenter found in the cluster, else the newest modelled.
+    pub version: Option<crate::engine::version::KarpenterVersion>,
+    pub default_spread: crate::engine::api::scheduler_config::SchedulerConfig,
+}
+
 /// `karpenter-tui plan` against the cluster: the report text.
 pub fn plan(
     opts: &ConnectOptions,
     catalog: &Catalog,
     timeout: Duration,
     output: PlanOutput,
-    gates: crate::controller::settings::FeatureGates,
-    packing: crate::engine::packing::Packing,
-    version: Option<crate::engine::version::KarpenterVersion>,
-    default_spread: &crate::engine::api::scheduler_config::SchedulerConfig,
+    choices: &PlanChoices,
 ) -> Result<String> {
+    let PlanChoices { gates, packing, version, default_spread } = choices;
+    let (gates, packing, version) = (*gates, *packing, *version);
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()

@@ -260,7 +260,7 @@ pub async fn prepare_with(
     let conn = connect(&opts.connect).await?;
     progress(&format!("connecting to {} (context {}) ...", conn.server, conn.context));
     let rights =
-        access::check(&conn.client, opts.controller_settings().scheduler_config.default_constraints().len() > 0)
+        access::check(&conn.client, !opts.controller_settings().scheduler_config.default_constraints().is_empty())
             .await
             .with_context(|| format!("asking {} what this user may do", conn.server))?;
     if !rights.can_read() {
