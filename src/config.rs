@@ -80,6 +80,11 @@ pub struct Config {
     /// Label keys the Nodes & NodeClaims pane shows as columns of their own; `--extra-labels` replaces them.
     #[serde(default)]
     pub extra_labels: Vec<String>,
+    /// Default topology spread on a live cluster (Karpenter v1.15's `--scheduler-config` document:
+    /// `{podTopologySpread: {defaultConstraints: [...]}}`); the flag replaces it. Checked as the flag is, each problem
+    /// at its line and column.
+    #[serde(default)]
+    pub scheduler_config: Option<crate::engine::api::scheduler_config::SchedulerConfig>,
 }
 
 /// `packing: cost`, by [`crate::engine::packing::Packing`]'s names.
@@ -174,10 +179,43 @@ impl Config {
         if text.trim().is_empty() {
             return Ok(Config::default());
         }
-        serde_yaml::from_str(text).map_err(|e| {
+        let config: Config = serde_yaml::from_str(text).map_err(|e| {
             let (line, column) = e.location().map(|l| (l.line(), l.column())).unwrap_or((1, 1));
             ConfigError::Parse { path: path.to_string(), line, column, message: e.to_string() }
-        })
+        })?;
+        if let Some(sc) = &config.scheduler_config {
+            config.check_scheduler_config(sc, text, path)?;
+        }
+        Ok(config)
+    }
+
+    /// What `deny_unknown_fields` cannot see in `schedulerConfig` (the Kubernetes constraint type skips unknown
+    /// keys) and the rules upstream checks its flag against, at the field's line and column.
+    fn check_scheduler_config(
+        &self,
+        sc: &crate::engine::api::scheduler_config::SchedulerConfig,
+        text: &str,
+        path: &str,
+    ) -> Result<(), ConfigError> {
+        use crate::engine::api::strict::{YamlIndex, ignored_path};
+        use crate::engine::api::validation::FieldPath;
+        let index = YamlIndex::parse(text).ok();
+        let located = |at: &FieldPath, message: String| {
+            let pos = index.as_ref().map(|i| i.locate_nearest(at));
+            let (line, column) = pos.map_or((1, 1), |p| (p.line, p.column));
+            ConfigError::Parse { path: path.to_string(), line, column, message: format!("{at}: {message}") }
+        };
+        let mut unknown: Vec<FieldPath> = Vec::new();
+        let _: Result<Config, _> =
+            serde_ignored::deserialize(serde_yaml::Deserializer::from_str(text), |p| unknown.push(ignored_path(&p)));
+        if let Some(at) = unknown.first() {
+            return Err(located(at, "unknown field".into()));
+        }
+        if let Some(e) = crate::engine::api::scheduler_config::validate_scheduler_config(sc).into_iter().next() {
+            let at = FieldPath(FieldPath::root().field("schedulerConfig").0.into_iter().chain(e.path.0).collect());
+            return Err(located(&at, e.message));
+        }
+        Ok(())
     }
 
     /// Read-only wins from the most specific source: the flag, then the context, then the global setting.
@@ -201,7 +239,11 @@ impl Config {
         packing_flag: Option<crate::engine::packing::Packing>,
         path: &str,
     ) -> Result<crate::controller::Settings, ConfigError> {
-        let mut s = crate::controller::Settings { mode, ..Default::default() };
+        let mut s = crate::controller::Settings {
+            mode,
+            scheduler_config: self.scheduler_config.clone().unwrap_or_default(),
+            ..Default::default()
+        };
         let c = &self.controller;
         let duration = |field: &str, v: &Option<String>, default| match v {
             None => Ok(default),
@@ -274,6 +316,21 @@ mod tests {
         assert!(c.readonly_for(true, "dev"), "the flag always wins");
         assert_eq!(c.theme_for(None, "dev").as_deref(), Some("light"));
         assert_eq!(c.theme_for(Some("dark"), "dev").as_deref(), Some("dark"));
+    }
+
+    #[test]
+    fn the_scheduler_config_is_checked_at_its_line_and_column() {
+        let ok = "schedulerConfig:\n  podTopologySpread:\n    defaultConstraints:\n    - {maxSkew: 1, topologyKey: topology.kubernetes.io/zone, whenUnsatisfiable: DoNotSchedule}\n";
+        let c = Config::parse(ok, "c.yaml").expect("valid");
+        let s =
+            c.controller_settings(crate::engine::disruption::gate::Mode::Auto, None, None, "c.yaml").expect("settings");
+        assert_eq!(s.scheduler_config.default_constraints().len(), 1);
+        let typo = ok.replace("maxSkew: 1,", "maxSkew: 1, weight: 2,");
+        let err = Config::parse(&typo, "c.yaml").unwrap_err().to_string();
+        assert!(err.starts_with("c.yaml:4:") && err.contains("defaultConstraints[0].weight: unknown field"), "{err}");
+        let bad = ok.replace("DoNotSchedule", "Never");
+        let err = Config::parse(&bad, "c.yaml").unwrap_err().to_string();
+        assert!(err.starts_with("c.yaml:4:") && err.contains("whenUnsatisfiable: Unsupported value"), "{err}");
     }
 
     #[test]
