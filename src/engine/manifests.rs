@@ -1200,9 +1200,9 @@ mod workload_tests {
                     \"0 3 * * *\"\n  jobTemplate:\n    spec:\n      template:\n        spec:\n          restartPolicy: \
                     OnFailure\n          containers: [{name: b, image: x}]\n";
         let text = [
-            other("v1", "Service", "a"),
+            other("v1", "Secret", "a"),
             other("v1", "ConfigMap", "b"),
-            other("v1", "Service", "c"),
+            other("v1", "Secret", "c"),
             other("cert-manager.io/v1", "Certificate", "d"),
             cron.to_string(),
             NODEPOOL.to_string(),
@@ -1215,7 +1215,7 @@ mod workload_tests {
             m.notes,
             [
                 "cronjob/backup (namespace ops): no pods until its schedule fires; not planned",
-                "skipped 4 objects the planner does not read: Service ×2, ConfigMap ×1, Certificate ×1",
+                "skipped 4 objects the planner does not read: Secret ×2, ConfigMap ×1, Certificate ×1",
             ]
         );
     }

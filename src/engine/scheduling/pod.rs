@@ -423,7 +423,6 @@ pub fn created_seconds(pod: &StoredPod) -> i64 {
     pod.metadata.creation_timestamp.as_ref().map_or(0, |t| t.0.as_second())
 }
 
-/// Extracts a pod's scheduling data. `namespaces` (name, labels) resolves affinity namespace selectors.
 /// The scheduler's form of topology spread constraints (the pod's own, or the defaults given to it); `field` names
 /// where they were written, for errors.
 fn spread_constraints<'a>(
@@ -464,7 +463,8 @@ pub fn pod_data(pod: &StoredPod, namespaces: &[(String, BTreeMap<String, String>
     pod_data_with(pod, namespaces, None)
 }
 
-/// The scheduler's view of `pod`; `defaults` gives it the configured default topology spread when it declares none.
+/// The scheduler's view of `pod`, extracted once. `namespaces` (name, labels) resolves affinity namespace selectors;
+/// `defaults` gives the pod the configured default topology spread when it declares none.
 pub fn pod_data_with(
     pod: &StoredPod,
     namespaces: &[(String, BTreeMap<String, String>)],
