@@ -24,7 +24,7 @@ fi
 export MOTO_SERVER="$PWD/.venv/bin/moto_server"
 
 # A one-shot build gains nothing from incremental caches: without them, and with the integration tests linked into
-# one binary, a fresh clone's target directory is 4.3 GB after this script (docs/testing.md). CI's disk is shared and
+# one binary, a fresh clone's target directory is 4.4 GB after this script (docs/testing.md). CI's disk is shared and
 # once filled mid-build. CARGO_INCREMENTAL=1 keeps the caches.
 export CARGO_INCREMENTAL="${CARGO_INCREMENTAL:-0}"
 echo "== disk free where the build goes: $(df -h --output=avail . | tail -1 | tr -d ' ')"
