@@ -103,25 +103,14 @@ impl Kind {
                 | Kind::PodTemplate
                 | Kind::Deployment
                 | Kind::StatefulSet
-                | Kind::Service
-                | Kind::ReplicaSet
-                | Kind::ReplicationController
-        )
+        ) || self.for_default_spread()
     }
 
     /// Whether a missing right to list it is no fault: only CapacityBuffers and default topology spread read these,
     /// and without them there are no buffers to resolve and no selectors to deduce from them.
     pub fn forbidden_is_absent(self) -> bool {
-        matches!(
-            self,
-            Kind::CapacityBuffer
-                | Kind::PodTemplate
-                | Kind::Deployment
-                | Kind::StatefulSet
-                | Kind::Service
-                | Kind::ReplicaSet
-                | Kind::ReplicationController
-        )
+        matches!(self, Kind::CapacityBuffer | Kind::PodTemplate | Kind::Deployment | Kind::StatefulSet)
+            || self.for_default_spread()
     }
 
     /// Whether only default topology spread reads it: watched only when it is configured.
