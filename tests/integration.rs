@@ -54,5 +54,6 @@ mod simulate;
 mod static_nodepools;
 mod terminate_first_v115;
 mod upstream_corpus;
+mod volume_limits_v115;
 mod whatif;
 mod write_backoff;

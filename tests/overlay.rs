@@ -52,6 +52,7 @@ fn instance_type(name: &str, arch: &str, offerings: Vec<Offering>) -> Arc<Instan
         capacity: Resources::new(4000, 16 << 30, 110),
         overhead: Resources::new(100, 1 << 30, 0),
         offerings,
+        volume_limits: Default::default(),
     })
 }
 

@@ -63,6 +63,8 @@ pub struct ClusterObjects {
     pub pvcs: Vec<PersistentVolumeClaim>,
     pub pvs: Vec<PersistentVolume>,
     pub storage_classes: Vec<StorageClass>,
+    /// CSINodes: their drivers' attach limits.
+    pub csinodes: Vec<k8s_openapi::api::storage::v1::CSINode>,
     pub namespaces: Vec<Namespace>,
     /// Services: read only for default topology spread's selectors.
     pub services: Vec<k8s_openapi::api::core::v1::Service>,
@@ -280,6 +282,9 @@ impl ClusterObjects {
                     out.storage_classes.push(StorageClass::deserialize(doc).map_err(err)?)
                 }
                 ("v1", "Namespace") => out.namespaces.push(Namespace::deserialize(doc).map_err(err)?),
+                ("storage.k8s.io/v1", "CSINode") => {
+                    out.csinodes.push(k8s_openapi::api::storage::v1::CSINode::deserialize(doc).map_err(err)?)
+                }
                 ("v1", "Service") => {
                     out.services.push(k8s_openapi::api::core::v1::Service::deserialize(doc).map_err(err)?)
                 }
@@ -334,6 +339,7 @@ impl ClusterObjects {
             pvcs: &self.pvcs,
             pvs: &self.pvs,
             storage_classes: &self.storage_classes,
+            csinodes: &self.csinodes,
             namespaces: &self.namespaces,
             digests: self.pod_digests(),
             virtual_pods: &[],
@@ -399,6 +405,7 @@ impl ClusterObjects {
             pvcs: self.pvcs.clone(),
             pvs: self.pvs.clone(),
             storage_classes: self.storage_classes.clone(),
+            csinodes: self.csinodes.clone(),
             namespaces: self.namespaces.clone(),
             default_spread: self.default_spread.clone(),
         }

@@ -739,6 +739,7 @@ mod tests {
             capacity: Resources::new(4000, 8 << 30, 110),
             overhead: Resources::new(100, 1 << 30, 0),
             offerings,
+            volume_limits: Default::default(),
         })
     }
 

@@ -9,14 +9,14 @@ use rustc_hash::FxHashMap;
 use k8s_openapi::api::apps::v1::DaemonSet;
 use k8s_openapi::api::core::v1::{Namespace, Node, PersistentVolume, PersistentVolumeClaim, Pod, Toleration};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
-use k8s_openapi::api::storage::v1::StorageClass;
+use k8s_openapi::api::storage::v1::{CSINode, StorageClass};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 
 use crate::engine::api::common::NodeSelectorRequirementWithMinValues;
 use crate::engine::api::nodeclaim::ResourceRequirements;
 use crate::engine::api::{NodeClaim, NodeClaimSpec, NodePool};
-use crate::engine::catalog::InstanceType;
+use crate::engine::catalog::{InstanceType, VolumeLimits};
 use crate::engine::explain::PodIgnored;
 use crate::engine::labels::{self, LabelPolicy};
 use crate::engine::node_digests::{NodeDigester, NodeDigests};
@@ -26,7 +26,7 @@ use crate::engine::resources::Resources;
 use crate::engine::scheduling::default_spread::DefaultSpread;
 use crate::engine::scheduling::pod::{self, PodData};
 use crate::engine::scheduling::selector::Selector;
-use crate::engine::scheduling::volumes::VolumeIndex;
+use crate::engine::scheduling::volumes::{self, VolumeIndex};
 use crate::engine::scheduling::{self, ExistingNode, Input, NewNodeClaim, Results, SchedulerOptions};
 use crate::engine::stored_pod::StoredPod;
 
@@ -278,6 +278,8 @@ pub struct ClusterSnapshot<'a> {
     pub pvcs: &'a [PersistentVolumeClaim],
     pub pvs: &'a [PersistentVolume],
     pub storage_classes: &'a [StorageClass],
+    /// The nodes' CSI drivers and their attach limits (a CSINode is named after its node).
+    pub csinodes: &'a [CSINode],
     pub namespaces: &'a [Namespace],
     /// Optional: a version per pod (parallel to `pods`, changing whenever the pod changes) and the digests kept
     /// for them between snapshots of the same store. `None` digests every pod afresh.
@@ -303,6 +305,7 @@ pub struct Snapshot {
     pub pvcs: Vec<PersistentVolumeClaim>,
     pub pvs: Vec<PersistentVolume>,
     pub storage_classes: Vec<StorageClass>,
+    pub csinodes: Vec<CSINode>,
     pub namespaces: Vec<Namespace>,
     pub default_spread: Option<Arc<DefaultSpread>>,
 }
@@ -319,6 +322,7 @@ impl Snapshot {
             pvcs: &self.pvcs,
             pvs: &self.pvs,
             storage_classes: &self.storage_classes,
+            csinodes: &self.csinodes,
             namespaces: &self.namespaces,
             digests: None,
             virtual_pods: &[],
@@ -328,6 +332,54 @@ impl Snapshot {
 }
 
 /// The elementwise smallest (capacity, allocatable) among the instance types a NodeClaim may launch as.
+/// Where each node's CSI attach limits come from: its CSINode once it has one; before, under Karpenter v1.15, what
+/// its instance type (or, not launched yet, the smallest of its options) declares.
+struct AttachLimits<'a> {
+    csinodes: BTreeMap<&'a str, Arc<VolumeLimits>>,
+    /// Only NodePools whose types declare limits.
+    catalogs: BTreeMap<&'a str, &'a [Arc<InstanceType>]>,
+    none: Arc<VolumeLimits>,
+}
+
+impl<'a> AttachLimits<'a> {
+    fn new(csinodes: &'a [CSINode], catalogs: &'a BTreeMap<String, Vec<Arc<InstanceType>>>) -> Self {
+        AttachLimits {
+            csinodes: csinodes
+                .iter()
+                .map(|c| (c.metadata.name.as_deref().unwrap_or(""), Arc::new(volumes::csinode_limits(c))))
+                .collect(),
+            catalogs: catalogs
+                .iter()
+                .filter(|(_, types)| types.iter().any(|t| !t.volume_limits.is_empty()))
+                .map(|(k, v)| (k.as_str(), v.as_slice()))
+                .collect(),
+            none: Arc::default(),
+        }
+    }
+
+    fn of(
+        &self,
+        node: &str,
+        pool: Option<&str>,
+        labels: &BTreeMap<String, String>,
+        claim: Option<&NodeClaim>,
+    ) -> Arc<VolumeLimits> {
+        if let Some(l) = self.csinodes.get(node) {
+            return l.clone();
+        }
+        let Some(types) = pool.and_then(|p| self.catalogs.get(p)) else { return self.none.clone() };
+        let options: Vec<&str> = match labels.get(labels::INSTANCE_TYPE) {
+            Some(t) => vec![t.as_str()],
+            None => claim
+                .and_then(|c| c.spec.requirements.iter().find(|r| r.key == labels::INSTANCE_TYPE && r.operator == "In"))
+                .map(|r| r.values.iter().map(String::as_str).collect())
+                .unwrap_or_default(),
+        };
+        let limits = volumes::options_limits(types.iter().filter(|t| options.contains(&t.name.as_str())).map(|t| &**t));
+        if limits.is_empty() { self.none.clone() } else { Arc::new(limits) }
+    }
+}
+
 fn smallest_option(c: &NodeClaim, types: Option<&Vec<Arc<InstanceType>>>) -> Option<(Resources, Resources)> {
     let options = c.spec.requirements.iter().find(|r| r.key == labels::INSTANCE_TYPE && r.operator == "In")?;
     let mut out: Option<(Resources, Resources)> = None;
@@ -505,6 +557,7 @@ impl ClusterState {
         let mut deleting: BTreeSet<String> = BTreeSet::new();
         let mut usage: BTreeMap<String, Resources> = BTreeMap::new();
         let mut digester = NodeDigester::new(snap.digests.map(|(_, d)| &d.nodes), snap.nodes, snap.nodeclaims);
+        let limits = AttachLimits::new(snap.csinodes, catalogs);
         for s in &state {
             let d = digester.get(s);
             node_labels.insert(d.name.clone(), (d.labels.clone(), d.taints.clone()));
@@ -538,6 +591,7 @@ impl ClusterState {
                 managed: d.managed,
                 nodepool: d.nodepool.clone(),
                 requirements: Some(d.requirements.clone()),
+                volume_limits: limits.of(&d.name, d.nodepool.as_deref(), &d.labels, s.nodeclaim),
             });
         }
         drop(digester);

@@ -65,6 +65,12 @@ impl KarpenterVersion {
         self >= KarpenterVersion::V1_15
     }
 
+    /// Whether instance types can declare their CSI attach limits, so new NodeClaims count their pods' volumes
+    /// before a CSINode exists (v1.15.0, #3202).
+    pub fn counts_declared_volume_limits(self) -> bool {
+        self >= KarpenterVersion::V1_15
+    }
+
     /// Whether a launch that fails for want of capacity is told to each pod nominated to the NodeClaim, as a
     /// Warning `InsufficientCapacityError` (v1.15.0, #3143), besides the NodeClaim's own event.
     pub fn tells_pods_of_failed_launches(self) -> bool {

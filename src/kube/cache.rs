@@ -76,6 +76,7 @@ pub struct Cache {
     pub pvcs: Typed<k8s_openapi::api::core::v1::PersistentVolumeClaim>,
     pub pvs: Typed<k8s_openapi::api::core::v1::PersistentVolume>,
     pub storage_classes: Typed<k8s_openapi::api::storage::v1::StorageClass>,
+    pub csinodes: Typed<k8s_openapi::api::storage::v1::CSINode>,
     pub namespaces: Typed<k8s_openapi::api::core::v1::Namespace>,
     pub capacitybuffers: Typed<crate::engine::api::capacitybuffer::CapacityBuffer>,
     pub pod_templates: Typed<k8s_openapi::api::core::v1::PodTemplate>,
@@ -340,6 +341,7 @@ same_by_eq!(
     k8s_openapi::api::core::v1::PersistentVolumeClaim,
     k8s_openapi::api::core::v1::PersistentVolume,
     k8s_openapi::api::storage::v1::StorageClass,
+    k8s_openapi::api::storage::v1::CSINode,
     k8s_openapi::api::core::v1::Namespace
 );
 
@@ -397,9 +399,13 @@ impl Cache {
                 | Kind::Service
                 | Kind::ReplicaSet
                 | Kind::ReplicationController => &mut c.workloads,
-                Kind::DaemonSet | Kind::Pdb | Kind::Pvc | Kind::Pv | Kind::StorageClass | Kind::Namespace => {
-                    &mut c.others
-                }
+                Kind::DaemonSet
+                | Kind::Pdb
+                | Kind::Pvc
+                | Kind::Pv
+                | Kind::StorageClass
+                | Kind::CSINode
+                | Kind::Namespace => &mut c.others,
             };
             *count += 1;
             // A node hosting a pod that can't be read is read as do-not-disrupt (see `manifests`).
@@ -449,6 +455,7 @@ impl Cache {
             Kind::Pvc => typed!(pvcs),
             Kind::Pv => typed!(pvs),
             Kind::StorageClass => typed!(storage_classes),
+            Kind::CSINode => typed!(csinodes),
             Kind::Namespace => typed!(namespaces),
             Kind::CapacityBuffer => typed!(capacitybuffers),
             Kind::PodTemplate => typed!(pod_templates),
@@ -585,6 +592,7 @@ impl Cache {
             Kind::Pvc => of(&self.pvcs),
             Kind::Pv => of(&self.pvs),
             Kind::StorageClass => of(&self.storage_classes),
+            Kind::CSINode => of(&self.csinodes),
             Kind::Namespace => of(&self.namespaces),
             Kind::CapacityBuffer => of(&self.capacitybuffers),
             Kind::PodTemplate => of(&self.pod_templates),
@@ -702,6 +710,7 @@ impl Cache {
             pvcs: cloned(&self.pvcs),
             pvs: cloned(&self.pvs),
             storage_classes: cloned(&self.storage_classes),
+            csinodes: cloned(&self.csinodes),
             namespaces: cloned(&self.namespaces),
             services: cloned(&self.services),
             default_spread: None,
@@ -742,6 +751,7 @@ impl Cache {
         self.pvcs.settle();
         self.pvs.settle();
         self.storage_classes.settle();
+        self.csinodes.settle();
         self.namespaces.settle();
         self.capacitybuffers.settle();
         self.pod_templates.settle();

@@ -5,7 +5,7 @@ use k8s_openapi::api::core::v1::{
     Namespace, Node, PersistentVolume, PersistentVolumeClaim, Pod, PodTemplate, ReplicationController, Service,
 };
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
-use k8s_openapi::api::storage::v1::StorageClass;
+use k8s_openapi::api::storage::v1::{CSINode, StorageClass};
 use kube::Resource;
 use kube::core::ApiResource;
 
@@ -26,6 +26,8 @@ pub enum Kind {
     Pvc,
     Pv,
     StorageClass,
+    /// The nodes' CSI attach limits.
+    CSINode,
     Namespace,
     /// CapacityBuffers and what they take their shape from (gate `CapacityBuffer`).
     CapacityBuffer,
@@ -39,7 +41,7 @@ pub enum Kind {
 }
 
 impl Kind {
-    pub const ALL: [Kind; 19] = [
+    pub const ALL: [Kind; 20] = [
         Kind::Pod,
         Kind::Node,
         Kind::NodePool,
@@ -51,6 +53,7 @@ impl Kind {
         Kind::Pvc,
         Kind::Pv,
         Kind::StorageClass,
+        Kind::CSINode,
         Kind::Namespace,
         Kind::CapacityBuffer,
         Kind::PodTemplate,
@@ -74,6 +77,7 @@ impl Kind {
             Kind::Pvc => ApiResource::erase::<PersistentVolumeClaim>(&()),
             Kind::Pv => ApiResource::erase::<PersistentVolume>(&()),
             Kind::StorageClass => ApiResource::erase::<StorageClass>(&()),
+            Kind::CSINode => ApiResource::erase::<CSINode>(&()),
             Kind::Namespace => ApiResource::erase::<Namespace>(&()),
             Kind::CapacityBuffer => ApiResource::erase::<CapacityBuffer>(&()),
             Kind::PodTemplate => ApiResource::erase::<PodTemplate>(&()),
@@ -103,13 +107,16 @@ impl Kind {
                 | Kind::PodTemplate
                 | Kind::Deployment
                 | Kind::StatefulSet
+                | Kind::CSINode
         ) || self.for_default_spread()
     }
 
     /// Whether a missing right to list it is no fault: only CapacityBuffers and default topology spread read these,
-    /// and without them there are no buffers to resolve and no selectors to deduce from them.
+    /// and without them there are no buffers to resolve and no selectors to deduce from them. Without CSINodes the
+    /// nodes' attach limits are unknown, so unlimited, as for a node whose CSI driver has not reported yet (the
+    /// rights check still makes such an instance read-only: it would not act on what it cannot see).
     pub fn forbidden_is_absent(self) -> bool {
-        matches!(self, Kind::CapacityBuffer | Kind::PodTemplate | Kind::Deployment | Kind::StatefulSet)
+        matches!(self, Kind::CapacityBuffer | Kind::PodTemplate | Kind::Deployment | Kind::StatefulSet | Kind::CSINode)
             || self.for_default_spread()
     }
 

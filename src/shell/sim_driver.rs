@@ -43,7 +43,7 @@ pub struct SimDriver {
 }
 
 /// What the picture depends on besides the clock.
-type Fingerprint = ([u64; 13], usize, usize);
+type Fingerprint = ([u64; 14], usize, usize);
 
 impl SimDriver {
     pub fn new(playback: Playback, name: String, speed: f64, readonly: bool) -> SimDriver {

@@ -283,6 +283,21 @@ impl SimCloud {
 
     /// The catalog as the controller should see it at `now`: the learned offerings marked unavailable, and each
     /// reserved offering with what its reservation can still take (unavailable at 0).
+    /// Whether the catalog handed to the controller keeps the types' declared CSI attach limits (Karpenter v1.15);
+    /// the instances, and the CSINodes of their nodes, keep them either way.
+    pub fn with_declared_volume_limits(mut self, declared: bool) -> Self {
+        if !declared {
+            self.catalog = Arc::new(self.catalog.without_volume_limits());
+            self.marked = None;
+        }
+        self
+    }
+
+    /// A type's attach limits as its instances have them.
+    pub fn volume_limits(&self, instance_type: &str) -> Option<&crate::engine::catalog::VolumeLimits> {
+        self.types.get(instance_type).map(|t| &t.volume_limits).filter(|l| !l.is_empty())
+    }
+
     pub fn catalog_at(&mut self, now: Millis) -> Arc<Catalog> {
         self.learned.retain(|_, until| *until > now);
         let mut keys: BTreeSet<OfferingKey> = self.learned.keys().cloned().collect();

@@ -31,7 +31,7 @@ use k8s_openapi::api::core::v1::{
     TopologySpreadConstraint,
 };
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
-use k8s_openapi::api::storage::v1::StorageClass;
+use k8s_openapi::api::storage::v1::{CSINode, StorageClass};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 
 use crate::engine::api::{EC2NodeClass, NodeClaim, NodePool};
@@ -41,7 +41,7 @@ use crate::engine::provisioning::{ClusterSnapshot, Digests, Snapshot, pod_digest
 use crate::engine::requirements::{Requirement, SharedLabels};
 use crate::engine::scheduling::default_spread::{DefaultSpread, SpreadOwners};
 use crate::engine::scheduling::pod::{self, PodData};
-use crate::engine::scheduling::volumes::VolumeIndex;
+use crate::engine::scheduling::volumes::{self, VolumeIndex};
 use crate::engine::scheduling::{ExistingNode, Input, SchedulerOptions, solve};
 use crate::engine::state::Nodes;
 use crate::engine::store::Store;
@@ -116,6 +116,7 @@ pub struct SnapshotMirror {
     pvcs: Mirror<Key, PersistentVolumeClaim>,
     pvs: Mirror<String, PersistentVolume>,
     storage_classes: Mirror<String, StorageClass>,
+    csinodes: Mirror<String, CSINode>,
     namespaces: Mirror<String, Namespace>,
     /// Pod digests by the pod mirror's versions.
     digests: Digests,
@@ -137,6 +138,8 @@ pub struct Cluster {
     pub pvcs: Watched<Key, PersistentVolumeClaim>,
     pub pvs: Watched<String, PersistentVolume>,
     pub storage_classes: Watched<String, StorageClass>,
+    /// CSINodes, named after their nodes: what the simulated CSI drivers report they can attach.
+    pub csinodes: Watched<String, CSINode>,
     pub namespaces: Watched<String, Namespace>,
     /// Services: only default topology spread reads them (their selectors), as kube-scheduler's does.
     pub services: Watched<Key, Service>,
@@ -171,6 +174,7 @@ impl Default for Cluster {
             pvcs: Watched::new(v.clone()),
             pvs: Watched::new(v.clone()),
             storage_classes: Watched::new(v.clone()),
+            csinodes: Watched::new(v.clone()),
             namespaces: Watched::new(v.clone()),
             services: Watched::new(v.clone()),
             default_constraints: Vec::new(),
@@ -194,7 +198,7 @@ struct Synced {
     /// (daemonsets, nodes, pods).
     daemonsets: Option<[u64; 3]>,
     /// [`Cluster::scheduler_stamps`] after a scheduling pass that bound nothing.
-    scheduler: Option<[u64; 8]>,
+    scheduler: Option<[u64; 9]>,
 }
 
 fn unschedulable_condition() -> PodCondition {
@@ -390,7 +394,7 @@ impl Cluster {
 
     /// The stamps of every map of the store: equal stamps mean no object changed in between (even if a whole map
     /// was replaced, since stamps are unique).
-    pub fn stamps(&self) -> [u64; 13] {
+    pub fn stamps(&self) -> [u64; 14] {
         [
             self.nodepools.stamp(),
             self.nodeclaims.stamp(),
@@ -403,6 +407,7 @@ impl Cluster {
             self.pvcs.stamp(),
             self.pvs.stamp(),
             self.storage_classes.stamp(),
+            self.csinodes.stamp(),
             self.namespaces.stamp(),
             self.services.stamp(),
         ]
@@ -412,7 +417,7 @@ impl Cluster {
     /// joined with), namespaces and volumes. A pass that bound nothing binds nothing again while they stand, so
     /// writes to NodePools, Deployments or PDBs (status writes, mostly) don't make it look again, as they don't
     /// wake kube-scheduler.
-    fn scheduler_stamps(&self) -> [u64; 8] {
+    fn scheduler_stamps(&self) -> [u64; 9] {
         [
             self.pods.stamp(),
             self.nodes.stamp(),
@@ -421,6 +426,7 @@ impl Cluster {
             self.pvcs.stamp(),
             self.pvs.stamp(),
             self.storage_classes.stamp(),
+            self.csinodes.stamp(),
             self.services.stamp(),
         ]
     }
@@ -436,6 +442,7 @@ impl Cluster {
             pvcs: self.pvcs.cloned_values(),
             pvs: self.pvs.cloned_values(),
             storage_classes: self.storage_classes.cloned_values(),
+            csinodes: self.csinodes.cloned_values(),
             namespaces: self.namespaces.cloned_values(),
             default_spread: self.default_spread().map(Arc::new),
         }
@@ -454,6 +461,7 @@ impl Cluster {
         m.pvcs.sync_plain(&self.pvcs);
         m.pvs.sync_plain(&self.pvs);
         m.storage_classes.sync_plain(&self.storage_classes);
+        m.csinodes.sync_plain(&self.csinodes);
         m.namespaces.sync_plain(&self.namespaces);
         let spread_at = [self.services.stamp(), self.deployments.stamp()];
         if m.default_spread.as_ref().is_none_or(|(at, _)| *at != spread_at) {
@@ -469,6 +477,7 @@ impl Cluster {
             pvcs: m.pvcs.store.plain(),
             pvs: m.pvs.store.plain(),
             storage_classes: m.storage_classes.store.plain(),
+            csinodes: m.csinodes.store.plain(),
             namespaces: m.namespaces.store.plain(),
             digests: Some((m.pods.store.versions(), &m.digests)),
             virtual_pods: &[],
@@ -687,6 +696,8 @@ impl Cluster {
                 continue;
             }
             let requirements = Arc::new(ExistingNode::label_requirements_sharing(&name, &labels, &mut shared));
+            let volume_limits =
+                Arc::new(self.csinodes.get(&name).map(|c| volumes::csinode_limits(c)).unwrap_or_default());
             existing.push(ExistingNode {
                 name,
                 labels,
@@ -699,6 +710,8 @@ impl Cluster {
                 managed: false,
                 nodepool: None,
                 requirements: Some(requirements),
+                // kube-scheduler counts attach limits from CSINodes alone.
+                volume_limits,
             });
         }
         let mut to_schedule: Vec<Arc<PodData>> = Vec::new();

@@ -276,6 +276,9 @@ fn add_nodes(s: &Scenario, w: &mut World, start: Millis) -> Result<(), RunError>
             labels: node_labels,
             taints: n.taints.clone(),
         });
+        if !t.volume_limits.is_empty() {
+            w.cluster.csinodes.insert(name.clone(), world::csinode(&name, &t.volume_limits));
+        }
         w.cluster.nodes.insert(name, node);
     }
     Ok(())

@@ -291,6 +291,39 @@ fn q(r: &crate::engine::resources::Resources) -> BTreeMap<String, Quantity> {
     r.to_quantity_map().into_iter().map(|(k, v)| (k, Quantity(v))).collect()
 }
 
+/// A node's CSINode as the kubelet writes it once the drivers' node plugins register: owned by the Node, one entry
+/// per driver with what it can attach.
+pub(crate) fn csinode(
+    node: &str,
+    limits: &crate::engine::catalog::VolumeLimits,
+) -> k8s_openapi::api::storage::v1::CSINode {
+    use k8s_openapi::api::storage::v1::{CSINode, CSINodeDriver, CSINodeSpec, VolumeNodeResources};
+    CSINode {
+        metadata: ObjectMeta {
+            name: Some(node.to_string()),
+            owner_references: Some(vec![k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference {
+                api_version: "v1".into(),
+                kind: "Node".into(),
+                name: node.to_string(),
+                ..Default::default()
+            }]),
+            ..Default::default()
+        },
+        spec: CSINodeSpec {
+            drivers: limits
+                .iter()
+                .map(|(driver, count)| CSINodeDriver {
+                    name: driver.clone(),
+                    node_id: node.to_string(),
+                    allocatable: Some(VolumeNodeResources { count: Some(i32::try_from(*count).unwrap_or(i32::MAX)) }),
+                    topology_keys: None,
+                })
+                .collect(),
+        },
+        status: None,
+    }
+}
+
 fn taint(key: &str, effect: &str) -> Taint {
     Taint { key: key.into(), value: None, effect: effect.into(), time_added: None }
 }
@@ -329,11 +362,14 @@ impl World {
 
     pub fn new(catalog: Catalog, settings: Settings, start: Millis, seed: u64) -> World {
         let gates = settings.controller.gates.for_version(settings.controller.karpenter_version);
+        let declared = settings.controller.karpenter_version.counts_declared_volume_limits();
         let cloud = SimCloud::new(&catalog)
             .with_repair_policies(settings.repair_policies.clone())
-            .with_kubelet_expressions(gates.node_class_cel);
+            .with_kubelet_expressions(gates.node_class_cel)
+            .with_declared_volume_limits(declared);
+        let engine_catalog = if declared { catalog.clone() } else { catalog.without_volume_limits() };
         let mut controller =
-            crate::controller::Controller::with_settings(Arc::new(catalog.clone()), settings.controller.clone(), start)
+            crate::controller::Controller::with_settings(Arc::new(engine_catalog), settings.controller.clone(), start)
                 .with_provider_prefix(crate::sim::cloud::PROVIDER_PREFIX)
                 .starting_empty();
         controller.set_repair_policies(crate::controller::cloud::CloudProvider::repair_policies(&cloud));
@@ -594,6 +630,11 @@ impl World {
             }),
         };
         self.cluster.nodes.insert(node_name.clone(), node);
+        // The type's CSI drivers report what they can attach (a node plugin registering with the kubelet).
+        if let Some(limits) = self.cloud.volume_limits(&inst.launched.instance_type) {
+            let csinode = csinode(&node_name, limits);
+            self.cluster.csinodes.insert(node_name.clone(), csinode);
+        }
         self.record.nodes.push(NodeRecord {
             name: node_name.clone(),
             provider_id: Some(provider_id.to_string()),

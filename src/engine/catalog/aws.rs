@@ -1118,6 +1118,8 @@ pub fn build_catalog(
             capacity,
             overhead,
             offerings,
+            // The AWS provider declares none (the EBS CSI driver's CSINode says, once the node is up).
+            volume_limits: Default::default(),
         }));
     }
     Ok(Catalog { region: region.to_string(), instance_types: types, label_policy: aws_label_policy(), price_source })

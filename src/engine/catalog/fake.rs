@@ -108,7 +108,14 @@ pub fn fake_instance_type(opts: FakeInstanceTypeOptions) -> InstanceType {
         r.add(LABEL_SIZE, Requirement::in_values(["small"]));
         r.add(LABEL_SPECIAL, Requirement::does_not_exist());
     }
-    InstanceType { name: opts.name, requirements: r, capacity, overhead: Resources::new(100, 10 * MIB, 0), offerings }
+    InstanceType {
+        name: opts.name,
+        requirements: r,
+        capacity,
+        overhead: Resources::new(100, 10 * MIB, 0),
+        offerings,
+        volume_limits: Default::default(),
+    }
 }
 
 fn with_resources(name: &str, list: &[(&str, i64)]) -> InstanceType {

@@ -38,6 +38,10 @@ pub struct InlineInstanceType {
     /// Reserved for kubelet/system/eviction; none by default.
     #[serde(default)]
     pub overhead: BTreeMap<String, QuantityValue>,
+    /// Volumes each CSI driver can attach (`{ebs.csi.aws.com: 25}`): what the cloud declares for the type and what
+    /// the simulated node's CSINode reports.
+    #[serde(default)]
+    pub volume_limits: BTreeMap<String, u32>,
     pub offerings: Vec<InlineOffering>,
 }
 
@@ -268,7 +272,19 @@ impl InlineInstanceType {
             }
             r.add(key, Requirement::in_values([v.clone()]));
         }
-        Ok(InstanceType { name: self.name.clone(), requirements: r, capacity, overhead, offerings })
+        for driver in self.volume_limits.keys() {
+            if driver.is_empty() {
+                return Err(err("volumeLimits", "empty CSI driver name".into()));
+            }
+        }
+        Ok(InstanceType {
+            name: self.name.clone(),
+            requirements: r,
+            capacity,
+            overhead,
+            offerings,
+            volume_limits: self.volume_limits.clone(),
+        })
     }
 }
 

@@ -72,6 +72,7 @@ fn kwok_type(cpu: i64, family: &str, gib_per_cpu: i64, os: &str, arch: &str) -> 
         // Like the fake provider KWOK reserves a token amount for the kubelet.
         overhead: Resources::new(100, 10 * MIB, 0),
         offerings,
+        volume_limits: Default::default(),
     }
 }
 

@@ -11,6 +11,7 @@ pub mod kubelet_expr;
 pub mod kwok;
 pub mod report;
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use serde::Serialize;
@@ -162,6 +163,24 @@ pub struct InstanceType {
     /// kube-reserved + system-reserved + eviction threshold.
     pub overhead: Resources,
     pub offerings: Vec<Offering>,
+    /// The volumes each CSI driver can attach to a node of this type, as the cloud declares them (Karpenter v1.15's
+    /// volume-limit-aware provisioning); empty: none declared, so unlimited until the node's CSINode says.
+    pub volume_limits: VolumeLimits,
+}
+
+/// Attachable volumes per CSI driver name (a driver not named has no limit).
+pub type VolumeLimits = BTreeMap<String, u32>;
+
+impl Catalog {
+    /// The catalog as a cloud provider without declared attach limits hands it out (Karpenter v1.14's
+    /// `InstanceType` has no such field): the types that declare some are copied without them.
+    pub fn without_volume_limits(&self) -> Catalog {
+        let mut out = self.clone();
+        for t in out.instance_types.iter_mut().filter(|t| !t.volume_limits.is_empty()) {
+            *t = Arc::new(InstanceType { volume_limits: VolumeLimits::new(), ..(**t).clone() });
+        }
+        out
+    }
 }
 
 impl InstanceType {

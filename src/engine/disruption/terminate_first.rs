@@ -141,6 +141,7 @@ mod tests {
             capacity: Default::default(),
             overhead: Default::default(),
             offerings: vec![reserved, od],
+            volume_limits: Default::default(),
         };
         [("a".to_string(), vec![Arc::new(t.clone())]), ("b".to_string(), vec![Arc::new(t)])].into_iter().collect()
     }

@@ -34,9 +34,9 @@ use self::node_compat::NodeCompat;
 use self::pod::{HostPort, PodData};
 use self::template::{Template, TemplateProblem};
 use self::topology::{BoundTally, Topology};
-use self::volumes::VolumeIndex;
+use self::volumes::{Attachment, VolumeIndex};
 use crate::engine::api::NodePool;
-use crate::engine::catalog::InstanceType;
+use crate::engine::catalog::{InstanceType, VolumeLimits};
 use crate::engine::explain::{InstanceTypeMiss, PodIgnored, PoolRejection};
 use crate::engine::labels::{self, LabelPolicy};
 use crate::engine::packing::Packing;
@@ -105,6 +105,8 @@ pub struct ExistingNode {
     /// The labels as requirements, with the node's hostname, when the caller kept them from an earlier pass
     /// ([`crate::engine::provisioning::Digests`]); `None` works them out from `labels`.
     pub requirements: Option<Arc<Requirements>>,
+    /// CSI attach limits: the node's CSINode's, or before it has one what its instance type declares (empty: none).
+    pub volume_limits: Arc<VolumeLimits>,
 }
 
 impl ExistingNode {
@@ -272,6 +274,9 @@ struct SimNode {
     taints: Arc<[Taint]>,
     remaining: Resources,
     host_ports: Vec<HostPort>,
+    /// Attach limits and the volumes attached so far (tracked only when there are limits).
+    volume_limits: Arc<VolumeLimits>,
+    volumes: Vec<Attachment>,
     pods: Vec<usize>,
 }
 
@@ -293,6 +298,8 @@ struct SimClaim {
     req_bits: Bitset,
     requests: Resources,
     host_ports: Vec<HostPort>,
+    /// Volumes its pods attach (tracked only when its template's types declare attach limits).
+    volumes: Vec<Attachment>,
     pods: Vec<usize>,
     min_values_relaxed: bool,
     /// `requirements` are still the template's plus the hostname (no pod narrowed them): the template's price
@@ -475,12 +482,20 @@ impl Prepared {
 
         // Requests already on existing nodes.
         let mut used: rustc_hash::FxHashMap<&str, (Resources, Vec<HostPort>, BTreeSet<&str>)> = Default::default();
+        // Volumes count only on nodes with attach limits; most clusters' bound pods are never looked up.
+        let limited: BTreeSet<&str> =
+            input.nodes.iter().filter(|n| !n.volume_limits.is_empty()).map(|n| n.name.as_str()).collect();
+        let mut attached: BTreeMap<&str, Vec<Attachment>> = BTreeMap::new();
         for (p, node) in input.bound_pods {
             let e = used.entry(node.as_str()).or_default();
             e.0.add(&p.requests);
             e.1.extend(p.host_ports.iter().cloned());
             if let Some(ds) = &p.daemonset {
                 e.2.insert(ds.as_str());
+            }
+            if !p.pvcs.is_empty() && limited.contains(node.as_str()) {
+                let a = input.volumes.attachments(p);
+                volumes::attach(attached.entry(node.as_str()).or_default(), &a);
             }
         }
         let mut existing: Vec<&ExistingNode> = input.nodes.iter().collect();
@@ -527,6 +542,8 @@ impl Prepared {
                 taints: taints.into(),
                 remaining: remaining_res,
                 host_ports: ports,
+                volume_limits: n.volume_limits.clone(),
+                volumes: attached.remove(n.name.as_str()).unwrap_or_default(),
                 pods: Vec::new(),
             });
             node_usage.push((n.nodepool.clone(), n.capacity.clone()));
@@ -611,6 +628,8 @@ pub struct Scheduler<'a> {
     remaining: BTreeMap<String, BTreeMap<String, i64>>,
     next_hostname: usize,
     volume_alternatives: Vec<Vec<Requirements>>,
+    /// Per pod, the volumes it attaches through CSI drivers (see [`VolumeIndex::attachments`]).
+    volume_usage: Vec<Vec<Attachment>>,
     /// Consolidation simulations: pods from this index on are being moved off candidates, and may not land on the
     /// nodes marked here (by position in `nodes`).
     settling: Option<(usize, Vec<bool>)>,
@@ -771,6 +790,13 @@ impl<'a> Scheduler<'a> {
 
         let room = (0..nodes.len().div_ceil(ROOM_BLOCK)).map(|b| block_room(&nodes, &gone, b)).collect();
         let volume_alternatives = pods.iter().map(|p| input.volumes.alternatives(p).unwrap_or_default()).collect();
+        // Volumes are looked up only when some node or NodePool has an attach limit to count them against.
+        let counting =
+            fixed.templates.iter().any(|t| t.has_volume_limits) || nodes.iter().any(|n| !n.volume_limits.is_empty());
+        let volume_usage = pods
+            .iter()
+            .map(|p| if !counting || p.pvcs.is_empty() { Vec::new() } else { input.volumes.attachments(p) })
+            .collect();
         let reservations = reservations::Reservations::new(&fixed.reservations, !input.options.reserved_fallback);
         Scheduler {
             input,
@@ -786,6 +812,7 @@ impl<'a> Scheduler<'a> {
             remaining,
             next_hostname: 0,
             volume_alternatives,
+            volume_usage,
             settling: None,
             reservations,
             class_scans: ClassScans::default(),
@@ -1034,6 +1061,7 @@ impl<'a> Scheduler<'a> {
             req_bits,
             requests: Resources::default(),
             host_ports: Vec::new(),
+            volumes: Vec::new(),
             pods: Vec::new(),
             min_values_relaxed: false,
             as_template: true,
@@ -1158,6 +1186,9 @@ impl<'a> Scheduler<'a> {
         let node = &mut self.nodes.to_mut()[n];
         node.remaining = node.remaining.minus(&pod.requests);
         node.host_ports.extend(pod.host_ports.iter().cloned());
+        if !node.volume_limits.is_empty() {
+            volumes::attach(&mut node.volumes, &self.volume_usage[i]);
+        }
         node.pods.push(i);
         // Shared handles, not copies: the topology only reads them.
         let (node_reqs, taints) = (node.requirements.clone(), node.taints.clone());
@@ -1191,6 +1222,7 @@ impl<'a> Scheduler<'a> {
             || !pod.host_ports.is_empty()
             || self.tolerates_template(pod, claim.template).is_err()
             || run.iter().any(|&i| self.volumes_narrow(i))
+            || tpl.has_volume_limits && run.iter().any(|&i| !self.volume_usage[i].is_empty())
         {
             return None;
         }
@@ -1276,6 +1308,12 @@ impl<'a> Scheduler<'a> {
         }
         let alts = &self.volume_alternatives[i];
         if !alts.is_empty() && !alts.iter().any(|a| node.requirements.admits(a, None)) {
+            return NodeVerdict::Never;
+        }
+        // Attached volumes only add up within a solve.
+        if !node.volume_limits.is_empty()
+            && volumes::exceeded(&node.volumes, &self.volume_usage[i], |d| node.volume_limits.get(d).copied()).is_some()
+        {
             return NodeVerdict::Never;
         }
         if let Some(h) = node.hostname_id
@@ -1387,6 +1425,14 @@ impl<'a> Scheduler<'a> {
                 &pod.host_ports,
             ))));
         };
+        if tpl.has_volume_limits
+            && !self.volume_usage[i].is_empty()
+            && let Some(why) = volumes::exceeded(&claim.volumes, &self.volume_usage[i], |d| {
+                volumes::options_limit(survivors.iter().map(|t| &*tpl.types[t]), d)
+            })
+        {
+            return Err(PoolRejection::Other(why));
+        }
         // minValues.
         let reqs_now = final_reqs.unwrap_or(&claim.requirements);
         let relaxed = self.min_values_relaxed(tpl, reqs_now, || survivors.iter(), &[])?;
@@ -1476,6 +1522,9 @@ impl<'a> Scheduler<'a> {
         claim.narrow_to(&self.fixed.templates[claim.template], cand.types);
         claim.requests.add(&pod.requests);
         claim.host_ports.extend(pod.host_ports.iter().cloned());
+        if self.fixed.templates[claim.template].has_volume_limits {
+            volumes::attach(&mut claim.volumes, &self.volume_usage[i]);
+        }
         claim.pods.push(i);
         claim.min_values_relaxed |= cand.relaxed_min_values;
         // Disjoint fields: no copy of the claim's requirements or the template's taints per pod.

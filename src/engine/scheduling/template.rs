@@ -141,6 +141,8 @@ pub struct Template {
     /// How many capacity types the types' offerings have between them (see [`Template::capacity_type_count`]).
     capacity_type_count: std::cell::OnceCell<usize>,
     pub has_prefer_no_schedule: bool,
+    /// Some type declares a CSI attach limit: only then do new claims count their pods' volumes.
+    pub has_volume_limits: bool,
     pub limits: Option<BTreeMap<String, i64>>,
 }
 
@@ -206,6 +208,7 @@ impl Template {
             .filter(|t| type_intersects(t, &requirements) && t.cheapest_offering(&requirements).is_some())
             .cloned()
             .collect();
+        let has_volume_limits = types.iter().any(|t| !t.volume_limits.is_empty());
         // Catalogs come sorted by name; sort only one that isn't.
         if !types.is_sorted_by(|a, b| a.name <= b.name) {
             types.sort_by(|a, b| a.name.cmp(&b.name));
@@ -263,6 +266,7 @@ impl Template {
             open_alloc_cache: RefCell::new(HashMap::new()),
             capacity_type_count: std::cell::OnceCell::new(),
             has_prefer_no_schedule,
+            has_volume_limits,
             limits,
         };
         t.daemon_groups = t.build_daemon_groups(daemonsets, policy);

@@ -106,6 +106,8 @@ impl ApiServer<'_> {
         let now = self.now;
         self.refresh_node_record(name);
         self.cluster.nodes.remove(name);
+        // The CSINode is owned by its Node: the garbage collector takes it too.
+        self.cluster.csinodes.remove(name);
         let orphans: Vec<Key> =
             self.cluster.pods.iter().filter(|(_, p)| p.node_name() == Some(name)).map(|(k, _)| k.clone()).collect();
         for k in orphans {
