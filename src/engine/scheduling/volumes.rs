@@ -234,3 +234,107 @@ pub fn options_limits<'a>(
         types.clone().flat_map(|t| t.volume_limits.keys().map(String::as_str)).collect();
     drivers.into_iter().filter_map(|d| options_limit(types.clone(), d).map(|l| (d.to_string(), l))).collect()
 }
+
+#[cfg(test)]
+mod tests {
+    use k8s_openapi::api::core::v1::Pod;
+    use serde_json::json;
+
+    use super::*;
+    use crate::engine::scheduling::pod::pod_data;
+    use crate::engine::stored_pod::StoredPod;
+
+    fn pod(claims: &[&str]) -> PodData {
+        let volumes: Vec<_> = claims
+            .iter()
+            .enumerate()
+            .map(|(i, c)| json!({"name": format!("v{i}"), "persistentVolumeClaim": {"claimName": c}}))
+            .collect();
+        let p = json!({"metadata": {"name": "p", "namespace": "ns"},
+                       "spec": {"containers": [{"name": "c"}], "volumes": volumes}});
+        pod_data(&StoredPod::from(serde_json::from_value::<Pod>(p).unwrap()), &[]).unwrap()
+    }
+
+    fn index() -> VolumeIndex {
+        let pvc = |name: &str, class: Option<&str>, volume: Option<&str>| {
+            serde_json::from_value::<PersistentVolumeClaim>(json!({
+                "metadata": {"name": name, "namespace": "ns"},
+                "spec": {"storageClassName": class, "volumeName": volume}}))
+            .unwrap()
+        };
+        let pvs = [
+            json!({"metadata": {"name": "pv-csi"}, "spec": {"csi": {"driver": "efs.csi.aws.com", "volumeHandle": "h"}}}),
+            json!({"metadata": {"name": "pv-intree"}, "spec": {"awsElasticBlockStore": {"volumeID": "vol-1"}}}),
+            json!({"metadata": {"name": "pv-nfs"}, "spec": {"nfs": {"server": "s", "path": "/"}}}),
+        ]
+        .map(|v| serde_json::from_value::<PersistentVolume>(v).unwrap());
+        let classes = [("gp3", "ebs.csi.aws.com"), ("legacy", "kubernetes.io/aws-ebs")].map(|(n, p)| {
+            serde_json::from_value::<StorageClass>(json!({"metadata": {"name": n}, "provisioner": p})).unwrap()
+        });
+        VolumeIndex::new(
+            &[
+                pvc("unbound-gp3", Some("gp3"), None),
+                pvc("unbound-legacy", Some("legacy"), None),
+                pvc("bound-csi", Some("gp3"), Some("pv-csi")),
+                pvc("bound-intree", None, Some("pv-intree")),
+                pvc("bound-nfs", Some("gp3"), Some("pv-nfs")),
+                pvc("no-class", None, None),
+                pvc("gone-class", Some("gone"), None),
+                pvc("gone-volume", Some("gp3"), Some("pv-gone")),
+            ],
+            &pvs,
+            &classes,
+        )
+    }
+
+    fn drivers(claims: &[&str]) -> Vec<String> {
+        index().attachments(&pod(claims)).into_iter().map(|(d, id)| format!("{d} {id}")).collect()
+    }
+
+    #[test]
+    fn a_bound_claim_counts_under_its_volumes_driver_and_an_unbound_one_under_its_class() {
+        assert_eq!(drivers(&["bound-csi"]), ["efs.csi.aws.com ns/bound-csi"]);
+        assert_eq!(drivers(&["bound-intree"]), ["ebs.csi.aws.com ns/bound-intree"]);
+        assert_eq!(drivers(&["unbound-gp3"]), ["ebs.csi.aws.com ns/unbound-gp3"]);
+        // An in-tree provisioner counts as the CSI driver that took it over.
+        assert_eq!(drivers(&["unbound-legacy"]), ["ebs.csi.aws.com ns/unbound-legacy"]);
+    }
+
+    #[test]
+    fn what_cannot_be_resolved_is_not_counted() {
+        // A bound non-CSI volume, no class, a missing class or volume, a missing claim: skipped, as upstream does.
+        assert!(drivers(&["bound-nfs", "no-class", "gone-class", "gone-volume", "missing"]).is_empty());
+    }
+
+    #[test]
+    fn a_limit_counts_distinct_volumes_per_driver() {
+        let a = |d: &str, id: &str| (d.to_string(), id.to_string());
+        let held = vec![a("ebs", "ns/a"), a("ebs", "ns/b")];
+        let limit = |d: &str| (d == "ebs").then_some(2);
+        // The same claim again fits; a third does not; another driver is unlimited.
+        assert_eq!(exceeded(&held, &[a("ebs", "ns/a")], limit), None);
+        assert_eq!(
+            exceeded(&held, &[a("ebs", "ns/c")], limit).as_deref(),
+            Some("would exceed volume limit for ebs, 3 > 2")
+        );
+        assert_eq!(exceeded(&held, &[a("efs", "ns/x"), a("efs", "ns/y"), a("efs", "ns/z")], limit), None);
+    }
+
+    #[test]
+    fn a_claims_options_limit_it_by_the_smallest_declared() {
+        let t = |l: &[(&str, u32)]| crate::engine::catalog::InstanceType {
+            name: "t".into(),
+            requirements: Requirements::new(),
+            capacity: Default::default(),
+            overhead: Default::default(),
+            offerings: Vec::new(),
+            volume_limits: l.iter().map(|(d, n)| (d.to_string(), *n)).collect(),
+        };
+        let types = [t(&[("ebs", 25)]), t(&[("ebs", 10), ("efs", 5)]), t(&[])];
+        assert_eq!(options_limit(types.iter(), "ebs"), Some(10));
+        assert_eq!(options_limit(types.iter(), "fsx"), None);
+        let all = options_limits(types.iter());
+        assert_eq!(all.get("efs"), Some(&5));
+        assert_eq!(all.len(), 2);
+    }
+}
