@@ -367,3 +367,83 @@ fn a_kubelet_expression_or_an_undeclared_kubelet_field_is_a_located_error_under_
         parse_scenario(&v115, "kubelet.yaml").unwrap_or_else(|e| panic!("1.15 takes it: {e}"));
     }
 }
+
+/// Balanced consolidation of an on-demand-only pool whose `big` node could move to `small`: 40% cheaper on demand,
+/// 80% cheaper on spot, which the pool does not allow.
+fn balanced_estimate_scenario(version: &str) -> String {
+    format!(
+        r#"name: estimated-savings
+until: 10m
+settings:
+  karpenterVersion: "{version}"
+catalog:
+  source: inline
+  instanceTypes:
+    - name: big
+      cpu: "8"
+      memory: 32Gi
+      offerings:
+        - {{zone: z1, capacityType: on-demand, price: 1.0}}
+        - {{zone: z1, capacityType: spot, price: 0.9}}
+    - name: small
+      cpu: "2"
+      memory: 8Gi
+      offerings:
+        - {{zone: z1, capacityType: on-demand, price: 0.6}}
+        - {{zone: z1, capacityType: spot, price: 0.2}}
+nodes:
+  - {{name: n1, instanceType: big, zone: z1, capacityType: on-demand, nodePool: default}}
+objects:
+  - apiVersion: karpenter.k8s.aws/v1
+    kind: EC2NodeClass
+    metadata: {{name: default}}
+    spec:
+      role: KarpenterNodeRole-demo
+      amiSelectorTerms: [{{alias: al2023@latest}}]
+      subnetSelectorTerms: [{{tags: {{karpenter.sh/discovery: demo}}}}]
+      securityGroupSelectorTerms: [{{tags: {{karpenter.sh/discovery: demo}}}}]
+  - apiVersion: karpenter.sh/v1
+    kind: NodePool
+    metadata: {{name: default}}
+    spec:
+      disruption: {{consolidationPolicy: Balanced, consolidateAfter: 0s}}
+      template:
+        spec:
+          requirements: [{{key: karpenter.sh/capacity-type, operator: In, values: [on-demand]}}]
+          nodeClassRef: {{group: karpenter.k8s.aws, kind: EC2NodeClass, name: default}}
+  - apiVersion: apps/v1
+    kind: Deployment
+    metadata: {{name: app, namespace: default}}
+    spec:
+      replicas: 1
+      selector: {{matchLabels: {{app: app}}}}
+      template:
+        metadata: {{labels: {{app: app}}}}
+        spec:
+          containers: [{{name: c, image: x, resources: {{requests: {{cpu: 500m, memory: 1Gi}}}}}}]
+"#
+    )
+}
+
+#[test]
+fn should_reject_a_move_when_estimated_savings_excludes_spot_offerings_for_an_on_demand_only_node_pool() {
+    use karpenter_tui::sim::report::DecisionDetail;
+    let replacements = |version: &str| -> Vec<Vec<String>> {
+        let s = parse_scenario(&balanced_estimate_scenario(version), "s.yaml").unwrap_or_else(|e| panic!("{e}"));
+        let r = karpenter_tui::sim::run::run(&s, None, None).unwrap_or_else(|e| panic!("{e}"));
+        r.decisions
+            .iter()
+            .filter_map(|d| match &d.detail {
+                DecisionDetail::Disruption { replacements, .. } => {
+                    Some(replacements.iter().flat_map(|r| r.instance_types.clone()).collect())
+                }
+                _ => None,
+            })
+            .collect()
+    };
+    // 1.15 estimates the replacement at its on-demand price: (1.0 − 0.6) / 1.0 = 0.4 < 1/k = 0.5, so no move.
+    assert!(replacements("1.15").is_empty(), "{:?}", replacements("1.15"));
+    // 1.14 estimates it at the cheapest available offering, spot included: (1.0 − 0.2) / 1.0 = 0.8, so it replaces
+    // `big` with an on-demand `small` whose real saving Balanced would have refused.
+    assert_eq!(replacements("1.14"), vec![vec!["small".to_string()]]);
+}

@@ -286,6 +286,7 @@ impl Controller {
                     packing: settings.packing,
                     terminate_first_drift: gates.terminate_first_drift,
                     terminate_first_repair: gates.terminate_first_repair,
+                    estimate_compatible_offerings: settings.karpenter_version.estimates_compatible_offerings(),
                     consolidated: false,
                 },
                 settings.validation_delay,

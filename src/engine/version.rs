@@ -65,6 +65,12 @@ impl KarpenterVersion {
         self >= KarpenterVersion::V1_15
     }
 
+    /// Whether Balanced consolidation's estimated savings price a replacement only at offerings compatible with it
+    /// (v1.15.0, #3217); v1.14 takes its first option's cheapest available offering of any capacity type or zone.
+    pub fn estimates_compatible_offerings(self) -> bool {
+        self >= KarpenterVersion::V1_15
+    }
+
     /// Whether instance types can declare their CSI attach limits, so new NodeClaims count their pods' volumes
     /// before a CSINode exists (v1.15.0, #3202).
     pub fn counts_declared_volume_limits(self) -> bool {

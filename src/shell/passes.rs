@@ -167,6 +167,7 @@ fn in_context<R>(
         spot_to_spot: gates.spot_to_spot_consolidation,
         terminate_first_drift: gates.terminate_first_drift,
         terminate_first_repair: gates.terminate_first_repair,
+        estimate_compatible_offerings: version.estimates_compatible_offerings(),
         ..Default::default()
     };
     let ctx = Context {

@@ -310,15 +310,16 @@ fn filter_out_same_type(cmd: &mut Command) -> bool {
 }
 
 /// Balanced policy: every Balanced NodePool involved must find the savings worth the disruption.
-fn balanced_ok(cmd: &Command, survey: &Survey) -> Result<(), Blocker> {
+fn balanced_ok(ctx: &Context<'_>, cmd: &Command, survey: &Survey) -> Result<(), Blocker> {
     let total_price: f64 = cmd.candidates.iter().map(|c| c.price).sum();
+    let estimated = estimated_savings(ctx, cmd);
     let pools: BTreeSet<&str> = cmd.candidates.iter().map(|c| c.nodepool.as_str()).collect();
     for pool in pools {
         let Some(first) = cmd.candidates.iter().find(|c| c.nodepool == pool) else { continue };
         if first.policy != POLICY_BALANCED {
             continue;
         }
-        let score = balanced_score(cmd, survey, pool, total_price);
+        let score = balanced_score(cmd, estimated, survey, pool, total_price);
         if score < 1.0 / BALANCED_K {
             return Err(Blocker::BalancedScore { score });
         }
@@ -326,11 +327,32 @@ fn balanced_ok(cmd: &Command, survey: &Survey) -> Result<(), Blocker> {
     Ok(())
 }
 
-fn balanced_score(cmd: &Command, survey: &Survey, pool: &str, total_price: f64) -> f64 {
+/// Upstream's `EstimatedSavings`, which Balanced scoring weighs: the candidates' prices less each replacement's
+/// price. v1.15 prices a replacement at its cheapest offering that is available and compatible with the claim (what
+/// `savings_per_hour` holds); v1.14 at its first option's cheapest available offering, compatible or not, so an
+/// on-demand-only claim can be estimated at a spot price.
+fn estimated_savings(ctx: &Context<'_>, cmd: &Command) -> f64 {
+    if ctx.options.estimate_compatible_offerings || cmd.replacements.is_empty() {
+        return cmd.savings_per_hour;
+    }
+    let source: f64 = cmd.candidates.iter().map(|c| c.price).sum();
+    let dest: f64 = cmd
+        .replacements
+        .iter()
+        .filter_map(|r| {
+            let first = r.instance_types.first()?;
+            let t = ctx.catalogs.get(&r.nodepool)?.iter().find(|t| &t.name == first)?;
+            t.offerings.iter().filter(|o| o.available).map(|o| o.price).min_by(f64::total_cmp)
+        })
+        .sum();
+    source - dest
+}
+
+fn balanced_score(cmd: &Command, estimated: f64, survey: &Survey, pool: &str, total_price: f64) -> f64 {
     let (pool_cost, pool_disruption) = survey.pool_totals.get(pool).copied().unwrap_or((0.0, 0.0));
     let in_pool: Vec<&Candidate> = cmd.candidates.iter().filter(|c| c.nodepool == pool).collect();
     let share = if total_price > 0.0 { in_pool.iter().map(|c| c.price).sum::<f64>() / total_price } else { 0.0 };
-    let savings = cmd.savings_per_hour * share;
+    let savings = estimated * share;
     let moved: f64 = in_pool.iter().map(|c| c.reschedule_cost).sum();
     if pool_cost <= 0.0 || pool_disruption <= 0.0 || moved <= 0.0 {
         return 0.0;
@@ -481,7 +503,7 @@ fn multi_node<'s>(
     longest_prefix(1, (list.len() - 1).min(ctx.options.multi_node_cap), |mid| {
         compute(ctx, sim(), &list[..=mid], Method::MultiNode)
             .ok()
-            .filter(|cmd| balanced_ok(cmd, survey).is_ok())
+            .filter(|cmd| balanced_ok(ctx, cmd, survey).is_ok())
             .and_then(|mut cmd| filter_out_same_type(&mut cmd).then_some(cmd))
     })
 }
@@ -554,7 +576,7 @@ fn repack<'s>(
         return None;
     }
     longest_prefix(0, list.len() - 1, |mid| {
-        compute_repack(ctx, sim(), &list[..=mid]).ok().filter(|cmd| balanced_ok(cmd, survey).is_ok())
+        compute_repack(ctx, sim(), &list[..=mid]).ok().filter(|cmd| balanced_ok(ctx, cmd, survey).is_ok())
     })
 }
 
@@ -581,7 +603,7 @@ fn interleave<'s>(list: &[&'s Candidate]) -> Vec<&'s Candidate> {
 }
 
 /// Whether even deleting the candidate outright would pass the Balanced policy (cheap pre-check).
-fn balanced_could_pass(c: &Candidate, survey: &Survey) -> Result<(), Blocker> {
+fn balanced_could_pass(ctx: &Context<'_>, c: &Candidate, survey: &Survey) -> Result<(), Blocker> {
     if c.policy != POLICY_BALANCED {
         return Ok(());
     }
@@ -594,14 +616,14 @@ fn balanced_could_pass(c: &Candidate, survey: &Survey) -> Result<(), Blocker> {
         terminate_first: false,
         repair: None,
     };
-    balanced_ok(&best, survey)
+    balanced_ok(ctx, &best, survey)
 }
 
 /// Single-node consolidation of one candidate: the command, or why not.
 fn single(ctx: &Context<'_>, survey: &Survey, sim: &Simulator<'_>, c: &Candidate) -> Result<Command, Blocker> {
-    balanced_could_pass(c, survey)?;
+    balanced_could_pass(ctx, c, survey)?;
     let cmd = compute(ctx, sim, &[c], Method::SingleNode)?;
-    balanced_ok(&cmd, survey)?;
+    balanced_ok(ctx, &cmd, survey)?;
     Ok(cmd)
 }
 

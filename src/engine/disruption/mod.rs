@@ -392,6 +392,9 @@ pub struct DisruptionOptions {
     pub terminate_first_drift: bool,
     /// v1.15's `TerminateFirstRepair`: the same for repair.
     pub terminate_first_repair: bool,
+    /// Balanced scoring's estimate prices replacements at offerings compatible with them (v1.15, #3217); off, at
+    /// any available offering of their first option (v1.14).
+    pub estimate_compatible_offerings: bool,
 }
 
 impl Default for DisruptionOptions {
@@ -403,6 +406,7 @@ impl Default for DisruptionOptions {
             packing: crate::engine::packing::Packing::Upstream,
             terminate_first_drift: false,
             terminate_first_repair: false,
+            estimate_compatible_offerings: true,
         }
     }
 }
