@@ -846,10 +846,11 @@ async fn metrics_say_what_the_acting_controller_did_and_what_the_cluster_holds()
         ),
         1.0
     );
-    assert_eq!(
-        get(r#"karpenter_nodeclaims_disrupted_total{reason="empty",nodepool="default",capacity_type="on-demand"}"#),
-        1.0
-    );
+    // Under 1.15 (the controller's default) with v1.15's two more labels: the pool's policy for a consolidation, and
+    // the termination mode of a claim without a grace period; and the pods it had to move, none on an empty node.
+    let disrupted = r#"reason="empty",nodepool="default",capacity_type="on-demand",consolidation_policy="when_empty_or_underutilized",termination_mode="graceful""#;
+    assert_eq!(get(&format!("karpenter_nodeclaims_disrupted_total{{{disrupted}}}")), 1.0);
+    assert_eq!(get(&format!("karpenter_pods_disruption_initiated_total{{{disrupted}}}")), 0.0);
     assert_eq!(
         get(&format!(
             r#"karpenter_nodeclaims_terminated_total{{nodepool="default",capacity_type="on-demand",zone="{zone}"}}"#

@@ -34,6 +34,7 @@ use crate::engine::labels;
 use crate::engine::lifecycle::{DeleteReason, LaunchError};
 use crate::engine::manifests::ClusterObjects;
 use crate::engine::provisioning::Millis;
+use crate::engine::version::KarpenterVersion;
 use crate::kube::cache::Cache;
 
 /// The `Content-Type` of what [`Metrics::render`] returns: Prometheus' text exposition format 0.0.4.
@@ -56,11 +57,29 @@ pub struct TerminatedLabels {
     zone: String,
 }
 
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+/// `karpenter_nodeclaims_disrupted_total`'s labels, and `karpenter_pods_disruption_initiated_total`'s.
+#[derive(Clone, Debug, Hash, PartialEq, Eq)]
 pub struct DisruptedLabels {
     reason: String,
     nodepool: String,
     capacity_type: String,
+    /// v1.15's two more (#3297): `consolidation_policy` (the NodePool's, snake_case, for consolidation only) and
+    /// `termination_mode`; `None` under v1.14, whose series have neither.
+    since_1_15: Option<(String, String)>,
+}
+
+impl EncodeLabelSet for DisruptedLabels {
+    fn encode(&self, encoder: &mut prometheus_client::encoding::LabelSetEncoder) -> Result<(), std::fmt::Error> {
+        use prometheus_client::encoding::EncodeLabel;
+        for (k, v) in [("reason", &self.reason), ("nodepool", &self.nodepool), ("capacity_type", &self.capacity_type)] {
+            (k, v.as_str()).encode(encoder.encode_label())?;
+        }
+        if let Some((policy, mode)) = &self.since_1_15 {
+            ("consolidation_policy", policy.as_str()).encode(encoder.encode_label())?;
+            ("termination_mode", mode.as_str()).encode(encoder.encode_label())?;
+        }
+        Ok(())
+    }
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -144,6 +163,7 @@ pub struct Metrics {
     nodeclaims_created: Family<CreatedLabels, Counter>,
     nodeclaims_terminated: Family<TerminatedLabels, Counter>,
     nodeclaims_disrupted: Family<DisruptedLabels, Counter>,
+    pods_disruption_initiated: Family<DisruptedLabels, Counter>,
     decisions: Family<DecisionLabels, Counter>,
     eligible_nodes: Family<ReasonLabels, Gauge>,
     pod_startup: Histogram,
@@ -172,6 +192,7 @@ impl Metrics {
             nodeclaims_created: Family::default(),
             nodeclaims_terminated: Family::default(),
             nodeclaims_disrupted: Family::default(),
+            pods_disruption_initiated: Family::default(),
             decisions: Family::default(),
             eligible_nodes: Family::default(),
             pod_startup: startup_histogram(),
@@ -212,6 +233,12 @@ impl Metrics {
             "Number of nodeclaims disrupted in total by Karpenter. Labeled by reason the nodeclaim was disrupted, \
              the owning nodepool and capacity type",
             m.nodeclaims_disrupted.clone(),
+        );
+        r.register(
+            "karpenter_pods_disruption_initiated",
+            "Number of reschedulable pods on nodeclaims whose disruption was initiated. Labeled by reason, the \
+             owning nodepool, capacity type, consolidation policy and termination mode",
+            m.pods_disruption_initiated.clone(),
         );
         r.register(
             "karpenter_voluntary_disruption_decisions",
@@ -380,7 +407,8 @@ fn controller_of(method: &str) -> &'static str {
 pub enum Counted {
     Created(CreatedLabels),
     Terminated(TerminatedLabels),
-    Disrupted(DisruptedLabels),
+    /// With the reschedulable pods on its node, for v1.15's pod counter (`None` under v1.14).
+    Disrupted(DisruptedLabels, Option<u64>),
 }
 
 impl std::fmt::Debug for Counted {
@@ -388,13 +416,53 @@ impl std::fmt::Debug for Counted {
         match self {
             Counted::Created(l) => write!(f, "created {l:?}"),
             Counted::Terminated(l) => write!(f, "terminated {l:?}"),
-            Counted::Disrupted(l) => write!(f, "disrupted {l:?}"),
+            Counted::Disrupted(l, pods) => write!(f, "disrupted {l:?} ({pods:?} pods)"),
         }
     }
 }
 
 fn label(c: &NodeClaim, key: &str) -> String {
     c.metadata.labels.as_ref().and_then(|l| l.get(key)).cloned().unwrap_or_default()
+}
+
+/// `WhenEmptyOrUnderutilized` → `when_empty_or_underutilized`, as upstream labels a policy.
+fn snake_case(s: &str) -> String {
+    let mut out = String::new();
+    for (i, ch) in s.chars().enumerate() {
+        if ch.is_ascii_uppercase() && i > 0 {
+            out.push('_');
+        }
+        out.push(ch.to_ascii_lowercase());
+    }
+    out
+}
+
+/// Upstream's `termination_mode` from a NodeClaim's termination grace period: none → `graceful`, zero or less →
+/// `forceful`, more → `eventual`.
+fn termination_mode(c: &NodeClaim) -> &'static str {
+    match c.spec.termination_grace_period.as_deref() {
+        None => "graceful",
+        Some(tgp) => match crate::engine::lifecycle::duration_ms(tgp) {
+            Some(ms) if ms > 0 => "eventual",
+            _ => "forceful",
+        },
+    }
+}
+
+/// The pods that will have to go elsewhere when the claim's node goes: active, neither DaemonSet nor mirror pods.
+fn reschedulable_on(m: &ClusterObjects, claim: &NodeClaim) -> u64 {
+    let Some(node) = claim.status.as_ref().and_then(|s| s.node_name.as_deref()).filter(|n| !n.is_empty()) else {
+        return 0;
+    };
+    let owned_by = |p: &crate::engine::stored_pod::StoredPod, kind: &str| {
+        p.metadata.owner_references.iter().flatten().any(|o| o.kind == kind)
+    };
+    m.pods
+        .iter()
+        .filter(|p| p.bound_node() == Some(node))
+        .filter(|p| !matches!(p.status.as_ref().and_then(|s| s.phase.as_deref()), Some("Succeeded" | "Failed")))
+        .filter(|p| !owned_by(p, "DaemonSet") && !owned_by(p, "Node"))
+        .count() as u64
 }
 
 /// Upstream's lower-case disruption reasons (`underutilized`, `empty`, `drifted`, ...).
@@ -470,11 +538,30 @@ pub fn counted(e: &Effect, look: &Lookup<'_>) -> Option<Counted> {
                     .map_or_else(|| reason.as_str().to_string(), str::to_ascii_lowercase),
                 other => other.as_str().to_string(),
             };
-            Some(Counted::Disrupted(DisruptedLabels {
-                reason: why,
-                nodepool: claim.and_then(|c| c.nodepool()).unwrap_or_default().to_string(),
-                capacity_type: claim.map(|c| label(c, labels::CAPACITY_TYPE)).unwrap_or_default(),
-            }))
+            let nodepool = claim.and_then(|c| c.nodepool()).unwrap_or_default().to_string();
+            let v115 = look.controller.karpenter_version() >= KarpenterVersion::V1_15;
+            let since_1_15 = v115.then(|| {
+                let consolidation = matches!(why.as_str(), "underutilized" | "empty");
+                let policy = look
+                    .m
+                    .filter(|_| consolidation)
+                    .and_then(|m| m.nodepools.iter().find(|p| p.name() == nodepool))
+                    .map(|p| snake_case(&p.spec.disruption.consolidation_policy))
+                    .unwrap_or_default();
+                (policy, claim.map_or("graceful", |c| termination_mode(c)).to_string())
+            });
+            // Interruptions are the cloud's doing, not a disruption Karpenter initiates.
+            let pods = (v115 && *reason != DeleteReason::Interrupted)
+                .then(|| claim.and_then(|c| look.m.map(|m| reschedulable_on(m, c))).unwrap_or(0));
+            Some(Counted::Disrupted(
+                DisruptedLabels {
+                    reason: why,
+                    nodepool,
+                    capacity_type: claim.map(|c| label(c, labels::CAPACITY_TYPE)).unwrap_or_default(),
+                    since_1_15,
+                },
+                pods,
+            ))
         }
         _ => None,
     }
@@ -512,7 +599,12 @@ impl Recorder {
             match c {
                 Counted::Created(l) => m.nodeclaims_created.get_or_create(&l).inc(),
                 Counted::Terminated(l) => m.nodeclaims_terminated.get_or_create(&l).inc(),
-                Counted::Disrupted(l) => m.nodeclaims_disrupted.get_or_create(&l).inc(),
+                Counted::Disrupted(l, pods) => {
+                    if let Some(n) = pods {
+                        m.pods_disruption_initiated.get_or_create(&l).inc_by(n);
+                    }
+                    m.nodeclaims_disrupted.get_or_create(&l).inc()
+                }
             };
         }
     }
@@ -785,7 +877,46 @@ mod tests {
     }
 
     #[test]
+    fn disrupted_series_carry_v1_15s_labels_only_under_1_15() {
+        let metrics = Arc::new(Metrics::new(""));
+        let rec = Recorder::new(metrics.clone());
+        let l = |since: Option<(&str, &str)>| DisruptedLabels {
+            reason: "underutilized".into(),
+            nodepool: "default".into(),
+            capacity_type: "spot".into(),
+            since_1_15: since.map(|(p, m)| (p.to_string(), m.to_string())),
+        };
+        rec.carried(
+            vec![
+                (0, Counted::Disrupted(l(None), None)),
+                (1, Counted::Disrupted(l(Some(("balanced", "eventual"))), Some(7))),
+            ],
+            &[],
+        );
+        let text = metrics.render(None);
+        let base = r#"reason="underutilized",nodepool="default",capacity_type="spot""#;
+        assert!(text.contains(&format!("karpenter_nodeclaims_disrupted_total{{{base}}} 1")), "{text}");
+        let v115 = format!(r#"{base},consolidation_policy="balanced",termination_mode="eventual""#);
+        assert!(text.contains(&format!("karpenter_nodeclaims_disrupted_total{{{v115}}} 1")), "{text}");
+        assert!(text.contains(&format!("karpenter_pods_disruption_initiated_total{{{v115}}} 7")), "{text}");
+        // The v1.14 disruption counts no pods.
+        assert!(!text.contains(&format!("karpenter_pods_disruption_initiated_total{{{base}}}")), "{text}");
+    }
+
+    #[test]
     fn labels_follow_upstreams_values() {
+        assert_eq!(snake_case("WhenEmptyOrUnderutilized"), "when_empty_or_underutilized");
+        assert_eq!(snake_case("Balanced"), "balanced");
+        let claim = |tgp: Option<&str>| {
+            let spec = crate::engine::api::NodeClaimSpec {
+                termination_grace_period: tgp.map(str::to_string),
+                ..Default::default()
+            };
+            NodeClaim::new("c", spec)
+        };
+        assert_eq!(termination_mode(&claim(None)), "graceful");
+        assert_eq!(termination_mode(&claim(Some("0s"))), "forceful");
+        assert_eq!(termination_mode(&claim(Some("48h"))), "eventual");
         assert_eq!(reason_label(Reason::Underutilized), "underutilized");
         assert_eq!(consolidation_type(Method::MultiNode), "multi");
         assert_eq!(consolidation_type(Method::Emptiness), "empty");
