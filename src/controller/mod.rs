@@ -155,8 +155,8 @@ pub struct Controller {
     legacy_node_repair: bool,
     /// Reboots committed per NodeClaim (v1.15's repair escalates a third within a day to replacement).
     reboots: reboot::History,
-    /// Reboots asked of the cloud and not answered yet, by NodeClaim.
-    reboots_sent: BTreeSet<String>,
+    /// Reboots asked of the cloud and not answered yet, by NodeClaim, with when they were asked.
+    reboots_sent: BTreeMap<String, Millis>,
     /// Reboots the cloud took: recorded as issued on the reboot controller's next pass.
     reboots_taken: BTreeSet<String>,
     /// Reboots the cloud refused, by NodeClaim: failed on the reboot controller's next pass.
@@ -315,7 +315,7 @@ impl Controller {
             repair_set: None,
             legacy_node_repair: settings.legacy_node_repair,
             reboots: reboot::History::default(),
-            reboots_sent: BTreeSet::new(),
+            reboots_sent: BTreeMap::new(),
             reboots_taken: BTreeSet::new(),
             reboot_failures: BTreeMap::new(),
             repairs: Vec::new(),

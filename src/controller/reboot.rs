@@ -38,6 +38,8 @@ pub const MAX_REBOOTS_PER_DAY: usize = 2;
 pub const HISTORY_WINDOW: Millis = 24 * 60 * MINUTE;
 /// The drain runs at least this long, whatever the grace period.
 pub const MIN_DRAIN: Millis = 5 * SECOND;
+/// A reboot the cloud has not taken this long after the drain ended has failed (`provider_error`).
+pub const ISSUE_DEADLINE: Millis = 5 * MINUTE;
 /// A reboot not seen (new boot id, Ready) this long after it was issued has failed.
 pub const OBSERVATION_DEADLINE: Millis = 20 * MINUTE;
 /// How often an issued reboot is looked at.
@@ -139,7 +141,7 @@ impl Controller {
             m.nodeclaims.iter().filter(|c| in_progress(c) && c.metadata.deletion_timestamp.is_none()).collect();
         // Answers about claims no longer rebooting are of no use.
         let live = |name: &String| claims.iter().any(|c| c.name() == name);
-        self.reboots_sent.retain(live);
+        self.reboots_sent.retain(|k, _| live(k));
         self.reboots_taken.retain(live);
         for claim in claims {
             let Some(cond) = claim.condition(COND_REBOOTING) else { continue };
@@ -187,9 +189,15 @@ impl Controller {
             self.reboot_taken(claim, name, now, out);
             return;
         }
-        if self.reboots_sent.contains(claim.name()) {
-            // Asked, not answered yet.
-            self.requeue(now + SECOND);
+        if let Some(&asked) = self.reboots_sent.get(claim.name()) {
+            // Asked, not answered yet: upstream gives the cloud 5 minutes (a timer of its process, as here).
+            if now >= asked.saturating_add(ISSUE_DEADLINE) {
+                self.reboots_sent.remove(claim.name());
+                let why = "the cloud did not take the reboot within 5m";
+                self.fail_reboot(claim, Some(node), RESULT_PROVIDER_ERROR, why, now, out);
+                return;
+            }
+            self.requeue((now + SECOND).min(asked.saturating_add(ISSUE_DEADLINE)));
             return;
         }
         add_rebooting_taint(out.node(node));
@@ -230,7 +238,7 @@ impl Controller {
             op_id: format!("{}-{since}-{pre}", claim.metadata.uid.as_deref().unwrap_or(claim.name())),
         });
         // The claim says the reboot was issued once the cloud has taken it (see `reboot_answered`).
-        self.reboots_sent.insert(claim.name().to_string());
+        self.reboots_sent.insert(claim.name().to_string(), now);
         self.requeue(now + SECOND);
     }
 
@@ -420,6 +428,23 @@ mod tests {
         assert_eq!(reason, REASON_FAILED);
         assert!(message.is_some_and(|m| m.starts_with(RESULT_PROVIDER_ERROR)));
         assert!(deleted(&effects), "escalated to replacement: {effects:?}");
+    }
+
+    #[test]
+    fn a_reboot_the_cloud_never_answers_fails_after_5_minutes() {
+        let s = cluster(REASON_REQUESTED, "b1", serde_json::json!({ANNOTATION_GRACE: "0s"}));
+        let mut c = controller();
+        let asked = c.lifecycle(&s.view(), T0 + 10 * SECOND);
+        assert!(asked.iter().any(|e| matches!(e, Effect::RebootInstance { .. })), "{asked:?}");
+        let waiting = c.lifecycle(&s.view(), T0 + 10 * SECOND + ISSUE_DEADLINE - SECOND);
+        assert!(rebooting(&waiting).is_none() && !deleted(&waiting), "still waiting: {waiting:?}");
+        let late = c.lifecycle(&s.view(), T0 + 10 * SECOND + ISSUE_DEADLINE);
+        assert!(
+            rebooting(&late)
+                .is_some_and(|(r, m)| r == REASON_FAILED && m.is_some_and(|m| m.starts_with(RESULT_PROVIDER_ERROR))),
+            "{late:?}"
+        );
+        assert!(deleted(&late), "escalated to replacement");
     }
 
     #[test]
