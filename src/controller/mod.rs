@@ -509,6 +509,11 @@ impl Controller {
         self.last_outlook.as_ref()
     }
 
+    /// When this process committed the latest reboot of `claim` (v1.15's repair), if it did.
+    pub fn reboot_requested_at(&self, claim: &str) -> Option<Millis> {
+        self.reboots.last(claim)
+    }
+
     /// Every disruption command so far, oldest first, with where it is.
     pub fn records(&self) -> &[CommandRecord] {
         &self.disruption.records

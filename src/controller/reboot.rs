@@ -70,6 +70,11 @@ pub struct History {
 }
 
 impl History {
+    /// When the latest reboot of `claim` was committed.
+    pub fn last(&self, claim: &str) -> Option<Millis> {
+        self.by_claim.get(claim).and_then(|v| v.last().copied())
+    }
+
     /// How many reboots were committed for `claim` within the last day.
     pub fn recent(&self, claim: &str, now: Millis) -> usize {
         self.by_claim.get(claim).map_or(0, |v| v.iter().filter(|t| now - **t < HISTORY_WINDOW).count())

@@ -90,6 +90,11 @@ pub struct DecisionLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ResultLabels {
+    result: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct ReasonLabels {
     reason: String,
 }
@@ -148,6 +153,11 @@ fn duration_histogram() -> Histogram {
 }
 
 /// Pods take seconds to minutes to start.
+/// v1.15's reboot buckets: 10 s doubling to 1,280 s.
+fn reboot_histogram() -> Histogram {
+    Histogram::new(prometheus_client::metrics::histogram::exponential_buckets(10.0, 2.0, 8))
+}
+
 fn startup_histogram() -> Histogram {
     Histogram::new([1.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 45.0, 60.0, 90.0, 120.0, 180.0, 300.0, 600.0, 1200.0])
 }
@@ -164,6 +174,9 @@ pub struct Metrics {
     nodeclaims_terminated: Family<TerminatedLabels, Counter>,
     nodeclaims_disrupted: Family<DisruptedLabels, Counter>,
     pods_disruption_initiated: Family<DisruptedLabels, Counter>,
+    reboots: Family<ResultLabels, Counter>,
+    reboot_duration: HistogramFamily<ResultLabels>,
+    reboot_recovery: Histogram,
     decisions: Family<DecisionLabels, Counter>,
     eligible_nodes: Family<ReasonLabels, Gauge>,
     pod_startup: Histogram,
@@ -193,6 +206,9 @@ impl Metrics {
             nodeclaims_terminated: Family::default(),
             nodeclaims_disrupted: Family::default(),
             pods_disruption_initiated: Family::default(),
+            reboots: Family::default(),
+            reboot_duration: Family::new_with_constructor(reboot_histogram as fn() -> Histogram),
+            reboot_recovery: reboot_histogram(),
             decisions: Family::default(),
             eligible_nodes: Family::default(),
             pod_startup: startup_histogram(),
@@ -239,6 +255,17 @@ impl Metrics {
             "Number of reschedulable pods on nodeclaims whose disruption was initiated. Labeled by reason, the \
              owning nodepool, capacity type, consolidation policy and termination mode",
             m.pods_disruption_initiated.clone(),
+        );
+        r.register("karpenter_nodes_reboots", "Number of node reboots completed. Labeled by result", m.reboots.clone());
+        r.register(
+            "karpenter_nodes_reboot_duration_seconds",
+            "The time from a reboot's request until its result. Labeled by result",
+            m.reboot_duration.clone(),
+        );
+        r.register(
+            "karpenter_nodes_reboot_recovery_duration_seconds",
+            "The time from a reboot's issue until the node was back and Ready",
+            m.reboot_recovery.clone(),
         );
         r.register(
             "karpenter_voluntary_disruption_decisions",
@@ -409,6 +436,13 @@ pub enum Counted {
     Terminated(TerminatedLabels),
     /// With the reschedulable pods on its node, for v1.15's pod counter (`None` under v1.14).
     Disrupted(DisruptedLabels, Option<u64>),
+    /// A reboot's result (`succeeded`, `provider_error`, ...), with the seconds since it was requested (when this
+    /// process requested it) and, for one that succeeded, since it was issued.
+    Rebooted {
+        result: String,
+        since_requested: Option<f64>,
+        since_issued: Option<f64>,
+    },
 }
 
 impl std::fmt::Debug for Counted {
@@ -417,12 +451,41 @@ impl std::fmt::Debug for Counted {
             Counted::Created(l) => write!(f, "created {l:?}"),
             Counted::Terminated(l) => write!(f, "terminated {l:?}"),
             Counted::Disrupted(l, pods) => write!(f, "disrupted {l:?} ({pods:?} pods)"),
+            Counted::Rebooted { result, .. } => write!(f, "rebooted ({result})"),
         }
     }
 }
 
 fn label(c: &NodeClaim, key: &str) -> String {
     c.metadata.labels.as_ref().and_then(|l| l.get(key)).cloned().unwrap_or_default()
+}
+
+/// A status write that ends a reboot (`Rebooting` from True to False): its result and how long it took.
+fn rebooted(name: &str, status: &crate::engine::api::nodeclaim::NodeClaimStatus, look: &Lookup<'_>) -> Option<Counted> {
+    use crate::controller::reboot::{COND_REBOOTING, REASON_ISSUED, REASON_SUCCEEDED};
+    let new = status.conditions.iter().find(|c| c.type_ == COND_REBOOTING && c.status == "False")?;
+    let old = look.m?.nodeclaims.iter().find(|c| c.name() == name)?.condition(COND_REBOOTING)?;
+    if old.status != "True" {
+        return None;
+    }
+    let at = |c: &crate::engine::api::common::Condition| {
+        c.last_transition_time.as_deref().and_then(crate::engine::lifecycle::parse_rfc3339)
+    };
+    let done = at(new)?;
+    let result = if new.reason.as_deref() == Some(REASON_SUCCEEDED) {
+        "succeeded".to_string()
+    } else {
+        // The failure's message starts with its result (`provider_error: ...`).
+        new.message.as_deref().and_then(|m| m.split(':').next()).unwrap_or("provider_error").to_string()
+    };
+    let seconds = |from: Millis| (done - from).max(0) as f64 / 1000.0;
+    let since_issued =
+        (result == "succeeded" && old.reason.as_deref() == Some(REASON_ISSUED)).then(|| at(old).map(seconds)).flatten();
+    Some(Counted::Rebooted {
+        result,
+        since_requested: look.controller.reboot_requested_at(name).map(seconds),
+        since_issued,
+    })
 }
 
 /// `WhenEmptyOrUnderutilized` → `when_empty_or_underutilized`, as upstream labels a policy.
@@ -520,6 +583,7 @@ pub fn counted(e: &Effect, look: &Lookup<'_>) -> Option<Counted> {
                 min_values_relaxed: relaxed,
             }))
         }
+        Effect::PatchClaimStatus { name, status } => rebooted(name, status, look),
         Effect::FinalizeNodeClaim { claim } => Some(Counted::Terminated(TerminatedLabels {
             nodepool: claim.nodepool().unwrap_or_default().to_string(),
             capacity_type: label(claim, labels::CAPACITY_TYPE),
@@ -597,15 +661,29 @@ impl Recorder {
                 continue;
             }
             match c {
-                Counted::Created(l) => m.nodeclaims_created.get_or_create(&l).inc(),
-                Counted::Terminated(l) => m.nodeclaims_terminated.get_or_create(&l).inc(),
+                Counted::Created(l) => {
+                    m.nodeclaims_created.get_or_create(&l).inc();
+                }
+                Counted::Terminated(l) => {
+                    m.nodeclaims_terminated.get_or_create(&l).inc();
+                }
+                Counted::Rebooted { result, since_requested, since_issued } => {
+                    let l = ResultLabels { result };
+                    m.reboots.get_or_create(&l).inc();
+                    if let Some(s) = since_requested {
+                        m.reboot_duration.get_or_create(&l).observe(s);
+                    }
+                    if let Some(s) = since_issued {
+                        m.reboot_recovery.observe(s);
+                    }
+                }
                 Counted::Disrupted(l, pods) => {
                     if let Some(n) = pods {
                         m.pods_disruption_initiated.get_or_create(&l).inc_by(n);
                     }
-                    m.nodeclaims_disrupted.get_or_create(&l).inc()
+                    m.nodeclaims_disrupted.get_or_create(&l).inc();
                 }
-            };
+            }
         }
     }
 
@@ -901,6 +979,51 @@ mod tests {
         assert!(text.contains(&format!("karpenter_pods_disruption_initiated_total{{{v115}}} 7")), "{text}");
         // The v1.14 disruption counts no pods.
         assert!(!text.contains(&format!("karpenter_pods_disruption_initiated_total{{{base}}}")), "{text}");
+    }
+
+    #[test]
+    fn a_status_write_ending_a_reboot_counts_its_result_and_how_long_it_was_out() {
+        use crate::engine::api::nodeclaim::NodeClaimStatus;
+        let claim: NodeClaim = serde_json::from_value(serde_json::json!({
+            "apiVersion": "karpenter.sh/v1", "kind": "NodeClaim", "metadata": {"name": "c1"},
+            "spec": {"nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"},
+                     "requirements": []},
+            "status": {"conditions": [{"type": "Rebooting", "status": "True", "reason": "RebootIssued",
+                                       "message": "", "lastTransitionTime": "2026-12-07T10:00:00Z"}]}}))
+        .unwrap();
+        let m = ClusterObjects { nodeclaims: vec![Arc::new(claim)], ..Default::default() };
+        let controller = Controller::new(Arc::new(crate::engine::catalog::fake::fake_catalog()), Mode::Auto, 0);
+        let look = Lookup { controller: &controller, m: Some(&m) };
+        let ended = |reason: &str, message: &str| {
+            let status: NodeClaimStatus = serde_json::from_value(serde_json::json!({"conditions": [
+                {"type": "Rebooting", "status": "False", "reason": reason, "message": message,
+                 "lastTransitionTime": "2026-12-07T10:01:30Z"}]}))
+            .unwrap();
+            counted(&Effect::PatchClaimStatus { name: "c1".into(), status: Box::new(status) }, &look)
+        };
+        match ended("RebootSucceeded", "") {
+            Some(Counted::Rebooted { result, since_requested, since_issued }) => {
+                assert_eq!(result, "succeeded");
+                assert_eq!(since_issued, Some(90.0));
+                // Requested by another process: no duration from the request.
+                assert_eq!(since_requested, None);
+            }
+            other => panic!("{other:?}"),
+        }
+        match ended("RebootFailed", "recovery_timeout: the node did not come back") {
+            Some(Counted::Rebooted { result, since_issued, .. }) => {
+                assert_eq!(result, "recovery_timeout");
+                assert_eq!(since_issued, None);
+            }
+            other => panic!("{other:?}"),
+        }
+        let metrics = Arc::new(Metrics::new(""));
+        let rec = Recorder::new(metrics.clone());
+        rec.carried(vec![(0, ended("RebootSucceeded", "").unwrap())], &[]);
+        let text = metrics.render(None);
+        assert!(text.contains("karpenter_nodes_reboots_total{result=\"succeeded\"} 1"), "{text}");
+        assert!(text.contains("karpenter_nodes_reboot_recovery_duration_seconds_bucket{le=\"160\"} 1"), "{text}");
+        assert!(text.contains("karpenter_nodes_reboot_recovery_duration_seconds_bucket{le=\"80\"} 0"), "{text}");
     }
 
     #[test]

@@ -359,6 +359,8 @@ struct Candidate {
 
 /// The parts of a solve that never change during it.
 struct Fixed {
+    /// Some node or template has a CSI attach limit: only then are pods' volumes looked up.
+    counts_volumes: bool,
     templates: Vec<Template>,
     /// NodePools that can't be used at all, with the reason every failing pod will show for them.
     unusable: Vec<(String, PoolRejection)>,
@@ -569,7 +571,10 @@ impl Prepared {
             }
         }
         let reservations = reservations::starting_capacity(&templates);
+        let counts_volumes =
+            templates.iter().any(|t| t.has_volume_limits) || nodes.iter().any(|n| !n.volume_limits.is_empty());
         let fixed = Fixed {
+            counts_volumes,
             templates,
             unusable,
             prefer_no_schedule_step,
@@ -790,12 +795,9 @@ impl<'a> Scheduler<'a> {
 
         let room = (0..nodes.len().div_ceil(ROOM_BLOCK)).map(|b| block_room(&nodes, &gone, b)).collect();
         let volume_alternatives = pods.iter().map(|p| input.volumes.alternatives(p).unwrap_or_default()).collect();
-        // Volumes are looked up only when some node or NodePool has an attach limit to count them against.
-        let counting =
-            fixed.templates.iter().any(|t| t.has_volume_limits) || nodes.iter().any(|n| !n.volume_limits.is_empty());
         let volume_usage = pods
             .iter()
-            .map(|p| if !counting || p.pvcs.is_empty() { Vec::new() } else { input.volumes.attachments(p) })
+            .map(|p| if !fixed.counts_volumes || p.pvcs.is_empty() { Vec::new() } else { input.volumes.attachments(p) })
             .collect();
         let reservations = reservations::Reservations::new(&fixed.reservations, !input.options.reserved_fallback);
         Scheduler {
