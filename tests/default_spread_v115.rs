@@ -105,18 +105,8 @@ fn nodes(w: &World) -> usize {
 }
 
 const ZONES: &str = "z1, z2, z3";
-const NODECLASS: &str = r#"  - apiVersion: karpenter.k8s.aws/v1
-    kind: EC2NodeClass
-    metadata: {name: default}
-    spec:
-      role: KarpenterNodeRole-demo
-      amiSelectorTerms: [{alias: al2023@latest}]
-      subnetSelectorTerms: [{tags: {karpenter.sh/discovery: demo}}]
-      securityGroupSelectorTerms: [{tags: {karpenter.sh/discovery: demo}}]
-"#;
-
 fn objects(parts: &[&str]) -> String {
-    let mut s = NODECLASS.to_string();
+    let mut s = crate::common::SCENARIO_NODECLASS.to_string();
     for p in parts {
         s.push_str(p);
     }

@@ -394,15 +394,7 @@ catalog:
 nodes:
   - {{name: n1, instanceType: big, zone: z1, capacityType: on-demand, nodePool: default}}
 objects:
-  - apiVersion: karpenter.k8s.aws/v1
-    kind: EC2NodeClass
-    metadata: {{name: default}}
-    spec:
-      role: KarpenterNodeRole-demo
-      amiSelectorTerms: [{{alias: al2023@latest}}]
-      subnetSelectorTerms: [{{tags: {{karpenter.sh/discovery: demo}}}}]
-      securityGroupSelectorTerms: [{{tags: {{karpenter.sh/discovery: demo}}}}]
-  - apiVersion: karpenter.sh/v1
+{nodeclass}  - apiVersion: karpenter.sh/v1
     kind: NodePool
     metadata: {{name: default}}
     spec:
@@ -421,7 +413,8 @@ objects:
         metadata: {{labels: {{app: app}}}}
         spec:
           containers: [{{name: c, image: x, resources: {{requests: {{cpu: 500m, memory: 1Gi}}}}}}]
-"#
+"#,
+        nodeclass = crate::common::SCENARIO_NODECLASS
     )
 }
 

@@ -29,15 +29,12 @@ fn catalog(limit: u32) -> String {
     )
 }
 
-const BASE: &str = r#"  - apiVersion: karpenter.k8s.aws/v1
-    kind: EC2NodeClass
-    metadata: {name: default}
-    spec:
-      role: KarpenterNodeRole-demo
-      amiSelectorTerms: [{alias: al2023@latest}]
-      subnetSelectorTerms: [{tags: {karpenter.sh/discovery: demo}}]
-      securityGroupSelectorTerms: [{tags: {karpenter.sh/discovery: demo}}]
-  - apiVersion: karpenter.sh/v1
+/// The objects besides the pods: the class, a NodePool and an EBS StorageClass binding at first consumer.
+fn base() -> String {
+    format!("{}{POOL_AND_CLASS}", crate::common::SCENARIO_NODECLASS)
+}
+
+const POOL_AND_CLASS: &str = r#"  - apiVersion: karpenter.sh/v1
     kind: NodePool
     metadata: {name: default}
     spec:
@@ -88,8 +85,9 @@ fn claims_and_pods(range: std::ops::Range<usize>, indent: &str) -> String {
 
 fn scenario(version: &str, limit: u32, pods: usize) -> String {
     format!(
-        "name: volume-limits\nuntil: 20m\nsettings:\n  karpenterVersion: \"{version}\"\n{}objects:\n{BASE}{}",
+        "name: volume-limits\nuntil: 20m\nsettings:\n  karpenterVersion: \"{version}\"\n{}objects:\n{}{}",
         catalog(limit),
+        base(),
         pods_with_claims(pods)
     )
 }
@@ -176,7 +174,7 @@ fn a_nodeclaim_in_flight_counts_against_its_options_declared_limit() {
 #[test]
 fn pods_sharing_one_claim_attach_it_once() {
     // 20 pods mounting the same claim count as one volume: one NodeClaim holds them all.
-    let mut objects = String::from(BASE);
+    let mut objects = base();
     objects.push_str(
         r#"  - apiVersion: v1
     kind: PersistentVolumeClaim

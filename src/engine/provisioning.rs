@@ -87,26 +87,18 @@ pub fn is_provisionable(p: &StoredPod) -> bool {
     unschedulable
         && p.bound_node().is_none()
         && p.status.as_ref().and_then(|s| s.nominated_node_name.as_deref()).is_none_or(str::is_empty)
-        && !owned_by(p, "DaemonSet")
-        && !owned_by(p, "Node")
-}
-
-fn owned_by(p: &StoredPod, kind: &str) -> bool {
-    p.metadata.owner_references.iter().flatten().any(|o| o.kind == kind)
-}
-
-fn is_terminal(p: &StoredPod) -> bool {
-    matches!(p.status.as_ref().and_then(|s| s.phase.as_deref()), Some("Succeeded" | "Failed"))
+        && !p.owned_by("DaemonSet")
+        && !p.owned_by("Node")
 }
 
 /// Pods of a deleting node that must be re-homed: active (StatefulSet pods even while terminating), not daemon or
 /// static, no do-not-disrupt, not covered by a fully blocking PDB.
 pub fn is_currently_reschedulable(p: &StoredPod, pdbs: &[PodDisruptionBudget]) -> bool {
     let terminating = p.metadata.deletion_timestamp.is_some();
-    if is_terminal(p) || (terminating && !owned_by(p, "StatefulSet")) {
+    if p.is_terminal() || (terminating && !p.owned_by("StatefulSet")) {
         return false;
     }
-    if owned_by(p, "DaemonSet") || owned_by(p, "Node") {
+    if p.owned_by("DaemonSet") || p.owned_by("Node") {
         return false;
     }
     if p.metadata
@@ -605,7 +597,7 @@ impl ClusterState {
             let node = p.bound_node().map(str::to_string);
             match node {
                 Some(node) => {
-                    if is_terminal(p) {
+                    if p.is_terminal() {
                         continue;
                     }
                     let Ok(d) = digests.get(i, p) else { continue };

@@ -51,6 +51,16 @@ impl StoredPod {
         self.node_name().filter(|n| !n.is_empty())
     }
 
+    /// Succeeded or Failed: done running, holding nothing on its node.
+    pub fn is_terminal(&self) -> bool {
+        matches!(self.status.as_ref().and_then(|s| s.phase.as_deref()), Some("Succeeded" | "Failed"))
+    }
+
+    /// Whether an owner of kind `kind` is named (`DaemonSet`; `Node` for a static pod's mirror).
+    pub fn owned_by(&self, kind: &str) -> bool {
+        self.metadata.owner_references.iter().flatten().any(|o| o.kind == kind)
+    }
+
     /// The upstream object.
     pub fn to_pod(&self) -> Pod {
         let mut spec = PodSpec::clone(&self.spec);

@@ -43,14 +43,6 @@ fn key(p: &StoredPod) -> PodKey {
     (p.metadata.namespace.clone().unwrap_or_default(), p.metadata.name.clone().unwrap_or_default())
 }
 
-fn owned_by(p: &StoredPod, kind: &str) -> bool {
-    p.metadata.owner_references.iter().flatten().any(|o| o.kind == kind)
-}
-
-fn is_terminal(p: &StoredPod) -> bool {
-    matches!(p.status.as_ref().and_then(|s| s.phase.as_deref()), Some("Succeeded" | "Failed"))
-}
-
 fn deleted_at(p: &StoredPod) -> Option<Millis> {
     p.metadata.deletion_timestamp.as_ref().map(time_ms)
 }
@@ -73,7 +65,7 @@ pub fn is_stuck_terminating(p: &StoredPod, now: Millis) -> bool {
 /// Pods the drain waits for: not terminal, not tolerating `karpenter.sh/disrupted:NoSchedule`, not stuck
 /// terminating, not mirror (static) pods.
 pub fn is_waiting_eviction(p: &StoredPod, now: Millis) -> bool {
-    !is_terminal(p) && !tolerates_disrupted(p) && !is_stuck_terminating(p, now) && !owned_by(p, "Node")
+    !p.is_terminal() && !tolerates_disrupted(p) && !is_stuck_terminating(p, now) && !p.owned_by("Node")
 }
 
 /// `karpenter.sh/do-not-disrupt` is active: `"true"`, or a positive Go duration still running since
@@ -153,7 +145,7 @@ pub fn drain_plan(
             plan.force_delete.push((ns, name, remaining_secs.max(1)));
             continue;
         }
-        let tier = usize::from(is_critical(p)) * 2 + usize::from(owned_by(p, "DaemonSet"));
+        let tier = usize::from(is_critical(p)) * 2 + usize::from(p.owned_by("DaemonSet"));
         tiers[tier].push(p);
     }
     if let Some(tier) = tiers.iter().find(|t| !t.is_empty()) {

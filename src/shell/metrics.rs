@@ -517,14 +517,10 @@ fn reschedulable_on(m: &ClusterObjects, claim: &NodeClaim) -> u64 {
     let Some(node) = claim.status.as_ref().and_then(|s| s.node_name.as_deref()).filter(|n| !n.is_empty()) else {
         return 0;
     };
-    let owned_by = |p: &crate::engine::stored_pod::StoredPod, kind: &str| {
-        p.metadata.owner_references.iter().flatten().any(|o| o.kind == kind)
-    };
     m.pods
         .iter()
-        .filter(|p| p.bound_node() == Some(node))
-        .filter(|p| !matches!(p.status.as_ref().and_then(|s| s.phase.as_deref()), Some("Succeeded" | "Failed")))
-        .filter(|p| !owned_by(p, "DaemonSet") && !owned_by(p, "Node"))
+        .filter(|p| p.bound_node() == Some(node) && !p.is_terminal())
+        .filter(|p| !p.owned_by("DaemonSet") && !p.owned_by("Node"))
         .count() as u64
 }
 

@@ -20,6 +20,17 @@ use karpenter_tui::engine::scheduling::SchedulerOptions;
 
 pub mod plan_check;
 
+/// The EC2NodeClass `default` as an item of a scenario's `objects` list.
+pub const SCENARIO_NODECLASS: &str = r#"  - apiVersion: karpenter.k8s.aws/v1
+    kind: EC2NodeClass
+    metadata: {name: default}
+    spec:
+      role: KarpenterNodeRole-demo
+      amiSelectorTerms: [{alias: al2023@latest}]
+      subnetSelectorTerms: [{tags: {karpenter.sh/discovery: demo}}]
+      securityGroupSelectorTerms: [{tags: {karpenter.sh/discovery: demo}}]
+"#;
+
 pub fn nodepool(name: &str) -> NodePool {
     let yaml = format!(
         "apiVersion: karpenter.sh/v1\nkind: NodePool\nmetadata: {{name: {name}}}\nspec:\n  template:\n    spec:\n      nodeClassRef: {{group: karpenter.k8s.aws, kind: EC2NodeClass, name: default}}\n"

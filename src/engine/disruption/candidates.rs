@@ -169,14 +169,6 @@ pub fn eviction_cost(p: &StoredPod) -> f64 {
     (1.0 + f64::from(deletion_cost) / 2f64.powi(27) + f64::from(priority) / 2f64.powi(25)).clamp(-10.0, 10.0)
 }
 
-fn is_terminal(p: &StoredPod) -> bool {
-    matches!(p.status.as_ref().and_then(|s| s.phase.as_deref()), Some("Succeeded" | "Failed"))
-}
-
-fn owned_by(p: &StoredPod, kind: &str) -> bool {
-    p.metadata.owner_references.iter().flatten().any(|o| o.kind == kind)
-}
-
 fn pod_key(p: &StoredPod) -> String {
     format!("{}/{}", p.metadata.namespace.as_deref().unwrap_or("default"), p.metadata.name.as_deref().unwrap_or(""))
 }
@@ -258,7 +250,7 @@ pub fn survey(ctx: &Context<'_>) -> Survey {
         }
         let pods: &[&StoredPod] = state.pods_on(&name);
         let active: Vec<&StoredPod> =
-            pods.iter().copied().filter(|p| !is_terminal(p) && p.metadata.deletion_timestamp.is_none()).collect();
+            pods.iter().copied().filter(|p| !p.is_terminal() && p.metadata.deletion_timestamp.is_none()).collect();
         let pool_cost: f64 = 1.0 + active.iter().map(|p| eviction_cost(p).max(0.0)).sum::<f64>();
 
         let instance_type = node_labels.get(labels::INSTANCE_TYPE).cloned().unwrap_or_default();
@@ -318,14 +310,14 @@ pub fn survey(ctx: &Context<'_>) -> Survey {
         let mut pod_blockers = Vec::new();
         let mut moving = Vec::new();
         let mut reschedule_cost = 1.0;
-        for p in pods.iter().copied().filter(|p| !is_terminal(p)) {
+        for p in pods.iter().copied().filter(|p| !p.is_terminal()) {
             if do_not_disrupt_active(p, ctx.now) {
                 pod_blockers.push(Blocker::PodDoNotDisrupt { pod: pod_key(p) });
                 if let Some(end) = crate::engine::termination::do_not_disrupt_expiry(p).filter(|e| *e > ctx.now) {
                     out.do_not_disrupt_until = Some(out.do_not_disrupt_until.map_or(end, |u| u.min(end)));
                 }
             }
-            let evictable = p.metadata.deletion_timestamp.is_none() && !owned_by(p, "Node");
+            let evictable = p.metadata.deletion_timestamp.is_none() && !p.owned_by("Node");
             let covering = if evictable { pdbs.for_pod(p) } else { Vec::new() };
             if covering.len() > 1 {
                 pod_blockers.push(Blocker::MultiplePdbs {
